@@ -1,0 +1,205 @@
+import Foundation
+
+/// The products the simulated App Store sells, validated and indexed by identifier.
+public struct Catalog: Sendable, Hashable {
+    /// All products in the order they were declared.
+    ///
+    /// Read-only so the identifier index can never go stale; build a new catalog to change it.
+    public private(set) var products: [Product]
+    private var indexByIdentifier: [String: Int]
+
+    /// Creates a catalog from products, validating them.
+    ///
+    /// Rejects empty or duplicate identifiers, malformed prices and subscription periods,
+    /// auto-renewable subscriptions without a group or period, and invalid hosted content.
+    public init(products: [Product]) throws(CatalogError) {
+        let entries = products.enumerated().map { index, product in
+            ProductEntry(product: product, keyPaths: .native(base: "products[\(index)]", product: product))
+        }
+        try self.init(validating: entries, source: "catalog")
+    }
+
+    /// The product with this identifier, if the catalog sells it. Constant time.
+    public func product(_ identifier: String) -> Product? {
+        indexByIdentifier[identifier].map { products[$0] }
+    }
+
+    public static func == (lhs: Catalog, rhs: Catalog) -> Bool {
+        lhs.products == rhs.products
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(products)
+    }
+
+    /// Reads a catalog file, choosing the format by extension and content.
+    ///
+    /// Files ending in `.storekit` are Xcode StoreKit configurations. Other files are sniffed:
+    /// a `"format": "sksim-catalog"` member means the native format, otherwise a StoreKit
+    /// configuration is assumed when the file has its keys. A native catalog's relative
+    /// `storekitConfiguration` path is resolved against the file's directory.
+    public static func load(contentsOf url: URL) throws(CatalogError) -> Catalog {
+        let source = url.path
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw CatalogError(
+                reason: .unreadableFile, source: source,
+                problem: "The catalog file could not be read (\(error.localizedDescription)).",
+                remedy: "Check that the path is correct and the file is readable."
+            )
+        }
+        let baseDirectory = url.deletingLastPathComponent()
+        if url.pathExtension.lowercased() == "storekit" {
+            return try importStoreKitConfiguration(data, source: source)
+        }
+        let root = try JSONNode.parse(data, source: source, documentKind: "a product catalog")
+        let members = try root.object()
+        if members["format"] != nil {
+            return try nativeCatalog(root: root, baseDirectory: baseDirectory)
+        }
+        let storeKitKeys = ["version", "products", "nonRenewingSubscriptions", "subscriptionGroups"]
+        if storeKitKeys.contains(where: { members[$0] != nil }) {
+            return try storeKitCatalog(root: root)
+        }
+        throw root.error(
+            .unrecognizedFormat,
+            problem: "Expected an Xcode StoreKit configuration (with \"version\" and \"products\") "
+                + "or a native catalog (with \"format\": \"\(nativeFormatName)\"), found neither.",
+            remedy: "Pass a .storekit file exported by Xcode or a native catalog as described in docs/catalog-format.md."
+        )
+    }
+}
+
+extension Catalog {
+    /// Where each validated field of a product came from, so errors point into the right file format.
+    struct ProductKeyPaths: Sendable {
+        var identifier: String
+        var displayPrice: String
+        var subscriptionGroup: String
+        var subscriptionPeriod: String
+        /// One key path per piece of hosted content, in order.
+        var hostedContent: [String]
+
+        static func native(base: String, product: Product) -> ProductKeyPaths {
+            ProductKeyPaths(
+                identifier: "\(base).identifier",
+                displayPrice: "\(base).displayPrice",
+                subscriptionGroup: "\(base).subscriptionGroup",
+                subscriptionPeriod: "\(base).subscriptionPeriod",
+                hostedContent: product.hostedContent.indices.map { "\(base).hostedContent[\($0)]" }
+            )
+        }
+    }
+
+    struct ProductEntry: Sendable {
+        var product: Product
+        var keyPaths: ProductKeyPaths
+    }
+
+    /// Validates every product and builds the index; all public entry points end here.
+    init(validating entries: [ProductEntry], source: String) throws(CatalogError) {
+        func failure(_ reason: CatalogError.Reason, _ keyPath: String, _ problem: String, _ remedy: String) -> CatalogError {
+            CatalogError(reason: reason, source: source, keyPath: keyPath, problem: problem, remedy: remedy)
+        }
+        var index: [String: Int] = [:]
+        var identifierKeyPaths: [String: String] = [:]
+        var contentKeyPaths: [String: String] = [:]
+        for (position, entry) in entries.enumerated() {
+            let product = entry.product
+            let paths = entry.keyPaths
+            if product.identifier.trimmingCharacters(in: .whitespaces).isEmpty {
+                throw failure(.missingValue, paths.identifier,
+                              "Expected a non-empty product identifier, found an empty one.",
+                              "Give the product the identifier the app requests, e.g. \"com.example.coins\".")
+            }
+            if let earlier = identifierKeyPaths[product.identifier] {
+                throw failure(.duplicateProduct, paths.identifier,
+                              "The product identifier \"\(product.identifier)\" is already used at \(earlier).",
+                              "Give each product its own identifier or remove the duplicate.")
+            }
+            identifierKeyPaths[product.identifier] = paths.identifier
+            index[product.identifier] = position
+
+            if !Self.isDecimalPrice(product.displayPrice) {
+                throw failure(.invalidValue, paths.displayPrice,
+                              "Expected a decimal price such as \"0.99\" for product \"\(product.identifier)\", found \"\(product.displayPrice)\".",
+                              "Write the price with digits and at most one decimal point.")
+            }
+            if product.kind == .autoRenewableSubscription {
+                if (product.subscriptionGroup ?? "").trimmingCharacters(in: .whitespaces).isEmpty {
+                    throw failure(.missingValue, paths.subscriptionGroup,
+                                  "Auto-renewable subscription \"\(product.identifier)\" has no subscription group.",
+                                  "Put the subscription in a named subscription group.")
+                }
+                if product.subscriptionPeriod == nil {
+                    throw failure(.missingValue, paths.subscriptionPeriod,
+                                  "Auto-renewable subscription \"\(product.identifier)\" has no renewal period.",
+                                  "Give it an ISO 8601 period such as \"P1M\" or \"P1Y\".")
+                }
+            }
+            if let period = product.subscriptionPeriod, !Self.isSubscriptionPeriod(period) {
+                throw failure(.invalidValue, paths.subscriptionPeriod,
+                              "Expected an ISO 8601 duration such as \"P1W\", \"P1M\" or \"P1Y\" for product \"\(product.identifier)\", found \"\(period)\".",
+                              "Write the period as P followed by counts of years (Y), months (M), weeks (W) or days (D).")
+            }
+            for (contentIndex, content) in product.hostedContent.enumerated() {
+                let contentPath = contentIndex < paths.hostedContent.count
+                    ? paths.hostedContent[contentIndex]
+                    : "hostedContent of product \"\(product.identifier)\"[\(contentIndex)]"
+                if content.contentIdentifier.trimmingCharacters(in: .whitespaces).isEmpty {
+                    throw failure(.missingValue, "\(contentPath).contentIdentifier",
+                                  "Expected a non-empty content identifier for hosted content of product \"\(product.identifier)\".",
+                                  "Give each piece of hosted content an identifier, e.g. \"\(product.identifier).content\".")
+                }
+                if let earlier = contentKeyPaths[content.contentIdentifier] {
+                    throw failure(.duplicateContent, "\(contentPath).contentIdentifier",
+                                  "The content identifier \"\(content.contentIdentifier)\" is already used at \(earlier).",
+                                  "Give each piece of hosted content its own identifier; downloads are stored under it.")
+                }
+                contentKeyPaths[content.contentIdentifier] = "\(contentPath).contentIdentifier"
+                if content.contentLength <= 0 {
+                    throw failure(.invalidValue, "\(contentPath).contentLength",
+                                  "Expected a content length in bytes greater than zero for \"\(content.contentIdentifier)\", found \(content.contentLength).",
+                                  "Set contentLength to the size of the download in bytes.")
+                }
+                if !HostedContent.isValidContentVersion(content.contentVersion) {
+                    throw failure(.invalidValue, "\(contentPath).contentVersion",
+                                  "Expected a content version of integers separated by dots such as \"1.0.2\" for \"\(content.contentIdentifier)\", found \"\(content.contentVersion)\".",
+                                  "Write the version as numbers separated by dots.")
+                }
+            }
+        }
+        self.products = entries.map(\.product)
+        self.indexByIdentifier = index
+    }
+
+    /// Digits with at most one decimal point between digits, e.g. "0.99" or "199".
+    static func isDecimalPrice(_ text: String) -> Bool {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count <= 2 else { return false }
+        return parts.allSatisfy { part in
+            !part.isEmpty && part.allSatisfy { $0.isASCII && $0.isNumber }
+        }
+    }
+
+    /// The subset of ISO 8601 durations subscriptions use: `P`, then counts of Y, M, W, D in that order.
+    static func isSubscriptionPeriod(_ text: String) -> Bool {
+        guard text.first == "P", text.count > 1 else { return false }
+        let designators: [Character] = ["Y", "M", "W", "D"]
+        var nextDesignator = 0
+        var digits = ""
+        for character in text.dropFirst() {
+            if character.isASCII && character.isNumber {
+                digits.append(character)
+                continue
+            }
+            guard !digits.isEmpty,
+                  let position = designators[nextDesignator...].firstIndex(of: character) else { return false }
+            nextDesignator = position + 1
+            digits = ""
+        }
+        return digits.isEmpty
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+
+extension Catalog {
+    /// The value of the native format's `"format"` member.
+    public static let nativeFormatName = "sksim-catalog"
+    /// The native format version this code reads and writes.
+    public static let nativeFormatVersion: Int64 = 1
+
+    /// Parses the native catalog format (see docs/catalog-format.md).
+    ///
+    /// A relative `storekitConfiguration` path is resolved against the current directory;
+    /// use `load(contentsOf:)` or `parseNativeCatalog(_:source:baseDirectory:)` to resolve it
+    /// against the catalog file's own directory.
+    public static func parseNativeCatalog(_ data: Data, source: String) throws(CatalogError) -> Catalog {
+        try parseNativeCatalog(data, source: source, baseDirectory: nil)
+    }
+
+    /// Parses the native catalog format, resolving a relative `storekitConfiguration` path
+    /// against `baseDirectory` (or the current directory when it is nil).
+    public static func parseNativeCatalog(_ data: Data, source: String, baseDirectory: URL?) throws(CatalogError) -> Catalog {
+        let root = try JSONNode.parse(data, source: source, documentKind: "a \(nativeFormatName) catalog")
+        return try nativeCatalog(root: root, baseDirectory: baseDirectory)
+    }
+
+    /// The catalog in the native format, as pretty-printed JSON with sorted keys;
+    /// `parseNativeCatalog` reads it back to an equal catalog.
+    public func nativeCatalogData() -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let document = NativeDocument(format: Self.nativeFormatName, version: Self.nativeFormatVersion, products: products)
+        do {
+            return try encoder.encode(document)
+        } catch {
+            // Only strings, integers and arrays are encoded, which JSONEncoder always accepts.
+            preconditionFailure("Encoding a catalog as JSON failed: \(error)")
+        }
+    }
+
+    private struct NativeDocument: Encodable {
+        var format: String
+        var version: Int64
+        var products: [Product]
+    }
+
+    static func nativeCatalog(root: JSONNode, baseDirectory: URL?) throws(CatalogError) -> Catalog {
+        _ = try root.object()
+        let formatNode = try root.requiredChild(
+            "format", remedy: "Start a native catalog with \"format\": \"\(nativeFormatName)\", \"version\": \(nativeFormatVersion)."
+        )
+        let format = try formatNode.string()
+        guard format == nativeFormatName else {
+            throw formatNode.error(
+                .unrecognizedFormat,
+                problem: "Expected \"\(nativeFormatName)\", found \"\(format)\".",
+                remedy: "Set \"format\" to \"\(nativeFormatName)\", or pass an Xcode .storekit file instead."
+            )
+        }
+        let versionNode = try root.requiredChild(
+            "version", remedy: "Add \"version\": \(nativeFormatVersion)."
+        )
+        let version = try versionNode.integer()
+        guard version == nativeFormatVersion else {
+            throw versionNode.error(
+                .unsupportedVersion,
+                problem: "Native catalog version \(version) is not supported; this simulator reads version \(nativeFormatVersion) only.",
+                remedy: "Set \"version\" to \(nativeFormatVersion) and describe the products as in docs/catalog-format.md."
+            )
+        }
+
+        var entries: [ProductEntry] = []
+        if let referenceNode = try root.child("storekitConfiguration") {
+            entries += try importReferencedConfiguration(referenceNode, baseDirectory: baseDirectory)
+        }
+        for node in try root.optionalArray("products") {
+            entries.append(try nativeEntry(node))
+        }
+        if let hostedContentNode = try root.child("hostedContent") {
+            try attachHostedContent(hostedContentNode, to: &entries)
+        }
+        return try Catalog(validating: entries, source: root.source)
+    }
+
+    /// Imports the `.storekit` file a native catalog refers to; it is validated on its own first
+    /// so its errors name that file.
+    private static func importReferencedConfiguration(_ node: JSONNode, baseDirectory: URL?) throws(CatalogError) -> [ProductEntry] {
+        let path = try node.string()
+        let url: URL
+        if path.hasPrefix("/") {
+            url = URL(fileURLWithPath: path)
+        } else {
+            let base = baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
+            url = base.appendingPathComponent(path)
+        }
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw node.error(
+                .unreadableFile,
+                problem: "The StoreKit configuration \"\(path)\" could not be read at \(url.path) (\(error.localizedDescription)).",
+                remedy: "Give a path relative to the catalog file's directory, or an absolute path, to an existing .storekit file."
+            )
+        }
+        let imported = try importStoreKitConfiguration(data, source: url.path)
+        return imported.products.map { product in
+            let origin = "\(node.keyPath) (\(path), product \"\(product.identifier)\")"
+            return ProductEntry(product: product, keyPaths: ProductKeyPaths(
+                identifier: origin, displayPrice: origin, subscriptionGroup: origin,
+                subscriptionPeriod: origin, hostedContent: []
+            ))
+        }
+    }
+
+    private static func nativeEntry(_ node: JSONNode) throws(CatalogError) -> ProductEntry {
+        _ = try node.object()
+        let identifier = try node.requiredString(
+            "identifier", remedy: "Give every product the \"identifier\" the app requests, e.g. \"com.example.coins\"."
+        )
+        let kinds = ProductKind.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+        let kindNode = try node.requiredChild("kind", remedy: "Give product \"\(identifier)\" a \"kind\": one of \(kinds).")
+        let kindName = try kindNode.string()
+        guard let kind = ProductKind(rawValue: kindName) else {
+            throw kindNode.error(
+                .invalidValue,
+                problem: "Unknown kind \"\(kindName)\" for product \"\(identifier)\"; expected one of \(kinds).",
+                remedy: "Use one of the listed kinds."
+            )
+        }
+        let price = try node.requiredChild(
+            "displayPrice", remedy: "Give product \"\(identifier)\" a \"displayPrice\" as a string, e.g. \"0.99\"."
+        ).string()
+        var contentPaths: [String] = []
+        var content: [HostedContent] = []
+        for contentNode in try node.optionalArray("hostedContent") {
+            content.append(try hostedContent(contentNode))
+            contentPaths.append(contentNode.keyPath)
+        }
+        let product = Product(
+            identifier: identifier,
+            kind: kind,
+            referenceName: try node.optionalString("referenceName"),
+            displayPrice: price,
+            subscriptionGroup: try node.optionalString("subscriptionGroup"),
+            subscriptionPeriod: try node.optionalString("subscriptionPeriod"),
+            hostedContent: content
+        )
+        var keyPaths = ProductKeyPaths.native(base: node.keyPath, product: product)
+        keyPaths.hostedContent = contentPaths
+        return ProductEntry(product: product, keyPaths: keyPaths)
+    }
+
+    private static func hostedContent(_ node: JSONNode) throws(CatalogError) -> HostedContent {
+        _ = try node.object()
+        return HostedContent(
+            contentIdentifier: try node.requiredString(
+                "contentIdentifier", remedy: "Give each piece of hosted content a unique \"contentIdentifier\"."
+            ),
+            contentLength: try node.requiredChild(
+                "contentLength", remedy: "Give the size of the download in bytes as \"contentLength\"."
+            ).integer(),
+            contentVersion: try node.requiredChild(
+                "contentVersion", remedy: "Give the content version as \"contentVersion\", e.g. \"1.0\"."
+            ).string()
+        )
+    }
+
+    /// Applies the `"hostedContent": {"productID": [...]}` map, in identifier order so errors are deterministic.
+    private static func attachHostedContent(_ node: JSONNode, to entries: inout [ProductEntry]) throws(CatalogError) {
+        let members = try node.object()
+        for identifier in members.keys.sorted() {
+            let listNode = node.child(quoted: identifier, value: members[identifier] ?? .null)
+            guard let position = entries.firstIndex(where: { $0.product.identifier == identifier }) else {
+                throw listNode.error(
+                    .unknownProduct,
+                    problem: "Hosted content is given for product \"\(identifier)\", but the catalog has no such product.",
+                    remedy: "Check the spelling of the product identifier, or add the product to the StoreKit configuration or \"products\"."
+                )
+            }
+            for contentNode in try listNode.array() {
+                entries[position].product.hostedContent.append(try hostedContent(contentNode))
+                entries[position].keyPaths.hostedContent.append(contentNode.keyPath)
+            }
+        }
+    }
+}

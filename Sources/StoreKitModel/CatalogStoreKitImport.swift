@@ -1,0 +1,128 @@
+import Foundation
+
+extension Catalog {
+    /// The StoreKit configuration format versions (`version.major`) this importer reads.
+    public static let supportedStoreKitConfigurationVersions: ClosedRange<Int64> = 1...5
+
+    /// Imports an Xcode StoreKit configuration (`.storekit`, JSON, format versions 1.0 to 5.x).
+    ///
+    /// Reads `products`, `nonRenewingSubscriptions` and `subscriptionGroups[].subscriptions[]`;
+    /// every other key (settings, offers, localizations, keys of future versions) is ignored.
+    /// StoreKit configurations carry no hosted content; the native format adds it.
+    /// - Parameter source: names the data in error messages, usually the file path.
+    public static func importStoreKitConfiguration(_ data: Data, source: String) throws(CatalogError) -> Catalog {
+        let root = try JSONNode.parse(data, source: source, documentKind: "an Xcode StoreKit configuration")
+        return try storeKitCatalog(root: root)
+    }
+
+    static func storeKitCatalog(root: JSONNode) throws(CatalogError) -> Catalog {
+        try Catalog(validating: storeKitEntries(root: root), source: root.source)
+    }
+
+    /// Maps Xcode's `type` values to product kinds.
+    private static let storeKitTypes: [String: ProductKind] = [
+        "Consumable": .consumable,
+        "NonConsumable": .nonConsumable,
+        "NonRenewingSubscription": .nonRenewingSubscription,
+        "RecurringSubscription": .autoRenewableSubscription,
+    ]
+
+    static func storeKitEntries(root: JSONNode) throws(CatalogError) -> [ProductEntry] {
+        _ = try root.object()
+        try checkStoreKitVersion(root: root)
+
+        var entries: [ProductEntry] = []
+        for node in try root.optionalArray("products") {
+            entries.append(try storeKitEntry(node, allowedTypes: ["Consumable", "NonConsumable"], group: nil))
+        }
+        for node in try root.optionalArray("nonRenewingSubscriptions") {
+            entries.append(try storeKitEntry(node, allowedTypes: ["NonRenewingSubscription"], group: nil))
+        }
+        for groupNode in try root.optionalArray("subscriptionGroups") {
+            _ = try groupNode.object()
+            // Xcode always writes a group name; fall back to its id so hand-written files still import.
+            var groupName = try groupNode.optionalString("name")
+            if groupName == nil {
+                groupName = try groupNode.optionalString("id")
+            }
+            guard let groupName, !groupName.isEmpty else {
+                throw groupNode.error(.missingValue, at: groupNode.keyPath(appending: "name"),
+                                      problem: "The subscription group has no name.",
+                                      remedy: "Give the subscription group a \"name\".")
+            }
+            let group = (name: groupName, keyPath: groupNode.keyPath(appending: "name"))
+            for node in try groupNode.optionalArray("subscriptions") {
+                entries.append(try storeKitEntry(node, allowedTypes: ["RecurringSubscription"], group: group))
+            }
+        }
+        return entries
+    }
+
+    private static func checkStoreKitVersion(root: JSONNode) throws(CatalogError) {
+        let supported = "versions \(supportedStoreKitConfigurationVersions.lowerBound).0 through \(supportedStoreKitConfigurationVersions.upperBound).x"
+        let versionNode = try root.requiredChild(
+            "version",
+            remedy: "A StoreKit configuration starts with \"version\": {\"major\": N, \"minor\": M}; this simulator reads \(supported). Re-save the file in Xcode."
+        )
+        _ = try versionNode.object()
+        let major = try versionNode.requiredChild(
+            "major", remedy: "Give the format version as {\"major\": N, \"minor\": M}; this simulator reads \(supported)."
+        ).integer()
+        let minor = try versionNode.child("minor")?.integer() ?? 0
+        guard supportedStoreKitConfigurationVersions.contains(major) else {
+            throw root.error(
+                .unsupportedVersion, at: versionNode.keyPath(appending: "major"),
+                problem: "StoreKit configuration format version \(major).\(minor) is not supported; this simulator reads \(supported).",
+                remedy: "Save the file with an Xcode version that writes a supported format, or convert it to the native catalog format."
+            )
+        }
+    }
+
+    private static func storeKitEntry(
+        _ node: JSONNode,
+        allowedTypes: [String],
+        group: (name: String, keyPath: String)?
+    ) throws(CatalogError) -> ProductEntry {
+        _ = try node.object()
+        let identifier = try node.requiredString(
+            "productID", remedy: "Give every product the \"productID\" the app requests, e.g. \"com.example.coins\"."
+        )
+        let typeNode = try node.requiredChild(
+            "type", remedy: "Give product \"\(identifier)\" a \"type\": one of \(allowedTypes.map { "\"\($0)\"" }.joined(separator: ", "))."
+        )
+        let typeName = try typeNode.string()
+        guard let kind = storeKitTypes[typeName] else {
+            let known = storeKitTypes.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+            throw typeNode.error(
+                .unknownProductType,
+                problem: "Unknown product type \"\(typeName)\" for product \"\(identifier)\"; StoreKit configurations use \(known).",
+                remedy: "Correct the type, or re-save the file in Xcode."
+            )
+        }
+        guard allowedTypes.contains(typeName) else {
+            throw typeNode.error(
+                .invalidValue,
+                problem: "Product \"\(identifier)\" of type \"\(typeName)\" is in the wrong list; here only \(allowedTypes.map { "\"\($0)\"" }.joined(separator: ", ")) belong.",
+                remedy: "Move it: consumables and non-consumables go in \"products\", non-renewing subscriptions in \"nonRenewingSubscriptions\", auto-renewable ones in \"subscriptionGroups[].subscriptions\"."
+            )
+        }
+        let priceNode = try node.child("displayPrice")
+        let product = Product(
+            identifier: identifier,
+            kind: kind,
+            referenceName: try node.optionalString("referenceName"),
+            // Hand-written files sometimes omit the price; free is the least surprising default.
+            displayPrice: try priceNode?.string() ?? "0",
+            subscriptionGroup: group?.name,
+            subscriptionPeriod: kind == .autoRenewableSubscription ? try node.optionalString("recurringSubscriptionPeriod") : nil
+        )
+        let keyPaths = ProductKeyPaths(
+            identifier: node.keyPath(appending: "productID"),
+            displayPrice: node.keyPath(appending: "displayPrice"),
+            subscriptionGroup: group?.keyPath ?? node.keyPath(appending: "subscriptionGroupID"),
+            subscriptionPeriod: node.keyPath(appending: "recurringSubscriptionPeriod"),
+            hostedContent: []
+        )
+        return ProductEntry(product: product, keyPaths: keyPaths)
+    }
+}

@@ -1,0 +1,102 @@
+/// A command's unique id: who sent it and that sender's counter. The queue applies each
+/// id at most once, so a sender can retry until it sees the resulting event.
+public struct CommandID: Sendable, Hashable, CustomStringConvertible {
+    public var origin: String
+    public var number: UInt64
+
+    public init(origin: String, number: UInt64) {
+        self.origin = origin
+        self.number = number
+    }
+
+    public var description: String { "\(origin):\(number)" }
+}
+
+/// What the store decided about a purchasing (or deferred) transaction.
+public enum StoreDecision: Sendable, Hashable {
+    /// Paid. `charged` is false when the account already owned the non-consumable (R-R4).
+    case purchased(charged: Bool)
+    case failed(StoreError)
+    /// Waiting for a parent's approval (Ask to Buy); a later decision completes it.
+    case deferred
+}
+
+/// Everything that can ask the queue to change state. Apps, the store and the
+/// downloader send commands; the queue validates each against its projection.
+public enum CommandBody: Sendable, Hashable {
+    // The app (device) side.
+    case registerDevice(device: String, account: String)
+    case launchApp(device: String)
+    case terminateApp(device: String)
+    case attachObserver(device: String, observer: String)
+    case detachObserver(device: String, observer: String)
+    case setPaymentsAllowed(device: String, allowed: Bool)
+    case addPayment(device: String, payment: Payment)
+    case finishTransaction(TransactionKey)
+    case restoreCompletedTransactions(device: String, applicationUsername: String?)
+    case startDownloads([DownloadKey])
+    case pauseDownloads([DownloadKey])
+    case resumeDownloads([DownloadKey])
+    case cancelDownloads([DownloadKey])
+    // The store side.
+    case decidePurchase(TransactionKey, StoreDecision)
+    case completeRestore(device: String, restore: UInt64, originals: [OriginalTransaction])
+    case failRestore(device: String, restore: UInt64, error: StoreError)
+    // The downloader side.
+    case reportDownloadProgress(DownloadKey, progress: Double, timeRemaining: Double)
+    case completeDownload(DownloadKey, contentURL: String)
+    case failDownload(DownloadKey, error: StoreError)
+
+    /// The device whose partition the command belongs to.
+    public var device: String {
+        switch self {
+        case .registerDevice(let device, _), .launchApp(let device), .terminateApp(let device),
+             .attachObserver(let device, _), .detachObserver(let device, _),
+             .setPaymentsAllowed(let device, _), .addPayment(let device, _),
+             .restoreCompletedTransactions(let device, _), .completeRestore(let device, _, _),
+             .failRestore(let device, _, _):
+            device
+        case .finishTransaction(let key), .decidePurchase(let key, _):
+            key.device
+        case .startDownloads(let keys), .pauseDownloads(let keys), .resumeDownloads(let keys), .cancelDownloads(let keys):
+            keys.first?.transaction.device ?? ""
+        case .reportDownloadProgress(let key, _, _), .completeDownload(let key, _), .failDownload(let key, _):
+            key.transaction.device
+        }
+    }
+
+    /// A short name for logs and reports.
+    public var name: String {
+        switch self {
+        case .registerDevice: "registerDevice"
+        case .launchApp: "launchApp"
+        case .terminateApp: "terminateApp"
+        case .attachObserver: "attachObserver"
+        case .detachObserver: "detachObserver"
+        case .setPaymentsAllowed: "setPaymentsAllowed"
+        case .addPayment: "addPayment"
+        case .finishTransaction: "finishTransaction"
+        case .restoreCompletedTransactions: "restoreCompletedTransactions"
+        case .startDownloads: "startDownloads"
+        case .pauseDownloads: "pauseDownloads"
+        case .resumeDownloads: "resumeDownloads"
+        case .cancelDownloads: "cancelDownloads"
+        case .decidePurchase: "decidePurchase"
+        case .completeRestore: "completeRestore"
+        case .failRestore: "failRestore"
+        case .reportDownloadProgress: "reportDownloadProgress"
+        case .completeDownload: "completeDownload"
+        case .failDownload: "failDownload"
+        }
+    }
+}
+
+public struct Command: Sendable, Hashable {
+    public var id: CommandID
+    public var body: CommandBody
+
+    public init(id: CommandID, body: CommandBody) {
+        self.id = id
+        self.body = body
+    }
+}

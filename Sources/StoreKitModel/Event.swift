@@ -1,0 +1,98 @@
+/// Every state change of the simulated system. The log holds these; state is a fold over them.
+public enum Event: Sendable, Hashable {
+    /// First event of every run: the seed every random choice derives from, and what ran.
+    case runStarted(seed: UInt64, scenario: String)
+    case deviceRegistered(device: String, account: String)
+    case appLaunched(device: String)
+    case appTerminated(device: String)
+    case observerAttached(device: String, observer: String)
+    case observerDetached(device: String, observer: String)
+    case paymentsAllowedChanged(device: String, allowed: Bool)
+    /// A new transaction in state `purchasing` (R-Q7).
+    case transactionAdded(TransactionKey, Payment)
+    case transactionDeferred(TransactionKey)
+    case transactionPurchased(TransactionKey, identifier: String, downloads: [HostedContent], charged: Bool)
+    case transactionFailed(TransactionKey, StoreError)
+    case restoreStarted(device: String, restore: UInt64, applicationUsername: String?)
+    /// A new transaction in state `restored` with a copy of the original (R-Q9, R-T3).
+    case transactionRestored(TransactionKey, restore: UInt64, identifier: String, original: OriginalTransaction, downloads: [HostedContent])
+    case restoreFinished(device: String, restore: UInt64)
+    case restoreFailed(device: String, restore: UInt64, error: StoreError)
+    /// Removed from the queue (R-Q8); observers hear `removedTransactions`.
+    case transactionFinished(TransactionKey)
+    case downloadStarted(DownloadKey)
+    case downloadProgressed(DownloadKey, progress: Double, timeRemaining: Double)
+    case downloadPaused(DownloadKey)
+    case downloadResumed(DownloadKey)
+    case downloadFinished(DownloadKey, contentURL: String)
+    case downloadFailed(DownloadKey, error: StoreError)
+    case downloadCancelled(DownloadKey)
+    /// A command the queue refused; nothing else changed.
+    case commandRejected(device: String, command: String, rejection: Rejection)
+
+    /// The device the event concerns, or nil for run-wide events.
+    public var device: String? {
+        switch self {
+        case .runStarted: nil
+        case .deviceRegistered(let device, _), .appLaunched(let device), .appTerminated(let device),
+             .observerAttached(let device, _), .observerDetached(let device, _),
+             .paymentsAllowedChanged(let device, _), .restoreStarted(let device, _, _),
+             .restoreFinished(let device, _), .restoreFailed(let device, _, _),
+             .commandRejected(let device, _, _):
+            device
+        case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
+             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key):
+            key.device
+        case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key),
+             .downloadResumed(let key), .downloadFinished(let key, _), .downloadFailed(let key, _),
+             .downloadCancelled(let key):
+            key.transaction.device
+        }
+    }
+
+    /// A short, stable name (also the JSON `type`).
+    public var name: String {
+        switch self {
+        case .runStarted: "runStarted"
+        case .deviceRegistered: "deviceRegistered"
+        case .appLaunched: "appLaunched"
+        case .appTerminated: "appTerminated"
+        case .observerAttached: "observerAttached"
+        case .observerDetached: "observerDetached"
+        case .paymentsAllowedChanged: "paymentsAllowedChanged"
+        case .transactionAdded: "transactionAdded"
+        case .transactionDeferred: "transactionDeferred"
+        case .transactionPurchased: "transactionPurchased"
+        case .transactionFailed: "transactionFailed"
+        case .restoreStarted: "restoreStarted"
+        case .transactionRestored: "transactionRestored"
+        case .restoreFinished: "restoreFinished"
+        case .restoreFailed: "restoreFailed"
+        case .transactionFinished: "transactionFinished"
+        case .downloadStarted: "downloadStarted"
+        case .downloadProgressed: "downloadProgressed"
+        case .downloadPaused: "downloadPaused"
+        case .downloadResumed: "downloadResumed"
+        case .downloadFinished: "downloadFinished"
+        case .downloadFailed: "downloadFailed"
+        case .downloadCancelled: "downloadCancelled"
+        case .commandRejected: "commandRejected"
+        }
+    }
+}
+
+/// An event as the log holds it: its place in the partition, when it happened
+/// (nanoseconds of injected time) and the command that caused it, if any.
+public struct RecordedEvent: Sendable, Hashable {
+    public var sequence: UInt64
+    public var timestamp: Int64
+    public var commandID: CommandID?
+    public var event: Event
+
+    public init(sequence: UInt64, timestamp: Int64, commandID: CommandID?, event: Event) {
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.commandID = commandID
+        self.event = event
+    }
+}

@@ -1,0 +1,369 @@
+/// The versioned binary encoding of events (log payloads and bus frames) and commands
+/// (bus frames). Layout is documented in docs/log-format.md; tags and field order
+/// are part of the format: append new cases with new tags, never renumber.
+public enum EventCodec {
+    /// The first byte of every encoded event or command.
+    public static let formatVersion: UInt8 = 1
+
+    // MARK: Events
+
+    public static func encode(_ event: Event, commandID: CommandID?, into writer: inout BinaryWriter) {
+        writer.write(formatVersion)
+        writeCommandID(commandID, into: &writer)
+        switch event {
+        case .runStarted(let seed, let scenario):
+            writer.write(1); writer.write(varint: seed); writer.write(scenario)
+        case .deviceRegistered(let device, let account):
+            writer.write(2); writer.write(device); writer.write(account)
+        case .appLaunched(let device):
+            writer.write(3); writer.write(device)
+        case .appTerminated(let device):
+            writer.write(4); writer.write(device)
+        case .observerAttached(let device, let observer):
+            writer.write(5); writer.write(device); writer.write(observer)
+        case .observerDetached(let device, let observer):
+            writer.write(6); writer.write(device); writer.write(observer)
+        case .paymentsAllowedChanged(let device, let allowed):
+            writer.write(7); writer.write(device); writer.write(allowed)
+        case .transactionAdded(let key, let payment):
+            writer.write(8); writeKey(key, into: &writer); writePayment(payment, into: &writer)
+        case .transactionDeferred(let key):
+            writer.write(9); writeKey(key, into: &writer)
+        case .transactionPurchased(let key, let identifier, let downloads, let charged):
+            writer.write(10); writeKey(key, into: &writer); writer.write(identifier)
+            writeContents(downloads, into: &writer); writer.write(charged)
+        case .transactionFailed(let key, let error):
+            writer.write(11); writeKey(key, into: &writer); writeError(error, into: &writer)
+        case .restoreStarted(let device, let restore, let applicationUsername):
+            writer.write(12); writer.write(device); writer.write(varint: restore); writer.write(optional: applicationUsername)
+        case .transactionRestored(let key, let restore, let identifier, let original, let downloads):
+            writer.write(13); writeKey(key, into: &writer); writer.write(varint: restore); writer.write(identifier)
+            writeOriginal(original, into: &writer); writeContents(downloads, into: &writer)
+        case .restoreFinished(let device, let restore):
+            writer.write(14); writer.write(device); writer.write(varint: restore)
+        case .restoreFailed(let device, let restore, let error):
+            writer.write(15); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
+        case .transactionFinished(let key):
+            writer.write(16); writeKey(key, into: &writer)
+        case .downloadStarted(let key):
+            writer.write(17); writeDownloadKey(key, into: &writer)
+        case .downloadProgressed(let key, let progress, let timeRemaining):
+            writer.write(18); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
+        case .downloadPaused(let key):
+            writer.write(19); writeDownloadKey(key, into: &writer)
+        case .downloadResumed(let key):
+            writer.write(20); writeDownloadKey(key, into: &writer)
+        case .downloadFinished(let key, let contentURL):
+            writer.write(21); writeDownloadKey(key, into: &writer); writer.write(contentURL)
+        case .downloadFailed(let key, let error):
+            writer.write(22); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
+        case .downloadCancelled(let key):
+            writer.write(23); writeDownloadKey(key, into: &writer)
+        case .commandRejected(let device, let command, let rejection):
+            writer.write(24); writer.write(device); writer.write(command)
+            writer.write(rejection.code.rawValue); writer.write(rejection.message)
+        }
+    }
+
+    public static func encode(_ event: Event, commandID: CommandID?) -> [UInt8] {
+        var writer = BinaryWriter()
+        encode(event, commandID: commandID, into: &writer)
+        return writer.bytes
+    }
+
+    /// Decodes one event payload; throws on anything malformed, never traps.
+    public static func decodeEvent(_ buffer: UnsafeRawBufferPointer) throws(DecodingFailure) -> (commandID: CommandID?, event: Event) {
+        var reader = BinaryReader(buffer)
+        try readVersion(&reader)
+        let commandID = try readCommandID(&reader)
+        let tag = try reader.readByte()
+        let event: Event
+        switch tag {
+        case 1: event = .runStarted(seed: try reader.readVarint(), scenario: try reader.readString())
+        case 2: event = .deviceRegistered(device: try reader.readString(), account: try reader.readString())
+        case 3: event = .appLaunched(device: try reader.readString())
+        case 4: event = .appTerminated(device: try reader.readString())
+        case 5: event = .observerAttached(device: try reader.readString(), observer: try reader.readString())
+        case 6: event = .observerDetached(device: try reader.readString(), observer: try reader.readString())
+        case 7: event = .paymentsAllowedChanged(device: try reader.readString(), allowed: try reader.readBool())
+        case 8: event = .transactionAdded(try readKey(&reader), try readPayment(&reader))
+        case 9: event = .transactionDeferred(try readKey(&reader))
+        case 10:
+            event = .transactionPurchased(try readKey(&reader), identifier: try reader.readString(),
+                                          downloads: try readContents(&reader), charged: try reader.readBool())
+        case 11: event = .transactionFailed(try readKey(&reader), try readError(&reader))
+        case 12:
+            event = .restoreStarted(device: try reader.readString(), restore: try reader.readVarint(),
+                                    applicationUsername: try reader.readOptionalString())
+        case 13:
+            event = .transactionRestored(try readKey(&reader), restore: try reader.readVarint(), identifier: try reader.readString(),
+                                         original: try readOriginal(&reader), downloads: try readContents(&reader))
+        case 14: event = .restoreFinished(device: try reader.readString(), restore: try reader.readVarint())
+        case 15: event = .restoreFailed(device: try reader.readString(), restore: try reader.readVarint(), error: try readError(&reader))
+        case 16: event = .transactionFinished(try readKey(&reader))
+        case 17: event = .downloadStarted(try readDownloadKey(&reader))
+        case 18:
+            event = .downloadProgressed(try readDownloadKey(&reader), progress: try reader.readDouble(), timeRemaining: try reader.readDouble())
+        case 19: event = .downloadPaused(try readDownloadKey(&reader))
+        case 20: event = .downloadResumed(try readDownloadKey(&reader))
+        case 21: event = .downloadFinished(try readDownloadKey(&reader), contentURL: try reader.readString())
+        case 22: event = .downloadFailed(try readDownloadKey(&reader), error: try readError(&reader))
+        case 23: event = .downloadCancelled(try readDownloadKey(&reader))
+        case 24:
+            let device = try reader.readString()
+            let command = try reader.readString()
+            let rawCode = try reader.readByte()
+            guard let code = Rejection.Code(rawValue: rawCode) else { throw reader.failure("unknown rejection code \(rawCode)") }
+            event = .commandRejected(device: device, command: command, rejection: Rejection(code, try reader.readString()))
+        default:
+            throw reader.failure("unknown event tag \(tag)")
+        }
+        guard reader.isAtEnd else { throw reader.failure("trailing bytes after a \(event.name) event") }
+        return (commandID, event)
+    }
+
+    public static func decodeEvent(_ bytes: [UInt8]) throws(DecodingFailure) -> (commandID: CommandID?, event: Event) {
+        do {
+            return try bytes.withUnsafeBytes { buffer in try decodeEvent(buffer) }
+        } catch let failure as DecodingFailure {
+            throw failure
+        } catch {
+            preconditionFailure("decodeEvent throws only DecodingFailure")
+        }
+    }
+
+    // MARK: Commands
+
+    public static func encode(_ command: Command) -> [UInt8] {
+        var writer = BinaryWriter()
+        writer.write(formatVersion)
+        writeCommandID(command.id, into: &writer)
+        switch command.body {
+        case .registerDevice(let device, let account):
+            writer.write(1); writer.write(device); writer.write(account)
+        case .launchApp(let device):
+            writer.write(2); writer.write(device)
+        case .terminateApp(let device):
+            writer.write(3); writer.write(device)
+        case .attachObserver(let device, let observer):
+            writer.write(4); writer.write(device); writer.write(observer)
+        case .detachObserver(let device, let observer):
+            writer.write(5); writer.write(device); writer.write(observer)
+        case .setPaymentsAllowed(let device, let allowed):
+            writer.write(6); writer.write(device); writer.write(allowed)
+        case .addPayment(let device, let payment):
+            writer.write(7); writer.write(device); writePayment(payment, into: &writer)
+        case .finishTransaction(let key):
+            writer.write(8); writeKey(key, into: &writer)
+        case .restoreCompletedTransactions(let device, let applicationUsername):
+            writer.write(9); writer.write(device); writer.write(optional: applicationUsername)
+        case .startDownloads(let keys):
+            writer.write(10); writeDownloadKeys(keys, into: &writer)
+        case .pauseDownloads(let keys):
+            writer.write(11); writeDownloadKeys(keys, into: &writer)
+        case .resumeDownloads(let keys):
+            writer.write(12); writeDownloadKeys(keys, into: &writer)
+        case .cancelDownloads(let keys):
+            writer.write(13); writeDownloadKeys(keys, into: &writer)
+        case .decidePurchase(let key, let decision):
+            writer.write(14); writeKey(key, into: &writer)
+            switch decision {
+            case .purchased(let charged): writer.write(0); writer.write(charged)
+            case .failed(let error): writer.write(1); writeError(error, into: &writer)
+            case .deferred: writer.write(2)
+            }
+        case .completeRestore(let device, let restore, let originals):
+            writer.write(15); writer.write(device); writer.write(varint: restore)
+            writer.write(varint: UInt64(originals.count))
+            for original in originals { writeOriginal(original, into: &writer) }
+        case .failRestore(let device, let restore, let error):
+            writer.write(16); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
+        case .reportDownloadProgress(let key, let progress, let timeRemaining):
+            writer.write(17); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
+        case .completeDownload(let key, let contentURL):
+            writer.write(18); writeDownloadKey(key, into: &writer); writer.write(contentURL)
+        case .failDownload(let key, let error):
+            writer.write(19); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
+        }
+        return writer.bytes
+    }
+
+    public static func decodeCommand(_ buffer: UnsafeRawBufferPointer) throws(DecodingFailure) -> Command {
+        var reader = BinaryReader(buffer)
+        try readVersion(&reader)
+        guard let id = try readCommandID(&reader) else { throw reader.failure("a command needs an id (origin and number)") }
+        let tag = try reader.readByte()
+        let body: CommandBody
+        switch tag {
+        case 1: body = .registerDevice(device: try reader.readString(), account: try reader.readString())
+        case 2: body = .launchApp(device: try reader.readString())
+        case 3: body = .terminateApp(device: try reader.readString())
+        case 4: body = .attachObserver(device: try reader.readString(), observer: try reader.readString())
+        case 5: body = .detachObserver(device: try reader.readString(), observer: try reader.readString())
+        case 6: body = .setPaymentsAllowed(device: try reader.readString(), allowed: try reader.readBool())
+        case 7: body = .addPayment(device: try reader.readString(), payment: try readPayment(&reader))
+        case 8: body = .finishTransaction(try readKey(&reader))
+        case 9: body = .restoreCompletedTransactions(device: try reader.readString(), applicationUsername: try reader.readOptionalString())
+        case 10: body = .startDownloads(try readDownloadKeys(&reader))
+        case 11: body = .pauseDownloads(try readDownloadKeys(&reader))
+        case 12: body = .resumeDownloads(try readDownloadKeys(&reader))
+        case 13: body = .cancelDownloads(try readDownloadKeys(&reader))
+        case 14:
+            let key = try readKey(&reader)
+            let decision: StoreDecision
+            switch try reader.readByte() {
+            case 0: decision = .purchased(charged: try reader.readBool())
+            case 1: decision = .failed(try readError(&reader))
+            case 2: decision = .deferred
+            case let other: throw reader.failure("unknown store decision \(other)")
+            }
+            body = .decidePurchase(key, decision)
+        case 15:
+            let device = try reader.readString()
+            let restore = try reader.readVarint()
+            let count = try readCount(&reader, maximum: 100_000)
+            var originals: [OriginalTransaction] = []
+            originals.reserveCapacity(count)
+            for _ in 0..<count { originals.append(try readOriginal(&reader)) }
+            body = .completeRestore(device: device, restore: restore, originals: originals)
+        case 16: body = .failRestore(device: try reader.readString(), restore: try reader.readVarint(), error: try readError(&reader))
+        case 17:
+            body = .reportDownloadProgress(try readDownloadKey(&reader), progress: try reader.readDouble(), timeRemaining: try reader.readDouble())
+        case 18: body = .completeDownload(try readDownloadKey(&reader), contentURL: try reader.readString())
+        case 19: body = .failDownload(try readDownloadKey(&reader), error: try readError(&reader))
+        default: throw reader.failure("unknown command tag \(tag)")
+        }
+        guard reader.isAtEnd else { throw reader.failure("trailing bytes after a \(body.name) command") }
+        return Command(id: id, body: body)
+    }
+
+    public static func decodeCommand(_ bytes: [UInt8]) throws(DecodingFailure) -> Command {
+        do {
+            return try bytes.withUnsafeBytes { buffer in try decodeCommand(buffer) }
+        } catch let failure as DecodingFailure {
+            throw failure
+        } catch {
+            preconditionFailure("decodeCommand throws only DecodingFailure")
+        }
+    }
+
+    // MARK: Parts
+
+    private static func readVersion(_ reader: inout BinaryReader) throws(DecodingFailure) {
+        let version = try reader.readByte()
+        guard version == formatVersion else {
+            throw reader.failure("format version \(version) is not supported (this build reads version \(formatVersion)); use a matching sksim")
+        }
+    }
+
+    private static func writeCommandID(_ id: CommandID?, into writer: inout BinaryWriter) {
+        if let id {
+            writer.write(true); writer.write(id.origin); writer.write(varint: id.number)
+        } else {
+            writer.write(false)
+        }
+    }
+
+    private static func readCommandID(_ reader: inout BinaryReader) throws(DecodingFailure) -> CommandID? {
+        guard try reader.readBool() else { return nil }
+        return CommandID(origin: try reader.readString(), number: try reader.readVarint())
+    }
+
+    private static func writeKey(_ key: TransactionKey, into writer: inout BinaryWriter) {
+        writer.write(key.device); writer.write(varint: key.number)
+    }
+
+    private static func readKey(_ reader: inout BinaryReader) throws(DecodingFailure) -> TransactionKey {
+        TransactionKey(device: try reader.readString(), number: try reader.readVarint())
+    }
+
+    private static func writeDownloadKey(_ key: DownloadKey, into writer: inout BinaryWriter) {
+        writeKey(key.transaction, into: &writer); writer.write(varint: UInt64(key.index))
+    }
+
+    private static func readDownloadKey(_ reader: inout BinaryReader) throws(DecodingFailure) -> DownloadKey {
+        let transaction = try readKey(&reader)
+        let index = try reader.readVarint()
+        guard index < 1 << 16 else { throw reader.failure("download index \(index) is out of range") }
+        return DownloadKey(transaction: transaction, index: Int(index))
+    }
+
+    private static func writeDownloadKeys(_ keys: [DownloadKey], into writer: inout BinaryWriter) {
+        writer.write(varint: UInt64(keys.count))
+        for key in keys { writeDownloadKey(key, into: &writer) }
+    }
+
+    private static func readDownloadKeys(_ reader: inout BinaryReader) throws(DecodingFailure) -> [DownloadKey] {
+        let count = try readCount(&reader, maximum: 10_000)
+        var keys: [DownloadKey] = []
+        keys.reserveCapacity(count)
+        for _ in 0..<count { keys.append(try readDownloadKey(&reader)) }
+        return keys
+    }
+
+    private static func readCount(_ reader: inout BinaryReader, maximum: Int) throws(DecodingFailure) -> Int {
+        let count = try reader.readVarint()
+        guard count <= UInt64(maximum) else { throw reader.failure("count \(count) exceeds the limit of \(maximum)") }
+        return Int(count)
+    }
+
+    private static func writePayment(_ payment: Payment, into writer: inout BinaryWriter) {
+        writer.write(payment.productIdentifier)
+        writer.write(payment.quantity)
+        writer.write(optional: payment.applicationUsername)
+        if let data = payment.requestData {
+            writer.write(true); writer.write(data)
+        } else {
+            writer.write(false)
+        }
+    }
+
+    private static func readPayment(_ reader: inout BinaryReader) throws(DecodingFailure) -> Payment {
+        let product = try reader.readString()
+        let quantity = try reader.readInt()
+        let username = try reader.readOptionalString()
+        let data: [UInt8]? = try reader.readBool() ? try reader.readBytes() : nil
+        return Payment(productIdentifier: product, quantity: quantity, applicationUsername: username, requestData: data)
+    }
+
+    private static func writeError(_ error: StoreError, into writer: inout BinaryWriter) {
+        writer.write(error.code.rawValue); writer.write(error.message)
+    }
+
+    private static func readError(_ reader: inout BinaryReader) throws(DecodingFailure) -> StoreError {
+        let raw = try reader.readByte()
+        guard let code = StoreError.Code(rawValue: raw) else { throw reader.failure("unknown store error code \(raw)") }
+        return StoreError(code, try reader.readString())
+    }
+
+    private static func writeOriginal(_ original: OriginalTransaction, into writer: inout BinaryWriter) {
+        writer.write(original.transactionIdentifier)
+        writePayment(original.payment, into: &writer)
+        writer.write(signed: original.transactionDate)
+    }
+
+    private static func readOriginal(_ reader: inout BinaryReader) throws(DecodingFailure) -> OriginalTransaction {
+        OriginalTransaction(transactionIdentifier: try reader.readString(), payment: try readPayment(&reader),
+                            transactionDate: try reader.readSigned())
+    }
+
+    private static func writeContents(_ contents: [HostedContent], into writer: inout BinaryWriter) {
+        writer.write(varint: UInt64(contents.count))
+        for content in contents {
+            writer.write(content.contentIdentifier)
+            writer.write(signed: content.contentLength)
+            writer.write(content.contentVersion)
+        }
+    }
+
+    private static func readContents(_ reader: inout BinaryReader) throws(DecodingFailure) -> [HostedContent] {
+        let count = try readCount(&reader, maximum: 1_000)
+        var contents: [HostedContent] = []
+        contents.reserveCapacity(count)
+        for _ in 0..<count {
+            contents.append(HostedContent(contentIdentifier: try reader.readString(), contentLength: try reader.readSigned(),
+                                          contentVersion: try reader.readString()))
+        }
+        return contents
+    }
+}

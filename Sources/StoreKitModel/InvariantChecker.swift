@@ -1,0 +1,185 @@
+/// A broken lifecycle rule found in a log.
+public struct Violation: Sendable, Hashable, CustomStringConvertible {
+    public var sequence: UInt64
+    public var rule: String
+    public var message: String
+
+    public init(sequence: UInt64, rule: String, message: String) {
+        self.sequence = sequence
+        self.rule = rule
+        self.message = message
+    }
+
+    public var description: String { "#\(sequence) [\(rule)] \(message)" }
+}
+
+/// Checks StoreKit's lifecycle invariants over a stream of events, independently of
+/// the queue's own validation, so that a bug in the queue, a hand-made log or an
+/// observer that misbehaves on purpose is caught. A pure fold; memory is bounded by
+/// the number of unfinished transactions and the violations kept.
+public struct InvariantChecker: Sendable {
+    public private(set) var violations: [Violation] = []
+    public private(set) var violationCount = 0
+    public let maximumKept: Int
+
+    private var lastSequence: UInt64 = 0
+    private var states: [TransactionKey: TransactionState] = [:]
+    private var downloads: [DownloadKey: (state: DownloadState, progress: Double, started: Bool)] = [:]
+    /// Keys are numbered upwards per device, so the highest seen tells a reused key.
+    private var highestNumber: [String: UInt64] = [:]
+    /// Identifiers of unfinished transactions; with increasing keys that suffices to
+    /// catch a duplicate without remembering every identifier ever given.
+    private var identifiers: [String: TransactionKey] = [:]
+    private var identifierOfKey: [TransactionKey: String] = [:]
+    private var openRestores: Set<RestoreID> = []
+    private var endedRestores: Set<RestoreID> = []
+
+    private struct RestoreID: Hashable { var device: String; var number: UInt64 }
+
+    public init(maximumKept: Int = 1_000) { self.maximumKept = maximumKept }
+
+    private mutating func report(_ sequence: UInt64, _ rule: String, _ message: String) {
+        violationCount += 1
+        if violations.count < maximumKept { violations.append(Violation(sequence: sequence, rule: rule, message: message)) }
+    }
+
+    public mutating func check(_ recorded: RecordedEvent) {
+        let sequence = recorded.sequence
+        if lastSequence != 0 && sequence != lastSequence + 1 {
+            report(sequence, "log.sequence", "sequence \(sequence) follows \(lastSequence); sequence numbers must increase by one")
+        }
+        lastSequence = sequence
+        switch recorded.event {
+        case .transactionAdded(let key, let payment):
+            checkNewKey(key, sequence)
+            if payment.quantity <= 0 { report(sequence, "R-Q7", "transaction \(key) has quantity \(payment.quantity)") }
+            states[key] = .purchasing
+        case .transactionDeferred(let key):
+            transition(key, to: .deferred, allowedFrom: [.purchasing], sequence)
+        case .transactionPurchased(let key, let identifier, let contents, _):
+            transition(key, to: .purchased, allowedFrom: [.purchasing, .deferred], sequence)
+            registerIdentifier(identifier, key, sequence)
+            registerDownloads(key, count: contents.count)
+        case .transactionFailed(let key, _):
+            transition(key, to: .failed, allowedFrom: [.purchasing, .deferred], sequence)
+        case .restoreStarted(let device, let number, _):
+            openRestores.insert(RestoreID(device: device, number: number))
+        case .transactionRestored(let key, let restore, let identifier, let original, let contents):
+            let id = RestoreID(device: key.device, number: restore)
+            if endedRestores.contains(id) {
+                report(sequence, "R-Q9", "transaction \(key) was restored by restore \(restore) after that restore had ended")
+            } else if !openRestores.contains(id) {
+                report(sequence, "R-Q9", "transaction \(key) was restored by restore \(restore), which was never started")
+            }
+            checkNewKey(key, sequence)
+            if identifier == original.transactionIdentifier {
+                report(sequence, "R-T3", "restored transaction \(key) reuses its original's identifier \(identifier)")
+            }
+            states[key] = .restored
+            registerIdentifier(identifier, key, sequence)
+            registerDownloads(key, count: contents.count)
+        case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
+            let id = RestoreID(device: device, number: number)
+            if openRestores.remove(id) == nil {
+                report(sequence, "R-Q9", "restore \(number) of \(device) ended without having started, or ended twice")
+            }
+            endedRestores.insert(id)
+        case .transactionFinished(let key):
+            guard let state = states[key] else {
+                report(sequence, "R-Q8", "transaction \(key) was finished but is not in the queue")
+                return
+            }
+            if !state.isComplete { report(sequence, "R-Q8", "transaction \(key) was finished while \(state)") }
+            for index in 0..<downloadCount(key) {
+                let downloadKey = DownloadKey(transaction: key, index: index)
+                if let download = downloads[downloadKey], download.started, !download.state.isFinal {
+                    report(sequence, "R-D3", "transaction \(key) was finished while download \(index) was \(download.state): its content is lost")
+                }
+                downloads[downloadKey] = nil
+            }
+            states[key] = nil
+            downloadCounts[key] = nil
+            if let identifier = identifierOfKey.removeValue(forKey: key) { identifiers[identifier] = nil }
+        case .downloadStarted(let key):
+            guard checkDownloadAllowed(key, sequence) else { return }
+            moveDownload(key, to: .active, allowedFrom: [.waiting], sequence)
+            downloads[key]?.started = true
+        case .downloadProgressed(let key, let progress, _):
+            guard let download = downloads[key] else { return report(sequence, "R-D1", "progress for unknown download \(key)") }
+            if download.state != .active { report(sequence, "R-D2", "download \(key) progressed while \(download.state)") }
+            if !(0...1).contains(progress) || progress < download.progress {
+                report(sequence, "R-D1", "download \(key) progress went from \(download.progress) to \(progress)")
+            }
+            downloads[key]?.progress = progress
+        case .downloadPaused(let key):
+            moveDownload(key, to: .paused, allowedFrom: [.active], sequence)
+        case .downloadResumed(let key):
+            moveDownload(key, to: .active, allowedFrom: [.paused], sequence)
+        case .downloadFinished(let key, let url):
+            moveDownload(key, to: .finished, allowedFrom: [.active], sequence)
+            if url.isEmpty { report(sequence, "R-D1", "download \(key) finished without a contentURL") }
+        case .downloadFailed(let key, _):
+            moveDownload(key, to: .failed, allowedFrom: [.active, .paused], sequence)
+        case .downloadCancelled(let key):
+            moveDownload(key, to: .cancelled, allowedFrom: [.waiting, .active, .paused], sequence)
+        default:
+            break
+        }
+    }
+
+    private mutating func transition(_ key: TransactionKey, to state: TransactionState, allowedFrom: Set<TransactionState>, _ sequence: UInt64) {
+        guard let current = states[key] else {
+            return report(sequence, "R-T1", "transaction \(key) became \(state) but is not in the queue")
+        }
+        if !allowedFrom.contains(current) {
+            report(sequence, "R-T1", "transaction \(key) went from \(current) to \(state); a completed transaction never changes state")
+        }
+        states[key] = state
+    }
+
+    private mutating func registerIdentifier(_ identifier: String, _ key: TransactionKey, _ sequence: UInt64) {
+        if let holder = identifiers[identifier], holder != key {
+            report(sequence, "R-T3", "transaction identifier \(identifier) was given to \(holder) and again to \(key)")
+        }
+        identifiers[identifier] = key
+        identifierOfKey[key] = identifier
+    }
+
+    private mutating func checkNewKey(_ key: TransactionKey, _ sequence: UInt64) {
+        if states[key] != nil || (highestNumber[key.device] ?? 0) >= key.number {
+            report(sequence, "R-T3", "transaction \(key) was created twice or out of order")
+        }
+        highestNumber[key.device] = max(highestNumber[key.device] ?? 0, key.number)
+    }
+
+    private var downloadCounts: [TransactionKey: Int] = [:]
+
+    private mutating func registerDownloads(_ key: TransactionKey, count: Int) {
+        downloadCounts[key] = count
+        for index in 0..<count { downloads[DownloadKey(transaction: key, index: index)] = (.waiting, 0, false) }
+    }
+
+    private func downloadCount(_ key: TransactionKey) -> Int { downloadCounts[key] ?? 0 }
+
+    private mutating func checkDownloadAllowed(_ key: DownloadKey, _ sequence: UInt64) -> Bool {
+        guard let state = states[key.transaction] else {
+            report(sequence, "R-T4", "download \(key) started after its transaction was finished")
+            return false
+        }
+        if !state.isPaid {
+            report(sequence, "R-Q11", "download \(key) started while its transaction was \(state)")
+            return false
+        }
+        return true
+    }
+
+    private mutating func moveDownload(_ key: DownloadKey, to state: DownloadState, allowedFrom: Set<DownloadState>, _ sequence: UInt64) {
+        guard let current = downloads[key] else {
+            return report(sequence, "R-D2", "download \(key) became \(state) but does not exist (or its transaction was finished)")
+        }
+        if !allowedFrom.contains(current.state) {
+            report(sequence, "R-D2", "download \(key) went from \(current.state) to \(state)")
+        }
+        downloads[key]?.state = state
+    }
+}

@@ -1,0 +1,55 @@
+/// A request to buy a product (SKPayment). Validated by the queue when added (R-Q7).
+public struct Payment: Sendable, Hashable {
+    public var productIdentifier: String
+    /// Must be greater than 0 (R-Q7).
+    public var quantity: Int
+    /// The opaque account identifier the app attaches to payments; restores pass the
+    /// same value so the store finds the account's purchases (R-Q10).
+    public var applicationUsername: String?
+    /// Opaque bytes the app may attach; the simulator carries them unchanged.
+    public var requestData: [UInt8]?
+
+    public init(productIdentifier: String, quantity: Int = 1, applicationUsername: String? = nil, requestData: [UInt8]? = nil) {
+        self.productIdentifier = productIdentifier
+        self.quantity = quantity
+        self.applicationUsername = applicationUsername
+        self.requestData = requestData
+    }
+}
+
+/// Identifies a transaction inside the queue of one device. The queue numbers a
+/// device's transactions 1, 2, 3, … in the order it creates them, so the key exists
+/// from the moment a transaction is `purchasing`, before the store has given it a
+/// `transactionIdentifier` (which R-T2 defines only once it is purchased or restored).
+public struct TransactionKey: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var device: String
+    public var number: UInt64
+
+    public init(device: String, number: UInt64) {
+        self.device = device
+        self.number = number
+    }
+
+    public static func < (left: TransactionKey, right: TransactionKey) -> Bool {
+        (left.device, left.number) < (right.device, right.number)
+    }
+
+    public var description: String { "\(device)#\(number)" }
+}
+
+/// Identifies one download of a transaction (its position in `downloads`).
+public struct DownloadKey: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var transaction: TransactionKey
+    public var index: Int
+
+    public init(transaction: TransactionKey, index: Int) {
+        self.transaction = transaction
+        self.index = index
+    }
+
+    public static func < (left: DownloadKey, right: DownloadKey) -> Bool {
+        (left.transaction, left.index) < (right.transaction, right.index)
+    }
+
+    public var description: String { "\(transaction)/\(index)" }
+}

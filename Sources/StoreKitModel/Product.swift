@@ -1,0 +1,39 @@
+/// A product the simulated store sells.
+public struct Product: Sendable, Hashable, Codable {
+    /// The product identifier (StoreKit's `productIdentifier`).
+    public var identifier: String
+    /// What kind of in-app purchase this is.
+    public var kind: ProductKind
+    /// The name developers see; not shown to customers.
+    public var referenceName: String
+    /// The price as decimal text, for example "0.99"; kept as text so no rounding creeps in.
+    public var displayPrice: String
+    /// The subscription group name, for auto-renewable subscriptions.
+    public var subscriptionGroup: String?
+    /// The renewal period as an ISO 8601 duration, for example "P1M".
+    public var subscriptionPeriod: String?
+    /// Content the store hosts for this product, downloaded after purchase.
+    public var hostedContent: [HostedContent]
+
+    /// Whether purchases of this product come back on restore; consumables do not (R-Q9).
+    public var isRestorable: Bool { kind.isRestorable }
+
+    /// Creates a product; `Catalog` validates it.
+    public init(
+        identifier: String,
+        kind: ProductKind,
+        referenceName: String? = nil,
+        displayPrice: String,
+        subscriptionGroup: String? = nil,
+        subscriptionPeriod: String? = nil,
+        hostedContent: [HostedContent] = []
+    ) {
+        self.identifier = identifier
+        self.kind = kind
+        self.referenceName = referenceName ?? identifier
+        self.displayPrice = displayPrice
+        self.subscriptionGroup = subscriptionGroup
+        self.subscriptionPeriod = subscriptionPeriod
+        self.hostedContent = hostedContent
+    }
+}

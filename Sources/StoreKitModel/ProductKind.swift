@@ -1,0 +1,15 @@
+/// The four kinds of in-app purchase the App Store sells.
+public enum ProductKind: String, Sendable, Hashable, Codable, CaseIterable {
+    case consumable
+    case nonConsumable
+    case nonRenewingSubscription
+    case autoRenewableSubscription
+
+    /// Whether `restoreCompletedTransactions` brings purchases of this kind back.
+    ///
+    /// Consumables cannot be restored (R-Q9): once finished, the store forgets them.
+    /// Everything else can.
+    public var isRestorable: Bool {
+        self != .consumable
+    }
+}

@@ -1,0 +1,284 @@
+/// What the queue does with a command.
+public enum Decision: Sendable, Hashable {
+    /// The events to append, in order (possibly none: finishing twice is harmless, R-Q8).
+    case accept([Event])
+    /// Refused; nothing changes but the logged rejection.
+    case reject(Rejection)
+    /// The same command id was applied already; nothing happens again.
+    case duplicate
+}
+
+extension QueueProjection {
+    /// Validates a command against the current state. Pure: the caller appends what is
+    /// accepted (or a `commandRejected` event) and applies it.
+    public func decide(_ command: Command, catalog: Catalog) -> Decision {
+        if recentCommands.contains(command.id) { return .duplicate }
+        do {
+            return .accept(try events(for: command.body, catalog: catalog))
+        } catch {
+            return .reject(error)
+        }
+    }
+
+    /// The event that records a refusal.
+    public static func rejectionEvent(_ command: Command, _ rejection: Rejection) -> Event {
+        .commandRejected(device: command.body.device, command: command.body.name, rejection: rejection)
+    }
+
+    private func existingDevice(_ name: String) throws(Rejection) -> DeviceState {
+        guard let device = devices[name] else {
+            throw Rejection(.unknownDevice, "device '\(name)' is not registered; register it (registerDevice) before sending it commands")
+        }
+        return device
+    }
+
+    private func runningDevice(_ name: String) throws(Rejection) -> DeviceState {
+        let device = try existingDevice(name)
+        guard device.isRunning else {
+            throw Rejection(.appNotRunning, "the app on device '\(name)' is not running; launch it (launchApp) first")
+        }
+        return device
+    }
+
+    private func pendingTransaction(_ key: TransactionKey, in device: DeviceState) throws(Rejection) -> PaymentTransaction {
+        if let transaction = device.pending[key.number] { return transaction }
+        if device.wasFinished(key.number) {
+            throw Rejection(.transactionNotFound, "transaction \(key) was already finished; it is no longer in the queue (R-T4)")
+        }
+        throw Rejection(.transactionNotFound, "transaction \(key) does not exist on this device; use a key from updatedTransactions")
+    }
+
+    private func events(for body: CommandBody, catalog: Catalog) throws(Rejection) -> [Event] {
+        switch body {
+        case .registerDevice(let device, let account):
+            try validateName(device, "device")
+            try validateName(account, "account")
+            guard devices[device] == nil else {
+                throw Rejection(.deviceAlreadyRegistered, "device '\(device)' is already registered; each app install registers once (R-Q2)")
+            }
+            return [.deviceRegistered(device: device, account: account)]
+
+        case .launchApp(let name):
+            let device = try existingDevice(name)
+            guard !device.isRunning else {
+                throw Rejection(.appAlreadyRunning, "the app on device '\(name)' is already running; terminate it before launching again")
+            }
+            return [.appLaunched(device: name)]
+
+        case .terminateApp(let name):
+            _ = try runningDevice(name)
+            return [.appTerminated(device: name)]
+
+        case .attachObserver(let name, let observer):
+            try validateName(observer, "observer")
+            let device = try runningDevice(name)
+            guard !device.observers.contains(observer) else {
+                throw Rejection(.observerAlreadyAttached, "observer '\(observer)' is already attached to device '\(name)'")
+            }
+            return [.observerAttached(device: name, observer: observer)]
+
+        case .detachObserver(let name, let observer):
+            let device = try existingDevice(name)
+            guard device.observers.contains(observer) else {
+                throw Rejection(.observerNotAttached, "observer '\(observer)' is not attached to device '\(name)'")
+            }
+            return [.observerDetached(device: name, observer: observer)]
+
+        case .setPaymentsAllowed(let name, let allowed):
+            _ = try existingDevice(name)
+            return [.paymentsAllowedChanged(device: name, allowed: allowed)]
+
+        case .addPayment(let name, let payment):
+            let device = try runningDevice(name)
+            guard payment.quantity > 0 else {
+                throw Rejection(.invalidQuantity, "quantity must be greater than 0, got \(payment.quantity) for '\(payment.productIdentifier)' (R-Q7)")
+            }
+            guard catalog.product(payment.productIdentifier) != nil else {
+                throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not in the store's catalog; use one of the catalog's product identifiers (R-Q7)")
+            }
+            guard device.canMakePayments else {
+                throw Rejection(.paymentsNotAllowed, "payments are not allowed on device '\(name)' (canMakePayments is false); check canMakePayments before offering a purchase (R-Q1)")
+            }
+            guard device.pending.count < Self.maximumPendingPerDevice else {
+                throw Rejection(.invalidArgument, "device '\(name)' already has \(device.pending.count) unfinished transactions; finish some before adding payments")
+            }
+            let key = TransactionKey(device: name, number: device.nextTransactionNumber)
+            return [.transactionAdded(key, payment)]
+
+        case .finishTransaction(let key):
+            let device = try existingDevice(key.device)
+            if device.wasFinished(key.number) { return [] }  // Finishing twice is harmless (R-Q8).
+            let transaction = try pendingTransaction(key, in: device)
+            switch transaction.transactionState {
+            case .purchasing:
+                throw Rejection(.transactionStillPurchasing, "transaction \(key) is still purchasing; finish it only after the store completed it (R-Q8)")
+            case .deferred:
+                throw Rejection(.transactionStillPurchasing, "transaction \(key) is deferred, waiting for approval; finish it once it is purchased or failed (R-Q8)")
+            case .purchased, .failed, .restored:
+                // Downloads still running lose their content: they are cancelled first (R-T4).
+                let running = transaction.downloads.filter { $0.started && !$0.downloadState.isFinal }
+                return running.map { .downloadCancelled($0.key) } + [.transactionFinished(key)]
+            }
+
+        case .restoreCompletedTransactions(let name, let username):
+            let device = try runningDevice(name)
+            return [.restoreStarted(device: name, restore: device.nextRestoreNumber, applicationUsername: username)]
+
+        case .startDownloads(let keys):
+            return try downloadEvents(keys, action: "start") { download throws(Rejection) in
+                guard !download.started, download.downloadState == .waiting else {
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) was already started (it is \(download.downloadState)); start each download once")
+                }
+                return .downloadStarted(download.key)
+            }
+
+        case .pauseDownloads(let keys):
+            return try downloadEvents(keys, action: "pause") { download throws(Rejection) in
+                guard download.downloadState == .active else {
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is \(download.downloadState); only an active download can be paused")
+                }
+                return .downloadPaused(download.key)
+            }
+
+        case .resumeDownloads(let keys):
+            return try downloadEvents(keys, action: "resume") { download throws(Rejection) in
+                guard download.downloadState == .paused else {
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is \(download.downloadState); only a paused download can be resumed")
+                }
+                return .downloadResumed(download.key)
+            }
+
+        case .cancelDownloads(let keys):
+            return try downloadEvents(keys, action: "cancel") { download throws(Rejection) in
+                guard !download.downloadState.isFinal else {
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is already \(download.downloadState); it cannot be cancelled")
+                }
+                return .downloadCancelled(download.key)
+            }
+
+        case .decidePurchase(let key, let decision):
+            let device = try existingDevice(key.device)
+            let transaction = try pendingTransaction(key, in: device)
+            guard transaction.transactionState == .purchasing || transaction.transactionState == .deferred else {
+                throw Rejection(.transactionNotAwaitingStore, "transaction \(key) is \(transaction.transactionState); the store decides only purchasing or deferred transactions")
+            }
+            switch decision {
+            case .deferred:
+                guard transaction.transactionState == .purchasing else {
+                    throw Rejection(.transactionNotAwaitingStore, "transaction \(key) is already deferred")
+                }
+                return [.transactionDeferred(key)]
+            case .failed(let error):
+                return [.transactionFailed(key, error)]
+            case .purchased(let charged):
+                let contents = catalog.product(transaction.payment.productIdentifier)?.hostedContent ?? []
+                return [.transactionPurchased(key, identifier: Self.transactionIdentifier(key), downloads: contents, charged: charged)]
+            }
+
+        case .completeRestore(let name, let restore, let originals):
+            let device = try existingDevice(name)
+            guard device.restoresInProgress[restore] != nil else {
+                throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(name)' is not in progress; it was never started or already ended")
+            }
+            var events: [Event] = []
+            var number = device.nextTransactionNumber
+            for original in originals {
+                guard let product = catalog.product(original.payment.productIdentifier) else {
+                    throw Rejection(.unknownProduct, "restored product '\(original.payment.productIdentifier)' is not in the catalog")
+                }
+                guard product.isRestorable else {
+                    throw Rejection(.invalidArgument, "product '\(product.identifier)' is a consumable and cannot be restored (R-Q9)")
+                }
+                let key = TransactionKey(device: name, number: number)
+                number += 1
+                events.append(.transactionRestored(key, restore: restore, identifier: Self.transactionIdentifier(key),
+                                                   original: original, downloads: product.hostedContent))
+            }
+            guard device.pending.count + originals.count <= Self.maximumPendingPerDevice else {
+                throw Rejection(.invalidArgument, "restoring \(originals.count) transactions would exceed \(Self.maximumPendingPerDevice) unfinished transactions on '\(name)'")
+            }
+            events.append(.restoreFinished(device: name, restore: restore))
+            return events
+
+        case .failRestore(let name, let restore, let error):
+            let device = try existingDevice(name)
+            guard device.restoresInProgress[restore] != nil else {
+                throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(name)' is not in progress")
+            }
+            return [.restoreFailed(device: name, restore: restore, error: error)]
+
+        case .reportDownloadProgress(let key, let progress, let timeRemaining):
+            let download = try existingDownload(key)
+            guard download.downloadState == .active else {
+                throw Rejection(.invalidDownloadTransition, "download \(key) is \(download.downloadState); progress applies only to an active download")
+            }
+            guard progress.isFinite, progress >= download.progress, progress <= 1 else {
+                throw Rejection(.invalidProgress, "progress \(progress) for \(key) must be between \(download.progress) (its current value) and 1")
+            }
+            guard timeRemaining.isFinite, timeRemaining >= 0 || timeRemaining == Download.timeRemainingUnknown else {
+                throw Rejection(.invalidProgress, "timeRemaining \(timeRemaining) for \(key) must be 0 or more seconds, or -1 for unknown")
+            }
+            return [.downloadProgressed(key, progress: progress, timeRemaining: timeRemaining)]
+
+        case .completeDownload(let key, let contentURL):
+            let download = try existingDownload(key)
+            guard download.downloadState == .active else {
+                throw Rejection(.invalidDownloadTransition, "download \(key) is \(download.downloadState); only an active download can finish")
+            }
+            guard !contentURL.isEmpty else { throw Rejection(.invalidArgument, "a finished download needs a contentURL") }
+            return [.downloadFinished(key, contentURL: contentURL)]
+
+        case .failDownload(let key, let error):
+            let download = try existingDownload(key)
+            guard download.downloadState == .active || download.downloadState == .paused else {
+                throw Rejection(.invalidDownloadTransition, "download \(key) is \(download.downloadState); only an active or paused download can fail")
+            }
+            return [.downloadFailed(key, error: error)]
+        }
+    }
+
+    /// The identifier the store gives a purchased or restored transaction (R-T3): unique
+    /// per processed payment, a restored one getting its own.
+    public static func transactionIdentifier(_ key: TransactionKey) -> String { "\(key.device).\(key.number)" }
+
+    private func validateName(_ name: String, _ what: String) throws(Rejection) {
+        guard !name.isEmpty, name.utf8.count <= 128 else {
+            throw Rejection(.invalidArgument, "a \(what) name must have 1 to 128 bytes, got \(name.utf8.count)")
+        }
+    }
+
+    private func existingDownload(_ key: DownloadKey) throws(Rejection) -> Download {
+        let device = try existingDevice(key.transaction.device)
+        let transaction = try pendingTransaction(key.transaction, in: device)
+        guard transaction.downloads.indices.contains(key.index) else {
+            throw Rejection(.unknownDownload, "transaction \(key.transaction) has no download \(key.index); it has \(transaction.downloads.count)")
+        }
+        return transaction.downloads[key.index]
+    }
+
+    private func downloadEvents(_ keys: [DownloadKey], action: String, _ transition: (Download) throws(Rejection) -> Event) throws(Rejection) -> [Event] {
+        guard !keys.isEmpty else { throw Rejection(.invalidArgument, "\(action)Downloads needs at least one download") }
+        guard Set(keys).count == keys.count else { throw Rejection(.invalidArgument, "\(action)Downloads names the same download twice") }
+        var events: [Event] = []
+        for key in keys {
+            let device = try existingDevice(key.transaction.device)
+            let transaction: PaymentTransaction
+            do {
+                transaction = try pendingTransaction(key.transaction, in: device)
+            } catch {
+                if device.wasFinished(key.transaction.number) {
+                    throw Rejection(.downloadNotAllowed, "cannot \(action) download \(key): its transaction was finished, so its downloads can no longer be queued (R-T4, R-Q11)")
+                }
+                throw error
+            }
+            guard transaction.transactionState.isPaid else {
+                throw Rejection(.downloadNotAllowed, "cannot \(action) download \(key): its transaction is \(transaction.transactionState); downloads need a purchased or restored transaction (R-Q11)")
+            }
+            guard transaction.downloads.indices.contains(key.index) else {
+                throw Rejection(.unknownDownload, "transaction \(key.transaction) has no download \(key.index); it has \(transaction.downloads.count)")
+            }
+            events.append(try transition(transaction.downloads[key.index]))
+        }
+        return events
+    }
+}

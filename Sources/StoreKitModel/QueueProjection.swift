@@ -1,0 +1,243 @@
+/// One restore in progress on a device.
+public struct RestoreProgress: Sendable, Hashable {
+    public var number: UInt64
+    public var applicationUsername: String?
+    public var restoredCount: Int = 0
+}
+
+/// The queue of one device (app install) as projected from the log (R-Q2).
+public struct DeviceState: Sendable, Hashable {
+    public var device: String
+    public var account: String
+    public var isRunning = false
+    public var canMakePayments = true
+    /// Attached observers in the order they attached (R-Q3, R-Q5).
+    public var observers: [String] = []
+    /// Unfinished transactions by number (R-Q6). Finished ones leave, so memory stays bounded.
+    public var pending: [UInt64: PaymentTransaction] = [:]
+    public var nextTransactionNumber: UInt64 = 1
+    public var restoresInProgress: [UInt64: RestoreProgress] = [:]
+    public var nextRestoreNumber: UInt64 = 1
+    public var launchCount = 0
+
+    public init(device: String, account: String) {
+        self.device = device
+        self.account = account
+    }
+
+    /// Pending transactions in the order the queue created them.
+    public var pendingTransactions: [PaymentTransaction] {
+        pending.values.sorted { $0.key.number < $1.key.number }
+    }
+
+    /// True for a transaction number this queue created and has since finished.
+    public func wasFinished(_ number: UInt64) -> Bool {
+        number < nextTransactionNumber && pending[number] == nil
+    }
+}
+
+/// Totals kept while folding, for summaries.
+public struct EventTotals: Sendable, Hashable {
+    public var events = 0
+    public var purchased = 0
+    public var failed = 0
+    public var restored = 0
+    public var deferred = 0
+    public var finished = 0
+    public var downloadsFinished = 0
+    public var downloadsFailed = 0
+    public var downloadsCancelled = 0
+    public var rejections = 0
+    public var restoresFinished = 0
+    public var restoresFailed = 0
+
+    public init() {}
+}
+
+/// The state of a queue partition: a pure fold over its events. `decide` validates a
+/// command against it and says which events the command causes, or why it is refused.
+public struct QueueProjection: Sendable {
+    public private(set) var devices: [String: DeviceState] = [:]
+    public private(set) var seed: UInt64?
+    public private(set) var scenario: String?
+    public private(set) var lastSequence: UInt64 = 0
+    public private(set) var totals = EventTotals()
+    /// Recently applied command ids, so that a retried command takes effect once.
+    public private(set) var recentCommands: CommandWindow
+
+    /// The most transactions one device may have unfinished at once.
+    public static let maximumPendingPerDevice = 10_000
+
+    public init(commandWindow: Int = 65_536) {
+        recentCommands = CommandWindow(capacity: commandWindow)
+    }
+
+    /// Pending transactions summed over every device.
+    public var pendingCount: Int { devices.values.reduce(0) { $0 + $1.pending.count } }
+
+    // MARK: Folding
+
+    public mutating func apply(_ recorded: RecordedEvent) {
+        lastSequence = recorded.sequence
+        totals.events += 1
+        if let id = recorded.commandID { recentCommands.insert(id) }
+        switch recorded.event {
+        case .runStarted(let seed, let scenario):
+            self.seed = seed
+            self.scenario = scenario
+        case .deviceRegistered(let device, let account):
+            devices[device] = DeviceState(device: device, account: account)
+        case .appLaunched(let device):
+            devices[device]?.isRunning = true
+            devices[device]?.launchCount += 1
+        case .appTerminated(let device):
+            devices[device]?.isRunning = false
+            devices[device]?.observers.removeAll()
+        case .observerAttached(let device, let observer):
+            devices[device]?.observers.append(observer)
+        case .observerDetached(let device, let observer):
+            devices[device]?.observers.removeAll { $0 == observer }
+        case .paymentsAllowedChanged(let device, let allowed):
+            devices[device]?.canMakePayments = allowed
+        case .transactionAdded(let key, let payment):
+            guard devices[key.device] != nil else { return }
+            devices[key.device]!.pending[key.number] = PaymentTransaction(key: key, payment: payment)
+            devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
+        case .transactionDeferred(let key):
+            totals.deferred += 1
+            updateTransaction(key) { $0.transactionState = .deferred }
+        case .transactionPurchased(let key, let identifier, let contents, let charged):
+            totals.purchased += 1
+            updateTransaction(key) { transaction in
+                transaction.transactionState = .purchased
+                transaction.transactionIdentifier = identifier
+                transaction.transactionDate = recorded.timestamp
+                transaction.charged = charged
+                transaction.downloads = Self.downloads(of: key, contents)
+            }
+        case .transactionFailed(let key, let error):
+            totals.failed += 1
+            updateTransaction(key) { transaction in
+                transaction.transactionState = .failed
+                transaction.error = error
+            }
+        case .restoreStarted(let device, let number, let username):
+            devices[device]?.restoresInProgress[number] = RestoreProgress(number: number, applicationUsername: username)
+            if let next = devices[device]?.nextRestoreNumber, next <= number { devices[device]?.nextRestoreNumber = number + 1 }
+        case .transactionRestored(let key, let restore, let identifier, let original, let contents):
+            totals.restored += 1
+            guard devices[key.device] != nil else { return }
+            var transaction = PaymentTransaction(key: key, payment: original.payment)
+            transaction.transactionState = .restored
+            transaction.transactionIdentifier = identifier
+            transaction.transactionDate = recorded.timestamp
+            transaction.originalTransaction = original
+            transaction.restoreNumber = restore
+            transaction.downloads = Self.downloads(of: key, contents)
+            devices[key.device]!.pending[key.number] = transaction
+            devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
+            devices[key.device]!.restoresInProgress[restore]?.restoredCount += 1
+        case .restoreFinished(let device, let restore):
+            totals.restoresFinished += 1
+            devices[device]?.restoresInProgress[restore] = nil
+        case .restoreFailed(let device, let restore, _):
+            totals.restoresFailed += 1
+            devices[device]?.restoresInProgress[restore] = nil
+        case .transactionFinished(let key):
+            totals.finished += 1
+            devices[key.device]?.pending[key.number] = nil
+        case .downloadStarted(let key):
+            updateDownload(key) { download in
+                download.started = true
+                download.downloadState = .active
+            }
+        case .downloadProgressed(let key, let progress, let timeRemaining):
+            updateDownload(key) { download in
+                download.progress = progress
+                download.timeRemaining = timeRemaining
+            }
+        case .downloadPaused(let key):
+            updateDownload(key) { $0.downloadState = .paused }
+        case .downloadResumed(let key):
+            updateDownload(key) { $0.downloadState = .active }
+        case .downloadFinished(let key, let contentURL):
+            totals.downloadsFinished += 1
+            updateDownload(key) { download in
+                download.downloadState = .finished
+                download.progress = 1
+                download.timeRemaining = 0
+                download.contentURL = contentURL
+            }
+        case .downloadFailed(let key, let error):
+            totals.downloadsFailed += 1
+            updateDownload(key) { download in
+                download.downloadState = .failed
+                download.error = error
+                download.timeRemaining = Download.timeRemainingUnknown
+            }
+        case .downloadCancelled(let key):
+            totals.downloadsCancelled += 1
+            updateDownload(key) { download in
+                download.downloadState = .cancelled
+                download.timeRemaining = Download.timeRemainingUnknown
+            }
+        case .commandRejected:
+            totals.rejections += 1
+        }
+    }
+
+    private static func downloads(of key: TransactionKey, _ contents: [HostedContent]) -> [Download] {
+        contents.enumerated().map { index, content in Download(key: DownloadKey(transaction: key, index: index), content: content) }
+    }
+
+    private mutating func updateTransaction(_ key: TransactionKey, _ change: (inout PaymentTransaction) -> Void) {
+        guard devices[key.device]?.pending[key.number] != nil else { return }
+        change(&devices[key.device]!.pending[key.number]!)
+    }
+
+    private mutating func updateDownload(_ key: DownloadKey, _ change: (inout Download) -> Void) {
+        updateTransaction(key.transaction) { transaction in
+            guard transaction.downloads.indices.contains(key.index) else { return }
+            change(&transaction.downloads[key.index])
+        }
+    }
+
+    // MARK: Lookups
+
+    public func device(_ name: String) -> DeviceState? { devices[name] }
+
+    public func transaction(_ key: TransactionKey) -> PaymentTransaction? { devices[key.device]?.pending[key.number] }
+
+    /// Device names in a stable order (dictionary order is random per process).
+    public var deviceNames: [String] { devices.keys.sorted() }
+}
+
+/// A bounded memory of recently applied command ids: the last `capacity` ids are
+/// remembered; older ones are forgotten first. Retries arrive within seconds, so a
+/// window of tens of thousands of commands covers them while keeping memory fixed.
+public struct CommandWindow: Sendable {
+    public let capacity: Int
+    private var members: Set<CommandID> = []
+    private var order: [CommandID] = []
+    private var oldest = 0
+
+    public init(capacity: Int) {
+        precondition(capacity > 0, "a command window needs room for at least one id")
+        self.capacity = capacity
+    }
+
+    public func contains(_ id: CommandID) -> Bool { members.contains(id) }
+
+    public var count: Int { members.count }
+
+    public mutating func insert(_ id: CommandID) {
+        guard members.insert(id).inserted else { return }
+        if order.count < capacity {
+            order.append(id)
+        } else {
+            members.remove(order[oldest])
+            order[oldest] = id
+            oldest = (oldest + 1) % capacity
+        }
+    }
+}

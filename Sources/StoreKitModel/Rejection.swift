@@ -1,0 +1,59 @@
+/// Why the queue refused a command. A rejected command changes no state; the
+/// rejection itself is logged so that a retry of the same id gets the same answer
+/// and a replay reproduces it.
+public struct Rejection: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Code: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        case unknownProduct = 1
+        case invalidQuantity = 2
+        case paymentsNotAllowed = 3
+        case transactionStillPurchasing = 4
+        case transactionNotFound = 5
+        case downloadNotAllowed = 6
+        case unknownDevice = 7
+        case deviceAlreadyRegistered = 8
+        case observerAlreadyAttached = 9
+        case observerNotAttached = 10
+        case appNotRunning = 11
+        case appAlreadyRunning = 12
+        case invalidDownloadTransition = 13
+        case unknownDownload = 14
+        case restoreNotInProgress = 15
+        case transactionNotAwaitingStore = 16
+        case invalidProgress = 17
+        case invalidArgument = 18
+
+        public var description: String {
+            switch self {
+            case .unknownProduct: "unknownProduct"
+            case .invalidQuantity: "invalidQuantity"
+            case .paymentsNotAllowed: "paymentsNotAllowed"
+            case .transactionStillPurchasing: "transactionStillPurchasing"
+            case .transactionNotFound: "transactionNotFound"
+            case .downloadNotAllowed: "downloadNotAllowed"
+            case .unknownDevice: "unknownDevice"
+            case .deviceAlreadyRegistered: "deviceAlreadyRegistered"
+            case .observerAlreadyAttached: "observerAlreadyAttached"
+            case .observerNotAttached: "observerNotAttached"
+            case .appNotRunning: "appNotRunning"
+            case .appAlreadyRunning: "appAlreadyRunning"
+            case .invalidDownloadTransition: "invalidDownloadTransition"
+            case .unknownDownload: "unknownDownload"
+            case .restoreNotInProgress: "restoreNotInProgress"
+            case .transactionNotAwaitingStore: "transactionNotAwaitingStore"
+            case .invalidProgress: "invalidProgress"
+            case .invalidArgument: "invalidArgument"
+            }
+        }
+    }
+
+    public var code: Code
+    /// What was wrong and what to do, in one or two sentences.
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}

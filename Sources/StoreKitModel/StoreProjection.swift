@@ -1,0 +1,85 @@
+/// What the simulated App Store knows, folded from the events it sees: which device
+/// belongs to which account, each account's completed purchases (for restores, R-Q9,
+/// R-Q10, R-R3) and owned non-consumables (R-R4), and what awaits its decision.
+public struct StoreProjection: Sendable {
+    public struct AccountHistory: Sendable, Hashable {
+        /// Completed, charged purchases of restorable products, oldest first.
+        public var restorable: [OriginalTransaction] = []
+        public var ownedNonConsumables: Set<String> = []
+        public var purchaseCount = 0
+    }
+
+    public private(set) var accountOfDevice: [String: String] = [:]
+    public private(set) var accounts: [String: AccountHistory] = [:]
+    /// Transactions waiting for the store, with their payment (purchasing or deferred).
+    public private(set) var awaitingDecision: [TransactionKey: Payment] = [:]
+    public private(set) var deferred: Set<TransactionKey> = []
+    /// Restores asked for and not yet answered.
+    public private(set) var restoresAwaiting: [RestoreRequest] = []
+    public private(set) var observerCount: [String: Int] = [:]
+
+    public struct RestoreRequest: Sendable, Hashable {
+        public var device: String
+        public var number: UInt64
+        public var applicationUsername: String?
+
+        public init(device: String, number: UInt64, applicationUsername: String?) {
+            self.device = device
+            self.number = number
+            self.applicationUsername = applicationUsername
+        }
+    }
+
+    public init() {}
+
+    /// The account a request is for: the payment's applicationUsername when the app set
+    /// one (R-Q10), else the account the device is signed in to.
+    public func account(device: String, applicationUsername: String?) -> String? {
+        applicationUsername ?? accountOfDevice[device]
+    }
+
+    public func history(of account: String) -> AccountHistory { accounts[account] ?? AccountHistory() }
+
+    /// While no observer is attached the queue does not sync with the store (R-Q3).
+    public func isSyncing(_ device: String) -> Bool { (observerCount[device] ?? 0) > 0 }
+
+    public mutating func apply(_ recorded: RecordedEvent, catalog: Catalog) {
+        switch recorded.event {
+        case .deviceRegistered(let device, let account):
+            accountOfDevice[device] = account
+        case .observerAttached(let device, _):
+            observerCount[device, default: 0] += 1
+        case .observerDetached(let device, _):
+            observerCount[device] = max(0, (observerCount[device] ?? 0) - 1)
+        case .appTerminated(let device):
+            observerCount[device] = 0
+        case .transactionAdded(let key, let payment):
+            awaitingDecision[key] = payment
+        case .transactionDeferred(let key):
+            deferred.insert(key)
+        case .transactionPurchased(let key, let identifier, _, let charged):
+            deferred.remove(key)
+            guard let payment = awaitingDecision.removeValue(forKey: key) else { return }
+            guard charged, let account = account(device: key.device, applicationUsername: payment.applicationUsername) else { return }
+            var history = accounts[account] ?? AccountHistory()
+            history.purchaseCount += 1
+            if let product = catalog.product(payment.productIdentifier) {
+                if product.kind == .nonConsumable { history.ownedNonConsumables.insert(product.identifier) }
+                if product.isRestorable {
+                    history.restorable.append(OriginalTransaction(transactionIdentifier: identifier, payment: payment,
+                                                                  transactionDate: recorded.timestamp))
+                }
+            }
+            accounts[account] = history
+        case .transactionFailed(let key, _):
+            deferred.remove(key)
+            awaitingDecision[key] = nil
+        case .restoreStarted(let device, let number, let username):
+            restoresAwaiting.append(RestoreRequest(device: device, number: number, applicationUsername: username))
+        case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
+            restoresAwaiting.removeAll { $0.device == device && $0.number == number }
+        default:
+            break
+        }
+    }
+}

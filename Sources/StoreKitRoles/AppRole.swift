@@ -1,0 +1,157 @@
+import Foundation
+import StoreKitModel
+
+/// What the simulated users of the apps do.
+public struct AppBehavior: Sendable, Hashable {
+    public var purchasesPerDevice = 5
+    /// Time between one user action and the next.
+    public var thinkTime: LatencyDistribution = .exponential(minimumMilliseconds: 100, meanMilliseconds: 800)
+    /// Chance, per purchase step, that the user also restores purchases (R-R1: a user action).
+    public var restoreProbability: Double = 0.05
+    /// Chance, per purchase step, that the app is quit and launched again (R-Q4).
+    public var relaunchProbability: Double = 0.05
+    /// Observers attached on every launch, in this order (R-Q5).
+    public var observers: [ObserverBehavior] = [.downloadThenFinish, .audit]
+    public var ordering: ObserverOrdering = .seededShuffle
+    /// Devices signed in to the same account; every device after the first restores
+    /// once its own purchases are done (R-Q9: restoring on a new device).
+    public var devicesPerAccount = 2
+
+    public init() {}
+
+    public func validate() throws(ConfigurationError) {
+        guard purchasesPerDevice >= 0 else { throw ConfigurationError("purchasesPerDevice must be 0 or more") }
+        guard devicesPerAccount >= 1 else { throw ConfigurationError("devicesPerAccount must be 1 or more") }
+        guard !observers.isEmpty else { throw ConfigurationError("at least one observer per device is needed to complete purchases") }
+        for (name, value) in [("restoreProbability", restoreProbability), ("relaunchProbability", relaunchProbability)]
+        where !(0...1).contains(value) {
+            throw ConfigurationError("apps.\(name) is \(value); a probability must be between 0 and 1")
+        }
+    }
+}
+
+/// One simulated app install: its queue, its observers, and the user's script.
+public final class DeviceApp {
+    public let device: String
+    public let account: String
+    public let queue: PaymentQueue
+    public let observers: [BuiltInObserver]
+    private let behavior: AppBehavior
+    private let catalog: Catalog
+    private let isAdditionalDevice: Bool
+    private var random: SeededRandom
+    private var purchasesLeft: Int
+    private var stage: Stage = .register
+    private var restoredAsNewDevice = false
+
+    private enum Stage { case register, launch, shopping, relaunching, done }
+
+    public init(device: String, account: String, isAdditionalDevice: Bool, behavior: AppBehavior, catalog: Catalog,
+                seed: UInt64, storage: URL?) {
+        self.device = device
+        self.account = account
+        self.behavior = behavior
+        self.catalog = catalog
+        self.isAdditionalDevice = isAdditionalDevice
+        self.random = SeededRandom(seed: seed, stream: "device/\(device)")
+        self.purchasesLeft = behavior.purchasesPerDevice
+        self.queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, seed: seed)
+        self.observers = behavior.observers.enumerated().map { index, observerBehavior in
+            BuiltInObserver(name: "\(observerBehavior.rawValue)-\(index + 1)", behavior: observerBehavior,
+                            persistentDirectory: storage?.appendingPathComponent(device, isDirectory: true))
+        }
+    }
+
+    public var isDone: Bool { stage == .done }
+
+    /// The user's next action; returns the delay until the one after, or nil when done.
+    public func step() -> Int64? {
+        switch stage {
+        case .register:
+            queue.enqueue(.registerDevice(device: device, account: account))
+            stage = .launch
+            return 0
+        case .launch, .relaunching:
+            queue.enqueue(.launchApp(device: device))
+            for observer in observers { queue.add(observer) }
+            stage = .shopping
+            return behavior.thinkTime.sampleNanoseconds(&random)
+        case .shopping:
+            if purchasesLeft > 0 {
+                purchasesLeft -= 1
+                buy()
+                if random.chance(behavior.restoreProbability) {
+                    queue.restoreCompletedTransactions(applicationUsername: account)
+                }
+                if random.chance(behavior.relaunchProbability) {
+                    relaunch()
+                    return behavior.thinkTime.sampleNanoseconds(&random)
+                }
+                return behavior.thinkTime.sampleNanoseconds(&random)
+            }
+            if isAdditionalDevice && !restoredAsNewDevice {
+                restoredAsNewDevice = true
+                queue.restoreCompletedTransactions(applicationUsername: account)
+                return behavior.thinkTime.sampleNanoseconds(&random)
+            }
+            stage = .done
+            return nil
+        case .done:
+            return nil
+        }
+    }
+
+    private func buy() {
+        let products = catalog.products
+        guard !products.isEmpty else { return }
+        let product = products[Int(random.next() % UInt64(products.count))]
+        let quantity = product.kind == .consumable ? 1 + Int(random.next() % 3) : 1
+        do {
+            try queue.add(Payment(productIdentifier: product.identifier, quantity: quantity, applicationUsername: account))
+        } catch {
+            preconditionFailure("a catalog product with a positive quantity was refused locally: \(error)")
+        }
+    }
+
+    /// The app quits and comes back: observers detach with it and attach again on
+    /// launch, when every unfinished transaction is delivered again (R-Q4).
+    private func relaunch() {
+        queue.terminateApp()
+        stage = .relaunching
+    }
+}
+
+/// The observer role: hosts the apps of many devices, each with its queue, observers
+/// and user script.
+public final class AppRole: Role {
+    public let name: String
+    public private(set) var apps: [String: DeviceApp] = [:]
+    public let deviceNames: [String]
+
+    public init(name: String = "apps", devices: [DeviceApp]) {
+        self.name = name
+        self.deviceNames = devices.map(\.device)
+        for app in devices { apps[app.device] = app }
+    }
+
+    /// Timers that start every device's script.
+    public func start() -> [Effect] {
+        deviceNames.map { .timer(afterNanoseconds: 0, .deviceStep(device: $0)) }
+    }
+
+    public var allDone: Bool { apps.values.allSatisfy(\.isDone) }
+
+    public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        guard let device = recorded.event.device, let app = apps[device] else { return [] }
+        app.queue.deliver(recorded)
+        return app.queue.drainOutbox().map { .send($0) }
+    }
+
+    public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
+        guard case .deviceStep(let device) = token, let app = apps[device] else { return [] }
+        let delay = app.step()
+        var effects: [Effect] = app.queue.drainOutbox().map { .send($0) }
+        if let delay { effects.append(.timer(afterNanoseconds: delay, .deviceStep(device: device))) }
+        return effects
+    }
+}
