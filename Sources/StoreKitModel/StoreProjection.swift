@@ -7,6 +7,14 @@ public struct StoreProjection: Sendable {
         public var restorable: [OriginalTransaction] = []
         public var ownedNonConsumables: Set<String> = []
         public var purchaseCount = 0
+        /// Every charged purchase, consumables too: what the receipt lists (R-R2).
+        public var purchases: [OriginalTransaction] = []
+    }
+
+    /// The app receipt: every purchase of the account on any device (R-R2).
+    public struct Receipt: Sendable, Hashable {
+        public var account: String
+        public var purchases: [OriginalTransaction]
     }
 
     public private(set) var accountOfDevice: [String: String] = [:]
@@ -40,6 +48,12 @@ public struct StoreProjection: Sendable {
 
     public func history(of account: String) -> AccountHistory { accounts[account] ?? AccountHistory() }
 
+    /// Refreshing the receipt reads the account's history; it creates no transactions,
+    /// so refreshing many times equals refreshing once (R-R2).
+    public func receipt(of account: String) -> Receipt {
+        Receipt(account: account, purchases: history(of: account).purchases)
+    }
+
     /// While no observer is attached the queue does not sync with the store (R-Q3).
     public func isSyncing(_ device: String) -> Bool { (observerCount[device] ?? 0) > 0 }
 
@@ -63,12 +77,11 @@ public struct StoreProjection: Sendable {
             guard charged, let account = account(device: key.device, applicationUsername: payment.applicationUsername) else { return }
             var history = accounts[account] ?? AccountHistory()
             history.purchaseCount += 1
+            let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment, transactionDate: recorded.timestamp)
+            history.purchases.append(original)
             if let product = catalog.product(payment.productIdentifier) {
                 if product.kind == .nonConsumable { history.ownedNonConsumables.insert(product.identifier) }
-                if product.isRestorable {
-                    history.restorable.append(OriginalTransaction(transactionIdentifier: identifier, payment: payment,
-                                                                  transactionDate: recorded.timestamp))
-                }
+                if product.isRestorable { history.restorable.append(original) }
             }
             accounts[account] = history
         case .transactionFailed(let key, _):

@@ -1,0 +1,163 @@
+import Testing
+@testable import StoreKitModel
+
+@Suite struct QueueRuleTests {
+    @Test("R-Q1: a payment added while payments are not allowed is refused with paymentsNotAllowed")
+    func paymentsNotAllowed() {
+        var queue = QueueHarness()
+        queue.ready()
+        queue.send(.setPaymentsAllowed(device: "d1", allowed: false))
+        #expect(queue.projection.device("d1")?.canMakePayments == false)
+        let decision = queue.send(.addPayment(device: "d1", payment: Payment(productIdentifier: SampleProducts.coins)))
+        #expect(queue.rejection(decision) == .paymentsNotAllowed)
+        #expect(queue.projection.device("d1")?.pending.isEmpty == true)
+        queue.send(.setPaymentsAllowed(device: "d1", allowed: true))
+        _ = queue.buy(SampleProducts.coins)
+        #expect(queue.projection.device("d1")?.pending.count == 1)
+    }
+
+    @Test("R-Q2: a device registers once and its queue keeps its contents across launches")
+    func onePersistentQueuePerInstall() {
+        var queue = QueueHarness()
+        queue.ready()
+        #expect(queue.rejection(queue.send(.registerDevice(device: "d1", account: "a1"))) == .deviceAlreadyRegistered)
+        let key = queue.buy(SampleProducts.coins)
+        queue.send(.terminateApp(device: "d1"))
+        queue.send(.launchApp(device: "d1"))
+        #expect(queue.transaction(key)?.transactionState == .purchasing)
+        #expect(queue.projection.device("d1")?.launchCount == 2)
+    }
+
+    @Test("R-Q3: observers attach and detach; attaching twice or detaching a stranger is refused")
+    func observersAttachAndDetach() {
+        var queue = QueueHarness()
+        queue.ready()
+        #expect(queue.rejection(queue.send(.attachObserver(device: "d1", observer: "o1"))) == .observerAlreadyAttached)
+        queue.send(.attachObserver(device: "d1", observer: "o2"))
+        #expect(queue.projection.device("d1")?.observers == ["o1", "o2"])
+        queue.send(.detachObserver(device: "d1", observer: "o1"))
+        #expect(queue.projection.device("d1")?.observers == ["o2"])
+        #expect(queue.rejection(queue.send(.detachObserver(device: "d1", observer: "o1"))) == .observerNotAttached)
+    }
+
+    @Test("R-Q4: terminating the app detaches its observers but keeps unfinished transactions")
+    func terminateKeepsTransactions() {
+        var queue = QueueHarness()
+        queue.ready()
+        let key = queue.purchase(SampleProducts.removeAds)
+        queue.send(.terminateApp(device: "d1"))
+        #expect(queue.projection.device("d1")?.observers.isEmpty == true)
+        #expect(queue.transaction(key)?.transactionState == .purchased)
+    }
+
+    @Test("R-Q7: an unknown product or a quantity of 0 or less is refused and changes nothing",
+          arguments: [("no.such.product", 1, Rejection.Code.unknownProduct),
+                      (SampleProducts.coins, 0, .invalidQuantity),
+                      (SampleProducts.coins, -3, .invalidQuantity)])
+    func invalidPayments(product: String, quantity: Int, expected: Rejection.Code) {
+        var queue = QueueHarness()
+        queue.ready()
+        let before = queue.projection.device("d1")
+        let decision = queue.send(.addPayment(device: "d1", payment: Payment(productIdentifier: product, quantity: quantity)))
+        #expect(queue.rejection(decision) == expected)
+        #expect(queue.projection.device("d1") == before)
+        guard case .commandRejected(_, let command, let rejection) = queue.recorded.last?.event else {
+            Issue.record("the rejection was not logged")
+            return
+        }
+        #expect(command == "addPayment")
+        #expect(rejection.message.contains("R-Q7"))
+    }
+
+    @Test("R-Q7: a valid payment creates a transaction in state purchasing")
+    func validPaymentIsPurchasing() {
+        var queue = QueueHarness()
+        queue.ready()
+        let key = queue.buy(SampleProducts.coins, quantity: 3)
+        let transaction = queue.transaction(key)
+        #expect(transaction?.transactionState == .purchasing)
+        #expect(transaction?.payment.quantity == 3)
+        #expect(transaction?.transactionIdentifier == nil)
+    }
+
+    @Test("R-Q8: finishing a purchasing or deferred transaction is refused; finished ones leave; finishing twice is harmless")
+    func finishRules() {
+        var queue = QueueHarness()
+        queue.ready()
+        let key = queue.buy(SampleProducts.coins)
+        #expect(queue.rejection(queue.send(.finishTransaction(key))) == .transactionStillPurchasing)
+        queue.send(.decidePurchase(key, .deferred))
+        #expect(queue.rejection(queue.send(.finishTransaction(key))) == .transactionStillPurchasing)
+        queue.send(.decidePurchase(key, .purchased(charged: true)))
+        #expect(queue.send(.finishTransaction(key)) == .accept([.transactionFinished(key)]))
+        #expect(queue.transaction(key) == nil)
+        #expect(queue.send(.finishTransaction(key)) == .accept([]))
+        let unknown = TransactionKey(device: "d1", number: 99)
+        #expect(queue.rejection(queue.send(.finishTransaction(unknown))) == .transactionNotFound)
+    }
+
+    @Test("R-Q8: a failed transaction can and must be finished")
+    func finishFailed() {
+        var queue = QueueHarness()
+        queue.ready()
+        let key = queue.buy(SampleProducts.coins)
+        queue.send(.decidePurchase(key, .failed(StoreError(.paymentCancelled, "cancelled"))))
+        #expect(queue.transaction(key)?.error?.code == .paymentCancelled)
+        #expect(queue.send(.finishTransaction(key)) == .accept([.transactionFinished(key)]))
+    }
+
+    @Test("R-Q11: downloads start only for a purchased or restored transaction that is not finished")
+    func downloadPreconditions() {
+        var queue = QueueHarness()
+        queue.ready()
+        let pendingKey = queue.buy(SampleProducts.forest)
+        let early = DownloadKey(transaction: pendingKey, index: 0)
+        #expect(queue.rejection(queue.send(.startDownloads([early]))) == .downloadNotAllowed)
+        queue.send(.decidePurchase(pendingKey, .purchased(charged: true)))
+        #expect(queue.send(.startDownloads([early])) == .accept([.downloadStarted(early)]))
+        #expect(queue.rejection(queue.send(.startDownloads([early]))) == .invalidDownloadTransition)
+        let other = queue.purchase(SampleProducts.desert)
+        queue.send(.finishTransaction(other))
+        let late = DownloadKey(transaction: other, index: 0)
+        let decision = queue.send(.startDownloads([late]))
+        #expect(queue.rejection(decision) == .downloadNotAllowed)
+        #expect(queue.rejection(queue.send(.startDownloads([]))) == .invalidArgument)
+        let missing = DownloadKey(transaction: pendingKey, index: 7)
+        #expect(queue.rejection(queue.send(.startDownloads([missing]))) == .unknownDownload)
+    }
+
+    @Test("A retried command id takes effect once")
+    func commandsApplyOnce() {
+        var queue = QueueHarness()
+        queue.ready()
+        let id = CommandID(origin: "app", number: 42)
+        let payment = CommandBody.addPayment(device: "d1", payment: Payment(productIdentifier: SampleProducts.coins))
+        guard case .accept = queue.send(payment, id: id) else {
+            Issue.record("first send was not accepted")
+            return
+        }
+        #expect(queue.send(payment, id: id) == .duplicate)
+        #expect(queue.projection.device("d1")?.pending.count == 1)
+    }
+
+    @Test("The command window forgets the oldest ids first and stays bounded")
+    func commandWindowIsBounded() {
+        var window = CommandWindow(capacity: 3)
+        for number in 1...5 { window.insert(CommandID(origin: "o", number: UInt64(number))) }
+        #expect(window.count == 3)
+        #expect(!window.contains(CommandID(origin: "o", number: 2)))
+        #expect(window.contains(CommandID(origin: "o", number: 5)))
+    }
+
+    @Test("Commands to unknown devices, or apps that are not running, are refused")
+    func lifecycleRejections() {
+        var queue = QueueHarness()
+        #expect(queue.rejection(queue.send(.launchApp(device: "ghost"))) == .unknownDevice)
+        queue.send(.registerDevice(device: "d1", account: "a1"))
+        #expect(queue.rejection(queue.send(.addPayment(device: "d1", payment: Payment(productIdentifier: SampleProducts.coins)))) == .appNotRunning)
+        #expect(queue.rejection(queue.send(.attachObserver(device: "d1", observer: "o"))) == .appNotRunning)
+        queue.send(.launchApp(device: "d1"))
+        #expect(queue.rejection(queue.send(.launchApp(device: "d1"))) == .appAlreadyRunning)
+        #expect(queue.rejection(queue.send(.registerDevice(device: "", account: "a1"))) == .invalidArgument)
+    }
+}
