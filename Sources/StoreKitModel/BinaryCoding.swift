@@ -26,6 +26,9 @@ public struct BinaryWriter: Sendable {
 
     public mutating func write(_ byte: UInt8) { bytes.append(byte) }
 
+    /// A one-byte tag; named so that an integer literal never picks the varint overload.
+    public mutating func write(tag: UInt8) { bytes.append(tag) }
+
     public mutating func write(varint value: UInt64) {
         var remaining = value
         while remaining >= 0x80 {

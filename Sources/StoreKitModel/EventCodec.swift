@@ -12,55 +12,55 @@ public enum EventCodec {
         writeCommandID(commandID, into: &writer)
         switch event {
         case .runStarted(let seed, let scenario):
-            writer.write(1); writer.write(varint: seed); writer.write(scenario)
+            writer.write(tag: 1); writer.write(varint: seed); writer.write(scenario)
         case .deviceRegistered(let device, let account):
-            writer.write(2); writer.write(device); writer.write(account)
+            writer.write(tag: 2); writer.write(device); writer.write(account)
         case .appLaunched(let device):
-            writer.write(3); writer.write(device)
+            writer.write(tag: 3); writer.write(device)
         case .appTerminated(let device):
-            writer.write(4); writer.write(device)
+            writer.write(tag: 4); writer.write(device)
         case .observerAttached(let device, let observer):
-            writer.write(5); writer.write(device); writer.write(observer)
+            writer.write(tag: 5); writer.write(device); writer.write(observer)
         case .observerDetached(let device, let observer):
-            writer.write(6); writer.write(device); writer.write(observer)
+            writer.write(tag: 6); writer.write(device); writer.write(observer)
         case .paymentsAllowedChanged(let device, let allowed):
-            writer.write(7); writer.write(device); writer.write(allowed)
+            writer.write(tag: 7); writer.write(device); writer.write(allowed)
         case .transactionAdded(let key, let payment):
-            writer.write(8); writeKey(key, into: &writer); writePayment(payment, into: &writer)
+            writer.write(tag: 8); writeKey(key, into: &writer); writePayment(payment, into: &writer)
         case .transactionDeferred(let key):
-            writer.write(9); writeKey(key, into: &writer)
+            writer.write(tag: 9); writeKey(key, into: &writer)
         case .transactionPurchased(let key, let identifier, let downloads, let charged):
-            writer.write(10); writeKey(key, into: &writer); writer.write(identifier)
+            writer.write(tag: 10); writeKey(key, into: &writer); writer.write(identifier)
             writeContents(downloads, into: &writer); writer.write(charged)
         case .transactionFailed(let key, let error):
-            writer.write(11); writeKey(key, into: &writer); writeError(error, into: &writer)
+            writer.write(tag: 11); writeKey(key, into: &writer); writeError(error, into: &writer)
         case .restoreStarted(let device, let restore, let applicationUsername):
-            writer.write(12); writer.write(device); writer.write(varint: restore); writer.write(optional: applicationUsername)
+            writer.write(tag: 12); writer.write(device); writer.write(varint: restore); writer.write(optional: applicationUsername)
         case .transactionRestored(let key, let restore, let identifier, let original, let downloads):
-            writer.write(13); writeKey(key, into: &writer); writer.write(varint: restore); writer.write(identifier)
+            writer.write(tag: 13); writeKey(key, into: &writer); writer.write(varint: restore); writer.write(identifier)
             writeOriginal(original, into: &writer); writeContents(downloads, into: &writer)
         case .restoreFinished(let device, let restore):
-            writer.write(14); writer.write(device); writer.write(varint: restore)
+            writer.write(tag: 14); writer.write(device); writer.write(varint: restore)
         case .restoreFailed(let device, let restore, let error):
-            writer.write(15); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
+            writer.write(tag: 15); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
         case .transactionFinished(let key):
-            writer.write(16); writeKey(key, into: &writer)
+            writer.write(tag: 16); writeKey(key, into: &writer)
         case .downloadStarted(let key):
-            writer.write(17); writeDownloadKey(key, into: &writer)
+            writer.write(tag: 17); writeDownloadKey(key, into: &writer)
         case .downloadProgressed(let key, let progress, let timeRemaining):
-            writer.write(18); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
+            writer.write(tag: 18); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
         case .downloadPaused(let key):
-            writer.write(19); writeDownloadKey(key, into: &writer)
+            writer.write(tag: 19); writeDownloadKey(key, into: &writer)
         case .downloadResumed(let key):
-            writer.write(20); writeDownloadKey(key, into: &writer)
+            writer.write(tag: 20); writeDownloadKey(key, into: &writer)
         case .downloadFinished(let key, let contentURL):
-            writer.write(21); writeDownloadKey(key, into: &writer); writer.write(contentURL)
+            writer.write(tag: 21); writeDownloadKey(key, into: &writer); writer.write(contentURL)
         case .downloadFailed(let key, let error):
-            writer.write(22); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
+            writer.write(tag: 22); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
         case .downloadCancelled(let key):
-            writer.write(23); writeDownloadKey(key, into: &writer)
+            writer.write(tag: 23); writeDownloadKey(key, into: &writer)
         case .commandRejected(let device, let command, let rejection):
-            writer.write(24); writer.write(device); writer.write(command)
+            writer.write(tag: 24); writer.write(device); writer.write(command)
             writer.write(rejection.code.rawValue); writer.write(rejection.message)
         }
     }
@@ -140,50 +140,50 @@ public enum EventCodec {
         writeCommandID(command.id, into: &writer)
         switch command.body {
         case .registerDevice(let device, let account):
-            writer.write(1); writer.write(device); writer.write(account)
+            writer.write(tag: 1); writer.write(device); writer.write(account)
         case .launchApp(let device):
-            writer.write(2); writer.write(device)
+            writer.write(tag: 2); writer.write(device)
         case .terminateApp(let device):
-            writer.write(3); writer.write(device)
+            writer.write(tag: 3); writer.write(device)
         case .attachObserver(let device, let observer):
-            writer.write(4); writer.write(device); writer.write(observer)
+            writer.write(tag: 4); writer.write(device); writer.write(observer)
         case .detachObserver(let device, let observer):
-            writer.write(5); writer.write(device); writer.write(observer)
+            writer.write(tag: 5); writer.write(device); writer.write(observer)
         case .setPaymentsAllowed(let device, let allowed):
-            writer.write(6); writer.write(device); writer.write(allowed)
+            writer.write(tag: 6); writer.write(device); writer.write(allowed)
         case .addPayment(let device, let payment):
-            writer.write(7); writer.write(device); writePayment(payment, into: &writer)
+            writer.write(tag: 7); writer.write(device); writePayment(payment, into: &writer)
         case .finishTransaction(let key):
-            writer.write(8); writeKey(key, into: &writer)
+            writer.write(tag: 8); writeKey(key, into: &writer)
         case .restoreCompletedTransactions(let device, let applicationUsername):
-            writer.write(9); writer.write(device); writer.write(optional: applicationUsername)
+            writer.write(tag: 9); writer.write(device); writer.write(optional: applicationUsername)
         case .startDownloads(let keys):
-            writer.write(10); writeDownloadKeys(keys, into: &writer)
+            writer.write(tag: 10); writeDownloadKeys(keys, into: &writer)
         case .pauseDownloads(let keys):
-            writer.write(11); writeDownloadKeys(keys, into: &writer)
+            writer.write(tag: 11); writeDownloadKeys(keys, into: &writer)
         case .resumeDownloads(let keys):
-            writer.write(12); writeDownloadKeys(keys, into: &writer)
+            writer.write(tag: 12); writeDownloadKeys(keys, into: &writer)
         case .cancelDownloads(let keys):
-            writer.write(13); writeDownloadKeys(keys, into: &writer)
+            writer.write(tag: 13); writeDownloadKeys(keys, into: &writer)
         case .decidePurchase(let key, let decision):
-            writer.write(14); writeKey(key, into: &writer)
+            writer.write(tag: 14); writeKey(key, into: &writer)
             switch decision {
-            case .purchased(let charged): writer.write(0); writer.write(charged)
-            case .failed(let error): writer.write(1); writeError(error, into: &writer)
-            case .deferred: writer.write(2)
+            case .purchased(let charged): writer.write(tag: 0); writer.write(charged)
+            case .failed(let error): writer.write(tag: 1); writeError(error, into: &writer)
+            case .deferred: writer.write(tag: 2)
             }
         case .completeRestore(let device, let restore, let originals):
-            writer.write(15); writer.write(device); writer.write(varint: restore)
+            writer.write(tag: 15); writer.write(device); writer.write(varint: restore)
             writer.write(varint: UInt64(originals.count))
             for original in originals { writeOriginal(original, into: &writer) }
         case .failRestore(let device, let restore, let error):
-            writer.write(16); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
+            writer.write(tag: 16); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
         case .reportDownloadProgress(let key, let progress, let timeRemaining):
-            writer.write(17); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
+            writer.write(tag: 17); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
         case .completeDownload(let key, let contentURL):
-            writer.write(18); writeDownloadKey(key, into: &writer); writer.write(contentURL)
+            writer.write(tag: 18); writeDownloadKey(key, into: &writer); writer.write(contentURL)
         case .failDownload(let key, let error):
-            writer.write(19); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
+            writer.write(tag: 19); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
         }
         return writer.bytes
     }

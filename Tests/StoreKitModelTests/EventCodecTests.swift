@@ -1,0 +1,117 @@
+import Testing
+@testable import StoreKitModel
+
+@Suite struct EventCodecTests {
+    static let key = TransactionKey(device: "device-0001", number: 7)
+    static let download = DownloadKey(transaction: key, index: 1)
+    static let original = OriginalTransaction(transactionIdentifier: "device-0001.3",
+                                              payment: Payment(productIdentifier: "p", quantity: 2, applicationUsername: "acct", requestData: [1, 2, 3]),
+                                              transactionDate: -5)
+    static let content = HostedContent(contentIdentifier: "c", contentLength: 4096, contentVersion: "1.0.2")
+
+    static let everyEvent: [Event] = [
+        .runStarted(seed: .max, scenario: "devices=2 ünïcödé"),
+        .deviceRegistered(device: "d", account: "a"), .appLaunched(device: "d"), .appTerminated(device: "d"),
+        .observerAttached(device: "d", observer: "o"), .observerDetached(device: "d", observer: "o"),
+        .paymentsAllowedChanged(device: "d", allowed: false),
+        .transactionAdded(key, Payment(productIdentifier: "p", quantity: 3)),
+        .transactionDeferred(key),
+        .transactionPurchased(key, identifier: "device-0001.7", downloads: [content, content], charged: false),
+        .transactionFailed(key, StoreError(.paymentCancelled, "user cancelled")),
+        .restoreStarted(device: "d", restore: 2, applicationUsername: nil),
+        .restoreStarted(device: "d", restore: 3, applicationUsername: "acct"),
+        .transactionRestored(key, restore: 2, identifier: "x", original: original, downloads: [content]),
+        .restoreFinished(device: "d", restore: 2),
+        .restoreFailed(device: "d", restore: 2, error: StoreError(.restoreFailed, "no")),
+        .transactionFinished(key), .downloadStarted(download),
+        .downloadProgressed(download, progress: 0.25, timeRemaining: Download.timeRemainingUnknown),
+        .downloadPaused(download), .downloadResumed(download),
+        .downloadFinished(download, contentURL: "/tmp/c"),
+        .downloadFailed(download, error: StoreError(.downloadFailed, "dropped")),
+        .downloadCancelled(download),
+        .commandRejected(device: "d", command: "addPayment", rejection: Rejection(.unknownProduct, "no such product")),
+    ]
+
+    @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
+    func eventRoundTrip(event: Event) throws {
+        for id in [nil, CommandID(origin: "apps", number: 1 << 40)] {
+            let bytes = EventCodec.encode(event, commandID: id)
+            let decoded = try EventCodec.decodeEvent(bytes)
+            #expect(decoded.event == event)
+            #expect(decoded.commandID == id)
+        }
+    }
+
+    static let everyCommand: [CommandBody] = [
+        .registerDevice(device: "d", account: "a"), .launchApp(device: "d"), .terminateApp(device: "d"),
+        .attachObserver(device: "d", observer: "o"), .detachObserver(device: "d", observer: "o"),
+        .setPaymentsAllowed(device: "d", allowed: true),
+        .addPayment(device: "d", payment: Payment(productIdentifier: "p", quantity: -1, applicationUsername: "u")),
+        .finishTransaction(key), .restoreCompletedTransactions(device: "d", applicationUsername: "u"),
+        .startDownloads([download]), .pauseDownloads([download]), .resumeDownloads([download, download]), .cancelDownloads([]),
+        .decidePurchase(key, .purchased(charged: true)), .decidePurchase(key, .failed(StoreError(.unknown, "?"))),
+        .decidePurchase(key, .deferred),
+        .completeRestore(device: "d", restore: 1, originals: [original, original]),
+        .failRestore(device: "d", restore: 1, error: StoreError(.restoreFailed, "no")),
+        .reportDownloadProgress(download, progress: 0.5, timeRemaining: 3),
+        .completeDownload(download, contentURL: "/c"), .failDownload(download, error: StoreError(.downloadFailed, "x")),
+    ]
+
+    @Test("Every command kind survives encoding and decoding unchanged", arguments: everyCommand)
+    func commandRoundTrip(body: CommandBody) throws {
+        let command = Command(id: CommandID(origin: "store", number: 9), body: body)
+        #expect(try EventCodec.decodeCommand(EventCodec.encode(command)) == command)
+    }
+
+    @Test("Truncated payloads are refused with an offset, never a crash")
+    func truncation() {
+        for event in Self.everyEvent {
+            let bytes = EventCodec.encode(event, commandID: CommandID(origin: "o", number: 1))
+            for length in 0..<bytes.count {
+                #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(Array(bytes[0..<length])) }
+            }
+        }
+    }
+
+    @Test("Garbage, an unknown version, an unknown tag and trailing bytes are refused with a reason")
+    func garbage() throws {
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let bytes = (0..<Int.random(in: 0..<64, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            _ = try? EventCodec.decodeEvent(bytes)  // Must not trap, whatever it returns.
+            _ = try? EventCodec.decodeCommand(bytes)
+        }
+        var valid = EventCodec.encode(.appLaunched(device: "d"), commandID: nil)
+        valid[0] = 9
+        let version = #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(valid) }
+        #expect(version?.reason.contains("version 9") == true)
+        let unknownTag: [UInt8] = [1, 0, 200]
+        let tag = #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(unknownTag) }
+        #expect(tag?.reason.contains("unknown event tag 200") == true)
+        let trailing = EventCodec.encode(.appLaunched(device: "d"), commandID: nil) + [0]
+        let extra = #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(trailing) }
+        #expect(extra?.reason.contains("trailing") == true)
+        let hugeLength: [UInt8] = [1, 0, 3, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]
+        #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(hugeLength) }
+        let commandWithoutID: [UInt8] = [1, 0, 2, 1, 100]
+        #expect(throws: DecodingFailure.self) { try EventCodec.decodeCommand(commandWithoutID) }
+    }
+
+    @Test("Varints and zigzag integers round-trip at their extremes")
+    func integers() throws {
+        var writer = BinaryWriter()
+        let unsigned: [UInt64] = [0, 1, 127, 128, 16_383, 16_384, .max]
+        let signed: [Int64] = [0, -1, 1, .min, .max]
+        for value in unsigned { writer.write(varint: value) }
+        for value in signed { writer.write(signed: value) }
+        let (decodedUnsigned, decodedSigned, atEnd) = try writer.bytes.withUnsafeBytes { buffer throws -> ([UInt64], [Int64], Bool) in
+            var reader = BinaryReader(buffer)
+            let first = try unsigned.map { _ in try reader.readVarint() }
+            let second = try signed.map { _ in try reader.readSigned() }
+            return (first, second, reader.isAtEnd)
+        }
+        #expect(decodedUnsigned == unsigned)
+        #expect(decodedSigned == signed)
+        #expect(atEnd)
+    }
+}
