@@ -5,8 +5,11 @@ let package = Package(
     name: "StoreKitSim",
     platforms: [.macOS(.v15)],
     products: [
+        .executable(name: "sksim", targets: ["sksim"]),
         .library(name: "StoreKitModel", targets: ["StoreKitModel"]),
         .library(name: "StoreKitRoles", targets: ["StoreKitRoles"]),
+        .library(name: "EventLog", targets: ["EventLog"]),
+        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -16,13 +19,24 @@ let package = Package(
         .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"]), .brew(["zeromq"])]),
         // A small, safe Swift wrapper over libzmq; no domain knowledge.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
-        // Domain: commands, events, states, rules, projections. Pure; no I/O but catalog files.
+        // The durable append-only log: segments, CRC32C, sparse index, durability policies. Knows no StoreKit.
+        .target(name: "EventLog"),
+        // Domain: commands, events, states, rules, projections, catalog. Pure.
         .target(name: "StoreKitModel"),
         // The four roles and the StoreKit-shaped API; transport and clock are injected.
         .target(name: "StoreKitRoles", dependencies: ["StoreKitModel"]),
+        // The deterministic runtime (virtual clock, seeded scheduler) and log replay.
+        .target(name: "StoreKitSimulation", dependencies: ["StoreKitRoles", "StoreKitModel", "EventLog"]),
+        // The command line as a library, so tests can call it.
+        .target(name: "SKSimCommands", dependencies: [
+            "StoreKitSimulation", "StoreKitRoles", "StoreKitModel", "EventLog",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "sksim", dependencies: ["SKSimCommands"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel"]),
-        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel"]),
+        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "EventLog", "SKSimCommands"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,68 @@
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum used by iSCSI, ext4 and SCTP.
+///
+/// Pure Swift, slicing-by-8: eight 256-entry tables let the loop consume eight bytes per step.
+public enum CRC32C {
+    /// Checksum of `bytes`, continuing from a previous result `crc` (0 to start).
+    /// `update(update(0, a), b) == update(0, a + b)`.
+    @inlinable
+    public static func checksum(_ bytes: some Collection<UInt8>, continuing crc: UInt32 = 0) -> UInt32 {
+        if let result = bytes.withContiguousStorageIfAvailable({ checksum(UnsafeRawBufferPointer($0), continuing: crc) }) {
+            return result
+        }
+        return checksum(Array(bytes), continuing: crc)
+    }
+
+    /// Checksum of raw bytes, continuing from a previous result `crc` (0 to start).
+    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        guard var pointer = bytes.baseAddress, bytes.count > 0 else { return crc }
+        let table = crc32cTables
+        var remaining = bytes.count
+        var value = ~crc
+        // Byte-wise until 8-byte aligned so the wide loads below are aligned.
+        while remaining > 0 && UInt(bitPattern: pointer) & 7 != 0 {
+            value = table[Int((value ^ UInt32(pointer.load(as: UInt8.self))) & 0xFF)] ^ (value >> 8)
+            pointer += 1
+            remaining -= 1
+        }
+        while remaining >= 8 {
+            let word = UInt64(littleEndian: pointer.load(as: UInt64.self))
+            let low = UInt32(truncatingIfNeeded: word) ^ value
+            let high = UInt32(truncatingIfNeeded: word >> 32)
+            value = table[7 * 256 + Int(low & 0xFF)]
+                ^ table[6 * 256 + Int((low >> 8) & 0xFF)]
+                ^ table[5 * 256 + Int((low >> 16) & 0xFF)]
+                ^ table[4 * 256 + Int(low >> 24)]
+                ^ table[3 * 256 + Int(high & 0xFF)]
+                ^ table[2 * 256 + Int((high >> 8) & 0xFF)]
+                ^ table[1 * 256 + Int((high >> 16) & 0xFF)]
+                ^ table[Int(high >> 24)]
+            pointer += 8
+            remaining -= 8
+        }
+        while remaining > 0 {
+            value = table[Int((value ^ UInt32(pointer.load(as: UInt8.self))) & 0xFF)] ^ (value >> 8)
+            pointer += 1
+            remaining -= 1
+        }
+        return ~value
+    }
+}
+
+/// 8 × 256 tables, flat; allocated once and never freed or mutated, hence safe to share.
+nonisolated(unsafe) private let crc32cTables: UnsafePointer<UInt32> = {
+    let tables = UnsafeMutablePointer<UInt32>.allocate(capacity: 8 * 256)
+    for index in 0..<256 {
+        var value = UInt32(index)
+        for _ in 0..<8 {
+            value = (value & 1) != 0 ? (value >> 1) ^ 0x82F6_3B78 : value >> 1
+        }
+        tables[index] = value
+    }
+    for slice in 1..<8 {
+        for index in 0..<256 {
+            let previous = tables[(slice - 1) * 256 + index]
+            tables[slice * 256 + index] = (previous >> 8) ^ tables[Int(previous & 0xFF)]
+        }
+    }
+    return UnsafePointer(tables)
+}()

@@ -1,0 +1,33 @@
+/// A record borrowed from the reader's buffer: valid only inside the closure that receives it
+/// (copy with `record` to keep it). Not `Sendable` because it points into that buffer.
+public struct LogRecordView {
+    public let sequence: UInt64
+    /// Caller-supplied time in nanoseconds (never read from a clock by the log).
+    public let timestampNanoseconds: Int64
+    /// Payload bytes, pointing into the reader's chunk buffer.
+    public let payload: UnsafeRawBufferPointer
+
+    init(sequence: UInt64, timestampNanoseconds: Int64, payload: UnsafeRawBufferPointer) {
+        self.sequence = sequence
+        self.timestampNanoseconds = timestampNanoseconds
+        self.payload = payload
+    }
+
+    /// An owned copy.
+    public var record: LogRecord {
+        LogRecord(sequence: sequence, timestampNanoseconds: timestampNanoseconds, payload: Array(payload))
+    }
+}
+
+/// An owned record, for small reads and tests.
+public struct LogRecord: Sendable, Hashable {
+    public var sequence: UInt64
+    public var timestampNanoseconds: Int64
+    public var payload: [UInt8]
+
+    public init(sequence: UInt64, timestampNanoseconds: Int64, payload: [UInt8]) {
+        self.sequence = sequence
+        self.timestampNanoseconds = timestampNanoseconds
+        self.payload = payload
+    }
+}

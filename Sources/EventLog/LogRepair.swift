@@ -1,0 +1,88 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One change made by `repair`.
+public struct RepairAction: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Equatable {
+        case truncatedTornTail
+        case removedTornSegment
+        case rebuiltIndex
+    }
+
+    public var kind: Kind
+    public var path: String
+    public var byteOffset: UInt64
+    public var droppedBytes: UInt64
+
+    public var description: String {
+        switch kind {
+        case .truncatedTornTail: "truncated \(path) at byte offset \(byteOffset), dropped \(droppedBytes) bytes"
+        case .removedTornSegment: "removed \(path) (ended inside its header, \(droppedBytes) bytes, no records)"
+        case .rebuiltIndex: "rebuilt \(path)"
+        }
+    }
+}
+
+extension LogMaintenance {
+    /// Truncates torn tails back to the last whole record, removes a last segment cut inside its header, and
+    /// rebuilds stale indexes. Refuses with `.repairRefused` (changing nothing) when any other damage exists:
+    /// it never drops records from the middle of a partition.
+    public static func repair(directory: URL) throws(LogError) -> [RepairAction] {
+        var plans: [(partitionPath: String, problems: [LogProblem], findings: [SegmentFinding])] = []
+        var refused: [LogProblem] = []
+        for partition in try LogDirectory.partitions(in: directory) {
+            let (report, findings) = try verifyPartition(directory: directory, partition: partition)
+            refused += report.problems.filter { !$0.isRepairable }
+            plans.append((LogDirectory.partitionPath(directory, partition), report.problems, findings))
+        }
+        guard refused.isEmpty else {
+            throw LogError(
+                .repairRefused,
+                "\(refused.count) problem(s) are not a torn tail; repairing would drop whole records, so nothing was changed. "
+                    + "First: \(refused[0])",
+                path: refused[0].path, byteOffset: refused[0].byteOffset,
+                remedy: "Restore the damaged partition from a backup or re-create it from its source", problems: refused)
+        }
+        var actions: [RepairAction] = []
+        for plan in plans {
+            for problem in plan.problems {
+                switch problem.kind {
+                case .tornTail:
+                    let descriptor = try FileIO.open(problem.path, flags: O_WRONLY)
+                    defer { FileIO.close(descriptor) }
+                    let size = try FileIO.size(descriptor, path: problem.path)
+                    try FileIO.truncate(descriptor, to: problem.byteOffset, path: problem.path)
+                    try FileIO.synchronize(descriptor, path: problem.path)
+                    actions.append(
+                        RepairAction(
+                            kind: .truncatedTornTail, path: problem.path, byteOffset: problem.byteOffset,
+                            droppedBytes: size - problem.byteOffset))
+                case .truncatedHeader:
+                    let size = (try? SegmentFile(path: problem.path).size) ?? 0
+                    try FileIO.remove(problem.path)
+                    if let base = SegmentFormat.baseSequence(fromSegmentFileName: (problem.path as NSString).lastPathComponent) {
+                        try FileIO.remove(plan.partitionPath + "/" + SegmentFormat.indexFileName(baseSequence: base))
+                    }
+                    try FileIO.synchronizeDirectory(plan.partitionPath)
+                    actions.append(RepairAction(kind: .removedTornSegment, path: problem.path, byteOffset: 0, droppedBytes: size))
+                default:
+                    break
+                }
+            }
+            // Indexes derive from whole records only, so after truncation they match the repaired segment.
+            for finding in plan.findings {
+                guard let index = finding.expectedIndex, FileIO.exists(finding.entry.segmentPath),
+                    SparseIndex.fileBytes(path: finding.entry.indexPath) != index.encoded()
+                else { continue }
+                try index.write(path: finding.entry.indexPath, directory: plan.partitionPath)
+                actions.append(RepairAction(kind: .rebuiltIndex, path: finding.entry.indexPath, byteOffset: 0, droppedBytes: 0))
+            }
+        }
+        return actions
+    }
+}

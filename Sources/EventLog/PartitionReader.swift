@@ -1,0 +1,162 @@
+import Foundation
+
+/// What a read saw besides the records themselves.
+public struct ReadSummary: Sendable, Equatable {
+    /// Records passed to the closure.
+    public var recordCount: UInt64 = 0
+    /// Sequence of the last record passed to the closure (0 if none).
+    public var lastSequence: UInt64 = 0
+    /// Set when the log ends in a torn tail (a crash mid-write, or a writer still writing): reading stopped
+    /// there; opening a writer truncates it.
+    public var tornTail: LogProblem?
+}
+
+/// Reads one partition: from a sequence number to the end, in bounded memory, verifying checksums and
+/// sequence continuity. Works while a writer appends (it sees a prefix).
+public struct PartitionReader: Sendable {
+    public let directory: URL
+    public let partition: String
+    private let partitionPath: String
+
+    public init(directory: URL, partition: String) throws(LogError) {
+        try SegmentFormat.validatePartitionName(partition)
+        self.directory = directory
+        self.partition = partition
+        partitionPath = LogDirectory.partitionPath(directory, partition)
+        guard LogDirectory.isDirectory(partitionPath) else {
+            throw LogError(.notFound, "partition \"\(partition)\" does not exist", path: partitionPath)
+        }
+    }
+
+    /// Calls `body` for each record with `from <= sequence <= through`, in order. The view's payload is only
+    /// valid during the call. Finds the segment by file name and seeks with its sparse index, so at most
+    /// K records (the index interval) are scanned before `from`. Throws `.corruption` on damage; a torn tail
+    /// at the very end is reported in the summary instead.
+    @discardableResult
+    public func forEachRecord(
+        from: UInt64 = 1, through: UInt64 = .max, _ body: (LogRecordView) throws -> Void
+    ) throws -> ReadSummary {
+        var summary = ReadSummary()
+        let start = max(from, 1)
+        let segments = try LogDirectory.listSegments(partitionPath: partitionPath).segments
+        guard let first = segments.first, start <= through else { return summary }
+        guard first.baseSequence == 1 else {
+            throw LogError(
+                corruption: LogProblem(
+                    kind: .sequenceGap, path: first.segmentPath, byteOffset: 0,
+                    message: "the partition's first segment starts at sequence \(first.baseSequence), not 1"))
+        }
+        let startSegment = segments.lastIndex { $0.baseSequence <= start } ?? 0
+        var expected: UInt64 = segments[startSegment].baseSequence
+        for position in startSegment..<segments.count {
+            let entry = segments[position]
+            let isLast = position == segments.count - 1
+            let file = try SegmentFile(path: entry.segmentPath)
+            let header: SegmentHeader
+            switch try file.validHeader(partition: partition, baseSequence: entry.baseSequence) {
+            case .success(let valid):
+                header = valid
+            case .failure(let problem) where problem.kind == .truncatedHeader && isLast:
+                summary.tornTail = problem
+                return summary
+            case .failure(let problem):
+                throw LogError(corruption: problem)
+            }
+            guard header.baseSequence == expected else {
+                throw LogError(
+                    corruption: LogProblem(
+                        kind: .sequenceGap, path: entry.segmentPath, byteOffset: 0,
+                        message: "segment starts at sequence \(header.baseSequence) but \(expected) was expected"))
+            }
+            var lastInSegment = header.baseSequence - 1
+            var skipped: UInt64 = 0
+            func visit(_ record: LogRecordView, _ offset: UInt64) throws -> Bool {
+                if record.sequence > through { return false }
+                lastInSegment = record.sequence
+                if record.sequence < start {
+                    skipped += 1
+                    return true
+                }
+                try body(record)
+                summary.recordCount += 1
+                summary.lastSequence = record.sequence
+                // Stop before parsing the next record, so damage after `through` does not fail this read.
+                return record.sequence < through
+            }
+            var end: SegmentScanEnd
+            var index: SparseIndex?
+            if position == startSegment && start > header.baseSequence {
+                index = SparseIndex.load(
+                    path: entry.indexPath, baseSequence: header.baseSequence, segmentHeaderBytes: header.byteCount,
+                    segmentSize: file.size)
+            }
+            if let index, let seek = index.entry(atOrBefore: start), seek.sequence > header.baseSequence {
+                end = try file.scan(header: header, from: seek.byteOffset, expectedSequence: seek.sequence, visit)
+                // The index is never trusted over the segment: if its offset leads nowhere, scan from the start.
+                if case .damage(let problem) = end, problem.byteOffset == seek.byteOffset, summary.recordCount == 0 {
+                    skipped = 0
+                    end = try file.scan(
+                        header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence, visit)
+                    if !isLast { rebuildIndex(file: file, header: header, entry: entry, interval: index.intervalRecords) }
+                }
+            } else {
+                end = try file.scan(header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence, visit)
+            }
+            if position == startSegment && !isLast && start > header.baseSequence {
+                let interval = index?.intervalRecords ?? LogDirectory.indexIntervalHint(segments)
+                if index == nil || skipped > UInt64(interval) {
+                    rebuildIndex(file: file, header: header, entry: entry, interval: interval)
+                }
+            }
+            switch end {
+            case .endOfData:
+                expected = lastInSegment + 1
+            case .stopped:
+                return summary
+            case .tornTail(let offset, _, let reason):
+                let problem = LogProblem(
+                    kind: isLast ? .tornTail : .truncatedRecord, path: entry.segmentPath, byteOffset: offset,
+                    message: reason)
+                guard isLast else { throw LogError(corruption: problem) }
+                summary.tornTail = problem
+                return summary
+            case .damage(let problem):
+                throw LogError(corruption: problem)
+            }
+        }
+        return summary
+    }
+
+    /// Owned copies of the records in `from...through`; for small reads (tests, tools).
+    public func records(from: UInt64 = 1, through: UInt64 = .max) throws -> [LogRecord] {
+        var records: [LogRecord] = []
+        try forEachRecord(from: from, through: through) { records.append($0.record) }
+        return records
+    }
+
+    /// Sequence of the last whole record (0 when empty), found from the last segment's index.
+    public func lastSequence() throws(LogError) -> UInt64 {
+        let segments = try LogDirectory.listSegments(partitionPath: partitionPath).segments
+        for (position, entry) in segments.enumerated().reversed() {
+            let lookup: (lastSequence: UInt64?, end: SegmentScanEnd)
+            do {
+                lookup = try SegmentLookup.lastSequence(of: entry, partition: partition)
+            } catch {
+                // A last segment cut inside its header holds no records: the previous segment has the last one.
+                if error.problems.first?.kind == .truncatedHeader && position == segments.count - 1 { continue }
+                throw error
+            }
+            if case .damage(let problem) = lookup.end { throw LogError(corruption: problem) }
+            return lookup.lastSequence ?? entry.baseSequence - 1
+        }
+        return 0
+    }
+
+    /// Rewrites a sealed segment's stale or missing index; failures are ignored (the index is optional).
+    private func rebuildIndex(file: SegmentFile, header: SegmentHeader, entry: LogDirectory.SegmentEntry, interval: UInt32) {
+        guard let summary = try? SegmentSummary.scan(file: file, header: header, intervalRecords: interval),
+            case .endOfData = summary.end
+        else { return }
+        try? summary.index.write(path: entry.indexPath, directory: partitionPath)
+    }
+}

@@ -1,0 +1,584 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Appends records to one partition of a log directory.
+///
+/// One thread appends while a background flusher (group commit and operating-system policies) writes and
+/// fsyncs on another; all state sits behind one pthread mutex, and fsync runs outside it so appends continue
+/// during a group commit. Records are encoded into one reusable buffer: no allocation per append.
+public final class PartitionWriter: @unchecked Sendable {
+    public let directory: URL
+    public let partition: String
+    public let configuration: PartitionWriterConfiguration
+    /// What opening removed from a torn tail (empty when the partition was clean). Log it.
+    /// Set once during `init`, read-only afterwards.
+    public private(set) var recoveries: [TailRecovery] = []
+
+    private let partitionPath: String
+    private let lock = MonitorLock()
+    /// Signalled when durability advances, a sync finishes or the writer closes.
+    private let stateChanged: MonitorLock.Condition
+    /// Wakes the flusher: first pending record, group full, close.
+    private let flusherWake: MonitorLock.Condition
+    private let notificationLock = MonitorLock()
+    private var lastNotifiedSequence: UInt64 = 0  // guarded by notificationLock
+
+    // Everything below is guarded by `lock`.
+    private var segmentDescriptor: Int32 = -1
+    private var segmentPath = ""
+    private var segmentFileBytes: UInt64 = 0
+    private var segmentRecordCount: UInt64 = 0
+    private var segmentBaseSequence: UInt64 = 0
+    private var segmentPayloadLimit = 0
+    private var indexDescriptor: Int32 = -1
+    private var indexPath = ""
+    private var indexFileBytes: UInt64 = 0
+    private var pendingIndexBytes: [UInt8] = []
+    private let buffer: UnsafeMutableRawPointer
+    private let bufferCapacity: Int
+    private var bufferUsed = 0
+    private var nextSequence: UInt64 = 1
+    private var writtenSequence: UInt64 = 0
+    private var durable: UInt64 = 0
+    private var pendingRecords = 0
+    private var oldestPendingNanoseconds: UInt64 = 0
+    private var syncInProgress = false
+    private var syncRequested = false
+    private var isClosed = false
+    private var failure: LogError?
+    private var flusherRunning = false
+    private var flusherThread: pthread_t?
+
+    /// How long the operating-system policy keeps records in the user-space buffer at most.
+    private static let operatingSystemWriteDelayNanoseconds: UInt64 = 1_000_000
+    /// Idle flusher wake-up period; bounds every wait of the flusher.
+    private static let idleWaitNanoseconds: UInt64 = 100_000_000
+
+    /// Opens (creating if needed) `partition` inside the log `directory`.
+    ///
+    /// The last segment is scanned: a torn tail is truncated back to the last whole record and reported in
+    /// `recoveries`; any other damage throws `.corruption` naming the file and byte offset.
+    public init(
+        directory: URL, partition: String, configuration: PartitionWriterConfiguration = PartitionWriterConfiguration()
+    ) throws(LogError) {
+        try SegmentFormat.validatePartitionName(partition)
+        try configuration.validate()
+        self.directory = directory
+        self.partition = partition
+        self.configuration = configuration
+        partitionPath = LogDirectory.partitionPath(directory, partition)
+        stateChanged = MonitorLock.Condition(lock)
+        flusherWake = MonitorLock.Condition(lock)
+        bufferCapacity = max(configuration.writeBufferBytes, SegmentFormat.recordHeaderBytes + configuration.maximumPayloadBytes)
+        buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferCapacity, alignment: 16)
+        pendingIndexBytes.reserveCapacity(4096)
+        do {
+            try Self.prepareDirectories(directory: directory, partitionPath: partitionPath)
+            var found: [TailRecovery] = []
+            try openLastSegment(recoveries: &found)
+            recoveries = found
+        } catch {
+            // All stored properties are set, so deinit runs and frees the buffer.
+            closeDescriptors()
+            isClosed = true
+            throw error
+        }
+        lastNotifiedSequence = durable
+        if configuration.durability != .always { startFlusher() }
+    }
+
+    deinit {
+        lock.lock()
+        if !isClosed { _ = try? closeLocked() }
+        lock.unlock()
+        buffer.deallocate()
+    }
+
+    // MARK: Public API
+
+    /// Appends one record and returns its sequence number. Durable on return only under `.always`.
+    @discardableResult
+    public func append(payload: UnsafeRawBufferPointer, timestampNanoseconds: Int64) throws(LogError) -> UInt64 {
+        guard payload.count <= configuration.maximumPayloadBytes else {
+            throw LogError(
+                .payloadTooLarge,
+                "payload of \(payload.count) bytes exceeds the limit of \(configuration.maximumPayloadBytes) bytes",
+                remedy: "Split the event or raise maximumPayloadBytes")
+        }
+        lock.lock()
+        let sequence: UInt64
+        let advanced: UInt64?
+        do {
+            (sequence, advanced) = try appendLocked(payload, timestampNanoseconds)
+        } catch {
+            lock.unlock()
+            throw error
+        }
+        lock.unlock()
+        if let advanced { notifyDurable(advanced) }
+        return sequence
+    }
+
+    /// Appends one record from any byte collection (contiguous collections are not copied).
+    @discardableResult
+    public func append(payload: some Collection<UInt8>, timestampNanoseconds: Int64) throws(LogError) -> UInt64 {
+        let result = payload.withContiguousStorageIfAvailable { bytes in
+            Result { () throws(LogError) in
+                try append(payload: UnsafeRawBufferPointer(bytes), timestampNanoseconds: timestampNanoseconds)
+            }
+        }
+        if let result { return try result.get() }
+        return try append(payload: Array(payload), timestampNanoseconds: timestampNanoseconds)
+    }
+
+    /// Sequence of the last appended record (0 when the partition is empty).
+    public var lastSequence: UInt64 { lock.withLock { nextSequence - 1 } }
+
+    /// Highest sequence known to be fsynced.
+    public var durableSequence: UInt64 { lock.withLock { durable } }
+
+    /// Waits until `sequence` is durable; returns false on timeout or when the writer closed first.
+    /// Under `.operatingSystem` nothing becomes durable without `flush()` or `close()`.
+    public func waitUntilDurable(_ sequence: UInt64, timeoutMilliseconds: Int) throws(LogError) -> Bool {
+        let deadline = monotonicNanoseconds() + UInt64(max(0, timeoutMilliseconds)) * 1_000_000
+        lock.lock()
+        defer { lock.unlock() }
+        while durable < sequence {
+            if let failure { throw failure }
+            if isClosed || monotonicNanoseconds() >= deadline { return false }
+            stateChanged.wait(untilMonotonicNanoseconds: deadline)
+        }
+        return true
+    }
+
+    /// Writes buffered records and fsyncs now.
+    public func flush() throws(LogError) {
+        lock.lock()
+        let advanced: UInt64?
+        do {
+            try checkUsable()
+            advanced = try syncLocked()
+        } catch {
+            lock.unlock()
+            throw error
+        }
+        lock.unlock()
+        if let advanced { notifyDurable(advanced) }
+    }
+
+    /// Flushes, fsyncs and closes the files and stops the flusher. Idempotent; later appends throw `.closed`.
+    public func close() throws(LogError) {
+        lock.lock()
+        if isClosed {
+            lock.unlock()
+            return
+        }
+        let result = Result { () throws(LogError) in try closeLocked() }
+        // Bounded wait for the flusher to notice (never from the flusher thread itself, e.g. inside onDurable).
+        let onFlusherThread = flusherThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+        let deadline = monotonicNanoseconds() + 2_000_000_000
+        while flusherRunning && !onFlusherThread && monotonicNanoseconds() < deadline {
+            stateChanged.wait(untilMonotonicNanoseconds: deadline)
+        }
+        lock.unlock()
+        if case .success(let advanced?) = result { notifyDurable(advanced) }
+        _ = try result.get()
+    }
+
+    // MARK: Appending
+
+    private func checkUsable() throws(LogError) {
+        if let failure { throw failure }
+        if isClosed {
+            throw LogError(.closed, "the writer of partition \"\(partition)\" is closed", remedy: "Open a new PartitionWriter")
+        }
+    }
+
+    private func appendLocked(_ payload: UnsafeRawBufferPointer, _ timestamp: Int64) throws(LogError) -> (UInt64, UInt64?) {
+        try checkUsable()
+        var advanced: UInt64?
+        let recordBytes = SegmentFormat.recordHeaderBytes + payload.count
+        if segmentDescriptor < 0 || payload.count > segmentPayloadLimit
+            || (segmentRecordCount > 0
+                && segmentFileBytes + UInt64(bufferUsed) + UInt64(recordBytes) > configuration.maximumSegmentBytes)
+        {
+            advanced = try recordFailure { () throws(LogError) in try rollLocked() }
+        }
+        if bufferUsed + recordBytes > bufferCapacity {
+            try recordFailure { () throws(LogError) in try writeOutLocked() }
+        }
+        let sequence = nextSequence
+        let record = buffer + bufferUsed
+        record.storeBytes(of: UInt32(payload.count).littleEndian, toByteOffset: 0, as: UInt32.self)
+        record.storeBytes(of: sequence.littleEndian, toByteOffset: 8, as: UInt64.self)
+        record.storeBytes(of: timestamp.littleEndian, toByteOffset: 16, as: Int64.self)
+        if let source = payload.baseAddress, payload.count > 0 {
+            (record + SegmentFormat.recordHeaderBytes).copyMemory(from: source, byteCount: payload.count)
+        }
+        let checksum = CRC32C.checksum(
+            UnsafeRawBufferPointer(start: record + SegmentFormat.checksumCoverageOffset, count: recordBytes - SegmentFormat.checksumCoverageOffset))
+        record.storeBytes(of: checksum.littleEndian, toByteOffset: 4, as: UInt32.self)
+        if SparseIndex.isIndexed(sequence, baseSequence: segmentBaseSequence, intervalRecords: UInt32(configuration.indexIntervalRecords)) {
+            SparseIndex.appendEntry(
+                SparseIndex.Entry(sequence: sequence, byteOffset: segmentFileBytes + UInt64(bufferUsed)), to: &pendingIndexBytes)
+        }
+        bufferUsed += recordBytes
+        segmentRecordCount += 1
+        nextSequence += 1
+
+        switch configuration.durability {
+        case .always:
+            if let synced = try syncLocked() { advanced = synced }
+        case .groupCommit(let maximumRecords, _):
+            notePending()
+            if pendingRecords >= maximumRecords {
+                if pendingRecords >= 4 * maximumRecords {
+                    // Backpressure: the flusher is behind; commit inline so non-durable records stay bounded.
+                    if let synced = try syncLocked() { advanced = synced }
+                } else if !syncRequested {
+                    syncRequested = true
+                    flusherWake.signal()
+                }
+            }
+            if bufferUsed >= configuration.writeBufferBytes { try recordFailure { () throws(LogError) in try writeOutLocked() } }
+        case .operatingSystem:
+            notePending()
+            if bufferUsed >= configuration.writeBufferBytes { try recordFailure { () throws(LogError) in try writeOutLocked() } }
+        }
+        return (sequence, advanced)
+    }
+
+    private func notePending() {
+        pendingRecords += 1
+        if oldestPendingNanoseconds == 0 {
+            oldestPendingNanoseconds = monotonicNanoseconds()
+            flusherWake.signal()
+        }
+    }
+
+    /// Runs `body`; a failed write or fsync leaves the file state unknown, so the writer refuses further work.
+    @discardableResult
+    private func recordFailure<Value>(_ body: () throws(LogError) -> Value) throws(LogError) -> Value {
+        do {
+            return try body()
+        } catch {
+            if failure == nil { failure = error }
+            throw error
+        }
+    }
+
+    /// write(2) of the buffered records and index entries (no fsync). Lock held.
+    private func writeOutLocked() throws(LogError) {
+        guard segmentDescriptor >= 0 else { return }
+        if bufferUsed > 0 {
+            try FileIO.writeAll(
+                segmentDescriptor, UnsafeRawBufferPointer(start: buffer, count: bufferUsed), at: segmentFileBytes,
+                path: segmentPath)
+            segmentFileBytes += UInt64(bufferUsed)
+            bufferUsed = 0
+        }
+        writtenSequence = nextSequence - 1
+        if !pendingIndexBytes.isEmpty && indexDescriptor >= 0 {
+            try FileIO.writeAll(indexDescriptor, pendingIndexBytes, at: indexFileBytes, path: indexPath)
+            indexFileBytes += UInt64(pendingIndexBytes.count)
+            pendingIndexBytes.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Writes out and fsyncs everything appended so far. Lock held on entry and exit, released during fsync
+    /// so appends continue. Returns the new durable sequence if it advanced.
+    private func syncLocked() throws(LogError) -> UInt64? {
+        while syncInProgress { stateChanged.wait(untilMonotonicNanoseconds: monotonicNanoseconds() + Self.idleWaitNanoseconds) }
+        try checkFailure()
+        try recordFailure { () throws(LogError) in try writeOutLocked() }
+        pendingRecords = 0
+        oldestPendingNanoseconds = 0
+        let target = writtenSequence
+        guard target > durable, segmentDescriptor >= 0 else { return nil }
+        let descriptor = segmentDescriptor
+        let path = segmentPath
+        syncInProgress = true
+        lock.unlock()
+        let result = Result { () throws(LogError) in try FileIO.synchronize(descriptor, path: path) }
+        lock.lock()
+        syncInProgress = false
+        stateChanged.broadcast()
+        flusherWake.signal()
+        try recordFailure { () throws(LogError) in try result.get() }
+        guard target > durable else { return nil }
+        durable = target
+        return target
+    }
+
+    private func checkFailure() throws(LogError) {
+        if let failure { throw failure }
+    }
+
+    private func notifyDurable(_ sequence: UInt64) {
+        guard let hook = configuration.onDurable else { return }
+        notificationLock.withLock {
+            guard sequence > lastNotifiedSequence else { return }
+            lastNotifiedSequence = sequence
+            hook(sequence)
+        }
+    }
+
+    private func closeLocked() throws(LogError) -> UInt64? {
+        defer {
+            closeDescriptors()
+            isClosed = true
+            stateChanged.broadcast()
+            flusherWake.broadcast()
+        }
+        guard failure == nil else { return nil }
+        return try syncLocked()
+    }
+
+    private func closeDescriptors() {
+        if segmentDescriptor >= 0 { FileIO.close(segmentDescriptor) }
+        if indexDescriptor >= 0 { FileIO.close(indexDescriptor) }
+        segmentDescriptor = -1
+        indexDescriptor = -1
+    }
+
+    // MARK: Segments
+
+    /// Seals the current segment (write, fsync, close) and starts one whose base is the next sequence.
+    private func rollLocked() throws(LogError) -> UInt64? {
+        var advanced: UInt64?
+        if segmentDescriptor >= 0 {
+            while syncInProgress { stateChanged.wait(untilMonotonicNanoseconds: monotonicNanoseconds() + Self.idleWaitNanoseconds) }
+            try writeOutLocked()
+            try FileIO.synchronize(segmentDescriptor, path: segmentPath)
+            if writtenSequence > durable {
+                durable = writtenSequence
+                advanced = durable
+                stateChanged.broadcast()
+            }
+            pendingRecords = 0
+            oldestPendingNanoseconds = 0
+            closeDescriptors()
+        }
+        let base = nextSequence
+        let header = SegmentFormat.encodeHeader(
+            partition: partition, baseSequence: base, maximumPayloadBytes: UInt32(configuration.maximumPayloadBytes))
+        let path = partitionPath + "/" + SegmentFormat.segmentFileName(baseSequence: base)
+        // Header via temporary file + rename + directory fsync: a crash never leaves a half-made segment name.
+        try FileIO.replaceFile(path, with: header, directory: partitionPath, durable: true)
+        try attachSegment(
+            path: path, header: SegmentHeader(
+                partition: partition, baseSequence: base, maximumPayloadBytes: UInt32(configuration.maximumPayloadBytes),
+                byteCount: header.count),
+            endOffset: UInt64(header.count), recordCount: 0, index: nil)
+        return advanced
+    }
+
+    /// Makes `path` the current segment, positioned at `endOffset`, and (re)writes its index when it differs
+    /// from `index` (the entries its records imply).
+    private func attachSegment(
+        path: String, header: SegmentHeader, endOffset: UInt64, recordCount: UInt64, index: SparseIndex?
+    ) throws(LogError) {
+        segmentDescriptor = try FileIO.open(path, flags: O_WRONLY)
+        segmentPath = path
+        segmentFileBytes = endOffset
+        segmentRecordCount = recordCount
+        segmentBaseSequence = header.baseSequence
+        segmentPayloadLimit = Int(min(UInt64(header.maximumPayloadBytes), UInt64(configuration.maximumPayloadBytes)))
+        indexPath = partitionPath + "/" + SegmentFormat.indexFileName(baseSequence: header.baseSequence)
+        let expected = index ?? SparseIndex(
+            intervalRecords: UInt32(configuration.indexIntervalRecords), baseSequence: header.baseSequence)
+        let expectedBytes = expected.encoded()
+        if SparseIndex.fileBytes(path: indexPath) != expectedBytes {
+            try expected.write(path: indexPath, directory: partitionPath)
+        }
+        indexDescriptor = try FileIO.open(indexPath, flags: O_WRONLY)
+        indexFileBytes = UInt64(expectedBytes.count)
+    }
+
+    /// Creates the log and partition directories when missing (fsyncing the parents so they survive a crash).
+    private static func prepareDirectories(directory: URL, partitionPath: String) throws(LogError) {
+        let logPath = directory.path
+        if !FileIO.exists(logPath) {
+            do {
+                try FileManager.default.createDirectory(atPath: logPath, withIntermediateDirectories: true)
+            } catch {
+                throw LogError(.inputOutput, "cannot create the log directory: \(error)", path: logPath)
+            }
+            try FileIO.synchronizeDirectory(directory.deletingLastPathComponent().path)
+        }
+        if try FileIO.createDirectory(partitionPath) {
+            try FileIO.synchronizeDirectory(logPath)
+        }
+    }
+
+    /// Finds the last segment, recovers a torn tail, checks continuity with the previous segment and
+    /// positions the writer after the last whole record.
+    private func openLastSegment(recoveries: inout [TailRecovery]) throws(LogError) {
+        let listing = try LogDirectory.listSegments(partitionPath: partitionPath)
+        if let badName = listing.badNames.first {
+            throw LogError(
+                corruption: LogProblem(
+                    kind: .badFileName, path: badName, byteOffset: 0,
+                    message: "segment file names must be 20 decimal digits followed by .segment"))
+        }
+        var segments = listing.segments
+        try checkSealedHeaders(segments.dropLast())
+        while let last = segments.last {
+            let file = try SegmentFile(path: last.segmentPath)
+            let header: SegmentHeader
+            switch try file.validHeader(partition: partition, baseSequence: last.baseSequence) {
+            case .success(let valid):
+                header = valid
+            case .failure(let problem) where problem.kind == .truncatedHeader:
+                // Crash while creating the segment: it holds no records, so removing it loses nothing.
+                try FileIO.remove(last.segmentPath)
+                try FileIO.remove(last.indexPath)
+                try FileIO.synchronizeDirectory(partitionPath)
+                recoveries.append(
+                    TailRecovery(
+                        path: last.segmentPath, byteOffset: 0, droppedBytes: file.size, partialRecord: false,
+                        removedSegment: true, reason: problem.message))
+                segments.removeLast()
+                continue
+            case .failure(let problem):
+                throw LogError(corruption: problem)
+            }
+            let summary = try SegmentSummary.scan(
+                file: file, header: header, intervalRecords: UInt32(configuration.indexIntervalRecords))
+            switch summary.end {
+            case .endOfData, .stopped:
+                break
+            case .tornTail(let offset, let dropped, let reason):
+                let descriptor = try FileIO.open(last.segmentPath, flags: O_WRONLY)
+                defer { FileIO.close(descriptor) }
+                try FileIO.truncate(descriptor, to: offset, path: last.segmentPath)
+                try FileIO.synchronize(descriptor, path: last.segmentPath)
+                recoveries.append(
+                    TailRecovery(
+                        path: last.segmentPath, byteOffset: offset, droppedBytes: dropped, partialRecord: true,
+                        removedSegment: false, reason: reason))
+            case .damage(let problem):
+                throw LogError(corruption: problem)
+            }
+            try checkContinuity(before: last, in: segments)
+            try attachSegment(
+                path: last.segmentPath, header: header, endOffset: summary.wholeRecordsEndOffset,
+                recordCount: summary.recordCount, index: summary.index)
+            nextSequence = header.baseSequence + summary.recordCount
+            writtenSequence = nextSequence - 1
+            durable = writtenSequence
+            return
+        }
+        // Empty partition: the first append creates segment 1.
+        nextSequence = 1
+    }
+
+    private func checkSealedHeaders(_ sealed: ArraySlice<LogDirectory.SegmentEntry>) throws(LogError) {
+        for entry in sealed {
+            let file = try SegmentFile(path: entry.segmentPath)
+            if case .failure(var problem) = try file.validHeader(partition: partition, baseSequence: entry.baseSequence) {
+                if problem.kind == .truncatedHeader {
+                    problem = LogProblem(
+                        kind: .truncatedHeader, path: problem.path, byteOffset: problem.byteOffset,
+                        message: problem.message + ", but it is not the last segment")
+                }
+                throw LogError(corruption: problem)
+            }
+        }
+    }
+
+    /// The last segment must start right after the previous one ends (or at 1 when it is the first).
+    private func checkContinuity(before last: LogDirectory.SegmentEntry, in segments: [LogDirectory.SegmentEntry]) throws(LogError) {
+        guard segments.count >= 2 else {
+            guard last.baseSequence == 1 else {
+                throw LogError(
+                    corruption: LogProblem(
+                        kind: .sequenceGap, path: last.segmentPath, byteOffset: 0,
+                        message: "the partition's first segment starts at sequence \(last.baseSequence), not 1"))
+            }
+            return
+        }
+        let previous = segments[segments.count - 2]
+        let (previousLast, end) = try SegmentLookup.lastSequence(of: previous, partition: partition)
+        if case .damage(let problem) = end { throw LogError(corruption: problem) }
+        if case .tornTail(let offset, _, let reason) = end {
+            throw LogError(
+                corruption: LogProblem(
+                    kind: .checksumMismatch, path: previous.segmentPath, byteOffset: offset,
+                    message: "a sealed segment ends in a partial record (\(reason))"))
+        }
+        let expectedBase = (previousLast ?? previous.baseSequence - 1) + 1
+        guard expectedBase == last.baseSequence else {
+            throw LogError(
+                corruption: LogProblem(
+                    kind: .sequenceGap, path: last.segmentPath, byteOffset: 0,
+                    message: "segment starts at sequence \(last.baseSequence) but the previous segment ends at \(expectedBase - 1)"))
+        }
+    }
+
+    // MARK: Flusher
+
+    private func startFlusher() {
+        flusherRunning = true
+        let weakWriter = WeakWriter(self)
+        let thread = Thread {
+            weakWriter.writer?.registerFlusherThread()
+            while let writer = weakWriter.writer, writer.flusherStep() {}
+        }
+        thread.name = "EventLog flusher \(partition)"
+        thread.start()
+    }
+
+    private func registerFlusherThread() {
+        lock.withLock { flusherThread = pthread_self() }
+    }
+
+    /// One bounded round of the flusher; returns false when it should exit.
+    private func flusherStep() -> Bool {
+        lock.lock()
+        if isClosed || failure != nil {
+            flusherRunning = false
+            stateChanged.broadcast()
+            lock.unlock()
+            return false
+        }
+        var advanced: UInt64?
+        let now = monotonicNanoseconds()
+        if pendingRecords > 0 && !syncInProgress {
+            let delay: UInt64
+            switch configuration.durability {
+            case .groupCommit(_, let milliseconds): delay = UInt64(milliseconds) * 1_000_000
+            default: delay = Self.operatingSystemWriteDelayNanoseconds
+            }
+            let deadline = oldestPendingNanoseconds + delay
+            if syncRequested || now >= deadline {
+                syncRequested = false
+                if case .operatingSystem = configuration.durability {
+                    _ = try? recordFailure { () throws(LogError) in try writeOutLocked() }
+                    pendingRecords = 0
+                    oldestPendingNanoseconds = 0
+                } else {
+                    advanced = try? syncLocked()
+                }
+            } else {
+                flusherWake.wait(untilMonotonicNanoseconds: deadline)
+            }
+        } else {
+            flusherWake.wait(untilMonotonicNanoseconds: now + Self.idleWaitNanoseconds)
+        }
+        lock.unlock()
+        if let advanced { notifyDurable(advanced) }
+        return true
+    }
+}
+
+/// Lets the flusher thread run without keeping the writer alive (so an abandoned writer still deinitializes).
+private final class WeakWriter: @unchecked Sendable {
+    weak var writer: PartitionWriter?
+    init(_ writer: PartitionWriter) { self.writer = writer }
+}

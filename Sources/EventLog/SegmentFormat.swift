@@ -1,0 +1,142 @@
+/// On-disk constants and header encoding (see docs/log-format.md).
+enum SegmentFormat {
+    static let magic: [UInt8] = Array("SKSIMLOG".utf8)
+    static let version: UInt16 = 1
+    /// Fixed part of the segment header before the partition name.
+    static let fixedHeaderBytes = 24
+    /// length (u32) + crc (u32) + sequence (u64) + timestamp (i64).
+    static let recordHeaderBytes = 24
+    /// Bytes of the record covered by the CRC start here: sequence, timestamp, payload.
+    static let checksumCoverageOffset = 8
+    /// Hard ceiling for any segment's payload limit, so a damaged header cannot demand a huge buffer.
+    static let absoluteMaximumPayloadBytes: UInt32 = 256 << 20
+    static let segmentSuffix = ".segment"
+    static let indexSuffix = ".index"
+    static let sequenceDigits = 20
+
+    static func headerBytes(partitionNameLength: Int) -> Int { fixedHeaderBytes + partitionNameLength + 4 }
+
+    static func encodeHeader(partition: String, baseSequence: UInt64, maximumPayloadBytes: UInt32) -> [UInt8] {
+        let name = Array(partition.utf8)
+        var bytes = magic
+        bytes.appendLittleEndian(version)
+        bytes.appendLittleEndian(UInt16(name.count))
+        bytes.appendLittleEndian(maximumPayloadBytes)
+        bytes.appendLittleEndian(baseSequence)
+        bytes += name
+        bytes.appendLittleEndian(CRC32C.checksum(bytes))
+        return bytes
+    }
+
+    static func segmentFileName(baseSequence: UInt64) -> String {
+        zeroPadded(baseSequence) + segmentSuffix
+    }
+
+    static func indexFileName(baseSequence: UInt64) -> String {
+        zeroPadded(baseSequence) + indexSuffix
+    }
+
+    private static func zeroPadded(_ value: UInt64) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, sequenceDigits - digits.count)) + digits
+    }
+
+    /// Base sequence from a segment file name, or nil when the name is not exactly 20 digits + ".segment".
+    static func baseSequence(fromSegmentFileName name: String) -> UInt64? {
+        guard name.hasSuffix(segmentSuffix) else { return nil }
+        let digits = name.utf8.dropLast(segmentSuffix.utf8.count)
+        guard digits.count == sequenceDigits, digits.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return UInt64(String(decoding: digits, as: UTF8.self))
+    }
+
+    /// Throws `.invalidPartitionName` unless the name is 1...255 bytes of [A-Za-z0-9._-] and not "." or "..".
+    static func validatePartitionName(_ name: String) throws(LogError) {
+        let bytes = Array(name.utf8)
+        let allowed = bytes.allSatisfy { byte in
+            (byte >= 65 && byte <= 90) || (byte >= 97 && byte <= 122) || (byte >= 48 && byte <= 57)
+                || byte == 46 || byte == 95 || byte == 45
+        }
+        guard !bytes.isEmpty, bytes.count <= 255, allowed, name != ".", name != ".." else {
+            throw LogError(
+                .invalidPartitionName,
+                "partition name \"\(name)\" is invalid: use 1 to 255 characters from A-Z a-z 0-9 . _ - (not \".\" or \"..\")",
+                remedy: "Choose a name such as \"payments\" or \"queue-1\"")
+        }
+    }
+}
+
+/// A parsed, validated segment header.
+struct SegmentHeader: Sendable, Equatable {
+    var partition: String
+    var baseSequence: UInt64
+    var maximumPayloadBytes: UInt32
+    var byteCount: Int
+}
+
+enum SegmentHeaderParse {
+    case valid(SegmentHeader)
+    /// The file ends inside the header, and the bytes present agree with a header (a crash while creating it).
+    case truncated(availableBytes: Int)
+    case invalid(String)
+
+    /// Parses the header in `bytes` (the first bytes of the file; `bytes.count < total` means the file is that short).
+    static func parse(_ bytes: [UInt8], expectedPartition: String?, expectedBaseSequence: UInt64?) -> SegmentHeaderParse {
+        let magic = SegmentFormat.magic
+        let magicPrefix = min(bytes.count, magic.count)
+        guard bytes[..<magicPrefix].elementsEqual(magic[..<magicPrefix]) else {
+            return .invalid("wrong magic bytes: this is not an event log segment")
+        }
+        guard bytes.count >= SegmentFormat.fixedHeaderBytes else {
+            if bytes.count >= 10 && bytes.loadLittleEndian(UInt16.self, at: 8) != SegmentFormat.version {
+                return .invalid("unknown format version \(bytes.loadLittleEndian(UInt16.self, at: 8))")
+            }
+            return .truncated(availableBytes: bytes.count)
+        }
+        let version = bytes.loadLittleEndian(UInt16.self, at: 8)
+        guard version == SegmentFormat.version else {
+            return .invalid("unknown format version \(version) (this build reads version \(SegmentFormat.version))")
+        }
+        let nameLength = Int(bytes.loadLittleEndian(UInt16.self, at: 10))
+        guard nameLength >= 1 && nameLength <= 255 else {
+            return .invalid("partition name length \(nameLength) is outside 1...255")
+        }
+        let total = SegmentFormat.headerBytes(partitionNameLength: nameLength)
+        guard bytes.count >= total else { return .truncated(availableBytes: bytes.count) }
+        let storedChecksum = bytes.loadLittleEndian(UInt32.self, at: total - 4)
+        let computedChecksum = CRC32C.checksum(bytes[0..<(total - 4)])
+        guard storedChecksum == computedChecksum else {
+            return .invalid("header checksum mismatch (stored \(hex(storedChecksum)), computed \(hex(computedChecksum)))")
+        }
+        let maximumPayloadBytes = bytes.loadLittleEndian(UInt32.self, at: 12)
+        guard maximumPayloadBytes <= SegmentFormat.absoluteMaximumPayloadBytes else {
+            return .invalid("payload limit \(maximumPayloadBytes) exceeds \(SegmentFormat.absoluteMaximumPayloadBytes)")
+        }
+        let baseSequence = bytes.loadLittleEndian(UInt64.self, at: 16)
+        let partition = String(decoding: bytes[SegmentFormat.fixedHeaderBytes..<(total - 4)], as: UTF8.self)
+        if let expectedPartition, partition != expectedPartition {
+            return .invalid("header names partition \"\(partition)\" but the file is in partition \"\(expectedPartition)\"")
+        }
+        if let expectedBaseSequence, baseSequence != expectedBaseSequence {
+            return .invalid("header base sequence \(baseSequence) does not match the file name (\(expectedBaseSequence))")
+        }
+        return .valid(
+            SegmentHeader(
+                partition: partition, baseSequence: baseSequence, maximumPayloadBytes: maximumPayloadBytes,
+                byteCount: total))
+    }
+}
+
+func hex(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16, uppercase: true)
+    return "0x" + String(repeating: "0", count: 8 - digits.count) + digits
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendLittleEndian<Value: FixedWidthInteger>(_ value: Value) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    func loadLittleEndian<Value: FixedWidthInteger>(_ type: Value.Type, at offset: Int) -> Value {
+        withUnsafeBytes { Value(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: Value.self)) }
+    }
+}

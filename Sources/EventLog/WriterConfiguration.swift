@@ -1,0 +1,93 @@
+/// When appended records are forced to stable storage (fsync).
+public enum DurabilityPolicy: Sendable, Equatable, CustomStringConvertible {
+    /// fsync before `append` returns: `durableSequence == lastSequence` after every append. Slowest, safest.
+    case always
+    /// A background flusher writes and fsyncs when `maximumRecords` records are pending or
+    /// `maximumDelayMilliseconds` have passed since the oldest pending record, whichever comes first,
+    /// even if no further appends arrive. A crash loses at most the records appended in that window.
+    case groupCommit(maximumRecords: Int, maximumDelayMilliseconds: Int)
+    /// Records are handed to the kernel with write(2) within about a millisecond (or when the write buffer
+    /// fills) and fsynced only by `flush()`, a segment roll and `close()`. Survives a process crash once
+    /// written, not a machine crash.
+    case operatingSystem
+
+    public static let defaultGroupCommit = DurabilityPolicy.groupCommit(maximumRecords: 256, maximumDelayMilliseconds: 1)
+
+    public var description: String {
+        switch self {
+        case .always: "always"
+        case .groupCommit(let records, let milliseconds): "groupCommit(\(records) records, \(milliseconds) ms)"
+        case .operatingSystem: "operatingSystem"
+        }
+    }
+}
+
+/// Settings of a `PartitionWriter`. Same configuration and same appends give byte-identical files.
+public struct PartitionWriterConfiguration: Sendable {
+    public var durability: DurabilityPolicy
+    /// A new segment starts when the next record would push the current one past this size (a segment
+    /// always holds at least one record).
+    public var maximumSegmentBytes: UInt64
+    /// Appends with larger payloads throw `.payloadTooLarge`; recorded in each segment header.
+    public var maximumPayloadBytes: Int
+    /// Every K-th record of a segment gets a sparse index entry; reads from a sequence scan at most K records.
+    public var indexIntervalRecords: Int
+    /// Encoded records are written out with one write(2) when this many bytes are buffered (or earlier).
+    public var writeBufferBytes: Int
+    /// Called with the new `durableSequence` each time it advances, outside the writer's lock, on the
+    /// appending or the flusher thread; calls are serialized and increasing. Keep it short and do not
+    /// call `close()` from it.
+    public var onDurable: (@Sendable (UInt64) -> Void)?
+
+    public init(
+        durability: DurabilityPolicy = .defaultGroupCommit,
+        maximumSegmentBytes: UInt64 = 64 << 20,
+        maximumPayloadBytes: Int = 1 << 20,
+        indexIntervalRecords: Int = 1024,
+        writeBufferBytes: Int = 1 << 20,
+        onDurable: (@Sendable (UInt64) -> Void)? = nil
+    ) {
+        self.durability = durability
+        self.maximumSegmentBytes = maximumSegmentBytes
+        self.maximumPayloadBytes = maximumPayloadBytes
+        self.indexIntervalRecords = indexIntervalRecords
+        self.writeBufferBytes = writeBufferBytes
+        self.onDurable = onDurable
+    }
+
+    func validate() throws(LogError) {
+        func invalid(_ message: String) -> LogError { LogError(.invalidConfiguration, message) }
+        if case .groupCommit(let records, let milliseconds) = durability {
+            guard records >= 1 else { throw invalid("groupCommit maximumRecords must be at least 1 (got \(records))") }
+            guard milliseconds >= 0 else { throw invalid("groupCommit maximumDelayMilliseconds must be >= 0 (got \(milliseconds))") }
+        }
+        guard maximumPayloadBytes >= 0, UInt64(maximumPayloadBytes) <= UInt64(SegmentFormat.absoluteMaximumPayloadBytes) else {
+            throw invalid("maximumPayloadBytes must be in 0...\(SegmentFormat.absoluteMaximumPayloadBytes)")
+        }
+        guard indexIntervalRecords >= 1, indexIntervalRecords <= Int(UInt32.max) else {
+            throw invalid("indexIntervalRecords must be at least 1")
+        }
+        guard maximumSegmentBytes >= 1 else { throw invalid("maximumSegmentBytes must be at least 1") }
+        guard writeBufferBytes >= 1 else { throw invalid("writeBufferBytes must be at least 1") }
+    }
+}
+
+/// What opening a partition for writing removed from its tail after a crash.
+public struct TailRecovery: Sendable, Equatable, CustomStringConvertible {
+    /// The segment file that was truncated or removed.
+    public var path: String
+    /// Whole records end here; everything from this offset on was dropped.
+    public var byteOffset: UInt64
+    public var droppedBytes: UInt64
+    /// True when bytes of a record (not just of a segment header) were dropped.
+    public var partialRecord: Bool
+    /// True when the segment file was removed because it ended inside its header (it held no records).
+    public var removedSegment: Bool
+    public var reason: String
+
+    public var description: String {
+        removedSegment
+            ? "removed \(path): \(reason) (\(droppedBytes) bytes, no records)"
+            : "truncated \(path) at byte offset \(byteOffset), dropping \(droppedBytes) bytes: \(reason)"
+    }
+}

@@ -1,0 +1,169 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import StoreKitModel
+import StoreKitSimulation
+
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Benchmarks, each printed beside a baseline measured in the same run.",
+        subcommands: [LogBench.self])
+
+    static func warnIfDebug() {
+        #if DEBUG
+        printError("warning: this is a debug build; build with `swift build -c release` for meaningful figures")
+        #endif
+    }
+}
+
+struct LogBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "log",
+        abstract: "Append throughput per durability policy beside raw write+fsync, and projection rebuild rate and memory.")
+
+    @Option(help: "Directory on the disk to measure (default: the system's temporary directory).") var directory: String?
+    @Option(help: "Records for the group-commit and os policies (the always policy uses 1/200 of it).") var records = 1_000_000
+    @Option(help: "Events in the log rebuilt by the projection benchmark.") var projectionEvents = 1_000_000
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() async throws {
+        BenchCommand.warnIfDebug()
+        let base = directory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? FileManager.default.temporaryDirectory
+        var configuration = LogBenchmark.Configuration(directory: base)
+        configuration.recordsGroupCommit = records
+        configuration.recordsOperatingSystem = records
+        configuration.recordsAlways = max(100, records / 200)
+        let results = try LogBenchmark.run(configuration)
+        let rebuild = try ProjectionBenchmark.run(events: projectionEvents, directory: base)
+        if json {
+            printLine(JSONValue.object([
+                ("payloadBytes", .int(configuration.payloadBytes)),
+                ("policies", .array(results.map { result in
+                    .object([("policy", .string(result.policy.description)),
+                             ("log", measurement(result.log)), ("baseline", measurement(result.baseline)),
+                             ("ratioToBaseline", .double(result.ratioToBaseline))])
+                })),
+                ("projection", .object([
+                    ("events", .int(rebuild.events)),
+                    ("eventsPerSecond", .double(rebuild.eventsPerSecond.rounded())),
+                    ("baselineScanRecordsPerSecond", .double(rebuild.scanRecordsPerSecond.rounded())),
+                    ("peakMemoryMegabytes", .double(rebuild.peakMemoryMegabytes)),
+                ])),
+            ]).serialized())
+            return
+        }
+        for result in results { printLine(result.description) }
+        printLine(String(format: "projection rebuild: %d events in %.3f s: %.0f events/s (baseline: raw log scan without decoding, %.0f records/s); peak memory %.1f MB",
+                         rebuild.events, rebuild.seconds, rebuild.eventsPerSecond, rebuild.scanRecordsPerSecond, rebuild.peakMemoryMegabytes))
+    }
+
+    private func measurement(_ value: LogBenchmark.Measurement) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("records", .int(value.records)), ("seconds", .double(value.seconds)),
+            ("recordsPerSecond", .double(value.recordsPerSecond.rounded())), ("megabytesPerSecond", .double(value.megabytesPerSecond)),
+        ]
+        if let latency = value.appendToDurable {
+            members += [("appendToDurableP50Microseconds", .double(latency.p50Microseconds)),
+                        ("appendToDurableP99Microseconds", .double(latency.p99Microseconds))]
+        }
+        return .object(members)
+    }
+}
+
+/// Builds a log of realistic purchase lifecycles, then measures folding it into the
+/// queue projection (decode + apply), beside a raw scan of the same log.
+enum ProjectionBenchmark {
+    struct Result {
+        var events: Int
+        var seconds: Double
+        var eventsPerSecond: Double
+        var scanRecordsPerSecond: Double
+        var peakMemoryMegabytes: Double
+    }
+
+    static func run(events target: Int, directory: URL) throws -> Result {
+        let logDirectory = directory.appendingPathComponent("sksim-projection-bench-\(getpid())", isDirectory: true)
+        try? FileManager.default.removeItem(at: logDirectory)
+        defer { try? FileManager.default.removeItem(at: logDirectory) }
+        let partition = DeterministicSimulation.partition
+        let written = try writeLifecycles(count: target, directory: logDirectory, partition: partition)
+
+        let reader = try PartitionReader(directory: logDirectory, partition: partition)
+        let scanStart = monotonicSeconds()
+        var scanned = 0
+        try reader.forEachRecord { _ in scanned += 1 }
+        let scanSeconds = monotonicSeconds() - scanStart
+
+        resetPeakMemory()
+        let start = monotonicSeconds()
+        let state = try LogProjection.build(directory: logDirectory, partition: partition, checkInvariants: false)
+        let seconds = monotonicSeconds() - start
+        precondition(state.recordCount == UInt64(written), "rebuild read \(state.recordCount) of \(written) events")
+        return Result(events: written, seconds: seconds, eventsPerSecond: Double(written) / seconds,
+                      scanRecordsPerSecond: Double(scanned) / scanSeconds, peakMemoryMegabytes: peakMemoryMegabytes())
+    }
+
+    /// Lifecycles over 1,000 devices: added, purchased (some with a download that
+    /// starts, progresses and finishes), finished; consistent, so the fold does real work.
+    private static func writeLifecycles(count: Int, directory: URL, partition: String) throws -> Int {
+        let writer = try PartitionWriter(directory: directory, partition: partition,
+                                         configuration: PartitionWriterConfiguration(durability: .operatingSystem))
+        var writtenCount = 0
+        var encoder = BinaryWriter(capacity: 256)
+        func append(_ event: Event, _ number: UInt64) throws {
+            encoder.removeAll()
+            EventCodec.encode(event, commandID: CommandID(origin: "apps", number: number), into: &encoder)
+            try encoder.bytes.withUnsafeBytes { _ = try writer.append(payload: $0, timestampNanoseconds: Int64(writtenCount) * 1_000) }
+            writtenCount += 1
+        }
+        let devices = 1_000
+        for index in 0..<devices {
+            try append(.deviceRegistered(device: "device-\(index)", account: "account-\(index / 2)"), UInt64(writtenCount))
+            try append(.appLaunched(device: "device-\(index)"), UInt64(writtenCount))
+            try append(.observerAttached(device: "device-\(index)", observer: "downloadThenFinish-1"), UInt64(writtenCount))
+        }
+        let content = HostedContent(contentIdentifier: "com.example.sksim.levelpack.forest.levels", contentLength: 24_576, contentVersion: "1.0")
+        var number: [UInt64] = Array(repeating: 0, count: devices)
+        var lifecycle = 0
+        while writtenCount < count {
+            let index = lifecycle % devices
+            number[index] += 1
+            let key = TransactionKey(device: "device-\(index)", number: number[index])
+            let withDownload = lifecycle % 4 == 0
+            try append(.transactionAdded(key, Payment(productIdentifier: "com.example.sksim.coins.small", quantity: 1,
+                                                      applicationUsername: "account-\(index / 2)")), UInt64(writtenCount))
+            try append(.transactionPurchased(key, identifier: "device-\(index).\(number[index])",
+                                             downloads: withDownload ? [content] : [], charged: true), UInt64(writtenCount))
+            if withDownload {
+                let download = DownloadKey(transaction: key, index: 0)
+                try append(.downloadStarted(download), UInt64(writtenCount))
+                try append(.downloadProgressed(download, progress: 0.5, timeRemaining: 0.1), UInt64(writtenCount))
+                try append(.downloadFinished(download, contentURL: "/tmp/content/\(key.device)/\(key.number)"), UInt64(writtenCount))
+            }
+            try append(.transactionFinished(key), UInt64(writtenCount))
+            lifecycle += 1
+        }
+        try writer.close()
+        return writtenCount
+    }
+
+    static func monotonicSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
+    /// Resets the kernel's peak-RSS mark (Linux: write 5 to /proc/self/clear_refs), so the
+    /// peak read afterwards belongs to the rebuild alone.
+    static func resetPeakMemory() {
+        try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    }
+
+    static func peakMemoryMegabytes() -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return -1 }
+        return kilobytes / 1024
+    }
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import Foundation
+import StoreKitModel
+
+/// Loads `--catalog FILE` (a `.storekit` file or the native catalog format), or the
+/// built-in sample catalog.
+func loadCatalog(_ path: String?) throws -> (Catalog, String) {
+    guard let path else { return (.sample, "built-in sample") }
+    do {
+        return (try Catalog.load(contentsOf: URL(fileURLWithPath: path)), URL(fileURLWithPath: path).lastPathComponent)
+    } catch {
+        throw UserFacingError("cannot use catalog \(path): \(error)")
+    }
+}
+
+/// A new output directory: the one asked for, or `out/<prefix>-<seed>[-n]` that does not exist yet.
+func outputDirectory(_ requested: String?, prefix: String, seed: UInt64) -> URL {
+    if let requested { return URL(fileURLWithPath: requested, isDirectory: true) }
+    var candidate = URL(fileURLWithPath: "out/\(prefix)-\(seed)", isDirectory: true)
+    var attempt = 1
+    while FileManager.default.fileExists(atPath: candidate.path) {
+        attempt += 1
+        candidate = URL(fileURLWithPath: "out/\(prefix)-\(seed)-\(attempt)", isDirectory: true)
+    }
+    return candidate
+}
+
+/// A seed from the system's generator when none was given; it is printed and logged,
+/// so the run can be repeated exactly.
+func chooseSeed(_ requested: UInt64?) -> UInt64 {
+    requested ?? UInt64.random(in: 1...UInt64(Int64.max))
+}
+
+func printLine(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}

@@ -1,0 +1,144 @@
+import StoreKitModel
+import StoreKitSimulation
+
+/// JSON shapes of events, transactions and reports (documented in docs/log-format.md).
+enum JSONShapes {
+    static func key(_ key: TransactionKey) -> JSONValue { .string(key.description) }
+    static func download(_ key: DownloadKey) -> JSONValue { .string(key.description) }
+
+    static func payment(_ payment: Payment) -> JSONValue {
+        .object([("productIdentifier", .string(payment.productIdentifier)), ("quantity", .int(payment.quantity)),
+                 ("applicationUsername", .optional(payment.applicationUsername)),
+                 ("requestDataBytes", payment.requestData.map { .int($0.count) } ?? .null)])
+    }
+
+    static func error(_ error: StoreError) -> JSONValue {
+        .object([("code", .string(error.code.description)), ("message", .string(error.message))])
+    }
+
+    static func contents(_ contents: [HostedContent]) -> JSONValue {
+        .array(contents.map {
+            .object([("contentIdentifier", .string($0.contentIdentifier)), ("contentLength", .int($0.contentLength)),
+                     ("contentVersion", .string($0.contentVersion))])
+        })
+    }
+
+    static func original(_ original: OriginalTransaction) -> JSONValue {
+        .object([("transactionIdentifier", .string(original.transactionIdentifier)), ("payment", payment(original.payment)),
+                 ("transactionDate", .int(original.transactionDate))])
+    }
+
+    static func event(_ recorded: RecordedEvent) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("sequence", .int(recorded.sequence)), ("timestamp", .int(recorded.timestamp)),
+            ("command", recorded.commandID.map { .string($0.description) } ?? .null),
+            ("type", .string(recorded.event.name)),
+        ]
+        switch recorded.event {
+        case .runStarted(let seed, let scenario):
+            members += [("seed", .unsigned(seed)), ("scenario", .string(scenario))]
+        case .deviceRegistered(let device, let account):
+            members += [("device", .string(device)), ("account", .string(account))]
+        case .appLaunched(let device), .appTerminated(let device):
+            members += [("device", .string(device))]
+        case .observerAttached(let device, let observer), .observerDetached(let device, let observer):
+            members += [("device", .string(device)), ("observer", .string(observer))]
+        case .paymentsAllowedChanged(let device, let allowed):
+            members += [("device", .string(device)), ("allowed", .bool(allowed))]
+        case .transactionAdded(let transaction, let value):
+            members += [("transaction", key(transaction)), ("payment", payment(value))]
+        case .transactionDeferred(let transaction), .transactionFinished(let transaction):
+            members += [("transaction", key(transaction))]
+        case .transactionPurchased(let transaction, let identifier, let downloads, let charged):
+            members += [("transaction", key(transaction)), ("transactionIdentifier", .string(identifier)),
+                        ("downloads", contents(downloads)), ("charged", .bool(charged))]
+        case .transactionFailed(let transaction, let value):
+            members += [("transaction", key(transaction)), ("error", error(value))]
+        case .restoreStarted(let device, let restore, let username):
+            members += [("device", .string(device)), ("restore", .int(restore)), ("applicationUsername", .optional(username))]
+        case .transactionRestored(let transaction, let restore, let identifier, let value, let downloads):
+            members += [("transaction", key(transaction)), ("restore", .int(restore)), ("transactionIdentifier", .string(identifier)),
+                        ("originalTransaction", original(value)), ("downloads", contents(downloads))]
+        case .restoreFinished(let device, let restore):
+            members += [("device", .string(device)), ("restore", .int(restore))]
+        case .restoreFailed(let device, let restore, let value):
+            members += [("device", .string(device)), ("restore", .int(restore)), ("error", error(value))]
+        case .downloadStarted(let value), .downloadPaused(let value), .downloadResumed(let value), .downloadCancelled(let value):
+            members += [("download", download(value))]
+        case .downloadProgressed(let value, let progress, let timeRemaining):
+            members += [("download", download(value)), ("progress", .double(progress)), ("timeRemaining", .double(timeRemaining))]
+        case .downloadFinished(let value, let contentURL):
+            members += [("download", download(value)), ("contentURL", .string(contentURL))]
+        case .downloadFailed(let value, let failure):
+            members += [("download", download(value)), ("error", error(failure))]
+        case .commandRejected(let device, let command, let rejection):
+            members += [("device", .string(device)), ("rejectedCommand", .string(command)),
+                        ("reason", .string(rejection.code.description)), ("message", .string(rejection.message))]
+        }
+        return .object(members)
+    }
+
+    static func transaction(_ transaction: PaymentTransaction) -> JSONValue {
+        .object([
+            ("transaction", key(transaction.key)), ("state", .string(transaction.transactionState.description)),
+            ("payment", payment(transaction.payment)),
+            ("transactionIdentifier", .optional(transaction.transactionIdentifier)),
+            ("transactionDate", transaction.transactionDate.map { .int($0) } ?? .null),
+            ("error", transaction.error.map(error) ?? .null),
+            ("originalTransaction", transaction.originalTransaction.map(original) ?? .null),
+            ("downloads", .array(transaction.downloads.map { value in
+                .object([("download", download(value.key)), ("contentIdentifier", .string(value.contentIdentifier)),
+                         ("state", .string(value.downloadState.description)), ("progress", .double(value.progress)),
+                         ("timeRemaining", .double(value.timeRemaining)), ("contentURL", .optional(value.contentURL))])
+            })),
+        ])
+    }
+
+    static func violations(_ violations: [Violation]) -> JSONValue {
+        .array(violations.map {
+            .object([("sequence", .int($0.sequence)), ("rule", .string($0.rule)), ("message", .string($0.message))])
+        })
+    }
+
+    /// The summary object `simulate --json` and `run --json` print.
+    static func report(_ report: RunReport, extra: [(String, JSONValue)] = []) -> JSONValue {
+        let totals = report.totals
+        return .object([
+            ("seed", .unsigned(report.seed)),
+            ("events", .int(totals.events)),
+            ("transactions", .object([("purchased", .int(totals.purchased)), ("failed", .int(totals.failed)),
+                                      ("restored", .int(totals.restored)), ("deferred", .int(totals.deferred)),
+                                      ("finished", .int(totals.finished)), ("pending", .int(report.pending))])),
+            ("downloads", .object([("finished", .int(totals.downloadsFinished)), ("failed", .int(totals.downloadsFailed)),
+                                   ("cancelled", .int(totals.downloadsCancelled))])),
+            ("restores", .object([("finished", .int(totals.restoresFinished)), ("failed", .int(totals.restoresFailed))])),
+            ("rejections", .int(totals.rejections)),
+            ("duplicateCommands", .int(report.duplicateCommands)),
+            ("violations", violations(report.violations)),
+            ("violationCount", .int(report.violationCount)),
+            ("simulatedSeconds", .double((Double(report.simulatedNanoseconds) / 1e9 * 1000).rounded() / 1000)),
+            ("stoppedAtTimeLimit", .bool(report.stoppedAtTimeLimit)),
+            ("logDirectory", .string(report.logDirectory)),
+        ] + extra)
+    }
+
+    static func summaryText(_ report: RunReport) -> String {
+        let totals = report.totals
+        var lines = [
+            "seed            \(report.seed)",
+            "events          \(totals.events) (\(totals.rejections) commands rejected, \(report.duplicateCommands) duplicates ignored)",
+            "transactions    \(totals.purchased) purchased, \(totals.failed) failed, \(totals.restored) restored, \(totals.deferred) deferred, \(totals.finished) finished, \(report.pending) pending",
+            "downloads       \(totals.downloadsFinished) finished, \(totals.downloadsFailed) failed, \(totals.downloadsCancelled) cancelled",
+            "restores        \(totals.restoresFinished) finished, \(totals.restoresFailed) failed",
+            String(format: "simulated time  %.3f s%@", Double(report.simulatedNanoseconds) / 1e9, report.stoppedAtTimeLimit ? " (stopped at the time limit)" : ""),
+            "log             \(report.logDirectory)",
+        ]
+        if report.violationCount == 0 {
+            lines.append("violations      none")
+        } else {
+            lines.append("violations      \(report.violationCount):")
+            lines += report.violations.prefix(20).map { "  \($0)" }
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,8 @@
+import SKSimCommands
+
+@main
+struct SKSimMain {
+    static func main() async {
+        await SKSim.main()
+    }
+}

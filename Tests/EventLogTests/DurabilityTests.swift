@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+
+@testable import EventLog
+
+/// Collects durability notifications from the writer's hook.
+final class DurabilityRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [UInt64] = []
+    func record(_ value: UInt64) { lock.withLock { values.append(value) } }
+    var recorded: [UInt64] { lock.withLock { values } }
+}
+
+@Suite struct DurabilityTests {
+    @Test("always makes every append durable before it returns")
+    func always() throws {
+        try withTemporaryDirectory { directory in
+            let recorder = DurabilityRecorder()
+            var configuration = smallSegments(durability: .always)
+            configuration.onDurable = { recorder.record($0) }
+            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
+            for number in 1...10 {
+                let sequence = try writer.append(payload: samplePayload(number), timestampNanoseconds: sampleTimestamp(number))
+                #expect(writer.durableSequence == sequence)
+                #expect(writer.lastSequence == sequence)
+            }
+            #expect(recorder.recorded == Array(1...10))
+            try writer.close()
+        }
+    }
+
+    @Test("group commit makes a lone record durable within the delay without further appends")
+    func groupCommitDelay() throws {
+        try withTemporaryDirectory { directory in
+            let recorder = DurabilityRecorder()
+            var configuration = smallSegments(durability: .groupCommit(maximumRecords: 1_000, maximumDelayMilliseconds: 20))
+            configuration.onDurable = { recorder.record($0) }
+            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
+            let sequence = try writer.append(payload: [1, 2, 3], timestampNanoseconds: 1)
+            #expect(try writer.waitUntilDurable(sequence, timeoutMilliseconds: 5_000))
+            #expect(writer.durableSequence == 1)
+            #expect(recorder.recorded == [1])
+            try writer.close()
+        }
+    }
+
+    @Test("group commit commits when the record count is reached")
+    func groupCommitCount() throws {
+        try withTemporaryDirectory { directory in
+            let configuration = smallSegments(
+                maximumSegmentBytes: 1 << 20, durability: .groupCommit(maximumRecords: 8, maximumDelayMilliseconds: 60_000))
+            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
+            for number in 1...8 { try writer.append(payload: samplePayload(number), timestampNanoseconds: sampleTimestamp(number)) }
+            #expect(try writer.waitUntilDurable(8, timeoutMilliseconds: 5_000))
+            try writer.append(payload: [9], timestampNanoseconds: 9)
+            #expect(try !writer.waitUntilDurable(9, timeoutMilliseconds: 50))
+            try writer.flush()
+            #expect(writer.durableSequence == 9)
+            try writer.close()
+        }
+    }
+
+    @Test("the operating-system policy fsyncs only on flush and close")
+    func operatingSystem() throws {
+        try withTemporaryDirectory { directory in
+            let configuration = smallSegments(maximumSegmentBytes: 1 << 20, durability: .operatingSystem)
+            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
+            for number in 1...5 { try writer.append(payload: samplePayload(number), timestampNanoseconds: sampleTimestamp(number)) }
+            #expect(try !writer.waitUntilDurable(5, timeoutMilliseconds: 30))
+            #expect(writer.durableSequence == 0)
+            try writer.close()
+            #expect(writer.durableSequence == 5)
+            #expect(try readAll(directory) == expectedRecords(1...5))
+        }
+    }
+
+    @Test("an abandoned writer still flushes when it is released")
+    func abandonedWriter() throws {
+        try withTemporaryDirectory { directory in
+            do {
+                let writer = try PartitionWriter(directory: directory, partition: "main", configuration: smallSegments())
+                for number in 1...3 { try writer.append(payload: samplePayload(number), timestampNanoseconds: sampleTimestamp(number)) }
+            }
+            // The flusher may hold the last reference briefly; wait (bounded) for the data to appear.
+            let deadline = Date().addingTimeInterval(5)
+            while (try? readAll(directory).count) != 3 && Date() < deadline { usleep(10_000) }
+            #expect(try readAll(directory) == expectedRecords(1...3))
+        }
+    }
+
+    @Test("appends from several threads get distinct, contiguous sequences")
+    func concurrentAppends() throws {
+        try withTemporaryDirectory { directory in
+            let writer = try PartitionWriter(directory: directory, partition: "main")
+            DispatchQueue.concurrentPerform(iterations: 4) { worker in
+                for number in 0..<250 { _ = try? writer.append(payload: [UInt8(worker), UInt8(number % 256)], timestampNanoseconds: 0) }
+            }
+            try writer.close()
+            let records = try readAll(directory)
+            #expect(records.map(\.sequence) == Array(1...1_000))
+        }
+    }
+}
