@@ -24,7 +24,7 @@ public struct InvariantChecker: Sendable {
 
     private var lastSequence: UInt64 = 0
     private var states: [TransactionKey: TransactionState] = [:]
-    private var downloads: [DownloadKey: (state: DownloadState, progress: Double, started: Bool)] = [:]
+    private var downloads: [DownloadKey: (state: DownloadState, progress: Double, started: Bool, cancelledBy: CommandID?)] = [:]
     /// Keys are numbered upwards per device, so the highest seen tells a reused key.
     private var highestNumber: [String: UInt64] = [:]
     /// Identifiers of unfinished transactions; with increasing keys that suffices to
@@ -92,8 +92,13 @@ public struct InvariantChecker: Sendable {
             if !state.isComplete { report(sequence, "R-Q8", "transaction \(key) was finished while \(state)") }
             for index in 0..<downloadCount(key) {
                 let downloadKey = DownloadKey(transaction: key, index: index)
-                if let download = downloads[downloadKey], download.started, !download.state.isFinal {
-                    report(sequence, "R-D3", "transaction \(key) was finished while download \(index) was \(download.state): its content is lost")
+                if let download = downloads[downloadKey], download.started {
+                    // The queue cancels downloads still running when their transaction is finished,
+                    // in the same command: content lost either way.
+                    let cancelledByFinish = download.state == .cancelled && download.cancelledBy != nil && download.cancelledBy == recorded.commandID
+                    if !download.state.isFinal || cancelledByFinish {
+                        report(sequence, "R-D3", "transaction \(key) was finished before download \(index) ended: its content is lost")
+                    }
                 }
                 downloads[downloadKey] = nil
             }
@@ -122,6 +127,7 @@ public struct InvariantChecker: Sendable {
             moveDownload(key, to: .failed, allowedFrom: [.active, .paused], sequence)
         case .downloadCancelled(let key):
             moveDownload(key, to: .cancelled, allowedFrom: [.waiting, .active, .paused], sequence)
+            downloads[key]?.cancelledBy = recorded.commandID
         default:
             break
         }
@@ -156,7 +162,7 @@ public struct InvariantChecker: Sendable {
 
     private mutating func registerDownloads(_ key: TransactionKey, count: Int) {
         downloadCounts[key] = count
-        for index in 0..<count { downloads[DownloadKey(transaction: key, index: index)] = (.waiting, 0, false) }
+        for index in 0..<count { downloads[DownloadKey(transaction: key, index: index)] = (.waiting, 0, false, nil) }
     }
 
     private func downloadCount(_ key: TransactionKey) -> Int { downloadCounts[key] ?? 0 }

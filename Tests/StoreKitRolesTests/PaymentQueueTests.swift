@@ -1,0 +1,163 @@
+import Testing
+import StoreKitModel
+@testable import StoreKitRoles
+
+@Suite struct PaymentQueueTests {
+    let coins = "com.example.sksim.coins.small"
+    let forest = "com.example.sksim.levelpack.forest"
+
+    @Test("R-Q7: add(payment) throws at once for an unknown product or a quantity of 0 or less")
+    func localValidation() {
+        let device = LoopbackDevice()
+        #expect(throws: Rejection.self) { try device.paymentQueue.add(Payment(productIdentifier: "nope")) }
+        #expect(throws: Rejection.self) { try device.paymentQueue.add(Payment(productIdentifier: coins, quantity: 0)) }
+        #expect(device.paymentQueue.drainOutbox().isEmpty)
+    }
+
+    @Test("R-O1, R-Q7: an added payment reaches observers as purchasing, then purchased")
+    func updatedTransactions() throws {
+        let device = LoopbackDevice()
+        device.launch()
+        let observer = RecordingObserver("o1")
+        device.paymentQueue.add(observer)
+        try device.paymentQueue.add(Payment(productIdentifier: coins))
+        device.pump()
+        device.send(.decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: true)))
+        #expect(observer.calls == ["updated:1=purchasing", "updated:1=purchased"])
+    }
+
+    @Test("R-Q8, R-O2: finishing a purchasing transaction throws; finishing a purchased one removes it")
+    func finishAndRemoved() throws {
+        let device = LoopbackDevice()
+        device.launch()
+        let observer = RecordingObserver("o1")
+        device.paymentQueue.add(observer)
+        try device.paymentQueue.add(Payment(productIdentifier: coins))
+        device.pump()
+        let purchasing = try #require(device.paymentQueue.transactions.first)
+        #expect(throws: Rejection.self) { try device.paymentQueue.finishTransaction(purchasing) }
+        device.send(.decidePurchase(purchasing.key, .purchased(charged: true)))
+        try device.paymentQueue.finishTransaction(device.paymentQueue.transactions[0])
+        try device.paymentQueue.finishTransaction(device.paymentQueue.transactions[0])  // Twice is harmless.
+        #expect(device.paymentQueue.drainOutbox() == [.finishTransaction(purchasing.key)])
+    }
+
+    @Test("R-Q3, R-Q6: transactions are undefined (empty) while no observer is attached")
+    func transactionsNeedAnObserver() throws {
+        let device = LoopbackDevice()
+        device.launch()
+        try device.paymentQueue.add(Payment(productIdentifier: coins))
+        device.pump()
+        #expect(device.paymentQueue.transactions.isEmpty)
+        device.paymentQueue.add(RecordingObserver("o1"))
+        device.pump()
+        #expect(device.paymentQueue.transactions.count == 1)
+    }
+
+    @Test("R-Q4: after a relaunch every unfinished transaction is delivered again to the new observer")
+    func relaunchDeliversAgain() throws {
+        let device = LoopbackDevice()
+        device.launch()
+        let first = RecordingObserver("o1")
+        device.paymentQueue.add(first)
+        try device.paymentQueue.add(Payment(productIdentifier: coins))
+        try device.paymentQueue.add(Payment(productIdentifier: coins))
+        device.pump()
+        device.send(.decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: true)))
+        device.paymentQueue.terminateApp()
+        device.pump()
+        device.paymentQueue.enqueue(.launchApp(device: "d1"))
+        let second = RecordingObserver("o1")
+        device.paymentQueue.add(second)
+        device.pump()
+        #expect(second.calls == ["updated:1=purchased,2=purchasing"])
+    }
+
+    @Test("R-Q5: every attached observer hears each change, in an order drawn from the seed")
+    func severalObservers() throws {
+        var orders: Set<[String]> = []
+        for seed in 1...20 as ClosedRange<UInt64> {
+            let device = LoopbackDevice(seed: seed)
+            device.launch()
+            var heard: [String] = []
+            final class Tap: PaymentTransactionObserver {
+                let observerName: String
+                let record: (String) -> Void
+                init(_ name: String, _ record: @escaping (String) -> Void) { observerName = name; self.record = record }
+                func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) { record(observerName) }
+            }
+            for name in ["a", "b", "c"] { device.paymentQueue.add(Tap(name) { heard.append($0) }) }
+            device.pump()
+            try device.paymentQueue.add(Payment(productIdentifier: coins))
+            device.pump()
+            #expect(Set(heard) == ["a", "b", "c"] && heard.count == 3)
+            orders.insert(heard)
+        }
+        #expect(orders.count > 1)
+    }
+
+    @Test("R-Q5: several observers finishing the same transaction send one finish and nothing breaks")
+    func severalObserversFinish() throws {
+        let device = LoopbackDevice()
+        device.launch()
+        let first = RecordingObserver("o1", finishOnCompletion: true)
+        let second = RecordingObserver("o2", finishOnCompletion: true)
+        device.paymentQueue.add(first)
+        device.paymentQueue.add(second)
+        try device.paymentQueue.add(Payment(productIdentifier: coins))
+        device.pump()
+        device.send(.decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: true)))
+        device.pump()
+        #expect(device.queueRole.projection.totals.finished == 1)
+        #expect(device.queueRole.projection.totals.rejections == 0)
+        #expect(first.removed.count == 1 && second.removed.count == 1)
+    }
+
+    @Test("R-O3: restore ends with restoreCompletedTransactionsFinished, or Failed with the error")
+    func restoreCallbacks() {
+        let device = LoopbackDevice()
+        device.launch()
+        let observer = RecordingObserver("o1")
+        device.paymentQueue.add(observer)
+        device.paymentQueue.restoreCompletedTransactions(applicationUsername: "a1")
+        device.pump()
+        device.send(.completeRestore(device: "d1", restore: 1, originals: []))
+        device.paymentQueue.restoreCompletedTransactions()
+        device.pump()
+        device.send(.failRestore(device: "d1", restore: 2, error: StoreError(.restoreFailed, "offline")))
+        #expect(observer.calls == ["restoreFinished", "restoreFailed:restoreFailed"])
+    }
+
+    @Test("R-O4, R-D2: every download state change and progress is reported through updatedDownloads")
+    func downloadCallbacks() throws {
+        let device = LoopbackDevice()
+        device.launch()
+        let observer = RecordingObserver("o1")
+        device.paymentQueue.add(observer)
+        try device.paymentQueue.add(Payment(productIdentifier: forest))
+        device.pump()
+        let key = TransactionKey(device: "d1", number: 1)
+        device.send(.decidePurchase(key, .purchased(charged: true)))
+        device.paymentQueue.start(device.paymentQueue.transactions[0].downloads)
+        device.pump()
+        let download = DownloadKey(transaction: key, index: 0)
+        device.send(.reportDownloadProgress(download, progress: 0.5, timeRemaining: 1))
+        device.paymentQueue.pause(device.paymentQueue.transactions[0].downloads)
+        device.pump()
+        device.paymentQueue.resume(device.paymentQueue.transactions[0].downloads)
+        device.pump()
+        device.send(.completeDownload(download, contentURL: "/tmp/x"))
+        #expect(observer.calls.filter { $0.hasPrefix("downloads") }
+                == ["downloads:0=active", "downloads:0=active", "downloads:0=paused", "downloads:0=active", "downloads:0=finished"])
+        #expect(observer.downloads.last?.contentURL == "/tmp/x")
+    }
+
+    @Test("R-Q1: canMakePayments follows the device's setting")
+    func canMakePayments() {
+        let device = LoopbackDevice()
+        device.launch()
+        #expect(device.paymentQueue.canMakePayments)
+        device.send(.setPaymentsAllowed(device: "d1", allowed: false))
+        #expect(!device.paymentQueue.canMakePayments)
+    }
+}

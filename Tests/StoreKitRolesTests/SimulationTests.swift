@@ -1,0 +1,228 @@
+import EventLog
+import Foundation
+import Testing
+import StoreKitModel
+import StoreKitRoles
+@testable import StoreKitSimulation
+
+@Suite struct SimulationTests {
+    func run(_ scenario: Scenario, in directory: URL) throws -> (DeterministicSimulation, RunReport) {
+        let simulation = try DeterministicSimulation(scenario: scenario, outputDirectory: directory)
+        return (simulation, try simulation.run())
+    }
+
+    func logBytes(_ directory: URL) throws -> [String: Data] {
+        let partition = directory.appendingPathComponent("log/queue")
+        var files: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: partition.path) where name.hasSuffix(".segment") {
+            files[name] = try Data(contentsOf: partition.appendingPathComponent(name))
+        }
+        return files
+    }
+
+    @Test("Same seed, byte-identical log; another seed, another log")
+    func determinism() throws {
+        let scratch = TemporaryDirectory()
+        let scenario = Scenario(seed: 4242, devices: 6)
+        let first = scratch.path("run")
+        _ = try run(scenario, in: first)
+        let firstBytes = try logBytes(first)
+        try FileManager.default.moveItem(at: first, to: scratch.path("kept"))
+        _ = try run(scenario, in: first)
+        #expect(try logBytes(first) == firstBytes)
+        _ = try run(Scenario(seed: 4243, devices: 6), in: scratch.path("other"))
+        #expect(try logBytes(scratch.path("other")) != firstBytes)
+    }
+
+    @Test("The seed is recorded as the log's first event")
+    func seedRecorded() throws {
+        let scratch = TemporaryDirectory()
+        _ = try run(Scenario(seed: 77, devices: 1), in: scratch.url)
+        let first = try PartitionReader(directory: scratch.path("log"), partition: "queue").records(from: 1, through: 1)
+        let event = try EventCodec.decodeEvent(first[0].payload).event
+        guard case .runStarted(let seed, _) = event else {
+            Issue.record("first event is \(event)")
+            return
+        }
+        #expect(seed == 77)
+    }
+
+    @Test("Across seeds every lifecycle completes without violations, and the projection rebuilt from the log equals the live one",
+          arguments: [1, 2, 3, 5, 8] as [UInt64])
+    func invariantsHold(seed: UInt64) throws {
+        let scratch = TemporaryDirectory()
+        var scenario = Scenario(seed: seed, devices: 8)
+        scenario.apps.purchasesPerDevice = 6
+        scenario.apps.relaunchProbability = 0.2
+        scenario.apps.restoreProbability = 0.2
+        scenario.store.deferralProbability = 0.2
+        scenario.downloader.failureProbabilityPerTick = 0.02
+        let (simulation, report) = try run(scenario, in: scratch.url)
+        #expect(report.violations.isEmpty, "\(report.violations)")
+        #expect(report.pending == 0)
+        #expect(report.totals.purchased + report.totals.failed == 8 * 6)
+        #expect(report.totals.finished == report.totals.purchased + report.totals.failed + report.totals.restored)
+        let rebuilt = try LogProjection.build(directory: scratch.path("log"))
+        #expect(rebuilt.projection.devices == simulation.queue.projection.devices)
+        #expect(rebuilt.projection.totals == simulation.queue.projection.totals)
+        #expect(rebuilt.checker.violations.isEmpty)
+    }
+
+    @Test("A projection can be computed as of any sequence number")
+    func projectionAtSequence() throws {
+        let scratch = TemporaryDirectory()
+        _ = try run(Scenario(seed: 9, devices: 3), in: scratch.url)
+        let early = try LogProjection.build(directory: scratch.path("log"), through: 10)
+        #expect(early.projection.lastSequence == 10)
+        #expect(early.recordCount == 10)
+    }
+
+    @Test("R-Q9: a second device of the same account gets the first device's restorable purchases back")
+    func restoreOnNewDevice() throws {
+        let scratch = TemporaryDirectory()
+        var scenario = Scenario(seed: 11, devices: 2)
+        scenario.apps.purchasesPerDevice = 8
+        scenario.apps.restoreProbability = 0
+        scenario.apps.relaunchProbability = 0
+        scenario.store.failureProbability = 0
+        scenario.store.cancellationProbability = 0
+        scenario.store.deferralProbability = 0
+        let (simulation, report) = try run(scenario, in: scratch.url)
+        #expect(report.totals.restoresFinished == 1)
+        let history = simulation.store.projection.history(of: "account-0001")
+        let restorableBeforeRestore = history.restorable.count
+        #expect(report.totals.restored > 0 && report.totals.restored <= restorableBeforeRestore)
+    }
+
+    @Test("R-R1: nothing is restored unless a user asks")
+    func noAutomaticRestore() throws {
+        let scratch = TemporaryDirectory()
+        var scenario = Scenario(seed: 12, devices: 4)
+        scenario.apps.devicesPerAccount = 1
+        scenario.apps.restoreProbability = 0
+        scenario.apps.relaunchProbability = 0.5
+        let (_, report) = try run(scenario, in: scratch.url)
+        #expect(report.totals.restoresFinished + report.totals.restoresFailed == 0)
+        #expect(report.totals.restored == 0)
+    }
+
+    @Test("R-D3, R-T4: an observer that finishes before its downloads end is caught as losing content")
+    func contentLossIsAViolation() throws {
+        let scratch = TemporaryDirectory()
+        var scenario = Scenario(seed: 13, devices: 4)
+        scenario.apps.observers = [.finishBeforeDownloads]
+        scenario.apps.purchasesPerDevice = 10
+        let (_, report) = try run(scenario, in: scratch.url)
+        #expect(report.violations.contains { $0.rule == "R-D3" })
+    }
+
+    @Test("R-R5: restoreThenFinish downloads content of restored purchases that have it and finishes the others at once")
+    func selectiveRestore() throws {
+        let scratch = TemporaryDirectory()
+        var scenario = Scenario(seed: 21, devices: 2)
+        scenario.apps.observers = [.restoreThenFinish]
+        scenario.apps.purchasesPerDevice = 10
+        let (simulation, report) = try run(scenario, in: scratch.url)
+        #expect(report.violations.isEmpty)
+        #expect(report.totals.restored > 0)
+        let kept = simulation.apps.apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
+        #expect(!kept.isEmpty)
+        for path in kept { #expect(FileManager.default.fileExists(atPath: path)) }
+    }
+
+    @Test("R-D1, R-T4: downloaded content is a real file of contentLength bytes, deleted once the transaction is finished")
+    func contentFiles() throws {
+        let scratch = TemporaryDirectory()
+        var scenario = Scenario(seed: 31, devices: 2)
+        scenario.apps.purchasesPerDevice = 10
+        scenario.downloader.failureProbabilityPerTick = 0
+        let (simulation, report) = try run(scenario, in: scratch.url)
+        #expect(report.totals.downloadsFinished > 0)
+        #expect(simulation.downloader.bytesWritten > 0)
+        // Every transaction is finished, so the downloader's copies are gone (R-T4)…
+        let content = scratch.path("content")
+        let leftover = FileManager.default.enumerator(atPath: content.path)?.allObjects.compactMap { $0 as? String }
+            .filter { !$0.isEmpty && !isDirectory(content.appendingPathComponent($0)) } ?? []
+        #expect(leftover.isEmpty, "\(leftover)")
+        // …while the apps kept theirs, byte for byte (R-D3).
+        let kept = simulation.apps.apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
+        #expect(!kept.isEmpty)
+        for path in kept {
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            let name = URL(fileURLWithPath: path).lastPathComponent
+            let product = Catalog.sample.products.flatMap(\.hostedContent).first { name == "\($0.contentIdentifier)-\($0.contentVersion)" }
+            let expected = try #require(product)
+            #expect(Int64(data.count) == expected.contentLength)
+            #expect(data.first == DownloaderRole.contentByte(contentIdentifier: expected.contentIdentifier, offset: 0))
+            #expect(data.last == DownloaderRole.contentByte(contentIdentifier: expected.contentIdentifier, offset: expected.contentLength - 1))
+        }
+    }
+
+    private func isDirectory(_ url: URL) -> Bool {
+        var flag: ObjCBool = false
+        return FileManager.default.fileExists(atPath: url.path, isDirectory: &flag) && flag.boolValue
+    }
+
+    @Test("A run refuses to write into a directory that already holds a log")
+    func refusesExistingLog() throws {
+        let scratch = TemporaryDirectory()
+        _ = try run(Scenario(seed: 1, devices: 1), in: scratch.url)
+        #expect(throws: ConfigurationError.self) { _ = try DeterministicSimulation(scenario: Scenario(seed: 1, devices: 1), outputDirectory: scratch.url) }
+    }
+
+    @Test("Invalid scenarios are refused with what to change", arguments: [0, -1, 1_000_000])
+    func invalidScenario(devices: Int) {
+        let scratch = TemporaryDirectory()
+        let error = #expect(throws: ConfigurationError.self) {
+            _ = try DeterministicSimulation(scenario: Scenario(seed: 1, devices: devices), outputDirectory: scratch.url)
+        }
+        #expect(error?.message.contains("devices") == true)
+    }
+}
+
+@Suite struct StoreRoleTests {
+    @Test("R-Q3: while no observer is attached the store does not process the device's payments; it does once one attaches")
+    func noSyncWithoutObserver() {
+        let store = StoreRole(catalog: .sample, behavior: StoreBehavior(), seed: 1)
+        var sequence: UInt64 = 0
+        func feed(_ event: Event) -> [Effect] {
+            sequence += 1
+            return store.receive(RecordedEvent(sequence: sequence, timestamp: 0, commandID: nil, event: event), now: 0)
+        }
+        _ = feed(.deviceRegistered(device: "d", account: "a"))
+        _ = feed(.appLaunched(device: "d"))
+        let key = TransactionKey(device: "d", number: 1)
+        #expect(feed(.transactionAdded(key, Payment(productIdentifier: "com.example.sksim.coins.small"))).isEmpty)
+        let effects = feed(.observerAttached(device: "d", observer: "o"))
+        #expect(effects.count == 1)
+        guard case .timer(_, .decidePurchase(let decided)) = effects.first else {
+            Issue.record("expected a decision timer, got \(effects)")
+            return
+        }
+        #expect(decided == key)
+    }
+
+    @Test("R-R4: the store does not charge again for a non-consumable the account owns")
+    func rebuyUncharged() {
+        var behavior = StoreBehavior()
+        behavior.failureProbability = 0
+        behavior.cancellationProbability = 0
+        behavior.deferralProbability = 0
+        let store = StoreRole(catalog: .sample, behavior: behavior, seed: 1)
+        var sequence: UInt64 = 0
+        func feed(_ event: Event) {
+            sequence += 1
+            _ = store.receive(RecordedEvent(sequence: sequence, timestamp: 0, commandID: nil, event: event), now: 0)
+        }
+        feed(.deviceRegistered(device: "d", account: "a"))
+        feed(.observerAttached(device: "d", observer: "o"))
+        let payment = Payment(productIdentifier: "com.example.sksim.removeads")
+        let first = TransactionKey(device: "d", number: 1)
+        feed(.transactionAdded(first, payment))
+        #expect(store.timerFired(.decidePurchase(first), now: 0) == [.send(.decidePurchase(first, .purchased(charged: true)))])
+        feed(.transactionPurchased(first, identifier: "d.1", downloads: [], charged: true))
+        let second = TransactionKey(device: "d", number: 2)
+        feed(.transactionAdded(second, payment))
+        #expect(store.timerFired(.decidePurchase(second), now: 0) == [.send(.decidePurchase(second, .purchased(charged: false)))])
+    }
+}
