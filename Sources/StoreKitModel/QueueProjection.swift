@@ -212,32 +212,61 @@ public struct QueueProjection: Sendable {
     public var deviceNames: [String] { devices.keys.sorted() }
 }
 
-/// A bounded memory of recently applied command ids: the last `capacity` ids are
-/// remembered; older ones are forgotten first. Retries arrive within seconds, so a
-/// window of tens of thousands of commands covers them while keeping memory fixed.
+/// A bounded memory of applied command ids. Senders number their commands upwards,
+/// so for each origin it keeps one bit for each of the last `capacity` numbers below
+/// the highest seen: O(1) per event and fixed memory per origin. A number older than
+/// the window counts as applied: retries come within seconds, never tens of thousands
+/// of commands later. (An origin that restarts must take a new name; the bus adds an
+/// incarnation to every origin for that reason.)
 public struct CommandWindow: Sendable {
     public let capacity: Int
-    private var members: Set<CommandID> = []
-    private var order: [CommandID] = []
-    private var oldest = 0
+    private var windows: [String: OriginWindow] = [:]
+
+    private struct OriginWindow: Sendable {
+        var highest: UInt64 = 0
+        var bits: [UInt64]
+
+        mutating func record(_ number: UInt64, capacity: UInt64) {
+            if number > highest {
+                // Slots for numbers that fall out of the window are cleared before reuse.
+                if number - highest >= capacity {
+                    for index in bits.indices { bits[index] = 0 }
+                } else {
+                    var clearing = highest + 1
+                    while clearing < number {
+                        let slot = Int(clearing % capacity)
+                        bits[slot >> 6] &= ~(1 << UInt64(slot & 63))
+                        clearing += 1
+                    }
+                }
+                highest = number
+            } else if highest - number >= capacity {
+                return
+            }
+            let slot = Int(number % capacity)
+            bits[slot >> 6] |= 1 << UInt64(slot & 63)
+        }
+    }
 
     public init(capacity: Int) {
         precondition(capacity > 0, "a command window needs room for at least one id")
-        self.capacity = capacity
+        self.capacity = (capacity + 63) / 64 * 64
     }
 
-    public func contains(_ id: CommandID) -> Bool { members.contains(id) }
+    public func contains(_ id: CommandID) -> Bool {
+        guard let window = windows[id.origin], id.number <= window.highest else { return false }
+        if window.highest - id.number >= UInt64(capacity) { return true }
+        let slot = Int(id.number % UInt64(capacity))
+        return window.bits[slot >> 6] & (1 << UInt64(slot & 63)) != 0
+    }
 
-    public var count: Int { members.count }
+    /// Ids remembered: at most `capacity` per origin.
+    public var count: Int { windows.values.reduce(0) { $0 + $1.bits.reduce(0) { $0 + $1.nonzeroBitCount } } }
 
     public mutating func insert(_ id: CommandID) {
-        guard members.insert(id).inserted else { return }
-        if order.count < capacity {
-            order.append(id)
-        } else {
-            members.remove(order[oldest])
-            order[oldest] = id
-            oldest = (oldest + 1) % capacity
-        }
+        let capacity = UInt64(self.capacity)
+        let words = self.capacity / 64
+        windows[id.origin, default: OriginWindow(bits: [UInt64](repeating: 0, count: words))].record(id.number, capacity: capacity)
     }
 }
+

@@ -140,13 +140,18 @@ import Testing
         #expect(queue.projection.device("d1")?.pending.count == 1)
     }
 
-    @Test("The command window forgets the oldest ids first and stays bounded")
+    @Test("The command window remembers ids per origin within a bounded window")
     func commandWindowIsBounded() {
-        var window = CommandWindow(capacity: 3)
-        for number in 1...5 { window.insert(CommandID(origin: "o", number: UInt64(number))) }
-        #expect(window.count == 3)
-        #expect(!window.contains(CommandID(origin: "o", number: 2)))
-        #expect(window.contains(CommandID(origin: "o", number: 5)))
+        var window = CommandWindow(capacity: 64)
+        for number in [1, 2, 4, 70] as [UInt64] { window.insert(CommandID(origin: "o", number: number)) }
+        #expect(window.contains(CommandID(origin: "o", number: 70)))
+        #expect(!window.contains(CommandID(origin: "o", number: 69)))  // A hole inside the window: not applied.
+        #expect(!window.contains(CommandID(origin: "o", number: 71)))
+        #expect(window.contains(CommandID(origin: "o", number: 4)))    // Older than the window: treated as applied.
+        #expect(!window.contains(CommandID(origin: "other", number: 70)))
+        window.insert(CommandID(origin: "o", number: 69))
+        #expect(window.contains(CommandID(origin: "o", number: 69)))
+        #expect(window.count <= 64)
     }
 
     @Test("Commands to unknown devices, or apps that are not running, are refused")

@@ -1,0 +1,231 @@
+import EventLog
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+
+/// The roles a process can play.
+public enum RoleKind: String, Sendable, CaseIterable {
+    case queue, store, downloader, observer
+}
+
+/// One process of a topology.
+public struct ProcessSpecification: Sendable {
+    public var name: String
+    public var role: RoleKind
+    /// Informative: where the process is meant to run (`sksim run` starts the local ones).
+    public var host: String
+    /// For the queue: where it publishes events and takes requests.
+    public var eventsEndpoint: String?
+    public var requestsEndpoint: String?
+    /// For observers: 0-based indices of the devices whose apps this process hosts.
+    public var deviceIndices: [Int]
+}
+
+/// CURVE keys for a topology that crosses hosts: the queue is the server.
+public struct CurveConfiguration: Sendable {
+    public var serverPublicKey: String
+    public var serverSecretKey: String
+    public var clientPublicKey: String
+    public var clientSecretKey: String
+}
+
+/// A topology file: which processes run where, how they connect, and what they simulate.
+public struct Topology: Sendable {
+    public var name: String
+    public var file: String
+    public var scenario: Scenario
+    public var durability: DurabilityPolicy
+    public var durabilityName: String
+    public var heartbeatMilliseconds: Int
+    public var processes: [ProcessSpecification]
+    public var curve: CurveConfiguration?
+    /// Default output directory (relative to the working directory) when `--out` is not given.
+    public var output: String?
+
+    public var queue: ProcessSpecification { processes.first { $0.role == .queue }! }
+
+    public func process(named name: String) throws(TopologyError) -> ProcessSpecification {
+        guard let process = processes.first(where: { $0.name == name }) else {
+            throw TopologyError(file: file, keyPath: "processes", problem: "no process is named '\(name)'; the file names \(processes.map(\.name).joined(separator: ", "))")
+        }
+        return process
+    }
+
+    /// Endpoints with `{run}` replaced by the run's output directory.
+    public func resolved(_ endpoint: String, runDirectory: URL) -> String {
+        endpoint.replacingOccurrences(of: "{run}", with: runDirectory.path)
+    }
+
+    public static func load(path: String) throws(TopologyError) -> Topology {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw TopologyError(file: path, keyPath: "", problem: "cannot read the file (\(error.localizedDescription)); give the path of a topology YAML file such as topology/local.yaml")
+        }
+        return try parse(text, file: path)
+    }
+
+    public static func parse(_ text: String, file: String) throws(TopologyError) -> Topology {
+        let root = try ConfigurationNode.parse(text, file: file)
+        let top = try root.mapping(allowedKeys: ["name", "seed", "durability", "heartbeatMilliseconds", "scenario", "processes", "curve", "output"])
+        func required(_ key: String) throws(TopologyError) -> ConfigurationNode {
+            guard let node = top[key], node.isPresent else { throw root.error("missing key '\(key)'") }
+            return node
+        }
+        let name = try top["name"]?.string() ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+        let seed = try top["seed"]?.unsigned() ?? 1
+        let durabilityName = try top["durability"]?.oneOf(["always", "group", "os"]) ?? "group"
+        let durability: DurabilityPolicy = switch durabilityName {
+        case "always": .always
+        case "os": .operatingSystem
+        default: .defaultGroupCommit
+        }
+        let heartbeat = try top["heartbeatMilliseconds"]?.integer(in: 10...60_000) ?? 250
+        let scenario = try parseScenario(try required("scenario"), seed: seed, file: file)
+        let processes = try parseProcesses(try required("processes"), devices: scenario.devices)
+        var curve: CurveConfiguration?
+        if let node = top["curve"], node.isPresent {
+            let keys = try node.mapping(allowedKeys: ["serverPublicKey", "serverSecretKey", "clientPublicKey", "clientSecretKey"])
+            func key(_ name: String) throws(TopologyError) -> String {
+                guard let value = keys[name] else { throw node.error("missing key '\(name)' (40-character Z85 CURVE key; `sksim keys` makes a pair)") }
+                let text = try value.string()
+                guard text.count == 40 else { throw value.error("expected a 40-character Z85 CURVE key, found \(text.count) characters") }
+                return text
+            }
+            curve = CurveConfiguration(serverPublicKey: try key("serverPublicKey"), serverSecretKey: try key("serverSecretKey"),
+                                       clientPublicKey: try key("clientPublicKey"), clientSecretKey: try key("clientSecretKey"))
+        }
+        return Topology(name: name, file: file, scenario: scenario, durability: durability, durabilityName: durabilityName,
+                        heartbeatMilliseconds: heartbeat, processes: processes, curve: curve, output: try top["output"]?.string())
+    }
+
+    private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
+        let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers",
+                                                  "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader"])
+        guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'") }
+        var catalog = Catalog.sample
+        var catalogSource = "built-in sample"
+        if let catalogNode = keys["catalog"], try catalogNode.string() != "sample" {
+            let relative = try catalogNode.string()
+            let url = URL(fileURLWithPath: relative, relativeTo: URL(fileURLWithPath: file).deletingLastPathComponent())
+            do {
+                catalog = try Catalog.load(contentsOf: url)
+            } catch {
+                throw catalogNode.error("cannot load catalog \(url.path): \(error)")
+            }
+            catalogSource = url.lastPathComponent
+        }
+        var scenario = Scenario(seed: seed, devices: try devicesNode.integer(in: 1...Scenario.maximumDevices), catalog: catalog, catalogSource: catalogSource)
+        if let value = keys["devicesPerAccount"] { scenario.apps.devicesPerAccount = try value.integer(in: 1...1_000) }
+        if let value = keys["purchasesPerDevice"] { scenario.apps.purchasesPerDevice = try value.integer(in: 0...1_000_000) }
+        if let value = keys["restoreProbability"] { scenario.apps.restoreProbability = try value.double(in: 0...1) }
+        if let value = keys["relaunchProbability"] { scenario.apps.relaunchProbability = try value.double(in: 0...1) }
+        if let value = keys["thinkTimeMilliseconds"] {
+            let think = try value.mapping(allowedKeys: ["minimum", "mean"])
+            scenario.apps.thinkTime = .exponential(minimumMilliseconds: try think["minimum"]?.double(in: 0...3_600_000) ?? 0,
+                                                   meanMilliseconds: try think["mean"]?.double(in: 0...3_600_000) ?? 100)
+        }
+        if let value = keys["observers"] {
+            scenario.apps.observers = try value.sequence().map { item throws(TopologyError) in
+                ObserverBehavior(rawValue: try item.oneOf(ObserverBehavior.allCases.map(\.rawValue)))!
+            }
+            guard !scenario.apps.observers.isEmpty else { throw value.error("expected at least one observer behaviour") }
+        }
+        if let value = keys["store"] {
+            let store = try value.mapping(allowedKeys: ["failureProbability", "deferralProbability", "cancellationProbability",
+                                                        "approvalProbability", "restoreFailureProbability", "latencyMilliseconds"])
+            if let item = store["failureProbability"] { scenario.store.failureProbability = try item.double(in: 0...1) }
+            if let item = store["deferralProbability"] { scenario.store.deferralProbability = try item.double(in: 0...1) }
+            if let item = store["cancellationProbability"] { scenario.store.cancellationProbability = try item.double(in: 0...1) }
+            if let item = store["approvalProbability"] { scenario.store.approvalProbability = try item.double(in: 0...1) }
+            if let item = store["restoreFailureProbability"] { scenario.store.restoreFailureProbability = try item.double(in: 0...1) }
+            if let item = store["latencyMilliseconds"] {
+                let latency = try item.mapping(allowedKeys: ["minimum", "mean"])
+                let minimum = try latency["minimum"]?.double(in: 0...600_000) ?? 0
+                let mean = try latency["mean"]?.double(in: 0...600_000) ?? 10
+                scenario.store.purchaseLatency = .exponential(minimumMilliseconds: minimum, meanMilliseconds: mean)
+                scenario.store.restoreLatency = .exponential(minimumMilliseconds: minimum, meanMilliseconds: mean)
+                scenario.store.approvalLatency = .exponential(minimumMilliseconds: minimum * 5, meanMilliseconds: mean * 5)
+            }
+        }
+        if let value = keys["downloader"] {
+            let downloader = try value.mapping(allowedKeys: ["minimumBytesPerSecond", "maximumBytesPerSecond", "tickMilliseconds", "failureProbabilityPerTick"])
+            if let item = downloader["minimumBytesPerSecond"] { scenario.downloader.minimumBytesPerSecond = try item.double(in: 1...1e12) }
+            if let item = downloader["maximumBytesPerSecond"] { scenario.downloader.maximumBytesPerSecond = try item.double(in: 1...1e12) }
+            if let item = downloader["tickMilliseconds"] { scenario.downloader.tickMilliseconds = try item.double(in: 1...60_000) }
+            if let item = downloader["failureProbabilityPerTick"] { scenario.downloader.failureProbabilityPerTick = try item.double(in: 0...1) }
+        }
+        do {
+            try scenario.validate()
+        } catch {
+            throw node.error(error.message)
+        }
+        return scenario
+    }
+
+    private static func parseProcesses(_ node: ConfigurationNode, devices: Int) throws(TopologyError) -> [ProcessSpecification] {
+        var processes: [ProcessSpecification] = []
+        var claimed = [String?](repeating: nil, count: devices)
+        for item in try node.sequence() {
+            let keys = try item.mapping(allowedKeys: ["name", "role", "host", "events", "requests", "devices"])
+            guard let nameNode = keys["name"] else { throw item.error("missing key 'name'") }
+            guard let roleNode = keys["role"] else { throw item.error("missing key 'role' (queue, store, downloader or observer)") }
+            let name = try nameNode.string()
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
+                throw nameNode.error("expected a name of letters, digits, '-', '_' or '.', found '\(name)'")
+            }
+            guard !processes.contains(where: { $0.name == name }) else { throw nameNode.error("the name '\(name)' is used twice") }
+            let role = RoleKind(rawValue: try roleNode.oneOf(RoleKind.allCases.map(\.rawValue)))!
+            var process = ProcessSpecification(name: name, role: role, host: try keys["host"]?.string() ?? "localhost",
+                                               eventsEndpoint: nil, requestsEndpoint: nil, deviceIndices: [])
+            if role == .queue {
+                guard let events = keys["events"], let requests = keys["requests"] else {
+                    throw item.error("a queue needs 'events' and 'requests' endpoints (ipc://… or tcp://host:port)")
+                }
+                process.eventsEndpoint = try endpoint(events)
+                process.requestsEndpoint = try endpoint(requests)
+            } else if keys["events"] != nil || keys["requests"] != nil {
+                throw item.error("only the queue binds 'events' and 'requests'; other roles connect to the queue's")
+            }
+            if role == .observer {
+                guard let range = keys["devices"] else { throw item.error("an observer needs 'devices', e.g. \"1-10\" (1-based, inclusive)") }
+                process.deviceIndices = try deviceRange(range, devices: devices)
+                for index in process.deviceIndices {
+                    if let owner = claimed[index] { throw range.error("device \(index + 1) is already hosted by '\(owner)'") }
+                    claimed[index] = name
+                }
+            } else if keys["devices"] != nil {
+                throw item.error("only observers host devices")
+            }
+            processes.append(process)
+        }
+        guard processes.filter({ $0.role == .queue }).count == 1 else { throw node.error("expected exactly one process with role queue") }
+        for role in [RoleKind.store, .downloader] where !processes.contains(where: { $0.role == role }) {
+            throw node.error("expected a process with role \(role.rawValue)")
+        }
+        if let unhosted = claimed.firstIndex(where: { $0 == nil }) {
+            throw node.error("device \(unhosted + 1) of \(devices) is hosted by no observer; give every device to one observer's 'devices'")
+        }
+        return processes
+    }
+
+    private static func endpoint(_ node: ConfigurationNode) throws(TopologyError) -> String {
+        let text = try node.string()
+        guard text.hasPrefix("ipc://") || text.hasPrefix("tcp://") else {
+            throw node.error("expected an endpoint starting with ipc:// or tcp://, found '\(text)'")
+        }
+        return text
+    }
+
+    private static func deviceRange(_ node: ConfigurationNode, devices: Int) throws(TopologyError) -> [Int] {
+        let text = try node.string()
+        if text == "all" { return Array(0..<devices) }
+        let parts = text.split(separator: "-").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard (1...2).contains(parts.count), let first = parts.first ?? nil, let last = parts.last ?? nil,
+              first >= 1, first <= last, last <= devices else {
+            throw node.error("expected a 1-based range like \"1-10\" within 1-\(devices), or \"all\", found '\(text)'")
+        }
+        return Array((first - 1)...(last - 1))
+    }
+}
