@@ -53,3 +53,14 @@ public struct DownloadKey: Sendable, Hashable, Comparable, CustomStringConvertib
 
     public var description: String { "\(transaction)/\(index)" }
 }
+
+extension Payment: CustomStringConvertible {
+    public var description: String {
+        "\(productIdentifier) ×\(quantity)" + (applicationUsername.map { " for \($0)" } ?? "")
+            + (requestData.map { " (\($0.count) bytes of requestData)" } ?? "")
+    }
+}
+
+extension HostedContent: CustomStringConvertible {
+    public var description: String { "\(contentIdentifier) \(contentVersion) (\(contentLength) bytes)" }
+}
