@@ -13,6 +13,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
     ],
     targets: [
         // libzmq, the system library (Debian: libzmq3-dev).
@@ -27,12 +29,20 @@ let package = Package(
         .target(name: "StoreKitRoles", dependencies: ["StoreKitModel"]),
         // The deterministic runtime (virtual clock, seeded scheduler) and log replay.
         .target(name: "StoreKitSimulation", dependencies: ["StoreKitRoles", "StoreKitModel", "EventLog"]),
+        // The bus over ZeroMQ: wire format, publishing after durability, gap-free subscriptions, command retries.
+        .target(name: "Bus", dependencies: ["ZeroMQ", "StoreKitModel", "EventLog"]),
+        // Roles as OS processes: topology files, the queue and role processes, the supervisor of `sksim run`.
+        .target(name: "StoreKitLive", dependencies: [
+            "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitRoles", "StoreKitModel", "EventLog",
+            .product(name: "Logging", package: "swift-log"), .product(name: "Yams", package: "Yams"),
+        ]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
-            "StoreKitSimulation", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "sksim", dependencies: ["SKSimCommands"]),
+        .executableTarget(name: "sksim", dependencies: ["SKSimCommands", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel"]),

@@ -5,7 +5,8 @@ public struct SKSim: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "sksim",
         abstract: "StoreKitSim: an event-sourced simulation of StoreKit's payment queue.",
-        subcommands: [SimulateCommand.self, LogCommand.self, BenchCommand.self])
+        subcommands: [RunCommand.self, SimulateCommand.self, QueueCommand.self, RoleCommand<StoreKind>.self,
+                      RoleCommand<DownloaderKind>.self, RoleCommand<ObserverKind>.self, LogCommand.self, BenchCommand.self, KeysCommand.self])
 
     public init() {}
 }

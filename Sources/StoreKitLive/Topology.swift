@@ -1,7 +1,9 @@
+import Bus
 import EventLog
 import Foundation
 import StoreKitModel
 import StoreKitRoles
+import ZeroMQ
 
 /// The roles a process can play.
 public enum RoleKind: String, Sendable, CaseIterable {
@@ -227,5 +229,15 @@ public struct Topology: Sendable {
             throw node.error("expected a 1-based range like \"1-10\" within 1-\(devices), or \"all\", found '\(text)'")
         }
         return Array((first - 1)...(last - 1))
+    }
+}
+
+extension Topology {
+    /// The keys a client of the queue uses when the topology is secured with CURVE.
+    public func curveClientKeys() throws -> CurveClientKeys? {
+        guard let curve else { return nil }
+        return CurveClientKeys(serverPublicKey: try CurveKey(z85: curve.serverPublicKey),
+                               clientKeyPair: try CurveKeyPair(publicKey: CurveKey(z85: curve.clientPublicKey),
+                                                               secretKey: CurveKey(z85: curve.clientSecretKey)))
     }
 }

@@ -19,6 +19,9 @@ public struct DeviceState: Sendable, Hashable {
     public var restoresInProgress: [UInt64: RestoreProgress] = [:]
     public var nextRestoreNumber: UInt64 = 1
     public var launchCount = 0
+    /// Payments the app added (restored transactions not counted): lets a restarted
+    /// app resume its user's script where it stopped.
+    public var paymentsAdded = 0
 
     public init(device: String, account: String) {
         self.device = device
@@ -102,6 +105,7 @@ public struct QueueProjection: Sendable {
         case .transactionAdded(let key, let payment):
             guard devices[key.device] != nil else { return }
             devices[key.device]!.pending[key.number] = PaymentTransaction(key: key, payment: payment)
+            devices[key.device]!.paymentsAdded += 1
             devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
         case .transactionDeferred(let key):
             totals.deferred += 1

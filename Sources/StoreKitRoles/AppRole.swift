@@ -64,6 +64,25 @@ public final class DeviceApp {
 
     public var isDone: Bool { stage == .done }
 
+    /// True when the user's script is done and the queue holds nothing unfinished for
+    /// this device: nothing more will happen unless someone acts.
+    public var isSettled: Bool {
+        guard isDone, let state = queue.state else { return isDone && queue.state == nil }
+        return state.pending.isEmpty && state.restoresInProgress.isEmpty
+    }
+
+    /// Picks the script up after the app's process was restarted, from what the queue
+    /// recorded (`catchUp` first). A device still marked running was killed without
+    /// quitting: it is terminated and launched again, so every unfinished transaction
+    /// is delivered again to the new observers (R-Q4).
+    public func resumeAfterRestart() {
+        guard let state = queue.state else { return }
+        purchasesLeft = max(0, behavior.purchasesPerDevice - state.paymentsAdded)
+        restoredAsNewDevice = state.nextRestoreNumber > 1
+        if state.isRunning { queue.terminateApp() }
+        stage = .relaunching
+    }
+
     /// The user's next action; returns the delay until the one after, or nil when done.
     public func step() -> Int64? {
         switch stage {
@@ -139,7 +158,29 @@ public final class AppRole: Role {
         deviceNames.map { .timer(afterNanoseconds: 0, .deviceStep(device: $0)) }
     }
 
+    /// Applies history silently (a restarted process catching up), without callbacks.
+    public func catchUp(_ recorded: RecordedEvent) {
+        guard let device = recorded.event.device, let app = apps[device] else { return }
+        app.queue.catchUp(recorded)
+    }
+
+    /// After catching up: resumes every script and returns the commands and timers that
+    /// start them again.
+    public func resume() -> [Effect] {
+        var effects: [Effect] = []
+        for device in deviceNames {
+            guard let app = apps[device] else { continue }
+            app.resumeAfterRestart()
+            effects += app.queue.drainOutbox().map { .send($0) }
+            effects.append(.timer(afterNanoseconds: 0, .deviceStep(device: device)))
+        }
+        return effects
+    }
+
     public var allDone: Bool { apps.values.allSatisfy(\.isDone) }
+
+    /// Every device's script is done and nothing is left unfinished.
+    public var allSettled: Bool { apps.values.allSatisfy(\.isSettled) }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
         guard let device = recorded.event.device, let app = apps[device] else { return [] }

@@ -152,6 +152,13 @@ public final class PaymentQueue {
         if calls > 0 { callbackCounts[callback, default: 0] += calls }
     }
 
+    /// Applies an event without calling observers: a restarted app catching up on what
+    /// happened while it was gone. It then relaunches, and the queue delivers every
+    /// unfinished transaction again (R-Q4).
+    public func catchUp(_ recorded: RecordedEvent) {
+        projection.apply(recorded)
+    }
+
     /// Applies one event of this device and calls the observers as StoreKit would.
     public func deliver(_ recorded: RecordedEvent) {
         let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }

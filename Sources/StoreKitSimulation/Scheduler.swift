@@ -1,6 +1,6 @@
 /// A min-heap of actions by (time, insertion order): the deterministic simulation's
-/// only source of ordering. Ties go to the earlier insertion, so a seed fixes the order.
-struct Scheduler<Action> {
+/// only source of ordering, and the timer queue of live roles. Ties go to the earlier insertion, so a seed fixes the order.
+public struct Scheduler<Action> {
     private struct Entry {
         var time: Int64
         var order: UInt64
@@ -11,10 +11,13 @@ struct Scheduler<Action> {
     private var heap: [Entry] = []
     private var inserted: UInt64 = 0
 
-    var count: Int { heap.count }
-    var isEmpty: Bool { heap.isEmpty }
+    public init() {}
 
-    mutating func schedule(at time: Int64, _ action: Action) {
+    public var count: Int { heap.count }
+    public var isEmpty: Bool { heap.isEmpty }
+    public var nextTime: Int64? { heap.first?.time }
+
+    public mutating func schedule(at time: Int64, _ action: Action) {
         heap.append(Entry(time: time, order: inserted, action: action))
         inserted += 1
         var child = heap.count - 1
@@ -26,7 +29,7 @@ struct Scheduler<Action> {
         }
     }
 
-    mutating func next() -> (time: Int64, action: Action)? {
+    public mutating func next() -> (time: Int64, action: Action)? {
         guard !heap.isEmpty else { return nil }
         heap.swapAt(0, heap.count - 1)
         let entry = heap.removeLast()

@@ -1,0 +1,337 @@
+import StoreKitModel
+import ZeroMQ
+
+/// Settings of an `EventSubscriber`.
+public struct EventSubscriberConfiguration: Sendable {
+    /// The queue's PUB endpoint.
+    public var eventsEndpoint: String
+    /// The queue's ROUTER endpoint, used for FETCH.
+    public var requestsEndpoint: String
+    /// First sequence to deliver; 0 and 1 both mean from the beginning of the partition.
+    public var startSequence: UInt64 = 1
+    /// Without any event or heartbeat for this long the publisher is reported silent.
+    public var silenceTimeout: Duration = .seconds(2)
+    /// An unanswered FETCH is sent again after this long.
+    public var fetchRetryInterval: Duration = .seconds(1)
+    /// Records asked for per FETCH (the queue may send fewer).
+    public var fetchBatchSize: UInt32 = 1_000
+    /// Messages the SUB socket queues before the publisher drops (drops are recovered by FETCH).
+    public var receiveHighWaterMark: Int = 100_000
+    /// Live events held while an earlier gap is filled; beyond it they are dropped and fetched later.
+    public var maximumBufferedEvents: Int = 200_000
+    /// Largest event payload accepted; bounds every inbound message.
+    public var maximumEventPayloadBytes: Int = 1 << 20
+    /// Most messages read per socket in one `receive` call before returning what is deliverable.
+    public var messagesPerReceive: Int = 8_192
+    /// Set when the queue is a CURVE server.
+    public var curve: CurveClientKeys?
+
+    public init(eventsEndpoint: String, requestsEndpoint: String) {
+        self.eventsEndpoint = eventsEndpoint
+        self.requestsEndpoint = requestsEndpoint
+    }
+}
+
+/// Where an `EventSubscriber` stands.
+public enum EventSubscriberState: Sendable, Hashable, CustomStringConvertible {
+    /// Fetching records the queue has but this subscriber has not delivered yet.
+    case catchingUp
+    /// Caught up and hearing the publisher.
+    case live
+    /// Nothing (not even a heartbeat) arrived for the silence timeout; the sockets keep
+    /// reconnecting and delivery resumes, gap-free, when the queue is back.
+    case publisherSilent
+
+    public var description: String {
+        switch self {
+        case .catchingUp: "catching up"
+        case .live: "live"
+        case .publisherSilent: "publisher silent"
+        }
+    }
+}
+
+/// What an `EventSubscriber` has done so far.
+public struct EventSubscriberCounters: Sendable, Hashable {
+    public var delivered = 0
+    /// Gaps in the live stream (drops, late subscription) that were filled by FETCH.
+    public var gapsRecovered = 0
+    /// Records received more than once (live and fetched) and delivered once.
+    public var duplicatesDropped = 0
+    public var fetchesSent = 0
+    /// Records whose payload EventCodec refused; counted and skipped by `receive`.
+    public var undecodableEvents = 0
+    /// Refused inbound messages by reason.
+    public var malformed = WireFailureCounts()
+
+    public init() {}
+}
+
+/// Receives a queue's events in order, without gaps or duplicates, whatever the network or
+/// the subscriber's own speed did: live events come over SUB, and anything missed (late join,
+/// PUB drops at the high-water mark, a restart) is fetched from the queue over DEALER.
+///
+/// Poll-loop friendly and single-threaded: call `receive(timeout:)` or
+/// `receiveRecords(timeout:)` from the thread that owns it. Not Sendable.
+public final class EventSubscriber {
+    public let configuration: EventSubscriberConfiguration
+    /// The next sequence to deliver.
+    public private(set) var nextSequence: UInt64
+    public private(set) var state: EventSubscriberState = .catchingUp
+    public private(set) var counters = EventSubscriberCounters()
+    /// Highest sequence the queue is known to have published.
+    public private(set) var knownPublishedSequence: UInt64 = 0
+    /// Called on every state change (for example to log a silent publisher).
+    public var onStateChange: ((EventSubscriberState) -> Void)?
+    /// Called for every refused inbound message or undecodable payload.
+    public var onMalformed: ((WireFailure) -> Void)?
+
+    private let subscriber: Socket
+    private let dealer: Socket
+    private let poller = Poller()
+    private var buffered: [UInt64: BusRecord] = [:]
+    private var fetchSentAt: ContinuousClock.Instant?
+    private var lastHeard: ContinuousClock.Instant
+    private var hasCaughtUpOnce = false
+    /// End of the newest detected gap; cleared once delivery passes it.
+    private var openGapEnd: UInt64?
+
+    /// Connects both sockets and asks for the records from `startSequence` on right away.
+    public init(context: ZeroMQContext, configuration: EventSubscriberConfiguration) throws(ZeroMQError) {
+        self.configuration = configuration
+        nextSequence = max(1, configuration.startSequence)
+        subscriber = try context.socket(.subscriber)
+        dealer = try context.socket(.dealer)
+        if let curve = configuration.curve {
+            try curve.apply(to: subscriber)
+            try curve.apply(to: dealer)
+        }
+        try subscriber.set(.receiveHighWaterMark, configuration.receiveHighWaterMark)
+        let recordBytes = configuration.maximumEventPayloadBytes + BusWire.headerByteCount
+        subscriber.receiveLimits = MessageLimits(maximumFrameCount: 3, maximumByteCount: recordBytes + 1_024)
+        // A BATCH holds up to 1 MiB of payload plus one record that may overshoot it.
+        dealer.receiveLimits = MessageLimits(
+            maximumFrameCount: Int(configuration.fetchBatchSize) + 2, maximumByteCount: (2 << 20) + 2 * recordBytes)
+        try subscriber.subscribe(to: BusWire.eventTopicPrefix)
+        try subscriber.subscribe(to: BusWire.heartbeatTopic)
+        try subscriber.connect(configuration.eventsEndpoint)
+        try dealer.connect(configuration.requestsEndpoint)
+        poller.register(subscriber, for: .readable)
+        poller.register(dealer, for: .readable)
+        lastHeard = .now
+        try sendFetch()
+    }
+
+    /// Closes both sockets; idempotent.
+    public func close() {
+        subscriber.close()
+        dealer.close()
+    }
+
+    /// The next in-order records, as soon as any are deliverable, or an empty array when
+    /// `timeout` passes first. Payloads are not decoded.
+    public func receiveRecords(timeout: Duration) throws(ZeroMQError) -> [BusRecord] {
+        let deadline = ContinuousClock.now + timeout
+        var delivered: [BusRecord] = []
+        while true {
+            try drainSubscriber(into: &delivered)
+            try drainDealer(into: &delivered)
+            try maintain()
+            if !delivered.isEmpty { return delivered }
+            let now = ContinuousClock.now
+            if now >= deadline { return delivered }
+            var wait = deadline - now
+            if state != .publisherSilent { wait = min(wait, max(.milliseconds(1), lastHeard + configuration.silenceTimeout - now)) }
+            if let fetchSentAt { wait = min(wait, max(.milliseconds(1), fetchSentAt + configuration.fetchRetryInterval - now)) }
+            try poller.poll(timeout: wait)
+        }
+    }
+
+    /// The next in-order events, decoded with EventCodec, or an empty array when `timeout`
+    /// passes first. A payload EventCodec refuses is counted, reported and skipped.
+    public func receive(timeout: Duration) throws(ZeroMQError) -> [RecordedEvent] {
+        let records = try receiveRecords(timeout: timeout)
+        var events: [RecordedEvent] = []
+        events.reserveCapacity(records.count)
+        for record in records {
+            do {
+                events.append(try record.decoded())
+            } catch {
+                counters.undecodableEvents += 1
+                onMalformed?(WireFailure(.undecodablePayload, "event \(record.sequence): \(error)"))
+            }
+        }
+        return events
+    }
+
+    // MARK: Inbound
+
+    private func drainSubscriber(into delivered: inout [BusRecord]) throws(ZeroMQError) {
+        for _ in 0..<configuration.messagesPerReceive {
+            let frames: [[UInt8]]
+            do {
+                guard let received = try subscriber.receive(timeout: .zero) else { return }
+                frames = received
+            } catch {
+                guard case .messageTooLarge(let frameCount, let byteCount) = error.kind else { throw error }
+                refuse(WireFailure(.oversized, "published message of \(frameCount) frames and \(byteCount) bytes exceeds the limits"))
+                continue
+            }
+            heard()
+            do {
+                try handlePublished(frames, into: &delivered)
+            } catch {
+                refuse(error)
+            }
+        }
+    }
+
+    private func handlePublished(_ frames: [[UInt8]], into delivered: inout [BusRecord]) throws(WireFailure) {
+        guard frames.count == 3 else { throw WireFailure(.wrongFrameCount, "published message has \(frames.count) frames, expected 3") }
+        let header = try BusWire.decodeHeader(frames[1])
+        guard frames[1].count == BusWire.headerByteCount else {
+            throw WireFailure(.malformedHeader, "published header has \(frames[1].count) bytes, expected \(BusWire.headerByteCount)")
+        }
+        switch header.kind {
+        case .heartbeat:
+            guard frames[0] == BusWire.heartbeatTopic else { throw WireFailure(.malformedHeader, "heartbeat on an event topic") }
+            noteAnnounced(through: header.sequence)
+        case .event:
+            guard frames[0].starts(with: BusWire.eventTopicPrefix) else { throw WireFailure(.malformedHeader, "event on a non-event topic") }
+            let device = String(decoding: frames[0].dropFirst(BusWire.eventTopicPrefix.count), as: UTF8.self)
+            let record = BusRecord(
+                sequence: header.sequence, timestamp: header.timestamp, payload: frames[2],
+                device: device == BusWire.deviceLessTopicSuffix ? nil : device)
+            accept(record, into: &delivered)
+            if header.sequence > nextSequence { noteAnnounced(through: header.sequence - 1) }
+            knownPublishedSequence = max(knownPublishedSequence, header.sequence)
+        }
+    }
+
+    private func drainDealer(into delivered: inout [BusRecord]) throws(ZeroMQError) {
+        for _ in 0..<configuration.messagesPerReceive {
+            let frames: [[UInt8]]
+            do {
+                guard let received = try dealer.receive(timeout: .zero) else { return }
+                frames = received
+            } catch {
+                guard case .messageTooLarge(let frameCount, let byteCount) = error.kind else { throw error }
+                refuse(WireFailure(.oversized, "reply of \(frameCount) frames and \(byteCount) bytes exceeds the limits"))
+                fetchSentAt = nil
+                continue
+            }
+            heard()
+            do {
+                try handleReply(frames, into: &delivered)
+            } catch {
+                refuse(error)
+            }
+        }
+    }
+
+    private func handleReply(_ frames: [[UInt8]], into delivered: inout [BusRecord]) throws(WireFailure) {
+        guard frames.first == Array(BusWire.ReplyVerb.batch.rawValue.utf8) else {
+            throw WireFailure(.unknownVerb, "unexpected reply to a subscriber (expected BATCH)")
+        }
+        fetchSentAt = nil
+        guard frames.count >= 2, frames[1].count == BusWire.batchHeaderByteCount else {
+            throw WireFailure(.malformedBody, "BATCH header frame is not \(BusWire.batchHeaderByteCount) bytes")
+        }
+        let count = Int(BusWire.readLittleEndian32(frames[1], at: 8))
+        let durable = BusWire.readLittleEndian(frames[1], at: 12)
+        guard frames.count == count + 2 else {
+            throw WireFailure(.wrongFrameCount, "BATCH announces \(count) records but carries \(frames.count - 2)")
+        }
+        for frame in frames.dropFirst(2) {
+            let header = try BusWire.decodeHeader(frame)
+            guard header.kind == .event else { throw WireFailure(.unknownKind, "BATCH record is not an event") }
+            let record = BusRecord(
+                sequence: header.sequence, timestamp: header.timestamp,
+                payload: Array(frame.dropFirst(BusWire.headerByteCount)), device: nil)
+            accept(record, into: &delivered)
+        }
+        knownPublishedSequence = max(knownPublishedSequence, durable)
+        if nextSequence > knownPublishedSequence {
+            hasCaughtUpOnce = true
+            if state == .catchingUp { change(to: .live) }
+        }
+    }
+
+    // MARK: Ordering
+
+    /// Delivers `record` if it is next, holds it if it is ahead, drops it if already delivered.
+    private func accept(_ record: BusRecord, into delivered: inout [BusRecord]) {
+        if record.sequence < nextSequence {
+            counters.duplicatesDropped += 1
+            return
+        }
+        if record.sequence > nextSequence {
+            if buffered.count >= configuration.maximumBufferedEvents { buffered.removeAll(keepingCapacity: true) }
+            if buffered.updateValue(record, forKey: record.sequence) != nil { counters.duplicatesDropped += 1 }
+            return
+        }
+        deliver(record, into: &delivered)
+        while !buffered.isEmpty, let next = buffered.removeValue(forKey: nextSequence) {
+            deliver(next, into: &delivered)
+        }
+    }
+
+    private func deliver(_ record: BusRecord, into delivered: inout [BusRecord]) {
+        delivered.append(record)
+        nextSequence = record.sequence + 1
+        counters.delivered += 1
+        if let gapEnd = openGapEnd, nextSequence > gapEnd {
+            counters.gapsRecovered += 1
+            openGapEnd = nil
+        }
+    }
+
+    /// Notes that the queue has published everything through `sequence`; what of it cannot be
+    /// delivered yet is a gap (a later event arrived first, or a heartbeat is ahead of us).
+    /// Gaps are only counted once caught up: before that, missing records are plain catch-up.
+    private func noteAnnounced(through sequence: UInt64) {
+        knownPublishedSequence = max(knownPublishedSequence, sequence)
+        guard hasCaughtUpOnce, sequence >= nextSequence else { return }
+        openGapEnd = max(openGapEnd ?? 0, sequence)
+    }
+
+    // MARK: Fetching and liveness
+
+    private func maintain() throws(ZeroMQError) {
+        let now = ContinuousClock.now
+        if knownPublishedSequence >= nextSequence {
+            if fetchSentAt == nil || now - fetchSentAt! >= configuration.fetchRetryInterval { try sendFetch() }
+        } else if let fetchSentAt, now - fetchSentAt >= configuration.fetchRetryInterval {
+            // The initial FETCH (or one to a restarted queue) went unanswered: ask again.
+            try sendFetch()
+        }
+        if state == .catchingUp, hasCaughtUpOnce, nextSequence > knownPublishedSequence { change(to: .live) }
+        if state != .publisherSilent, now - lastHeard >= configuration.silenceTimeout {
+            change(to: .publisherSilent)
+        }
+    }
+
+    private func sendFetch() throws(ZeroMQError) {
+        let body = BusWire.encodeFetch(from: nextSequence, maximumCount: configuration.fetchBatchSize)
+        if try dealer.send([Array(BusWire.RequestVerb.fetch.rawValue.utf8), body], mode: .nonBlocking) {
+            counters.fetchesSent += 1
+        }
+        fetchSentAt = .now
+    }
+
+    private func heard() {
+        lastHeard = .now
+        if state == .publisherSilent { change(to: hasCaughtUpOnce && nextSequence > knownPublishedSequence ? .live : .catchingUp) }
+    }
+
+    private func change(to newState: EventSubscriberState) {
+        guard state != newState else { return }
+        state = newState
+        onStateChange?(newState)
+    }
+
+    private func refuse(_ failure: WireFailure) {
+        counters.malformed.record(failure.reason)
+        onMalformed?(failure)
+    }
+}

@@ -1,0 +1,181 @@
+import Bus
+import Foundation
+import Logging
+import StoreKitModel
+import StoreKitRoles
+import StoreKitSimulation
+import ZeroMQ
+
+/// Runs a store, downloader or observer role as a process: events from the queue in,
+/// commands to the queue out, timers on the monotonic clock. The role code is the same
+/// the deterministic simulation runs.
+public final class RoleProcess {
+    public let topology: Topology
+    public let process: ProcessSpecification
+    public let runDirectory: URL
+    private let logger: Logger
+
+    /// How long the queue may stay silent (no events, no heartbeats) before this process
+    /// gives up with an error.
+    public var queueSilenceLimitSeconds: Double = 15
+    /// Commands waiting for room in the sender's window; past this the role is producing
+    /// faster than the queue acknowledges, which is a bug worth stopping on.
+    public static let maximumWaitingCommands = 100_000
+
+    public init(topology: Topology, name: String, runDirectory: URL, logger: Logger) throws {
+        self.topology = topology
+        self.process = try topology.process(named: name)
+        guard process.role != .queue else {
+            throw TopologyError(file: topology.file, keyPath: "processes", problem: "'\(name)' is the queue; run it with `sksim queue`")
+        }
+        self.runDirectory = runDirectory
+        self.logger = logger
+    }
+
+    public enum Outcome: Sendable, Equatable {
+        /// An observer whose devices are done and settled.
+        case finished
+        /// Stopped by SIGTERM or SIGINT.
+        case stopped
+    }
+
+    private func makeRole() -> Role {
+        let scenario = topology.scenario
+        switch process.role {
+        case .store:
+            return StoreRole(name: process.name, catalog: scenario.catalog, behavior: scenario.store, seed: scenario.seed)
+        case .downloader:
+            return DownloaderRole(name: process.name, contentDirectory: runDirectory.appendingPathComponent("content", isDirectory: true),
+                                  behavior: scenario.downloader, seed: scenario.seed)
+        case .observer, .queue:
+            return AppRole(name: process.name, devices: scenario.makeApps(indices: process.deviceIndices,
+                                                                           storage: runDirectory.appendingPathComponent("apps", isDirectory: true)))
+        }
+    }
+
+    public func run() throws -> Outcome {
+        let queue = topology.queue
+        let context = try ZeroMQContext()
+        let curveKeys = try topology.curveClientKeys()
+        let events = topology.resolved(queue.eventsEndpoint!, runDirectory: runDirectory)
+        let requests = topology.resolved(queue.requestsEndpoint!, runDirectory: runDirectory)
+        var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests)
+        subscriberConfiguration.silenceTimeout = .milliseconds(topology.heartbeatMilliseconds * 8)
+        subscriberConfiguration.curve = curveKeys
+        let subscriber = try EventSubscriber(context: context, configuration: subscriberConfiguration)
+        // A new incarnation gets a new origin, so its command numbers never collide with
+        // those of a process that ran before it under the same name.
+        var senderConfiguration = CommandSenderConfiguration(origin: "\(process.name).\(getpid())", requestsEndpoint: requests)
+        senderConfiguration.curve = curveKeys
+        let sender = try CommandSender(context: context, configuration: senderConfiguration)
+        let logger = self.logger
+        subscriber.onStateChange = { state in logger.info("subscription state changed", metadata: ["state": "\(state)"]) }
+        subscriber.onMalformed = { failure in logger.warning("dropped a malformed event frame", metadata: ["reason": "\(failure)"]) }
+        defer {
+            subscriber.close()
+            sender.close()
+            context.terminate()
+        }
+
+        let role = makeRole()
+        var timers = Scheduler<TimerToken>()
+        var waiting: [CommandBody] = []
+        var lastHeard = LiveClock.monotonicNanoseconds()
+        var rejected = 0
+
+        func perform(_ effects: [Effect], now: Int64) {
+            for effect in effects {
+                switch effect {
+                case .send(let body): waiting.append(body)
+                case .timer(let delay, let token): timers.schedule(at: now + max(0, delay), token)
+                }
+            }
+        }
+
+        // An app process catches up on history silently, then relaunches its devices (R-Q4).
+        if let apps = role as? AppRole {
+            let caughtUp = try catchUp(subscriber) { recorded in apps.catchUp(recorded) }
+            lastHeard = LiveClock.monotonicNanoseconds()
+            logger.info("caught up", metadata: ["sequence": "\(caughtUp)"])
+            perform(apps.resume(), now: LiveClock.monotonicNanoseconds())
+        }
+
+        while !Shutdown.isRequested {
+            let now = LiveClock.monotonicNanoseconds()
+            // Send what fits in the window.
+            var sent = 0
+            while sent < waiting.count && sender.hasCapacity {
+                do {
+                    try sender.submit(waiting[sent])
+                } catch {
+                    throw RoleProcessError("\(process.name) could not send a command: \(error)")
+                }
+                sent += 1
+            }
+            waiting.removeFirst(sent)
+            guard waiting.count <= Self.maximumWaitingCommands else {
+                throw RoleProcessError("\(process.name) has \(waiting.count) commands waiting for the queue; the queue is not keeping up or not acknowledging")
+            }
+            for completion in try sender.poll(timeout: .zero) {
+                switch completion {
+                case .failed(_, let error):
+                    throw RoleProcessError("\(process.name): \(error)")
+                case .acknowledged(let acknowledgement) where acknowledgement.status == .rejected || acknowledgement.status == .malformed:
+                    rejected += 1
+                    logger.debug("command refused", metadata: ["command": "\(acknowledgement.commandID.map { "\($0)" } ?? "?")", "reason": "\(acknowledgement.message)"])
+                default:
+                    break
+                }
+            }
+            while let time = timers.nextTime, time <= now, let (_, token) = timers.next() {
+                perform(role.timerFired(token, now: now), now: now)
+            }
+            let untilTimer = timers.nextTime.map { max(0, $0 - now) } ?? 5_000_000
+            let received = try subscriber.receive(timeout: .nanoseconds(min(untilTimer, waiting.isEmpty ? 5_000_000 : 0)))
+            if !received.isEmpty || subscriber.state == .live { lastHeard = LiveClock.monotonicNanoseconds() }
+            for recorded in received {
+                perform(role.receive(recorded, now: LiveClock.monotonicNanoseconds()), now: LiveClock.monotonicNanoseconds())
+            }
+            if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
+                throw RoleProcessError("\(process.name) heard nothing from the queue at \(events) for \(Int(queueSilenceLimitSeconds)) s; is the queue running?")
+            }
+            if let apps = role as? AppRole, apps.allSettled, waiting.isEmpty, sender.outstandingCount == 0 {
+                logger.info("every device is done and settled", metadata: ["devices": "\(apps.deviceNames.count)", "refusedCommands": "\(rejected)"])
+                return .finished
+            }
+        }
+        // Let commands already sent be acknowledged, within a bound.
+        let deadline = LiveClock.monotonicNanoseconds() + 1_000_000_000
+        while sender.outstandingCount > 0 && LiveClock.monotonicNanoseconds() < deadline {
+            _ = try sender.poll(timeout: .milliseconds(10))
+        }
+        logger.info("stopped", metadata: ["refusedCommands": "\(rejected)"])
+        return .stopped
+    }
+
+    /// Reads every event published so far, without reacting, and returns the last sequence.
+    private func catchUp(_ subscriber: EventSubscriber, _ apply: (RecordedEvent) -> Void) throws -> UInt64 {
+        let deadline = LiveClock.monotonicNanoseconds() + Int64(queueSilenceLimitSeconds * 1e9)
+        var last: UInt64 = 0
+        while LiveClock.monotonicNanoseconds() < deadline && !Shutdown.isRequested {
+            let batch = try subscriber.receive(timeout: .milliseconds(20))
+            for recorded in batch {
+                apply(recorded)
+                last = recorded.sequence
+            }
+            if subscriber.state == .live, batch.isEmpty, subscriber.knownPublishedSequence > 0, last >= subscriber.knownPublishedSequence {
+                return last
+            }
+        }
+        guard subscriber.knownPublishedSequence > 0 else {
+            throw RoleProcessError("\(process.name) could not reach the queue at \(topology.queue.requestsEndpoint ?? "?") within \(Int(queueSilenceLimitSeconds)) s; start the queue first")
+        }
+        return last
+    }
+}
+
+public struct RoleProcessError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+

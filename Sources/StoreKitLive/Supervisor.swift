@@ -1,0 +1,260 @@
+import Bus
+import Foundation
+import Logging
+import StoreKitModel
+import StoreKitSimulation
+import ZeroMQ
+
+/// `sksim run`: starts every process of a topology as a child (this same binary),
+/// supervises them, shows progress, stops them cleanly and reports.
+public final class Supervisor {
+    public struct Options: Sendable {
+        public var durationSeconds: Double = 300
+        /// Restarts allowed per observer (each is an app relaunch, R-Q4).
+        public var maximumRestarts = 3
+        public var showProgress = isatty(STDERR_FILENO) != 0
+        public init() {}
+    }
+
+    public enum Failure: Error, CustomStringConvertible {
+        case processDied(name: String, role: RoleKind, status: String, logFile: String)
+        case startFailed(String)
+
+        public var description: String {
+            switch self {
+            case .processDied(let name, let role, let status, let logFile):
+                "the \(role.rawValue) process '\(name)' \(status) and was not restarted; its log is \(logFile)"
+            case .startFailed(let message): message
+            }
+        }
+    }
+
+    public struct Result: Sendable {
+        public var report: RunReport
+        public var restarts: [String: Int]
+        public var finished: Bool
+        public var wallSeconds: Double
+        public var failure: String?
+    }
+
+    private final class Child {
+        let specification: ProcessSpecification
+        var process: Process
+        var restarts = 0
+        var done = false
+        let logFile: URL
+        init(_ specification: ProcessSpecification, _ process: Process, logFile: URL) {
+            self.specification = specification
+            self.process = process
+            self.logFile = logFile
+        }
+    }
+
+    public let topology: Topology
+    public let topologyPath: String
+    public let runDirectory: URL
+    public let executable: URL
+    public let options: Options
+    private let logger: Logger
+    private var children: [Child] = []
+
+    public init(topology: Topology, topologyPath: String, runDirectory: URL, executable: URL, options: Options, logger: Logger) {
+        self.topology = topology
+        self.topologyPath = topologyPath
+        self.runDirectory = runDirectory
+        self.executable = executable
+        self.options = options
+        self.logger = logger
+    }
+
+    private func launch(_ specification: ProcessSpecification) throws -> Process {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = [specification.role.rawValue, "--topology", topologyPath, "--name", specification.name,
+                             "--run-directory", runDirectory.path]
+        let logFile = runDirectory.appendingPathComponent("\(specification.name).log")
+        if !FileManager.default.fileExists(atPath: logFile.path) { FileManager.default.createFile(atPath: logFile.path, contents: nil) }
+        let handle = try FileHandle(forWritingTo: logFile)
+        try handle.seekToEnd()
+        process.standardError = handle
+        process.standardOutput = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    private func writeRunFile(_ endpoints: (events: String, requests: String)) throws {
+        var lines: [String] = []
+        for child in children {
+            let endpoints = child.specification.role == .queue
+                ? "{\"events\":\"\(endpoints.events)\",\"requests\":\"\(endpoints.requests)\"}"
+                : "{\"connects\":{\"events\":\"\(endpoints.events)\",\"requests\":\"\(endpoints.requests)\"}}"
+            let devices = child.specification.deviceIndices.isEmpty ? "" :
+                ",\"devices\":\"\(child.specification.deviceIndices.first! + 1)-\(child.specification.deviceIndices.last! + 1)\""
+            lines.append("    {\"role\":\"\(child.specification.role.rawValue)\",\"name\":\"\(child.specification.name)\",\"pid\":\(child.process.processIdentifier),\"host\":\"\(child.specification.host)\",\"endpoints\":\(endpoints)\(devices),\"log\":\"\(child.logFile.path)\"}")
+        }
+        let text = "{\n  \"topology\":\"\(topologyPath)\",\n  \"runDirectory\":\"\(runDirectory.path)\",\n  \"seed\":\(topology.scenario.seed),\n  \"supervisor\":\(getpid()),\n  \"processes\":[\n" + lines.joined(separator: ",\n") + "\n  ]\n}\n"
+        try text.write(to: runDirectory.appendingPathComponent("run.json"), atomically: true, encoding: .utf8)
+    }
+
+    /// Waits until the queue answers on its requests endpoint (bounded).
+    private func waitForQueue(requests: String, context: ZeroMQContext) throws {
+        let deadline = LiveClock.monotonicNanoseconds() + 10_000_000_000
+        let socket = try context.socket(.dealer)
+        defer { socket.close() }
+        if let keys = try topology.curveClientKeys() {
+            try socket.set(.curveServerKey, keys.serverPublicKey)
+            try socket.set(.curvePublicKey, keys.clientKeyPair.publicKey)
+            try socket.set(.curveSecretKey, keys.clientKeyPair.secretKey)
+        }
+        try socket.connect(requests)
+        while LiveClock.monotonicNanoseconds() < deadline {
+            if let queue = children.first(where: { $0.specification.role == .queue }), !queue.process.isRunning {
+                throw Failure.startFailed("the queue exited at start (status \(queue.process.terminationStatus)); see \(queue.logFile.path)")
+            }
+            _ = try socket.send([Array("PING".utf8)], mode: .nonBlocking)
+            if let reply = try socket.receive(timeout: .milliseconds(200)), reply.first == Array("PONG".utf8) { return }
+        }
+        throw Failure.startFailed("the queue did not answer on \(requests) within 10 s; see \(runDirectory.appendingPathComponent("queue.log").path)")
+    }
+
+    public func run() throws -> Result {
+        let start = LiveClock.monotonicNanoseconds()
+        try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
+        let queueSpecification = topology.queue
+        let events = topology.resolved(queueSpecification.eventsEndpoint!, runDirectory: runDirectory)
+        let requests = topology.resolved(queueSpecification.requestsEndpoint!, runDirectory: runDirectory)
+        for endpoint in [events, requests] where endpoint.hasPrefix("ipc://") && endpoint.utf8.count - 6 > 100 {
+            throw Failure.startFailed("the ipc endpoint \(endpoint) is longer than the 100 bytes a Unix socket path may have; use a shorter --out directory")
+        }
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+
+        // The queue first: everyone else connects to it.
+        children.append(Child(queueSpecification, try launch(queueSpecification), logFile: runDirectory.appendingPathComponent("queue.log")))
+        try waitForQueue(requests: requests, context: context)
+        for specification in topology.processes where specification.role != .queue {
+            children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
+        }
+        try writeRunFile((events, requests))
+        logger.info("started", metadata: ["processes": "\(children.count)", "runDirectory": "\(runDirectory.path)"])
+
+        var progress: ProgressView? = options.showProgress ? try ProgressView(context: context, events: events, requests: requests, topology: topology) : nil
+        var failure: String?
+        var finished = false
+        while !Shutdown.isRequested {
+            if let message = try superviseOnce() {
+                failure = message
+                break
+            }
+            if children.filter({ $0.specification.role == .observer }).allSatisfy(\.done) {
+                finished = true
+                break
+            }
+            if Double(LiveClock.monotonicNanoseconds() - start) / 1e9 > options.durationSeconds {
+                logger.notice("duration reached; stopping", metadata: ["seconds": "\(options.durationSeconds)"])
+                break
+            }
+            if progress != nil { try progress!.update() } else { usleep(50_000) }
+        }
+        progress?.finish()
+        progress = nil
+        stopAll()
+        let built = try LogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true), partition: QueueProcess.partition)
+        let stats = (try? String(contentsOf: runDirectory.appendingPathComponent("queue-stats.json"), encoding: .utf8)) ?? ""
+        let duplicates = Int(stats.split(separator: ",").first { $0.contains("duplicateCommands") }?.split(separator: ":").last ?? "0") ?? 0
+        let report = RunReport(seed: topology.scenario.seed, totals: built.projection.totals, pending: built.projection.pendingCount,
+                               violations: built.checker.violations, violationCount: built.checker.violationCount,
+                               logDirectory: runDirectory.appendingPathComponent("log").path,
+                               simulatedNanoseconds: LiveClock.monotonicNanoseconds() - start,
+                               duplicateCommands: duplicates, stoppedAtTimeLimit: !finished && failure == nil)
+        var restarts: [String: Int] = [:]
+        for child in children where child.restarts > 0 { restarts[child.specification.name] = child.restarts }
+        return Result(report: report, restarts: restarts, finished: finished,
+                      wallSeconds: Double(LiveClock.monotonicNanoseconds() - start) / 1e9, failure: failure)
+    }
+
+    /// Checks every child once; restarts a dead observer (an app relaunch, R-Q4) and
+    /// returns a message when a process died for good.
+    private func superviseOnce() throws -> String? {
+        for child in children where !child.done && !child.process.isRunning {
+            let status = child.process.terminationReason == .uncaughtSignal
+                ? "was killed by signal \(child.process.terminationStatus)" : "exited with status \(child.process.terminationStatus)"
+            if child.specification.role == .observer && child.process.terminationReason == .exit && child.process.terminationStatus == 0 {
+                child.done = true
+                logger.info("observer finished", metadata: ["name": "\(child.specification.name)"])
+                continue
+            }
+            if child.specification.role == .observer && child.restarts < options.maximumRestarts {
+                child.restarts += 1
+                logger.warning("observer died; restarting it as an app relaunch (R-Q4)",
+                               metadata: ["name": "\(child.specification.name)", "status": "\(status)", "restart": "\(child.restarts)"])
+                child.process = try launch(child.specification)
+                try writeRunFile((topology.resolved(topology.queue.eventsEndpoint!, runDirectory: runDirectory),
+                                  topology.resolved(topology.queue.requestsEndpoint!, runDirectory: runDirectory)))
+                continue
+            }
+            return Failure.processDied(name: child.specification.name, role: child.specification.role, status: status,
+                                       logFile: child.logFile.path).description
+        }
+        return nil
+    }
+
+    /// SIGTERM to everyone but the queue, then the queue (so late commands still land),
+    /// each with a bounded wait before SIGKILL.
+    private func stopAll() {
+        let order = children.filter { $0.specification.role != .queue } + children.filter { $0.specification.role == .queue }
+        var group: [Child] = []
+        for child in order {
+            if child.specification.role == .queue {
+                waitOrKill(group)
+                group = []
+            }
+            if child.process.isRunning { child.process.terminate() }
+            group.append(child)
+        }
+        waitOrKill(group)
+    }
+
+    private func waitOrKill(_ group: [Child]) {
+        let deadline = LiveClock.monotonicNanoseconds() + 5_000_000_000
+        while group.contains(where: { $0.process.isRunning }) && LiveClock.monotonicNanoseconds() < deadline { usleep(10_000) }
+        for child in group where child.process.isRunning {
+            logger.warning("process did not stop within 5 s; killing it", metadata: ["name": "\(child.specification.name)"])
+            kill(child.process.processIdentifier, SIGKILL)
+            child.process.waitUntilExit()
+        }
+    }
+}
+
+/// One line of live progress on the terminal, from a subscription to the queue.
+struct ProgressView {
+    private let subscriber: EventSubscriber
+    private var projection = QueueProjection(commandWindow: 64)
+    private var lastDraw: Int64 = 0
+    private let start = LiveClock.monotonicNanoseconds()
+
+    init(context: ZeroMQContext, events: String, requests: String, topology: Topology) throws {
+        var configuration = EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests)
+        configuration.curve = try topology.curveClientKeys()
+        subscriber = try EventSubscriber(context: context, configuration: configuration)
+    }
+
+    mutating func update() throws {
+        for recorded in try subscriber.receive(timeout: .milliseconds(50)) { projection.apply(recorded) }
+        let now = LiveClock.monotonicNanoseconds()
+        guard now - lastDraw > 250_000_000 else { return }
+        lastDraw = now
+        let totals = projection.totals
+        let seconds = Double(now - start) / 1e9
+        let line = String(format: "\r%6.1f s  %7d events (%6.0f/s)  purchased %d  failed %d  restored %d  finished %d  pending %d  downloads %d ",
+                          seconds, totals.events, Double(totals.events) / max(seconds, 0.001), totals.purchased, totals.failed,
+                          totals.restored, totals.finished, projection.pendingCount, totals.downloadsFinished)
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    func finish() {
+        FileHandle.standardError.write(Data("\n".utf8))
+        subscriber.close()
+    }
+}
