@@ -1,0 +1,142 @@
+import EventLog
+import Foundation
+import Logging
+import Testing
+import StoreKitModel
+import StoreKitSimulation
+@testable import StoreKitLive
+
+/// End-to-end: real `sksim` processes talking over real ZeroMQ sockets.
+@Suite(.serialized) struct LiveRunTests {
+    static func executable() throws -> URL {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sksim"),
+            TopologyTests.repositoryRoot.appendingPathComponent(".build/debug/sksim"),
+        ]
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+            throw RoleProcessError("no sksim binary next to the tests; build it first (swift build --build-tests)")
+        }
+        return found
+    }
+
+    static func topology(devices: Int, purchases: Int, transport: String, thinkMilliseconds: Int = 5) -> String {
+        let port = 20_000 + Int(getpid() % 20_000) + Int.random(in: 0..<500) * 2
+        let (events, requests) = transport == "tcp"
+            ? ("tcp://127.0.0.1:\(port)", "tcp://127.0.0.1:\(port + 1)")
+            : ("ipc://{run}/e.ipc", "ipc://{run}/r.ipc")
+        let half = devices / 2
+        return """
+        name: test-\(transport)
+        seed: 5
+        heartbeatMilliseconds: 100
+        scenario:
+          devices: \(devices)
+          purchasesPerDevice: \(purchases)
+          observers: [downloadThenFinish, audit]
+          relaunchProbability: 0.1
+          thinkTimeMilliseconds: {minimum: 1, mean: \(thinkMilliseconds)}
+          store: {latencyMilliseconds: {minimum: 1, mean: 5}}
+          downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}
+        processes:
+          - {name: queue, role: queue, events: "\(events)", requests: "\(requests)"}
+          - {name: store, role: store}
+          - {name: downloader, role: downloader}
+          - {name: observer-1, role: observer, devices: "1-\(half)"}
+          - {name: observer-2, role: observer, devices: "\(half + 1)-\(devices)"}
+        """
+    }
+
+    /// Runs a supervisor on its own thread; `wait` returns its result or nil on timeout.
+    final class BackgroundRun: @unchecked Sendable {
+        let directory: URL
+        private let done = DispatchSemaphore(value: 0)
+        private var outcome: Result<Supervisor.Result, any Error>?
+        private var supervisor: Supervisor?
+
+        init(topologyText: String, options: Supervisor.Options = Supervisor.Options()) throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-live-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let path = directory.appendingPathComponent("topology.yaml").path
+            try topologyText.write(toFile: path, atomically: true, encoding: .utf8)
+            let topology = try Topology.load(path: path)
+            var options = options
+            options.showProgress = false
+            supervisor = Supervisor(topology: topology, topologyPath: path, runDirectory: directory.appendingPathComponent("run"),
+                                        executable: try LiveRunTests.executable(), options: options, logger: Logger(label: "test"))
+            Thread.detachNewThread { [self] in
+                outcome = Result { try supervisor!.run() }
+                done.signal()
+            }
+        }
+
+        var runDirectory: URL { directory.appendingPathComponent("run") }
+
+        func wait(seconds: Double) throws -> Supervisor.Result? {
+            guard done.wait(timeout: .now() + seconds) == .success else { return nil }
+            return try outcome?.get()
+        }
+
+        func pid(of name: String) throws -> Int32? {
+            guard let data = FileManager.default.contents(atPath: runDirectory.appendingPathComponent("run.json").path),
+                  let object = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+                  let processes = object["processes"] as? [[String: Any]] else { return nil }
+            return (processes.first { $0["name"] as? String == name }?["pid"] as? Int).map(Int32.init)
+        }
+
+        deinit { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    @Test("sksim run completes every purchase over ipc and over tcp, with nothing pending and no violations", arguments: ["ipc", "tcp"])
+    func completesRun(transport: String) throws {
+        let run = try BackgroundRun(topologyText: Self.topology(devices: 4, purchases: 5, transport: transport))
+        let result = try #require(try run.wait(seconds: 90), "the run did not end within 90 s")
+        #expect(result.failure == nil)
+        #expect(result.finished)
+        #expect(result.report.pending == 0)
+        #expect(result.report.violations.isEmpty)
+        #expect(result.report.totals.purchased + result.report.totals.failed == 20)
+        #expect(try LogMaintenance.verify(directory: run.runDirectory.appendingPathComponent("log")).isIntact)
+        for name in ["queue", "store", "downloader", "observer-1", "observer-2"] { #expect(try run.pid(of: name) != nil) }
+    }
+
+    @Test("R-Q4: kill -9 of an observer mid-run loses nothing; restarted, it gets its unfinished transactions again")
+    func observerKilled() throws {
+        let run = try BackgroundRun(topologyText: Self.topology(devices: 4, purchases: 40, transport: "ipc", thinkMilliseconds: 30))
+        let deadline = Date().addingTimeInterval(20)
+        var victim: Int32?
+        while victim == nil && Date() < deadline {
+            usleep(100_000)
+            victim = try run.pid(of: "observer-1")
+        }
+        let pid = try #require(victim)
+        usleep(1_500_000)  // Mid-run: purchases are under way.
+        #expect(kill(pid, SIGKILL) == 0)
+        let result = try #require(try run.wait(seconds: 120), "the run did not end within 120 s")
+        #expect(result.failure == nil)
+        #expect(result.restarts["observer-1"] == 1)
+        #expect(result.report.pending == 0)
+        #expect(result.report.violations.isEmpty)
+        #expect(result.report.totals.purchased + result.report.totals.failed == 4 * 40)
+        // The restarted app relaunched its devices: a terminate, then a launch and new attachments.
+        let log = try PartitionReader(directory: run.runDirectory.appendingPathComponent("log"), partition: "queue").records()
+        let events = try log.map { try EventCodec.decodeEvent($0.payload).event }
+        let terminated = events.filter { if case .appTerminated(let device) = $0 { device == "device-0001" } else { false } }
+        #expect(!terminated.isEmpty)
+    }
+
+    @Test("A queue that dies ends the run with an error naming it")
+    func queueKilled() throws {
+        let run = try BackgroundRun(topologyText: Self.topology(devices: 2, purchases: 200, transport: "ipc", thinkMilliseconds: 50))
+        let deadline = Date().addingTimeInterval(20)
+        var queue: Int32?
+        while queue == nil && Date() < deadline {
+            usleep(100_000)
+            queue = try run.pid(of: "queue")
+        }
+        usleep(500_000)
+        #expect(kill(try #require(queue), SIGKILL) == 0)
+        let result = try #require(try run.wait(seconds: 60), "the run did not end within 60 s")
+        let failure = try #require(result.failure)
+        #expect(failure.contains("queue process 'queue' was killed by signal 9"))
+    }
+}

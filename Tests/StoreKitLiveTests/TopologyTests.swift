@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+@testable import StoreKitLive
+
+@Suite struct TopologyTests {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("Every shipped topology file loads", arguments: ["local.yaml", "tcp.yaml", "multi-host.yaml"])
+    func shippedTopologies(name: String) throws {
+        let topology = try Topology.load(path: Self.repositoryRoot.appendingPathComponent("topology/\(name)").path)
+        #expect(topology.processes.filter { $0.role == .queue }.count == 1)
+        #expect(topology.processes.filter { $0.role == .observer }.flatMap(\.deviceIndices).count == topology.scenario.devices)
+    }
+
+    @Test("The local topology runs over ipc with two observers per device")
+    func localDefaults() throws {
+        let topology = try Topology.load(path: Self.repositoryRoot.appendingPathComponent("topology/local.yaml").path)
+        #expect(topology.queue.eventsEndpoint?.hasPrefix("ipc://") == true)
+        #expect(topology.scenario.apps.observers.count == 2)
+        #expect(topology.curve == nil)
+        #expect(try Topology.load(path: Self.repositoryRoot.appendingPathComponent("topology/multi-host.yaml").path).curve != nil)
+    }
+
+    static let valid = """
+    name: t
+    scenario: {devices: 2}
+    processes:
+      - {name: queue, role: queue, events: "ipc://{run}/e", requests: "ipc://{run}/r"}
+      - {name: store, role: store}
+      - {name: downloader, role: downloader}
+      - {name: apps, role: observer, devices: "1-2"}
+    """
+
+    @Test("Errors name the file, the key and what was expected",
+          arguments: [
+            ("scenario: {devices: 2}\nprocesses: []\nbogus: 1", "bogus", "unknown key"),
+            ("processes: []", "(top level)", "missing key 'scenario'"),
+            (valid.replacingOccurrences(of: "devices: 2}", with: "devices: two}"), "scenario.devices", "expected a whole number"),
+            (valid.replacingOccurrences(of: "role: store", with: "role: shop"), "processes[1].role", "expected one of queue, store, downloader, observer"),
+            (valid.replacingOccurrences(of: "\"1-2\"", with: "\"1-1\""), "processes", "device 2 of 2 is hosted by no observer"),
+            (valid.replacingOccurrences(of: "\"1-2\"", with: "\"1-5\""), "processes[3].devices", "within 1-2"),
+            (valid.replacingOccurrences(of: "ipc://{run}/e", with: "http://x"), "processes[0].events", "ipc:// or tcp://"),
+            (valid.replacingOccurrences(of: "{name: store, role: store}", with: "{name: queue, role: store}"), "processes[1].name", "used twice"),
+            (valid.replacingOccurrences(of: "  - {name: downloader, role: downloader}\n", with: ""), "processes", "role downloader"),
+            ("name: [unclosed", "(top level)", "not valid YAML"),
+          ])
+    func errors(text: String, keyPath: String, fragment: String) {
+        let error = #expect(throws: TopologyError.self) { _ = try Topology.parse(text, file: "bad.yaml") }
+        let message = error?.description ?? ""
+        #expect(message.hasPrefix("bad.yaml: \(keyPath):"), "\(message)")
+        #expect(message.contains(fragment), "\(message)")
+    }
+
+    @Test("A missing file is a clear error")
+    func missingFile() {
+        let error = #expect(throws: TopologyError.self) { _ = try Topology.load(path: "/nonexistent/topology.yaml") }
+        #expect(error?.description.contains("cannot read the file") == true)
+    }
+}
