@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import StoreKitLive
 import StoreKitModel
 import StoreKitSimulation
 
@@ -8,7 +9,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmarks, each printed beside a baseline measured in the same run.",
-        subcommands: [LogBench.self])
+        subcommands: [LogBench.self, BusBench.self])
 
     static func warnIfDebug() {
         #if DEBUG
@@ -165,5 +166,46 @@ enum ProjectionBenchmark {
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
               let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return -1 }
         return kilobytes / 1024
+    }
+}
+
+struct BusBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bus",
+        abstract: "Purchase lifecycles per second through real queue and store processes, beside raw libzmq PUB/SUB.")
+
+    @Option(help: "Seconds of load per transport.") var seconds: Double = 4
+    @Option(help: "Lifecycles in flight at once.") var inFlight = 2_000
+    @Option(help: "Transports to measure, comma-separated.") var transports = "ipc,tcp"
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() async throws {
+        BenchCommand.warnIfDebug()
+        var configuration = BusBenchmark.Configuration(executable: currentExecutable(), directory: URL(fileURLWithPath: "/tmp", isDirectory: true))
+        configuration.seconds = seconds
+        configuration.inFlight = inFlight
+        let results = try BusBenchmark.run(configuration, transports: transports.split(separator: ",").map(String.init))
+        if json {
+            printLine(JSONValue.object([
+                ("busMessagesPerLifecycle", .double(BusBenchmark.Measurement.busMessagesPerLifecycle)),
+                ("transports", .array(results.map { result in
+                    .object([("transport", .string(result.transport)), ("lifecycles", .int(result.lifecycles)),
+                             ("seconds", .double(result.seconds)), ("lifecyclesPerSecond", .double(result.lifecyclesPerSecond.rounded())),
+                             ("latencyP50Microseconds", .double(result.latencyMicroseconds.p50.rounded())),
+                             ("latencyP99Microseconds", .double(result.latencyMicroseconds.p99.rounded())),
+                             ("latencyP999Microseconds", .double(result.latencyMicroseconds.p999.rounded())),
+                             ("averageEventBytes", .double(result.averageEventBytes.rounded())),
+                             ("rawMessagesPerSecond", .double(result.rawMessagesPerSecond.rounded())),
+                             ("ratioToBaseline", .double((result.ratioToBaseline * 1000).rounded() / 1000))])
+                })),
+            ]).serialized())
+            return
+        }
+        for result in results {
+            printLine(String(format: "%@: %.0f lifecycles/s (%d in %.2f s), latency p50 %.0f µs p99 %.0f µs p99.9 %.0f µs; raw PUB/SUB %.0f msgs/s of %.0f bytes; ratio to baseline %.3f (× %.0f bus messages per lifecycle)",
+                             result.transport, result.lifecyclesPerSecond, result.lifecycles, result.seconds,
+                             result.latencyMicroseconds.p50, result.latencyMicroseconds.p99, result.latencyMicroseconds.p999,
+                             result.rawMessagesPerSecond, result.averageEventBytes, result.ratioToBaseline, BusBenchmark.Measurement.busMessagesPerLifecycle))
+        }
     }
 }

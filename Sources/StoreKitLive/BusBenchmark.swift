@@ -1,0 +1,225 @@
+import Bus
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+import ZeroMQ
+
+/// `sksim bench bus`: whole purchase lifecycles (addPayment → purchased → finished →
+/// removed) through a real queue process and a real store process, driven from this
+/// process, beside raw libzmq PUB/SUB throughput measured in the same run.
+public enum BusBenchmark {
+    public struct Configuration: Sendable {
+        public var executable: URL
+        public var directory: URL
+        public var seconds: Double = 4
+        public var devices = 100
+        /// Lifecycles in flight at once (a closed loop).
+        public var inFlight = 2_000
+        public var rawMessages = 400_000
+        public init(executable: URL, directory: URL) {
+            self.executable = executable
+            self.directory = directory
+        }
+    }
+
+    public struct Measurement: Sendable {
+        public var transport: String
+        public var lifecycles: Int
+        public var seconds: Double
+        public var lifecyclesPerSecond: Double
+        public var latencyMicroseconds: (p50: Double, p99: Double, p999: Double)
+        public var averageEventBytes: Double
+        public var rawMessagesPerSecond: Double
+        /// Commands (3), their acknowledgements (3) and events (3) to each of the two subscribers.
+        public static let busMessagesPerLifecycle = 12.0
+        public var ratioToBaseline: Double { lifecyclesPerSecond * Self.busMessagesPerLifecycle / rawMessagesPerSecond }
+    }
+
+    public static func run(_ configuration: Configuration, transports: [String] = ["ipc", "tcp"]) throws -> [Measurement] {
+        try transports.map { try measure(transport: $0, configuration) }
+    }
+
+    private static func endpoints(_ transport: String, _ directory: URL, offset: Int) -> (String, String) {
+        if transport == "tcp" {
+            let port = 30_000 + Int(getpid() % 15_000) * 2 + offset * 4
+            return ("tcp://127.0.0.1:\(port)", "tcp://127.0.0.1:\(port + 1)")
+        }
+        return ("ipc://\(directory.path)/e\(offset).ipc", "ipc://\(directory.path)/r\(offset).ipc")
+    }
+
+    private static func measure(transport: String, _ configuration: Configuration) throws -> Measurement {
+        let directory = configuration.directory.appendingPathComponent("bus-\(transport)-\(getpid())", isDirectory: true)
+        try? FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (events, requests) = endpoints(transport, directory, offset: 0)
+        let topologyText = """
+        name: bench-\(transport)
+        seed: 1
+        durability: group
+        heartbeatMilliseconds: 250
+        scenario:
+          devices: 1
+          purchasesPerDevice: 0
+          store: {failureProbability: 0, deferralProbability: 0, cancellationProbability: 0, latencyMilliseconds: {minimum: 0, mean: 0}}
+        processes:
+          - {name: queue, role: queue, events: "\(events)", requests: "\(requests)"}
+          - {name: store, role: store}
+          - {name: downloader, role: downloader}
+          - {name: apps, role: observer, devices: "1-1"}
+        """
+        let topologyPath = directory.appendingPathComponent("bench.yaml").path
+        try topologyText.write(toFile: topologyPath, atomically: true, encoding: .utf8)
+        var children: [Process] = []
+        defer {
+            for child in children where child.isRunning { child.terminate() }
+            for child in children { child.waitUntilExit() }
+        }
+        for name in ["queue", "store"] {
+            let process = Process()
+            process.executableURL = configuration.executable
+            process.arguments = [name, "--topology", topologyPath, "--name", name, "--run-directory", directory.path]
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            children.append(process)
+            if name == "queue" { usleep(300_000) }
+        }
+
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let subscriber = try EventSubscriber(context: context, configuration: EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests))
+        let sender = try CommandSender(context: context, configuration: {
+            var value = CommandSenderConfiguration(origin: "bench.\(getpid())", requestsEndpoint: requests)
+            value.window = configuration.inFlight * 2 + 1_000
+            return value
+        }())
+        defer {
+            subscriber.close()
+            sender.close()
+        }
+        let devices = (0..<configuration.devices).map { "bench-\($0)" }
+        for device in devices {
+            try sender.submit(.registerDevice(device: device, account: "account-\(device)"))
+            try sender.submit(.launchApp(device: device))
+            try sender.submit(.attachObserver(device: device, observer: "bench"))
+        }
+        var started: [TransactionKey: Int64] = [:]
+        var submittedAt: [Int64] = []
+        var submittedHead = 0
+        var latencies: [Int64] = []
+        latencies.reserveCapacity(1 << 20)
+        var eventBytes = 0
+        var eventCount = 0
+        var nextDevice = 0
+        var inFlight = 0
+        var measuring = false
+        var measureStart: Int64 = 0
+        var completed = 0
+        let warmUp = LiveClock.monotonicNanoseconds() + 500_000_000
+        let end = warmUp + Int64(configuration.seconds * 1e9)
+        let product = "com.example.sksim.coins.small"
+        while true {
+            let now = LiveClock.monotonicNanoseconds()
+            if now > end { break }
+            if !measuring && now >= warmUp {
+                measuring = true
+                measureStart = now
+                completed = 0
+            }
+            while inFlight < configuration.inFlight && sender.hasCapacity {
+                try sender.submit(.addPayment(device: devices[nextDevice], payment: Payment(productIdentifier: product)))
+                submittedAt.append(now)
+                nextDevice = (nextDevice + 1) % devices.count
+                inFlight += 1
+            }
+            for completion in try sender.poll(timeout: .zero) {
+                if case .failed(_, let error) = completion { throw RoleProcessError("bench: \(error)") }
+            }
+            for record in try subscriber.receiveRecords(timeout: .milliseconds(1)) {
+                eventBytes += record.payload.count + 24
+                eventCount += 1
+                let recorded = try record.decoded()
+                switch recorded.event {
+                case .transactionAdded(let key, _):
+                    // Payments reach the queue in the order sent (one connection), so the
+                    // oldest unmatched send is this transaction's.
+                    if submittedHead < submittedAt.count {
+                        started[key] = submittedAt[submittedHead]
+                        submittedHead += 1
+                        if submittedHead > 65_536 {
+                            submittedAt.removeFirst(submittedHead)
+                            submittedHead = 0
+                        }
+                    }
+                case .transactionPurchased(let key, _, _, _):
+                    try sender.submit(.finishTransaction(key))
+                case .transactionFinished(let key):
+                    inFlight -= 1
+                    if let start = started.removeValue(forKey: key), measuring {
+                        latencies.append(LiveClock.monotonicNanoseconds() - start)
+                        completed += 1
+                    }
+                default:
+                    break
+                }
+            }
+        }
+        let seconds = Double(LiveClock.monotonicNanoseconds() - measureStart) / 1e9
+        latencies.sort()
+        func percentile(_ fraction: Double) -> Double {
+            guard !latencies.isEmpty else { return 0 }
+            return Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * fraction))]) / 1_000
+        }
+        let averageBytes = eventCount > 0 ? Double(eventBytes) / Double(eventCount) : 128
+        let raw = try rawPublishSubscribe(transport: transport, directory: directory, messages: configuration.rawMessages,
+                                          bytes: Int(averageBytes.rounded()))
+        return Measurement(transport: transport, lifecycles: completed, seconds: seconds,
+                           lifecyclesPerSecond: Double(completed) / seconds,
+                           latencyMicroseconds: (percentile(0.5), percentile(0.99), percentile(0.999)),
+                           averageEventBytes: averageBytes, rawMessagesPerSecond: raw)
+    }
+
+    /// Raw libzmq: one PUB thread, one SUB, no high-water mark, messages of `bytes` bytes.
+    static func rawPublishSubscribe(transport: String, directory: URL, messages: Int, bytes: Int) throws -> Double {
+        let (endpoint, _) = endpoints(transport, directory, offset: 1)
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let publisher = try context.socket(.publisher)
+        let subscriber = try context.socket(.subscriber)
+        defer {
+            publisher.close()
+            subscriber.close()
+        }
+        try publisher.set(.sendHighWaterMark, 0)
+        try subscriber.set(.receiveHighWaterMark, 0)
+        try publisher.bind(endpoint)
+        try subscriber.subscribe(to: "")
+        try subscriber.connect(try publisher.lastEndpoint)
+        let payload = [UInt8](repeating: 7, count: max(1, bytes))
+        // Wait for the subscription to reach the publisher (the slow-joiner problem).
+        var joined = false
+        for _ in 0..<200 where !joined {
+            try publisher.send([[1]])
+            joined = try subscriber.receive(timeout: .milliseconds(10)) != nil
+        }
+        while try subscriber.receive(timeout: .milliseconds(20)) != nil {}
+        let box = SocketBox(publisher)
+        let sent = DispatchSemaphore(value: 0)
+        let sending = Thread {
+            for _ in 0..<messages { _ = try? box.socket.send([payload]) }
+            sent.signal()
+        }
+        let start = LiveClock.monotonicNanoseconds()
+        sending.start()
+        var received = 0
+        while received < messages, try subscriber.receive(timeout: .seconds(2)) != nil { received += 1 }
+        let seconds = Double(LiveClock.monotonicNanoseconds() - start) / 1e9
+        _ = sent.wait(timeout: .now() + 10)  // The publisher is closed only once its thread is done.
+        return Double(received) / seconds
+    }
+
+    private final class SocketBox: @unchecked Sendable {
+        let socket: Socket
+        init(_ socket: Socket) { self.socket = socket }
+    }
+}
