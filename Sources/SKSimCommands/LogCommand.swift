@@ -79,10 +79,18 @@ struct LogCommand: AsyncParsableCommand {
         }
 
         static func text(_ recorded: RecordedEvent) -> String {
-            let seconds = String(format: "%10.3f", Double(recorded.timestamp) / 1e9)
             let command = recorded.commandID.map { " (\($0))" } ?? ""
-            return "#\(recorded.sequence) \(seconds)s \(recorded.event)\(command)"
+            return "#\(recorded.sequence) \(LogCommand.time(recorded.timestamp)) \(recorded.event)\(command)"
         }
+    }
+
+    /// Simulated runs count from 0; live runs log wall-clock time, shown as UTC.
+    static func time(_ nanoseconds: Int64) -> String {
+        guard nanoseconds > 1_000_000_000_000_000 else { return String(format: "%10.3fs", Double(nanoseconds) / 1e9) }
+        let date = Date(timeIntervalSince1970: Double(nanoseconds) / 1e9)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
     }
 
     struct Project: AsyncParsableCommand {
