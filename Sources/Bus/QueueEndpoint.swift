@@ -465,7 +465,4 @@ struct FirstInFirstOut<Element> {
             head = 0
         }
     }
-
-    /// Elements in order, oldest first.
-    var all: ArraySlice<Element> { elements[head...] }
 }

@@ -1,0 +1,230 @@
+"""The bus wire format, proven from another language (docs/wire-format.md).
+
+Starts a real `sksim queue` process, then, with pyzmq and nothing of the Swift code:
+catches up on the log with FETCH, subscribes to live events, sends one valid command
+and two invalid ones, and decodes everything by hand.
+"""
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+try:
+    import zmq
+except ImportError:  # scripts/setup installs pyzmq; say so plainly if it could not.
+    zmq = None
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def varint(value):
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def zigzag(value):
+    return varint((value << 1) ^ (value >> 63) if value >= 0 else ((value << 1) ^ -1) & 0xFFFFFFFFFFFFFFFF)
+
+
+def string(text):
+    data = text.encode("utf-8")
+    return varint(len(data)) + data
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.offset = data, 0
+
+    def byte(self):
+        value = self.data[self.offset]
+        self.offset += 1
+        return value
+
+    def varint(self):
+        result, shift = 0, 0
+        while True:
+            byte = self.byte()
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return result
+            shift += 7
+
+    def string(self):
+        length = self.varint()
+        value = self.data[self.offset:self.offset + length].decode("utf-8")
+        self.offset += length
+        return value
+
+    def at_end(self):
+        return self.offset == len(self.data)
+
+
+def decode_event(payload):
+    """Returns (command id or None, event name, fields) for the tags this test meets."""
+    reader = Reader(payload)
+    assert reader.byte() == 1, "event format version"
+    command_id = (reader.string(), reader.varint()) if reader.byte() == 1 else None
+    tag = reader.byte()
+    if tag == 1:
+        fields = {"seed": reader.varint(), "scenario": reader.string()}
+        name = "runStarted"
+    elif tag == 2:
+        fields = {"device": reader.string(), "account": reader.string()}
+        name = "deviceRegistered"
+    elif tag == 24:
+        fields = {"device": reader.string(), "command": reader.string(), "code": reader.byte(), "message": reader.string()}
+        name = "commandRejected"
+    else:
+        raise AssertionError("unexpected event tag %d" % tag)
+    assert reader.at_end(), "trailing bytes after %s" % name
+    return command_id, name, fields
+
+
+def command(origin, number, tag, body):
+    return bytes([1, 1]) + string(origin) + varint(number) + bytes([tag]) + body
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@unittest.skipIf(zmq is None, "pyzmq is not installed (scripts/setup installs it)")
+class WireFormatTest(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.mkdtemp(prefix="sksim-wire-")
+        events, requests = free_port(), free_port()
+        self.events = "tcp://127.0.0.1:%d" % events
+        self.requests = "tcp://127.0.0.1:%d" % requests
+        topology = os.path.join(self.directory, "wire.yaml")
+        with open(topology, "w") as file:
+            file.write(
+                "name: wire\nseed: 4711\nscenario: {devices: 1}\nprocesses:\n"
+                '  - {name: queue, role: queue, events: "%s", requests: "%s"}\n'
+                "  - {name: store, role: store}\n  - {name: downloader, role: downloader}\n"
+                '  - {name: apps, role: observer, devices: "1-1"}\n' % (self.events, self.requests))
+        binary = os.environ.get("SKSIM") or os.path.join(ROOT, ".build", "debug", "sksim")
+        self.assertTrue(os.access(binary, os.X_OK), "build sksim first (swift build), or set SKSIM")
+        self.queue_log = open(os.path.join(self.directory, "queue.log"), "w")
+        self.queue = subprocess.Popen(
+            [binary, "queue", "--topology", topology, "--name", "queue", "--run-directory", self.directory],
+            stderr=self.queue_log)
+        self.context = zmq.Context()
+        self.dealer = self.context.socket(zmq.DEALER)
+        self.dealer.linger = 0
+        self.dealer.connect(self.requests)
+        self.subscriber = self.context.socket(zmq.SUB)
+        self.subscriber.linger = 0
+        self.subscriber.setsockopt(zmq.SUBSCRIBE, b"evt.")
+        self.subscriber.setsockopt(zmq.SUBSCRIBE, b"hb")
+        self.subscriber.connect(self.events)
+
+    def tearDown(self):
+        self.dealer.close()
+        self.subscriber.close()
+        self.context.term()
+        if self.queue.poll() is None:
+            self.queue.send_signal(signal.SIGTERM)
+            self.queue.wait(timeout=10)
+        self.queue_log.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def request(self, frames, timeout_ms=5000):
+        self.dealer.send_multipart(frames)
+        self.assertTrue(self.dealer.poll(timeout_ms), "no reply to %r within %d ms" % (frames[0], timeout_ms))
+        return self.dealer.recv_multipart()
+
+    def wait_for_queue(self):
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            self.dealer.send_multipart([b"PING"])
+            if self.dealer.poll(200):
+                reply = self.dealer.recv_multipart()
+                self.assertEqual(reply[0], b"PONG")
+                return
+        self.fail("the queue did not answer PING within 15 s")
+
+    def next_event(self, timeout_ms=5000):
+        deadline = time.time() + timeout_ms / 1000
+        while time.time() < deadline:
+            if not self.subscriber.poll(100):
+                continue
+            topic, header, payload = self.subscriber.recv_multipart()
+            version, kind, sequence, timestamp = struct.unpack_from("<BB6xQq", header)
+            self.assertEqual(version, 1)
+            if kind == 2:  # heartbeat
+                self.assertEqual(topic, b"hb")
+                continue
+            self.assertEqual(kind, 1)
+            return topic, sequence, decode_event(payload)
+        self.fail("no event within %d ms" % timeout_ms)
+
+    def test_catch_up_subscribe_and_send_commands(self):
+        self.wait_for_queue()
+
+        # Catch up from the log: the run's first record records the seed.
+        batch = self.request([b"FETCH", struct.pack("<QI", 1, 100)])
+        self.assertEqual(batch[0], b"BATCH")
+        first, count, published = struct.unpack("<QIQ", batch[1])
+        self.assertEqual((first, count), (1, 1))
+        self.assertGreaterEqual(published, 1)
+        version, kind, sequence, _ = struct.unpack_from("<BB6xQq", batch[2])
+        self.assertEqual((version, kind, sequence), (1, 1, 1))
+        _, name, fields = decode_event(batch[2][24:])
+        self.assertEqual((name, fields["seed"]), ("runStarted", 4711))
+
+        # A valid command: registerDevice("py-device", "py-account") as ("py", 1).
+        time.sleep(0.3)  # let the subscription reach the publisher (ZeroMQ's slow joiner)
+        acknowledgement = self.request([b"CMD", command("py", 1, 1, string("py-device") + string("py-account"))])
+        self.assertEqual(acknowledgement[0], b"ACK")
+        self.assertEqual(acknowledgement[1], b"\x00", acknowledgement[5])  # accepted
+        self.assertEqual(acknowledgement[2], b"py")
+        self.assertEqual(struct.unpack("<Q", acknowledgement[3])[0], 1)
+        last_sequence = struct.unpack("<Q", acknowledgement[4])[0]
+        topic, sequence, (command_id, name, fields) = self.next_event()
+        self.assertEqual(topic, b"evt.py-device")
+        self.assertEqual(sequence, last_sequence)
+        self.assertEqual(command_id, ("py", 1))
+        self.assertEqual((name, fields["device"], fields["account"]), ("deviceRegistered", "py-device", "py-account"))
+
+        # Sent again with the same id: a duplicate, no effect.
+        again = self.request([b"CMD", command("py", 1, 1, string("py-device") + string("py-account"))])
+        self.assertEqual(again[1], b"\x02")
+
+        # An invalid command: a payment for a device that is not registered is rejected,
+        # and the rejection is logged and published.
+        payment = string("ghost") + string("com.example.sksim.coins.small") + zigzag(1) + b"\x00" + b"\x00"
+        rejected = self.request([b"CMD", command("py", 2, 7, payment)])
+        self.assertEqual(rejected[1], b"\x01")
+        self.assertIn("not registered", rejected[5].decode())
+        _, _, (_, name, fields) = self.next_event()
+        self.assertEqual((name, fields["command"], fields["code"]), ("commandRejected", "addPayment", 7))
+
+        # Garbage is malformed: answered, never logged.
+        garbage = self.request([b"CMD", b"\x01\x01\xff"])
+        self.assertEqual(garbage[1], b"\x03")
+        self.assertTrue(garbage[5].startswith(b"undecodablePayload") or garbage[5].startswith(b"malformedBody"), garbage[5])
+        pong = self.request([b"PING"])
+        self.assertEqual(struct.unpack("<Q", pong[2])[0], last_sequence + 1)  # only the rejection was added
+
+        # The queue stops cleanly on SIGTERM.
+        self.queue.send_signal(signal.SIGTERM)
+        self.assertEqual(self.queue.wait(timeout=10), 0)
+
+
+if __name__ == "__main__":
+    result = unittest.main(exit=False, verbosity=2).result
+    failed = len(result.failures) + len(result.errors)
+    print("wire-format: %d passed, %d failed, %d skipped" % (result.testsRun - failed - len(result.skipped), failed, len(result.skipped)))
+    sys.exit(1 if failed else 0)
