@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+
+/// The `sksim` command line as a user runs it: a real process, its output and exit code.
+@Suite(.serialized) struct CommandLineTests {
+    struct Outcome {
+        var status: Int32
+        var output: String
+        var error: String
+    }
+
+    static func sksim(_ arguments: [String], in directory: URL? = nil) throws -> Outcome {
+        let process = Process()
+        process.executableURL = try LiveRunTests.executable()
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = directory }
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Outcome(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+                       error: String(decoding: errorData, as: UTF8.self))
+    }
+
+    final class Scratch {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-cli-\(UUID().uuidString.prefix(8))")
+        init() { try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
+        deinit { try? FileManager.default.removeItem(at: url) }
+        func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+    }
+
+    @Test("simulate --json prints the documented fields and exits 0")
+    func simulateJSON() throws {
+        let scratch = Scratch()
+        let outcome = try Self.sksim(["simulate", "--devices", "3", "--purchases-per-device", "2", "--seed", "8", "--out", scratch.path("run"), "--json"])
+        #expect(outcome.status == 0, "\(outcome.error)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(outcome.output.utf8)) as? [String: Any])
+        #expect(object["seed"] as? Int == 8)
+        #expect((object["events"] as? Int ?? 0) > 0)
+        let transactions = try #require(object["transactions"] as? [String: Int])
+        #expect(Set(transactions.keys).isSuperset(of: ["purchased", "failed", "restored", "deferred", "finished", "pending"]))
+        #expect(Set((object["downloads"] as? [String: Int] ?? [:]).keys) == ["finished", "failed", "cancelled"])
+        #expect((object["violations"] as? [Any])?.isEmpty == true)
+        #expect(object["logDirectory"] as? String == scratch.path("run") + "/log")
+    }
+
+    @Test("simulate exits 1 and lists violations when an observer loses content (R-D3)")
+    func simulateViolation() throws {
+        let scratch = Scratch()
+        let outcome = try Self.sksim(["simulate", "--devices", "4", "--purchases-per-device", "10", "--seed", "13",
+                                      "--observers", "finishBeforeDownloads", "--out", scratch.path("run")])
+        #expect(outcome.status == 1)
+        #expect(outcome.output.contains("[R-D3]"))
+    }
+
+    @Test("log verify names the damaged file and byte offset; repair refuses damage in the middle")
+    func verifyDamage() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "2", "--seed", "3", "--out", scratch.path("run")]).status == 0)
+        #expect(try Self.sksim(["log", "verify", scratch.path("run")]).status == 0)
+        let partition = URL(fileURLWithPath: scratch.path("run/log/queue"))
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: partition.path).first { $0.hasSuffix(".segment") })
+        let file = partition.appendingPathComponent(segment)
+        var bytes = try Data(contentsOf: file)
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: file)
+        let verify = try Self.sksim(["log", "verify", scratch.path("run")])
+        #expect(verify.status != 0)
+        #expect((verify.output + verify.error).contains(segment))
+        #expect((verify.output + verify.error).contains("offset"))
+        let repair = try Self.sksim(["log", "repair", scratch.path("run")])
+        #expect(repair.status != 0)
+        #expect(try Data(contentsOf: file) == bytes)  // Nothing changed.
+    }
+
+    @Test("log repair truncates a torn tail and says what it dropped; the log is then intact")
+    func repairTornTail() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "2", "--seed", "4", "--out", scratch.path("run")]).status == 0)
+        let partition = URL(fileURLWithPath: scratch.path("run/log/queue"))
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: partition.path).first { $0.hasSuffix(".segment") })
+        let handle = try FileHandle(forWritingTo: partition.appendingPathComponent(segment))
+        let size = try handle.seekToEnd()
+        try handle.truncate(atOffset: size - 5)
+        try handle.close()
+        #expect(try Self.sksim(["log", "verify", scratch.path("run")]).status != 0)
+        let repair = try Self.sksim(["log", "repair", scratch.path("run")])
+        #expect(repair.status == 0, "\(repair.error)")
+        #expect(repair.output.contains("dropped") || repair.output.contains("truncat"))
+        #expect(try Self.sksim(["log", "verify", scratch.path("run")]).status == 0)
+    }
+
+    @Test("log cat --json prints one JSON object per event; log project --at folds to that sequence")
+    func catAndProject() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "2", "--seed", "5", "--out", scratch.path("run")]).status == 0)
+        let cat = try Self.sksim(["log", "cat", scratch.path("run"), "--json", "--from", "3"])
+        let lines = cat.output.split(separator: "\n")
+        #expect(!lines.isEmpty)
+        let first = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        #expect(first["sequence"] as? Int == 3)
+        #expect(first["type"] is String)
+        let project = try Self.sksim(["log", "project", scratch.path("run"), "--at", "10", "--json"])
+        let state = try #require(try JSONSerialization.jsonObject(with: Data(project.output.utf8)) as? [String: Any])
+        #expect(state["sequence"] as? Int == 10)
+    }
+
+    @Test("Bad input gets a clear error and a non-zero exit", arguments: [
+        (["simulate", "--catalog", "/nonexistent.storekit"], "/nonexistent.storekit"),
+        (["simulate", "--devices", "0"], "devices"),
+        (["simulate", "--observers", "psychic"], "unknown observer behaviour 'psychic'"),
+        (["run", "/nonexistent/topology.yaml"], "cannot read the file"),
+        (["log", "verify", "/nonexistent-log"], "not a directory"),
+        (["store", "--name", "queue"], "'queue' is a queue"),
+    ])
+    func badInput(arguments: [String], fragment: String) throws {
+        let outcome = try Self.sksim(arguments, in: TopologyTests.repositoryRoot)
+        #expect(outcome.status != 0)
+        #expect(outcome.error.contains(fragment), "\(outcome.error)")
+        #expect(!outcome.error.contains("Fatal error"))
+    }
+}
