@@ -138,6 +138,7 @@ public final class CommandSender {
         outstanding[nextNumber] = Outstanding(
             payload: payload, firstSent: now, nextAttempt: now + configuration.retryInterval,
             interval: configuration.retryInterval, attempts: 1)
+        nextRetryScan = min(nextRetryScan, now + configuration.retryInterval)
         nextNumber += 1
         return command.id
     }
@@ -190,6 +191,7 @@ public final class CommandSender {
                 // The queue is alive but could not take it now: retry on the usual schedule.
                 pending.nextAttempt = min(pending.nextAttempt, .now + pending.interval)
                 outstanding[commandID.number] = pending
+                nextRetryScan = min(nextRetryScan, pending.nextAttempt)
                 continue
             }
             outstanding[commandID.number] = nil
@@ -200,10 +202,15 @@ public final class CommandSender {
     private func retryOverdue(into completions: inout [CommandCompletion]) throws(ZeroMQError) {
         let now = ContinuousClock.now
         guard now >= nextRetryScan, !outstanding.isEmpty else { return }
-        // Scanning at most every few milliseconds keeps a full window cheap.
-        nextRetryScan = now + min(configuration.retryInterval, .milliseconds(5))
+        // The next scan is due when the earliest outstanding attempt is (at least 5 ms on),
+        // so a full window of commands that are acknowledged in time is never scanned.
+        var earliest = now + configuration.maximumRetryInterval
         var expired: [UInt64] = []
-        for (number, pending) in outstanding where pending.nextAttempt <= now {
+        for (number, pending) in outstanding {
+            guard pending.nextAttempt <= now else {
+                earliest = min(earliest, pending.nextAttempt)
+                continue
+            }
             if now - pending.firstSent >= configuration.giveUpAfter {
                 expired.append(number)
                 continue
@@ -214,8 +221,10 @@ public final class CommandSender {
             updated.attempts += 1
             updated.interval = min(updated.interval * 2, configuration.maximumRetryInterval)
             updated.nextAttempt = min(now + updated.interval, pending.firstSent + configuration.giveUpAfter)
+            earliest = min(earliest, updated.nextAttempt)
             outstanding[number] = updated
         }
+        nextRetryScan = max(earliest, now + .milliseconds(5))
         for number in expired.sorted() {
             guard let pending = outstanding.removeValue(forKey: number) else { continue }
             let commandID = CommandID(origin: configuration.origin, number: number)
