@@ -101,7 +101,7 @@ import StoreKitSimulation
 
     @Test("R-Q4: kill -9 of an observer mid-run loses nothing; restarted, it gets its unfinished transactions again")
     func observerKilled() throws {
-        let run = try BackgroundRun(topologyText: Self.topology(devices: 4, purchases: 40, transport: "ipc", thinkMilliseconds: 30))
+        let run = try BackgroundRun(topologyText: Self.topology(devices: 4, purchases: 60, transport: "ipc", thinkMilliseconds: 40))
         let deadline = Date().addingTimeInterval(20)
         var victim: Int32?
         while victim == nil && Date() < deadline {
@@ -109,14 +109,14 @@ import StoreKitSimulation
             victim = try run.pid(of: "observer-1")
         }
         let pid = try #require(victim)
-        usleep(1_500_000)  // Mid-run: purchases are under way.
+        usleep(1_000_000)  // Mid-run: purchases are under way.
         #expect(kill(pid, SIGKILL) == 0)
         let result = try #require(try run.wait(seconds: 120), "the run did not end within 120 s")
         #expect(result.failure == nil)
         #expect(result.restarts["observer-1"] == 1)
         #expect(result.report.pending == 0)
         #expect(result.report.violations.isEmpty)
-        #expect(result.report.totals.purchased + result.report.totals.failed == 4 * 40)
+        #expect(result.report.totals.purchased + result.report.totals.failed == 4 * 60)
         // The restarted app relaunched its devices: a terminate, then a launch and new attachments.
         let log = try PartitionReader(directory: run.runDirectory.appendingPathComponent("log"), partition: "queue").records()
         let events = try log.map { try EventCodec.decodeEvent($0.payload).event }
