@@ -59,7 +59,8 @@ struct LogCommand: AsyncParsableCommand {
 
         func run() async throws {
             let url = try LogCommand.logDirectory(directory)
-            for name in try partition.map { [$0] } ?? LogCommand.partitions(url) {
+            let names = try partition.map { [$0] } ?? LogCommand.partitions(url)
+            for name in names {
                 let reader = try PartitionReader(directory: url, partition: name)
                 var output = ""
                 let summary = try reader.forEachRecord(from: from) { view in

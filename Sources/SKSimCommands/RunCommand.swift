@@ -44,6 +44,8 @@ struct RunCommand: AsyncParsableCommand {
         options.maximumRestarts = maximumRestarts
         var logger = Logger(label: "sksim.run")
         logger[metadataKey: "topology"] = "\(loaded.name)"
+        // On a terminal the progress line tells the story; info lines would break it up.
+        if options.showProgress && logger.logLevel > .debug { logger.logLevel = .warning }
         let supervisor = Supervisor(topology: loaded, topologyPath: URL(fileURLWithPath: topology).path, runDirectory: directory.standardizedFileURL,
                                     executable: currentExecutable(), options: options, logger: logger)
         let result: Supervisor.Result

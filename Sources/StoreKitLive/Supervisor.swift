@@ -73,7 +73,11 @@ public final class Supervisor {
         process.arguments = [specification.role.rawValue, "--topology", topologyPath, "--name", specification.name,
                              "--run-directory", runDirectory.path]
         let logFile = runDirectory.appendingPathComponent("\(specification.name).log")
-        if !FileManager.default.fileExists(atPath: logFile.path) { FileManager.default.createFile(atPath: logFile.path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: logFile.path) {
+            guard FileManager.default.createFile(atPath: logFile.path, contents: nil) else {
+                throw Failure.startFailed("cannot create \(logFile.path); check that the run directory is writable")
+            }
+        }
         let handle = try FileHandle(forWritingTo: logFile)
         try handle.seekToEnd()
         process.standardError = handle
