@@ -124,6 +124,10 @@ public final class Supervisor {
 
     public func run() throws -> Result {
         let start = LiveClock.monotonicNanoseconds()
+        let localHosts: Set<String> = ["localhost", "127.0.0.1", "::1", ProcessInfo.processInfo.hostName]
+        if let remote = topology.processes.first(where: { !localHosts.contains($0.host) }) {
+            throw Failure.startFailed("process '\(remote.name)' is meant for host \(remote.host), but `sksim run` starts every process on this machine; on each host run `sksim \(remote.role.rawValue) --topology \(topologyPath) --name \(remote.name)` (see docs/topology.md)")
+        }
         try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
         let queueSpecification = topology.queue
         let events = topology.resolved(queueSpecification.eventsEndpoint!, runDirectory: runDirectory)

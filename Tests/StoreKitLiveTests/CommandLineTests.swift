@@ -116,6 +116,7 @@ import Testing
         (["run", "/nonexistent/topology.yaml"], "cannot read the file"),
         (["log", "verify", "/nonexistent-log"], "not a directory"),
         (["store", "--name", "queue"], "'queue' is a queue"),
+        (["run", "topology/multi-host.yaml"], "is meant for host 10.0.0.1"),
     ])
     func badInput(arguments: [String], fragment: String) throws {
         let outcome = try Self.sksim(arguments, in: TopologyTests.repositoryRoot)
