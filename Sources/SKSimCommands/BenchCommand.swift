@@ -177,6 +177,7 @@ struct BusBench: AsyncParsableCommand {
     @Option(help: "Seconds of load per transport.") var seconds: Double = 4
     @Option(help: "Lifecycles in flight at once.") var inFlight = 2_000
     @Option(help: "Transports to measure, comma-separated.") var transports = "ipc,tcp"
+    @Option(help: "App-side load drivers (threads, each with its own connections).") var drivers = 1
     @Flag(help: "Print one JSON object.") var json = false
 
     func run() async throws {
@@ -184,10 +185,11 @@ struct BusBench: AsyncParsableCommand {
         var configuration = BusBenchmark.Configuration(executable: currentExecutable(), directory: URL(fileURLWithPath: "/tmp", isDirectory: true))
         configuration.seconds = seconds
         configuration.inFlight = inFlight
+        configuration.drivers = max(1, drivers)
         let results = try BusBenchmark.run(configuration, transports: transports.split(separator: ",").map(String.init))
         if json {
             printLine(JSONValue.object([
-                ("busMessagesPerLifecycle", .double(BusBenchmark.Measurement.busMessagesPerLifecycle)),
+                ("drivers", .int(drivers)),
                 ("transports", .array(results.map { result in
                     .object([("transport", .string(result.transport)), ("lifecycles", .int(result.lifecycles)),
                              ("seconds", .double(result.seconds)), ("lifecyclesPerSecond", .double(result.lifecyclesPerSecond.rounded())),
@@ -196,6 +198,7 @@ struct BusBench: AsyncParsableCommand {
                              ("latencyP999Microseconds", .double(result.latencyMicroseconds.p999.rounded())),
                              ("averageEventBytes", .double(result.averageEventBytes.rounded())),
                              ("rawMessagesPerSecond", .double(result.rawMessagesPerSecond.rounded())),
+                             ("busMessagesPerLifecycle", .double(result.busMessagesPerLifecycle)),
                              ("ratioToBaseline", .double((result.ratioToBaseline * 1000).rounded() / 1000))])
                 })),
             ]).serialized())
@@ -205,7 +208,7 @@ struct BusBench: AsyncParsableCommand {
             printLine(String(format: "%@: %.0f lifecycles/s (%d in %.2f s), latency p50 %.0f µs p99 %.0f µs p99.9 %.0f µs; raw PUB/SUB %.0f msgs/s of %.0f bytes; ratio to baseline %.3f (× %.0f bus messages per lifecycle)",
                              result.transport, result.lifecyclesPerSecond, result.lifecycles, result.seconds,
                              result.latencyMicroseconds.p50, result.latencyMicroseconds.p99, result.latencyMicroseconds.p999,
-                             result.rawMessagesPerSecond, result.averageEventBytes, result.ratioToBaseline, BusBenchmark.Measurement.busMessagesPerLifecycle))
+                             result.rawMessagesPerSecond, result.averageEventBytes, result.ratioToBaseline, result.busMessagesPerLifecycle))
         }
     }
 }

@@ -16,6 +16,8 @@ public enum BusBenchmark {
         /// Lifecycles in flight at once (a closed loop).
         public var inFlight = 2_000
         public var rawMessages = 400_000
+        /// App-side load drivers, one thread each.
+        public var drivers = 1
         public init(executable: URL, directory: URL) {
             self.executable = executable
             self.directory = directory
@@ -30,9 +32,11 @@ public enum BusBenchmark {
         public var latencyMicroseconds: (p50: Double, p99: Double, p999: Double)
         public var averageEventBytes: Double
         public var rawMessagesPerSecond: Double
-        /// Commands (3), their acknowledgements (3) and events (3) to each of the two subscribers.
-        public static let busMessagesPerLifecycle = 12.0
-        public var ratioToBaseline: Double { lifecyclesPerSecond * Self.busMessagesPerLifecycle / rawMessagesPerSecond }
+        public var subscribers: Int
+        /// Commands (3), their acknowledgements (3), and events (3) to each subscriber (the
+        /// store and every driver).
+        public var busMessagesPerLifecycle: Double { Double(6 + 3 * subscribers) }
+        public var ratioToBaseline: Double { lifecyclesPerSecond * busMessagesPerLifecycle / rawMessagesPerSecond }
     }
 
     public static func run(_ configuration: Configuration, transports: [String] = ["ipc", "tcp"]) throws -> [Measurement] {
@@ -87,84 +91,32 @@ public enum BusBenchmark {
 
         let context = try ZeroMQContext()
         defer { context.terminate() }
-        let subscriber = try EventSubscriber(context: context, configuration: EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests))
-        let sender = try CommandSender(context: context, configuration: {
-            var value = CommandSenderConfiguration(origin: "bench.\(getpid())", requestsEndpoint: requests)
-            value.window = configuration.inFlight * 2 + 1_000
-            return value
-        }())
-        defer {
-            subscriber.close()
-            sender.close()
+        // Several app-side drivers, each on its own thread with its own connections and
+        // devices: one thread alone saturates a core before the queue does.
+        let drivers = try (0..<configuration.drivers).map { index in
+            try Driver(index: index, context: context, events: events, requests: requests,
+                       devices: max(1, configuration.devices / configuration.drivers),
+                       inFlight: max(1, configuration.inFlight / configuration.drivers))
         }
-        let devices = (0..<configuration.devices).map { "bench-\($0)" }
-        for device in devices {
-            try sender.submit(.registerDevice(device: device, account: "account-\(device)"))
-            try sender.submit(.launchApp(device: device))
-            try sender.submit(.attachObserver(device: device, observer: "bench"))
-        }
-        var started: [TransactionKey: Int64] = [:]
-        var submittedAt: [Int64] = []
-        var submittedHead = 0
-        var latencies: [Int64] = []
-        latencies.reserveCapacity(1 << 20)
-        var eventBytes = 0
-        var eventCount = 0
-        var nextDevice = 0
-        var inFlight = 0
-        var measuring = false
-        var measureStart: Int64 = 0
-        var completed = 0
         let warmUp = LiveClock.monotonicNanoseconds() + 500_000_000
         let end = warmUp + Int64(configuration.seconds * 1e9)
-        let product = "com.example.sksim.coins.small"
-        while true {
-            let now = LiveClock.monotonicNanoseconds()
-            if now > end { break }
-            if !measuring && now >= warmUp {
-                measuring = true
-                measureStart = now
-                completed = 0
-            }
-            while inFlight < configuration.inFlight && sender.hasCapacity {
-                try sender.submit(.addPayment(device: devices[nextDevice], payment: Payment(productIdentifier: product)))
-                submittedAt.append(now)
-                nextDevice = (nextDevice + 1) % devices.count
-                inFlight += 1
-            }
-            for completion in try sender.poll(timeout: .zero) {
-                if case .failed(_, let error) = completion { throw RoleProcessError("bench: \(error)") }
-            }
-            for record in try subscriber.receiveRecords(timeout: .milliseconds(1)) {
-                eventBytes += record.payload.count + 24
-                eventCount += 1
-                let recorded = try record.decoded()
-                switch recorded.event {
-                case .transactionAdded(let key, _):
-                    // Payments reach the queue in the order sent (one connection), so the
-                    // oldest unmatched send is this transaction's.
-                    if submittedHead < submittedAt.count {
-                        started[key] = submittedAt[submittedHead]
-                        submittedHead += 1
-                        if submittedHead > 65_536 {
-                            submittedAt.removeFirst(submittedHead)
-                            submittedHead = 0
-                        }
-                    }
-                case .transactionPurchased(let key, _, _, _):
-                    try sender.submit(.finishTransaction(key))
-                case .transactionFinished(let key):
-                    inFlight -= 1
-                    if let start = started.removeValue(forKey: key), measuring {
-                        latencies.append(LiveClock.monotonicNanoseconds() - start)
-                        completed += 1
-                    }
-                default:
-                    break
-                }
+        let finished = DispatchGroup()
+        for driver in drivers {
+            finished.enter()
+            Thread.detachNewThread {
+                driver.run(warmUp: warmUp, end: end)
+                finished.leave()
             }
         }
-        let seconds = Double(LiveClock.monotonicNanoseconds() - measureStart) / 1e9
+        guard finished.wait(timeout: .now() + configuration.seconds + 30) == .success else {
+            throw RoleProcessError("bench: the load drivers did not stop in time")
+        }
+        for driver in drivers { if let failure = driver.failure { throw RoleProcessError("bench: \(failure)") } }
+        var latencies = drivers.flatMap(\.latencies)
+        let completed = drivers.reduce(0) { $0 + $1.completed }
+        let eventBytes = drivers.reduce(0) { $0 + $1.eventBytes }
+        let eventCount = drivers.reduce(0) { $0 + $1.eventCount }
+        let seconds = Double(end - warmUp) / 1e9
         latencies.sort()
         func percentile(_ fraction: Double) -> Double {
             guard !latencies.isEmpty else { return 0 }
@@ -176,7 +128,7 @@ public enum BusBenchmark {
         return Measurement(transport: transport, lifecycles: completed, seconds: seconds,
                            lifecyclesPerSecond: Double(completed) / seconds,
                            latencyMicroseconds: (percentile(0.5), percentile(0.99), percentile(0.999)),
-                           averageEventBytes: averageBytes, rawMessagesPerSecond: raw)
+                           averageEventBytes: averageBytes, rawMessagesPerSecond: raw, subscribers: configuration.drivers + 1)
     }
 
     /// Raw libzmq: one PUB thread, one SUB, no high-water mark, messages of `bytes` bytes.
@@ -216,6 +168,102 @@ public enum BusBenchmark {
         let seconds = Double(LiveClock.monotonicNanoseconds() - start) / 1e9
         _ = sent.wait(timeout: .now() + 10)  // The publisher is closed only once its thread is done.
         return Double(received) / seconds
+    }
+
+    /// One app-side load driver: registers its devices, keeps `inFlight` lifecycles going
+    /// (addPayment, then finish once purchased) and times each from send to finished. Owns
+    /// its sockets and is used by one thread at a time (created here, run there).
+    private final class Driver: @unchecked Sendable {
+        let subscriber: EventSubscriber
+        let sender: CommandSender
+        let devices: [String]
+        let prefix: String
+        let inFlightLimit: Int
+        var latencies: [Int64] = []
+        var completed = 0
+        var eventBytes = 0
+        var eventCount = 0
+        var failure: String?
+
+        init(index: Int, context: ZeroMQContext, events: String, requests: String, devices: Int, inFlight: Int) throws {
+            subscriber = try EventSubscriber(context: context, configuration: EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests))
+            var senderConfiguration = CommandSenderConfiguration(origin: "bench.\(getpid()).\(index)", requestsEndpoint: requests)
+            senderConfiguration.window = inFlight * 2 + devices * 3 + 1_000
+            sender = try CommandSender(context: context, configuration: senderConfiguration)
+            prefix = "bench-\(index)-"
+            self.devices = (0..<devices).map { "bench-\(index)-\($0)" }
+            inFlightLimit = inFlight
+            latencies.reserveCapacity(1 << 19)
+        }
+
+        func run(warmUp: Int64, end: Int64) {
+            defer {
+                subscriber.close()
+                sender.close()
+            }
+            do {
+                try drive(warmUp: warmUp, end: end)
+            } catch {
+                failure = "\(error)"
+            }
+        }
+
+        private func drive(warmUp: Int64, end: Int64) throws {
+            for device in devices {
+                try sender.submit(.registerDevice(device: device, account: "account-\(device)"))
+                try sender.submit(.launchApp(device: device))
+                try sender.submit(.attachObserver(device: device, observer: "bench"))
+            }
+            var started: [TransactionKey: Int64] = [:]
+            var submittedAt: [Int64] = []
+            var submittedHead = 0
+            var nextDevice = 0
+            var inFlight = 0
+            let payment = Payment(productIdentifier: "com.example.sksim.coins.small")
+            while true {
+                let now = LiveClock.monotonicNanoseconds()
+                if now > end { return }
+                while inFlight < inFlightLimit && sender.hasCapacity {
+                    try sender.submit(.addPayment(device: devices[nextDevice], payment: payment))
+                    submittedAt.append(now)
+                    nextDevice = (nextDevice + 1) % devices.count
+                    inFlight += 1
+                }
+                for completion in try sender.poll(timeout: .zero) {
+                    if case .failed(_, let error) = completion { throw error }
+                }
+                for record in try subscriber.receiveRecords(timeout: .milliseconds(1)) {
+                    // Every driver hears the whole partition; each handles its own devices.
+                    guard let device = record.device, device.hasPrefix(prefix) else { continue }
+                    eventBytes += record.payload.count + 24
+                    eventCount += 1
+                    switch try record.decoded().event {
+                    case .transactionAdded(let key, _):
+                        // Payments reach the queue in the order sent (one connection), so the
+                        // oldest unmatched send is this transaction's.
+                        if submittedHead < submittedAt.count {
+                            started[key] = submittedAt[submittedHead]
+                            submittedHead += 1
+                            if submittedHead > 65_536 {
+                                submittedAt.removeFirst(submittedHead)
+                                submittedHead = 0
+                            }
+                        }
+                    case .transactionPurchased(let key, _, _, _):
+                        try sender.submit(.finishTransaction(key))
+                    case .transactionFinished(let key):
+                        inFlight -= 1
+                        let finishedAt = LiveClock.monotonicNanoseconds()
+                        if let start = started.removeValue(forKey: key), start >= warmUp, finishedAt <= end {
+                            latencies.append(finishedAt - start)
+                            completed += 1
+                        }
+                    default:
+                        break
+                    }
+                }
+            }
+        }
     }
 
     private final class SocketBox: @unchecked Sendable {

@@ -75,15 +75,15 @@ public struct StoreProjection: Sendable {
             deferred.remove(key)
             guard let payment = awaitingDecision.removeValue(forKey: key) else { return }
             guard charged, let account = account(device: key.device, applicationUsername: payment.applicationUsername) else { return }
-            var history = accounts[account] ?? AccountHistory()
-            history.purchaseCount += 1
+            // Mutated in place: copying the history out and back would copy its arrays on
+            // every purchase, quadratic in an account's purchases.
             let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment, transactionDate: recorded.timestamp)
-            history.purchases.append(original)
+            accounts[account, default: AccountHistory()].purchaseCount += 1
+            accounts[account, default: AccountHistory()].purchases.append(original)
             if let product = catalog.product(payment.productIdentifier) {
-                if product.kind == .nonConsumable { history.ownedNonConsumables.insert(product.identifier) }
-                if product.isRestorable { history.restorable.append(original) }
+                if product.kind == .nonConsumable { accounts[account, default: AccountHistory()].ownedNonConsumables.insert(product.identifier) }
+                if product.isRestorable { accounts[account, default: AccountHistory()].restorable.append(original) }
             }
-            accounts[account] = history
         case .transactionFailed(let key, _):
             deferred.remove(key)
             awaitingDecision[key] = nil
