@@ -125,9 +125,12 @@ extension QueueProjection {
             return [.restoreStarted(device: name, restore: device.nextRestoreNumber, applicationUsername: username)]
 
         case .startDownloads(let keys):
+            // Starting a download that is already under way is harmless, like finishing
+            // twice: an app relaunched while its start was in flight asks again (R-Q4).
             return try downloadEvents(keys, action: "start") { download throws(Rejection) in
+                if download.started && !download.downloadState.isFinal { return nil }
                 guard !download.started, download.downloadState == .waiting else {
-                    throw Rejection(.invalidDownloadTransition, "download \(download.key) was already started (it is \(download.downloadState)); start each download once")
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) already ended (it is \(download.downloadState)); a download is started once")
                 }
                 return .downloadStarted(download.key)
             }
@@ -256,7 +259,9 @@ extension QueueProjection {
         return transaction.downloads[key.index]
     }
 
-    private func downloadEvents(_ keys: [DownloadKey], action: String, _ transition: (Download) throws(Rejection) -> Event) throws(Rejection) -> [Event] {
+    /// The events of a download command over every key, all or nothing; a transition
+    /// returning nil changes nothing for that download.
+    private func downloadEvents(_ keys: [DownloadKey], action: String, _ transition: (Download) throws(Rejection) -> Event?) throws(Rejection) -> [Event] {
         guard !keys.isEmpty else { throw Rejection(.invalidArgument, "\(action)Downloads needs at least one download") }
         guard Set(keys).count == keys.count else { throw Rejection(.invalidArgument, "\(action)Downloads names the same download twice") }
         var events: [Event] = []
@@ -277,7 +282,7 @@ extension QueueProjection {
             guard transaction.downloads.indices.contains(key.index) else {
                 throw Rejection(.unknownDownload, "transaction \(key.transaction) has no download \(key.index); it has \(transaction.downloads.count)")
             }
-            events.append(try transition(transaction.downloads[key.index]))
+            if let event = try transition(transaction.downloads[key.index]) { events.append(event) }
         }
         return events
     }

@@ -145,15 +145,25 @@ public final class DownloaderRole: Role {
     /// Content bytes are a pure function of the content identifier and offset, so a
     /// replayed run writes identical files and a test can check them.
     public static func contentByte(contentIdentifier: String, offset: Int64) -> UInt8 {
+        contentByte(seed: contentSeed(contentIdentifier), offset: offset)
+    }
+
+    /// The per-content part of `contentByte`, hashed once per chunk rather than per byte.
+    static func contentSeed(_ contentIdentifier: String) -> UInt64 {
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
         for byte in contentIdentifier.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        return UInt8(truncatingIfNeeded: (hash >> 8) &+ UInt64(bitPattern: offset) &* 31)
+        return hash >> 8
+    }
+
+    static func contentByte(seed: UInt64, offset: Int64) -> UInt8 {
+        UInt8(truncatingIfNeeded: seed &+ UInt64(bitPattern: offset) &* 31)
     }
 
     private func appendContent(to path: String, contentIdentifier: String, offset: Int64, count: Int64) throws {
         let url = URL(fileURLWithPath: path)
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let bytes = (0..<count).map { Self.contentByte(contentIdentifier: contentIdentifier, offset: offset + $0) }
+        let seed = Self.contentSeed(contentIdentifier)
+        let bytes = (0..<count).map { Self.contentByte(seed: seed, offset: offset + $0) }
         if offset == 0 {
             try Data(bytes).write(to: url)
         } else {

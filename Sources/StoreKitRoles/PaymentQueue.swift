@@ -41,6 +41,8 @@ public final class PaymentQueue {
     private var observers: [PaymentTransactionObserver] = []
     private var outbox: [CommandBody] = []
     private var finishRequested: Set<TransactionKey> = []
+    /// Downloads this launch asked to start, so observers that are told twice ask once.
+    private var startRequested: Set<DownloadKey> = []
     private let ordering: ObserverOrdering
     private var random: SeededRandom
     /// Callbacks made so far, per kind, for reports and tests.
@@ -110,7 +112,11 @@ public final class PaymentQueue {
         outbox.append(.restoreCompletedTransactions(device: device, applicationUsername: applicationUsername))
     }
 
-    public func start(_ downloads: [Download]) { send(downloads, CommandBody.startDownloads) }
+    /// Starts downloads (R-Q11); ones this launch already asked for are not asked for again.
+    public func start(_ downloads: [Download]) {
+        let fresh = downloads.filter { startRequested.insert($0.key).inserted }
+        send(fresh, CommandBody.startDownloads)
+    }
     public func pause(_ downloads: [Download]) { send(downloads, CommandBody.pauseDownloads) }
     public func resume(_ downloads: [Download]) { send(downloads, CommandBody.resumeDownloads) }
     public func cancel(_ downloads: [Download]) { send(downloads, CommandBody.cancelDownloads) }
@@ -129,6 +135,7 @@ public final class PaymentQueue {
     public func terminateApp() {
         observers.removeAll()
         finishRequested.removeAll()
+        startRequested.removeAll()
         outbox.append(.terminateApp(device: device))
     }
 
@@ -172,6 +179,7 @@ public final class PaymentQueue {
             observer.paymentQueue(self, updatedTransactions: pending)
         case .appTerminated:
             finishRequested.removeAll()
+            startRequested.removeAll()
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _):
             guard let transaction = projection.transaction(key) else { return }
@@ -180,6 +188,7 @@ public final class PaymentQueue {
             for observer in targets { observer.paymentQueue(self, updatedTransactions: [transaction]) }
         case .transactionFinished(let key):
             finishRequested.remove(key)
+            for download in before?.downloads ?? [] { startRequested.remove(download.key) }
             guard let transaction = before else { return }
             let targets = attachedObservers()
             count("removedTransactions", targets.count)

@@ -115,6 +115,8 @@ import Testing
         #expect(queue.rejection(queue.send(.startDownloads([early]))) == .downloadNotAllowed)
         queue.send(.decidePurchase(pendingKey, .purchased(charged: true)))
         #expect(queue.send(.startDownloads([early])) == .accept([.downloadStarted(early)]))
+        #expect(queue.send(.startDownloads([early])) == .accept([]))  // Already under way: harmless.
+        queue.send(.completeDownload(early, contentURL: "/c"))
         #expect(queue.rejection(queue.send(.startDownloads([early]))) == .invalidDownloadTransition)
         let other = queue.purchase(SampleProducts.desert)
         queue.send(.finishTransaction(other))
