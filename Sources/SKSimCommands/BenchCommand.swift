@@ -149,11 +149,7 @@ enum ProjectionBenchmark {
         return writtenCount
     }
 
-    static func monotonicSeconds() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-    }
+    static func monotonicSeconds() -> Double { Double(LiveClock.monotonicNanoseconds()) / 1e9 }
 
     /// Resets the kernel's peak-RSS mark (Linux: write 5 to /proc/self/clear_refs), so the
     /// peak read afterwards belongs to the rebuild alone.
