@@ -13,7 +13,7 @@ enum JSONShapes {
     }
 
     static func error(_ error: StoreError) -> JSONValue {
-        .object([("code", .string(error.code.description)), ("message", .string(error.message))])
+        .object([("code", .string(String(describing: error.code))), ("message", .string(error.message))])
     }
 
     static func contents(_ contents: [HostedContent]) -> JSONValue {
@@ -73,14 +73,14 @@ enum JSONShapes {
             members += [("download", download(value)), ("error", error(failure))]
         case .commandRejected(let device, let command, let rejection):
             members += [("device", .string(device)), ("rejectedCommand", .string(command)),
-                        ("reason", .string(rejection.code.description)), ("message", .string(rejection.message))]
+                        ("reason", .string(String(describing: rejection.code))), ("message", .string(rejection.message))]
         }
         return .object(members)
     }
 
     static func transaction(_ transaction: PaymentTransaction) -> JSONValue {
         .object([
-            ("transaction", key(transaction.key)), ("state", .string(transaction.transactionState.description)),
+            ("transaction", key(transaction.key)), ("state", .string(String(describing: transaction.transactionState))),
             ("payment", payment(transaction.payment)),
             ("transactionIdentifier", .optional(transaction.transactionIdentifier)),
             ("transactionDate", transaction.transactionDate.map { .int($0) } ?? .null),
@@ -88,7 +88,7 @@ enum JSONShapes {
             ("originalTransaction", transaction.originalTransaction.map(original) ?? .null),
             ("downloads", .array(transaction.downloads.map { value in
                 .object([("download", download(value.key)), ("contentIdentifier", .string(value.contentIdentifier)),
-                         ("state", .string(value.downloadState.description)), ("progress", .double(value.progress)),
+                         ("state", .string(String(describing: value.downloadState))), ("progress", .double(value.progress)),
                          ("timeRemaining", .double(value.timeRemaining)), ("contentURL", .optional(value.contentURL))])
             })),
         ])

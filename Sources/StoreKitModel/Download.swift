@@ -1,5 +1,5 @@
-/// SKDownloadState (R-D2).
-public enum DownloadState: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+/// SKDownloadState (R-D2). Printed by case name; raw values are part of the log format.
+public enum DownloadState: UInt8, Sendable, Hashable, CaseIterable {
     case waiting = 0
     case active = 1
     case paused = 2
@@ -10,16 +10,6 @@ public enum DownloadState: UInt8, Sendable, Hashable, CaseIterable, CustomString
     /// A download in one of these states never changes again.
     public var isFinal: Bool { self == .finished || self == .failed || self == .cancelled }
 
-    public var description: String {
-        switch self {
-        case .waiting: "waiting"
-        case .active: "active"
-        case .paused: "paused"
-        case .finished: "finished"
-        case .failed: "failed"
-        case .cancelled: "cancelled"
-        }
-    }
 }
 
 /// SKDownload: hosted content of a purchased or restored transaction (R-D1).

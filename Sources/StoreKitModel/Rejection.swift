@@ -2,7 +2,8 @@
 /// rejection itself is logged so that a retry of the same id gets the same answer
 /// and a replay reproduces it.
 public struct Rejection: Error, Sendable, Hashable, CustomStringConvertible {
-    public enum Code: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Raw values are part of the log and wire format; printed by case name.
+    public enum Code: UInt8, Sendable, Hashable, CaseIterable {
         case unknownProduct = 1
         case invalidQuantity = 2
         case paymentsNotAllowed = 3
@@ -22,28 +23,6 @@ public struct Rejection: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidProgress = 17
         case invalidArgument = 18
 
-        public var description: String {
-            switch self {
-            case .unknownProduct: "unknownProduct"
-            case .invalidQuantity: "invalidQuantity"
-            case .paymentsNotAllowed: "paymentsNotAllowed"
-            case .transactionStillPurchasing: "transactionStillPurchasing"
-            case .transactionNotFound: "transactionNotFound"
-            case .downloadNotAllowed: "downloadNotAllowed"
-            case .unknownDevice: "unknownDevice"
-            case .deviceAlreadyRegistered: "deviceAlreadyRegistered"
-            case .observerAlreadyAttached: "observerAlreadyAttached"
-            case .observerNotAttached: "observerNotAttached"
-            case .appNotRunning: "appNotRunning"
-            case .appAlreadyRunning: "appAlreadyRunning"
-            case .invalidDownloadTransition: "invalidDownloadTransition"
-            case .unknownDownload: "unknownDownload"
-            case .restoreNotInProgress: "restoreNotInProgress"
-            case .transactionNotAwaitingStore: "transactionNotAwaitingStore"
-            case .invalidProgress: "invalidProgress"
-            case .invalidArgument: "invalidArgument"
-            }
-        }
     }
 
     public var code: Code

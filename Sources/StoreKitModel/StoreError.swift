@@ -1,7 +1,8 @@
 /// The error a failed transaction, restore or download carries, shaped like `SKError`.
 public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Mirrors `SKError.Code`; raw values are part of the log and wire format.
-    public enum Code: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Mirrors `SKError.Code`; raw values are part of the log and wire format. Printed by
+    /// its case name (Swift's default), which messages and JSON use.
+    public enum Code: UInt8, Sendable, Hashable, CaseIterable {
         case unknown = 0
         case clientInvalid = 1
         case paymentCancelled = 2
@@ -13,20 +14,6 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case downloadFailed = 21
         case restoreFailed = 22
 
-        public var description: String {
-            switch self {
-            case .unknown: "unknown"
-            case .clientInvalid: "clientInvalid"
-            case .paymentCancelled: "paymentCancelled"
-            case .paymentInvalid: "paymentInvalid"
-            case .paymentNotAllowed: "paymentNotAllowed"
-            case .storeProductNotAvailable: "storeProductNotAvailable"
-            case .cloudServiceNetworkConnectionFailed: "cloudServiceNetworkConnectionFailed"
-            case .deferredPaymentDeclined: "deferredPaymentDeclined"
-            case .downloadFailed: "downloadFailed"
-            case .restoreFailed: "restoreFailed"
-            }
-        }
     }
 
     public var code: Code

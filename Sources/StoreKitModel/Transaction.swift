@@ -1,5 +1,6 @@
-/// SKPaymentTransactionState, with `deferred` as the later extension (R-T1).
-public enum TransactionState: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+/// SKPaymentTransactionState, with `deferred` as the later extension (R-T1). Printed by
+/// case name; raw values are part of the log format.
+public enum TransactionState: UInt8, Sendable, Hashable, CaseIterable {
     case purchasing = 0
     case purchased = 1
     case failed = 2
@@ -17,15 +18,6 @@ public enum TransactionState: UInt8, Sendable, Hashable, CaseIterable, CustomStr
     /// Purchased or restored: content may be delivered and downloads started (R-Q11).
     public var isPaid: Bool { self == .purchased || self == .restored }
 
-    public var description: String {
-        switch self {
-        case .purchasing: "purchasing"
-        case .purchased: "purchased"
-        case .failed: "failed"
-        case .restored: "restored"
-        case .deferred: "deferred"
-        }
-    }
 }
 
 /// What a restored transaction keeps of the purchase it restores (`originalTransaction`).

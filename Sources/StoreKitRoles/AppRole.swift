@@ -177,8 +177,6 @@ public final class AppRole: Role {
         return effects
     }
 
-    public var allDone: Bool { apps.values.allSatisfy(\.isDone) }
-
     /// Every device's script is done and nothing is left unfinished.
     public var allSettled: Bool { apps.values.allSatisfy(\.isSettled) }
 

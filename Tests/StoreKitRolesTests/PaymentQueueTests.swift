@@ -17,11 +17,8 @@ import StoreKitModel
     @Test("R-O1, R-Q7: an added payment reaches observers as purchasing, then purchased")
     func updatedTransactions() throws {
         let device = LoopbackDevice()
-        device.launch()
-        let observer = RecordingObserver("o1")
-        device.paymentQueue.add(observer)
-        try device.paymentQueue.add(Payment(productIdentifier: coins))
-        device.pump()
+        let observer = device.launchWithObserver()
+        try device.buy(coins)
         device.send(.decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: true)))
         #expect(observer.calls == ["updated:1=purchasing", "updated:1=purchased"])
     }
@@ -29,11 +26,8 @@ import StoreKitModel
     @Test("R-Q8, R-O2: finishing a purchasing transaction throws; finishing a purchased one removes it")
     func finishAndRemoved() throws {
         let device = LoopbackDevice()
-        device.launch()
-        let observer = RecordingObserver("o1")
-        device.paymentQueue.add(observer)
-        try device.paymentQueue.add(Payment(productIdentifier: coins))
-        device.pump()
+        let observer = device.launchWithObserver()
+        try device.buy(coins)
         let purchasing = try #require(device.paymentQueue.transactions.first)
         #expect(throws: Rejection.self) { try device.paymentQueue.finishTransaction(purchasing) }
         device.send(.decidePurchase(purchasing.key, .purchased(charged: true)))
@@ -116,9 +110,7 @@ import StoreKitModel
     @Test("R-O3: restore ends with restoreCompletedTransactionsFinished, or Failed with the error")
     func restoreCallbacks() {
         let device = LoopbackDevice()
-        device.launch()
-        let observer = RecordingObserver("o1")
-        device.paymentQueue.add(observer)
+        let observer = device.launchWithObserver()
         device.paymentQueue.restoreCompletedTransactions(applicationUsername: "a1")
         device.pump()
         device.send(.completeRestore(device: "d1", restore: 1, originals: []))
@@ -131,11 +123,8 @@ import StoreKitModel
     @Test("R-O4, R-D2: every download state change and progress is reported through updatedDownloads")
     func downloadCallbacks() throws {
         let device = LoopbackDevice()
-        device.launch()
-        let observer = RecordingObserver("o1")
-        device.paymentQueue.add(observer)
-        try device.paymentQueue.add(Payment(productIdentifier: forest))
-        device.pump()
+        let observer = device.launchWithObserver()
+        try device.buy(forest)
         let key = TransactionKey(device: "d1", number: 1)
         device.send(.decidePurchase(key, .purchased(charged: true)))
         device.paymentQueue.start(device.paymentQueue.transactions[0].downloads)

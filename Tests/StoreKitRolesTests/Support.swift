@@ -91,6 +91,21 @@ final class LoopbackDevice {
         }
     }
 
+    /// Launches the app with one recording observer attached.
+    func launchWithObserver(_ name: String = "o1", finishOnCompletion: Bool = false) -> RecordingObserver {
+        launch()
+        let observer = RecordingObserver(name, finishOnCompletion: finishOnCompletion)
+        paymentQueue.add(observer)
+        pump()
+        return observer
+    }
+
+    /// Adds a payment through the app's queue and delivers what follows.
+    func buy(_ product: String) throws {
+        try paymentQueue.add(Payment(productIdentifier: product))
+        pump()
+    }
+
     func launch(account: String = "a1") {
         paymentQueue.enqueue(.registerDevice(device: paymentQueue.device, account: account))
         paymentQueue.enqueue(.launchApp(device: paymentQueue.device))
