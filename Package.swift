@@ -8,6 +8,8 @@ let package = Package(
         .executable(name: "sksim", targets: ["sksim"]),
         .library(name: "StoreKitModel", targets: ["StoreKitModel"]),
         .library(name: "StoreKitRoles", targets: ["StoreKitRoles"]),
+        .library(name: "StoreKitRuntime", targets: ["StoreKitRuntime"]),
+        .library(name: "StoreKitSimulation", targets: ["StoreKitSimulation"]),
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
     ],
@@ -27,18 +29,21 @@ let package = Package(
         .target(name: "StoreKitModel"),
         // The four roles and the StoreKit-shaped API; transport and clock are injected.
         .target(name: "StoreKitRoles", dependencies: ["StoreKitModel"]),
-        // The deterministic runtime (virtual clock, seeded scheduler) and log replay.
-        .target(name: "StoreKitSimulation", dependencies: ["StoreKitRoles", "StoreKitModel", "EventLog"]),
+        // What every runtime shares: the one queue engine, log storage (disk or memory), the
+        // scheduler, log projection, role factory and run report.
+        .target(name: "StoreKitRuntime", dependencies: ["StoreKitRoles", "StoreKitModel", "EventLog"]),
+        // The deterministic runtime: virtual clock, network model, recorded choices.
+        .target(name: "StoreKitSimulation", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
         // The bus over ZeroMQ: wire format, publishing after durability, gap-free subscriptions, command retries.
         .target(name: "Bus", dependencies: ["ZeroMQ", "StoreKitModel", "EventLog"]),
         // Roles as OS processes: topology files, the queue and role processes, the supervisor of `sksim run`.
         .target(name: "StoreKitLive", dependencies: [
-            "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "Bus", "ZeroMQ", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "Logging", package: "swift-log"), .product(name: "Yams", package: "Yams"),
         ]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
-            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -47,9 +52,9 @@ let package = Package(
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel"]),
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
-        .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitModel", "EventLog", "Bus",
+        .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "EventLog", "SKSimCommands"]),
+        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "EventLog", "SKSimCommands"]),
     ],
     swiftLanguageModes: [.v6]
 )

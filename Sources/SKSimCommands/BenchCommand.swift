@@ -3,6 +3,7 @@ import EventLog
 import Foundation
 import StoreKitLive
 import StoreKitModel
+import StoreKitRuntime
 import StoreKitSimulation
 
 struct BenchCommand: AsyncParsableCommand {
@@ -87,7 +88,7 @@ enum ProjectionBenchmark {
         let logDirectory = directory.appendingPathComponent("sksim-projection-bench-\(getpid())", isDirectory: true)
         try? FileManager.default.removeItem(at: logDirectory)
         defer { try? FileManager.default.removeItem(at: logDirectory) }
-        let partition = DeterministicSimulation.partition
+        let partition = LogProjection.partition
         let written = try writeLifecycles(count: target, directory: logDirectory, partition: partition)
 
         let reader = try PartitionReader(directory: logDirectory, partition: partition)

@@ -1,4 +1,5 @@
 import StoreKitModel
+import StoreKitRuntime
 import StoreKitSimulation
 
 /// JSON shapes of events, transactions and reports (documented in docs/log-format.md).
@@ -35,8 +36,11 @@ enum JSONShapes {
             ("type", .string(recorded.event.name)),
         ]
         switch recorded.event {
-        case .runStarted(let seed, let scenario):
-            members += [("seed", .unsigned(seed)), ("scenario", .string(scenario))]
+        case .runStarted(let header):
+            members += [("seed", .unsigned(header.seed)), ("sksimVersion", .string(header.sksimVersion)),
+                        ("runtime", .string(header.runtime)), ("startedAtUnixNanoseconds", .int(header.startedAtUnixNanoseconds)),
+                        ("scenario", .string(header.scenario)), ("catalogSource", .string(header.catalogSource)),
+                        ("catalogDigest", .string(header.catalogDigest))]
         case .deviceRegistered(let device, let account):
             members += [("device", .string(device)), ("account", .string(account))]
         case .appLaunched(let device), .appTerminated(let device):
@@ -71,11 +75,49 @@ enum JSONShapes {
             members += [("download", download(value)), ("contentURL", .string(contentURL))]
         case .downloadFailed(let value, let failure):
             members += [("download", download(value)), ("error", error(failure))]
-        case .commandRejected(let device, let command, let rejection):
-            members += [("device", .string(device)), ("rejectedCommand", .string(command)),
+        case .commandRejected(let command, let rejection):
+            members += [("device", .string(command.device)), ("rejectedCommand", .string(command.name)),
+                        ("body", body(command)),
                         ("reason", .string(String(describing: rejection.code))), ("message", .string(rejection.message))]
         }
         return .object(members)
+    }
+
+    static func downloads(_ keys: [DownloadKey]) -> JSONValue { .array(keys.map(download)) }
+
+    /// A command's fields (the whole body of a rejected command).
+    static func body(_ command: CommandBody) -> JSONValue {
+        let fields: [(String, JSONValue)]
+        switch command {
+        case .registerDevice(let device, let account): fields = [("device", .string(device)), ("account", .string(account))]
+        case .launchApp(let device), .terminateApp(let device): fields = [("device", .string(device))]
+        case .attachObserver(let device, let observer), .detachObserver(let device, let observer):
+            fields = [("device", .string(device)), ("observer", .string(observer))]
+        case .setPaymentsAllowed(let device, let allowed): fields = [("device", .string(device)), ("allowed", .bool(allowed))]
+        case .addPayment(let device, let value): fields = [("device", .string(device)), ("payment", payment(value))]
+        case .finishTransaction(let value): fields = [("transaction", key(value))]
+        case .restoreCompletedTransactions(let device, let username):
+            fields = [("device", .string(device)), ("applicationUsername", .optional(username))]
+        case .startDownloads(let keys), .pauseDownloads(let keys), .resumeDownloads(let keys), .cancelDownloads(let keys):
+            fields = [("downloads", downloads(keys))]
+        case .decidePurchase(let value, let decision):
+            let decisionValue: JSONValue = switch decision {
+            case .purchased(let charged): .object([("outcome", .string("purchased")), ("charged", .bool(charged))])
+            case .failed(let failure): .object([("outcome", .string("failed")), ("error", error(failure))])
+            case .deferred: .object([("outcome", .string("deferred"))])
+            }
+            fields = [("transaction", key(value)), ("decision", decisionValue)]
+        case .completeRestore(let device, let restore, let firstIndex, let originals, let isLast):
+            fields = [("device", .string(device)), ("restore", .int(restore)), ("firstIndex", .int(firstIndex)),
+                      ("originals", .array(originals.map(original))), ("isLast", .bool(isLast))]
+        case .failRestore(let device, let restore, let failure):
+            fields = [("device", .string(device)), ("restore", .int(restore)), ("error", error(failure))]
+        case .reportDownloadProgress(let value, let progress, let timeRemaining):
+            fields = [("download", download(value)), ("progress", .double(progress)), ("timeRemaining", .double(timeRemaining))]
+        case .completeDownload(let value, let contentURL): fields = [("download", download(value)), ("contentURL", .string(contentURL))]
+        case .failDownload(let value, let failure): fields = [("download", download(value)), ("error", error(failure))]
+        }
+        return .object([("command", .string(command.name))] + fields)
     }
 
     static func transaction(_ transaction: PaymentTransaction) -> JSONValue {
@@ -103,20 +145,24 @@ enum JSONShapes {
     /// The summary object `simulate --json` and `run --json` print.
     static func report(_ report: RunReport, extra: [(String, JSONValue)] = []) -> JSONValue {
         let totals = report.totals
+        let transactions: JSONValue = .object([
+            ("purchased", .int(totals.purchased)), ("failed", .int(totals.failed)), ("restored", .int(totals.restored)),
+            ("deferred", .int(totals.deferred)), ("finished", .int(totals.finished)), ("pending", .int(report.pending))])
+        let downloads: JSONValue = .object([("finished", .int(totals.downloadsFinished)), ("failed", .int(totals.downloadsFailed)),
+                                            ("cancelled", .int(totals.downloadsCancelled))])
+        let restores: JSONValue = .object([("finished", .int(totals.restoresFinished)), ("failed", .int(totals.restoresFailed))])
+        let simulatedSeconds = (Double(report.simulatedNanoseconds) / 1e9 * 1000).rounded() / 1000
         return .object([
             ("seed", .unsigned(report.seed)),
             ("events", .int(totals.events)),
-            ("transactions", .object([("purchased", .int(totals.purchased)), ("failed", .int(totals.failed)),
-                                      ("restored", .int(totals.restored)), ("deferred", .int(totals.deferred)),
-                                      ("finished", .int(totals.finished)), ("pending", .int(report.pending))])),
-            ("downloads", .object([("finished", .int(totals.downloadsFinished)), ("failed", .int(totals.downloadsFailed)),
-                                   ("cancelled", .int(totals.downloadsCancelled))])),
-            ("restores", .object([("finished", .int(totals.restoresFinished)), ("failed", .int(totals.restoresFailed))])),
+            ("transactions", transactions),
+            ("downloads", downloads),
+            ("restores", restores),
             ("rejections", .int(totals.rejections)),
             ("duplicateCommands", .int(report.duplicateCommands)),
             ("violations", violations(report.violations)),
             ("violationCount", .int(report.violationCount)),
-            ("simulatedSeconds", .double((Double(report.simulatedNanoseconds) / 1e9 * 1000).rounded() / 1000)),
+            ("simulatedSeconds", .double(simulatedSeconds)),
             ("stoppedAtTimeLimit", .bool(report.stoppedAtTimeLimit)),
             ("logDirectory", .string(report.logDirectory)),
         ] + extra)

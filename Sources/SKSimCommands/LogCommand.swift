@@ -2,6 +2,7 @@ import ArgumentParser
 import EventLog
 import Foundation
 import StoreKitModel
+import StoreKitRuntime
 import StoreKitSimulation
 
 struct LogCommand: AsyncParsableCommand {
@@ -98,7 +99,7 @@ struct LogCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Fold the log into state as of a sequence number: devices, pending transactions, downloads.")
         @Argument(help: "The log directory.") var directory: String
         @Option(help: "Project up to and including this sequence number (default: the end).") var at: UInt64?
-        @Option(help: "Partition.") var partition = DeterministicSimulation.partition
+        @Option(help: "Partition.") var partition = LogProjection.partition
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {

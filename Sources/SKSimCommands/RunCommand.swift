@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import StoreKitLive
+import StoreKitRuntime
 import StoreKitSimulation
 
 /// The default topology: topology/local.yaml beside the working directory.

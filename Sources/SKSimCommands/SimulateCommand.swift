@@ -1,39 +1,59 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import StoreKitLive
 import StoreKitModel
 import StoreKitRoles
+import StoreKitRuntime
 import StoreKitSimulation
 
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Run every role in one process on a virtual clock: same seed, same log, byte for byte.")
+        abstract: "Run every role in one process on a virtual clock: same seed, same log, byte for byte, wherever it is written.",
+        discussion: """
+            With a TOPOLOGY file, runs exactly its scenario section (the same one `sksim run` runs over real \
+            processes), so a live run and a deterministic run of one file can be compared; the options below \
+            override it. Content is virtual unless --write-content is given: its bytes are derived from the \
+            content id and offset and checked, not written.
+            """)
 
-    @Option(help: "Simulated devices (app installs).") var devices = 10
-    @Option(help: "Purchases each device's user makes.") var purchasesPerDevice = 5
-    @Option(help: "Seed for every random choice (default: a new one, printed and logged).") var seed: UInt64?
+    @Argument(help: "A topology file whose scenario to run (default: the options below on the built-in sample catalog).")
+    var topology: String?
+    @Option(help: "Simulated devices (app installs) (default: 10).") var devices: Int?
+    @Option(help: "Purchases each device's user makes (default: 5).") var purchasesPerDevice: Int?
+    @Option(help: "Seed for every random choice (default: the topology's, or a new one, printed and logged).") var seed: UInt64?
     @Option(help: "Product catalog: an Xcode .storekit file or an sksim catalog (default: the built-in sample).") var catalog: String?
-    @Option(help: "Output directory for the log, content files and app storage (default: out/simulate-<seed>).") var out: String?
-    @Option(help: "Devices signed in to the same account (later ones restore on first launch, R-Q9).") var devicesPerAccount = 2
-    @Option(help: "Observers per device, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")).")
-    var observers = "downloadThenFinish,audit"
-    @Option(help: "Log durability: always, group (the default: every 256 records or 1 ms), os.") var durability = "group"
+    @Option(help: "Output directory for the log and content (default: out/simulate-<seed>).") var out: String?
+    @Option(help: "Devices signed in to the same account; later ones restore on first launch, R-Q9 (default: 2).") var devicesPerAccount: Int?
+    @Option(help: "Observers per device, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")) (default: downloadThenFinish,audit).")
+    var observers: String?
+    @Option(help: "Log durability: always, group (every 256 records or 1 ms), os (default: group).") var durability = "group"
+    @Flag(help: "Write downloaded content to real files under the output directory (default: virtual content).") var writeContent = false
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
 
     func run() async throws {
-        let seed = chooseSeed(seed)
-        let (catalog, source) = try loadCatalog(catalog)
-        var scenario = Scenario(seed: seed, devices: devices, catalog: catalog, catalogSource: source)
-        scenario.apps.purchasesPerDevice = purchasesPerDevice
-        scenario.apps.devicesPerAccount = devicesPerAccount
-        scenario.apps.observers = try parseObservers(observers)
-        let directory = outputDirectory(out, prefix: "simulate", seed: seed)
+        var scenario = try baseScenario()
+        if let devices { scenario.devices = devices }
+        if let purchasesPerDevice { scenario.apps.purchasesPerDevice = purchasesPerDevice }
+        if let devicesPerAccount { scenario.apps.devicesPerAccount = devicesPerAccount }
+        if let observers { scenario.apps.observers = try parseObservers(observers) }
+        if let seed { scenario.seed = seed }
+        let directory = outputDirectory(out, prefix: "simulate", seed: scenario.seed)
         let report: RunReport
         do {
-            let simulation = try DeterministicSimulation(scenario: scenario, outputDirectory: directory,
-                                                         durability: try parseDurability(durability))
-            report = try simulation.run()
+            try scenario.validate()
+            let logDirectory = directory.appendingPathComponent("log", isDirectory: true)
+            if !((try? LogDirectory.partitions(in: logDirectory)) ?? []).isEmpty {
+                throw UserFacingError("\(logDirectory.path) already holds a log; choose a new --out directory or remove the old run")
+            }
+            try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
+            let storage = try DiskLogStorage(directory: logDirectory, partition: LogProjection.partition,
+                                             durability: try parseDurability(durability))
+            let content: ContentStorage = writeContent ? FileContentStorage(root: directory) : VirtualContentStorage()
+            let environment = DeterministicEnvironment(storage: storage, content: content,
+                                                       choices: SeededChoices(seed: scenario.seed), logDescription: logDirectory.path)
+            report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
         } catch let error as ConfigurationError {
             throw UserFacingError("invalid simulation: \(error)")
         }
@@ -43,6 +63,23 @@ struct SimulateCommand: AsyncParsableCommand {
             printLine(JSONShapes.summaryText(report))
         }
         if report.violationCount > 0 { throw ExitCode(1) }
+    }
+
+    /// The topology's scenario, or the defaults with the catalog option.
+    private func baseScenario() throws -> Scenario {
+        if let topology {
+            var scenario = try Topology.load(path: topology).scenario
+            if let catalog {
+                let (loaded, source) = try loadCatalog(catalog)
+                scenario.catalog = loaded
+                scenario.catalogSource = source
+            }
+            return scenario
+        }
+        let (loaded, source) = try loadCatalog(catalog)
+        var scenario = Scenario(seed: chooseSeed(seed), devices: 10, catalog: loaded, catalogSource: source)
+        scenario.apps.purchasesPerDevice = 5
+        return scenario
     }
 }
 

@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import StoreKitModel
 import StoreKitRoles
-import StoreKitSimulation
+import StoreKitRuntime
 import ZeroMQ
 
 /// The queue role as a process: the single writer of its log partition. Rebuilds its
@@ -23,7 +23,7 @@ public final class QueueProcess {
         self.logger = logger
     }
 
-    public static let partition = DeterministicSimulation.partition
+    public static let partition = LogProjection.partition
 
     public func run() throws {
         let logDirectory = runDirectory.appendingPathComponent("log", isDirectory: true)
@@ -31,16 +31,11 @@ public final class QueueProcess {
         let writer = try PartitionWriter(directory: logDirectory, partition: Self.partition,
                                          configuration: PartitionWriterConfiguration(durability: topology.durability == .operatingSystem ? .defaultGroupCommit : topology.durability))
         for recovery in writer.recoveries { logger.warning("recovered the log's torn tail", metadata: ["recovery": "\(recovery)"]) }
-        let appender = EventLogAppender(writer: writer)
-        var startup: [BusRecord] = []
-        if writer.lastSequence == 0 {
-            startup.append(try appender.append(.runStarted(seed: topology.scenario.seed, scenario: "topology=\(topology.name) " + topology.scenario.summary),
-                                               commandID: nil, timestamp: LiveClock.wallNanoseconds()))
-        }
-        try writer.flush()  // The reader sees only what reached the file.
-        let rebuilt = try LogProjection.build(directory: logDirectory, partition: Self.partition, through: writer.lastSequence, checkInvariants: false)
-        let queue = QueueRole(catalog: topology.scenario.catalog, projection: rebuilt.projection)
-        logger.info("queue ready", metadata: ["sequence": "\(queue.projection.lastSequence)", "devices": "\(queue.projection.devices.count)"])
+        // The engine rebuilds its projection from the log, so a restarted queue carries on.
+        let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))
+        let startup = try engine.start(topology.scenario.header(runtime: "live", startedAtUnixNanoseconds: LiveClock.wallNanoseconds()))
+        let startedAt = engine.header?.startedAtUnixNanoseconds ?? LiveClock.wallNanoseconds()
+        logger.info("queue ready", metadata: ["sequence": "\(engine.projection.lastSequence)", "devices": "\(engine.projection.devices.count)"])
 
         let context = try ZeroMQContext()
         var configuration = QueueEndpointConfiguration(
@@ -50,24 +45,19 @@ public final class QueueProcess {
         if let curve = topology.curve { configuration.curveServerSecretKey = try CurveKey(z85: curve.serverSecretKey) }
         let logger = self.logger
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
-            let duplicatesBefore = queue.duplicates
-            let (events, rejection) = queue.handle(command)
-            if queue.duplicates > duplicatesBefore { return .duplicate(lastSequence: queue.projection.lastSequence) }
-            var records: [BusRecord] = []
-            records.reserveCapacity(events.count)
-            for event in events {
-                let record = try appender.append(event, commandID: command.id, timestamp: LiveClock.wallNanoseconds())
-                queue.apply(RecordedEvent(sequence: record.sequence, timestamp: record.timestamp, commandID: command.id, event: event))
-                records.append(record)
-            }
-            if let rejection {
+            // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
+            let outcome = try engine.handle(command, timestamp: LiveClock.wallNanoseconds() - startedAt)
+            let records = outcome.records.map(BusRecord.init)
+            switch outcome.decision {
+            case .accepted: return .accepted(records)
+            case .duplicate: return .duplicate(lastSequence: outcome.lastSequence)
+            case .rejected(let rejection):
                 logger.debug("command rejected", metadata: ["command": "\(command.id)", "reason": "\(rejection)"])
                 return .rejected(rejection.description, appended: records)
             }
-            return .accepted(records)
         }
         endpoint.onRefused = { failure in logger.warning("refused a malformed request", metadata: ["reason": "\(failure)"]) }
-        endpoint.publishWhenDurable(startup)
+        endpoint.publishWhenDurable(startup.map(BusRecord.init))
         logger.info("queue listening", metadata: ["events": "\(endpoint.eventsEndpoint)", "requests": "\(endpoint.requestsEndpoint)"])
         defer {
             endpoint.close()
@@ -84,10 +74,18 @@ public final class QueueProcess {
         try writer.close()
         let counters = endpoint.counters
         logger.info("queue stopped; log flushed", metadata: [
-            "sequence": "\(queue.projection.lastSequence)", "commands": "\(counters.commandsHandled)",
-            "duplicates": "\(queue.duplicates)", "refusedFrames": "\(counters.refused.total)",
+            "sequence": "\(engine.projection.lastSequence)", "commands": "\(counters.commandsHandled)",
+            "duplicates": "\(engine.duplicates)", "refusedFrames": "\(counters.refused.total)",
         ])
-        let stats = "{\"duplicateCommands\":\(queue.duplicates),\"commandsHandled\":\(counters.commandsHandled),\"refusedFrames\":\(counters.refused.total)}\n"
+        let stats = "{\"duplicateCommands\":\(engine.duplicates),\"commandsHandled\":\(counters.commandsHandled),\"refusedFrames\":\(counters.refused.total)}\n"
         try? stats.write(to: runDirectory.appendingPathComponent("queue-stats.json"), atomically: true, encoding: .utf8)
+    }
+}
+
+extension BusRecord {
+    /// The engine's record as the bus publishes it: the logged bytes, unchanged.
+    init(_ record: EngineRecord) {
+        self.init(sequence: record.recorded.sequence, timestamp: record.recorded.timestamp, payload: record.payload,
+                  device: record.recorded.event.device)
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import StoreKitModel
 import StoreKitRoles
-import StoreKitSimulation
+import StoreKitRuntime
 import ZeroMQ
 
 /// Runs a store, downloader or observer role as a process: events from the queue in,
@@ -39,17 +39,15 @@ public final class RoleProcess {
         case stopped
     }
 
+    /// The role, over this process's environment: its own choices (drawn from the seed and the
+    /// process's name) and real content files under the run directory.
     private func makeRole() -> Role {
-        let scenario = topology.scenario
+        let factory = RoleFactory(scenario: topology.scenario, choices: SeededChoices(seed: topology.scenario.seed, stream: process.name),
+                                  content: FileContentStorage(root: runDirectory))
         switch process.role {
-        case .store:
-            return StoreRole(name: process.name, catalog: scenario.catalog, behavior: scenario.store, seed: scenario.seed)
-        case .downloader:
-            return DownloaderRole(name: process.name, contentDirectory: runDirectory.appendingPathComponent("content", isDirectory: true),
-                                  behavior: scenario.downloader, seed: scenario.seed)
-        case .observer, .queue:
-            return AppRole(name: process.name, devices: scenario.makeApps(indices: process.deviceIndices,
-                                                                           storage: runDirectory.appendingPathComponent("apps", isDirectory: true)))
+        case .store: return factory.make(.store, name: process.name)
+        case .downloader: return factory.make(.downloader, name: process.name)
+        case .observer, .queue: return factory.make(.apps, name: process.name, deviceIndices: process.deviceIndices)
         }
     }
 
@@ -92,13 +90,12 @@ public final class RoleProcess {
             }
         }
 
-        // An app process catches up on history silently, then relaunches its devices (R-Q4).
-        if let apps = role as? AppRole {
-            let caughtUp = try catchUp(subscriber) { recorded in apps.catchUp(recorded) }
-            lastHeard = LiveClock.monotonicNanoseconds()
-            logger.info("caught up", metadata: ["sequence": "\(caughtUp)"])
-            perform(apps.resume(), now: LiveClock.monotonicNanoseconds())
-        }
+        // Every role catches up on history silently, then takes up what it must: a restarted
+        // store decides what waited, a downloader restarts transfers, apps relaunch (R-Q4).
+        let caughtUp = try catchUp(subscriber) { recorded in role.catchUp(recorded) }
+        lastHeard = LiveClock.monotonicNanoseconds()
+        logger.info("caught up", metadata: ["sequence": "\(caughtUp)"])
+        perform(role.resume(now: LiveClock.monotonicNanoseconds()), now: LiveClock.monotonicNanoseconds())
 
         while !Shutdown.isRequested {
             let now = LiveClock.monotonicNanoseconds()
@@ -139,8 +136,8 @@ public final class RoleProcess {
             if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
                 throw RoleProcessError("\(process.name) heard nothing from the queue at \(events) for \(Int(queueSilenceLimitSeconds)) s; is the queue running?")
             }
-            if let apps = role as? AppRole, apps.allSettled, waiting.isEmpty, sender.outstandingCount == 0 {
-                logger.info("every device is done and settled", metadata: ["devices": "\(apps.deviceNames.count)", "refusedCommands": "\(rejected)"])
+            if process.role == .observer, role.isSettled, waiting.isEmpty, sender.outstandingCount == 0 {
+                logger.info("every device is done and settled", metadata: ["devices": "\(process.deviceIndices.count)", "refusedCommands": "\(rejected)"])
                 return .finished
             }
         }

@@ -2,7 +2,7 @@ import Bus
 import Foundation
 import Logging
 import StoreKitModel
-import StoreKitSimulation
+import StoreKitRuntime
 import ZeroMQ
 
 /// `sksim run`: starts every process of a topology as a child (this same binary),

@@ -40,7 +40,10 @@ public enum CommandBody: Sendable, Hashable {
     case cancelDownloads([DownloadKey])
     // The store side.
     case decidePurchase(TransactionKey, StoreDecision)
-    case completeRestore(device: String, restore: UInt64, originals: [OriginalTransaction])
+    /// One piece of a restore's answer: the account's restorable transactions from
+    /// `firstIndex` on, at most `QueueProjection.maximumRestorePiece` of them; the last
+    /// piece ends the restore. Pieces keep every command small whatever the history.
+    case completeRestore(device: String, restore: UInt64, firstIndex: Int, originals: [OriginalTransaction], isLast: Bool)
     case failRestore(device: String, restore: UInt64, error: StoreError)
     // The downloader side.
     case reportDownloadProgress(DownloadKey, progress: Double, timeRemaining: Double)
@@ -53,7 +56,7 @@ public enum CommandBody: Sendable, Hashable {
         case .registerDevice(let device, _), .launchApp(let device), .terminateApp(let device),
              .attachObserver(let device, _), .detachObserver(let device, _),
              .setPaymentsAllowed(let device, _), .addPayment(let device, _),
-             .restoreCompletedTransactions(let device, _), .completeRestore(let device, _, _),
+             .restoreCompletedTransactions(let device, _), .completeRestore(let device, _, _, _, _),
              .failRestore(let device, _, _):
             device
         case .finishTransaction(let key), .decidePurchase(let key, _):

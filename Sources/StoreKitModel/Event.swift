@@ -1,7 +1,8 @@
 /// Every state change of the simulated system. The log holds these; state is a fold over them.
 public enum Event: Sendable, Hashable {
-    /// First event of every run: the seed every random choice derives from, and what ran.
-    case runStarted(seed: UInt64, scenario: String)
+    /// First event of every run: the seed every random choice derives from, and every
+    /// input of the run (scenario, catalog, versions), so a log alone reproduces it.
+    case runStarted(RunHeader)
     case deviceRegistered(device: String, account: String)
     case appLaunched(device: String)
     case appTerminated(device: String)
@@ -27,8 +28,8 @@ public enum Event: Sendable, Hashable {
     case downloadFinished(DownloadKey, contentURL: String)
     case downloadFailed(DownloadKey, error: StoreError)
     case downloadCancelled(DownloadKey)
-    /// A command the queue refused; nothing else changed.
-    case commandRejected(device: String, command: String, rejection: Rejection)
+    /// A command the queue refused, with its whole body; nothing else changed.
+    case commandRejected(CommandBody, Rejection)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -37,9 +38,10 @@ public enum Event: Sendable, Hashable {
         case .deviceRegistered(let device, _), .appLaunched(let device), .appTerminated(let device),
              .observerAttached(let device, _), .observerDetached(let device, _),
              .paymentsAllowedChanged(let device, _), .restoreStarted(let device, _, _),
-             .restoreFinished(let device, _), .restoreFailed(let device, _, _),
-             .commandRejected(let device, _, _):
+             .restoreFinished(let device, _), .restoreFailed(let device, _, _):
             device
+        case .commandRejected(let command, _):
+            command.device
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key):
             key.device
@@ -81,6 +83,14 @@ public enum Event: Sendable, Hashable {
     }
 }
 
+extension Event {
+    /// A refusal whose command id must not enter the command window (see `CommandWindow.isFarAhead`).
+    var isOutOfWindowRejection: Bool {
+        if case .commandRejected(_, let rejection) = self { return rejection.code == .commandNumberOutOfWindow }
+        return false
+    }
+}
+
 /// An event as the log holds it: its place in the partition, when it happened
 /// (nanoseconds of injected time) and the command that caused it, if any.
 public struct RecordedEvent: Sendable, Hashable {
@@ -96,3 +106,46 @@ public struct RecordedEvent: Sendable, Hashable {
         self.event = event
     }
 }
+
+/// Everything a run was started with, recorded in its first event: the whole scenario,
+/// the whole catalog, the versions, and when the run started by the wall clock (0 in a
+/// deterministic run, so its log does not depend on when it ran). Timestamps of every
+/// event are nanoseconds since this start.
+public struct RunHeader: Sendable, Hashable {
+    public var seed: UInt64
+    public var sksimVersion: String
+    /// "deterministic" or "live".
+    public var runtime: String
+    public var startedAtUnixNanoseconds: Int64
+    /// The scenario as JSON (keys sorted; documented in docs/log-format.md).
+    public var scenario: String
+    /// Where the catalog came from: "built-in sample" or the file's name (never a full path).
+    public var catalogSource: String
+    /// FNV-1a 64 of `catalog`, 16 hex digits.
+    public var catalogDigest: String
+    /// The catalog in sksim's native JSON format.
+    public var catalog: String
+
+    public init(seed: UInt64, sksimVersion: String, runtime: String, startedAtUnixNanoseconds: Int64, scenario: String,
+                catalogSource: String, catalogDigest: String, catalog: String) {
+        self.seed = seed
+        self.sksimVersion = sksimVersion
+        self.runtime = runtime
+        self.startedAtUnixNanoseconds = startedAtUnixNanoseconds
+        self.scenario = scenario
+        self.catalogSource = catalogSource
+        self.catalogDigest = catalogDigest
+        self.catalog = catalog
+    }
+
+    /// FNV-1a 64 over bytes, as 16 lowercase hex digits.
+    public static func digest(_ bytes: some Sequence<UInt8>) -> String {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
+
+/// The version of sksim, recorded in every log it writes.
+public let sksimVersion = "0.3.0"

@@ -2,8 +2,9 @@
 /// (bus frames). Layout is documented in docs/log-format.md; tags and field order
 /// are part of the format: append new cases with new tags, never renumber.
 public enum EventCodec {
-    /// The first byte of every encoded event or command.
-    public static let formatVersion: UInt8 = 1
+    /// The first byte of every encoded event or command. Version 2: the run header, whole
+    /// bodies of rejected commands, restores in pieces.
+    public static let formatVersion: UInt8 = 2
 
     // MARK: Events
 
@@ -11,8 +12,11 @@ public enum EventCodec {
         writer.write(formatVersion)
         writeCommandID(commandID, into: &writer)
         switch event {
-        case .runStarted(let seed, let scenario):
-            writer.write(tag: 1); writer.write(varint: seed); writer.write(scenario)
+        case .runStarted(let header):
+            writer.write(tag: 1); writer.write(varint: header.seed); writer.write(header.sksimVersion)
+            writer.write(header.runtime); writer.write(signed: header.startedAtUnixNanoseconds)
+            writer.write(header.scenario); writer.write(header.catalogSource); writer.write(header.catalogDigest)
+            writer.write(header.catalog)
         case .deviceRegistered(let device, let account):
             writer.write(tag: 2); writer.write(device); writer.write(account)
         case .appLaunched(let device):
@@ -59,8 +63,8 @@ public enum EventCodec {
             writer.write(tag: 22); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
         case .downloadCancelled(let key):
             writer.write(tag: 23); writeDownloadKey(key, into: &writer)
-        case .commandRejected(let device, let command, let rejection):
-            writer.write(tag: 24); writer.write(device); writer.write(command)
+        case .commandRejected(let command, let rejection):
+            writer.write(tag: 24); writeCommandBody(command, into: &writer)
             writer.write(rejection.code.rawValue); writer.write(rejection.message)
         }
     }
@@ -79,7 +83,11 @@ public enum EventCodec {
         let tag = try reader.readByte()
         let event: Event
         switch tag {
-        case 1: event = .runStarted(seed: try reader.readVarint(), scenario: try reader.readString())
+        case 1:
+            event = .runStarted(RunHeader(
+                seed: try reader.readVarint(), sksimVersion: try reader.readString(), runtime: try reader.readString(),
+                startedAtUnixNanoseconds: try reader.readSigned(), scenario: try reader.readString(),
+                catalogSource: try reader.readString(), catalogDigest: try reader.readString(), catalog: try reader.readString()))
         case 2: event = .deviceRegistered(device: try reader.readString(), account: try reader.readString())
         case 3: event = .appLaunched(device: try reader.readString())
         case 4: event = .appTerminated(device: try reader.readString())
@@ -110,11 +118,10 @@ public enum EventCodec {
         case 22: event = .downloadFailed(try readDownloadKey(&reader), error: try readError(&reader))
         case 23: event = .downloadCancelled(try readDownloadKey(&reader))
         case 24:
-            let device = try reader.readString()
-            let command = try reader.readString()
+            let command = try readCommandBody(&reader)
             let rawCode = try reader.readByte()
             guard let code = Rejection.Code(rawValue: rawCode) else { throw reader.failure("unknown rejection code \(rawCode)") }
-            event = .commandRejected(device: device, command: command, rejection: Rejection(code, try reader.readString()))
+            event = .commandRejected(command, Rejection(code, try reader.readString()))
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -138,7 +145,12 @@ public enum EventCodec {
         var writer = BinaryWriter()
         writer.write(formatVersion)
         writeCommandID(command.id, into: &writer)
-        switch command.body {
+        writeCommandBody(command.body, into: &writer)
+        return writer.bytes
+    }
+
+    private static func writeCommandBody(_ body: CommandBody, into writer: inout BinaryWriter) {
+        switch body {
         case .registerDevice(let device, let account):
             writer.write(tag: 1); writer.write(device); writer.write(account)
         case .launchApp(let device):
@@ -172,8 +184,9 @@ public enum EventCodec {
             case .failed(let error): writer.write(tag: 1); writeError(error, into: &writer)
             case .deferred: writer.write(tag: 2)
             }
-        case .completeRestore(let device, let restore, let originals):
+        case .completeRestore(let device, let restore, let firstIndex, let originals, let isLast):
             writer.write(tag: 15); writer.write(device); writer.write(varint: restore)
+            writer.write(varint: UInt64(firstIndex)); writer.write(isLast)
             writer.write(varint: UInt64(originals.count))
             for original in originals { writeOriginal(original, into: &writer) }
         case .failRestore(let device, let restore, let error):
@@ -185,13 +198,18 @@ public enum EventCodec {
         case .failDownload(let key, let error):
             writer.write(tag: 19); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
         }
-        return writer.bytes
     }
 
     public static func decodeCommand(_ buffer: UnsafeRawBufferPointer) throws(DecodingFailure) -> Command {
         var reader = BinaryReader(buffer)
         try readVersion(&reader)
         guard let id = try readCommandID(&reader) else { throw reader.failure("a command needs an id (origin and number)") }
+        let body = try readCommandBody(&reader)
+        guard reader.isAtEnd else { throw reader.failure("trailing bytes after a \(body.name) command") }
+        return Command(id: id, body: body)
+    }
+
+    private static func readCommandBody(_ reader: inout BinaryReader) throws(DecodingFailure) -> CommandBody {
         let tag = try reader.readByte()
         let body: CommandBody
         switch tag {
@@ -221,11 +239,13 @@ public enum EventCodec {
         case 15:
             let device = try reader.readString()
             let restore = try reader.readVarint()
-            let count = try readCount(&reader, maximum: 100_000)
+            let firstIndex = try readCount(&reader, maximum: Int(Int32.max))
+            let isLast = try reader.readBool()
+            let count = try readCount(&reader, maximum: QueueProjection.maximumRestorePiece)
             var originals: [OriginalTransaction] = []
             originals.reserveCapacity(count)
             for _ in 0..<count { originals.append(try readOriginal(&reader)) }
-            body = .completeRestore(device: device, restore: restore, originals: originals)
+            body = .completeRestore(device: device, restore: restore, firstIndex: firstIndex, originals: originals, isLast: isLast)
         case 16: body = .failRestore(device: try reader.readString(), restore: try reader.readVarint(), error: try readError(&reader))
         case 17:
             body = .reportDownloadProgress(try readDownloadKey(&reader), progress: try reader.readDouble(), timeRemaining: try reader.readDouble())
@@ -233,8 +253,7 @@ public enum EventCodec {
         case 19: body = .failDownload(try readDownloadKey(&reader), error: try readError(&reader))
         default: throw reader.failure("unknown command tag \(tag)")
         }
-        guard reader.isAtEnd else { throw reader.failure("trailing bytes after a \(body.name) command") }
-        return Command(id: id, body: body)
+        return body
     }
 
     public static func decodeCommand(_ bytes: [UInt8]) throws(DecodingFailure) -> Command {

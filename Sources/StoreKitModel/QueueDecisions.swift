@@ -13,6 +13,10 @@ extension QueueProjection {
     /// accepted (or a `commandRejected` event) and applies it.
     public func decide(_ command: Command, catalog: Catalog) -> Decision {
         if recentCommands.contains(command.id) { return .duplicate }
+        if recentCommands.isFarAhead(command.id) {
+            return .reject(Rejection(.commandNumberOutOfWindow,
+                "command number \(command.id.number) of '\(command.id.origin)' is more than \(recentCommands.capacity) ahead of its last one (\(recentCommands.highest(of: command.id.origin))); senders number their commands 1, 2, 3, …"))
+        }
         do {
             return .accept(try events(for: command.body, catalog: catalog))
         } catch {
@@ -22,7 +26,7 @@ extension QueueProjection {
 
     /// The event that records a refusal.
     public static func rejectionEvent(_ command: Command, _ rejection: Rejection) -> Event {
-        .commandRejected(device: command.body.device, command: command.body.name, rejection: rejection)
+        .commandRejected(command.body, rejection)
     }
 
     private func existingDevice(_ name: String) throws(Rejection) -> DeviceState {
@@ -178,10 +182,18 @@ extension QueueProjection {
                 return [.transactionPurchased(key, identifier: Self.transactionIdentifier(key), downloads: contents, charged: charged)]
             }
 
-        case .completeRestore(let name, let restore, let originals):
+        case .completeRestore(let name, let restore, let firstIndex, let originals, let isLast):
             let device = try existingDevice(name)
-            guard device.restoresInProgress[restore] != nil else {
+            guard let progress = device.restoresInProgress[restore] else {
                 throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(name)' is not in progress; it was never started or already ended")
+            }
+            guard originals.count <= Self.maximumRestorePiece else {
+                throw Rejection(.invalidArgument, "a restore piece holds at most \(Self.maximumRestorePiece) transactions, got \(originals.count); send the rest in further pieces")
+            }
+            // A piece sent again (a restarted store) is harmless; a piece that skips one is refused.
+            if firstIndex < progress.restoredCount && firstIndex + originals.count <= progress.restoredCount && !isLast { return [] }
+            guard firstIndex == progress.restoredCount else {
+                throw Rejection(.invalidArgument, "restore \(restore) of device '\(name)' has \(progress.restoredCount) transactions restored; the next piece starts at \(progress.restoredCount), not \(firstIndex)")
             }
             var events: [Event] = []
             var number = device.nextTransactionNumber
@@ -200,7 +212,7 @@ extension QueueProjection {
             guard device.pending.count + originals.count <= Self.maximumPendingPerDevice else {
                 throw Rejection(.invalidArgument, "restoring \(originals.count) transactions would exceed \(Self.maximumPendingPerDevice) unfinished transactions on '\(name)'")
             }
-            events.append(.restoreFinished(device: name, restore: restore))
+            if isLast { events.append(.restoreFinished(device: name, restore: restore)) }
             return events
 
         case .failRestore(let name, let restore, let error):

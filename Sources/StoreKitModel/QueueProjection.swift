@@ -61,8 +61,8 @@ public struct EventTotals: Sendable, Hashable {
 /// command against it and says which events the command causes, or why it is refused.
 public struct QueueProjection: Sendable {
     public private(set) var devices: [String: DeviceState] = [:]
-    public private(set) var seed: UInt64?
-    public private(set) var scenario: String?
+    public private(set) var header: RunHeader?
+    public var seed: UInt64? { header?.seed }
     public private(set) var lastSequence: UInt64 = 0
     public private(set) var totals = EventTotals()
     /// Recently applied command ids, so that a retried command takes effect once.
@@ -70,6 +70,8 @@ public struct QueueProjection: Sendable {
 
     /// The most transactions one device may have unfinished at once.
     public static let maximumPendingPerDevice = 10_000
+    /// The most restored transactions in one `completeRestore` command.
+    public static let maximumRestorePiece = 100
 
     public init(commandWindow: Int = 65_536) {
         recentCommands = CommandWindow(capacity: commandWindow)
@@ -83,11 +85,10 @@ public struct QueueProjection: Sendable {
     public mutating func apply(_ recorded: RecordedEvent) {
         lastSequence = recorded.sequence
         totals.events += 1
-        if let id = recorded.commandID { recentCommands.insert(id) }
+        if let id = recorded.commandID, !recorded.event.isOutOfWindowRejection { recentCommands.insert(id) }
         switch recorded.event {
-        case .runStarted(let seed, let scenario):
-            self.seed = seed
-            self.scenario = scenario
+        case .runStarted(let header):
+            self.header = header
         case .deviceRegistered(let device, let account):
             devices[device] = DeviceState(device: device, account: account)
         case .appLaunched(let device):
@@ -256,6 +257,15 @@ public struct CommandWindow: Sendable {
         precondition(capacity > 0, "a command window needs room for at least one id")
         self.capacity = (capacity + 63) / 64 * 64
     }
+
+    /// True for a number so far above its origin's highest that accepting it would mark
+    /// every real command of that origin as old (a forged id).
+    public func isFarAhead(_ id: CommandID) -> Bool {
+        id.number > highest(of: id.origin) &+ UInt64(capacity)
+    }
+
+    /// The highest number applied for an origin (0 for an unknown one).
+    public func highest(of origin: String) -> UInt64 { windows[origin]?.highest ?? 0 }
 
     public func contains(_ id: CommandID) -> Bool {
         guard let window = windows[id.origin], id.number <= window.highest else { return false }

@@ -22,6 +22,9 @@ public struct Rejection: Error, Sendable, Hashable, CustomStringConvertible {
         case transactionNotAwaitingStore = 16
         case invalidProgress = 17
         case invalidArgument = 18
+        /// The command's number is far ahead of everything its sender sent: a forged or
+        /// broken id, refused so it cannot make the sender's real commands look like duplicates.
+        case commandNumberOutOfWindow = 19
 
     }
 

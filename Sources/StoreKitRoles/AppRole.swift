@@ -2,7 +2,7 @@ import Foundation
 import StoreKitModel
 
 /// What the simulated users of the apps do.
-public struct AppBehavior: Sendable, Hashable {
+public struct AppBehavior: Sendable, Hashable, Codable {
     public var purchasesPerDevice = 5
     /// Time between one user action and the next.
     public var thinkTime: LatencyDistribution = .exponential(minimumMilliseconds: 100, meanMilliseconds: 800)
@@ -39,7 +39,7 @@ public final class DeviceApp {
     private let behavior: AppBehavior
     private let catalog: Catalog
     private let isAdditionalDevice: Bool
-    private var random: SeededRandom
+    private let choices: ChoiceSource
     private var purchasesLeft: Int
     private var stage: Stage = .register
     private var restoredAsNewDevice = false
@@ -47,18 +47,18 @@ public final class DeviceApp {
     private enum Stage { case register, launch, shopping, relaunching, done }
 
     public init(device: String, account: String, isAdditionalDevice: Bool, behavior: AppBehavior, catalog: Catalog,
-                seed: UInt64, storage: URL?) {
+                choices: ChoiceSource, storage: ContentStorage?) {
         self.device = device
         self.account = account
         self.behavior = behavior
         self.catalog = catalog
         self.isAdditionalDevice = isAdditionalDevice
-        self.random = SeededRandom(seed: seed, stream: "device/\(device)")
+        self.choices = choices
         self.purchasesLeft = behavior.purchasesPerDevice
-        self.queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, seed: seed)
+        self.queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, choices: choices)
         self.observers = behavior.observers.enumerated().map { index, observerBehavior in
             BuiltInObserver(name: "\(observerBehavior.rawValue)-\(index + 1)", behavior: observerBehavior,
-                            persistentDirectory: storage?.appendingPathComponent(device, isDirectory: true))
+                            storage: storage, persistentFolder: "apps/\(device)")
         }
     }
 
@@ -94,24 +94,24 @@ public final class DeviceApp {
             queue.enqueue(.launchApp(device: device))
             for observer in observers { queue.add(observer) }
             stage = .shopping
-            return behavior.thinkTime.sampleNanoseconds(&random)
+            return behavior.thinkTime.sampleNanoseconds(choices)
         case .shopping:
             if purchasesLeft > 0 {
                 purchasesLeft -= 1
                 buy()
-                if random.chance(behavior.restoreProbability) {
+                if choices.chance(.userRestore, behavior.restoreProbability) {
                     queue.restoreCompletedTransactions(applicationUsername: account)
                 }
-                if random.chance(behavior.relaunchProbability) {
+                if choices.chance(.userRelaunch, behavior.relaunchProbability) {
                     relaunch()
-                    return behavior.thinkTime.sampleNanoseconds(&random)
+                    return behavior.thinkTime.sampleNanoseconds(choices)
                 }
-                return behavior.thinkTime.sampleNanoseconds(&random)
+                return behavior.thinkTime.sampleNanoseconds(choices)
             }
             if isAdditionalDevice && !restoredAsNewDevice {
                 restoredAsNewDevice = true
                 queue.restoreCompletedTransactions(applicationUsername: account)
-                return behavior.thinkTime.sampleNanoseconds(&random)
+                return behavior.thinkTime.sampleNanoseconds(choices)
             }
             stage = .done
             return nil
@@ -123,8 +123,8 @@ public final class DeviceApp {
     private func buy() {
         let products = catalog.products
         guard !products.isEmpty else { return }
-        let product = products[Int(random.next() % UInt64(products.count))]
-        let quantity = product.kind == .consumable ? 1 + Int(random.next() % 3) : 1
+        let product = products[choices.index(.product, count: products.count)]
+        let quantity = product.kind == .consumable ? 1 + choices.index(.quantity, count: 3) : 1
         do {
             try queue.add(Payment(productIdentifier: product.identifier, quantity: quantity, applicationUsername: account))
         } catch {
@@ -153,20 +153,15 @@ public final class AppRole: Role {
         for app in devices { apps[app.device] = app }
     }
 
-    /// Timers that start every device's script.
-    public func start() -> [Effect] {
-        deviceNames.map { .timer(afterNanoseconds: 0, .deviceStep(device: $0)) }
-    }
-
     /// Applies history silently (a restarted process catching up), without callbacks.
     public func catchUp(_ recorded: RecordedEvent) {
         guard let device = recorded.event.device, let app = apps[device] else { return }
         app.queue.catchUp(recorded)
     }
 
-    /// After catching up: resumes every script and returns the commands and timers that
-    /// start them again.
-    public func resume() -> [Effect] {
+    /// Starts (or, after catching up, resumes) every device's script: the commands and
+    /// timers that set them going.
+    public func resume(now: Int64) -> [Effect] {
         var effects: [Effect] = []
         for device in deviceNames {
             guard let app = apps[device] else { continue }
@@ -178,7 +173,7 @@ public final class AppRole: Role {
     }
 
     /// Every device's script is done and nothing is left unfinished.
-    public var allSettled: Bool { apps.values.allSatisfy(\.isSettled) }
+    public var isSettled: Bool { apps.values.allSatisfy(\.isSettled) }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
         guard let device = recorded.event.device, let app = apps[device] else { return [] }

@@ -2,7 +2,7 @@ import Foundation
 import StoreKitModel
 
 /// How the simulated content servers behave.
-public struct DownloaderBehavior: Sendable, Hashable {
+public struct DownloaderBehavior: Sendable, Hashable, Codable {
     /// Transfer rate per download, drawn once per download.
     public var minimumBytesPerSecond: Double = 200_000
     public var maximumBytesPerSecond: Double = 2_000_000
@@ -26,13 +26,13 @@ public struct DownloaderBehavior: Sendable, Hashable {
 
 /// Hosted-content downloads: moves each started download through active (progress,
 /// timeRemaining) to finished or failed, honours pause, resume and cancel, writes the
-/// real content file behind `contentURL`, and deletes it when the transaction is
-/// finished (R-T4: its URL is invalid from then on).
+/// content behind `contentURL` (a path relative to the content root), and deletes it
+/// when the transaction is finished (R-T4: its URL is invalid from then on).
 public final class DownloaderRole: Role {
     public let name: String
-    public let contentDirectory: URL
+    public let content: ContentStorage
     public let behavior: DownloaderBehavior
-    private var random: SeededRandom
+    private let choices: ChoiceSource
 
     private struct Transfer {
         var content: HostedContent
@@ -41,29 +41,70 @@ public final class DownloaderRole: Role {
         var generation = 0
         var isActive = false
         var path: String
+        /// Progress the queue already holds: a restarted transfer reports only beyond it.
+        var reportedProgress: Double = 0
     }
 
     private var contents: [TransactionKey: [HostedContent]] = [:]
     private var transfers: [DownloadKey: Transfer] = [:]
-    /// Files written per transaction, deleted when it is finished.
+    /// Downloads the log shows active or paused, for a restarted downloader to take up.
+    private var underWay: [DownloadKey: (progress: Double, isActive: Bool)] = [:]
+    /// Content written per transaction, deleted when it is finished.
     private var files: [TransactionKey: [String]] = [:]
     public private(set) var bytesWritten: Int64 = 0
     public private(set) var fileErrors: [String] = []
 
-    public init(name: String = "downloader", contentDirectory: URL, behavior: DownloaderBehavior, seed: UInt64) {
+    public init(name: String = "downloader", content: ContentStorage, behavior: DownloaderBehavior, choices: ChoiceSource) {
         self.name = name
-        self.contentDirectory = contentDirectory
+        self.content = content
         self.behavior = behavior
-        self.random = SeededRandom(seed: seed, stream: name)
+        self.choices = choices
     }
 
-    /// The file a download's content is written to.
-    public func contentPath(_ key: DownloadKey, _ content: HostedContent) -> String {
-        contentDirectory
-            .appendingPathComponent(key.transaction.device, isDirectory: true)
-            .appendingPathComponent("\(key.transaction.number)", isDirectory: true)
-            .appendingPathComponent("\(content.contentIdentifier)-\(content.contentVersion)")
-            .path
+    /// Where a download's content goes, relative to the content root (what `contentURL` holds).
+    public static func contentPath(_ key: DownloadKey, _ content: HostedContent) -> String {
+        "content/\(key.transaction.device)/\(key.transaction.number)/\(content.contentIdentifier)-\(content.contentVersion)"
+    }
+
+    public func catchUp(_ recorded: RecordedEvent) {
+        switch recorded.event {
+        case .transactionPurchased(let key, _, let downloads, _), .transactionRestored(let key, _, _, _, let downloads):
+            if !downloads.isEmpty { contents[key] = downloads }
+        case .downloadStarted(let key), .downloadResumed(let key):
+            underWay[key] = (underWay[key]?.progress ?? 0, true)
+        case .downloadProgressed(let key, let progress, _):
+            underWay[key]?.progress = progress
+        case .downloadPaused(let key):
+            underWay[key]?.isActive = false
+        case .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key):
+            underWay[key] = nil
+        case .transactionFinished(let key):
+            contents[key] = nil
+            underWay = underWay.filter { $0.key.transaction != key }
+        default:
+            break
+        }
+    }
+
+    /// Starts again every download the log shows under way (the content is written afresh).
+    public func resume(now: Int64) -> [Effect] {
+        var effects: [Effect] = []
+        for (key, state) in underWay.sorted(by: { $0.key < $1.key }) {
+            guard let hosted = contents[key.transaction]?[safe: key.index] else { continue }
+            begin(key, hosted)
+            transfers[key]?.reportedProgress = state.progress
+            if state.isActive { effects += activate(key) }
+        }
+        underWay.removeAll()
+        return effects
+    }
+
+    private func begin(_ key: DownloadKey, _ hosted: HostedContent) {
+        let rate = behavior.minimumBytesPerSecond + (behavior.maximumBytesPerSecond - behavior.minimumBytesPerSecond) * choices.unit(.transferRate)
+        let path = Self.contentPath(key, hosted)
+        transfers[key] = Transfer(content: hosted, bytesPerSecond: rate, path: path)
+        files[key.transaction, default: []].append(path)
+        content.remove(path)  // A fresh start never appends to stale content.
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
@@ -72,12 +113,8 @@ public final class DownloaderRole: Role {
             if !downloads.isEmpty { contents[key] = downloads }
             return []
         case .downloadStarted(let key):
-            guard let content = contents[key.transaction]?[safe: key.index] else { return [] }
-            let rate = behavior.minimumBytesPerSecond + (behavior.maximumBytesPerSecond - behavior.minimumBytesPerSecond) * random.nextUnit()
-            let path = contentPath(key, content)
-            transfers[key] = Transfer(content: content, bytesPerSecond: rate, path: path)
-            files[key.transaction, default: []].append(path)
-            removeFile(path)  // A fresh start never appends to a stale file.
+            guard let hosted = contents[key.transaction]?[safe: key.index] else { return [] }
+            begin(key, hosted)
             return activate(key)
         case .downloadResumed(let key):
             return activate(key)
@@ -86,7 +123,7 @@ public final class DownloaderRole: Role {
             transfers[key]?.generation += 1
             return []
         case .downloadCancelled(let key), .downloadFailed(let key, _):
-            if let transfer = transfers.removeValue(forKey: key) { removeFile(transfer.path) }
+            if let transfer = transfers.removeValue(forKey: key) { content.remove(transfer.path) }
             return []
         case .downloadFinished(let key, _):
             transfers[key] = nil
@@ -94,7 +131,7 @@ public final class DownloaderRole: Role {
         case .transactionFinished(let key):
             let count = contents.removeValue(forKey: key)?.count ?? 0
             for index in 0..<count { transfers[DownloadKey(transaction: key, index: index)] = nil }
-            for path in files.removeValue(forKey: key) ?? [] { removeFile(path) }
+            for path in files.removeValue(forKey: key) ?? [] { content.remove(path) }
             return []
         default:
             return []
@@ -116,15 +153,15 @@ public final class DownloaderRole: Role {
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
         guard case .downloadTick(let key, let generation) = token,
               let transfer = transfers[key], transfer.isActive, transfer.generation == generation else { return [] }
-        if random.chance(behavior.failureProbabilityPerTick) {
+        if choices.chance(.downloadFailure, behavior.failureProbabilityPerTick) {
             transfers[key]!.isActive = false
             return [.send(.failDownload(key, error: StoreError(.downloadFailed, "the simulated content server dropped the connection")))]
         }
         let chunk = min(transfer.content.contentLength - transfer.bytesWritten,
                         max(1, Int64(transfer.bytesPerSecond * behavior.tickMilliseconds / 1_000)))
         do {
-            try appendContent(to: transfer.path, contentIdentifier: transfer.content.contentIdentifier,
-                              offset: transfer.bytesWritten, count: chunk)
+            try content.append(transfer.path, contentIdentifier: transfer.content.contentIdentifier,
+                               offset: transfer.bytesWritten, count: chunk)
         } catch {
             transfers[key]!.isActive = false
             fileErrors.append("\(transfer.path): \(error)")
@@ -138,44 +175,10 @@ public final class DownloaderRole: Role {
             return [.send(.completeDownload(key, contentURL: transfer.path))]
         }
         let progress = Double(written) / Double(transfer.content.contentLength)
+        guard progress > transfer.reportedProgress else { return [tick(key)] }
+        transfers[key]!.reportedProgress = progress
         let remaining = Double(transfer.content.contentLength - written) / transfer.bytesPerSecond
         return [.send(.reportDownloadProgress(key, progress: progress, timeRemaining: remaining)), tick(key)]
-    }
-
-    /// Content bytes are a pure function of the content identifier and offset, so a
-    /// replayed run writes identical files and a test can check them.
-    public static func contentByte(contentIdentifier: String, offset: Int64) -> UInt8 {
-        contentByte(seed: contentSeed(contentIdentifier), offset: offset)
-    }
-
-    /// The per-content part of `contentByte`, hashed once per chunk rather than per byte.
-    static func contentSeed(_ contentIdentifier: String) -> UInt64 {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in contentIdentifier.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        return hash >> 8
-    }
-
-    static func contentByte(seed: UInt64, offset: Int64) -> UInt8 {
-        UInt8(truncatingIfNeeded: seed &+ UInt64(bitPattern: offset) &* 31)
-    }
-
-    private func appendContent(to path: String, contentIdentifier: String, offset: Int64, count: Int64) throws {
-        let url = URL(fileURLWithPath: path)
-        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let seed = Self.contentSeed(contentIdentifier)
-        let bytes = (0..<count).map { Self.contentByte(seed: seed, offset: offset + $0) }
-        if offset == 0 {
-            try Data(bytes).write(to: url)
-        } else {
-            let handle = try FileHandle(forWritingTo: url)
-            defer { try? handle.close() }
-            try handle.seekToEnd()
-            try handle.write(contentsOf: bytes)
-        }
-    }
-
-    private func removeFile(_ path: String) {
-        try? FileManager.default.removeItem(atPath: path)
     }
 }
 

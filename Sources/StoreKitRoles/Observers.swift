@@ -3,7 +3,7 @@ import StoreKitModel
 
 /// The built-in observer behaviours, written on the public observer API exactly as an
 /// app would write them.
-public enum ObserverBehavior: String, Sendable, Hashable, CaseIterable {
+public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable {
     /// Unlock the product, then finish (ignores hosted content).
     case deliverThenFinish
     /// Download every piece of hosted content, keep it, then finish (R-D3).
@@ -21,8 +21,10 @@ public enum ObserverBehavior: String, Sendable, Hashable, CaseIterable {
 public final class BuiltInObserver: PaymentTransactionObserver {
     public let observerName: String
     public let behavior: ObserverBehavior
-    /// Where finished downloads are moved to keep them (the app's own storage).
-    public let persistentDirectory: URL?
+    /// Where finished downloads are copied to keep them (the app's own storage), and the
+    /// folder in it, relative to the content root; nil keeps nothing.
+    public let storage: ContentStorage?
+    public let persistentFolder: String
     /// Product identifiers unlocked so far.
     public private(set) var unlocked: Set<String> = []
     public private(set) var keptContent: [String] = []
@@ -30,10 +32,11 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     public private(set) var restoresFinished = 0
     public private(set) var restoresFailed = 0
 
-    public init(name: String, behavior: ObserverBehavior, persistentDirectory: URL?) {
+    public init(name: String, behavior: ObserverBehavior, storage: ContentStorage?, persistentFolder: String = "apps") {
         self.observerName = name
         self.behavior = behavior
-        self.persistentDirectory = persistentDirectory
+        self.storage = storage
+        self.persistentFolder = persistentFolder
     }
 
     public func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
@@ -88,13 +91,11 @@ public final class BuiltInObserver: PaymentTransactionObserver {
 
     /// Moves the downloaded file somewhere persistent before its URL becomes invalid (R-D3, R-T4).
     private func keep(_ contentURL: String, _ download: Download) {
-        guard let directory = persistentDirectory else { return }
-        let destination = directory.appendingPathComponent("\(download.contentIdentifier)-\(download.contentVersion)")
+        guard let storage else { return }
+        let destination = "\(persistentFolder)/\(download.contentIdentifier)-\(download.contentVersion)"
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            try? FileManager.default.removeItem(at: destination)
-            try FileManager.default.copyItem(at: URL(fileURLWithPath: contentURL), to: destination)
-            keptContent.append(destination.path)
+            try storage.copy(contentURL, to: destination)
+            keptContent.append(destination)
         } catch {
             errors.append("could not keep \(contentURL): \(error)")
         }

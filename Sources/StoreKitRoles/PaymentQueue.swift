@@ -25,8 +25,8 @@ extension PaymentTransactionObserver {
 }
 
 /// In which order a queue calls its observers. StoreKit guarantees none (R-Q5), so the
-/// simulator can draw one per delivery from the run's seed.
-public enum ObserverOrdering: Sendable, Hashable {
+/// simulator can draw one per delivery from the run's choices.
+public enum ObserverOrdering: String, Sendable, Hashable, Codable {
     case attachOrder
     case seededShuffle
 }
@@ -44,15 +44,15 @@ public final class PaymentQueue {
     /// Downloads this launch asked to start, so observers that are told twice ask once.
     private var startRequested: Set<DownloadKey> = []
     private let ordering: ObserverOrdering
-    private var random: SeededRandom
+    private let choices: ChoiceSource
     /// Callbacks made so far, per kind, for reports and tests.
     public private(set) var callbackCounts: [String: Int] = [:]
 
-    public init(device: String, catalog: Catalog, ordering: ObserverOrdering = .seededShuffle, seed: UInt64) {
+    public init(device: String, catalog: Catalog, ordering: ObserverOrdering = .seededShuffle, choices: ChoiceSource) {
         self.device = device
         self.catalog = catalog
         self.ordering = ordering
-        self.random = SeededRandom(seed: seed, stream: "observer-order/\(device)")
+        self.choices = choices
     }
 
     // MARK: The StoreKit API
@@ -150,9 +150,8 @@ public final class PaymentQueue {
     /// Observers attached right now, in this delivery's order (R-Q5).
     private func attachedObservers() -> [PaymentTransactionObserver] {
         let names = attachedNames
-        var attached = observers.filter { names.contains($0.observerName) }
-        if ordering == .seededShuffle { attached.shuffle(using: &random) }
-        return attached
+        let attached = observers.filter { names.contains($0.observerName) }
+        return ordering == .seededShuffle ? choices.shuffled(attached, .observerOrder) : attached
     }
 
     private func count(_ callback: String, _ calls: Int) {

@@ -10,18 +10,35 @@ public enum TimerToken: Sendable, Hashable {
 }
 
 /// What a role wants done. Roles never send or sleep themselves: the runtime (the
-/// deterministic simulation, or a live process on ZeroMQ) carries effects out, so the
-/// same role code runs in both (DESIGN.md, "Two ways to run the same roles").
+/// deterministic one, or a live process on ZeroMQ) carries effects out, so the same role
+/// code runs in both.
 public enum Effect: Sendable, Hashable {
     case send(CommandBody)
     case timer(afterNanoseconds: Int64, TimerToken)
 }
 
-/// A role reacts to events from the queue and to its own timers. `now` is injected
-/// time in nanoseconds; roles never read a clock.
+/// A role reacts to events from the queue and to its own timers. `now` is injected time
+/// in nanoseconds; roles never read a clock, and draw every random choice from the
+/// runtime's `ChoiceSource`.
+///
+/// Every role can be restarted: a new instance `catchUp`s on the log silently, then
+/// `resume` returns what it must do again (timers lost with the old instance, commands
+/// that may not have arrived). Decisions are idempotent at the queue, so a resumed role
+/// that repeats one is answered "rejected" or "duplicate", never applied twice.
 public protocol Role: AnyObject {
     /// The origin of the role's commands (part of every command id).
     var name: String { get }
     func receive(_ event: RecordedEvent, now: Int64) -> [Effect]
     func timerFired(_ token: TimerToken, now: Int64) -> [Effect]
+    /// Applies history without reacting (a restarted role reading the log).
+    func catchUp(_ event: RecordedEvent)
+    /// After `catchUp`: what to do again. Called once, also for a first start.
+    func resume(now: Int64) -> [Effect]
+    /// True when the role has nothing more to do unless someone else acts (an app whose
+    /// users are done and whose queue holds nothing unfinished). Servers are always settled.
+    var isSettled: Bool { get }
+}
+
+extension Role {
+    public var isSettled: Bool { true }
 }

@@ -13,6 +13,8 @@ public struct Scenario: Sendable {
     public var apps = AppBehavior()
     public var store = StoreBehavior()
     public var downloader = DownloaderBehavior()
+    /// How the deterministic runtime's network and log behave (live runs have the real ones).
+    public var network = NetworkBehavior()
     /// Upper bound on simulated time, so that a run always ends.
     public var maximumSimulatedSeconds: Double = 24 * 3600
 
@@ -33,6 +35,7 @@ public struct Scenario: Sendable {
         try apps.validate()
         try store.validate()
         try downloader.validate()
+        try network.validate()
     }
 
     /// Device names, stable and sortable: device-0001, device-0002, …
@@ -48,18 +51,97 @@ public struct Scenario: Sendable {
     }
 
     /// The apps of the devices at `indices` (all by default), ready to run their scripts.
-    public func makeApps(indices: [Int]? = nil, storage: URL?) -> [DeviceApp] {
+    public func makeApps(indices: [Int]? = nil, choices: ChoiceSource, storage: ContentStorage?) -> [DeviceApp] {
         let names = deviceNames
         return (indices ?? Array(names.indices)).map { index in
             DeviceApp(device: names[index], account: account(ofDeviceAt: index),
                       isAdditionalDevice: index % apps.devicesPerAccount != 0,
-                      behavior: apps, catalog: catalog, seed: seed, storage: storage)
+                      behavior: apps, catalog: catalog, choices: choices, storage: storage)
         }
     }
 
-    /// What the log's first event records besides the seed: enough to tell runs apart.
+    /// Everything but the catalog, as it is recorded in the log (keys sorted, so the same
+    /// scenario gives the same bytes).
+    private struct Settings: Codable {
+        var devices: Int
+        var apps: AppBehavior
+        var store: StoreBehavior
+        var downloader: DownloaderBehavior
+        var network: NetworkBehavior
+        var maximumSimulatedSeconds: Double
+    }
+
+    /// The run's first record: this scenario, its catalog and the versions.
+    public func header(runtime: String, startedAtUnixNanoseconds: Int64) -> RunHeader {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let settings = Settings(devices: devices, apps: apps, store: store, downloader: downloader, network: network,
+                                maximumSimulatedSeconds: maximumSimulatedSeconds)
+        let scenarioJSON = (try? encoder.encode(settings)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        let catalogJSON = String(decoding: catalog.nativeCatalogData(), as: UTF8.self)
+        return RunHeader(seed: seed, sksimVersion: sksimVersion, runtime: runtime, startedAtUnixNanoseconds: startedAtUnixNanoseconds,
+                         scenario: scenarioJSON, catalogSource: catalogSource, catalogDigest: RunHeader.digest(catalogJSON.utf8),
+                         catalog: catalogJSON)
+    }
+
+    /// The scenario a recorded run was started with, from its first record.
+    public init(header: RunHeader) throws {
+        let settings: Settings
+        do {
+            settings = try JSONDecoder().decode(Settings.self, from: Data(header.scenario.utf8))
+        } catch {
+            throw ConfigurationError("the run's recorded scenario cannot be read by this sksim (\(error)); replay it with sksim \(header.sksimVersion)")
+        }
+        let catalog: Catalog
+        do {
+            catalog = try Catalog.parseNativeCatalog(Data(header.catalog.utf8), source: "the recorded catalog")
+        } catch {
+            throw ConfigurationError("the run's recorded catalog cannot be read: \(error)")
+        }
+        self.init(seed: header.seed, devices: settings.devices, catalog: catalog, catalogSource: header.catalogSource)
+        apps = settings.apps
+        store = settings.store
+        downloader = settings.downloader
+        network = settings.network
+        maximumSimulatedSeconds = settings.maximumSimulatedSeconds
+    }
+
+    /// A one-line description for people.
     public var summary: String {
         "devices=\(devices) purchasesPerDevice=\(apps.purchasesPerDevice) devicesPerAccount=\(apps.devicesPerAccount) "
             + "observers=\(apps.observers.map(\.rawValue).joined(separator: ",")) catalog=\(catalogSource) products=\(catalog.products.count)"
+    }
+}
+
+/// How the deterministic runtime's network and log behave. Every draw is a recorded
+/// choice; the zero choice is the fastest, most orderly network. Live runs ignore this:
+/// they have the real network.
+public struct NetworkBehavior: Sendable, Hashable, Codable {
+    /// Delay of one message from a sender to the queue, or from the queue to a subscriber.
+    /// Each link keeps its order (a ZeroMQ connection does); links are independent.
+    public var deliveryLatency: LatencyDistribution = .uniform(minimumMilliseconds: 0.2, maximumMilliseconds: 3)
+    /// Time for an appended command to become durable; events are published and commands
+    /// acknowledged only then.
+    public var durabilityLatency: LatencyDistribution = .uniform(minimumMilliseconds: 0.1, maximumMilliseconds: 1)
+    /// Chance that a message is delivered twice (the copy comes later on the same link).
+    public var duplicateProbability: Double = 0
+    /// Chance that a published event is lost on one link; the subscriber notices the gap at
+    /// the next heartbeat and catches up, so everything after it on that link waits too.
+    public var lossProbability: Double = 0
+    /// How long a subscriber takes to notice a loss (the heartbeat interval).
+    public var catchUpMilliseconds: Double = 250
+    /// Chance, per step of the run, that one role crashes (chosen among all of them).
+    public var crashProbability: Double = 0
+    /// How long a crashed role stays down before it is restarted.
+    public var restartLatency: LatencyDistribution = .uniform(minimumMilliseconds: 50, maximumMilliseconds: 500)
+
+    public init() {}
+
+    public func validate() throws(ConfigurationError) {
+        for (name, value) in [("duplicateProbability", duplicateProbability), ("lossProbability", lossProbability),
+                              ("crashProbability", crashProbability)] where !(0...1).contains(value) {
+            throw ConfigurationError("network.\(name) is \(value); a probability must be between 0 and 1")
+        }
+        guard catchUpMilliseconds >= 0 else { throw ConfigurationError("network.catchUpMilliseconds must be 0 or more") }
     }
 }

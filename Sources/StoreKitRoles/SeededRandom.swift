@@ -47,23 +47,24 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     public mutating func chance(_ probability: Double) -> Bool { nextUnit() < probability }
 }
 
-/// How long something takes, in nanoseconds, drawn from a seeded generator.
-public enum LatencyDistribution: Sendable, Hashable, CustomStringConvertible {
+/// How long something takes, in nanoseconds, drawn from the run's choice source. The
+/// simplest choice (0) gives the shortest time.
+public enum LatencyDistribution: Sendable, Hashable, Codable, CustomStringConvertible {
     case fixed(milliseconds: Double)
     case uniform(minimumMilliseconds: Double, maximumMilliseconds: Double)
     /// A long tail: `minimum` plus an exponential with the given mean.
     case exponential(minimumMilliseconds: Double, meanMilliseconds: Double)
 
-    public func sampleNanoseconds(_ random: inout SeededRandom) -> Int64 {
+    public func sampleNanoseconds(_ choices: ChoiceSource, _ kind: ChoiceKind = .latency) -> Int64 {
         let milliseconds: Double
         switch self {
         case .fixed(let value):
             milliseconds = value
         case .uniform(let minimum, let maximum):
-            milliseconds = minimum + (maximum - minimum) * random.nextUnit()
+            milliseconds = maximum > minimum ? minimum + (maximum - minimum) * choices.unit(kind) : minimum
         case .exponential(let minimum, let mean):
             // Clamp the draw so one sample can never be absurdly long (bounded waits).
-            milliseconds = minimum + min(-mean * log(1 - random.nextUnit()), mean * 20)
+            milliseconds = mean > 0 ? minimum + min(-mean * log(1 - choices.unit(kind)), mean * 20) : minimum
         }
         return Int64(max(0, milliseconds) * 1_000_000)
     }

@@ -2,7 +2,7 @@ import StoreKitModel
 
 /// How the simulated App Store answers. Probabilities are per purchase; what is left
 /// after failure, deferral and cancellation is a plain purchase.
-public struct StoreBehavior: Sendable, Hashable {
+public struct StoreBehavior: Sendable, Hashable, Codable {
     public var failureProbability: Double = 0.05
     public var deferralProbability: Double = 0.05
     public var cancellationProbability: Double = 0.05
@@ -38,26 +38,75 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 }
 
 /// The simulated App Store: decides purchases, answers restores from each account's
-/// history. It owns nothing but what it projects from the events it sees.
+/// history. It owns nothing but what it projects from the events it sees, so a restarted
+/// store rebuilds everything from the log (`catchUp`) and takes up what was waiting.
 public final class StoreRole: Role {
     public let name: String
     public let catalog: Catalog
     public let behavior: StoreBehavior
-    private var random: SeededRandom
+    private let choices: ChoiceSource
     public private(set) var projection = StoreProjection()
     /// Transactions whose decision timer is set, so that a re-attach does not set another.
     private var scheduled: Set<TransactionKey> = []
     private var restoresScheduled: Set<StoreProjection.RestoreRequest> = []
+    /// Restored transactions delivered so far per restore in progress; the next piece starts there.
+    private var restoredSoFar: [RestoreKey: Int] = [:]
 
-    public init(name: String = "store", catalog: Catalog, behavior: StoreBehavior, seed: UInt64) {
+    private struct RestoreKey: Hashable {
+        var device: String
+        var number: UInt64
+    }
+
+    /// Most restored transactions in one command, so a command stays small whatever the
+    /// account's history (the queue takes pieces in order).
+    public static let restorePieceSize = QueueProjection.maximumRestorePiece
+
+    public init(name: String = "store", catalog: Catalog, behavior: StoreBehavior, choices: ChoiceSource) {
         self.name = name
         self.catalog = catalog
         self.behavior = behavior
-        self.random = SeededRandom(seed: seed, stream: name)
+        self.choices = choices
+    }
+
+    public func catchUp(_ recorded: RecordedEvent) {
+        track(recorded)
+    }
+
+    /// Takes up every decision and restore that was waiting when the previous store went away.
+    public func resume(now: Int64) -> [Effect] {
+        var effects: [Effect] = []
+        for key in projection.awaitingDecision.keys.sorted() {
+            if projection.deferred.contains(key) {
+                effects.append(.timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key)))
+            } else {
+                effects += scheduleDecision(key)
+            }
+        }
+        for request in projection.restoresAwaiting {
+            let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0
+            if done > 0 {
+                effects += nextRestorePiece(request, from: done)
+            } else {
+                effects += scheduleRestore(request)
+            }
+        }
+        return effects
+    }
+
+    private func track(_ recorded: RecordedEvent) {
+        projection.apply(recorded, catalog: catalog)
+        switch recorded.event {
+        case .transactionRestored(let key, let restore, _, _, _):
+            restoredSoFar[RestoreKey(device: key.device, number: restore), default: 0] += 1
+        case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
+            restoredSoFar[RestoreKey(device: device, number: number)] = nil
+        default:
+            break
+        }
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
-        projection.apply(recorded, catalog: catalog)
+        track(recorded)
         switch recorded.event {
         case .transactionAdded(let key, _):
             return scheduleDecision(key)
@@ -68,6 +117,13 @@ public final class StoreRole: Role {
                 + restoresWaiting(device).flatMap { scheduleRestore($0) }
         case .restoreStarted(let device, let number, let username):
             return scheduleRestore(StoreProjection.RestoreRequest(device: device, number: number, applicationUsername: username))
+        case .transactionRestored(let key, let restore, _, _, _):
+            // The previous piece has landed when its last transaction arrives: send the next.
+            let done = restoredSoFar[RestoreKey(device: key.device, number: restore)] ?? 0
+            guard done % Self.restorePieceSize == 0,
+                  let request = projection.restoresAwaiting.first(where: { $0.device == key.device && $0.number == restore }),
+                  done < restorableCount(request) else { return [] }
+            return nextRestorePiece(request, from: done)
         case .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _):
             scheduled.remove(key)
             return []
@@ -86,14 +142,30 @@ public final class StoreRole: Role {
     private func scheduleDecision(_ key: TransactionKey) -> [Effect] {
         guard projection.isSyncing(key.device), !scheduled.contains(key) else { return [] }
         scheduled.insert(key)
-        return [.timer(afterNanoseconds: behavior.purchaseLatency.sampleNanoseconds(&random), .decidePurchase(key))]
+        return [.timer(afterNanoseconds: behavior.purchaseLatency.sampleNanoseconds(choices), .decidePurchase(key))]
     }
 
     private func scheduleRestore(_ request: StoreProjection.RestoreRequest) -> [Effect] {
         guard projection.isSyncing(request.device), !restoresScheduled.contains(request) else { return [] }
         restoresScheduled.insert(request)
-        return [.timer(afterNanoseconds: behavior.restoreLatency.sampleNanoseconds(&random),
+        return [.timer(afterNanoseconds: behavior.restoreLatency.sampleNanoseconds(choices),
                        .answerRestore(device: request.device, restore: request.number))]
+    }
+
+    private func restorable(_ request: StoreProjection.RestoreRequest) -> [OriginalTransaction] {
+        let account = projection.account(device: request.device, applicationUsername: request.applicationUsername)
+        return account.map { projection.history(of: $0).restorable } ?? []
+    }
+
+    private func restorableCount(_ request: StoreProjection.RestoreRequest) -> Int { restorable(request).count }
+
+    /// The restorable history of the account a restore is for, from `start`, one piece.
+    private func nextRestorePiece(_ request: StoreProjection.RestoreRequest, from start: Int) -> [Effect] {
+        let originals = restorable(request)
+        let first = min(start, originals.count)
+        let end = min(originals.count, first + Self.restorePieceSize)
+        return [.send(.completeRestore(device: request.device, restore: request.number, firstIndex: first,
+                                       originals: Array(originals[first..<end]), isLast: end == originals.count))]
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
@@ -105,32 +177,32 @@ public final class StoreRole: Role {
                 scheduled.remove(key)
                 return []
             }
-            let draw = random.nextUnit()
-            if draw < behavior.failureProbability {
-                return [.send(.decidePurchase(key, .failed(StoreError(.cloudServiceNetworkConnectionFailed, "the simulated store could not be reached"))))]
+            let draw = choices.unit(.storeOutcome)
+            // The zero draw is a plain purchase: the simplest run has no failures.
+            let purchaseShare = 1 - behavior.failureProbability - behavior.cancellationProbability - behavior.deferralProbability
+            if draw < purchaseShare {
+                return [.send(.decidePurchase(key, .purchased(charged: isCharged(key, payment))))]
             }
-            if draw < behavior.failureProbability + behavior.cancellationProbability {
+            if draw < purchaseShare + behavior.deferralProbability {
+                return [.send(.decidePurchase(key, .deferred)),
+                        .timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key))]
+            }
+            if draw < purchaseShare + behavior.deferralProbability + behavior.cancellationProbability {
                 return [.send(.decidePurchase(key, .failed(StoreError(.paymentCancelled, "the user cancelled the payment sheet"))))]
             }
-            if draw < behavior.failureProbability + behavior.cancellationProbability + behavior.deferralProbability {
-                return [.send(.decidePurchase(key, .deferred)),
-                        .timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(&random), .approveDeferred(key))]
-            }
-            return [.send(.decidePurchase(key, .purchased(charged: isCharged(key, payment))))]
+            return [.send(.decidePurchase(key, .failed(StoreError(.cloudServiceNetworkConnectionFailed, "the simulated store could not be reached"))))]
         case .approveDeferred(let key):
             guard let payment = projection.awaitingDecision[key] else { return [] }
-            if random.chance(behavior.approvalProbability) {
+            if choices.chance(.approval, behavior.approvalProbability) {
                 return [.send(.decidePurchase(key, .purchased(charged: isCharged(key, payment))))]
             }
             return [.send(.decidePurchase(key, .failed(StoreError(.deferredPaymentDeclined, "the parent declined the request to buy"))))]
         case .answerRestore(let device, let number):
             guard let request = projection.restoresAwaiting.first(where: { $0.device == device && $0.number == number }) else { return [] }
-            if random.chance(behavior.restoreFailureProbability) {
+            if choices.chance(.restoreOutcome, behavior.restoreFailureProbability) {
                 return [.send(.failRestore(device: device, restore: number, error: StoreError(.restoreFailed, "the simulated store could not verify the account")))]
             }
-            let account = projection.account(device: device, applicationUsername: request.applicationUsername)
-            let originals = account.map { projection.history(of: $0).restorable } ?? []
-            return [.send(.completeRestore(device: device, restore: number, originals: originals))]
+            return nextRestorePiece(request, from: 0)
         case .downloadTick, .deviceStep:
             return []
         }

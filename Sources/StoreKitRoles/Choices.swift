@@ -1,0 +1,149 @@
+/// What a random choice decides, so a recorded choice sequence can be read, edited and
+/// shrunk by a person or a tool. The raw values are part of the choice file format.
+public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
+    /// The store's outcome for one purchase (a unit draw against the behaviour's probabilities).
+    case storeOutcome
+    /// Whether a parent approves a deferred purchase.
+    case approval
+    /// Whether a restore fails.
+    case restoreOutcome
+    /// A latency: store, approval, restore, think time.
+    case latency
+    /// A download's transfer rate.
+    case transferRate
+    /// Whether one download tick fails.
+    case downloadFailure
+    /// Which product a user buys, and how many.
+    case product
+    case quantity
+    /// Whether a user restores, or quits and relaunches the app, at one step.
+    case userRestore
+    case userRelaunch
+    /// The order in which a device's observers hear one update (R-Q5).
+    case observerOrder
+    /// Network: delivery delay of one message, duplicate, loss.
+    case networkDelay
+    case networkDuplicate
+    case networkLoss
+    /// How long the log takes to make an append durable.
+    case durabilityDelay
+    /// Crash of a role at one step.
+    case crash
+}
+
+/// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest
+/// choice (no failure, the shortest delay, the first option), so a choice sequence cut
+/// short or zeroed still drives a valid run: what exploration shrinks towards.
+public struct Choice: Sendable, Hashable, Codable {
+    public var kind: ChoiceKind
+    public var bound: UInt64
+    public var value: UInt64
+
+    public init(kind: ChoiceKind, bound: UInt64, value: UInt64) {
+        self.kind = kind
+        self.bound = bound
+        self.value = value
+    }
+}
+
+/// The one source of every random choice of a run. Roles, the network model and the log
+/// model draw from it in execution order; it records each draw, so the seed reproduces a
+/// run and so does the recorded sequence (`ReplayedChoices`).
+///
+/// A reference type: every part of one runtime shares the same numbering.
+public protocol ChoiceSource: AnyObject {
+    /// A value in `0..<bound` (`bound` ≥ 1).
+    func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64
+}
+
+/// Resolution of unit draws: 2^53 steps, the precision of a Double in [0, 1).
+public let unitChoiceBound: UInt64 = 1 << 53
+
+extension ChoiceSource {
+    /// A uniform double in [0, 1); zero when the choice is shrunk away.
+    public func unit(_ kind: ChoiceKind) -> Double {
+        Double(choose(kind, below: unitChoiceBound)) * 0x1.0p-53
+    }
+
+    /// True with `probability`; a zero draw is "true" only for probability 1, so the simplest
+    /// run has no failures. Probabilities of 0 and 1 draw nothing: they are not choices.
+    public func chance(_ kind: ChoiceKind, _ probability: Double) -> Bool {
+        if probability <= 0 { return false }
+        if probability >= 1 { return true }
+        return 1 - unit(kind) <= probability
+    }
+
+    /// A uniform index in `0..<count`.
+    public func index(_ kind: ChoiceKind, count: Int) -> Int {
+        precondition(count > 0, "a choice needs at least one option")
+        if count == 1 { return 0 }
+        return Int(choose(kind, below: UInt64(count)))
+    }
+
+    /// A random order of `elements`, one recorded choice per position (Fisher–Yates, front to
+    /// back, so the zero choices keep the original order).
+    public func shuffled<Element>(_ elements: [Element], _ kind: ChoiceKind) -> [Element] {
+        var result = elements
+        guard result.count > 1 else { return result }
+        for position in 0..<(result.count - 1) {
+            let pick = position + index(kind, count: result.count - position)
+            if pick != position { result.swapAt(position, pick) }
+        }
+        return result
+    }
+}
+
+/// Choices drawn from a seed (xoshiro256**), each recorded when `isRecording`.
+public final class SeededChoices: ChoiceSource {
+    private var random: SeededRandom
+    public let isRecording: Bool
+    public private(set) var recorded: [Choice] = []
+    public private(set) var count = 0
+
+    public init(seed: UInt64, stream: String = "run", recording: Bool = false) {
+        random = SeededRandom(seed: seed, stream: stream)
+        isRecording = recording
+    }
+
+    public func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
+        precondition(bound >= 1, "a choice needs at least one option")
+        count += 1
+        // Lemire's multiply-shift: unbiased enough for bounds far below 2^64 and branch-free.
+        let value = bound == 1 ? 0 : random.next().multipliedFullWidth(by: bound).high
+        if isRecording { recorded.append(Choice(kind: kind, bound: bound, value: value)) }
+        return value
+    }
+}
+
+/// Choices taken from a recorded sequence, in order. Past its end, or where a recorded
+/// value does not fit the bound asked for now (the run took another path), the simplest
+/// choice (0) is taken: an edited or shortened sequence still drives a valid run.
+public final class ReplayedChoices: ChoiceSource {
+    public let values: [UInt64]
+    public private(set) var position = 0
+    /// Draws that did not come from the sequence (past its end or out of bound).
+    public private(set) var substituted = 0
+    /// Every draw, as made, so a shrinker can see what this run actually used.
+    public private(set) var used: [Choice] = []
+
+    public init(_ values: [UInt64]) {
+        self.values = values
+    }
+
+    public convenience init(_ choices: [Choice]) {
+        self.init(choices.map(\.value))
+    }
+
+    public func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
+        precondition(bound >= 1, "a choice needs at least one option")
+        var value: UInt64 = 0
+        if position < values.count, values[position] < bound {
+            value = values[position]
+        } else {
+            substituted += 1
+        }
+        position += 1
+        used.append(Choice(kind: kind, bound: bound, value: value))
+        return value
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+
+/// Where downloaded content goes. Paths are relative to the run's content root (they are
+/// what `contentURL` holds), so a log names the same content wherever it is written.
+///
+/// Content bytes are a pure function of the content identifier and the offset
+/// (`ContentBytes`), so a run need not write them to check them: the virtual storage only
+/// tracks lengths; the file storage writes real files.
+public protocol ContentStorage: AnyObject {
+    /// Appends `count` bytes of the content at `offset`; `offset` must be the current length
+    /// (0 starts the file afresh).
+    func append(_ path: String, contentIdentifier: String, offset: Int64, count: Int64) throws
+    /// Length of the content at `path`, or nil when there is none.
+    func length(_ path: String) -> Int64?
+    /// Copies the content at `path` to `destination` (an app keeping its download, R-D3).
+    func copy(_ path: String, to destination: String) throws
+    func remove(_ path: String)
+}
+
+/// The bytes of hosted content: derived from its identifier and offset only.
+public enum ContentBytes {
+    public static func byte(contentIdentifier: String, offset: Int64) -> UInt8 {
+        byte(seed: seed(contentIdentifier), offset: offset)
+    }
+
+    /// The per-content part of `byte`, hashed once per chunk rather than per byte.
+    public static func seed(_ contentIdentifier: String) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in contentIdentifier.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        return hash >> 8
+    }
+
+    public static func byte(seed: UInt64, offset: Int64) -> UInt8 {
+        UInt8(truncatingIfNeeded: seed &+ UInt64(bitPattern: offset) &* 31)
+    }
+}
+
+/// A failed content operation, naming the path.
+public struct ContentStorageError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Content kept as lengths only: what deterministic runs use by default (a run with many
+/// downloads writes nothing to disk). Writes are checked: each must continue the file.
+public final class VirtualContentStorage: ContentStorage {
+    private var lengths: [String: Int64] = [:]
+
+    public init() {}
+
+    public func append(_ path: String, contentIdentifier: String, offset: Int64, count: Int64) throws {
+        let current = offset == 0 ? 0 : lengths[path]
+        guard current == offset else {
+            throw ContentStorageError("\(path): write at offset \(offset) but the content holds \(current.map(String.init) ?? "nothing")")
+        }
+        lengths[path] = offset + count
+    }
+
+    public func length(_ path: String) -> Int64? { lengths[path] }
+
+    public func copy(_ path: String, to destination: String) throws {
+        guard let length = lengths[path] else { throw ContentStorageError("\(path) does not exist (its transaction was finished, or it was never downloaded)") }
+        lengths[destination] = length
+    }
+
+    public func remove(_ path: String) { lengths[path] = nil }
+}
+
+/// Content as real files under a root directory: live runs, and `simulate --write-content`.
+public final class FileContentStorage: ContentStorage {
+    public let root: URL
+
+    public init(root: URL) {
+        self.root = root
+    }
+
+    private func url(_ path: String) -> URL { root.appendingPathComponent(path) }
+
+    public func append(_ path: String, contentIdentifier: String, offset: Int64, count: Int64) throws {
+        let url = url(path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let seed = ContentBytes.seed(contentIdentifier)
+        let bytes = (0..<count).map { ContentBytes.byte(seed: seed, offset: offset + $0) }
+        if offset == 0 {
+            try Data(bytes).write(to: url)
+            return
+        }
+        let handle = try FileHandle(forWritingTo: url)
+        defer { try? handle.close() }
+        let end = try handle.seekToEnd()
+        guard end == UInt64(offset) else {
+            throw ContentStorageError("\(url.path): write at offset \(offset) but the file holds \(end) bytes")
+        }
+        try handle.write(contentsOf: bytes)
+    }
+
+    public func length(_ path: String) -> Int64? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url(path).path),
+              let size = attributes[.size] as? NSNumber else { return nil }
+        return size.int64Value
+    }
+
+    public func copy(_ path: String, to destination: String) throws {
+        let target = url(destination)
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(at: target)
+        try FileManager.default.copyItem(at: url(path), to: target)
+    }
+
+    public func remove(_ path: String) {
+        try? FileManager.default.removeItem(at: url(path))
+    }
+}

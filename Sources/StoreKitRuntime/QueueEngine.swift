@@ -1,0 +1,105 @@
+import StoreKitModel
+
+/// An appended event with the bytes that were logged (and are published unchanged).
+public struct EngineRecord: Sendable, Hashable {
+    public var recorded: RecordedEvent
+    public var payload: [UInt8]
+
+    public init(recorded: RecordedEvent, payload: [UInt8]) {
+        self.recorded = recorded
+        self.payload = payload
+    }
+}
+
+/// What the engine did with one command.
+public struct EngineOutcome: Sendable, Hashable {
+    public enum Decision: Sendable, Hashable {
+        case accepted
+        /// Refused; the refusal (with the whole command) is the one appended event.
+        case rejected(Rejection)
+        /// Applied before; nothing appended.
+        case duplicate
+    }
+
+    public var decision: Decision
+    /// The command's events, ascending; empty for a duplicate or a harmless no-op.
+    public var records: [EngineRecord]
+    /// The last sequence the command produced (for a duplicate or a no-op: the log's last).
+    public var lastSequence: UInt64
+}
+
+/// The one queue engine: decides each command against the projection, appends all of its
+/// events as one atomic unit, applies them and checks the invariants on every event.
+/// Every runtime (the live queue process, the deterministic runtime, replay, exploration)
+/// and every test of the queue's rules goes through it; nothing else writes the log.
+public final class QueueEngine {
+    public let catalog: Catalog
+    public let storage: LogStorage
+    public private(set) var projection: QueueProjection
+    public private(set) var checker = InvariantChecker()
+    public private(set) var duplicates = 0
+    private var lastTimestamp: Int64 = 0
+
+    /// Rebuilds the projection and the invariant check from what `storage` holds.
+    public init(catalog: Catalog, storage: LogStorage) throws {
+        self.catalog = catalog
+        self.storage = storage
+        var projection = QueueProjection()
+        var checker = InvariantChecker()
+        var lastTimestamp: Int64 = 0
+        try storage.forEachRecord(from: 1) { sequence, timestamp, payload in
+            let recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
+            projection.apply(recorded)
+            checker.check(recorded)
+            lastTimestamp = timestamp
+        }
+        self.projection = projection
+        self.checker = checker
+        self.lastTimestamp = lastTimestamp
+    }
+
+    /// The run's header, once the first record is written.
+    public var header: RunHeader? { projection.header }
+
+    /// Writes the run's first record when the log is empty; returns it (nothing when the log
+    /// already holds a run).
+    public func start(_ header: RunHeader) throws -> [EngineRecord] {
+        guard storage.lastSequence == 0 else { return [] }
+        return try append([.runStarted(header)], commandID: nil, timestamp: 0)
+    }
+
+    /// Decides, appends and applies one command. `timestamp` is the runtime's time since the
+    /// run started; the log's timestamps never go backwards even if that clock does.
+    public func handle(_ command: Command, timestamp: Int64) throws -> EngineOutcome {
+        switch projection.decide(command, catalog: catalog) {
+        case .duplicate:
+            duplicates += 1
+            return EngineOutcome(decision: .duplicate, records: [], lastSequence: projection.lastSequence)
+        case .accept(let events):
+            let records = try append(events, commandID: command.id, timestamp: timestamp)
+            return EngineOutcome(decision: .accepted, records: records, lastSequence: projection.lastSequence)
+        case .reject(let rejection):
+            let records = try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp)
+            return EngineOutcome(decision: .rejected(rejection), records: records, lastSequence: projection.lastSequence)
+        }
+    }
+
+    private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> [EngineRecord] {
+        guard !events.isEmpty else { return [] }
+        let time = max(timestamp, lastTimestamp)
+        let payloads = events.map { EventCodec.encode($0, commandID: commandID) }
+        let first = try storage.appendUnit(payloads, timestamp: time)
+        precondition(first == projection.lastSequence + 1,
+                     "the log gave sequence \(first) after \(projection.lastSequence): something else wrote this partition")
+        lastTimestamp = time
+        var records: [EngineRecord] = []
+        records.reserveCapacity(events.count)
+        for (offset, event) in events.enumerated() {
+            let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
+            projection.apply(recorded)
+            checker.check(recorded)
+            records.append(EngineRecord(recorded: recorded, payload: payloads[offset]))
+        }
+        return records
+    }
+}

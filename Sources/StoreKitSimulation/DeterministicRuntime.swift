@@ -1,0 +1,249 @@
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+import StoreKitRuntime
+
+/// The deterministic environment: where the log and the content go, and the one choice
+/// source every random decision of the run comes from.
+public struct DeterministicEnvironment {
+    public var storage: LogStorage
+    public var content: ContentStorage
+    public var choices: ChoiceSource
+    /// Shown in reports as where the log is ("memory" for an in-memory log).
+    public var logDescription: String
+
+    public init(storage: LogStorage, content: ContentStorage, choices: ChoiceSource, logDescription: String) {
+        self.storage = storage
+        self.content = content
+        self.choices = choices
+        self.logDescription = logDescription
+    }
+
+    /// In memory: a log in memory, virtual content, choices from the seed.
+    public static func inMemory(seed: UInt64, recordingChoices: Bool = false) -> DeterministicEnvironment {
+        DeterministicEnvironment(storage: MemoryLogStorage(), content: VirtualContentStorage(),
+                                 choices: SeededChoices(seed: seed, recording: recordingChoices), logDescription: "memory")
+    }
+}
+
+/// What the network model did, for reports and tests.
+public struct NetworkCounters: Sendable, Hashable {
+    public var duplicatesDelivered = 0
+    public var eventsLost = 0
+    public var crashes = 0
+    public var commandsHeldWhileQueueDown = 0
+}
+
+/// Every role in one process on a virtual clock, through the one queue engine. The
+/// network model delays each message per link (links keep their order), publishes
+/// events only once the log has made them durable, and can duplicate, lose (followed by
+/// catch-up) and crash any role, each a recorded choice. Same choices, same log, byte for
+/// byte, wherever it is written.
+public final class DeterministicRuntime {
+    public let scenario: Scenario
+    public let environment: DeterministicEnvironment
+    public private(set) var engine: QueueEngine
+    public private(set) var counters = NetworkCounters()
+    /// Called for every event as it is appended (before it is published).
+    public var onAppend: ((RecordedEvent) -> Void)?
+
+    private struct Slot {
+        var kind: RoleFactory.Kind
+        var role: Role
+        var incarnation = 0
+        var isDown = false
+        /// Last sequence this role has heard: later copies are duplicates.
+        var delivered: UInt64 = 0
+        var commandNumber: UInt64 = 0
+        var lastCommandArrival: Int64 = 0
+        var lastEventArrival: Int64 = 0
+    }
+
+    private enum Action {
+        case command(Command)
+        case publish(first: UInt64, last: UInt64)
+        case deliver(RecordedEvent, slot: Int)
+        case timer(TimerToken, slot: Int, incarnation: Int)
+        case restart(slot: Int)
+        case restartQueue
+    }
+
+    private let factory: RoleFactory
+    private var slots: [Slot] = []
+    private var scheduler = Scheduler<Action>()
+    private var now: Int64 = 0
+    private var lastDurable: Int64 = 0
+    private var published: UInt64 = 0
+    /// Appended events waiting for durability, by sequence.
+    private var awaitingPublication: [UInt64: RecordedEvent] = [:]
+    private var queueIsDown = false
+    private var heldCommands: [Command] = []
+    private var choices: ChoiceSource { environment.choices }
+    private var network: NetworkBehavior { scenario.network }
+
+    public init(scenario: Scenario, environment: DeterministicEnvironment) throws {
+        try scenario.validate()
+        self.scenario = scenario
+        self.environment = environment
+        engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
+        factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
+        for kind in RoleFactory.Kind.allCases {
+            slots.append(Slot(kind: kind, role: factory.make(kind, name: kind.rawValue)))
+        }
+    }
+
+    /// Runs until nothing is left to do (or the simulated-time bound), closes the log and reports.
+    public func run() throws -> RunReport {
+        guard environment.storage.lastSequence == 0 else {
+            throw ConfigurationError("the log already holds a run; a deterministic run starts from an empty log")
+        }
+        let header = scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
+        let started = try engine.start(header)
+        appended(started)
+        for index in slots.indices { perform(slots[index].role.resume(now: 0), slot: index) }
+        let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
+        var stoppedAtLimit = false
+        while let (time, action) = scheduler.next() {
+            if time > limit {
+                stoppedAtLimit = true
+                break
+            }
+            now = time
+            try carryOut(action)
+            if network.crashProbability > 0, choices.chance(.crash, network.crashProbability) { crashOne() }
+        }
+        try environment.storage.close()
+        return RunReport(seed: scenario.seed, totals: engine.projection.totals, pending: engine.projection.pendingCount,
+                         violations: engine.checker.violations, violationCount: engine.checker.violationCount,
+                         logDirectory: environment.logDescription, simulatedNanoseconds: now,
+                         duplicateCommands: engine.duplicates, stoppedAtTimeLimit: stoppedAtLimit)
+    }
+
+    /// The role hosting the apps (devices), for tests and reports.
+    public var apps: AppRole? { slots.first { $0.kind == .apps }?.role as? AppRole }
+
+    private func carryOut(_ action: Action) throws {
+        switch action {
+        case .command(let command):
+            guard !queueIsDown else {
+                heldCommands.append(command)
+                counters.commandsHeldWhileQueueDown += 1
+                return
+            }
+            appended(try engine.handle(command, timestamp: now).records)
+        case .publish(let first, let last):
+            for sequence in first...last {
+                guard let recorded = awaitingPublication.removeValue(forKey: sequence) else { continue }
+                published = sequence
+                for index in slots.indices { send(recorded, to: index) }
+            }
+        case .deliver(let recorded, let index):
+            guard !slots[index].isDown else { return }
+            guard recorded.sequence > slots[index].delivered else {
+                counters.duplicatesDelivered += 1
+                return
+            }
+            precondition(recorded.sequence == slots[index].delivered + 1,
+                         "\(slots[index].kind) heard \(recorded.sequence) after \(slots[index].delivered): a link lost its order")
+            slots[index].delivered = recorded.sequence
+            perform(slots[index].role.receive(recorded, now: now), slot: index)
+        case .timer(let token, let index, let incarnation):
+            guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
+            perform(slots[index].role.timerFired(token, now: now), slot: index)
+        case .restart(let index):
+            try restart(index)
+        case .restartQueue:
+            engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
+            queueIsDown = false
+            for command in heldCommands { scheduleCommand(command, arrival: now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)) }
+            heldCommands.removeAll()
+        }
+    }
+
+    /// Appended events become durable after the log's latency (in append order), then are published.
+    private func appended(_ records: [EngineRecord]) {
+        guard let first = records.first?.recorded.sequence, let last = records.last?.recorded.sequence else { return }
+        for record in records {
+            awaitingPublication[record.recorded.sequence] = record.recorded
+            onAppend?(record.recorded)
+        }
+        let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
+        lastDurable = durable
+        scheduler.schedule(at: durable, .publish(first: first, last: last))
+    }
+
+    private func send(_ recorded: RecordedEvent, to index: Int) {
+        var arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastEventArrival)
+        if network.lossProbability > 0, choices.chance(.networkLoss, network.lossProbability) {
+            // The subscriber notices the gap at the next heartbeat and fetches it; what follows waits.
+            counters.eventsLost += 1
+            arrival += Int64(network.catchUpMilliseconds * 1e6)
+        }
+        slots[index].lastEventArrival = arrival
+        scheduler.schedule(at: arrival, .deliver(recorded, slot: index))
+        if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
+            let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
+            slots[index].lastEventArrival = copy
+            scheduler.schedule(at: copy, .deliver(recorded, slot: index))
+        }
+    }
+
+    private func perform(_ effects: [Effect], slot index: Int) {
+        for effect in effects {
+            switch effect {
+            case .send(let body):
+                slots[index].commandNumber += 1
+                let command = Command(id: CommandID(origin: "\(slots[index].role.name).\(slots[index].incarnation)",
+                                                    number: slots[index].commandNumber), body: body)
+                let arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastCommandArrival)
+                slots[index].lastCommandArrival = arrival
+                scheduleCommand(command, arrival: arrival)
+                if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
+                    // A retry whose original did arrive: the engine must answer it "duplicate".
+                    let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
+                    slots[index].lastCommandArrival = copy
+                    scheduleCommand(command, arrival: copy)
+                }
+            case .timer(let delay, let token):
+                scheduler.schedule(at: now + max(0, delay), .timer(token, slot: index, incarnation: slots[index].incarnation))
+            }
+        }
+    }
+
+    private func scheduleCommand(_ command: Command, arrival: Int64) {
+        scheduler.schedule(at: arrival, .command(command))
+    }
+
+    /// One role (or the queue) goes down; it comes back after the restart latency.
+    private func crashOne() {
+        let target = choices.index(.crash, count: slots.count + 1)
+        let back = now + max(1, network.restartLatency.sampleNanoseconds(choices))
+        if target == slots.count {
+            guard !queueIsDown else { return }
+            queueIsDown = true
+            counters.crashes += 1
+            scheduler.schedule(at: back, .restartQueue)
+            return
+        }
+        guard !slots[target].isDown else { return }
+        slots[target].isDown = true
+        slots[target].incarnation += 1
+        counters.crashes += 1
+        scheduler.schedule(at: back, .restart(slot: target))
+    }
+
+    /// A new instance reads the published log silently, then takes up what it must.
+    private func restart(_ index: Int) throws {
+        let role = factory.make(slots[index].kind, name: slots[index].kind.rawValue)
+        let through = published
+        try environment.storage.forEachRecord(from: 1) { sequence, timestamp, payload in
+            guard sequence <= through else { return }
+            role.catchUp(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
+        }
+        slots[index].role = role
+        slots[index].isDown = false
+        slots[index].delivered = through
+        slots[index].commandNumber = 0
+        perform(role.resume(now: now), slot: index)
+    }
+}
