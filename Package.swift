@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "StoreKitRoles", targets: ["StoreKitRoles"]),
         .library(name: "StoreKitRuntime", targets: ["StoreKitRuntime"]),
         .library(name: "StoreKitSimulation", targets: ["StoreKitSimulation"]),
+        .library(name: "StoreKitTestKit", targets: ["StoreKitTestKit"]),
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
     ],
@@ -34,6 +35,9 @@ let package = Package(
         .target(name: "StoreKitRuntime", dependencies: ["StoreKitRoles", "StoreKitModel", "EventLog"]),
         // The deterministic runtime: virtual clock, network model, recorded choices.
         .target(name: "StoreKitSimulation", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
+        // Test helpers that this project's tests and users' own tests share: the queue engine over
+        // an in-memory log, a device wired straight to it.
+        .target(name: "StoreKitTestKit", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
         // The bus over ZeroMQ: wire format, publishing after durability, gap-free subscriptions, command retries.
         .target(name: "Bus", dependencies: ["ZeroMQ", "StoreKitModel", "EventLog"]),
         // Roles as OS processes: topology files, the queue and role processes, the supervisor of `sksim run`.
@@ -50,11 +54,11 @@ let package = Package(
         .executableTarget(name: "sksim", dependencies: ["SKSimCommands", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
-        .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel"]),
+        .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"]),
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "EventLog", "SKSimCommands"]),
+        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
     ],
     swiftLanguageModes: [.v6]
 )

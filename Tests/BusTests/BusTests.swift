@@ -222,7 +222,7 @@ struct BusTests {
         #expect(try malformedReply(["CMD".bytes])?.message.hasPrefix("wrongFrameCount") == true)
 
         var wrongVersion = EventCodec.encode(Command(id: CommandID(origin: "bad", number: 9), body: .launchApp(device: "d")))
-        wrongVersion[0] = 2
+        wrongVersion[0] = EventCodec.formatVersion + 1
         let versionReply = try malformedReply(["CMD".bytes, wrongVersion])
         #expect(versionReply?.message.hasPrefix("unsupportedVersion") == true)
 

@@ -1,3 +1,4 @@
+import StoreKitTestKit
 import Testing
 @testable import StoreKitModel
 

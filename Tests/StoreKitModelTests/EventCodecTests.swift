@@ -10,7 +10,8 @@ import Testing
     static let content = HostedContent(contentIdentifier: "c", contentLength: 4096, contentVersion: "1.0.2")
 
     static let everyEvent: [Event] = [
-        .runStarted(seed: .max, scenario: "devices=2 ünïcödé"),
+        .runStarted(RunHeader(seed: .max, sksimVersion: "0.3.0", runtime: "deterministic", startedAtUnixNanoseconds: 0,
+                               scenario: "{\"devices\":2} ünïcödé", catalogSource: "sample", catalogDigest: "0123456789abcdef", catalog: "{}")),
         .deviceRegistered(device: "d", account: "a"), .appLaunched(device: "d"), .appTerminated(device: "d"),
         .observerAttached(device: "d", observer: "o"), .observerDetached(device: "d", observer: "o"),
         .paymentsAllowedChanged(device: "d", allowed: false),
@@ -29,7 +30,7 @@ import Testing
         .downloadFinished(download, contentURL: "/tmp/c"),
         .downloadFailed(download, error: StoreError(.downloadFailed, "dropped")),
         .downloadCancelled(download),
-        .commandRejected(device: "d", command: "addPayment", rejection: Rejection(.unknownProduct, "no such product")),
+        .commandRejected(.addPayment(device: "d", payment: Payment(productIdentifier: "nope")), Rejection(.unknownProduct, "no such product")),
     ]
 
     @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
@@ -51,7 +52,7 @@ import Testing
         .startDownloads([download]), .pauseDownloads([download]), .resumeDownloads([download, download]), .cancelDownloads([]),
         .decidePurchase(key, .purchased(charged: true)), .decidePurchase(key, .failed(StoreError(.unknown, "?"))),
         .decidePurchase(key, .deferred),
-        .completeRestore(device: "d", restore: 1, originals: [original, original]),
+        .completeRestore(device: "d", restore: 1, firstIndex: 3, originals: [original, original], isLast: true),
         .failRestore(device: "d", restore: 1, error: StoreError(.restoreFailed, "no")),
         .reportDownloadProgress(download, progress: 0.5, timeRemaining: 3),
         .completeDownload(download, contentURL: "/c"), .failDownload(download, error: StoreError(.downloadFailed, "x")),
@@ -85,13 +86,13 @@ import Testing
         valid[0] = 9
         let version = #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(valid) }
         #expect(version?.reason.contains("version 9") == true)
-        let unknownTag: [UInt8] = [1, 0, 200]
+        let unknownTag: [UInt8] = [EventCodec.formatVersion, 0, 200]
         let tag = #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(unknownTag) }
         #expect(tag?.reason.contains("unknown event tag 200") == true)
         let trailing = EventCodec.encode(.appLaunched(device: "d"), commandID: nil) + [0]
         let extra = #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(trailing) }
         #expect(extra?.reason.contains("trailing") == true)
-        let hugeLength: [UInt8] = [1, 0, 3, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]
+        let hugeLength: [UInt8] = [EventCodec.formatVersion, 0, 3, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]
         #expect(throws: DecodingFailure.self) { try EventCodec.decodeEvent(hugeLength) }
         let commandWithoutID: [UInt8] = [1, 0, 2, 1, 100]
         #expect(throws: DecodingFailure.self) { try EventCodec.decodeCommand(commandWithoutID) }

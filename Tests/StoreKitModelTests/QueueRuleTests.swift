@@ -1,3 +1,4 @@
+import StoreKitTestKit
 import Testing
 @testable import StoreKitModel
 
@@ -61,11 +62,11 @@ import Testing
         let decision = queue.send(.addPayment(device: "d1", payment: Payment(productIdentifier: product, quantity: quantity)))
         #expect(queue.rejection(decision) == expected)
         #expect(queue.projection.device("d1") == before)
-        guard case .commandRejected(_, let command, let rejection) = queue.recorded.last?.event else {
+        guard case .commandRejected(let command, let rejection) = queue.recorded.last?.event else {
             Issue.record("the rejection was not logged")
             return
         }
-        #expect(command == "addPayment")
+        #expect(command == .addPayment(device: "d1", payment: Payment(productIdentifier: product, quantity: quantity)))
         #expect(rejection.message.contains("R-Q7"))
     }
 

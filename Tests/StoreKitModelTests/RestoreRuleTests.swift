@@ -1,3 +1,4 @@
+import StoreKitTestKit
 import Testing
 @testable import StoreKitModel
 
@@ -14,8 +15,8 @@ import Testing
               case .restoreStarted(_, let number, _) = started.first else { return [] }
         let store = store(of: queue)
         let account = store.account(device: device, applicationUsername: username)!
-        guard case .accept(let events) = queue.send(.completeRestore(device: device, restore: number,
-                                                                        originals: store.history(of: account).restorable)) else { return [] }
+        guard case .accept(let events) = queue.send(.completeRestore(device: device, restore: number, firstIndex: 0,
+                                                                        originals: store.history(of: account).restorable, isLast: true)) else { return [] }
         return events
     }
 
@@ -99,10 +100,10 @@ import Testing
     func restoreValidation() {
         var queue = QueueHarness()
         queue.ready()
-        #expect(queue.rejection(queue.send(.completeRestore(device: "d1", restore: 5, originals: []))) == .restoreNotInProgress)
+        #expect(queue.rejection(queue.send(.completeRestore(device: "d1", restore: 5, firstIndex: 0, originals: [], isLast: true))) == .restoreNotInProgress)
         queue.send(.restoreCompletedTransactions(device: "d1", applicationUsername: nil))
         let consumable = OriginalTransaction(transactionIdentifier: "x", payment: Payment(productIdentifier: SampleProducts.coins), transactionDate: 0)
-        #expect(queue.rejection(queue.send(.completeRestore(device: "d1", restore: 1, originals: [consumable]))) == .invalidArgument)
+        #expect(queue.rejection(queue.send(.completeRestore(device: "d1", restore: 1, firstIndex: 0, originals: [consumable], isLast: true))) == .invalidArgument)
         queue.send(.failRestore(device: "d1", restore: 1, error: StoreError(.restoreFailed, "no")))
         #expect(queue.projection.totals.restoresFailed == 1)
     }

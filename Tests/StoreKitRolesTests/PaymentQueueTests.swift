@@ -1,6 +1,7 @@
 import Testing
 import StoreKitModel
 @testable import StoreKitRoles
+import StoreKitTestKit
 
 @Suite struct PaymentQueueTests {
     let coins = "com.example.sksim.coins.small"
@@ -102,8 +103,8 @@ import StoreKitModel
         device.pump()
         device.send(.decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: true)))
         device.pump()
-        #expect(device.queueRole.projection.totals.finished == 1)
-        #expect(device.queueRole.projection.totals.rejections == 0)
+        #expect(device.harness.projection.totals.finished == 1)
+        #expect(device.harness.projection.totals.rejections == 0)
         #expect(first.removed.count == 1 && second.removed.count == 1)
     }
 
@@ -113,7 +114,7 @@ import StoreKitModel
         let observer = device.launchWithObserver()
         device.paymentQueue.restoreCompletedTransactions(applicationUsername: "a1")
         device.pump()
-        device.send(.completeRestore(device: "d1", restore: 1, originals: []))
+        device.send(.completeRestore(device: "d1", restore: 1, firstIndex: 0, originals: [], isLast: true))
         device.paymentQueue.restoreCompletedTransactions()
         device.pump()
         device.send(.failRestore(device: "d1", restore: 2, error: StoreError(.restoreFailed, "offline")))

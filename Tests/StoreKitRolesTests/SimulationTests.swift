@@ -3,12 +3,19 @@ import Foundation
 import Testing
 import StoreKitModel
 import StoreKitRoles
+import StoreKitRuntime
 @testable import StoreKitSimulation
 
 @Suite struct SimulationTests {
-    func run(_ scenario: Scenario, in directory: URL) throws -> (DeterministicSimulation, RunReport) {
-        let simulation = try DeterministicSimulation(scenario: scenario, outputDirectory: directory)
-        return (simulation, try simulation.run())
+    /// A run with its log on disk under `directory`/log and real content files under `directory`.
+    func run(_ scenario: Scenario, in directory: URL) throws -> (DeterministicRuntime, RunReport) {
+        let logDirectory = directory.appendingPathComponent("log")
+        try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
+        let environment = DeterministicEnvironment(
+            storage: try DiskLogStorage(directory: logDirectory, partition: LogProjection.partition, durability: .defaultGroupCommit),
+            content: FileContentStorage(root: directory), choices: SeededChoices(seed: scenario.seed), logDescription: logDirectory.path)
+        let runtime = try DeterministicRuntime(scenario: scenario, environment: environment)
+        return (runtime, try runtime.run())
     }
 
     func logBytes(_ directory: URL) throws -> [String: Data] {
@@ -40,11 +47,18 @@ import StoreKitRoles
         _ = try run(Scenario(seed: 77, devices: 1), in: scratch.url)
         let first = try PartitionReader(directory: scratch.path("log"), partition: "queue").records(from: 1, through: 1)
         let event = try EventCodec.decodeEvent(first[0].payload).event
-        guard case .runStarted(let seed, _) = event else {
+        guard case .runStarted(let header) = event else {
             Issue.record("first event is \(event)")
             return
         }
-        #expect(seed == 77)
+        #expect(header.seed == 77)
+        #expect(header.runtime == "deterministic")
+        #expect(header.startedAtUnixNanoseconds == 0)
+        // The header alone gives back the scenario that ran, catalog included.
+        let recovered = try Scenario(header: header)
+        #expect(recovered.devices == 1)
+        #expect(recovered.catalog.products.map(\.identifier) == Catalog.sample.products.map(\.identifier))
+        #expect(recovered.header(runtime: "deterministic", startedAtUnixNanoseconds: 0) == header)
     }
 
     @Test("Across seeds every lifecycle completes without violations, and the projection rebuilt from the log equals the live one",
@@ -63,8 +77,8 @@ import StoreKitRoles
         #expect(report.totals.purchased + report.totals.failed == 8 * 6)
         #expect(report.totals.finished == report.totals.purchased + report.totals.failed + report.totals.restored)
         let rebuilt = try LogProjection.build(directory: scratch.path("log"))
-        #expect(rebuilt.projection.devices == simulation.queue.projection.devices)
-        #expect(rebuilt.projection.totals == simulation.queue.projection.totals)
+        #expect(rebuilt.projection.devices == simulation.engine.projection.devices)
+        #expect(rebuilt.projection.totals == simulation.engine.projection.totals)
         #expect(rebuilt.checker.violations.isEmpty)
     }
 
@@ -89,9 +103,8 @@ import StoreKitRoles
         scenario.store.deferralProbability = 0
         let (simulation, report) = try run(scenario, in: scratch.url)
         #expect(report.totals.restoresFinished == 1)
-        let history = simulation.store.projection.history(of: "account-0001")
-        let restorableBeforeRestore = history.restorable.count
-        #expect(report.totals.restored > 0 && report.totals.restored <= restorableBeforeRestore)
+        let purchasedRestorable = simulation.engine.projection.totals.purchased
+        #expect(report.totals.restored > 0 && report.totals.restored <= purchasedRestorable)
     }
 
     @Test("R-R1: nothing is restored unless a user asks")
@@ -125,9 +138,9 @@ import StoreKitRoles
         let (simulation, report) = try run(scenario, in: scratch.url)
         #expect(report.violations.isEmpty)
         #expect(report.totals.restored > 0)
-        let kept = simulation.apps.apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
+        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
         #expect(!kept.isEmpty)
-        for path in kept { #expect(FileManager.default.fileExists(atPath: path)) }
+        for path in kept { #expect(FileManager.default.fileExists(atPath: scratch.url.appendingPathComponent(path).path)) }
     }
 
     @Test("R-D1, R-T4: downloaded content is a real file of contentLength bytes, deleted once the transaction is finished")
@@ -138,23 +151,22 @@ import StoreKitRoles
         scenario.downloader.failureProbabilityPerTick = 0
         let (simulation, report) = try run(scenario, in: scratch.url)
         #expect(report.totals.downloadsFinished > 0)
-        #expect(simulation.downloader.bytesWritten > 0)
         // Every transaction is finished, so the downloader's copies are gone (R-T4)…
         let content = scratch.path("content")
         let leftover = FileManager.default.enumerator(atPath: content.path)?.allObjects.compactMap { $0 as? String }
             .filter { !$0.isEmpty && !isDirectory(content.appendingPathComponent($0)) } ?? []
         #expect(leftover.isEmpty, "\(leftover)")
         // …while the apps kept theirs, byte for byte (R-D3).
-        let kept = simulation.apps.apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
+        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
         #expect(!kept.isEmpty)
         for path in kept {
-            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            let data = try Data(contentsOf: scratch.url.appendingPathComponent(path))
             let name = URL(fileURLWithPath: path).lastPathComponent
             let product = Catalog.sample.products.flatMap(\.hostedContent).first { name == "\($0.contentIdentifier)-\($0.contentVersion)" }
             let expected = try #require(product)
             #expect(Int64(data.count) == expected.contentLength)
-            #expect(data.first == DownloaderRole.contentByte(contentIdentifier: expected.contentIdentifier, offset: 0))
-            #expect(data.last == DownloaderRole.contentByte(contentIdentifier: expected.contentIdentifier, offset: expected.contentLength - 1))
+            #expect(data.first == ContentBytes.byte(contentIdentifier: expected.contentIdentifier, offset: 0))
+            #expect(data.last == ContentBytes.byte(contentIdentifier: expected.contentIdentifier, offset: expected.contentLength - 1))
         }
     }
 
@@ -163,18 +175,17 @@ import StoreKitRoles
         return FileManager.default.fileExists(atPath: url.path, isDirectory: &flag) && flag.boolValue
     }
 
-    @Test("A run refuses to write into a directory that already holds a log")
+    @Test("A run refuses to write into a log that already holds a run")
     func refusesExistingLog() throws {
         let scratch = TemporaryDirectory()
         _ = try run(Scenario(seed: 1, devices: 1), in: scratch.url)
-        #expect(throws: ConfigurationError.self) { _ = try DeterministicSimulation(scenario: Scenario(seed: 1, devices: 1), outputDirectory: scratch.url) }
+        #expect(throws: ConfigurationError.self) { _ = try run(Scenario(seed: 1, devices: 1), in: scratch.url) }
     }
 
     @Test("Invalid scenarios are refused with what to change", arguments: [0, -1, 1_000_000])
     func invalidScenario(devices: Int) {
-        let scratch = TemporaryDirectory()
         let error = #expect(throws: ConfigurationError.self) {
-            _ = try DeterministicSimulation(scenario: Scenario(seed: 1, devices: devices), outputDirectory: scratch.url)
+            _ = try DeterministicRuntime(scenario: Scenario(seed: 1, devices: devices), environment: .inMemory(seed: 1))
         }
         #expect(error?.message.contains("devices") == true)
     }
@@ -183,7 +194,7 @@ import StoreKitRoles
 @Suite struct StoreRoleTests {
     @Test("R-Q3: while no observer is attached the store does not process the device's payments; it does once one attaches")
     func noSyncWithoutObserver() {
-        let store = StoreRole(catalog: .sample, behavior: StoreBehavior(), seed: 1)
+        let store = StoreRole(catalog: .sample, behavior: StoreBehavior(), choices: SeededChoices(seed: 1))
         var sequence: UInt64 = 0
         func feed(_ event: Event) -> [Effect] {
             sequence += 1
@@ -208,7 +219,7 @@ import StoreKitRoles
         behavior.failureProbability = 0
         behavior.cancellationProbability = 0
         behavior.deferralProbability = 0
-        let store = StoreRole(catalog: .sample, behavior: behavior, seed: 1)
+        let store = StoreRole(catalog: .sample, behavior: behavior, choices: SeededChoices(seed: 1))
         var sequence: UInt64 = 0
         func feed(_ event: Event) {
             sequence += 1

@@ -69,20 +69,36 @@ class Reader:
         return self.offset == len(self.data)
 
 
+def unzigzag(value):
+    return (value >> 1) ^ -(value & 1)
+
+
+# The first byte of every event and command payload (docs/wire-format.md).
+FORMAT_VERSION = 2
+
+
 def decode_event(payload):
     """Returns (command id or None, event name, fields) for the tags this test meets."""
     reader = Reader(payload)
-    assert reader.byte() == 1, "event format version"
+    assert reader.byte() == FORMAT_VERSION, "event format version"
     command_id = (reader.string(), reader.varint()) if reader.byte() == 1 else None
     tag = reader.byte()
     if tag == 1:
-        fields = {"seed": reader.varint(), "scenario": reader.string()}
+        fields = {"seed": reader.varint(), "sksimVersion": reader.string(), "runtime": reader.string(),
+                  "startedAtUnixNanoseconds": unzigzag(reader.varint()), "scenario": reader.string(),
+                  "catalogSource": reader.string(), "catalogDigest": reader.string(), "catalog": reader.string()}
         name = "runStarted"
     elif tag == 2:
         fields = {"device": reader.string(), "account": reader.string()}
         name = "deviceRegistered"
     elif tag == 24:
-        fields = {"device": reader.string(), "command": reader.string(), "code": reader.byte(), "message": reader.string()}
+        # The whole rejected command's body: this test only meets addPayment (command tag 7).
+        command_tag = reader.byte()
+        assert command_tag == 7, "unexpected rejected command tag %d" % command_tag
+        device, product, quantity = reader.string(), reader.string(), reader.varint()
+        assert reader.byte() == 0 and reader.byte() == 0, "no applicationUsername, no requestData"
+        fields = {"device": device, "command": "addPayment", "product": product,
+                  "code": reader.byte(), "message": reader.string()}
         name = "commandRejected"
     else:
         raise AssertionError("unexpected event tag %d" % tag)
@@ -91,7 +107,7 @@ def decode_event(payload):
 
 
 def command(origin, number, tag, body):
-    return bytes([1, 1]) + string(origin) + varint(number) + bytes([tag]) + body
+    return bytes([FORMAT_VERSION, 1]) + string(origin) + varint(number) + bytes([tag]) + body
 
 
 def free_port():
@@ -182,7 +198,8 @@ class WireFormatTest(unittest.TestCase):
         version, kind, sequence, _ = struct.unpack_from("<BB6xQq", batch[2])
         self.assertEqual((version, kind, sequence), (1, 1, 1))
         _, name, fields = decode_event(batch[2][24:])
-        self.assertEqual((name, fields["seed"]), ("runStarted", 4711))
+        self.assertEqual((name, fields["seed"], fields["runtime"]), ("runStarted", 4711, "live"))
+        self.assertGreater(fields["startedAtUnixNanoseconds"], 1_600_000_000 * 10**9)  # the wall-clock start
 
         # A valid command: registerDevice("py-device", "py-account") as ("py", 1).
         time.sleep(0.3)  # let the subscription reach the publisher (ZeroMQ's slow joiner)
@@ -209,10 +226,10 @@ class WireFormatTest(unittest.TestCase):
         self.assertEqual(rejected[1], b"\x01")
         self.assertIn("not registered", rejected[5].decode())
         _, _, (_, name, fields) = self.next_event()
-        self.assertEqual((name, fields["command"], fields["code"]), ("commandRejected", "addPayment", 7))
+        self.assertEqual((name, fields["command"], fields["device"], fields["code"]), ("commandRejected", "addPayment", "ghost", 7))
 
         # Garbage is malformed: answered, never logged.
-        garbage = self.request([b"CMD", b"\x01\x01\xff"])
+        garbage = self.request([b"CMD", bytes([FORMAT_VERSION, 1, 0xFF])])
         self.assertEqual(garbage[1], b"\x03")
         self.assertTrue(garbage[5].startswith(b"undecodablePayload") or garbage[5].startswith(b"malformedBody"), garbage[5])
         pong = self.request([b"PING"])
