@@ -77,6 +77,8 @@ public final class DeterministicRuntime {
     /// Appended events waiting for durability, by sequence.
     private var awaitingPublication: [UInt64: RecordedEvent] = [:]
     private var queueIsDown = false
+    /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
+    private var earlierDuplicates = 0
     private var heldCommands: [Command] = []
     private var choices: ChoiceSource { environment.choices }
     private var network: NetworkBehavior { scenario.network }
@@ -116,7 +118,7 @@ public final class DeterministicRuntime {
         return RunReport(seed: scenario.seed, totals: engine.projection.totals, pending: engine.projection.pendingCount,
                          violations: engine.checker.violations, violationCount: engine.checker.violationCount,
                          logDirectory: environment.logDescription, simulatedNanoseconds: now,
-                         duplicateCommands: engine.duplicates, stoppedAtTimeLimit: stoppedAtLimit)
+                         duplicateCommands: earlierDuplicates + engine.duplicates, stoppedAtTimeLimit: stoppedAtLimit)
     }
 
     /// The role hosting the apps (devices), for tests and reports.
@@ -153,6 +155,7 @@ public final class DeterministicRuntime {
         case .restart(let index):
             try restart(index)
         case .restartQueue:
+            earlierDuplicates += engine.duplicates
             engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
             queueIsDown = false
             for command in heldCommands { scheduleCommand(command, arrival: now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)) }

@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+import StoreKitModel
+import StoreKitRoles
+import StoreKitRuntime
+import StoreKitSimulation
+
+/// The one runtime over its environment: recorded choices, the network model, faults.
+@Suite struct RuntimeTests {
+    func scenario(seed: UInt64, devices: Int = 4, purchases: Int = 6) -> Scenario {
+        var scenario = Scenario(seed: seed, devices: devices)
+        scenario.apps.purchasesPerDevice = purchases
+        scenario.apps.relaunchProbability = 0.2
+        scenario.apps.restoreProbability = 0.2
+        scenario.store.deferralProbability = 0.2
+        return scenario
+    }
+
+    /// Runs in memory and returns the report and the log's bytes, record by record.
+    func run(_ scenario: Scenario, choices: ChoiceSource) throws -> (RunReport, [[UInt8]]) {
+        let storage = MemoryLogStorage()
+        let environment = DeterministicEnvironment(storage: storage, content: VirtualContentStorage(), choices: choices, logDescription: "memory")
+        let report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+        var records: [[UInt8]] = []
+        try storage.forEachRecord(from: 1) { _, _, payload in records.append(Array(payload)) }
+        return (report, records)
+    }
+
+    @Test("A recorded choice sequence reproduces the run exactly", arguments: [3, 17, 99] as [UInt64])
+    func recordedChoicesReproduce(seed: UInt64) throws {
+        let recording = SeededChoices(seed: seed, recording: true)
+        let (report, records) = try run(scenario(seed: seed), choices: recording)
+        #expect(report.violationCount == 0)
+        #expect(recording.recorded.count == recording.count && recording.count > 100)
+        let replayed = ReplayedChoices(recording.recorded)
+        let (_, again) = try run(scenario(seed: seed), choices: replayed)
+        #expect(again == records)
+        #expect(replayed.substituted == 0)
+    }
+
+    @Test("A shortened or edited choice sequence still drives a valid run to the end", arguments: [0, 10, 200] as [Int])
+    func shortenedChoicesStayValid(kept: Int) throws {
+        let recording = SeededChoices(seed: 5, recording: true)
+        _ = try run(scenario(seed: 5), choices: recording)
+        var edited = Array(recording.recorded.prefix(kept)).map(\.value)
+        if edited.count > 3 { edited[3] = .max }  // out of bound: the simplest choice is taken
+        let (report, _) = try run(scenario(seed: 5), choices: ReplayedChoices(edited))
+        #expect(report.violationCount == 0, "\(report.violations)")
+        #expect(report.pending == 0)
+        #expect(!report.stoppedAtTimeLimit)
+        #expect(report.totals.purchased + report.totals.failed == 4 * 6)
+    }
+
+    @Test("The all-zero choice sequence is the simplest run: every purchase succeeds, nothing fails")
+    func zeroChoicesAreSimplest() throws {
+        let (report, _) = try run(scenario(seed: 1), choices: ReplayedChoices([UInt64]()))
+        #expect(report.totals.failed == 0 && report.totals.deferred == 0 && report.totals.downloadsFailed == 0)
+        #expect(report.totals.purchased == 4 * 6)
+        #expect(report.pending == 0 && report.violationCount == 0)
+    }
+
+    @Test("Duplicated, lost and delayed messages and crashes of every role still end with nothing pending and no violation",
+          arguments: [1, 2, 3, 4, 5, 6] as [UInt64])
+    func faultyNetwork(seed: UInt64) throws {
+        var faulty = scenario(seed: seed)
+        faulty.network.duplicateProbability = 0.1
+        faulty.network.lossProbability = 0.05
+        faulty.network.crashProbability = 0.01
+        let storage = MemoryLogStorage()
+        let runtime = try DeterministicRuntime(scenario: faulty, environment: DeterministicEnvironment(
+            storage: storage, content: VirtualContentStorage(), choices: SeededChoices(seed: seed), logDescription: "memory"))
+        let report = try runtime.run()
+        #expect(runtime.counters.crashes > 0)
+        #expect(runtime.counters.duplicatesDelivered > 0)
+        #expect(report.duplicateCommands > 0)
+        #expect(report.violationCount == 0, "\(report.violations)")
+        #expect(report.pending == 0)
+        #expect(!report.stoppedAtTimeLimit)
+        // The log alone rebuilds the same state the live engine ended with.
+        let rebuilt = try QueueEngine(catalog: faulty.catalog, storage: storage)
+        #expect(rebuilt.projection.totals == runtime.engine.projection.totals)
+    }
+
+    @Test("Two devices of one account with 1,500 purchases each: the restore goes out in bounded pieces and completes")
+    func largeRestoreInPieces() throws {
+        var shape = Scenario(seed: 8, devices: 2)
+        shape.apps.purchasesPerDevice = 1_500
+        shape.apps.devicesPerAccount = 2
+        shape.apps.restoreProbability = 0
+        shape.apps.relaunchProbability = 0
+        shape.apps.observers = [.deliverThenFinish]
+        shape.store.failureProbability = 0
+        shape.store.cancellationProbability = 0
+        shape.store.deferralProbability = 0
+        let (report, records) = try run(shape, choices: SeededChoices(seed: 8))
+        #expect(report.violationCount == 0 && report.pending == 0)
+        #expect(report.totals.restoresFinished == 1)
+        #expect(report.totals.restored > QueueProjection.maximumRestorePiece)
+        #expect(report.totals.rejections == 0)
+        // No record, and so no command, grows with the history.
+        #expect(records.map(\.count).max() ?? 0 < 8_192)
+    }
+
+    @Test("Every random choice of a run goes through the one source: a seed's runs match, another seed differs")
+    func oneChoiceSource() throws {
+        let first = SeededChoices(seed: 12, recording: true)
+        let second = SeededChoices(seed: 12, recording: true)
+        let (_, a) = try run(scenario(seed: 12), choices: first)
+        let (_, b) = try run(scenario(seed: 12), choices: second)
+        #expect(a == b)
+        #expect(first.recorded == second.recorded)
+        #expect(Set(first.recorded.map(\.kind)).isSuperset(of: [.storeOutcome, .latency, .networkDelay, .observerOrder, .product, .durabilityDelay]))
+        let (_, other) = try run(scenario(seed: 13), choices: SeededChoices(seed: 13))
+        #expect(other != a)
+    }
+}
