@@ -33,8 +33,10 @@ struct BoundedResourceTests {
         try dealer.set(.receiveHighWaterMark, 1)
         try dealer.connect(queue.requestsEndpoint)
         let fetch = BusWire.encodeFetch(from: 1, maximumCount: 0)
+        let before = residentBytes()
         for _ in 0..<5_000 { try dealer.send(["FETCH".bytes, fetch]) }
         #expect(queue.wait { $0.fetchesServed + $0.fetchesDroppedForUnreadReplies == 5_000 })
+        print("unread FETCH replies: resident memory grew by \((residentBytes() - before) >> 20) MB, \(queue.queuedFetchBytes >> 10) KiB queued")
 
         let counters = queue.counters
         // Each reply is about 256 kB; the kernel's socket buffers take a few, the limit the rest.
