@@ -32,6 +32,12 @@ public enum BusWire {
         case command = "CMD"
         case fetch = "FETCH"
         case ping = "PING"
+
+        /// The verb a received frame spells, compared in place.
+        init?(frame: UnsafeRawBufferPointer) {
+            guard let verb = Self.allCases.first(where: { $0.rawValue.utf8.elementsEqual(frame) }) else { return nil }
+            self = verb
+        }
     }
 
     /// Reply verbs (first frame the ROUTER sends back).
@@ -39,6 +45,9 @@ public enum BusWire {
         case acknowledgement = "ACK"
         case batch = "BATCH"
         case pong = "PONG"
+
+        /// The verb frame.
+        var bytes: [UInt8] { Array(rawValue.utf8) }
     }
 
     /// Size of the FETCH body: from sequence (u64 LE) and maximum count (u32 LE).
@@ -153,14 +162,12 @@ public enum BusWire {
 
     /// The command id at the start of an EventCodec command payload, when that much of it is
     /// well formed; lets the queue echo the id of a command whose body is malformed.
-    static func leadingCommandID(_ payload: [UInt8]) -> CommandID? {
-        payload.withUnsafeBytes { buffer -> CommandID? in
-            var reader = BinaryReader(buffer)
-            guard (try? reader.readByte()) == EventCodec.formatVersion, (try? reader.readBool()) == true,
-                let origin = try? reader.readString(), let number = try? reader.readVarint()
-            else { return nil }
-            return CommandID(origin: origin, number: number)
-        }
+    static func leadingCommandID(_ payload: UnsafeRawBufferPointer) -> CommandID? {
+        var reader = BinaryReader(payload)
+        guard (try? reader.readByte()) == EventCodec.formatVersion, (try? reader.readBool()) == true,
+            let origin = try? reader.readString(), let number = try? reader.readVarint()
+        else { return nil }
+        return CommandID(origin: origin, number: number)
     }
 }
 
@@ -187,6 +194,10 @@ public enum WireFailureReason: String, Sendable, Hashable, CaseIterable, CustomS
     case commandTooLarge
     /// A payload that EventCodec refused.
     case undecodablePayload
+    /// A connection refused during its handshake: the socket already has `maximumPeers`.
+    case tooManyPeers
+    /// A CURVE connection refused during its handshake: its client key is not allowed.
+    case unknownClientKey
 
     public var description: String { rawValue }
 }

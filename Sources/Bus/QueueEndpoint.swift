@@ -39,14 +39,32 @@ public struct CommandOutcome: Sendable, Hashable {
     }
 }
 
-/// Settings of a `QueueEndpoint`. Defaults suit one queue process serving a few dozen clients.
+/// Settings of a `QueueEndpoint`. Defaults suit one queue process serving a few dozen clients,
+/// and bound what any client can make the queue hold (docs/reliability.md).
 public struct QueueEndpointConfiguration: Sendable {
     /// Where the PUB socket binds (`tcp://127.0.0.1:*` picks a free port).
     public var eventsEndpoint: String
     /// Where the ROUTER socket binds.
     public var requestsEndpoint: String
     /// Messages queued per subscriber before PUB drops (subscribers recover drops by FETCH).
-    public var sendHighWaterMark: Int = 100_000
+    /// Payloads are shared between subscribers; each queued message costs a stalled subscriber
+    /// about 200 bytes of its own, so 10,000 bound one to about 2 MB.
+    public var sendHighWaterMark: Int = 10_000
+    /// Replies (ACK, BATCH, PONG) queued per requesting peer before further ones to it are
+    /// dropped and counted; a peer that reads its replies never gets near it.
+    public var replyHighWaterMark: Int = 1_000
+    /// Requests queued per peer before libzmq stops reading its connection (back-pressure,
+    /// nothing lost): at most this many requests of `maximumCommandBytes` wait per peer.
+    public var requestHighWaterMark: Int = 256
+    /// Bytes of BATCH replies one peer may have waiting unread; its FETCHes beyond that are
+    /// dropped unanswered (and counted), and it fetches again once it reads.
+    public var maximumQueuedFetchBytesPerPeer: Int = 4 << 20
+    /// Bytes of BATCH replies all peers together may have waiting unread.
+    public var maximumQueuedFetchBytes: Int = 32 << 20
+    /// Connections accepted on each socket; more are refused during their handshake.
+    public var maximumPeers: Int = 256
+    /// At most one `onRefused` report per reason per interval; the next says how many it skipped.
+    public var refusalReportInterval: Duration = .seconds(1)
     /// How often a heartbeat announces the last published sequence.
     public var heartbeatInterval: Duration = .milliseconds(250)
     /// Published records kept in memory for FETCH; older ones are read from the log.
@@ -63,6 +81,12 @@ public struct QueueEndpointConfiguration: Sendable {
     public var requestsPerStep: Int = 4_096
     /// Set to make both sockets CURVE servers; clients then need the matching public key.
     public var curveServerSecretKey: CurveKey?
+    /// With CURVE: the client public keys let in; any other key is refused during the
+    /// handshake. nil lets in every client that knows the server's public key.
+    public var allowedClientKeys: Set<CurveKey>?
+    /// Signalled by the writer's `onDurable` hook, so `step` wakes as soon as records become
+    /// durable instead of polling every millisecond while they wait (see `QueueEndpoint.init`).
+    public var durabilityWakeup: PollWakeup?
 
     public init(eventsEndpoint: String, requestsEndpoint: String) {
         self.eventsEndpoint = eventsEndpoint
@@ -83,7 +107,17 @@ public struct QueueEndpointCounters: Sendable, Hashable {
     public var fetchesReadFromLog = 0
     /// FETCHes answered with an empty batch because reading the log failed.
     public var fetchReadFailures = 0
-    /// Refused inbound messages by reason.
+    /// FETCHes dropped unanswered because the peer (or all peers) had too many BATCH bytes unread.
+    public var fetchesDroppedForUnreadReplies = 0
+    /// Replies dropped because the peer's reply queue was at `replyHighWaterMark`.
+    public var repliesDropped = 0
+    /// Replies to peers that had disconnected meanwhile.
+    public var repliesToDepartedPeers = 0
+    /// Connections refused during the handshake: over `maximumPeers`, or a client key not allowed.
+    public var connectionsRefused = 0
+    /// `onRefused` reports skipped by the rate limit (the refusals themselves are in `refused`).
+    public var refusalReportsSkipped = 0
+    /// Refused inbound messages and connections by reason.
     public var refused = WireFailureCounts()
 
     public init() {}
@@ -92,6 +126,9 @@ public struct QueueEndpointCounters: Sendable, Hashable {
 /// The queue side of the bus: publishes durable events on PUB and serves commands, FETCH and
 /// PING on ROUTER. Single-threaded by design: the owner calls `step(timeout:)` from one
 /// thread, which also runs the command handler, so the handler needs no locking.
+///
+/// It also authenticates every connection (a ZAP handler on its context: the peer limit,
+/// and with CURVE the client key allow-list), so a context holds at most one endpoint.
 ///
 /// Not Sendable: its sockets belong to the thread that steps it.
 public final class QueueEndpoint {
@@ -109,7 +146,9 @@ public final class QueueEndpoint {
     /// Highest sequence published (and thus fetchable).
     public private(set) var publishedSequence: UInt64
     public private(set) var counters = QueueEndpointCounters()
-    /// Called for every refused inbound message, so the owner can log it.
+    /// Called for refused inbound messages and connections, at most once per reason per
+    /// `refusalReportInterval` (the detail then says how many were skipped), and once per
+    /// refused client key; so the owner can log every call.
     public var onRefused: ((WireFailure) -> Void)?
     /// Called when serving a FETCH from the log failed (the reply is an empty batch).
     public var onLogReadFailure: ((String) -> Void)?
@@ -118,7 +157,10 @@ public final class QueueEndpoint {
     private let handler: CommandHandler
     private let publisher: Socket
     private let router: Socket
+    private let authentication: AuthenticationHandler
+    private let peerWatch: [PeerWatch]
     private let poller = Poller()
+    private let wakeupIndex: Int?
     private var reader: PartitionReader?
     private var recent: RecentRecords
     private var unpublished = FirstInFirstOut<BusRecord>()
@@ -127,18 +169,28 @@ public final class QueueEndpoint {
     private var lastPublishedTimestamp: Int64 = 0
     private var nextHeartbeat: ContinuousClock.Instant
     private let partitionBytes: [UInt8]
+    private let queuedFetchBytes = QueuedByteCounter()
+    private var queuedFetchBytesByPeer: [[UInt8]: QueuedByteCounter] = [:]
+    private var refusalReports: RefusalReportLimiter
+    private var reportedClientKeys = Set<CurveKey>()
 
     private struct PendingAcknowledgement {
         var routingID: [UInt8]
         var acknowledgement: CommandAcknowledgement
     }
 
+    /// The ZAP domains that tell the two sockets apart in authentication requests.
+    private static let eventsDomain = "storekitsim.events"
+    private static let requestsDomain = "storekitsim.requests"
+
     /// Binds both sockets. Everything already in the partition is flushed first and counts as
     /// published, so it is served by FETCH from the start.
     ///
     /// - Parameters:
     ///   - writer: the partition the handler appends to, with `.always` or `.groupCommit`
-    ///     durability (under `.operatingSystem` nothing would ever be published).
+    ///     durability (under `.operatingSystem` nothing would ever be published). For the
+    ///     lowest latency create it with `onDurable: { _ in wakeup.signal() }` and pass the
+    ///     same `wakeup` as `configuration.durabilityWakeup`.
     public init(
         context: ZeroMQContext, configuration: QueueEndpointConfiguration, writer: PartitionWriter,
         handler: @escaping CommandHandler
@@ -152,34 +204,65 @@ public final class QueueEndpoint {
         publishedSequence = writer.durableSequence
         lastEnqueuedSequence = publishedSequence
         recent = RecentRecords(capacity: max(1, configuration.recentRecordCapacity))
+        refusalReports = RefusalReportLimiter(interval: configuration.refusalReportInterval)
 
+        authentication = try AuthenticationHandler(context: context)
         publisher = try context.socket(.publisher)
         router = try context.socket(.router)
         if let secretKey = configuration.curveServerSecretKey {
             try publisher.becomeCurveServer(secretKey: secretKey)
             try router.becomeCurveServer(secretKey: secretKey)
         }
+        // A ZAP domain makes libzmq ask the handler about NULL-mechanism connections too.
+        try publisher.set(.zapDomain, Self.eventsDomain)
+        try router.set(.zapDomain, Self.requestsDomain)
         try publisher.set(.sendHighWaterMark, configuration.sendHighWaterMark)
-        try router.set(.sendHighWaterMark, configuration.sendHighWaterMark)
-        try router.set(.receiveHighWaterMark, configuration.sendHighWaterMark)
-        // Routing id, verb and body; a few spare frames so a wrong count can be answered.
-        router.receiveLimits = MessageLimits(maximumFrameCount: 8, maximumByteCount: configuration.maximumCommandBytes + 1_024)
+        try router.set(.sendHighWaterMark, configuration.replyHighWaterMark)
+        try router.set(.receiveHighWaterMark, configuration.requestHighWaterMark)
+        // Report a full or departed peer instead of dropping its reply silently, so it is counted.
+        try router.set(.routerMandatory, true)
+        // The verb and body of a request; a few spare frames so a wrong count can be answered.
+        // The routing id is not part of the request, so the limits do not count it.
+        let requestBytes = configuration.maximumCommandBytes + 1_024
+        router.receiveLimits = MessageLimits(maximumFrameCount: 7, maximumByteCount: requestBytes, uncountedLeadingFrames: 1)
+        // One frame far beyond any request closes the connection before libzmq allocates it.
+        try router.set(.maximumMessageSize, Int64(Self.connectionClosingFrameBytes(requestBytes: requestBytes)))
+        let watches = [try PeerWatch(publisher), try PeerWatch(router)]
+        peerWatch = watches
         try publisher.bind(configuration.eventsEndpoint)
         try router.bind(configuration.requestsEndpoint)
         eventsEndpoint = try publisher.lastEndpoint
         requestsEndpoint = try router.lastEndpoint
         poller.register(router, for: .readable)
+        poller.register(authentication.socket, for: .readable)
+        for watch in watches { poller.register(watch.monitor.socket, for: .readable) }
         nextHeartbeat = .now
+        if let wakeup = configuration.durabilityWakeup {
+            wakeupIndex = poller.register(fileDescriptor: wakeup.fileDescriptor, for: .readable)
+        } else {
+            wakeupIndex = nil
+        }
     }
+
+    /// Above this size a single request frame makes libzmq close the connection unread.
+    static func connectionClosingFrameBytes(requestBytes: Int) -> Int { max(1 << 20, requestBytes) }
 
     /// Closes both sockets; idempotent.
     public func close() {
+        for watch in peerWatch { watch.monitor.close() }
         publisher.close()
         router.close()
+        authentication.close()
     }
 
     /// Number of appended records still waiting for durability before they are published.
     public var unpublishedCount: Int { unpublished.count }
+
+    /// Connections currently open on the events (PUB) and requests (ROUTER) sockets.
+    public var connectedPeers: (subscribers: Int, requesters: Int) { (peerWatch[0].openCount, peerWatch[1].openCount) }
+
+    /// Bytes of BATCH replies sent and not yet taken by the peers' connections.
+    public var queuedFetchByteCount: Int { queuedFetchBytes.value }
 
     /// Queues records appended outside a command (such as `runStarted`) for publication once
     /// durable. Records must be ascending and newer than everything handed over before;
@@ -193,67 +276,100 @@ public final class QueueEndpoint {
 
     /// Runs one round: waits up to `timeout` for requests, handles them, publishes what
     /// became durable, acknowledges the commands it covers and sends a heartbeat when due.
-    /// The wait is shortened while records await durability (group commit takes ~1 ms).
+    /// With a `durabilityWakeup` the log wakes the wait as soon as records are durable;
+    /// without one the wait is shortened to 1 ms while records await durability.
     public func step(timeout: Duration) throws(ZeroMQError) {
         var wait = min(timeout, max(.zero, nextHeartbeat - .now))
-        if !unpublished.isEmpty || !pendingAcknowledgements.isEmpty { wait = min(wait, .milliseconds(1)) }
+        if wakeupIndex == nil, !unpublished.isEmpty || !pendingAcknowledgements.isEmpty { wait = min(wait, .milliseconds(1)) }
         try poller.poll(timeout: wait)
+        if let wakeupIndex, poller.isReadable(at: wakeupIndex) { configuration.durabilityWakeup?.drain() }
+        // Connections first: counts must be current before the handler judges new ones.
+        for watch in peerWatch { try watch.update() }
+        try authentication.answerPending(authenticate)
         var handled = 0
         while handled < configuration.requestsPerStep {
-            let frames: [[UInt8]]
+            let received: Bool
             do {
-                guard let received = try router.receive(timeout: .zero) else { break }
-                frames = received
+                received = try router.receiveMessage(timeout: .zero) { message in handleRequest(message) } != nil
             } catch {
                 guard case .messageTooLarge(let frameCount, let byteCount) = error.kind else { throw error }
-                refuse(nil, WireFailure(.oversized, "request of \(frameCount) frames and \(byteCount) bytes exceeds the limits"))
+                refuse(nil, WireFailure(.oversized, "request of \(frameCount) frames and \(byteCount) bytes (routing id not counted) exceeds the limits"))
                 handled += 1
                 continue
             }
-            try handleRequest(frames)
+            guard received else { break }
             handled += 1
             // Publish as durability advances, so subscribers are not held up by a long burst.
             if handled % 256 == 0 { try releaseDurable() }
         }
         try releaseDurable()
         if ContinuousClock.now >= nextHeartbeat { try sendHeartbeat() }
+        reportSkippedRefusals()
+    }
+
+    // MARK: Connections
+
+    private func authenticate(_ request: AuthenticationRequest) -> AuthenticationDecision {
+        let watch = request.domain == Self.eventsDomain ? peerWatch[0] : peerWatch[1]
+        // The connection asking is already counted as open.
+        if watch.openCount > configuration.maximumPeers {
+            counters.connectionsRefused += 1
+            refuse(nil, WireFailure(.tooManyPeers, "refused a connection from \(request.address) to \(request.domain): "
+                + "\(watch.openCount - 1) peers are connected, the limit is \(configuration.maximumPeers)"))
+            return .deny(reason: "too many peers")
+        }
+        if request.mechanism == "CURVE", let allowed = configuration.allowedClientKeys {
+            guard let key = request.curvePublicKey, allowed.contains(key) else {
+                counters.connectionsRefused += 1
+                let key = request.curvePublicKey
+                counters.refused.record(.unknownClientKey)
+                // Logged once per key: a misconfigured client reconnects every 100 ms.
+                if let key, reportedClientKeys.count < 1_024, reportedClientKeys.insert(key).inserted {
+                    onRefused?(WireFailure(.unknownClientKey, "refused CURVE client key \(key.z85) from \(request.address): "
+                        + "not among the topology's allowedClientKeys"))
+                }
+                return .deny(reason: "client key not allowed")
+            }
+        }
+        return .allow
     }
 
     // MARK: Requests
 
-    private func handleRequest(_ frames: [[UInt8]]) throws(ZeroMQError) {
-        guard frames.count >= 2 else {
-            refuse(nil, WireFailure(.wrongFrameCount, "request has \(frames.count) frames; expected a routing id and a verb"))
+    private func handleRequest(_ message: borrowing ReceivedMessage) {
+        guard message.count >= 2 else {
+            refuse(nil, WireFailure(.wrongFrameCount, "request has \(message.count) frames; expected a routing id and a verb"))
             return
         }
-        let routingID = frames[0]
-        guard let verbText = String(validating: frames[1], as: UTF8.self), let verb = BusWire.RequestVerb(rawValue: verbText) else {
-            refuse(routingID, WireFailure(.unknownVerb, "unknown request verb (\(frames[1].count) bytes); expected CMD, FETCH or PING"))
+        let routingID = Array(message[0])
+        let verbFrame = message[1]
+        guard let verb = BusWire.RequestVerb(frame: verbFrame) else {
+            refuse(routingID, WireFailure(.unknownVerb, "unknown request verb (\(verbFrame.count) bytes); expected CMD, FETCH or PING"))
             return
         }
         switch verb {
         case .command:
-            guard frames.count == 3 else {
-                refuse(routingID, WireFailure(.wrongFrameCount, "CMD has \(frames.count - 1) frames, expected 2"))
+            guard message.count == 3 else {
+                refuse(routingID, WireFailure(.wrongFrameCount, "CMD has \(message.count - 1) frames, expected 2"))
                 return
             }
-            try handleCommand(routingID: routingID, payload: frames[2])
+            handleCommand(routingID: routingID, payload: message[2])
         case .fetch:
-            guard frames.count == 3, frames[2].count == BusWire.fetchRequestByteCount else {
+            guard message.count == 3, message[2].count == BusWire.fetchRequestByteCount else {
                 refuse(routingID, WireFailure(.malformedBody, "FETCH needs one \(BusWire.fetchRequestByteCount)-byte frame"))
                 return
             }
-            try serveFetch(routingID: routingID, body: frames[2])
+            serveFetch(routingID: routingID, body: Array(message[2]))
         case .ping:
-            guard frames.count == 2 else {
+            guard message.count == 2 else {
                 refuse(routingID, WireFailure(.wrongFrameCount, "PING has no body frames"))
                 return
             }
-            try reply(routingID, [Array(BusWire.ReplyVerb.pong.rawValue.utf8), partitionBytes, BusWire.littleEndianBytes(publishedSequence)])
+            reply(routingID, [BusWire.ReplyVerb.pong.bytes, partitionBytes, BusWire.littleEndianBytes(publishedSequence)])
         }
     }
 
-    private func handleCommand(routingID: [UInt8], payload: [UInt8]) throws(ZeroMQError) {
+    private func handleCommand(routingID: [UInt8], payload: UnsafeRawBufferPointer) {
         guard payload.count <= configuration.maximumCommandBytes else {
             refuse(routingID, WireFailure(.commandTooLarge, "command of \(payload.count) bytes exceeds \(configuration.maximumCommandBytes) bytes"),
                    commandID: BusWire.leadingCommandID(payload))
@@ -270,7 +386,7 @@ public final class QueueEndpoint {
         }
         if unpublished.count >= configuration.maximumUnpublishedRecords {
             counters.commandsRefusedAsUnavailable += 1
-            try acknowledge(routingID, CommandAcknowledgement(
+            acknowledge(routingID, CommandAcknowledgement(
                 status: .unavailable, commandID: command.id, lastSequence: 0,
                 message: "the queue is busy: \(unpublished.count) records await durability; retry later"))
             return
@@ -281,7 +397,7 @@ public final class QueueEndpoint {
             outcome = try handler(command)
         } catch {
             counters.commandsRefusedAsUnavailable += 1
-            try acknowledge(routingID, CommandAcknowledgement(
+            acknowledge(routingID, CommandAcknowledgement(
                 status: .unavailable, commandID: command.id, lastSequence: 0, message: "the queue could not apply the command: \(error)"))
             return
         }
@@ -293,25 +409,34 @@ public final class QueueEndpoint {
         case .rejected(let reason): (status, message) = (.rejected, reason)
         case .duplicate: (status, message) = (.duplicate, "")
         }
+        // A duplicate carries what the original produced, so its ACK waits for that to be published too.
         let acknowledgement = CommandAcknowledgement(status: status, commandID: command.id, lastSequence: outcome.lastSequence, message: message)
         if outcome.lastSequence <= publishedSequence && pendingAcknowledgements.isEmpty {
-            try acknowledge(routingID, acknowledgement)
+            acknowledge(routingID, acknowledgement)
         } else {
             pendingAcknowledgements.append(PendingAcknowledgement(routingID: routingID, acknowledgement: acknowledgement))
         }
     }
 
-    private func serveFetch(routingID: [UInt8], body: [UInt8]) throws(ZeroMQError) {
+    private func serveFetch(routingID: [UInt8], body: [UInt8]) {
+        let peerQueued = queuedFetchCounter(for: routingID)
+        guard peerQueued.value < configuration.maximumQueuedFetchBytesPerPeer,
+              queuedFetchBytes.value < configuration.maximumQueuedFetchBytes else {
+            // Not answered: an answer would add to what the peer is not reading. A subscriber
+            // asks again after its FETCH retry interval.
+            counters.fetchesDroppedForUnreadReplies += 1
+            return
+        }
         let from = max(1, BusWire.readLittleEndian(body, at: 0))
         let requested = Int(BusWire.readLittleEndian32(body, at: 8))
         let limit = requested == 0 ? configuration.maximumFetchRecords : min(requested, configuration.maximumFetchRecords)
-        var frames: [[UInt8]] = [Array(BusWire.ReplyVerb.batch.rawValue.utf8), []]
+        var frames: [[UInt8]] = [routingID, BusWire.ReplyVerb.batch.bytes, []]
         counters.fetchesServed += 1
         if from <= publishedSequence {
             let through = min(publishedSequence, from + UInt64(limit) - 1)
             var byteCount = 0
             func add(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer) -> Bool {
-                if frames.count > 2 && byteCount + payload.count > configuration.maximumFetchBytes { return false }
+                if frames.count > 3 && byteCount + payload.count > configuration.maximumFetchBytes { return false }
                 var frame: [UInt8] = []
                 frame.reserveCapacity(BusWire.headerByteCount + payload.count)
                 BusWire.appendHeader(BusWire.Header(kind: .event, sequence: sequence, timestamp: timestamp), to: &frame)
@@ -334,10 +459,22 @@ public final class QueueEndpoint {
         var header: [UInt8] = []
         header.reserveCapacity(BusWire.batchHeaderByteCount)
         BusWire.appendLittleEndian(from, to: &header)
-        BusWire.appendLittleEndian(UInt32(frames.count - 2), to: &header)
+        BusWire.appendLittleEndian(UInt32(frames.count - 3), to: &header)
         BusWire.appendLittleEndian(publishedSequence, to: &header)
-        frames[1] = header
-        try reply(routingID, frames)
+        frames[2] = header
+        send(frames, countingIn: peerQueued)
+    }
+
+    /// The counter of BATCH bytes queued for one peer; entries of peers with nothing queued
+    /// are forgotten once there are many, so departed peers cost nothing for long.
+    private func queuedFetchCounter(for routingID: [UInt8]) -> QueuedByteCounter {
+        if let counter = queuedFetchBytesByPeer[routingID] { return counter }
+        if queuedFetchBytesByPeer.count >= 4 * configuration.maximumPeers {
+            queuedFetchBytesByPeer = queuedFetchBytesByPeer.filter { $0.value.value > 0 }
+        }
+        let counter = QueuedByteCounter(parent: queuedFetchBytes)
+        queuedFetchBytesByPeer[routingID] = counter
+        return counter
     }
 
     private struct StopReading: Error {}
@@ -385,7 +522,7 @@ public final class QueueEndpoint {
         }
         while let pending = pendingAcknowledgements.first, pending.acknowledgement.lastSequence <= publishedSequence {
             pendingAcknowledgements.removeFirst()
-            try acknowledge(pending.routingID, pending.acknowledgement)
+            acknowledge(pending.routingID, pending.acknowledgement)
         }
     }
 
@@ -398,21 +535,99 @@ public final class QueueEndpoint {
 
     // MARK: Replies
 
-    private func acknowledge(_ routingID: [UInt8], _ acknowledgement: CommandAcknowledgement) throws(ZeroMQError) {
-        try reply(routingID, acknowledgement.encodedFrames())
+    private func acknowledge(_ routingID: [UInt8], _ acknowledgement: CommandAcknowledgement) {
+        reply(routingID, acknowledgement.encodedFrames())
     }
 
-    private func reply(_ routingID: [UInt8], _ frames: [[UInt8]]) throws(ZeroMQError) {
-        // A full or vanished peer loses the reply; it retries, and retries are idempotent.
-        try router.send([routingID] + frames, mode: .nonBlocking)
+    private func reply(_ routingID: [UInt8], _ frames: [[UInt8]]) {
+        send([routingID] + frames, countingIn: nil)
     }
 
-    /// Counts and reports a refused request; answers it with a `malformed` ACK when the sender is known.
+    /// Sends a reply without waiting. A peer that is not reading, or gone, loses it: it
+    /// retries, and retries are idempotent. Only a closed socket or context is an error,
+    /// and `step` reports that at its next poll.
+    private func send(_ frames: [[UInt8]], countingIn counter: QueuedByteCounter?) {
+        do {
+            let sent = if let counter { try router.send(frames, mode: .nonBlocking, countingIn: counter) }
+                else { try router.send(frames, mode: .nonBlocking) }
+            if !sent { counters.repliesDropped += 1 }
+        } catch {
+            counters.repliesToDepartedPeers += 1
+        }
+    }
+
+    /// Counts a refused request, reports it within the rate limit and answers it with a
+    /// `malformed` ACK when the sender is known.
     private func refuse(_ routingID: [UInt8]?, _ failure: WireFailure, commandID: CommandID? = nil) {
         counters.refused.record(failure.reason)
-        onRefused?(failure)
+        if let report = refusalReports.admit(failure, at: .now) {
+            onRefused?(report)
+        } else {
+            counters.refusalReportsSkipped += 1
+        }
         guard let routingID else { return }
-        _ = try? acknowledge(routingID, CommandAcknowledgement(status: .malformed, commandID: commandID, lastSequence: 0, message: failure.description))
+        acknowledge(routingID, CommandAcknowledgement(status: .malformed, commandID: commandID, lastSequence: 0, message: failure.description))
+    }
+
+    /// Reports the refusals the rate limit held back once their interval is over, so a burst
+    /// that stops is still accounted for in the log.
+    private func reportSkippedRefusals() {
+        for report in refusalReports.overdueSummaries(at: .now) { onRefused?(report) }
+    }
+}
+
+/// Counts the open connections of one bound socket from its monitor events.
+private final class PeerWatch {
+    let monitor: SocketMonitor
+    /// Descriptors of accepted connections not yet seen disconnecting. A set, not a count, so
+    /// a lost event heals when its descriptor is reused.
+    private var open = Set<UInt32>()
+
+    init(_ socket: Socket) throws(ZeroMQError) {
+        monitor = try socket.monitor([.accepted, .disconnected])
+    }
+
+    var openCount: Int { open.count }
+
+    func update() throws(ZeroMQError) {
+        while let event = try monitor.receive(timeout: .zero) {
+            if event.event == .accepted { open.insert(event.value) } else if event.event == .disconnected { open.remove(event.value) }
+        }
+    }
+}
+
+/// At most one report per refusal reason per interval; the first refusal after a quiet
+/// interval is reported at once, the rest are counted and summed into the next report.
+struct RefusalReportLimiter {
+    let interval: Duration
+    private var lastReport: [WireFailureReason: ContinuousClock.Instant] = [:]
+    private var skipped: [WireFailureReason: Int] = [:]
+
+    init(interval: Duration) {
+        self.interval = interval
+    }
+
+    /// The report to make for `failure` now, or nil when this reason was reported too recently.
+    mutating func admit(_ failure: WireFailure, at now: ContinuousClock.Instant) -> WireFailure? {
+        if let last = lastReport[failure.reason], now - last < interval {
+            skipped[failure.reason, default: 0] += 1
+            return nil
+        }
+        lastReport[failure.reason] = now
+        guard let count = skipped.removeValue(forKey: failure.reason) else { return failure }
+        return WireFailure(failure.reason, failure.detail + " (and \(count) more refused for this reason since the last report)")
+    }
+
+    /// Summaries of skipped refusals whose interval has passed without a new report.
+    mutating func overdueSummaries(at now: ContinuousClock.Instant) -> [WireFailure] {
+        guard !skipped.isEmpty else { return [] }
+        var summaries: [WireFailure] = []
+        for (reason, count) in skipped where now - (lastReport[reason] ?? now) >= interval {
+            summaries.append(WireFailure(reason, "\(count) more refused for this reason since the last report"))
+            skipped[reason] = nil
+            lastReport[reason] = now
+        }
+        return summaries
     }
 }
 

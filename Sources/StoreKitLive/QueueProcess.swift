@@ -42,7 +42,11 @@ public final class QueueProcess {
             eventsEndpoint: topology.resolved(process.eventsEndpoint!, runDirectory: runDirectory),
             requestsEndpoint: topology.resolved(process.requestsEndpoint!, runDirectory: runDirectory))
         configuration.heartbeatInterval = .milliseconds(topology.heartbeatMilliseconds)
-        if let curve = topology.curve { configuration.curveServerSecretKey = try CurveKey(z85: curve.serverSecretKey) }
+        if let security = try topology.curveServerSecurity() {
+            configuration.curveServerSecretKey = security.secretKey
+            configuration.allowedClientKeys = security.allowedClientKeys
+        }
+        if let notice = topology.securityNotice { logger.warning("\(notice)") }
         let logger = self.logger
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).

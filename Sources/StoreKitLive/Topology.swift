@@ -23,12 +23,17 @@ public struct ProcessSpecification: Sendable {
     public var deviceIndices: [Int]
 }
 
-/// CURVE keys for a topology that crosses hosts: the queue is the server.
+/// CURVE keys for a topology that crosses hosts: the queue is the server. The file holds
+/// only public keys; each host keeps its own secret key in a key file (`sksim keys` output)
+/// that never leaves it.
 public struct CurveConfiguration: Sendable {
     public var serverPublicKey: String
-    public var serverSecretKey: String
-    public var clientPublicKey: String
-    public var clientSecretKey: String
+    /// The queue's key pair; read only by the queue, so only its host needs the file.
+    public var serverKeyFile: String
+    /// This host's client key pair; read by every other process.
+    public var clientKeyFile: String
+    /// Public keys of the client pairs the queue lets in.
+    public var allowedClientKeys: [String]
 }
 
 /// A topology file: which processes run where, how they connect, and what they simulate.
@@ -41,6 +46,8 @@ public struct Topology: Sendable {
     public var heartbeatMilliseconds: Int
     public var processes: [ProcessSpecification]
     public var curve: CurveConfiguration?
+    /// Set to run tcp:// on a non-loopback address without CURVE, knowingly.
+    public var insecure = false
     /// Default output directory (relative to the working directory) when `--out` is not given.
     public var output: String?
 
@@ -70,7 +77,7 @@ public struct Topology: Sendable {
 
     public static func parse(_ text: String, file: String) throws(TopologyError) -> Topology {
         let root = try ConfigurationNode.parse(text, file: file)
-        let top = try root.mapping(allowedKeys: ["name", "seed", "durability", "heartbeatMilliseconds", "scenario", "processes", "curve", "output"])
+        let top = try root.mapping(allowedKeys: ["name", "seed", "durability", "heartbeatMilliseconds", "scenario", "processes", "curve", "insecure", "output"])
         func required(_ key: String) throws(TopologyError) -> ConfigurationNode {
             guard let node = top[key], node.isPresent else { throw root.error("missing key '\(key)'") }
             return node
@@ -86,20 +93,12 @@ public struct Topology: Sendable {
         let heartbeat = try top["heartbeatMilliseconds"]?.integer(in: 10...60_000) ?? 250
         let scenario = try parseScenario(try required("scenario"), seed: seed, file: file)
         let processes = try parseProcesses(try required("processes"), devices: scenario.devices)
-        var curve: CurveConfiguration?
-        if let node = top["curve"], node.isPresent {
-            let keys = try node.mapping(allowedKeys: ["serverPublicKey", "serverSecretKey", "clientPublicKey", "clientSecretKey"])
-            func key(_ name: String) throws(TopologyError) -> String {
-                guard let value = keys[name] else { throw node.error("missing key '\(name)' (40-character Z85 CURVE key; `sksim keys` makes a pair)") }
-                let text = try value.string()
-                guard text.count == 40 else { throw value.error("expected a 40-character Z85 CURVE key, found \(text.count) characters") }
-                return text
-            }
-            curve = CurveConfiguration(serverPublicKey: try key("serverPublicKey"), serverSecretKey: try key("serverSecretKey"),
-                                       clientPublicKey: try key("clientPublicKey"), clientSecretKey: try key("clientSecretKey"))
-        }
+        let curve = try top["curve"].flatMap { node throws(TopologyError) in node.isPresent ? try parseCurve(node) : nil }
+        let insecure = try top["insecure"]?.bool() ?? false
+        try checkTransportSecurity(processes, curve: curve, insecure: insecure, file: file)
         return Topology(name: name, file: file, scenario: scenario, durability: durability, durabilityName: durabilityName,
-                        heartbeatMilliseconds: heartbeat, processes: processes, curve: curve, output: try top["output"]?.string())
+                        heartbeatMilliseconds: heartbeat, processes: processes, curve: curve, insecure: insecure,
+                        output: try top["output"]?.string())
     }
 
     private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
@@ -232,12 +231,84 @@ public struct Topology: Sendable {
     }
 }
 
+// MARK: Security
+
 extension Topology {
-    /// The keys a client of the queue uses when the topology is secured with CURVE.
+    /// The keys a client of the queue uses when the topology is secured with CURVE: the
+    /// server's public key and this host's pair from `curve.clientKeyFile`.
     public func curveClientKeys() throws -> CurveClientKeys? {
         guard let curve else { return nil }
         return CurveClientKeys(serverPublicKey: try CurveKey(z85: curve.serverPublicKey),
-                               clientKeyPair: try CurveKeyPair(publicKey: CurveKey(z85: curve.clientPublicKey),
-                                                               secretKey: CurveKey(z85: curve.clientSecretKey)))
+                               clientKeyPair: try CurveKeyFile.load(path: keyFilePath(curve.clientKeyFile), topologyFile: file, keyPath: "curve.clientKeyFile"))
+    }
+
+    /// What the queue needs to be a CURVE server that lets in only the allowed clients.
+    public func curveServerSecurity() throws -> (secretKey: CurveKey, allowedClientKeys: Set<CurveKey>)? {
+        guard let curve else { return nil }
+        let pair = try CurveKeyFile.load(path: keyFilePath(curve.serverKeyFile), topologyFile: file, keyPath: "curve.serverKeyFile")
+        guard pair.publicKey.z85 == curve.serverPublicKey else {
+            throw TopologyError(file: file, keyPath: "curve.serverKeyFile",
+                                problem: "the key file's public key is not curve.serverPublicKey; put the file's publicKey line in serverPublicKey")
+        }
+        var allowed = Set<CurveKey>()
+        for key in curve.allowedClientKeys { allowed.insert(try CurveKey(z85: key)) }
+        return (pair.secretKey, allowed)
+    }
+
+    /// A line to log at start when the topology runs tcp:// across the network without CURVE.
+    public var securityNotice: String? {
+        guard insecure, curve == nil, let exposed = Self.exposedEndpoint(processes) else { return nil }
+        return "insecure: true: \(exposed) carries events and commands unauthenticated and unencrypted"
+    }
+
+    /// Key files are relative to the topology file's directory.
+    private func keyFilePath(_ path: String) -> String {
+        path.hasPrefix("/") ? path : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(path).path
+    }
+
+    fileprivate static func parseCurve(_ node: ConfigurationNode) throws(TopologyError) -> CurveConfiguration {
+        let keys = try node.mapping(allowedKeys: ["serverPublicKey", "serverKeyFile", "clientKeyFile", "allowedClientKeys"])
+        func required(_ name: String, _ what: String) throws(TopologyError) -> ConfigurationNode {
+            guard let value = keys[name] else { throw node.error("missing key '\(name)' (\(what))") }
+            return value
+        }
+        func key(_ value: ConfigurationNode) throws(TopologyError) -> String {
+            let text = try value.string()
+            guard text.count == CurveKey.z85Length else { throw value.error("expected a 40-character Z85 CURVE public key, found \(text.count) characters") }
+            return text
+        }
+        let allowedNode = try required("allowedClientKeys", "the publicKey of every client host's `sksim keys` pair")
+        var allowed: [String] = []
+        for item in try allowedNode.sequence() { allowed.append(try key(item)) }
+        guard !allowed.isEmpty else { throw allowedNode.error("expected at least one client public key; the queue would refuse every client") }
+        return CurveConfiguration(
+            serverPublicKey: try key(try required("serverPublicKey", "the publicKey line of the queue's `sksim keys` pair")),
+            serverKeyFile: try required("serverKeyFile", "path of the queue's key file, `sksim keys > server.key` on the queue's host").string(),
+            clientKeyFile: try required("clientKeyFile", "path of each client host's own key file, `sksim keys > client.key` on that host").string(),
+            allowedClientKeys: allowed)
+    }
+
+    /// tcp:// on a non-loopback address without CURVE must be asked for explicitly.
+    fileprivate static func checkTransportSecurity(
+        _ processes: [ProcessSpecification], curve: CurveConfiguration?, insecure: Bool, file: String
+    ) throws(TopologyError) {
+        guard curve == nil, !insecure, let exposed = exposedEndpoint(processes) else { return }
+        throw TopologyError(file: file, keyPath: exposed,
+                            problem: "tcp:// on a non-loopback address without CURVE lets anyone who can reach it read events and send commands; "
+                                + "add a 'curve' section (keys from `sksim keys`), bind 127.0.0.1, or set 'insecure: true' at the top level")
+    }
+
+    /// The key path of the first queue endpoint on tcp:// beyond loopback, if any.
+    private static func exposedEndpoint(_ processes: [ProcessSpecification]) -> String? {
+        for (index, process) in processes.enumerated() {
+            for (name, endpoint) in [("events", process.eventsEndpoint), ("requests", process.requestsEndpoint)] {
+                guard let endpoint, endpoint.hasPrefix("tcp://") else { continue }
+                var host = endpoint.dropFirst("tcp://".count)
+                if let colon = host.lastIndex(of: ":") { host = host[..<colon] }
+                let loopback = host == "localhost" || host.hasPrefix("127.") || host == "[::1]" || host == "::1"
+                if !loopback { return "processes[\(index)].\(name)" }
+            }
+        }
+        return nil
     }
 }

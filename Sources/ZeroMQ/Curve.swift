@@ -89,3 +89,15 @@ public struct CurveKeyPair: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "CurveKeyPair(public: \(publicKey.z85), secret: hidden)" }
 }
+
+extension CurveKey {
+    /// The key for 32 raw bytes, as a ZAP request carries a CURVE client's public key.
+    public init(bytes: [UInt8]) throws(ZeroMQError) {
+        guard bytes.count == 32 else {
+            throw ZeroMQError.invalidArgument("encode CURVE key", "a CURVE key has 32 bytes, not \(bytes.count)")
+        }
+        var text = [CChar](repeating: 0, count: Self.z85Length + 1)
+        guard zmq_z85_encode(&text, bytes, bytes.count) != nil else { throw ZeroMQError.last("encode CURVE key as Z85") }
+        self.init(validatedZ85: String(decoding: text.prefix(Self.z85Length).map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+}

@@ -81,10 +81,15 @@ public struct MessageLimits: Sendable, Hashable {
     public var maximumFrameCount: Int
     /// Most payload bytes accepted in one message, all frames together.
     public var maximumByteCount: Int
+    /// Frames at the start of a message that neither limit counts, such as the routing id a
+    /// ROUTER puts in front: its size is chosen by libzmq or the peer's socket options, not by
+    /// the request the limits describe.
+    public var uncountedLeadingFrames: Int
 
-    public init(maximumFrameCount: Int, maximumByteCount: Int) {
+    public init(maximumFrameCount: Int, maximumByteCount: Int, uncountedLeadingFrames: Int = 0) {
         self.maximumFrameCount = maximumFrameCount
         self.maximumByteCount = maximumByteCount
+        self.uncountedLeadingFrames = uncountedLeadingFrames
     }
 
     /// 1,024 frames and 64 MiB per message.
@@ -119,6 +124,9 @@ public final class Socket: @unchecked Sendable {
     private(set) var handle: UnsafeMutableRawPointer?
     /// One reusable libzmq message so frames of any size are received without a fixed buffer.
     private let frame: UnsafeMutablePointer<zmq_msg_t>
+    /// The frames of the message being received, kept in libzmq's buffers until it is known
+    /// to fit the limits; grown to the largest message seen, reused afterwards.
+    private var heldFrames: [UnsafeMutablePointer<zmq_msg_t>] = []
 
     init(handle: UnsafeMutableRawPointer, type: SocketType, context: ZeroMQContext) {
         self.handle = handle
@@ -132,6 +140,10 @@ public final class Socket: @unchecked Sendable {
         close()
         zmq_msg_close(frame)
         frame.deallocate()
+        for held in heldFrames {
+            zmq_msg_close(held)
+            held.deallocate()
+        }
     }
 
     /// Whether `close()` was called.
@@ -250,33 +262,62 @@ public final class Socket: @unchecked Sendable {
     /// - Returns: the frames, or nil when no message arrived in time.
     /// - Throws: `ZeroMQError` with kind `.messageTooLarge` when the message exceeds
     ///   `receiveLimits` (it is fully drained first, so the next receive gets the next
-    ///   message); other errors as reported by libzmq.
+    ///   message, and none of it is copied); other errors as reported by libzmq.
     public func receive(timeout: Duration? = nil) throws(ZeroMQError) -> [[UInt8]]? {
+        try receiveMessage(timeout: timeout) { message in
+            (0..<message.count).map { Array(message[$0]) }
+        }
+    }
+
+    /// Receives one whole multipart message and hands it to `body` without copying it: the
+    /// frames stay in libzmq's buffers, valid only during `body`. The hot paths use this to
+    /// decode in place instead of building `[[UInt8]]`.
+    ///
+    /// Limits are checked on frame sizes before anything is read, so an oversized message
+    /// is drained (its frames released one by one) without ever being copied.
+    public func receiveMessage<Result>(
+        timeout: Duration? = nil, _ body: (borrowing ReceivedMessage) -> Result
+    ) throws(ZeroMQError) -> Result? {
         let handle = try openHandle("receive")
         guard try receiveFirstFrame(handle, timeout: timeout) else { return nil }
+        let limits = receiveLimits
+        var frameCount = 0
+        var countedFrames = 0
+        var byteCount = 0
+        var isOversized = false
         defer {
-            // Release the last frame's buffer now rather than at the next receive.
+            // Release every held frame's buffer now rather than at the next receive.
+            for index in 0..<min(frameCount, heldFrames.count) {
+                zmq_msg_close(heldFrames[index])
+                zmq_msg_init(heldFrames[index])
+            }
             zmq_msg_close(frame)
             zmq_msg_init(frame)
         }
-
-        let limits = receiveLimits
-        var frames: [[UInt8]] = []
-        var frameCount = 0
-        var byteCount = 0
-        var isOversized = false
         while true {
             let size = zmq_msg_size(frame)
+            let isCounted = frameCount >= limits.uncountedLeadingFrames
             frameCount += 1
-            byteCount = byteCount > Int.max - size ? Int.max : byteCount + size
-            if !isOversized, frameCount > limits.maximumFrameCount || byteCount > limits.maximumByteCount {
+            if isCounted {
+                countedFrames += 1
+                byteCount = byteCount > Int.max - size ? Int.max : byteCount + size
+            }
+            if !isOversized, countedFrames > limits.maximumFrameCount || byteCount > limits.maximumByteCount {
                 isOversized = true
-                frames = []
             }
+            let hasMore = zmq_msg_more(frame) != 0
             if !isOversized {
-                frames.append(Array(UnsafeRawBufferPointer(start: zmq_msg_data(frame), count: size)))
+                if heldFrames.count < frameCount {
+                    let held = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
+                    zmq_msg_init(held)
+                    heldFrames.append(held)
+                }
+                zmq_msg_move(heldFrames[frameCount - 1], frame)
+            } else {
+                zmq_msg_close(frame)
+                zmq_msg_init(frame)
             }
-            guard zmq_msg_more(frame) != 0 else { break }
+            guard hasMore else { break }
             // The remaining frames of a message are already queued, so a blocking read returns at once.
             if retryingOnInterrupt({ zmq_msg_recv(frame, handle, 0) }) == -1 {
                 throw ZeroMQError.last("receive frame \(frameCount + 1)")
@@ -284,15 +325,15 @@ public final class Socket: @unchecked Sendable {
         }
         if isOversized {
             throw ZeroMQError(
-                kind: .messageTooLarge(frameCount: frameCount, byteCount: byteCount),
+                kind: .messageTooLarge(frameCount: countedFrames, byteCount: byteCount),
                 code: EMSGSIZE,
                 operation: "receive",
-                message: "inbound message of \(frameCount) frames and \(byteCount) bytes exceeds the limits of "
+                message: "inbound message of \(countedFrames) frames and \(byteCount) bytes exceeds the limits of "
                     + "\(limits.maximumFrameCount) frames and \(limits.maximumByteCount) bytes",
-                hint: "the message was discarded; raise receiveLimits if such messages are legitimate"
+                hint: "the message was discarded unread; raise receiveLimits if such messages are legitimate"
             )
         }
-        return frames
+        return body(ReceivedMessage(frames: heldFrames, count: frameCount))
     }
 
     /// Receives the first frame of a message into `frame`; false when none arrived in time.
@@ -368,5 +409,24 @@ public final class Socket: @unchecked Sendable {
             result = bytes.withUnsafeBytes { zmq_setsockopt(handle, code, $0.baseAddress, $0.count) }
         }
         if result == -1 { throw ZeroMQError.last(operation) }
+    }
+}
+
+/// The frames of one received message, borrowed from libzmq for the duration of a
+/// `Socket.receiveMessage` call.
+public struct ReceivedMessage: ~Copyable {
+    private let frames: [UnsafeMutablePointer<zmq_msg_t>]
+    /// Number of frames.
+    public let count: Int
+
+    init(frames: [UnsafeMutablePointer<zmq_msg_t>], count: Int) {
+        self.frames = frames
+        self.count = count
+    }
+
+    /// The bytes of frame `index`; valid only inside the `receiveMessage` body.
+    public subscript(index: Int) -> UnsafeRawBufferPointer {
+        precondition(index >= 0 && index < count, "frame \(index) of a \(count)-frame message")
+        return UnsafeRawBufferPointer(start: zmq_msg_data(frames[index]), count: zmq_msg_size(frames[index]))
     }
 }

@@ -63,6 +63,8 @@ final class QueueHarness: @unchecked Sendable {
         var tasks: [@Sendable (QueueEndpoint, EventLogAppender) throws -> Void] = []
         var stop = false
         var counters = QueueEndpointCounters()
+        var queuedFetchBytes = 0
+        var connectedPeers = (subscribers: 0, requesters: 0)
         var refusals: [WireFailure] = []
         var failure: String?
     }
@@ -115,7 +117,12 @@ final class QueueHarness: @unchecked Sendable {
                     return
                 }
                 let counters = endpoint.counters
-                shared.withLock { $0.counters = counters }
+                let (queuedFetchBytes, connectedPeers) = (endpoint.queuedFetchByteCount, endpoint.connectedPeers)
+                shared.withLock {
+                    $0.counters = counters
+                    $0.queuedFetchBytes = queuedFetchBytes
+                    $0.connectedPeers = connectedPeers
+                }
             }
         }
         thread.start()
@@ -143,6 +150,20 @@ final class QueueHarness: @unchecked Sendable {
     }
 
     var counters: QueueEndpointCounters { shared.withLock { $0.counters } }
+    /// BATCH bytes the endpoint had queued at its last step.
+    var queuedFetchBytes: Int { shared.withLock { $0.queuedFetchBytes } }
+    var connectedPeers: (subscribers: Int, requesters: Int) { shared.withLock { $0.connectedPeers } }
+
+    /// Waits until `condition` holds for the endpoint's counters (checked after each of its
+    /// steps) or `limit` passes; returns whether it held.
+    func wait(within limit: Duration = .seconds(10), until condition: (QueueEndpointCounters) -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if condition(counters) { return true }
+            Thread.sleep(forTimeInterval: 0.002)  // Polling the loop's snapshot, not synchronising with it.
+        }
+        return condition(counters)
+    }
     var refusals: [WireFailure] { shared.withLock { $0.refusals } }
     var loopFailure: String? { shared.withLock { $0.failure } }
 

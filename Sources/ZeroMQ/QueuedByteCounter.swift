@@ -1,0 +1,86 @@
+import CZeroMQ
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Bytes of sent messages that libzmq still holds: queued in a peer's pipe or being written
+/// to its connection. A message sent with `Socket.send(_:mode:countingIn:)` adds its size
+/// here and libzmq subtracts it (from its I/O thread) once it lets go of the message, so a
+/// sender can see how much a peer that does not read is costing it, and stop.
+public final class QueuedByteCounter: Sendable {
+    private let bytes = Atomic<Int>(0)
+    /// Also counts everything counted here, for a total over several counters.
+    public let parent: QueuedByteCounter?
+
+    public init(parent: QueuedByteCounter? = nil) {
+        self.parent = parent
+    }
+
+    /// Bytes currently held by libzmq.
+    public var value: Int { bytes.load(ordering: .acquiring) }
+
+    fileprivate func add(_ count: Int) {
+        bytes.add(count, ordering: .relaxed)
+        parent?.add(count)
+    }
+
+    fileprivate func subtract(_ count: Int) {
+        bytes.subtract(count, ordering: .releasing)
+        parent?.subtract(count)
+    }
+}
+
+/// Each counted frame is one allocation: an 8-byte size prefix, then the frame bytes.
+private let sizePrefixBytes = MemoryLayout<Int>.size
+
+/// Called by libzmq when it releases a counted frame (any thread).
+private func releaseCountedFrame(_ data: UnsafeMutableRawPointer?, _ hint: UnsafeMutableRawPointer?) {
+    guard let data, let hint else { return }
+    let base = data - sizePrefixBytes
+    let size = base.load(as: Int.self)
+    let counter = Unmanaged<QueuedByteCounter>.fromOpaque(hint).takeRetainedValue()
+    counter.subtract(size)
+    free(base)
+}
+
+extension Socket {
+    /// Sends a multipart message like `send(_:mode:)`, counting its bytes in `counter` until
+    /// libzmq releases it. Costs the same single copy of each frame as a plain send.
+    @discardableResult
+    public func send(_ frames: [[UInt8]], mode: SendMode = .blocking, countingIn counter: QueuedByteCounter) throws(ZeroMQError) -> Bool {
+        guard !frames.isEmpty else {
+            throw ZeroMQError.invalidArgument("send", "a message needs at least one frame")
+        }
+        let handle = try openHandle("send")
+        var message = zmq_msg_t()
+        let lastIndex = frames.count - 1
+        for index in 0...lastIndex {
+            var flags: Int32 = index == lastIndex ? 0 : ZMQ_SNDMORE
+            if index == 0, mode == .nonBlocking { flags |= ZMQ_DONTWAIT }
+            let size = frames[index].count
+            guard let base = malloc(sizePrefixBytes + max(size, 1)) else {
+                throw ZeroMQError.invalidArgument("send", "out of memory for a \(size)-byte frame")
+            }
+            base.storeBytes(of: size, as: Int.self)
+            let data = base + sizePrefixBytes
+            frames[index].withUnsafeBytes { bytes in
+                if let source = bytes.baseAddress { data.copyMemory(from: source, byteCount: size) }
+            }
+            counter.add(size)
+            let hint = Unmanaged.passRetained(counter).toOpaque()
+            // zmq_msg_init_data only fails for a null buffer, which malloc ruled out.
+            _ = zmq_msg_init_data(&message, data, size, { data, hint in releaseCountedFrame(data, hint) }, hint)
+            let result = retryingOnInterrupt { zmq_msg_send(&message, handle, flags) }
+            if result == -1 {
+                let code = zmq_errno()
+                zmq_msg_close(&message)  // Releases the frame through the callback.
+                if index == 0, code == EAGAIN { return false }
+                throw ZeroMQError(code: code, operation: "send frame \(index + 1) of \(frames.count)")
+            }
+        }
+        return true
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+import ZeroMQ
+@testable import StoreKitLive
+
+/// The `curve` section and `insecure` (docs/topology.md, security).
+@Suite struct TopologySecurityTests {
+    static let exposed = """
+    name: t
+    scenario: {devices: 1}
+    processes:
+      - {name: queue, role: queue, events: "tcp://10.0.0.1:1", requests: "tcp://10.0.0.1:2"}
+      - {name: store, role: store}
+      - {name: downloader, role: downloader}
+      - {name: apps, role: observer, devices: "1"}
+    """
+
+    @Test("tcp:// beyond loopback without CURVE is an error naming the file, the key and the fix")
+    func plainTCPNeedsInsecure() throws {
+        let error = #expect(throws: TopologyError.self) { _ = try Topology.parse(Self.exposed, file: "net.yaml") }
+        #expect(error?.description.hasPrefix("net.yaml: processes[0].events:") == true)
+        #expect(error?.description.contains("insecure: true") == true)
+        let allowed = try Topology.parse(Self.exposed + "\ninsecure: true", file: "net.yaml")
+        #expect(allowed.securityNotice?.contains("unauthenticated") == true)
+        let loopback = try Topology.parse(Self.exposed.replacingOccurrences(of: "10.0.0.1", with: "127.0.0.1"), file: "lo.yaml")
+        #expect(loopback.securityNotice == nil)
+    }
+
+    @Test("each side reads only its own key file; the queue gets the allow-list")
+    func keyFiles() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try CurveKeyPair.generate()
+        let client = try CurveKeyPair.generate()
+        func keyFile(_ pair: CurveKeyPair) -> String { "publicKey: \"\(pair.publicKey.z85)\"\nsecretKey: \"\(pair.secretKey.z85)\"\n" }
+        try keyFile(server).write(to: directory.appendingPathComponent("server.key"), atomically: true, encoding: .utf8)
+        let text = Self.exposed + """
+
+        curve:
+          serverPublicKey: "\(server.publicKey.z85)"
+          serverKeyFile: server.key
+          clientKeyFile: client.key
+          allowedClientKeys: ["\(client.publicKey.z85)"]
+        """
+        let file = directory.appendingPathComponent("t.yaml").path
+        let topology = try Topology.parse(text, file: file)
+        let security = try #require(try topology.curveServerSecurity())
+        #expect(security.secretKey == server.secretKey)
+        #expect(security.allowedClientKeys == [client.publicKey])
+        // This host has no client key file: the error says which key points at it and how to make it.
+        let missing = #expect(throws: TopologyError.self) { _ = try topology.curveClientKeys() }
+        #expect(missing?.description.contains("curve.clientKeyFile") == true)
+        #expect(missing?.description.contains("sksim keys") == true)
+        try keyFile(client).write(to: directory.appendingPathComponent("client.key"), atomically: true, encoding: .utf8)
+        #expect(try topology.curveClientKeys()?.clientKeyPair == client)
+        #expect(try topology.curveClientKeys()?.serverPublicKey == server.publicKey)
+    }
+}
