@@ -28,8 +28,12 @@ public final class QueueProcess {
     public func run() throws {
         let logDirectory = runDirectory.appendingPathComponent("log", isDirectory: true)
         try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
+        // The log wakes the endpoint when durability advances: no timer on a lifecycle's critical path.
+        let wakeup = try PollWakeup()
         let writer = try PartitionWriter(directory: logDirectory, partition: Self.partition,
-                                         configuration: PartitionWriterConfiguration(durability: topology.durability == .operatingSystem ? .defaultGroupCommit : topology.durability))
+                                         configuration: PartitionWriterConfiguration(
+                                             durability: topology.durability == .operatingSystem ? .defaultGroupCommit : topology.durability,
+                                             onDurable: { _ in wakeup.signal() }))
         for recovery in writer.recoveries { logger.warning("recovered the log's torn tail", metadata: ["recovery": "\(recovery)"]) }
         // The engine rebuilds its projection from the log, so a restarted queue carries on.
         let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))
@@ -47,6 +51,7 @@ public final class QueueProcess {
             configuration.allowedClientKeys = security.allowedClientKeys
         }
         if let notice = topology.securityNotice { logger.warning("\(notice)") }
+        configuration.durabilityWakeup = wakeup
         let logger = self.logger
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
@@ -60,7 +65,7 @@ public final class QueueProcess {
                 return .rejected(rejection.description, appended: records)
             }
         }
-        endpoint.onRefused = { failure in logger.warning("refused a malformed request", metadata: ["reason": "\(failure)"]) }
+        endpoint.onRefused = { failure in logger.warning("refused a request or connection", metadata: ["reason": "\(failure)"]) }
         endpoint.publishWhenDurable(startup.map(BusRecord.init))
         logger.info("queue listening", metadata: ["events": "\(endpoint.eventsEndpoint)", "requests": "\(endpoint.requestsEndpoint)"])
         defer {
