@@ -113,9 +113,10 @@ struct LogCommand: AsyncParsableCommand {
                              ("observers", .array(device.observers.map { .string($0) })),
                              ("pending", .array(device.pendingTransactions.map(JSONShapes.transaction)))])
                 }
+                let seed: JSONValue = if let value = projection.header?.seed { .unsigned(value) } else { .null }
                 printLine(JSONValue.object([
                     ("sequence", .int(projection.lastSequence)),
-                    ("seed", projection.seed.map { .unsigned($0) } ?? .null),
+                    ("seed", seed),
                     ("events", .int(projection.totals.events)),
                     ("pending", .int(projection.pendingCount)),
                     ("devices", .array(devices)),

@@ -1,49 +1,79 @@
-/// A min-heap of actions by (time, insertion order): the deterministic simulation's
-/// only source of ordering, and the timer queue of live roles. Ties go to the earlier insertion, so a seed fixes the order.
+/// A min-heap of actions by (time, insertion order): the deterministic runtime's only
+/// source of ordering, and the timer queue of live roles. Ties go to the earlier
+/// insertion, so the same choices give the same order.
+///
+/// The heap moves only small entries (time, order, slot); actions stay in a slab, so a
+/// large action is never copied while the heap is reordered.
 public struct Scheduler<Action> {
-    private struct Entry {
-        var time: Int64
-        var order: UInt64
-        var action: Action
-        func precedes(_ other: Entry) -> Bool { (time, order) < (other.time, other.order) }
+    @usableFromInline struct Entry {
+        @usableFromInline var time: Int64
+        @usableFromInline var order: UInt64
+        @usableFromInline var slot: Int
+        @inlinable init(time: Int64, order: UInt64, slot: Int) {
+            self.time = time
+            self.order = order
+            self.slot = slot
+        }
+        @inlinable func precedes(_ other: Entry) -> Bool {
+            time < other.time || (time == other.time && order < other.order)
+        }
     }
 
-    private var heap: [Entry] = []
-    private var inserted: UInt64 = 0
+    @usableFromInline var heap: [Entry] = []
+    @usableFromInline var actions: [Action?] = []
+    @usableFromInline var freeSlots: [Int] = []
+    @usableFromInline var inserted: UInt64 = 0
 
     public init() {}
 
-    public var count: Int { heap.count }
-    public var isEmpty: Bool { heap.isEmpty }
-    public var nextTime: Int64? { heap.first?.time }
+    @inlinable public var count: Int { heap.count }
+    @inlinable public var isEmpty: Bool { heap.isEmpty }
+    @inlinable public var nextTime: Int64? { heap.first?.time }
 
+    @inlinable
     public mutating func schedule(at time: Int64, _ action: Action) {
-        heap.append(Entry(time: time, order: inserted, action: action))
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+            actions[slot] = action
+        } else {
+            slot = actions.count
+            actions.append(action)
+        }
+        let entry = Entry(time: time, order: inserted, slot: slot)
         inserted += 1
+        heap.append(entry)
         var child = heap.count - 1
         while child > 0 {
             let parent = (child - 1) / 2
-            guard heap[child].precedes(heap[parent]) else { break }
-            heap.swapAt(child, parent)
+            guard entry.precedes(heap[parent]) else { break }
+            heap[child] = heap[parent]
             child = parent
         }
+        heap[child] = entry
     }
 
+    @inlinable
     public mutating func next() -> (time: Int64, action: Action)? {
-        guard !heap.isEmpty else { return nil }
-        heap.swapAt(0, heap.count - 1)
-        let entry = heap.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < heap.count && heap[left].precedes(heap[smallest]) { smallest = left }
-            if right < heap.count && heap[right].precedes(heap[smallest]) { smallest = right }
-            guard smallest != parent else { break }
-            heap.swapAt(parent, smallest)
-            parent = smallest
+        guard let top = heap.first else { return nil }
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            // Sift the last entry down from the root, moving children up into the hole.
+            var parent = 0
+            let count = heap.count
+            while true {
+                let left = 2 * parent + 1
+                guard left < count else { break }
+                let right = left + 1
+                let smallest = right < count && heap[right].precedes(heap[left]) ? right : left
+                guard heap[smallest].precedes(last) else { break }
+                heap[parent] = heap[smallest]
+                parent = smallest
+            }
+            heap[parent] = last
         }
-        return (entry.time, entry.action)
+        let action = actions[top.slot].take()!
+        freeSlots.append(top.slot)
+        return (top.time, action)
     }
 }

@@ -1,0 +1,69 @@
+import ArgumentParser
+import Foundation
+import StoreKitLive
+import StoreKitModel
+import StoreKitRoles
+import StoreKitRuntime
+import StoreKitSimulation
+
+/// `sksim bench simulate`: the deterministic runtime on exploration-sized scenarios (virtual
+/// content, in-memory log), beside the pure projection fold of the same events.
+struct SimulateBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Deterministic runtime throughput (in-memory log, virtual content) beside the pure projection fold of the same events.",
+        discussion: """
+            Runs --runs scenarios of --devices devices with --purchases-per-device purchases each (seeds 1, 2, …), \
+            then folds each run's log into a fresh projection (decode and apply, nothing else): the baseline. \
+            JSON fields: runs, events, seconds, eventsPerSecond, baselineEventsPerSecond, ratioToBaseline, \
+            peakMemoryMegabytes.
+            """)
+
+    @Option(help: "Scenarios run, one seed each.") var runs = 200
+    @Option(help: "Devices per scenario.") var devices = 4
+    @Option(help: "Purchases per device.") var purchasesPerDevice = 10
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() async throws {
+        BenchCommand.warnIfDebug()
+        guard runs > 0, devices > 0, purchasesPerDevice >= 0 else {
+            throw UserFacingError("--runs and --devices must be at least 1, --purchases-per-device at least 0")
+        }
+        ProjectionBenchmark.resetPeakMemory()
+        var events = 0
+        var runtimeSeconds = 0.0
+        var foldSeconds = 0.0
+        for seed in 1...UInt64(runs) {
+            var scenario = Scenario(seed: seed, devices: devices)
+            scenario.apps.purchasesPerDevice = purchasesPerDevice
+            let environment = DeterministicEnvironment.inMemory(seed: seed)
+            let start = ProjectionBenchmark.monotonicSeconds()
+            let report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+            runtimeSeconds += ProjectionBenchmark.monotonicSeconds() - start
+            events += report.totals.events
+
+            let foldStart = ProjectionBenchmark.monotonicSeconds()
+            var projection = QueueProjection()
+            try environment.storage.forEachRecord(from: 1) { sequence, timestamp, payload in
+                projection.apply(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
+            }
+            foldSeconds += ProjectionBenchmark.monotonicSeconds() - foldStart
+            precondition(projection.totals == report.totals, "the fold of run \(seed) disagrees with the run")
+        }
+        let eventsPerSecond = Double(events) / runtimeSeconds
+        let baseline = Double(events) / foldSeconds
+        let memory = ProjectionBenchmark.peakMemoryMegabytes()
+        if json {
+            printLine(JSONValue.object([
+                ("runs", .int(runs)), ("events", .int(events)), ("seconds", .double((runtimeSeconds * 1000).rounded() / 1000)),
+                ("eventsPerSecond", .double(eventsPerSecond.rounded())), ("baselineEventsPerSecond", .double(baseline.rounded())),
+                ("ratioToBaseline", .double((eventsPerSecond / baseline * 1000).rounded() / 1000)),
+                ("peakMemoryMegabytes", .double((memory * 10).rounded() / 10)),
+            ]).serialized())
+            return
+        }
+        printLine(String(format: "deterministic runtime: %d runs, %d events in %.3f s: %.0f events/s", runs, events, runtimeSeconds, eventsPerSecond))
+        printLine(String(format: "baseline (decode and fold the same events): %.0f events/s; ratio %.3f; peak memory %.1f MB",
+                         baseline, eventsPerSecond / baseline, memory))
+    }
+}
