@@ -52,7 +52,7 @@ struct SimulateCommand: AsyncParsableCommand {
                                              durability: try parseDurability(durability))
             let content: ContentStorage = writeContent ? FileContentStorage(root: directory) : VirtualContentStorage()
             let environment = DeterministicEnvironment(storage: storage, content: content,
-                                                       choices: SeededChoices(seed: scenario.seed), logDescription: logDirectory.path)
+                                                       choices: SeededChoices(seed: scenario.seed), logDescription: logDirectory.relativePath)
             report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
         } catch let error as ConfigurationError {
             throw UserFacingError("invalid simulation: \(error)")
