@@ -175,6 +175,10 @@ public struct PartitionReader: Sendable {
                 throw error
             }
             if case .damage(let problem) = lookup.end { throw LogError(corruption: problem) }
+            // Sealed is right only before a header-cut last segment that the seal names (skipped above).
+            if case .sealed(let offset, let next) = lookup.end, position == segments.count - 1 || segments[position + 1].baseSequence != next {
+                throw LogError(corruption: PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+            }
             return lookup.lastSequence ?? entry.baseSequence - 1
         }
         return 0

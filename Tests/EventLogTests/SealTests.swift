@@ -68,6 +68,7 @@ import Testing
             }
             #expect(readError?.problems.first?.kind == .missingSegment)
             #expect(delivered == lastBase - 1)
+            #expect(throws: LogError.self) { try PartitionReader(directory: directory, partition: "main").lastSequence() }
             let openError = #expect(throws: LogError.self) {
                 try PartitionWriter(directory: directory, partition: "main", configuration: smallSegments())
             }
