@@ -74,6 +74,18 @@ enum FileIO {
         }
     }
 
+    /// fdatasync where available: the data and the metadata needed to read it back (the size), not times.
+    static func synchronizeData(_ descriptor: Int32, path: String) throws(LogError) {
+        #if os(Linux)
+        while fdatasync(descriptor) != 0 {
+            if errno == EINTR { continue }
+            throw failure("fdatasync", path)
+        }
+        #else
+        try synchronize(descriptor, path: path)
+        #endif
+    }
+
     /// fsync of a directory, so that a created, renamed or removed entry survives a crash.
     static func synchronizeDirectory(_ path: String) throws(LogError) {
         let descriptor = try open(path, flags: O_RDONLY | O_DIRECTORY)

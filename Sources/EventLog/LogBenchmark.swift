@@ -6,8 +6,15 @@ import Glibc
 import Darwin
 #endif
 
-/// Throughput and append-to-durable latency of the log per durability policy, each next to a raw write(2)
-/// baseline of the same bytes with the same fsync schedule, measured in the same run on the same disk.
+/// Throughput and append-to-durable latency of the log per durability policy, each next to a baseline that is
+/// the real limit of the disk for the same bytes and the same durability, measured in the same run on the same
+/// disk; and reading speed next to a raw scan of the same files.
+///
+/// Baselines: `.always`: write(2) + fdatasync per record. `.groupCommit`: a writer thread fills 64 KiB buffers
+/// and writes them while a flusher thread fdatasyncs back to back whenever written bytes are pending, with the
+/// same bound of 4 × maximumRecords records not yet durable. `.operatingSystem`: 64 KiB buffered writes, one
+/// fdatasync at the end. The baselines copy the records but compute no checksum; a ratio above 1 would mean
+/// the baseline is not the limit.
 public enum LogBenchmark {
     public struct Configuration: Sendable {
         /// A scratch directory; the benchmark creates and removes its own files inside.
@@ -18,6 +25,8 @@ public enum LogBenchmark {
         public var recordsOperatingSystem = 1_000_000
         public var groupCommitMaximumRecords = 256
         public var groupCommitMaximumDelayMilliseconds = 1
+        /// Records in the log read back by the read benchmark.
+        public var recordsRead = 1_000_000
 
         public init(directory: URL) { self.directory = directory }
     }
@@ -126,51 +135,240 @@ public enum LogBenchmark {
             latency: tracksLatency ? tracker.histogram.summary : nil)
     }
 
-    /// Raw write(2) per record (24-byte header + payload), fsync on the same schedule as the policy.
+    /// Size of the baselines' buffered writes.
+    static let baselineWriteBytes = 64 << 10
+
+    /// The disk's limit for `policy` (see the type's comment).
     private static func measureBaseline(policy: DurabilityPolicy, records: Int, payloadBytes: Int, path: String) throws -> Measurement {
         let recordBytes = payloadBytes + SegmentFormat.recordHeaderBytes
-        var record = [UInt8](repeating: 0x5A, count: recordBytes)
-        var histogram = LatencyHistogram()
-        let pendingStarts = UnsafeMutablePointer<UInt64>.allocate(capacity: 1 << 16)
-        defer { pendingStarts.deallocate() }
-        var pending = 0
-        let start = monotonicNanoseconds()
         let descriptor = try FileIO.open(path, flags: O_WRONLY | O_CREAT | O_TRUNC)
         defer { FileIO.close(descriptor) }
-        func synchronize() throws(LogError) {
-            try FileIO.synchronize(descriptor, path: path)
-            let now = monotonicNanoseconds()
-            for index in 0..<pending { histogram.record(now &- pendingStarts[index]) }
-            pending = 0
+        let record = UnsafeMutableRawPointer.allocate(byteCount: recordBytes, alignment: 8)
+        defer { record.deallocate() }
+        for index in 0..<recordBytes { record.storeBytes(of: UInt8(truncatingIfNeeded: index &* 31 &+ 7), toByteOffset: index, as: UInt8.self) }
+        let start = monotonicNanoseconds()
+        switch policy {
+        case .always:
+            var histogram = LatencyHistogram()
+            var offset: UInt64 = 0
+            for number in 1...records {
+                let begin = monotonicNanoseconds()
+                record.storeBytes(of: UInt64(number).littleEndian, toByteOffset: 8, as: UInt64.self)
+                try FileIO.writeAll(descriptor, UnsafeRawBufferPointer(start: record, count: recordBytes), at: offset, path: path)
+                offset += UInt64(recordBytes)
+                try FileIO.synchronizeData(descriptor, path: path)
+                histogram.record(monotonicNanoseconds() &- begin)
+            }
+            return measurement(records: records, recordBytes: recordBytes, seconds: seconds(since: start), latency: histogram.summary)
+        case .groupCommit(let maximumRecords, _):
+            let flusher = BaselineFlusher(descriptor: descriptor, path: path, maximumPending: 4 * maximumRecords)
+            flusher.start()
+            try writeBuffered(records: records, record: record, recordBytes: recordBytes, descriptor: descriptor, path: path) {
+                try flusher.written(through: $0)
+            } beforeRecord: { number in
+                flusher.startTimes[number & (BaselineFlusher.ringSize - 1)] = monotonicNanoseconds()
+            }
+            let latency = try flusher.finish()
+            return measurement(records: records, recordBytes: recordBytes, seconds: seconds(since: start), latency: latency)
+        case .operatingSystem:
+            try writeBuffered(records: records, record: record, recordBytes: recordBytes, descriptor: descriptor, path: path) { _ in
+            } beforeRecord: { _ in }
+            try FileIO.synchronizeData(descriptor, path: path)  // the log syncs on close under every policy
+            return measurement(records: records, recordBytes: recordBytes, seconds: seconds(since: start), latency: nil)
         }
+    }
+
+    /// Copies `records` numbered records into 64 KiB buffers and writes each when full; `written(n)` follows
+    /// each write(2) with the number of records written so far.
+    private static func writeBuffered(
+        records: Int, record: UnsafeMutableRawPointer, recordBytes: Int, descriptor: Int32, path: String,
+        written: (Int) throws -> Void, beforeRecord: (Int) -> Void
+    ) throws {
+        let capacity = max(baselineWriteBytes, recordBytes)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { buffer.deallocate() }
+        var used = 0
         var offset: UInt64 = 0
+        func writeOut(through number: Int) throws {
+            try FileIO.writeAll(descriptor, UnsafeRawBufferPointer(start: buffer, count: used), at: offset, path: path)
+            offset += UInt64(used)
+            used = 0
+            try written(number)
+        }
         for number in 1...records {
-            let begin = monotonicNanoseconds()
-            record.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(number).littleEndian, toByteOffset: 8, as: UInt64.self) }
-            let written = record.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, recordBytes) }
-            guard written == recordBytes else { throw FileIO.failure("write", path) }
-            offset += UInt64(recordBytes)
-            switch policy {
-            case .always:
-                pendingStarts[0] = begin
-                pending = 1
-                try synchronize()
-            case .groupCommit(let maximumRecords, let milliseconds):
-                pendingStarts[pending & ((1 << 16) - 1)] = begin
-                pending += 1
-                if pending >= maximumRecords || begin - pendingStarts[0] >= UInt64(milliseconds) * 1_000_000 {
-                    try synchronize()
+            if used + recordBytes > capacity { try writeOut(through: number - 1) }
+            beforeRecord(number)
+            record.storeBytes(of: UInt64(number).littleEndian, toByteOffset: 8, as: UInt64.self)
+            (buffer + used).copyMemory(from: record, byteCount: recordBytes)
+            used += recordBytes
+        }
+        try writeOut(through: records)
+    }
+
+    /// The group-commit baseline's flusher thread: fdatasync back to back while written records are pending.
+    private final class BaselineFlusher: @unchecked Sendable {
+        static let ringSize = 1 << 18
+        let startTimes = UnsafeMutablePointer<UInt64>.allocate(capacity: ringSize)
+        private let descriptor: Int32
+        private let path: String
+        private let maximumPending: Int
+        private let lock = MonitorLock()
+        private let changed: MonitorLock.Condition
+        // Guarded by `lock`.
+        private var writtenRecords = 0
+        private var syncedRecords = 0
+        private var done = false
+        private var exited = false
+        private var failure: LogError?
+        private var histogram = LatencyHistogram()
+
+        init(descriptor: Int32, path: String, maximumPending: Int) {
+            self.descriptor = descriptor
+            self.path = path
+            self.maximumPending = maximumPending
+            changed = MonitorLock.Condition(lock)
+        }
+
+        deinit { startTimes.deallocate() }
+
+        func start() {
+            let thread = Thread { self.run() }
+            thread.name = "baseline flusher"
+            thread.start()
+        }
+
+        /// Called by the writer after each write(2); waits while too many written records are not yet durable.
+        func written(through number: Int) throws {
+            lock.lock()
+            defer { lock.unlock() }
+            writtenRecords = number
+            changed.broadcast()
+            while writtenRecords - syncedRecords >= maximumPending && failure == nil {
+                changed.wait(untilMonotonicNanoseconds: monotonicNanoseconds() + 100_000_000)
+            }
+            if let failure { throw failure }
+        }
+
+        /// Waits until everything written is synced and the thread has exited.
+        func finish() throws -> LatencySummary {
+            lock.lock()
+            defer { lock.unlock() }
+            done = true
+            changed.broadcast()
+            while !exited { changed.wait(untilMonotonicNanoseconds: monotonicNanoseconds() + 100_000_000) }
+            if let failure { throw failure }
+            return histogram.summary
+        }
+
+        private func run() {
+            lock.lock()
+            while true {
+                while writtenRecords == syncedRecords && !done {
+                    changed.wait(untilMonotonicNanoseconds: monotonicNanoseconds() + 100_000_000)
                 }
-            case .operatingSystem:
-                break
+                if writtenRecords == syncedRecords && done { break }
+                let target = writtenRecords
+                lock.unlock()
+                let result = Swift.Result { () throws(LogError) in try FileIO.synchronizeData(descriptor, path: path) }
+                let now = monotonicNanoseconds()
+                lock.lock()
+                if case .failure(let error) = result {
+                    failure = error
+                    break
+                }
+                for number in (syncedRecords + 1)...target { histogram.record(now &- startTimes[number & (Self.ringSize - 1)]) }
+                syncedRecords = target
+                changed.broadcast()
+            }
+            exited = true
+            changed.broadcast()
+            lock.unlock()
+        }
+    }
+
+    private static func seconds(since start: UInt64) -> Double { Double(monotonicNanoseconds() - start) / 1e9 }
+
+    // MARK: Reading
+
+    public struct ReadResult: Sendable, Equatable, CustomStringConvertible {
+        /// `PartitionReader.forEachRecord` over the whole partition (checksums, sequences, units checked).
+        public var log: Measurement
+        /// The same segment files read with pread(2) in 4 MiB chunks, walking record lengths only.
+        public var rawScan: Measurement
+        /// Log records/s ÷ raw scan records/s.
+        public var ratioToRawScan: Double { log.recordsPerSecond / rawScan.recordsPerSecond }
+
+        public var description: String {
+            String(
+                format: "read: %.0f records/s, %.1f MB/s (raw scan %.0f records/s, %.1f MB/s); ratio to raw scan %.2f",
+                log.recordsPerSecond, log.megabytesPerSecond, rawScan.recordsPerSecond, rawScan.megabytesPerSecond,
+                ratioToRawScan)
+        }
+    }
+
+    /// Writes `recordsRead` records, then reads them back with the reader and with a raw scan (best of three
+    /// each, so both read from the page cache).
+    public static func runRead(_ configuration: Configuration) throws -> ReadResult {
+        let directory = configuration.directory.appendingPathComponent("eventlog-read-bench-\(getpid())-\(monotonicNanoseconds())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let records = configuration.recordsRead
+        let writer = try PartitionWriter(
+            directory: directory, partition: "bench", configuration: PartitionWriterConfiguration(durability: .operatingSystem))
+        let payload = [UInt8](repeating: 0xA5, count: configuration.payloadBytes)
+        for number in 1...records { try writer.append(payload: payload, timestampNanoseconds: Int64(number)) }
+        try writer.close()
+        let recordBytes = configuration.payloadBytes + SegmentFormat.recordHeaderBytes
+        let reader = try PartitionReader(directory: directory, partition: "bench")
+        var logBest = Double.infinity
+        var rawBest = Double.infinity
+        for _ in 0..<3 {
+            let rawStart = monotonicNanoseconds()
+            let scanned = try rawScan(partitionPath: LogDirectory.partitionPath(directory, "bench"))
+            rawBest = min(rawBest, seconds(since: rawStart))
+            precondition(scanned == records, "raw scan saw \(scanned) of \(records) records")
+            let start = monotonicNanoseconds()
+            var count = 0
+            var payloadBytes = 0
+            try reader.forEachRecord { record in
+                count += 1
+                payloadBytes &+= record.payload.count
+            }
+            logBest = min(logBest, seconds(since: start))
+            precondition(count == records && payloadBytes == records * configuration.payloadBytes, "reader saw \(count) of \(records) records")
+        }
+        return ReadResult(
+            log: measurement(records: records, recordBytes: recordBytes, seconds: logBest, latency: nil),
+            rawScan: measurement(records: records, recordBytes: recordBytes, seconds: rawBest, latency: nil))
+    }
+
+    /// Counts records by walking length words (no checksum, no other check): the cost of reading the bytes.
+    private static func rawScan(partitionPath: String) throws -> Int {
+        let chunk = 4 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var count = 0
+        for segment in try LogDirectory.listSegments(partitionPath: partitionPath).segments {
+            let descriptor = try FileIO.open(segment.segmentPath, flags: O_RDONLY)
+            defer { FileIO.close(descriptor) }
+            let size = try FileIO.size(descriptor, path: segment.segmentPath)
+            var offset = UInt64(SegmentFormat.headerBytes(partitionNameLength: 5))
+            while offset < size {
+                let filled = try FileIO.read(
+                    descriptor, into: UnsafeMutableRawBufferPointer(start: buffer, count: Int(min(UInt64(chunk), size - offset))),
+                    at: offset, path: segment.segmentPath)
+                var position = 0
+                while position + SegmentFormat.recordHeaderBytes <= filled {
+                    let word = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: position + 4, as: UInt32.self))
+                    let recordBytes = SegmentFormat.recordHeaderBytes + Int(word & SegmentFormat.payloadLengthMask)
+                    if position + recordBytes > filled { break }
+                    if word & SegmentFormat.sealFlag == 0 { count += 1 }
+                    position += recordBytes
+                }
+                guard position > 0 else { break }
+                offset += UInt64(position)
             }
         }
-        if policy == .operatingSystem { pending = 0 }
-        try synchronize()  // the log fsyncs on close under every policy, so the baseline does too
-        let seconds = Double(monotonicNanoseconds() - start) / 1e9
-        return measurement(
-            records: records, recordBytes: recordBytes, seconds: seconds,
-            latency: policy == .operatingSystem ? nil : histogram.summary)
+        return count
     }
 
     private static func measurement(records: Int, recordBytes: Int, seconds: Double, latency: LatencySummary?) -> Measurement {

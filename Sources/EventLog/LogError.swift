@@ -24,6 +24,12 @@ public struct LogError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let closed = Code("closed")
         /// The partition or directory does not exist.
         public static let notFound = Code("notFound")
+        /// A segment written in another log format version (version 1: by sksim before atomic units).
+        public static let unsupportedFormatVersion = Code("unsupportedFormatVersion")
+        /// The directory given to `verify`/`repair` holds no partition with segment files.
+        public static let notALog = Code("notALog")
+        /// An atomic unit that cannot fit in one segment, or that holds no record.
+        public static let invalidUnit = Code("invalidUnit")
     }
 
     public let code: Code
@@ -92,6 +98,18 @@ public struct LogProblem: Sendable, Equatable, CustomStringConvertible {
         case staleIndex
         /// The file could not be read.
         case unreadable
+        /// A unit whose last record is missing, not at the very end of the last segment (e.g. a seal inside a unit).
+        case incompleteUnit
+        /// A segment that is not the last one ends without its seal: it was cut, records after it are missing.
+        case missingSeal
+        /// A malformed seal, or bytes after a seal.
+        case badSeal
+        /// The last segment is sealed: the segment its seal names (and any after it) is missing.
+        case missingSegment
+        /// The segment before an empty last segment lacks (part of) its seal: a crash during a roll. Repairable.
+        case interruptedRoll
+        /// A record whose checksum is valid but whose payload the caller's validator rejects.
+        case invalidPayload
     }
 
     public let kind: Kind
@@ -109,7 +127,7 @@ public struct LogProblem: Sendable, Equatable, CustomStringConvertible {
     /// True when `repair` may fix it without dropping any whole record.
     public var isRepairable: Bool {
         switch kind {
-        case .tornTail, .truncatedHeader, .staleIndex: true
+        case .tornTail, .truncatedHeader, .staleIndex, .interruptedRoll: true
         default: false
         }
     }
@@ -117,10 +135,13 @@ public struct LogProblem: Sendable, Equatable, CustomStringConvertible {
     /// What to do about it.
     public var remedy: String {
         switch kind {
-        case .tornTail, .truncatedHeader:
+        case .tornTail, .truncatedHeader, .interruptedRoll:
             "Opening the partition for writing truncates it automatically; or run `sksim log repair DIR`"
         case .staleIndex:
             "The index is derived data; run `sksim log repair DIR` to rebuild it (readers fall back to scanning)"
+        case .invalidPayload:
+            "The record is intact on disk but its payload does not decode (written by another encoder version?); "
+                + "repair cannot fix it: re-record the run with this version of sksim"
         default:
             "The log is damaged before its tail and will not be repaired automatically; run `sksim log verify DIR`, "
                 + "then restore the partition from a backup or re-create it from its source"

@@ -6,11 +6,14 @@ public struct LogRecordView {
     public let timestampNanoseconds: Int64
     /// Payload bytes, pointing into the reader's chunk buffer.
     public let payload: UnsafeRawBufferPointer
+    /// True for the last record of its atomic unit (always true for a record appended alone).
+    public let endsUnit: Bool
 
-    init(sequence: UInt64, timestampNanoseconds: Int64, payload: UnsafeRawBufferPointer) {
+    init(sequence: UInt64, timestampNanoseconds: Int64, payload: UnsafeRawBufferPointer, endsUnit: Bool) {
         self.sequence = sequence
         self.timestampNanoseconds = timestampNanoseconds
         self.payload = payload
+        self.endsUnit = endsUnit
     }
 
     /// An owned copy.

@@ -44,11 +44,18 @@ public struct VerificationReport: Sendable, Equatable, CustomStringConvertible {
 /// Offline checks and fixes of a whole log directory (`sksim log verify|repair|stats`). Run them while no
 /// writer has the log open.
 public enum LogMaintenance {
-    /// Scans every segment of every partition: checksums, sequence continuity, headers, indexes.
-    public static func verify(directory: URL) throws(LogError) -> VerificationReport {
+    /// Scans every segment of every partition: checksums, units, seals, sequence continuity, headers, indexes.
+    /// `validatePayload`, when given, is called with each record's payload and returns why it does not decode
+    /// (or nil); such records are reported as `.invalidPayload`, which `repair` never "fixes" by dropping.
+    /// Throws `.notALog` when the directory holds no partition with segment files, and
+    /// `.unsupportedFormatVersion` for segments of another log format.
+    public static func verify(
+        directory: URL, validatePayload: ((UnsafeRawBufferPointer) -> String?)? = nil
+    ) throws(LogError) -> VerificationReport {
         var report = VerificationReport(directory: directory.path, partitions: [])
-        for partition in try LogDirectory.partitions(in: directory) {
-            report.partitions.append(try verifyPartition(directory: directory, partition: partition).report)
+        for partition in try logPartitions(in: directory) {
+            report.partitions.append(
+                try verifyPartition(directory: directory, partition: partition, validatePayload: validatePayload).report)
         }
         return report
     }
@@ -58,12 +65,32 @@ public enum LogMaintenance {
         try verify(directory: directory).partitions
     }
 
+    /// The partitions of a log directory; throws `.notALog` unless at least one holds segment files, so a
+    /// mistyped path is not reported as an intact (empty) log.
+    static func logPartitions(in directory: URL) throws(LogError) -> [String] {
+        let partitions = try LogDirectory.partitions(in: directory)
+        for partition in partitions {
+            let listing = try LogDirectory.listSegments(partitionPath: LogDirectory.partitionPath(directory, partition))
+            if !listing.segments.isEmpty || !listing.badNames.isEmpty { return partitions }
+        }
+        throw LogError(
+            .notALog, "\(directory.path) holds no event log: no partition directories with .segment files", path: directory.path,
+            remedy: "Give the run directory or its log/ folder")
+    }
+
     struct SegmentFinding {
         var entry: LogDirectory.SegmentEntry
         var expectedIndex: SparseIndex?
+        /// Where the seal of an interrupted roll goes, and the base it names.
+        var missingSeal: (offset: UInt64, nextBaseSequence: UInt64)?
     }
 
-    static func verifyPartition(directory: URL, partition: String) throws(LogError) -> (report: PartitionReport, segments: [SegmentFinding]) {
+    /// At most this many `.invalidPayload` problems per partition are listed; a last one gives the total.
+    static let listedInvalidPayloads = 20
+
+    static func verifyPartition(
+        directory: URL, partition: String, validatePayload: ((UnsafeRawBufferPointer) -> String?)? = nil
+    ) throws(LogError) -> (report: PartitionReport, segments: [SegmentFinding]) {
         let partitionPath = LogDirectory.partitionPath(directory, partition)
         var report = PartitionReport(partition: partition)
         var findings: [SegmentFinding] = []
@@ -71,11 +98,16 @@ public enum LogMaintenance {
         report.problems += listing.badNames.map {
             LogProblem(kind: .badFileName, path: $0, byteOffset: 0, message: "segment file names must be 20 decimal digits followed by .segment")
         }
-        report.segmentCount = listing.segments.count
+        let segments = listing.segments
+        report.segmentCount = segments.count
         var expected: UInt64? = 1
-        let intervalHint = LogDirectory.indexIntervalHint(listing.segments)
-        for (position, entry) in listing.segments.enumerated() {
-            let isLast = position == listing.segments.count - 1
+        let intervalHint = LogDirectory.indexIntervalHint(segments)
+        // A last segment cut inside its header is a crash while creating it: the one before counts as the last.
+        let lastIsStub = segments.count >= 2 && SealedSegmentEnd.isCutInsideHeader(segments[segments.count - 1], partition: partition)
+        var invalidPayloads = 0
+        for (position, entry) in segments.enumerated() {
+            let isLast = position == segments.count - 1
+            let judgedAsLast = isLast || (lastIsStub && position == segments.count - 2)
             var finding = SegmentFinding(entry: entry)
             defer { findings.append(finding) }
             let file: SegmentFile
@@ -110,7 +142,16 @@ public enum LogMaintenance {
                         message: "segment starts at sequence \(header.baseSequence) but \(expected) was expected"))
             }
             let interval = existingInterval(indexPath: entry.indexPath) ?? intervalHint
-            let summary = try SegmentSummary.scan(file: file, header: header, intervalRecords: interval)
+            let summary = try SegmentSummary.scan(file: file, header: header, intervalRecords: interval) { record, offset in
+                guard let validatePayload, let reason = validatePayload(record.payload) else { return }
+                invalidPayloads += 1
+                if invalidPayloads <= listedInvalidPayloads {
+                    report.problems.append(
+                        LogProblem(
+                            kind: .invalidPayload, path: entry.segmentPath, byteOffset: offset,
+                            message: "record \(record.sequence) has a valid checksum but its payload does not decode: \(reason)"))
+                }
+            }
             report.recordCount += summary.recordCount
             if report.firstSequence == nil {
                 report.firstSequence = summary.firstSequence
@@ -120,21 +161,43 @@ public enum LogMaintenance {
                 report.lastSequence = summary.lastSequence
                 report.lastTimestampNanoseconds = summary.lastTimestampNanoseconds
             }
-            expected = (summary.lastSequence ?? header.baseSequence - 1) + 1
-            switch summary.end {
-            case .endOfData, .stopped:
-                break
-            case .tornTail(let offset, let dropped, let reason):
-                report.problems.append(
-                    LogProblem(
-                        kind: isLast ? .tornTail : .truncatedRecord, path: entry.segmentPath, byteOffset: offset,
-                        message: isLast
-                            ? "\(reason); \(dropped) bytes after the last whole record"
-                            : "\(reason), in a sealed segment (not the last one)"))
-            case .damage(let problem):
+            let lastSequence = summary.lastSequence ?? header.baseSequence - 1
+            expected = lastSequence + 1
+            if case .damage(let problem) = summary.end {
                 report.problems.append(problem)
                 expected = nil
                 continue
+            }
+            if judgedAsLast {
+                switch summary.end {
+                case .tornTail(let offset, let dropped, let reason):
+                    report.problems.append(
+                        LogProblem(
+                            kind: .tornTail, path: entry.segmentPath, byteOffset: offset,
+                            message: "\(reason); \(dropped) bytes after the last whole unit"))
+                case .sealed(let offset, let next) where isLast || segments[position + 1].baseSequence != next:
+                    report.problems.append(PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+                default:
+                    break
+                }
+            } else {
+                let successor = segments[position + 1]
+                switch SealedSegmentEnd.judge(
+                    summary.end, lastSequence: lastSequence, path: entry.segmentPath, successor: successor,
+                    successorHoldsRecords: SealedSegmentEnd.holdsRecords(successor, partition: partition))
+                {
+                case .sealed:
+                    break
+                case .interruptedRoll(let offset):
+                    finding.missingSeal = (offset, successor.baseSequence)
+                    report.problems.append(
+                        LogProblem(
+                            kind: .interruptedRoll, path: entry.segmentPath, byteOffset: offset,
+                            message: "the segment lacks (part of) its seal and the next segment holds no records: "
+                                + "a crash interrupted a roll; no record is lost"))
+                case .damage(let problem):
+                    report.problems.append(problem)
+                }
             }
             finding.expectedIndex = summary.index
             if SparseIndex.fileBytes(path: entry.indexPath) != summary.index.encoded() {
@@ -143,6 +206,12 @@ public enum LogMaintenance {
                         kind: .staleIndex, path: entry.indexPath, byteOffset: 0,
                         message: "the sparse index is missing, damaged or does not match its segment's records"))
             }
+        }
+        if invalidPayloads > listedInvalidPayloads {
+            report.problems.append(
+                LogProblem(
+                    kind: .invalidPayload, path: partitionPath, byteOffset: 0,
+                    message: "\(invalidPayloads) records in all have payloads that do not decode (the first \(listedInvalidPayloads) are listed)"))
         }
         return (report, findings)
     }

@@ -30,15 +30,17 @@ public struct PartitionReader: Sendable {
 
     /// Calls `body` for each record with `from <= sequence <= through`, in order. The view's payload is only
     /// valid during the call. Finds the segment by file name and seeks with its sparse index, so at most
-    /// K records (the index interval) are scanned before `from`. Throws `.corruption` on damage; a torn tail
-    /// at the very end is reported in the summary instead.
+    /// K records (the index interval) are scanned before `from`. Records reach `body` as soon as their whole
+    /// unit is checked, so every good record before any damage is delivered before `.corruption` is thrown;
+    /// records of an incomplete unit at the end are never delivered. A torn tail at the very end is reported
+    /// in the summary instead of thrown.
     @discardableResult
     public func forEachRecord(
         from: UInt64 = 1, through: UInt64 = .max, _ body: (LogRecordView) throws -> Void
     ) throws -> ReadSummary {
         var summary = ReadSummary()
         let start = max(from, 1)
-        let segments = try LogDirectory.listSegments(partitionPath: partitionPath).segments
+        var segments = try LogDirectory.listSegments(partitionPath: partitionPath).segments
         guard let first = segments.first, start <= through else { return summary }
         guard first.baseSequence == 1 else {
             throw LogError(
@@ -48,7 +50,8 @@ public struct PartitionReader: Sendable {
         }
         let startSegment = segments.lastIndex { $0.baseSequence <= start } ?? 0
         var expected: UInt64 = segments[startSegment].baseSequence
-        for position in startSegment..<segments.count {
+        var position = startSegment
+        while position < segments.count {
             let entry = segments[position]
             let isLast = position == segments.count - 1
             let file = try SegmentFile(path: entry.segmentPath)
@@ -108,21 +111,46 @@ public struct PartitionReader: Sendable {
                     rebuildIndex(file: file, header: header, entry: entry, interval: interval)
                 }
             }
-            switch end {
-            case .endOfData:
-                expected = lastInSegment + 1
-            case .stopped:
-                return summary
-            case .tornTail(let offset, _, let reason):
-                let problem = LogProblem(
-                    kind: isLast ? .tornTail : .truncatedRecord, path: entry.segmentPath, byteOffset: offset,
-                    message: reason)
-                guard isLast else { throw LogError(corruption: problem) }
-                summary.tornTail = problem
-                return summary
-            case .damage(let problem):
-                throw LogError(corruption: problem)
+            if case .stopped = end { return summary }
+            if case .damage(let problem) = end { throw LogError(corruption: problem) }
+            // A last segment cut inside its header (a crash creating it) does not count as a successor.
+            let successorIsStub =
+                position == segments.count - 2 && SealedSegmentEnd.isCutInsideHeader(segments[position + 1], partition: partition)
+            if isLast || successorIsStub {
+                switch end {
+                case .tornTail(let offset, _, let reason):
+                    summary.tornTail = LogProblem(kind: .tornTail, path: entry.segmentPath, byteOffset: offset, message: reason)
+                    return summary
+                case .sealed(let offset, let next):
+                    // A writer may have rolled since the listing: its successor is created before the seal is written.
+                    let refreshed = try LogDirectory.listSegments(partitionPath: partitionPath).segments
+                    guard refreshed.count > position + 1, refreshed[position + 1].baseSequence == next else {
+                        throw LogError(corruption: PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+                    }
+                    segments = refreshed
+                    expected = next
+                default:
+                    if isLast { return summary }
+                    expected = lastInSegment + 1
+                }
+            } else {
+                let successor = segments[position + 1]
+                let holdsRecords = SealedSegmentEnd.holdsRecords(successor, partition: partition)
+                // A writer writes the seal after creating the successor and before writing to it, so a seal missing
+                // from the size seen at open may be there now.
+                if try SegmentFile(path: entry.segmentPath).trailingSeal() == successor.baseSequence {
+                    expected = successor.baseSequence
+                } else {
+                    switch SealedSegmentEnd.judge(
+                        end, lastSequence: lastInSegment, path: entry.segmentPath, successor: successor,
+                        successorHoldsRecords: holdsRecords)
+                    {
+                    case .sealed, .interruptedRoll: expected = successor.baseSequence
+                    case .damage(let problem): throw LogError(corruption: problem)
+                    }
+                }
             }
+            position += 1
         }
         return summary
     }
@@ -147,6 +175,10 @@ public struct PartitionReader: Sendable {
                 throw error
             }
             if case .damage(let problem) = lookup.end { throw LogError(corruption: problem) }
+            // Sealed is right only before a header-cut last segment that the seal names (skipped above).
+            if case .sealed(let offset, let next) = lookup.end, position == segments.count - 1 || segments[position + 1].baseSequence != next {
+                throw LogError(corruption: PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+            }
             return lookup.lastSequence ?? entry.baseSequence - 1
         }
         return 0
@@ -154,9 +186,11 @@ public struct PartitionReader: Sendable {
 
     /// Rewrites a sealed segment's stale or missing index; failures are ignored (the index is optional).
     private func rebuildIndex(file: SegmentFile, header: SegmentHeader, entry: LogDirectory.SegmentEntry, interval: UInt32) {
-        guard let summary = try? SegmentSummary.scan(file: file, header: header, intervalRecords: interval),
-            case .endOfData = summary.end
-        else { return }
+        guard let summary = try? SegmentSummary.scan(file: file, header: header, intervalRecords: interval) else { return }
+        switch summary.end {
+        case .endOfData, .sealed: break
+        default: return
+        }
         try? summary.index.write(path: entry.indexPath, directory: partitionPath)
     }
 }

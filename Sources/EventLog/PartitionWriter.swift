@@ -43,12 +43,14 @@ public final class PartitionWriter: @unchecked Sendable {
     private let bufferCapacity: Int
     private var bufferUsed = 0
     private var nextSequence: UInt64 = 1
+    /// Last sequence of the last complete unit appended: the furthest `writtenSequence` may go.
+    private var unitEndSequence: UInt64 = 0
+    /// Last sequence whose whole unit has been handed to write(2).
     private var writtenSequence: UInt64 = 0
     private var durable: UInt64 = 0
     private var pendingRecords = 0
     private var oldestPendingNanoseconds: UInt64 = 0
     private var syncInProgress = false
-    private var syncRequested = false
     private var isClosed = false
     private var failure: LogError?
     private var flusherRunning = false
@@ -101,20 +103,53 @@ public final class PartitionWriter: @unchecked Sendable {
 
     // MARK: Public API
 
-    /// Appends one record and returns its sequence number. Durable on return only under `.always`.
+    /// Appends one record (a unit of one) and returns its sequence number. Durable on return only under `.always`.
     @discardableResult
     public func append(payload: UnsafeRawBufferPointer, timestampNanoseconds: Int64) throws(LogError) -> UInt64 {
-        guard payload.count <= configuration.maximumPayloadBytes else {
-            throw LogError(
-                .payloadTooLarge,
-                "payload of \(payload.count) bytes exceeds the limit of \(configuration.maximumPayloadBytes) bytes",
-                remedy: "Split the event or raise maximumPayloadBytes")
+        try appendUnit(recordCount: 1, timestampNanoseconds: timestampNanoseconds) { _ in payload.count } copyPayload: { _, destination in
+            if let source = payload.baseAddress, payload.count > 0 { destination.copyMemory(from: source, byteCount: payload.count) }
         }
+    }
+
+    /// Appends the payloads as one atomic unit: after a crash at any byte, recovery yields all of them or none.
+    /// Returns the sequence of the first record (the unit takes consecutive sequences).
+    ///
+    /// A unit never spans two segments: the writer rolls before one that does not fit, and a unit of several
+    /// records larger than `maximumSegmentBytes` throws `.invalidUnit`. `durableSequence` only ever stops at the
+    /// end of a unit.
+    @discardableResult
+    public func appendUnit(_ payloads: [[UInt8]], timestampNanoseconds: Int64) throws(LogError) -> UInt64 {
+        try appendUnit(recordCount: payloads.count, timestampNanoseconds: timestampNanoseconds) { payloads[$0].count } copyPayload: {
+            index, destination in
+            payloads[index].withUnsafeBytes { bytes in
+                if let source = bytes.baseAddress, bytes.count > 0 { destination.copyMemory(from: source, byteCount: bytes.count) }
+            }
+        }
+    }
+
+    private func appendUnit(
+        recordCount: Int, timestampNanoseconds: Int64, payloadCount: (Int) -> Int,
+        copyPayload: (Int, UnsafeMutableRawPointer) -> Void
+    ) throws(LogError) -> UInt64 {
+        var unitBytes = 0
+        for index in 0..<recordCount {
+            let count = payloadCount(index)
+            guard count <= configuration.maximumPayloadBytes else {
+                throw LogError(
+                    .payloadTooLarge,
+                    "payload of \(count) bytes exceeds the limit of \(configuration.maximumPayloadBytes) bytes",
+                    remedy: "Split the event or raise maximumPayloadBytes")
+            }
+            unitBytes += SegmentFormat.recordHeaderBytes + count
+        }
+        try checkUnitFits(recordCount: recordCount, unitBytes: unitBytes)
         lock.lock()
         let sequence: UInt64
         let advanced: UInt64?
         do {
-            (sequence, advanced) = try appendLocked(payload, timestampNanoseconds)
+            (sequence, advanced) = try appendLocked(
+                recordCount: recordCount, unitBytes: unitBytes, timestamp: timestampNanoseconds, payloadCount: payloadCount,
+                copyPayload: copyPayload)
         } catch {
             lock.unlock()
             throw error
@@ -122,6 +157,21 @@ public final class PartitionWriter: @unchecked Sendable {
         lock.unlock()
         if let advanced { notifyDurable(advanced) }
         return sequence
+    }
+
+    private func checkUnitFits(recordCount: Int, unitBytes: Int) throws(LogError) {
+        guard recordCount > 0 else {
+            throw LogError(.invalidUnit, "a unit needs at least one record", remedy: "Append at least one payload")
+        }
+        // A single record may exceed the segment size (it gets a segment of its own); a unit of several may not.
+        let segmentBytes = SegmentFormat.headerBytes(partitionNameLength: partition.utf8.count) + unitBytes + SegmentFormat.sealBytes
+        guard recordCount == 1 || UInt64(segmentBytes) <= configuration.maximumSegmentBytes else {
+            throw LogError(
+                .invalidUnit,
+                "a unit of \(recordCount) records needs \(segmentBytes) bytes of segment (with header and seal) but "
+                    + "maximumSegmentBytes is \(configuration.maximumSegmentBytes); a unit never spans two segments",
+                remedy: "Split the unit or raise maximumSegmentBytes")
+        }
     }
 
     /// Appends one record from any byte collection (contiguous collections are not copied).
@@ -199,62 +249,62 @@ public final class PartitionWriter: @unchecked Sendable {
         }
     }
 
-    private func appendLocked(_ payload: UnsafeRawBufferPointer, _ timestamp: Int64) throws(LogError) -> (UInt64, UInt64?) {
+    private func appendLocked(
+        recordCount: Int, unitBytes: Int, timestamp: Int64, payloadCount: (Int) -> Int,
+        copyPayload: (Int, UnsafeMutableRawPointer) -> Void
+    ) throws(LogError) -> (UInt64, UInt64?) {
         try checkUsable()
         var advanced: UInt64?
-        let recordBytes = SegmentFormat.recordHeaderBytes + payload.count
-        if segmentDescriptor < 0 || payload.count > segmentPayloadLimit
+        var largestPayload = 0
+        for index in 0..<recordCount { largestPayload = max(largestPayload, payloadCount(index)) }
+        if segmentDescriptor < 0 || largestPayload > segmentPayloadLimit
             || (segmentRecordCount > 0
-                && segmentFileBytes + UInt64(bufferUsed) + UInt64(recordBytes) > configuration.maximumSegmentBytes)
+                && segmentFileBytes + UInt64(bufferUsed) + UInt64(unitBytes + SegmentFormat.sealBytes) > configuration.maximumSegmentBytes)
         {
             advanced = try recordFailure { () throws(LogError) in try rollLocked() }
         }
-        if bufferUsed + recordBytes > bufferCapacity {
-            try recordFailure { () throws(LogError) in try writeOutLocked() }
+        let first = nextSequence
+        for index in 0..<recordCount {
+            let count = payloadCount(index)
+            let recordBytes = SegmentFormat.recordHeaderBytes + count
+            // May write out part of this unit; `writtenSequence` still stops at the previous unit's end.
+            if bufferUsed + recordBytes > bufferCapacity {
+                try recordFailure { () throws(LogError) in try writeOutLocked() }
+            }
+            let sequence = nextSequence
+            SegmentFormat.encodeRecord(
+                at: buffer + bufferUsed, payloadCount: count,
+                lengthFlags: index < recordCount - 1 ? SegmentFormat.moreInUnitFlag : 0, sequence: sequence, timestamp: timestamp
+            ) { copyPayload(index, $0) }
+            if SparseIndex.isIndexed(sequence, baseSequence: segmentBaseSequence, intervalRecords: UInt32(configuration.indexIntervalRecords)) {
+                SparseIndex.appendEntry(
+                    SparseIndex.Entry(sequence: sequence, byteOffset: segmentFileBytes + UInt64(bufferUsed)), to: &pendingIndexBytes)
+            }
+            bufferUsed += recordBytes
+            nextSequence += 1
         }
-        let sequence = nextSequence
-        let record = buffer + bufferUsed
-        record.storeBytes(of: UInt32(payload.count).littleEndian, toByteOffset: 0, as: UInt32.self)
-        record.storeBytes(of: sequence.littleEndian, toByteOffset: 8, as: UInt64.self)
-        record.storeBytes(of: timestamp.littleEndian, toByteOffset: 16, as: Int64.self)
-        if let source = payload.baseAddress, payload.count > 0 {
-            (record + SegmentFormat.recordHeaderBytes).copyMemory(from: source, byteCount: payload.count)
-        }
-        let checksum = CRC32C.checksum(
-            UnsafeRawBufferPointer(start: record + SegmentFormat.checksumCoverageOffset, count: recordBytes - SegmentFormat.checksumCoverageOffset))
-        record.storeBytes(of: checksum.littleEndian, toByteOffset: 4, as: UInt32.self)
-        if SparseIndex.isIndexed(sequence, baseSequence: segmentBaseSequence, intervalRecords: UInt32(configuration.indexIntervalRecords)) {
-            SparseIndex.appendEntry(
-                SparseIndex.Entry(sequence: sequence, byteOffset: segmentFileBytes + UInt64(bufferUsed)), to: &pendingIndexBytes)
-        }
-        bufferUsed += recordBytes
-        segmentRecordCount += 1
-        nextSequence += 1
+        segmentRecordCount += UInt64(recordCount)
+        unitEndSequence = nextSequence - 1
 
         switch configuration.durability {
         case .always:
             if let synced = try syncLocked() { advanced = synced }
         case .groupCommit(let maximumRecords, _):
-            notePending()
-            if pendingRecords >= maximumRecords {
-                if pendingRecords >= 4 * maximumRecords {
-                    // Backpressure: the flusher is behind; commit inline so non-durable records stay bounded.
-                    if let synced = try syncLocked() { advanced = synced }
-                } else if !syncRequested {
-                    syncRequested = true
-                    flusherWake.signal()
-                }
+            notePending(recordCount)
+            if pendingRecords >= 4 * maximumRecords {
+                // Backpressure: the flusher is behind; commit inline so non-durable records stay bounded.
+                if let synced = try syncLocked() { advanced = synced }
             }
             if bufferUsed >= configuration.writeBufferBytes { try recordFailure { () throws(LogError) in try writeOutLocked() } }
         case .operatingSystem:
-            notePending()
+            notePending(recordCount)
             if bufferUsed >= configuration.writeBufferBytes { try recordFailure { () throws(LogError) in try writeOutLocked() } }
         }
-        return (sequence, advanced)
+        return (first, advanced)
     }
 
-    private func notePending() {
-        pendingRecords += 1
+    private func notePending(_ records: Int) {
+        pendingRecords += records
         if oldestPendingNanoseconds == 0 {
             oldestPendingNanoseconds = monotonicNanoseconds()
             flusherWake.signal()
@@ -282,7 +332,7 @@ public final class PartitionWriter: @unchecked Sendable {
             segmentFileBytes += UInt64(bufferUsed)
             bufferUsed = 0
         }
-        writtenSequence = nextSequence - 1
+        writtenSequence = unitEndSequence
         if !pendingIndexBytes.isEmpty && indexDescriptor >= 0 {
             try FileIO.writeAll(indexDescriptor, pendingIndexBytes, at: indexFileBytes, path: indexPath)
             indexFileBytes += UInt64(pendingIndexBytes.count)
@@ -304,7 +354,7 @@ public final class PartitionWriter: @unchecked Sendable {
         let path = segmentPath
         syncInProgress = true
         lock.unlock()
-        let result = Result { () throws(LogError) in try FileIO.synchronize(descriptor, path: path) }
+        let result = Result { () throws(LogError) in try FileIO.synchronizeData(descriptor, path: path) }
         lock.lock()
         syncInProgress = false
         stateChanged.broadcast()
@@ -348,13 +398,23 @@ public final class PartitionWriter: @unchecked Sendable {
 
     // MARK: Segments
 
-    /// Seals the current segment (write, fsync, close) and starts one whose base is the next sequence.
+    /// Seals the current segment and starts one whose base is the next sequence. The order makes every crash
+    /// recognisable: the records are made durable, then the successor is created (durably), then the seal is
+    /// written and synced. So a sealed segment always has its successor, and a segment lacking its seal before an
+    /// empty last segment can only be an interrupted roll (completed when the writer next opens).
     private func rollLocked() throws(LogError) -> UInt64? {
         var advanced: UInt64?
+        let base = nextSequence
+        let path = partitionPath + "/" + SegmentFormat.segmentFileName(baseSequence: base)
+        let header = SegmentFormat.encodeHeader(
+            partition: partition, baseSequence: base, maximumPayloadBytes: UInt32(configuration.maximumPayloadBytes))
         if segmentDescriptor >= 0 {
             while syncInProgress { stateChanged.wait(untilMonotonicNanoseconds: monotonicNanoseconds() + Self.idleWaitNanoseconds) }
             try writeOutLocked()
-            try FileIO.synchronize(segmentDescriptor, path: segmentPath)
+            try FileIO.synchronizeData(segmentDescriptor, path: segmentPath)
+            try FileIO.replaceFile(path, with: header, directory: partitionPath, durable: true)
+            try FileIO.writeAll(segmentDescriptor, SegmentFormat.encodeSeal(nextBaseSequence: base), at: segmentFileBytes, path: segmentPath)
+            try FileIO.synchronizeData(segmentDescriptor, path: segmentPath)
             if writtenSequence > durable {
                 durable = writtenSequence
                 advanced = durable
@@ -363,13 +423,10 @@ public final class PartitionWriter: @unchecked Sendable {
             pendingRecords = 0
             oldestPendingNanoseconds = 0
             closeDescriptors()
+        } else {
+            // Header via temporary file + rename + directory fsync: a crash never leaves a half-made segment name.
+            try FileIO.replaceFile(path, with: header, directory: partitionPath, durable: true)
         }
-        let base = nextSequence
-        let header = SegmentFormat.encodeHeader(
-            partition: partition, baseSequence: base, maximumPayloadBytes: UInt32(configuration.maximumPayloadBytes))
-        let path = partitionPath + "/" + SegmentFormat.segmentFileName(baseSequence: base)
-        // Header via temporary file + rename + directory fsync: a crash never leaves a half-made segment name.
-        try FileIO.replaceFile(path, with: header, directory: partitionPath, durable: true)
         try attachSegment(
             path: path, header: SegmentHeader(
                 partition: partition, baseSequence: base, maximumPayloadBytes: UInt32(configuration.maximumPayloadBytes),
@@ -435,14 +492,25 @@ public final class PartitionWriter: @unchecked Sendable {
             case .success(let valid):
                 header = valid
             case .failure(let problem) where problem.kind == .truncatedHeader:
-                // Crash while creating the segment: it holds no records, so removing it loses nothing.
+                // Cut inside its header: it holds no records. Re-created empty when the previous segment's seal
+                // names it (removing it would leave that seal naming a missing segment), else removed.
+                let named = segments.count >= 2
+                    ? try SegmentFile(path: segments[segments.count - 2].segmentPath).trailingSeal() == last.baseSequence : false
                 try FileIO.remove(last.segmentPath)
                 try FileIO.remove(last.indexPath)
                 try FileIO.synchronizeDirectory(partitionPath)
                 recoveries.append(
                     TailRecovery(
                         path: last.segmentPath, byteOffset: 0, droppedBytes: file.size, partialRecord: false,
-                        removedSegment: true, reason: problem.message))
+                        removedSegment: true, reason: problem.message + (named ? "; re-created it empty" : "")))
+                if named {
+                    nextSequence = last.baseSequence
+                    unitEndSequence = nextSequence - 1
+                    writtenSequence = unitEndSequence
+                    durable = writtenSequence
+                    _ = try rollLocked()
+                    return
+                }
                 segments.removeLast()
                 continue
             case .failure(let problem):
@@ -453,11 +521,13 @@ public final class PartitionWriter: @unchecked Sendable {
             switch summary.end {
             case .endOfData, .stopped:
                 break
+            case .sealed(let offset, let next):
+                throw LogError(corruption: Self.missingSegmentProblem(path: last.segmentPath, sealOffset: offset, next: next))
             case .tornTail(let offset, let dropped, let reason):
                 let descriptor = try FileIO.open(last.segmentPath, flags: O_WRONLY)
                 defer { FileIO.close(descriptor) }
                 try FileIO.truncate(descriptor, to: offset, path: last.segmentPath)
-                try FileIO.synchronize(descriptor, path: last.segmentPath)
+                try FileIO.synchronizeData(descriptor, path: last.segmentPath)
                 recoveries.append(
                     TailRecovery(
                         path: last.segmentPath, byteOffset: offset, droppedBytes: dropped, partialRecord: true,
@@ -465,12 +535,13 @@ public final class PartitionWriter: @unchecked Sendable {
             case .damage(let problem):
                 throw LogError(corruption: problem)
             }
-            try checkContinuity(before: last, in: segments)
+            try checkPredecessor(of: last, holdsRecords: file.size > UInt64(header.byteCount), in: segments, recoveries: &recoveries)
             try attachSegment(
                 path: last.segmentPath, header: header, endOffset: summary.wholeRecordsEndOffset,
                 recordCount: summary.recordCount, index: summary.index)
             nextSequence = header.baseSequence + summary.recordCount
-            writtenSequence = nextSequence - 1
+            unitEndSequence = nextSequence - 1
+            writtenSequence = unitEndSequence
             durable = writtenSequence
             return
         }
@@ -492,8 +563,19 @@ public final class PartitionWriter: @unchecked Sendable {
         }
     }
 
-    /// The last segment must start right after the previous one ends (or at 1 when it is the first).
-    private func checkContinuity(before last: LogDirectory.SegmentEntry, in segments: [LogDirectory.SegmentEntry]) throws(LogError) {
+    static func missingSegmentProblem(path: String, sealOffset: UInt64, next: UInt64) -> LogProblem {
+        LogProblem(
+            kind: .missingSegment, path: path, byteOffset: sealOffset,
+            message: "the last segment is sealed: its seal names \(SegmentFormat.segmentFileName(baseSequence: next)) as the next "
+                + "segment, which is missing (deleted or lost), with every record from \(next) on")
+    }
+
+    /// The last segment must start right after the previous one ends (or at 1 when it is the first), and the
+    /// previous one must be sealed; a seal missing because a roll was interrupted is completed here.
+    private func checkPredecessor(
+        of last: LogDirectory.SegmentEntry, holdsRecords: Bool, in segments: [LogDirectory.SegmentEntry],
+        recoveries: inout [TailRecovery]
+    ) throws(LogError) {
         guard segments.count >= 2 else {
             guard last.baseSequence == 1 else {
                 throw LogError(
@@ -504,20 +586,26 @@ public final class PartitionWriter: @unchecked Sendable {
             return
         }
         let previous = segments[segments.count - 2]
-        let (previousLast, end) = try SegmentLookup.lastSequence(of: previous, partition: partition)
-        if case .damage(let problem) = end { throw LogError(corruption: problem) }
-        if case .tornTail(let offset, _, let reason) = end {
-            throw LogError(
-                corruption: LogProblem(
-                    kind: .checksumMismatch, path: previous.segmentPath, byteOffset: offset,
-                    message: "a sealed segment ends in a partial record (\(reason))"))
+        let file = try SegmentFile(path: previous.segmentPath)
+        if try file.trailingSeal() == last.baseSequence { return }
+        guard case .success(let header) = try file.validHeader(partition: partition, baseSequence: previous.baseSequence) else {
+            return  // checkSealedHeaders has thrown already
         }
-        let expectedBase = (previousLast ?? previous.baseSequence - 1) + 1
-        guard expectedBase == last.baseSequence else {
-            throw LogError(
-                corruption: LogProblem(
-                    kind: .sequenceGap, path: last.segmentPath, byteOffset: 0,
-                    message: "segment starts at sequence \(last.baseSequence) but the previous segment ends at \(expectedBase - 1)"))
+        let summary = try SegmentSummary.scan(file: file, header: header, intervalRecords: UInt32(configuration.indexIntervalRecords))
+        switch SealedSegmentEnd.judge(
+            summary.end, lastSequence: summary.lastSequence ?? header.baseSequence - 1, path: previous.segmentPath,
+            successor: last, successorHoldsRecords: holdsRecords)
+        {
+        case .sealed:
+            return
+        case .interruptedRoll(let offset):
+            try SealedSegmentEnd.completeSeal(path: previous.segmentPath, at: offset, nextBaseSequence: last.baseSequence)
+            recoveries.append(
+                TailRecovery(
+                    path: previous.segmentPath, byteOffset: offset, droppedBytes: file.size - offset, partialRecord: false,
+                    removedSegment: false, reason: "a crash interrupted the roll to the next segment; its seal was completed"))
+        case .damage(let problem):
+            throw LogError(corruption: problem)
         }
     }
 
@@ -550,23 +638,19 @@ public final class PartitionWriter: @unchecked Sendable {
         var advanced: UInt64?
         let now = monotonicNanoseconds()
         if pendingRecords > 0 && !syncInProgress {
-            let delay: UInt64
-            switch configuration.durability {
-            case .groupCommit(_, let milliseconds): delay = UInt64(milliseconds) * 1_000_000
-            default: delay = Self.operatingSystemWriteDelayNanoseconds
-            }
-            let deadline = oldestPendingNanoseconds + delay
-            if syncRequested || now >= deadline {
-                syncRequested = false
-                if case .operatingSystem = configuration.durability {
+            if case .operatingSystem = configuration.durability {
+                let deadline = oldestPendingNanoseconds + Self.operatingSystemWriteDelayNanoseconds
+                if now >= deadline {
                     _ = try? recordFailure { () throws(LogError) in try writeOutLocked() }
                     pendingRecords = 0
                     oldestPendingNanoseconds = 0
                 } else {
-                    advanced = try? syncLocked()
+                    flusherWake.wait(untilMonotonicNanoseconds: deadline)
                 }
             } else {
-                flusherWake.wait(untilMonotonicNanoseconds: deadline)
+                // Group commit never waits on purpose: an idle flusher syncs a new record at once, and records
+                // that arrive during that sync form the next batch, synced as soon as it ends.
+                advanced = try? syncLocked()
             }
         } else {
             flusherWake.wait(untilMonotonicNanoseconds: now + Self.idleWaitNanoseconds)

@@ -6,11 +6,15 @@ import Darwin
 
 /// How a scan of a segment ended.
 enum SegmentScanEnd {
-    /// All bytes up to `offset` (the size seen when the scan started) were whole, valid records.
+    /// Whole units end exactly at `offset`, the size seen when the scan started; the segment has no seal.
     case endOfData(offset: UInt64)
+    /// A valid seal starts at `offset` (where the records end) and ends the file; the next segment must
+    /// start at `nextBaseSequence`.
+    case sealed(offset: UInt64, nextBaseSequence: UInt64)
     /// The body asked to stop before the record at `offset`.
     case stopped(offset: UInt64)
-    /// The last record is partial or fails its checksum with nothing after it; whole records end at `offset`.
+    /// Whole units end at `offset`; after it comes an incomplete unit or a partial or failing record with no
+    /// whole valid record anywhere after it (what a crash during an append leaves).
     case tornTail(offset: UInt64, droppedBytes: UInt64, reason: String)
     /// Damage that is not a torn tail.
     case damage(LogProblem)
@@ -65,11 +69,25 @@ final class SegmentFile {
                     message: "the file ends after \(available) bytes, inside its segment header"))
         case .invalid(let reason):
             return .failure(LogProblem(kind: .badHeader, path: path, byteOffset: 0, message: reason))
+        case .unsupportedVersion(let version):
+            throw Self.unsupportedVersion(version, path: path)
         }
     }
 
-    /// Scans records from `startOffset` (which must be a record boundary), checking length, CRC and that
-    /// sequences continue from `expectedSequence`. `body` gets each record with its offset and returns false to stop.
+    static func unsupportedVersion(_ version: UInt16, path: String) -> LogError {
+        let writer = version < SegmentFormat.version ? "an older" : "a newer"
+        return LogError(
+            .unsupportedFormatVersion,
+            "\(path) was written by \(writer) sksim (log format \(version)); this build reads log format \(SegmentFormat.version) only",
+            path: path,
+            remedy: version < SegmentFormat.version
+                ? "Re-record the run with this version of sksim (the sksim that wrote it can still read it)"
+                : "Read it with the newer sksim that wrote it")
+    }
+
+    /// Scans records from `startOffset` (a record boundary, treated as the start of a unit), checking length,
+    /// CRC, flags and that sequences continue from `expectedSequence`. `body` gets each record with its offset,
+    /// but only once its whole unit has been checked, so it never sees part of a unit; it returns false to stop.
     func scan(
         header: SegmentHeader, from startOffset: UInt64, expectedSequence: UInt64,
         _ body: (LogRecordView, UInt64) throws -> Bool
@@ -77,91 +95,131 @@ final class SegmentFile {
         let recordHeaderBytes = SegmentFormat.recordHeaderBytes
         let remainingInFile = size > startOffset ? Int(size - startOffset) : 0
         var capacity = max(recordHeaderBytes, min(Self.chunkBytes, remainingInFile))
-        var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 8)
+        var buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
         defer { buffer.deallocate() }
         var bufferFileOffset = startOffset  // file offset of buffer[0]
         var filled = 0
         var position = 0
+        /// Buffer position of the first checked but undelivered record of the current unit, if any.
+        var unitStart: Int?
         var expected = expectedSequence
 
-        // Moves unread bytes to the front and reads more; grows the buffer when one record needs it.
+        // Keeps the bytes from the current unit's start, moves them to the front and reads more; grows the
+        // buffer when the unit so far plus `minimumBytes` does not fit.
         func refill(minimumBytes: Int) throws(LogError) {
-            let unread = filled - position
-            if minimumBytes > capacity {
-                let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: minimumBytes, alignment: 8)
-                larger.baseAddress!.copyMemory(from: buffer.baseAddress! + position, byteCount: unread)
+            let keep = unitStart ?? position
+            let kept = filled - keep
+            let needed = position - keep + minimumBytes
+            if needed > capacity {
+                let larger = UnsafeMutableRawPointer.allocate(byteCount: max(needed, 2 * capacity), alignment: 8)
+                larger.copyMemory(from: buffer + keep, byteCount: kept)
                 buffer.deallocate()
                 buffer = larger
-                capacity = minimumBytes
-            } else if unread > 0 && position > 0 {
-                memmove(buffer.baseAddress!, buffer.baseAddress! + position, unread)
+                capacity = max(needed, 2 * capacity)
+            } else if kept > 0 && keep > 0 {
+                memmove(buffer, buffer + keep, kept)
             }
-            bufferFileOffset += UInt64(position)
-            position = 0
-            filled = unread
+            bufferFileOffset += UInt64(keep)
+            position -= keep
+            if unitStart != nil { unitStart = 0 }
+            filled = kept
             let readOffset = bufferFileOffset + UInt64(filled)
             let wanted = Int(min(UInt64(capacity - filled), size - min(size, readOffset)))
             if wanted > 0 {
                 filled += try FileIO.read(
-                    descriptor, into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<(filled + wanted)]),
-                    at: readOffset, path: path)
+                    descriptor, into: UnsafeMutableRawBufferPointer(start: buffer + filled, count: wanted), at: readOffset,
+                    path: path)
             }
+        }
+
+        // The record at the current position is partial or fails its checks before its CRC could vouch for it.
+        func unusable(_ kind: LogProblem.Kind, _ reason: String) throws(LogError) -> SegmentScanEnd {
+            let recordOffset = bufferFileOffset + UInt64(position)
+            if let following = try firstValidRecord(after: recordOffset, header: header, expectedSequence: expected) {
+                return .damage(
+                    LogProblem(
+                        kind: kind, path: path, byteOffset: recordOffset,
+                        message: "\(reason), yet a whole valid record follows at byte offset \(following): "
+                            + "this is damage, not a torn tail"))
+            }
+            let unitOffset = bufferFileOffset + UInt64(unitStart ?? position)
+            let partOfUnit = unitStart.map { _ in " (the incomplete unit starts at byte offset \(unitOffset))" } ?? ""
+            return .tornTail(offset: unitOffset, droppedBytes: size - unitOffset, reason: reason + partOfUnit)
+        }
+
+        // Hands the checked records from `first` up to `end` (buffer positions) to `body`.
+        func deliver(from first: Int, to end: Int) throws -> UInt64? {
+            var cursor = first
+            while cursor < end {
+                let record = buffer + cursor
+                let word = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+                let length = Int(word & SegmentFormat.payloadLengthMask)
+                let view = LogRecordView(
+                    sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                    timestampNanoseconds: Int64(littleEndian: record.loadUnaligned(fromByteOffset: 16, as: Int64.self)),
+                    payload: UnsafeRawBufferPointer(start: record + recordHeaderBytes, count: length),
+                    endsUnit: word & SegmentFormat.moreInUnitFlag == 0)
+                let offset = bufferFileOffset + UInt64(cursor)
+                if try !body(view, offset) { return offset }
+                cursor += recordHeaderBytes + length
+            }
+            return nil
         }
 
         while true {
             let recordOffset = bufferFileOffset + UInt64(position)
             let bytesLeftInFile = size > recordOffset ? size - recordOffset : 0
-            if bytesLeftInFile == 0 { return .endOfData(offset: recordOffset) }
+            if bytesLeftInFile == 0 {
+                if let unitStart {
+                    let unitOffset = bufferFileOffset + UInt64(unitStart)
+                    return .tornTail(
+                        offset: unitOffset, droppedBytes: size - unitOffset,
+                        reason: "the last unit is incomplete: its record \(expected - 1) says more records follow, "
+                            + "but the file ends")
+                }
+                return .endOfData(offset: recordOffset)
+            }
             if filled - position < recordHeaderBytes {
                 if bytesLeftInFile < UInt64(recordHeaderBytes) {
-                    return .tornTail(
-                        offset: recordOffset, droppedBytes: bytesLeftInFile,
-                        reason: "only \(bytesLeftInFile) of \(recordHeaderBytes) record header bytes are present")
+                    return try unusable(
+                        .truncatedRecord, "only \(bytesLeftInFile) of \(recordHeaderBytes) record header bytes are present")
                 }
                 try refill(minimumBytes: recordHeaderBytes)
-                if filled - position < recordHeaderBytes {
-                    return .tornTail(
-                        offset: recordOffset, droppedBytes: bytesLeftInFile, reason: "the file shrank while being read")
-                }
+                if filled - position < recordHeaderBytes { return try unusable(.truncatedRecord, "the file shrank while being read") }
             }
-            let recordBase = UnsafeRawBufferPointer(rebasing: buffer[position..<filled])
-            let length = UInt32(littleEndian: recordBase.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
+            var record = buffer + position
+            let word = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            let length = word & SegmentFormat.payloadLengthMask
             guard length <= header.maximumPayloadBytes else {
-                return .damage(
-                    LogProblem(
-                        kind: .invalidLength, path: path, byteOffset: recordOffset,
-                        message: "record length \(length) exceeds the segment's payload limit \(header.maximumPayloadBytes)"))
+                return try unusable(
+                    .invalidLength, "record length \(length) exceeds the segment's payload limit \(header.maximumPayloadBytes)")
             }
             let recordBytes = recordHeaderBytes + Int(length)
             if UInt64(recordBytes) > bytesLeftInFile {
-                return .tornTail(
-                    offset: recordOffset, droppedBytes: bytesLeftInFile,
-                    reason: "the last record needs \(recordBytes) bytes but only \(bytesLeftInFile) are present")
+                return try unusable(
+                    .invalidLength, "the record needs \(recordBytes) bytes but only \(bytesLeftInFile) are left in the file")
             }
             if filled - position < recordBytes {
                 try refill(minimumBytes: recordBytes)
-                if filled - position < recordBytes {
-                    return .tornTail(
-                        offset: recordOffset, droppedBytes: bytesLeftInFile, reason: "the file shrank while being read")
-                }
+                if filled - position < recordBytes { return try unusable(.truncatedRecord, "the file shrank while being read") }
+                record = buffer + position
             }
-            let record = UnsafeRawBufferPointer(rebasing: buffer[position..<(position + recordBytes)])
-            let storedChecksum = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            let storedChecksum = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
             let computedChecksum = CRC32C.checksum(
-                UnsafeRawBufferPointer(rebasing: record[SegmentFormat.checksumCoverageOffset...]))
-            if storedChecksum != computedChecksum {
-                if UInt64(recordBytes) == bytesLeftInFile {
-                    return .tornTail(
-                        offset: recordOffset, droppedBytes: bytesLeftInFile,
-                        reason: "the last record fails its checksum (a partially written record)")
-                }
-                return .damage(
-                    LogProblem(
-                        kind: .checksumMismatch, path: path, byteOffset: recordOffset,
-                        message: "record checksum mismatch (stored \(hex(storedChecksum)), computed \(hex(computedChecksum))) "
-                            + "with \(bytesLeftInFile - UInt64(recordBytes)) more bytes after it"))
+                UnsafeRawBufferPointer(
+                    start: record + SegmentFormat.checksumCoverageOffset, count: recordBytes - SegmentFormat.checksumCoverageOffset))
+            guard storedChecksum == computedChecksum else {
+                return try unusable(
+                    .checksumMismatch,
+                    "record checksum mismatch (stored \(hex(storedChecksum)), computed \(hex(computedChecksum)))")
             }
+            // The CRC vouches for these bytes: whatever is wrong below was written so, never a torn write.
             let sequence = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            if word & SegmentFormat.sealFlag != 0 {
+                return checkSeal(
+                    word: word, nextBaseSequence: sequence, offset: recordOffset, expected: expected,
+                    insideUnit: unitStart != nil, bytesLeftInFile: bytesLeftInFile)
+            }
             guard sequence == expected else {
                 return .damage(
                     LogProblem(
@@ -170,13 +228,92 @@ final class SegmentFile {
                             ? "sequence \(sequence) repeats or goes backwards (expected \(expected))"
                             : "sequence jumps from \(expected - 1) to \(sequence); records \(expected)...\(sequence - 1) are missing"))
             }
-            let timestamp = Int64(littleEndian: record.loadUnaligned(fromByteOffset: 16, as: Int64.self))
-            let view = LogRecordView(
-                sequence: sequence, timestampNanoseconds: timestamp,
-                payload: UnsafeRawBufferPointer(rebasing: record[recordHeaderBytes...]))
-            if try !body(view, recordOffset) { return .stopped(offset: recordOffset) }
-            position += recordBytes
             expected += 1
+            if word & SegmentFormat.moreInUnitFlag != 0 {
+                if unitStart == nil { unitStart = position }
+                position += recordBytes
+                continue
+            }
+            let first = unitStart ?? position
+            unitStart = nil
+            position += recordBytes
+            if let stoppedAt = try deliver(from: first, to: position) { return .stopped(offset: stoppedAt) }
         }
+    }
+
+    private func checkSeal(
+        word: UInt32, nextBaseSequence: UInt64, offset: UInt64, expected: UInt64, insideUnit: Bool, bytesLeftInFile: UInt64
+    ) -> SegmentScanEnd {
+        func damage(_ kind: LogProblem.Kind, _ message: String) -> SegmentScanEnd {
+            .damage(LogProblem(kind: kind, path: path, byteOffset: offset, message: message))
+        }
+        guard word == SegmentFormat.sealFlag else {
+            return damage(.badSeal, "a seal must have no payload and no other flag (length word \(hex(word)))")
+        }
+        guard !insideUnit else {
+            return damage(.incompleteUnit, "the segment is sealed inside a unit: record \(expected - 1) says more records follow")
+        }
+        guard nextBaseSequence == expected else {
+            return damage(
+                .sequenceGap, "the seal names \(nextBaseSequence) as the next sequence, but the records end at \(expected - 1)")
+        }
+        guard bytesLeftInFile == UInt64(SegmentFormat.sealBytes) else {
+            return damage(.badSeal, "\(bytesLeftInFile - UInt64(SegmentFormat.sealBytes)) bytes follow the segment's seal")
+        }
+        return .sealed(offset: offset, nextBaseSequence: nextBaseSequence)
+    }
+
+    /// Offset of the first whole, valid record (or seal) after `offset` whose sequence is plausible for that
+    /// place (at least `expectedSequence`, at most one per 24 bytes further on), or nil. Decides whether a bad
+    /// record is a torn tail (nothing valid after it) or damage in the middle. Checks every byte offset.
+    func firstValidRecord(after offset: UInt64, header: SegmentHeader, expectedSequence: UInt64) throws(LogError) -> UInt64? {
+        let recordHeaderBytes = UInt64(SegmentFormat.recordHeaderBytes)
+        guard size >= offset + 1 + recordHeaderBytes else { return nil }
+        let chunk = 1 << 20
+        let window = UnsafeMutableRawPointer.allocate(byteCount: chunk + Int(recordHeaderBytes), alignment: 8)
+        defer { window.deallocate() }
+        var windowOffset = offset + 1
+        while windowOffset + recordHeaderBytes <= size {
+            let count = try FileIO.read(
+                descriptor, into: UnsafeMutableRawBufferPointer(start: window, count: Int(min(UInt64(chunk) + recordHeaderBytes, size - windowOffset))),
+                at: windowOffset, path: path)
+            guard count >= Int(recordHeaderBytes) else { return nil }
+            for start in 0...(count - Int(recordHeaderBytes)) {
+                let candidate = windowOffset + UInt64(start)
+                let word = UInt32(littleEndian: window.loadUnaligned(fromByteOffset: start + 4, as: UInt32.self))
+                let length = UInt64(word & SegmentFormat.payloadLengthMask)
+                let isSeal = word & SegmentFormat.sealFlag != 0
+                guard length <= UInt64(header.maximumPayloadBytes), !isSeal || word == SegmentFormat.sealFlag,
+                    candidate + recordHeaderBytes + length <= size
+                else { continue }
+                let sequence = UInt64(littleEndian: window.loadUnaligned(fromByteOffset: start + 8, as: UInt64.self))
+                let before = (candidate - offset) / recordHeaderBytes + 1
+                guard sequence >= expectedSequence, sequence - expectedSequence <= before else { continue }
+                if try hasValidChecksum(at: candidate, recordBytes: Int(recordHeaderBytes + length)) { return candidate }
+            }
+            windowOffset += UInt64(count) - recordHeaderBytes + 1
+        }
+        return nil
+    }
+
+    private func hasValidChecksum(at offset: UInt64, recordBytes: Int) throws(LogError) -> Bool {
+        let record = UnsafeMutableRawBufferPointer.allocate(byteCount: recordBytes, alignment: 8)
+        defer { record.deallocate() }
+        guard try FileIO.read(descriptor, into: record, at: offset, path: path) == recordBytes else { return false }
+        let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
+        return stored == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: record[SegmentFormat.checksumCoverageOffset...]))
+    }
+
+    /// The seal at the end of the file, if its last `sealBytes` bytes are a valid one.
+    func trailingSeal() throws(LogError) -> UInt64? {
+        guard size >= UInt64(SegmentFormat.sealBytes) else { return nil }
+        let seal = UnsafeMutableRawBufferPointer.allocate(byteCount: SegmentFormat.sealBytes, alignment: 8)
+        defer { seal.deallocate() }
+        guard try FileIO.read(descriptor, into: seal, at: size - UInt64(SegmentFormat.sealBytes), path: path) == seal.count,
+            UInt32(littleEndian: seal.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) == SegmentFormat.sealFlag,
+            UInt32(littleEndian: seal.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
+                == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: seal[SegmentFormat.checksumCoverageOffset...]))
+        else { return nil }
+        return UInt64(littleEndian: seal.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
     }
 }

@@ -1,13 +1,22 @@
 /// On-disk constants and header encoding (see docs/log-format.md).
 enum SegmentFormat {
     static let magic: [UInt8] = Array("SKSIMLOG".utf8)
-    static let version: UInt16 = 1
+    static let version: UInt16 = 2
     /// Fixed part of the segment header before the partition name.
     static let fixedHeaderBytes = 24
-    /// length (u32) + crc (u32) + sequence (u64) + timestamp (i64).
+    /// crc (u32) + length word (u32) + sequence (u64) + timestamp (i64).
     static let recordHeaderBytes = 24
-    /// Bytes of the record covered by the CRC start here: sequence, timestamp, payload.
-    static let checksumCoverageOffset = 8
+    /// The CRC covers everything after itself: length word, sequence, timestamp, payload. Covering the length
+    /// word means a flipped length bit fails the CRC instead of passing for a torn tail.
+    static let checksumCoverageOffset = 4
+    /// Length word bit 31: more records of this atomic unit follow.
+    static let moreInUnitFlag: UInt32 = 1 << 31
+    /// Length word bit 30: this record is the seal that ends a sealed segment (no payload, no sequence of its own).
+    static let sealFlag: UInt32 = 1 << 30
+    /// Length word bits 0...29: payload length.
+    static let payloadLengthMask: UInt32 = (1 << 30) - 1
+    /// A seal is a record header with no payload.
+    static let sealBytes = recordHeaderBytes
     /// Hard ceiling for any segment's payload limit, so a damaged header cannot demand a huge buffer.
     static let absoluteMaximumPayloadBytes: UInt32 = 256 << 20
     static let segmentSuffix = ".segment"
@@ -25,6 +34,33 @@ enum SegmentFormat {
         bytes.appendLittleEndian(baseSequence)
         bytes += name
         bytes.appendLittleEndian(CRC32C.checksum(bytes))
+        return bytes
+    }
+
+    /// Encodes one record at `record`, which has room for `recordHeaderBytes + payloadCount` bytes;
+    /// `copyPayload` fills the payload bytes at the pointer it gets.
+    static func encodeRecord(
+        at record: UnsafeMutableRawPointer, payloadCount: Int, lengthFlags: UInt32, sequence: UInt64, timestamp: Int64,
+        copyPayload: (UnsafeMutableRawPointer) -> Void
+    ) {
+        record.storeBytes(of: (UInt32(payloadCount) | lengthFlags).littleEndian, toByteOffset: 4, as: UInt32.self)
+        record.storeBytes(of: sequence.littleEndian, toByteOffset: 8, as: UInt64.self)
+        record.storeBytes(of: timestamp.littleEndian, toByteOffset: 16, as: Int64.self)
+        copyPayload(record + recordHeaderBytes)
+        let checksum = CRC32C.checksum(
+            UnsafeRawBufferPointer(
+                start: record + checksumCoverageOffset, count: recordHeaderBytes + payloadCount - checksumCoverageOffset))
+        record.storeBytes(of: checksum.littleEndian, toByteOffset: 0, as: UInt32.self)
+    }
+
+    /// The seal that ends a sealed segment; it names the base sequence of the next segment.
+    static func encodeSeal(nextBaseSequence: UInt64) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: sealBytes)
+        bytes.withUnsafeMutableBytes { buffer in
+            encodeRecord(
+                at: buffer.baseAddress!, payloadCount: 0, lengthFlags: sealFlag, sequence: nextBaseSequence, timestamp: 0
+            ) { _ in }
+        }
         return bytes
     }
 
@@ -78,6 +114,8 @@ enum SegmentHeaderParse {
     /// The file ends inside the header, and the bytes present agree with a header (a crash while creating it).
     case truncated(availableBytes: Int)
     case invalid(String)
+    /// Valid magic but another format version (version 1 was written by sksim before atomic units).
+    case unsupportedVersion(UInt16)
 
     /// Parses the header in `bytes` (the first bytes of the file; `bytes.count < total` means the file is that short).
     static func parse(_ bytes: [UInt8], expectedPartition: String?, expectedBaseSequence: UInt64?) -> SegmentHeaderParse {
@@ -88,14 +126,12 @@ enum SegmentHeaderParse {
         }
         guard bytes.count >= SegmentFormat.fixedHeaderBytes else {
             if bytes.count >= 10 && bytes.loadLittleEndian(UInt16.self, at: 8) != SegmentFormat.version {
-                return .invalid("unknown format version \(bytes.loadLittleEndian(UInt16.self, at: 8))")
+                return .unsupportedVersion(bytes.loadLittleEndian(UInt16.self, at: 8))
             }
             return .truncated(availableBytes: bytes.count)
         }
         let version = bytes.loadLittleEndian(UInt16.self, at: 8)
-        guard version == SegmentFormat.version else {
-            return .invalid("unknown format version \(version) (this build reads version \(SegmentFormat.version))")
-        }
+        guard version == SegmentFormat.version else { return .unsupportedVersion(version) }
         let nameLength = Int(bytes.loadLittleEndian(UInt16.self, at: 10))
         guard nameLength >= 1 && nameLength <= 255 else {
             return .invalid("partition name length \(nameLength) is outside 1...255")

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Facts gathered by one full scan of a segment (used by open, verify, repair and index rebuilds).
 struct SegmentSummary {
     var header: SegmentHeader
@@ -11,7 +17,11 @@ struct SegmentSummary {
     var end: SegmentScanEnd
 
     /// Scans every record of `file` from its header on.
-    static func scan(file: SegmentFile, header: SegmentHeader, intervalRecords: UInt32) throws(LogError) -> SegmentSummary {
+    /// `inspect`, when given, sees each whole record with its byte offset.
+    static func scan(
+        file: SegmentFile, header: SegmentHeader, intervalRecords: UInt32,
+        inspect: ((LogRecordView, UInt64) -> Void)? = nil
+    ) throws(LogError) -> SegmentSummary {
         var summary = SegmentSummary(
             header: header, index: SparseIndex(intervalRecords: intervalRecords, baseSequence: header.baseSequence),
             end: .endOfData(offset: UInt64(header.byteCount)))
@@ -26,6 +36,7 @@ struct SegmentSummary {
                 summary.lastSequence = record.sequence
                 summary.lastTimestampNanoseconds = record.timestampNanoseconds
                 summary.recordCount += 1
+                inspect?(record, offset)
                 if SparseIndex.isIndexed(record.sequence, baseSequence: header.baseSequence, intervalRecords: intervalRecords) {
                     summary.index.entries.append(SparseIndex.Entry(sequence: record.sequence, byteOffset: offset))
                 }
@@ -42,7 +53,7 @@ struct SegmentSummary {
     /// Byte offset where whole records end (for a clean segment, its size).
     var wholeRecordsEndOffset: UInt64 {
         switch end {
-        case .endOfData(let offset), .stopped(let offset), .tornTail(let offset, _, _): offset
+        case .endOfData(let offset), .stopped(let offset), .tornTail(let offset, _, _), .sealed(let offset, _): offset
         case .damage(let problem): problem.byteOffset
         }
     }
@@ -60,6 +71,9 @@ enum SegmentLookup {
         case .success(let valid): header = valid
         case .failure(let problem): throw LogError(corruption: problem)
         }
+        if let next = try file.trailingSeal(), next > header.baseSequence {
+            return (next - 1, .sealed(offset: file.size - UInt64(SegmentFormat.sealBytes), nextBaseSequence: next))
+        }
         if let index = SparseIndex.load(
             path: entry.indexPath, baseSequence: header.baseSequence, segmentHeaderBytes: header.byteCount,
             segmentSize: file.size), let start = index.entries.last
@@ -73,5 +87,71 @@ enum SegmentLookup {
         }
         let summary = try SegmentSummary.scan(file: file, header: header, intervalRecords: 1 << 30)
         return (summary.lastSequence, summary.end)
+    }
+}
+
+/// How the end of a segment that has a successor is judged (by writers, readers, verify and repair alike).
+enum SealedSegmentEnd: Equatable {
+    case sealed
+    /// A crash during a roll: the successor holds no records and this segment's records end right before its
+    /// base; only the seal (or part of it) is missing. Repaired by truncating at `offset` and writing the seal.
+    case interruptedRoll(offset: UInt64)
+    case damage(LogProblem)
+
+    /// `lastSequence` is the segment's last whole record (base - 1 when none); `successorHoldsRecords` whether
+    /// the next segment has any byte beyond its header.
+    static func judge(
+        _ end: SegmentScanEnd, lastSequence: UInt64, path: String, successor: LogDirectory.SegmentEntry,
+        successorHoldsRecords: Bool
+    ) -> SealedSegmentEnd {
+        let rollWasInterrupted = !successorHoldsRecords && lastSequence + 1 == successor.baseSequence
+        switch end {
+        case .sealed(let offset, let next):
+            guard next == successor.baseSequence else {
+                return .damage(
+                    LogProblem(
+                        kind: .sequenceGap, path: path, byteOffset: offset,
+                        message: "the seal names \(next) as the next segment's base, but the next segment starts at \(successor.baseSequence)"))
+            }
+            return .sealed
+        case .stopped:
+            return .sealed
+        case .endOfData(let offset):
+            if rollWasInterrupted { return .interruptedRoll(offset: offset) }
+            return .damage(
+                LogProblem(
+                    kind: .missingSeal, path: path, byteOffset: offset,
+                    message: "the segment ends after sequence \(lastSequence) without its seal although it is not the last one: "
+                        + "it was cut, and the records after it up to \(successor.baseSequence - 1) are missing"))
+        case .tornTail(let offset, let dropped, let reason):
+            if rollWasInterrupted && dropped <= UInt64(SegmentFormat.sealBytes) { return .interruptedRoll(offset: offset) }
+            return .damage(
+                LogProblem(
+                    kind: .truncatedRecord, path: path, byteOffset: offset,
+                    message: "\(reason), in a sealed segment (not the last one)"))
+        case .damage(let problem):
+            return .damage(problem)
+        }
+    }
+
+    /// Whether the segment file holds anything beyond its header (a missing file holds nothing).
+    static func holdsRecords(_ entry: LogDirectory.SegmentEntry, partition: String) -> Bool {
+        guard let file = try? SegmentFile(path: entry.segmentPath) else { return false }
+        return file.size > UInt64(SegmentFormat.headerBytes(partitionNameLength: partition.utf8.count))
+    }
+
+    /// Whether the segment file is shorter than its header (a crash while creating it; it holds no records).
+    static func isCutInsideHeader(_ entry: LogDirectory.SegmentEntry, partition: String) -> Bool {
+        guard let file = try? SegmentFile(path: entry.segmentPath) else { return false }
+        return file.size < UInt64(SegmentFormat.headerBytes(partitionNameLength: partition.utf8.count))
+    }
+
+    /// Truncates the segment at `offset` and writes its seal there (the repair of an interrupted roll).
+    static func completeSeal(path: String, at offset: UInt64, nextBaseSequence: UInt64) throws(LogError) {
+        let descriptor = try FileIO.open(path, flags: O_WRONLY)
+        defer { FileIO.close(descriptor) }
+        try FileIO.truncate(descriptor, to: offset, path: path)
+        try FileIO.writeAll(descriptor, SegmentFormat.encodeSeal(nextBaseSequence: nextBaseSequence), at: offset, path: path)
+        try FileIO.synchronizeData(descriptor, path: path)
     }
 }

@@ -2,9 +2,12 @@
 public enum DurabilityPolicy: Sendable, Equatable, CustomStringConvertible {
     /// fsync before `append` returns: `durableSequence == lastSequence` after every append. Slowest, safest.
     case always
-    /// A background flusher writes and fsyncs when `maximumRecords` records are pending or
-    /// `maximumDelayMilliseconds` have passed since the oldest pending record, whichever comes first,
-    /// even if no further appends arrive. A crash loses at most the records appended in that window.
+    /// A background flusher writes and fdatasyncs without waiting on purpose (as PostgreSQL and Kafka do): when
+    /// it is idle, a new record is synced at once; records appended while a sync runs form the next batch,
+    /// synced as soon as that sync ends. So a batch is exactly what one sync's duration collects, and a record
+    /// waits at most about two syncs. When `4 × maximumRecords` records are pending (the disk is behind), the
+    /// appender commits inline, bounding what a crash can lose. `maximumDelayMilliseconds` is kept for
+    /// compatibility and validated, but the flusher no longer waits for it.
     case groupCommit(maximumRecords: Int, maximumDelayMilliseconds: Int)
     /// Records are handed to the kernel with write(2) within about a millisecond (or when the write buffer
     /// fills) and fsynced only by `flush()`, a segment roll and `close()`. Survives a process crash once
@@ -34,8 +37,10 @@ public struct PartitionWriterConfiguration: Sendable {
     public var indexIntervalRecords: Int
     /// Encoded records are written out with one write(2) when this many bytes are buffered (or earlier).
     public var writeBufferBytes: Int
-    /// Called with the new `durableSequence` each time it advances, outside the writer's lock, on the
-    /// appending or the flusher thread; calls are serialized and increasing. Keep it short and do not
+    /// Called with the new `durableSequence` each time it advances (always the end of a unit), outside the
+    /// writer's lock, right after the sync that advanced it: on the flusher thread under group commit, on the
+    /// appending thread under `.always`, `flush()` and rolls. Calls are serialized and increasing. It delays the
+    /// next sync while it runs, so keep it cheap (e.g. signal a waiting consumer instead of polling) and do not
     /// call `close()` from it.
     public var onDurable: (@Sendable (UInt64) -> Void)?
 

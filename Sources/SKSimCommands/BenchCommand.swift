@@ -22,7 +22,22 @@ struct BenchCommand: AsyncParsableCommand {
 struct LogBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log",
-        abstract: "Append throughput per durability policy beside raw write+fsync, and projection rebuild rate and memory.")
+        abstract: "Append throughput per durability policy and reading speed, each beside the disk's limit; projection rebuild rate and memory.",
+        discussion: """
+            Baselines (same run, same disk, same record bytes, no checksums): always = write(2) + fdatasync per record; \
+            groupCommit = a writer thread writing 64 KiB buffers while a flusher thread fdatasyncs back to back, with the \
+            log's bound of 4 x maximumRecords records not yet durable; operatingSystem = 64 KiB writes, one fdatasync at \
+            the end. ratioToBaseline is log/baseline records per second (near 1 is good; above 1 means the baseline is \
+            not the limit).
+
+            JSON fields: payloadBytes; policies[] {policy, log, baseline, ratioToBaseline} where log and baseline are \
+            {records, seconds, recordsPerSecond, megabytesPerSecond, appendToDurableP50Microseconds, \
+            appendToDurableP99Microseconds}; read {records, recordsPerSecond, megabytesPerSecond, \
+            rawScanRecordsPerSecond, rawScanMegabytesPerSecond, ratioToRawScan}: PartitionReader.forEachRecord over a \
+            log of --records records (checksums, sequences and units checked) beside a raw pread scan of the same files \
+            that only walks record lengths, best of three each (page cache warm); projection {events, eventsPerSecond, \
+            baselineScanRecordsPerSecond, peakMemoryMegabytes}.
+            """)
 
     @Option(help: "Directory on the disk to measure (default: the system's temporary directory).") var directory: String?
     @Option(help: "Records for the group-commit and os policies (the always policy uses 1/200 of it).") var records = 1_000_000
@@ -36,7 +51,9 @@ struct LogBench: AsyncParsableCommand {
         configuration.recordsGroupCommit = records
         configuration.recordsOperatingSystem = records
         configuration.recordsAlways = max(100, records / 200)
+        configuration.recordsRead = records
         let results = try LogBenchmark.run(configuration)
+        let read = try LogBenchmark.runRead(configuration)
         let rebuild = try ProjectionBenchmark.run(events: projectionEvents, directory: base)
         if json {
             printLine(JSONValue.object([
@@ -46,6 +63,14 @@ struct LogBench: AsyncParsableCommand {
                              ("log", measurement(result.log)), ("baseline", measurement(result.baseline)),
                              ("ratioToBaseline", .double(result.ratioToBaseline))])
                 })),
+                ("read", .object([
+                    ("records", .int(read.log.records)),
+                    ("recordsPerSecond", .double(read.log.recordsPerSecond.rounded())),
+                    ("megabytesPerSecond", .double(read.log.megabytesPerSecond)),
+                    ("rawScanRecordsPerSecond", .double(read.rawScan.recordsPerSecond.rounded())),
+                    ("rawScanMegabytesPerSecond", .double(read.rawScan.megabytesPerSecond)),
+                    ("ratioToRawScan", .double((read.ratioToRawScan * 1000).rounded() / 1000)),
+                ])),
                 ("projection", .object([
                     ("events", .int(rebuild.events)),
                     ("eventsPerSecond", .double(rebuild.eventsPerSecond.rounded())),
@@ -56,6 +81,7 @@ struct LogBench: AsyncParsableCommand {
             return
         }
         for result in results { printLine(result.description) }
+        printLine(read.description)
         printLine(String(format: "projection rebuild: %d events in %.3f s: %.0f events/s (baseline: raw log scan without decoding, %.0f records/s); peak memory %.1f MB",
                          rebuild.events, rebuild.seconds, rebuild.eventsPerSecond, rebuild.scanRecordsPerSecond, rebuild.peakMemoryMegabytes))
     }

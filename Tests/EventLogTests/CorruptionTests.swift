@@ -69,13 +69,16 @@ import Testing
             let first = partition.appendingPathComponent("00000000000000000001.segment")
             let header = SegmentFormat.encodeHeader(partition: "main", baseSequence: 1, maximumPayloadBytes: 4_096)
             var hugeLength = header + [UInt8](repeating: 0, count: 24)
-            hugeLength.replaceSubrange(header.count..<(header.count + 4), with: [0xFF, 0xFF, 0xFF, 0x7F])
-            var wrongVersion = header
-            wrongVersion[8] = 9
+            hugeLength.replaceSubrange(header.count + 4..<(header.count + 8), with: [0xFF, 0xFF, 0xFF, 0x0F])
+            // A whole valid record after the huge length makes it damage rather than a torn tail.
+            var follower = [UInt8](repeating: 0, count: SegmentFormat.recordHeaderBytes)
+            follower.withUnsafeMutableBytes { buffer in
+                SegmentFormat.encodeRecord(at: buffer.baseAddress!, payloadCount: 0, lengthFlags: 0, sequence: 2, timestamp: 0) { _ in }
+            }
+            hugeLength += follower
             let cases: [(String, [UInt8], LogProblem.Kind)] = [
                 ("random", (0..<5_000).map { _ in UInt8.random(in: 0...255, using: &generator) }, .badHeader),
                 ("wrong magic", Array("NOTALOG!".utf8) + header.dropFirst(8), .badHeader),
-                ("wrong version", wrongVersion, .badHeader),
                 ("huge length", hugeLength, .invalidLength),
             ]
             for (name, bytes, kind) in cases {

@@ -44,19 +44,19 @@ final class DurabilityRecorder: @unchecked Sendable {
         }
     }
 
-    @Test("group commit commits when the record count is reached")
-    func groupCommitCount() throws {
+    @Test("group commit syncs a record at once when the flusher is idle, without waiting for the delay or the count")
+    func groupCommitIdle() throws {
         try withTemporaryDirectory { directory in
-            let configuration = smallSegments(
-                maximumSegmentBytes: 1 << 20, durability: .groupCommit(maximumRecords: 8, maximumDelayMilliseconds: 60_000))
+            let recorder = DurabilityRecorder()
+            var configuration = smallSegments(
+                maximumSegmentBytes: 1 << 20, durability: .groupCommit(maximumRecords: 1_000, maximumDelayMilliseconds: 600_000))
+            configuration.onDurable = { recorder.record($0) }
             let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
-            for number in 1...8 { try writer.append(payload: samplePayload(number), timestampNanoseconds: sampleTimestamp(number)) }
-            #expect(try writer.waitUntilDurable(8, timeoutMilliseconds: 5_000))
-            try writer.append(payload: [9], timestampNanoseconds: 9)
-            #expect(try !writer.waitUntilDurable(9, timeoutMilliseconds: 50))
-            try writer.flush()
-            #expect(writer.durableSequence == 9)
+            try writer.append(payload: [1], timestampNanoseconds: 1)
+            // Far below the 600 s delay: only an immediate sync can pass.
+            #expect(try writer.waitUntilDurable(1, timeoutMilliseconds: 30_000))
             try writer.close()
+            #expect(recorder.recorded == [1])
         }
     }
 
