@@ -10,7 +10,9 @@ import ZeroMQ
 public final class Supervisor {
     public struct Options: Sendable {
         public var durationSeconds: Double = 300
-        /// Restarts allowed per observer (each is an app relaunch, R-Q4).
+        /// Restarts allowed per process. Every role restarts from the log: a queue reopens it,
+        /// a store or downloader catches up and takes up what waited, an observer relaunches its
+        /// apps (R-Q4); senders retry under the same command ids meanwhile.
         public var maximumRestarts = 3
         public var showProgress = isatty(STDERR_FILENO) != 0
         public init() {}
@@ -182,8 +184,8 @@ public final class Supervisor {
                       wallSeconds: Double(LiveClock.monotonicNanoseconds() - start) / 1e9, failure: failure)
     }
 
-    /// Checks every child once; restarts a dead observer (an app relaunch, R-Q4) and
-    /// returns a message when a process died for good.
+    /// Checks every child once; restarts a dead process (for an observer, an app relaunch,
+    /// R-Q4) and returns a message when a process died for good.
     private func superviseOnce() throws -> String? {
         for child in children where !child.done && !child.process.isRunning {
             let status = child.process.terminationReason == .uncaughtSignal
@@ -193,9 +195,9 @@ public final class Supervisor {
                 logger.info("observer finished", metadata: ["name": "\(child.specification.name)"])
                 continue
             }
-            if child.specification.role == .observer && child.restarts < options.maximumRestarts {
+            if child.restarts < options.maximumRestarts {
                 child.restarts += 1
-                logger.warning("observer died; restarting it as an app relaunch (R-Q4)",
+                logger.warning("\(child.specification.role.rawValue) died; restarting it from the log",
                                metadata: ["name": "\(child.specification.name)", "status": "\(status)", "restart": "\(child.restarts)"])
                 child.process = try launch(child.specification)
                 try writeRunFile((topology.resolved(topology.queue.eventsEndpoint!, runDirectory: runDirectory),

@@ -124,9 +124,32 @@ import StoreKitSimulation
         #expect(!terminated.isEmpty)
     }
 
-    @Test("A queue that dies ends the run with an error naming it")
+    @Test("kill -9 of the store, the downloader or the queue mid-run: restarted from the log, the run finishes with nothing lost",
+          arguments: ["store", "downloader", "queue"])
+    func serverKilled(name: String) throws {
+        let run = try BackgroundRun(topologyText: Self.topology(devices: 4, purchases: 40, transport: "ipc", thinkMilliseconds: 30))
+        let deadline = Date().addingTimeInterval(20)
+        var victim: Int32?
+        while victim == nil && Date() < deadline {
+            usleep(100_000)
+            victim = try run.pid(of: name)
+        }
+        usleep(700_000)  // Mid-run: purchases and downloads are under way.
+        #expect(kill(try #require(victim), SIGKILL) == 0)
+        let result = try #require(try run.wait(seconds: 120), "the run did not end within 120 s")
+        #expect(result.failure == nil, "\(result.failure ?? "")")
+        #expect(result.restarts[name] == 1)
+        #expect(result.report.pending == 0)
+        #expect(result.report.violations.isEmpty, "\(result.report.violations)")
+        #expect(result.report.totals.purchased + result.report.totals.failed == 4 * 40)
+        #expect(try LogMaintenance.verify(directory: run.runDirectory.appendingPathComponent("log")).isIntact)
+    }
+
+    @Test("A queue that dies for good (no restarts left) ends the run with an error naming it")
     func queueKilled() throws {
-        let run = try BackgroundRun(topologyText: Self.topology(devices: 2, purchases: 200, transport: "ipc", thinkMilliseconds: 50))
+        var options = Supervisor.Options()
+        options.maximumRestarts = 0
+        let run = try BackgroundRun(topologyText: Self.topology(devices: 2, purchases: 200, transport: "ipc", thinkMilliseconds: 50), options: options)
         let deadline = Date().addingTimeInterval(20)
         var queue: Int32?
         while queue == nil && Date() < deadline {
