@@ -168,4 +168,17 @@ import Testing
         #expect(queue.rejection(queue.send(.launchApp(device: "d1"))) == .appAlreadyRunning)
         #expect(queue.rejection(queue.send(.registerDevice(device: "", account: "a1"))) == .invalidArgument)
     }
+
+    @Test("A command number far ahead of its origin is refused and cannot make the origin's real commands duplicates")
+    func poisonedCommandNumber() {
+        var queue = QueueHarness()
+        queue.send(.registerDevice(device: "d1", account: "a1"), id: CommandID(origin: "victim", number: 1))
+        let forged = queue.send(.launchApp(device: "d1"), id: CommandID(origin: "victim", number: .max))
+        #expect(queue.rejection(forged) == .commandNumberOutOfWindow)
+        #expect(queue.projection.device("d1")?.isRunning == false)
+        // The victim's next real command is applied, not answered "duplicate".
+        let real = queue.send(.launchApp(device: "d1"), id: CommandID(origin: "victim", number: 2))
+        #expect(real == .accept([.appLaunched(device: "d1")]))
+        #expect(queue.projection.device("d1")?.isRunning == true)
+    }
 }
