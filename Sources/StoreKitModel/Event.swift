@@ -140,11 +140,17 @@ public struct RunHeader: Sendable, Hashable {
 
     /// FNV-1a 64 over bytes, as 16 lowercase hex digits.
     public static func digest(_ bytes: some Sequence<UInt8>) -> String {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        let digits = String(hash, radix: 16)
+        let digits = String(fnv1a64(bytes), radix: 16)
         return String(repeating: "0", count: 16 - digits.count) + digits
     }
+}
+
+/// FNV-1a, 64 bits: a small, stable hash (Swift's `Hasher` is seeded per process, so it
+/// cannot name anything that must be the same across runs and machines).
+public func fnv1a64(_ bytes: some Sequence<UInt8>) -> UInt64 {
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+    return hash
 }
 
 /// The version of sksim, recorded in every log it writes.

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitModel
 
 /// Where downloaded content goes. Paths are relative to the run's content root (they are
 /// what `contentURL` holds), so a log names the same content wherever it is written.
@@ -25,9 +26,7 @@ public enum ContentBytes {
 
     /// The per-content part of `byte`, hashed once per chunk rather than per byte.
     public static func seed(_ contentIdentifier: String) -> UInt64 {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in contentIdentifier.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        return hash >> 8
+        fnv1a64(contentIdentifier.utf8) >> 8
     }
 
     public static func byte(seed: UInt64, offset: Int64) -> UInt8 {

@@ -1,3 +1,5 @@
+import StoreKitModel
+
 /// xoshiro256** seeded through SplitMix64: fast, small, and the same sequence on every
 /// platform, so a recorded seed reproduces every random choice of a run.
 public struct SeededRandom: RandomNumberGenerator, Sendable {
@@ -18,12 +20,7 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     /// An independent stream for one named part of the run (a role, a device), derived
     /// from the run's seed with a stable hash: Swift's `Hasher` is seeded per process.
     public init(seed: UInt64, stream: String) {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in stream.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01B3
-        }
-        self.init(seed: seed ^ hash)
+        self.init(seed: seed ^ fnv1a64(stream.utf8))
     }
 
     public mutating func next() -> UInt64 {
