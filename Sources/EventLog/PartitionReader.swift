@@ -125,7 +125,7 @@ public struct PartitionReader: Sendable {
                     // A writer may have rolled since the listing: its successor is created before the seal is written.
                     let refreshed = try LogDirectory.listSegments(partitionPath: partitionPath).segments
                     guard refreshed.count > position + 1, refreshed[position + 1].baseSequence == next else {
-                        throw LogError(corruption: PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+                        throw LogError(corruption: SealedSegmentEnd.missingSegment(path: entry.segmentPath, sealOffset: offset, next: next))
                     }
                     segments = refreshed
                     expected = next
@@ -177,7 +177,7 @@ public struct PartitionReader: Sendable {
             if case .damage(let problem) = lookup.end { throw LogError(corruption: problem) }
             // Sealed is right only before a header-cut last segment that the seal names (skipped above).
             if case .sealed(let offset, let next) = lookup.end, position == segments.count - 1 || segments[position + 1].baseSequence != next {
-                throw LogError(corruption: PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+                throw LogError(corruption: SealedSegmentEnd.missingSegment(path: entry.segmentPath, sealOffset: offset, next: next))
             }
             return lookup.lastSequence ?? entry.baseSequence - 1
         }
