@@ -176,7 +176,7 @@ public enum LogMaintenance {
                             kind: .tornTail, path: entry.segmentPath, byteOffset: offset,
                             message: "\(reason); \(dropped) bytes after the last whole unit"))
                 case .sealed(let offset, let next) where isLast || segments[position + 1].baseSequence != next:
-                    report.problems.append(PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+                    report.problems.append(SealedSegmentEnd.missingSegment(path: entry.segmentPath, sealOffset: offset, next: next))
                 default:
                     break
                 }

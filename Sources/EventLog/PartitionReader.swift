@@ -123,9 +123,8 @@ public struct PartitionReader: Sendable {
                     return summary
                 case .sealed(let offset, let next):
                     // A writer may have rolled since the listing: its successor is created before the seal is written.
-                    let refreshed = try LogDirectory.listSegments(partitionPath: partitionPath).segments
-                    guard refreshed.count > position + 1, refreshed[position + 1].baseSequence == next else {
-                        throw LogError(corruption: PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+                    guard let refreshed = try relisted(finding: next, at: position + 1) else {
+                        throw LogError(corruption: SealedSegmentEnd.missingSegment(path: entry.segmentPath, sealOffset: offset, next: next))
                     }
                     segments = refreshed
                     expected = next
@@ -138,8 +137,13 @@ public struct PartitionReader: Sendable {
                 let holdsRecords = SealedSegmentEnd.holdsRecords(successor, partition: partition)
                 // A writer writes the seal after creating the successor and before writing to it, so a seal missing
                 // from the size seen at open may be there now.
-                if try SegmentFile(path: entry.segmentPath).trailingSeal() == successor.baseSequence {
+                let seal = try SegmentFile(path: entry.segmentPath).trailingSeal()
+                if seal == successor.baseSequence {
                     expected = successor.baseSequence
+                } else if let seal, let refreshed = try relisted(finding: seal, at: position + 1) {
+                    // A listing taken while a writer rolls may miss a new segment but show a newer one.
+                    segments = refreshed
+                    expected = seal
                 } else {
                     switch SealedSegmentEnd.judge(
                         end, lastSequence: lastInSegment, path: entry.segmentPath, successor: successor,
@@ -153,6 +157,12 @@ public struct PartitionReader: Sendable {
             position += 1
         }
         return summary
+    }
+
+    /// The partition's segments listed again, if the segment at `position` now has base `sequence`.
+    private func relisted(finding sequence: UInt64, at position: Int) throws(LogError) -> [LogDirectory.SegmentEntry]? {
+        let segments = try LogDirectory.listSegments(partitionPath: partitionPath).segments
+        return segments.count > position && segments[position].baseSequence == sequence ? segments : nil
     }
 
     /// Owned copies of the records in `from...through`; for small reads (tests, tools).
@@ -177,7 +187,7 @@ public struct PartitionReader: Sendable {
             if case .damage(let problem) = lookup.end { throw LogError(corruption: problem) }
             // Sealed is right only before a header-cut last segment that the seal names (skipped above).
             if case .sealed(let offset, let next) = lookup.end, position == segments.count - 1 || segments[position + 1].baseSequence != next {
-                throw LogError(corruption: PartitionWriter.missingSegmentProblem(path: entry.segmentPath, sealOffset: offset, next: next))
+                throw LogError(corruption: SealedSegmentEnd.missingSegment(path: entry.segmentPath, sealOffset: offset, next: next))
             }
             return lookup.lastSequence ?? entry.baseSequence - 1
         }

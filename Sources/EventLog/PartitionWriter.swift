@@ -522,7 +522,7 @@ public final class PartitionWriter: @unchecked Sendable {
             case .endOfData, .stopped:
                 break
             case .sealed(let offset, let next):
-                throw LogError(corruption: Self.missingSegmentProblem(path: last.segmentPath, sealOffset: offset, next: next))
+                throw LogError(corruption: SealedSegmentEnd.missingSegment(path: last.segmentPath, sealOffset: offset, next: next))
             case .tornTail(let offset, let dropped, let reason):
                 let descriptor = try FileIO.open(last.segmentPath, flags: O_WRONLY)
                 defer { FileIO.close(descriptor) }
@@ -561,13 +561,6 @@ public final class PartitionWriter: @unchecked Sendable {
                 throw LogError(corruption: problem)
             }
         }
-    }
-
-    static func missingSegmentProblem(path: String, sealOffset: UInt64, next: UInt64) -> LogProblem {
-        LogProblem(
-            kind: .missingSegment, path: path, byteOffset: sealOffset,
-            message: "the last segment is sealed: its seal names \(SegmentFormat.segmentFileName(baseSequence: next)) as the next "
-                + "segment, which is missing (deleted or lost), with every record from \(next) on")
     }
 
     /// The last segment must start right after the previous one ends (or at 1 when it is the first), and the

@@ -134,6 +134,14 @@ enum SealedSegmentEnd: Equatable {
         }
     }
 
+    /// The problem of a last segment that is sealed: the segment its seal names is gone.
+    static func missingSegment(path: String, sealOffset: UInt64, next: UInt64) -> LogProblem {
+        LogProblem(
+            kind: .missingSegment, path: path, byteOffset: sealOffset,
+            message: "the last segment is sealed: its seal names \(SegmentFormat.segmentFileName(baseSequence: next)) as the next "
+                + "segment, which is missing (deleted or lost), with every record from \(next) on")
+    }
+
     /// Whether the segment file holds anything beyond its header (a missing file holds nothing).
     static func holdsRecords(_ entry: LogDirectory.SegmentEntry, partition: String) -> Bool {
         guard let file = try? SegmentFile(path: entry.segmentPath) else { return false }

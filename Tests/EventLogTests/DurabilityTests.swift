@@ -29,22 +29,6 @@ final class DurabilityRecorder: @unchecked Sendable {
         }
     }
 
-    @Test("group commit makes a lone record durable within the delay without further appends")
-    func groupCommitDelay() throws {
-        try withTemporaryDirectory { directory in
-            let recorder = DurabilityRecorder()
-            var configuration = smallSegments(durability: .groupCommit(maximumRecords: 1_000, maximumDelayMilliseconds: 20))
-            configuration.onDurable = { recorder.record($0) }
-            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
-            let sequence = try writer.append(payload: [1, 2, 3], timestampNanoseconds: 1)
-            #expect(try writer.waitUntilDurable(sequence, timeoutMilliseconds: 5_000))
-            #expect(writer.durableSequence == 1)
-            // onDurable runs on the flusher thread after waiters are woken; closing joins it.
-            try writer.close()
-            #expect(recorder.recorded == [1])
-        }
-    }
-
     @Test("group commit syncs a record at once when the flusher is idle, without waiting for the delay or the count")
     func groupCommitIdle() throws {
         try withTemporaryDirectory { directory in

@@ -201,3 +201,42 @@ func recordOffsets(base: Int, last: Int) -> [Int] {
         }
     }
 }
+
+@Suite struct ConcurrentReadTests {
+    @Test("a reader running while the writer appends units and rolls segments sees whole units only, and never damage")
+    func readWhileWriting() throws {
+        try withTemporaryDirectory { directory in
+            var configuration = smallSegments(maximumSegmentBytes: 700, durability: .operatingSystem)
+            configuration.writeBufferBytes = 48  // units reach the file in pieces
+            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
+            try writer.append(payload: [0], timestampNanoseconds: 0)
+            let finished = DurabilityRecorder()
+            let thread = Thread {
+                var next = 2
+                for round in 0..<3_000 {
+                    let size = round % 3 + 1
+                    _ = try? writer.appendUnit((next..<(next + size)).map { samplePayload($0, maximumBytes: 60) }, timestampNanoseconds: 0)
+                    next += size
+                }
+                try? writer.close()
+                finished.record(UInt64(next - 1))
+            }
+            thread.start()
+            let reader = try PartitionReader(directory: directory, partition: "main")
+            var reads = 0
+            while finished.recorded.isEmpty || reads < 2 {
+                var sequences: [UInt64] = []
+                var lastEndsUnit = true
+                try reader.forEachRecord { record in
+                    sequences.append(record.sequence)
+                    lastEndsUnit = record.endsUnit
+                }
+                #expect(sequences.enumerated().allSatisfy { $0.element == UInt64($0.offset + 1) })
+                #expect(lastEndsUnit)
+                reads += 1
+            }
+            #expect(try readAll(directory).count == Int(finished.recorded[0]))
+            #expect(try LogMaintenance.verify(directory: directory).isIntact)
+        }
+    }
+}
