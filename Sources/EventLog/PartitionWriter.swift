@@ -8,6 +8,9 @@ import Darwin
 
 /// Appends records to one partition of a log directory.
 ///
+/// Each append is an atomic unit of one or more records (`appendUnit`): readers and recovery see all of a
+/// unit or none of it, and `durableSequence` only stops at unit ends.
+///
 /// One thread appends while a background flusher (group commit and operating-system policies) writes and
 /// fsyncs on another; all state sits behind one pthread mutex, and fsync runs outside it so appends continue
 /// during a group commit. Records are encoded into one reusable buffer: no allocation per append.
@@ -63,8 +66,10 @@ public final class PartitionWriter: @unchecked Sendable {
 
     /// Opens (creating if needed) `partition` inside the log `directory`.
     ///
-    /// The last segment is scanned: a torn tail is truncated back to the last whole record and reported in
-    /// `recoveries`; any other damage throws `.corruption` naming the file and byte offset.
+    /// The last segment is scanned: a torn tail is truncated back to the last whole unit, and the seal of a
+    /// segment whose roll a crash interrupted is completed, both reported in `recoveries`; any other damage
+    /// throws `.corruption` naming the file and byte offset, and nothing is dropped. Segments of another log
+    /// format throw `.unsupportedFormatVersion`.
     public init(
         directory: URL, partition: String, configuration: PartitionWriterConfiguration = PartitionWriterConfiguration()
     ) throws(LogError) {
