@@ -74,7 +74,7 @@ public enum LogMaintenance {
             if !listing.segments.isEmpty || !listing.badNames.isEmpty { return partitions }
         }
         throw LogError(
-            .notALog, "\(directory.path) holds no event log: no partition directories with .segment files", path: directory.path,
+            .notALog, "\(directory.path) holds no event log: no partition directories with .segment files",
             remedy: "Give the run directory or its log/ folder")
     }
 

@@ -8,6 +8,9 @@ import Darwin
 
 /// Appends records to one partition of a log directory.
 ///
+/// Each append is an atomic unit of one or more records (`appendUnit`): readers and recovery see all of a
+/// unit or none of it, and `durableSequence` only stops at unit ends.
+///
 /// One thread appends while a background flusher (group commit and operating-system policies) writes and
 /// fsyncs on another; all state sits behind one pthread mutex, and fsync runs outside it so appends continue
 /// during a group commit. Records are encoded into one reusable buffer: no allocation per append.
@@ -63,8 +66,10 @@ public final class PartitionWriter: @unchecked Sendable {
 
     /// Opens (creating if needed) `partition` inside the log `directory`.
     ///
-    /// The last segment is scanned: a torn tail is truncated back to the last whole record and reported in
-    /// `recoveries`; any other damage throws `.corruption` naming the file and byte offset.
+    /// The last segment is scanned: a torn tail is truncated back to the last whole unit, and the seal of a
+    /// segment whose roll a crash interrupted is completed, both reported in `recoveries`; any other damage
+    /// throws `.corruption` naming the file and byte offset, and nothing is dropped. Segments of another log
+    /// format throw `.unsupportedFormatVersion`.
     public init(
         directory: URL, partition: String, configuration: PartitionWriterConfiguration = PartitionWriterConfiguration()
     ) throws(LogError) {
@@ -230,7 +235,7 @@ public final class PartitionWriter: @unchecked Sendable {
         }
         let result = Result { () throws(LogError) in try closeLocked() }
         // Bounded wait for the flusher to notice (never from the flusher thread itself, e.g. inside onDurable).
-        let onFlusherThread = flusherThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+        let onFlusherThread = isOnFlusherThread
         let deadline = monotonicNanoseconds() + 2_000_000_000
         while flusherRunning && !onFlusherThread && monotonicNanoseconds() < deadline {
             stateChanged.wait(untilMonotonicNanoseconds: deadline)
@@ -241,6 +246,9 @@ public final class PartitionWriter: @unchecked Sendable {
     }
 
     // MARK: Appending
+
+    /// True on the flusher thread (e.g. inside `onDurable`). Lock held.
+    private var isOnFlusherThread: Bool { flusherThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
 
     private func checkUsable() throws(LogError) {
         if let failure { throw failure }
@@ -291,10 +299,18 @@ public final class PartitionWriter: @unchecked Sendable {
             if let synced = try syncLocked() { advanced = synced }
         case .groupCommit(let maximumRecords, _):
             notePending(recordCount)
-            if pendingRecords >= 4 * maximumRecords {
-                // Backpressure: the flusher is behind; commit inline so non-durable records stay bounded.
-                if let synced = try syncLocked() { advanced = synced }
+            // Backpressure: at most 4 × maximumRecords records not yet durable. Wait for the flusher's sync (as a
+            // writer waits for a disk) rather than sync here, so appends go on while the next sync runs.
+            // (An append from `onDurable` runs on the flusher thread, which cannot wait for itself: it syncs.)
+            while nextSequence - 1 - durable >= UInt64(4 * maximumRecords) && failure == nil && !isClosed {
+                if isOnFlusherThread {
+                    if let synced = try syncLocked() { advanced = synced }
+                    break
+                }
+                if !syncInProgress { flusherWake.signal() }
+                stateChanged.wait(untilMonotonicNanoseconds: monotonicNanoseconds() + Self.idleWaitNanoseconds)
             }
+            try checkFailure()
             if bufferUsed >= configuration.writeBufferBytes { try recordFailure { () throws(LogError) in try writeOutLocked() } }
         case .operatingSystem:
             notePending(recordCount)

@@ -5,9 +5,9 @@ public enum DurabilityPolicy: Sendable, Equatable, CustomStringConvertible {
     /// A background flusher writes and fdatasyncs without waiting on purpose (as PostgreSQL and Kafka do): when
     /// it is idle, a new record is synced at once; records appended while a sync runs form the next batch,
     /// synced as soon as that sync ends. So a batch is exactly what one sync's duration collects, and a record
-    /// waits at most about two syncs. When `4 × maximumRecords` records are pending (the disk is behind), the
-    /// appender commits inline, bounding what a crash can lose. `maximumDelayMilliseconds` is kept for
-    /// compatibility and validated, but the flusher no longer waits for it.
+    /// waits at most about two syncs. While `4 × maximumRecords` records are not yet durable (the disk is
+    /// behind), `append` waits for the flusher's sync, bounding what a crash can lose. `maximumDelayMilliseconds`
+    /// is kept for compatibility and validated, but the flusher no longer waits for it.
     case groupCommit(maximumRecords: Int, maximumDelayMilliseconds: Int)
     /// Records are handed to the kernel with write(2) within about a millisecond (or when the write buffer
     /// fills) and fsynced only by `flush()`, a segment roll and `close()`. Survives a process crash once
