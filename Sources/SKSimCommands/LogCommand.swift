@@ -34,7 +34,15 @@ struct LogCommand: AsyncParsableCommand {
         @Argument(help: "The log directory.") var directory: String
 
         func run() async throws {
-            let report = try LogMaintenance.verify(directory: try LogCommand.logDirectory(directory))
+            // A record whose checksum is right but whose payload is no event this build reads is damage too.
+            let report = try LogMaintenance.verify(directory: try LogCommand.logDirectory(directory)) { payload in
+                do throws(DecodingFailure) {
+                    _ = try EventCodec.decodeEvent(payload)
+                    return nil
+                } catch {
+                    return "the payload is not an event of format \(EventCodec.formatVersion): \(error)"
+                }
+            }
             printLine(report.description)
             if !report.isIntact { throw ExitCode(1) }
         }

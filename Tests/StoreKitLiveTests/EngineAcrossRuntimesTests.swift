@@ -83,3 +83,17 @@ import Testing
         #expect(result.report.totals.restoresFinished == 1)
     }
 }
+
+@Suite struct VerifyPayloadTests {
+    @Test("log verify reports a record whose checksum is right but whose payload is no event, and exits non-zero")
+    func undecodablePayload() throws {
+        let scratch = CommandLineTests.Scratch()
+        let directory = URL(fileURLWithPath: scratch.path("log"))
+        let writer = try PartitionWriter(directory: directory, partition: "queue")
+        try writer.append(payload: [0xFF, 0x00, 0x01], timestampNanoseconds: 0)
+        try writer.close()
+        let outcome = try CommandLineTests.sksim(["log", "verify", directory.path])
+        #expect(outcome.status != 0)
+        #expect((outcome.output + outcome.error).contains("not an event of format"), "\(outcome.output)\(outcome.error)")
+    }
+}
