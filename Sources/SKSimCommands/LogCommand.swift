@@ -94,13 +94,9 @@ struct LogCommand: AsyncParsableCommand {
         }
     }
 
-    /// Simulated runs count from 0; live runs log wall-clock time, shown as UTC.
+    /// Every run's timestamps count from its start (the wall-clock start is in the first record).
     static func time(_ nanoseconds: Int64) -> String {
-        guard nanoseconds > 1_000_000_000_000_000 else { return String(format: "%10.3fs", Double(nanoseconds) / 1e9) }
-        let date = Date(timeIntervalSince1970: Double(nanoseconds) / 1e9)
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        String(format: "%10.3fs", Double(nanoseconds) / 1e9)
     }
 
     struct Project: AsyncParsableCommand {

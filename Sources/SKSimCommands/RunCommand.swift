@@ -30,7 +30,7 @@ struct RunCommand: AsyncParsableCommand {
     @Argument(help: "Topology file (default: topology/local.yaml).") var topology: String = defaultTopologyPath
     @Option(help: "Output directory: log, content, per-process logs, run.json (default: out/<topology>-<seed>).") var out: String?
     @Option(help: "Stop after this many seconds even if the apps are not done.") var duration: Double = 300
-    @Option(help: "Restarts allowed per observer process (each an app relaunch).") var maximumRestarts = 3
+    @Option(help: "Restarts allowed per process; each rebuilds from the log (for an observer, an app relaunch).") var maximumRestarts = 3
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
 
     func run() async throws {

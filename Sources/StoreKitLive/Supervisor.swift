@@ -25,7 +25,7 @@ public final class Supervisor {
         public var description: String {
             switch self {
             case .processDied(let name, let role, let status, let logFile):
-                "the \(role.rawValue) process '\(name)' \(status) and was not restarted; its log is \(logFile)"
+                "the \(role.rawValue) process '\(name)' \(status) and has no restarts left (sksim run --maximum-restarts); see its log \(logFile)"
             case .startFailed(let message): message
             }
         }

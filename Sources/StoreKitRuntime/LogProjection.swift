@@ -49,7 +49,7 @@ public struct LogContentError: Error, CustomStringConvertible {
     public var version: UInt8?
 
     public var description: String {
-        if let version, version != EventCodec.formatVersion, version < 10 {
+        if let version, version >= 1, version < EventCodec.formatVersion {
             return "record \(sequence) is in event format \(version), written by another sksim; this build reads format \(EventCodec.formatVersion). Read the log with the sksim that wrote it, or record the run again with this one."
         }
         return "record \(sequence) holds no valid event (\(failure)); the log was altered or written by an incompatible sksim. Run `sksim log verify` on it."

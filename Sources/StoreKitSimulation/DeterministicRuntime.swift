@@ -44,8 +44,6 @@ public final class DeterministicRuntime {
     public let environment: DeterministicEnvironment
     public private(set) var engine: QueueEngine
     public private(set) var counters = NetworkCounters()
-    /// Called for every event as it is appended (before it is published).
-    public var onAppend: ((RecordedEvent) -> Void)?
 
     private struct Slot {
         var kind: RoleFactory.Kind
@@ -168,7 +166,6 @@ public final class DeterministicRuntime {
         guard let first = records.first?.recorded.sequence, let last = records.last?.recorded.sequence else { return }
         for record in records {
             awaitingPublication[record.recorded.sequence] = record.recorded
-            onAppend?(record.recorded)
         }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
