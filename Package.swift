@@ -21,7 +21,7 @@ let package = Package(
     ],
     targets: [
         // libzmq, the system library (Debian: libzmq3-dev).
-        .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"]), .brew(["zeromq"])]),
+        .systemLibrary(name: "CZeroMQ", providers: [.apt(["libzmq3-dev"]), .brew(["zeromq"])]),
         // A small, safe Swift wrapper over libzmq; no domain knowledge.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
         // The durable append-only log: segments, CRC32C, sparse index, durability policies. Knows no StoreKit.
@@ -54,7 +54,8 @@ let package = Package(
         .executableTarget(name: "sksim", dependencies: ["SKSimCommands", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
-        .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"]),
+        .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"],
+                    exclude: ["Golden"]),
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),

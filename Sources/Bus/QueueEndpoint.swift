@@ -173,6 +173,9 @@ public final class QueueEndpoint {
     private var queuedFetchBytesByPeer: [[UInt8]: QueuedByteCounter] = [:]
     private var refusalReports: RefusalReportLimiter
     private var reportedClientKeys = Set<CurveKey>()
+    /// The first error the command handler threw (the log refused a write). The owner stops and
+    /// reports it: a queue that cannot write must not go on answering "unavailable" forever.
+    public private(set) var handlerFailure: (any Error)?
 
     private struct PendingAcknowledgement {
         var routingID: [UInt8]
@@ -396,9 +399,12 @@ public final class QueueEndpoint {
             counters.commandsHandled += 1
             outcome = try handler(command)
         } catch {
+            // The handler failed (the log refused a write: a full disk, an I/O error). The sender may retry
+            // elsewhere; this endpoint stops at the end of the step, so the process exits with the cause.
             counters.commandsRefusedAsUnavailable += 1
             acknowledge(routingID, CommandAcknowledgement(
                 status: .unavailable, commandID: command.id, lastSequence: 0, message: "the queue could not apply the command: \(error)"))
+            if handlerFailure == nil { handlerFailure = error }
             return
         }
         publishWhenDurable(outcome.appended)

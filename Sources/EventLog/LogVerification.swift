@@ -33,10 +33,10 @@ public struct VerificationReport: Sendable, Equatable, CustomStringConvertible {
             let range = partition.firstSequence.map { "\($0)...\(partition.lastSequence ?? $0)" } ?? "empty"
             lines.append(
                 "\(partition.partition): \(partition.recordCount) records (\(range)), \(partition.segmentCount) segments, "
-                    + "\(partition.byteCount) bytes, \(partition.isIntact ? "intact" : "\(partition.problems.count) problems")")
+                    + "\(partition.byteCount) bytes, \(partition.isIntact ? "intact" : partition.problems.count == 1 ? "1 problem" : "\(partition.problems.count) problems")")
             lines += partition.problems.map { "  \($0)" }
         }
-        lines.append(isIntact ? "log is intact" : (isRepairable ? "log needs `sksim log repair`" : "log is damaged"))
+        lines.append(isIntact ? "log is intact" : (isRepairable ? "the log ends in a torn record: `sksim log repair` cuts it off (nothing before it is lost)" : "the log is damaged where shown above; `sksim log repair` will not touch it (it never drops whole records)"))
         return lines.joined(separator: "\n")
     }
 }

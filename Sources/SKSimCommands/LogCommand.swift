@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import StoreKitLive
 import StoreKitModel
 import StoreKitRuntime
 import StoreKitSimulation
@@ -11,27 +12,51 @@ struct LogCommand: AsyncParsableCommand {
         abstract: "Inspect, verify and repair an event log (a run's `log` directory).",
         subcommands: [Verify.self, Repair.self, Cat.self, Project.self, Stats.self])
 
-    /// Accepts a run directory too: its `log` folder is the log.
+    /// Accepts a run directory too: its `log` folder is the log. Refuses a directory that holds
+    /// no log (no partition folder with segment files), so nothing reports an empty folder "intact".
     static func logDirectory(_ path: String) throws -> URL {
         let url = URL(fileURLWithPath: path, isDirectory: true)
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw UserFacingError("\(path) is not a directory; give the log directory of a run (e.g. out/simulate-1/log)")
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+            throw UserFacingError("\(path) does not exist; give a run directory (e.g. out/simulate-1) or its log folder")
+        }
+        guard isDirectory.boolValue else {
+            throw UserFacingError("\(path) is a file; give a run directory (e.g. out/simulate-1) or its log folder")
         }
         let nested = url.appendingPathComponent("log", isDirectory: true)
-        if FileManager.default.fileExists(atPath: nested.path, isDirectory: &isDirectory), isDirectory.boolValue { return nested }
-        return url
+        let directory = FileManager.default.fileExists(atPath: nested.path, isDirectory: &isDirectory) && isDirectory.boolValue ? nested : url
+        guard !(try partitions(directory)).isEmpty else {
+            throw UserFacingError("\(path) holds no event log (no partition folder with .segment files); give a run directory (e.g. out/simulate-1) or its log folder")
+        }
+        return directory
     }
 
+    /// The partitions that hold at least one segment file.
     static func partitions(_ directory: URL) throws -> [String] {
-        let partitions = try LogDirectory.partitions(in: directory)
-        guard !partitions.isEmpty else { throw UserFacingError("\(directory.path) holds no log partitions") }
-        return partitions
+        let names: [String]
+        do {
+            names = try LogDirectory.partitions(in: directory)
+        } catch {
+            throw UserFacingError("cannot list \(directory.path): \(error)")
+        }
+        return names.filter { name in
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent(name).path)) ?? []
+            return entries.contains { $0.hasSuffix(".segment") }
+        }
+    }
+
+    /// The partition named by `--partition`, which must exist.
+    static func partition(_ name: String, in directory: URL) throws -> String {
+        let names = try partitions(directory)
+        guard names.contains(name) else {
+            throw UserFacingError("the log \(directory.path) has no partition '\(name)'; it has \(names.joined(separator: ", "))")
+        }
+        return name
     }
 
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Exit 0 only when the log is intact; otherwise name each damaged file and byte offset.")
-        @Argument(help: "The log directory.") var directory: String
+        @Argument(help: "A run directory or its log folder.") var directory: String
 
         func run() async throws {
             // A record whose checksum is right but whose payload is no event this build reads is damage too.
@@ -50,7 +75,7 @@ struct LogCommand: AsyncParsableCommand {
 
     struct Repair: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Truncate a torn tail back to the last whole record; refuse to drop records in the middle.")
-        @Argument(help: "The log directory.") var directory: String
+        @Argument(help: "A run directory or its log folder.") var directory: String
 
         func run() async throws {
             let actions = try LogMaintenance.repair(directory: try LogCommand.logDirectory(directory))
@@ -60,37 +85,96 @@ struct LogCommand: AsyncParsableCommand {
     }
 
     struct Cat: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print events from a sequence number on (JSON Lines with --json).")
-        @Argument(help: "The log directory.") var directory: String
+        static let configuration = CommandConfiguration(
+            abstract: "Print events (JSON Lines with --json; docs/log-format.md has the schema), filtered by sequence, device, transaction or type.",
+            discussion: "Every whole record before any damage is printed; the damage is then reported and the exit status is 1.")
+        @Argument(help: "A run directory or its log folder.") var directory: String
         @Option(help: "First sequence number to print.") var from: UInt64 = 1
+        @Option(help: "Last sequence number to print.") var to: UInt64?
+        @Option(help: "Only events of this device (repeatable).") var device: [String] = []
+        @Option(help: "Only events of this transaction, as DEVICE#NUMBER, e.g. device-0001#3 (repeatable).") var transaction: [String] = []
+        @Option(help: "Only events of these types, comma-separated, e.g. transactionPurchased,transactionFinished.") var type: String?
         @Option(help: "Partition (default: every partition in turn).") var partition: String?
+        @Flag(help: "Keep printing new events as they are appended, until interrupted (one partition).") var follow = false
         @Flag(help: "One JSON object per line.") var json = false
+
+        func validate() throws {
+            if let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
+            if let type {
+                let known = Set(Event.typeNames)
+                for name in type.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !known.contains(name) {
+                    throw ValidationError("unknown event type '\(name)'; types: \(Event.typeNames.joined(separator: ", "))")
+                }
+            }
+        }
 
         func run() async throws {
             let url = try LogCommand.logDirectory(directory)
-            let names = try partition.map { [$0] } ?? LogCommand.partitions(url)
-            for name in names {
-                let reader = try PartitionReader(directory: url, partition: name)
-                var output = ""
-                let summary = try reader.forEachRecord(from: from) { view in
-                    let decoded = try EventCodec.decodeEvent(view.payload)
-                    let recorded = RecordedEvent(sequence: view.sequence, timestamp: view.timestampNanoseconds,
-                                                 commandID: decoded.commandID, event: decoded.event)
-                    output += json ? JSONShapes.event(recorded).serialized() : Self.text(recorded)
-                    output += "\n"
-                    if output.utf8.count > 1 << 16 {
-                        FileHandle.standardOutput.write(Data(output.utf8))
-                        output = ""
-                    }
-                }
-                FileHandle.standardOutput.write(Data(output.utf8))
-                if let torn = summary.tornTail { printError("warning: \(torn)") }
+            let names = try partition.map { [try LogCommand.partition($0, in: url)] } ?? LogCommand.partitions(url)
+            if follow && names.count > 1 {
+                throw UserFacingError("--follow reads one partition; choose one with --partition (\(names.joined(separator: ", ")))")
             }
+            if follow { Shutdown.installSignalHandlers() }
+            let types = type.map { Set($0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
+            let devices = Set(device)
+            let transactions = Set(transaction)
+            var output = OutputBuffer()
+            var damaged = false
+            for name in names {
+                var next = from
+                repeat {
+                    let reader = try PartitionReader(directory: url, partition: name)
+                    var summary: ReadSummary?
+                    do {
+                        summary = try reader.forEachRecord(from: next, through: to ?? .max) { view in
+                            next = view.sequence + 1
+                            let decoded = try EventCodec.decodeEvent(view.payload)
+                            let event = decoded.event
+                            if let types, !types.contains(event.name) { return }
+                            if !devices.isEmpty, !(event.device.map { devices.contains($0) } ?? false) { return }
+                            if !transactions.isEmpty, !(event.transactionKey.map { transactions.contains($0.description) } ?? false) { return }
+                            let recorded = RecordedEvent(sequence: view.sequence, timestamp: view.timestampNanoseconds,
+                                                         commandID: decoded.commandID, event: event)
+                            output.append(json ? JSONShapes.event(recorded).serialized() : Self.text(recorded))
+                        }
+                    } catch {
+                        // Whatever was read before the damage is printed first.
+                        output.flush()
+                        printError("error: \(url.path) partition \(name): \(error); records before it were printed; see `sksim log verify`")
+                        damaged = true
+                        break
+                    }
+                    output.flush()
+                    if let torn = summary?.tornTail, !follow { printError("warning: \(torn)") }
+                    if follow {
+                        if let to, next > to { break }
+                        usleep(100_000)
+                    }
+                } while follow && !Shutdown.isRequested
+            }
+            if damaged { throw ExitCode(1) }
         }
 
         static func text(_ recorded: RecordedEvent) -> String {
             let command = recorded.commandID.map { " (\($0))" } ?? ""
             return "#\(recorded.sequence) \(LogCommand.time(recorded.timestamp)) \(recorded.event)\(command)"
+        }
+    }
+
+    /// Lines written in blocks of 64 KiB: fast for big logs, and flushed before any error is printed.
+    struct OutputBuffer {
+        private var text = ""
+
+        mutating func append(_ line: String) {
+            text += line
+            text += "\n"
+            if text.utf8.count > 1 << 16 { flush() }
+        }
+
+        mutating func flush() {
+            guard !text.isEmpty else { return }
+            FileHandle.standardOutput.write(Data(text.utf8))
+            text = ""
         }
     }
 
@@ -101,14 +185,18 @@ struct LogCommand: AsyncParsableCommand {
 
     struct Project: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Fold the log into state as of a sequence number: devices, pending transactions, downloads.")
-        @Argument(help: "The log directory.") var directory: String
+        @Argument(help: "A run directory or its log folder.") var directory: String
         @Option(help: "Project up to and including this sequence number (default: the end).") var at: UInt64?
         @Option(help: "Partition.") var partition = LogProjection.partition
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
-            let state = try LogProjection.build(directory: try LogCommand.logDirectory(directory), partition: partition,
+            let url = try LogCommand.logDirectory(directory)
+            let state = try LogProjection.build(directory: url, partition: try LogCommand.partition(partition, in: url),
                                                 through: at ?? .max)
+            if let torn = state.tornTail {
+                printError("warning: the log ends in a torn record (\(torn)); projected up to the last whole record")
+            }
             let projection = state.projection
             if json {
                 let devices: [JSONValue] = projection.deviceNames.compactMap { projection.device($0) }.map { device in
@@ -147,14 +235,14 @@ struct LogCommand: AsyncParsableCommand {
 
     struct Stats: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Records, bytes, segments and time span per partition.")
-        @Argument(help: "The log directory.") var directory: String
+        @Argument(help: "A run directory or its log folder.") var directory: String
 
         func run() async throws {
             for partition in try LogMaintenance.statistics(directory: try LogCommand.logDirectory(directory)) {
                 let span = zip(partition.firstTimestampNanoseconds.map { [$0] } ?? [], partition.lastTimestampNanoseconds.map { [$0] } ?? [])
                     .map { String(format: "%.3f s", Double($1 - $0) / 1e9) }.first ?? "empty"
                 printLine("\(partition.partition): \(partition.recordCount) records (sequences \(partition.firstSequence ?? 0)…\(partition.lastSequence ?? 0)), \(partition.byteCount) bytes in \(partition.segmentCount) segments, spanning \(span)"
-                          + (partition.isIntact ? "" : "; \(partition.problems.count) problems (run `sksim log verify`)"))
+                          + (partition.isIntact ? "" : "; damaged: \(partition.problems.count == 1 ? "1 problem" : "\(partition.problems.count) problems") (`sksim log verify` names each)"))
             }
         }
     }

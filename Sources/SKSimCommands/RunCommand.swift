@@ -2,15 +2,13 @@ import ArgumentParser
 import Foundation
 import Logging
 import StoreKitLive
+import StoreKitModel
 import StoreKitRuntime
 import StoreKitSimulation
 
-/// The default topology: topology/local.yaml beside the working directory.
-let defaultTopologyPath = "topology/local.yaml"
-
-func loadTopology(_ path: String) throws -> Topology {
+func loadTopology(_ path: String?, seed: UInt64? = nil, devices: Int? = nil) throws -> Topology {
     do {
-        return try Topology.load(path: path)
+        return try Topology.load(path: path).overriding(seed: seed, devices: devices)
     } catch {
         throw UserFacingError("\(error)")
     }
@@ -22,32 +20,61 @@ func currentExecutable() -> URL {
     return URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
 }
 
+/// A duration on the command line: `500ms`, `30s`, `2m`, `1h`, or plain seconds; never zero or negative.
+func parseDurationArgument(_ text: String) throws -> Double {
+    do {
+        return try DurationText.positiveSeconds(text)
+    } catch {
+        throw ValidationError(error.description)
+    }
+}
+
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run a whole topology on this machine: every role a process over ZeroMQ (the main job).")
+        abstract: "Run a whole topology on this machine: every role a process over ZeroMQ (the main job).",
+        discussion: """
+            Without a file, runs the built-in local topology (`sksim topology show` prints it). Live runs \
+            depend on real timing: the same seed gives the same users and store decisions, but counts such \
+            as events and restores vary from run to run (`sksim simulate` is the deterministic twin).
+            Exit status: 0 every app finished; 1 an invariant was violated; 2 a process failed for good or \
+            the run could not start; 3 stopped at --duration with work pending; 130 interrupted (Ctrl-C).
+            """)
 
-    @Argument(help: "Topology file (default: topology/local.yaml).") var topology: String = defaultTopologyPath
-    @Option(help: "Output directory: log, content, per-process logs, run.json (default: out/<topology>-<seed>).") var out: String?
-    @Option(help: "Stop after this many seconds even if the apps are not done.") var duration: Double = 300
+    @Argument(help: "Topology file (default: the built-in local topology).") var topology: String?
+    @Option(help: "Output directory: log, content, per-process logs, run.json (default: out/<topology name>-<seed>).") var out: String?
+    @Option(help: ArgumentHelp("Stop after this long even if the apps are not done: 500ms, 30s, 2m, 1h (default: 5m).", valueName: "duration"),
+            transform: parseDurationArgument)
+    var duration: Double = 300
+    @Option(help: "Seed for every random choice (default: the topology's).") var seed: UInt64?
+    @Option(help: "Simulated devices, shared evenly by the topology's observer processes (default: the topology's).") var devices: Int?
     @Option(help: "Restarts allowed per process; each rebuilds from the log (for an observer, an app relaunch).") var maximumRestarts = 3
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
+    @OptionGroup var verbosity: VerbosityOptions
+
+    func validate() throws {
+        guard maximumRestarts >= 0 else { throw ValidationError("--maximum-restarts must be 0 or more, found \(maximumRestarts)") }
+    }
 
     func run() async throws {
         Shutdown.installSignalHandlers()
-        let loaded = try loadTopology(topology)
-        let directory = outputDirectory(out ?? loaded.output, prefix: loaded.name, seed: loaded.scenario.seed)
-        if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
-            throw UserFacingError("\(directory.path) already holds a run; choose a new --out directory or remove the old run")
+        let loaded = try loadTopology(topology, seed: seed, devices: devices)
+        let topologyPath = topology.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? Topology.builtInName
+        do {
+            try Supervisor.checkAllLocal(loaded, topologyPath: topology ?? Topology.builtInName)
+        } catch {
+            throw UserFacingError("\(error)")
         }
+        let directory = try prepareRunDirectory(out ?? loaded.output, topology: loaded)
         var options = Supervisor.Options()
         options.durationSeconds = duration
         options.maximumRestarts = maximumRestarts
+        options.childArguments = (seed.map { ["--seed", "\($0)"] } ?? []) + (devices.map { ["--devices", "\($0)"] } ?? [])
         var logger = Logger(label: "sksim.run")
         logger[metadataKey: "topology"] = "\(loaded.name)"
         // On a terminal the progress line tells the story; info lines would break it up.
         if options.showProgress && logger.logLevel > .debug { logger.logLevel = .warning }
-        let supervisor = Supervisor(topology: loaded, topologyPath: URL(fileURLWithPath: topology).path, runDirectory: directory.standardizedFileURL,
+        let supervisor = Supervisor(topology: loaded, topologyPath: topologyPath, runDirectory: directory.standardizedFileURL,
                                     executable: currentExecutable(), options: options, logger: logger)
         let result: Supervisor.Result
         do {
@@ -57,10 +84,11 @@ struct RunCommand: AsyncParsableCommand {
         }
         let extra: [(String, JSONValue)] = [
             ("topology", .string(loaded.name)), ("wallSeconds", .double((result.wallSeconds * 1000).rounded() / 1000)),
-            ("finished", .bool(result.finished)),
+            ("finished", .bool(result.finished)), ("interrupted", .bool(result.interrupted)),
             ("restarts", .object(result.restarts.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })),
             ("runFile", .string(directory.appendingPathComponent("run.json").path)),
             ("failure", result.failure.map { .string($0) } ?? .null),
+            ("exitStatus", .int(Int(result.exitStatus))),
         ]
         if json {
             printLine(JSONShapes.report(result.report, extra: extra).serialized())
@@ -68,27 +96,58 @@ struct RunCommand: AsyncParsableCommand {
             printLine(JSONShapes.summaryText(result.report).replacingOccurrences(of: "simulated time", with: "elapsed time  "))
             if !result.restarts.isEmpty { printLine("restarts        " + result.restarts.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")) }
             printLine("processes       \(directory.appendingPathComponent("run.json").path)")
+            if result.interrupted { printLine("interrupted     stopped by a signal before the apps were done") }
         }
-        if let failure = result.failure { throw UserFacingError(failure) }
-        if result.report.violationCount > 0 { throw ExitCode(1) }
+        if let failure = result.failure { throw UserFacingError(failure, exitStatus: result.exitStatus) }
+        if result.exitStatus != 0 { throw ExitCode(result.exitStatus) }
+    }
+
+    /// A new run directory: refuses a file, or a directory that already holds a run.
+    private func prepareRunDirectory(_ requested: String?, topology: Topology) throws -> URL {
+        let directory = outputDirectory(requested, prefix: topology.name, seed: topology.scenario.seed)
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw UserFacingError("--out \(directory.relativePath) is a file, not a directory; give a new directory for the run")
+        }
+        if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
+            throw UserFacingError("\(directory.relativePath) already holds a run; choose a new --out directory or remove the old run")
+        }
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw UserFacingError("cannot create the run directory \(directory.relativePath) (\(describeFileError(error))); choose a writable --out directory")
+        }
+        return directory
     }
 }
 
 /// `sksim queue|store|downloader|observer`: one role of a topology, for spreading a
 /// run over hosts (and what `run` starts for each process).
 struct RoleOptions: ParsableArguments {
-    @Option(help: "Topology file.") var topology: String = defaultTopologyPath
+    @Option(help: "Topology file (default: the built-in local topology).") var topology: String?
     @Option(help: "This process's name in the topology.") var name: String
     @Option(help: "Run directory (log, content, ipc sockets) (default: out/<topology name>).") var runDirectory: String?
+    @Option(help: "Seed override, as given to `sksim run --seed` (every process of a run must use the same).") var seed: UInt64?
+    @Option(help: "Devices override, as given to `sksim run --devices` (every process of a run must use the same).") var devices: Int?
+    @OptionGroup var verbosity: VerbosityOptions
 
     func resolve() throws -> (Topology, URL, Logger) {
         Shutdown.installSignalHandlers()
-        let topology = try loadTopology(self.topology)
+        Shutdown.followSupervisor()
+        let topology = try loadTopology(self.topology, seed: seed, devices: devices)
         let directory = URL(fileURLWithPath: runDirectory ?? topology.output ?? "out/\(topology.name)", isDirectory: true).standardizedFileURL
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var logger = Logger(label: "sksim.\(name)")
         logger[metadataKey: "process"] = "\(name)"
         return (topology, directory, logger)
+    }
+
+    /// The run directory, created only once the arguments are known to be right.
+    static func create(_ directory: URL) throws {
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw UserFacingError("cannot create the run directory \(directory.path) (\(describeFileError(error))); give a writable --run-directory")
+        }
     }
 }
 
@@ -98,10 +157,12 @@ struct QueueCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (topology, directory, logger) = try options.resolve()
+        try RoleOptions.create(directory)
         do {
             try QueueProcess(topology: topology, name: options.name, runDirectory: directory, logger: logger).run()
         } catch {
-            logger.critical("queue failed", metadata: ["error": "\(error)"])
+            logger.critical("queue failed; nothing more is written to the log", metadata: ["error": "\(error)"])
+            FailureNote.write("\(error)", process: options.name, runDirectory: directory)
             throw UserFacingError("\(error)")
         }
     }
@@ -120,14 +181,19 @@ struct RoleCommand<Kind: RoleKindName>: AsyncParsableCommand {
         let (topology, directory, logger) = try options.resolve()
         let process = try topology.process(named: options.name)
         guard process.role == Kind.kind else {
-            throw UserFacingError("'\(options.name)' is a \(process.role.rawValue) in \(options.topology), not a \(Kind.kind.rawValue); run `sksim \(process.role.rawValue) --name \(options.name)`")
+            throw UserFacingError("'\(options.name)' is a \(process.role.rawValue) in \(topology.file), not a \(Kind.kind.rawValue); run `sksim \(process.role.rawValue) --name \(options.name)`")
         }
+        try RoleOptions.create(directory)
+        let outcome: RoleProcess.Outcome
         do {
-            _ = try RoleProcess(topology: topology, name: options.name, runDirectory: directory, logger: logger).run()
+            outcome = try RoleProcess(topology: topology, name: options.name, runDirectory: directory, logger: logger).run()
         } catch {
             logger.critical("\(Kind.kind.rawValue) failed", metadata: ["error": "\(error)"])
+            FailureNote.write("\(error)", process: options.name, runDirectory: directory)
             throw UserFacingError("\(error)")
         }
+        // An observer stopped before its apps were done must not look finished to `sksim run` (status 0 is "done").
+        if outcome == .stopped && Kind.kind == .observer { throw ExitCode(RoleProcess.stoppedStatus) }
     }
 }
 

@@ -1,19 +1,88 @@
 import ArgumentParser
+import Foundation
+import Logging
+import StoreKitModel
 
 /// The `sksim` command line. Lives in a library so tests can call `SKSim.parseAsRoot([...])`.
 public struct SKSim: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "sksim",
         abstract: "StoreKitSim: an event-sourced simulation of StoreKit's payment queue.",
-        subcommands: [RunCommand.self, SimulateCommand.self, QueueCommand.self, RoleCommand<StoreKind>.self,
-                      RoleCommand<DownloaderKind>.self, RoleCommand<ObserverKind>.self, LogCommand.self, BenchCommand.self, KeysCommand.self])
+        discussion: """
+            Exit status of every command: 0 success; 1 the check it made failed (an invariant violated, a \
+            damaged log, a divergence); 2 it could not do what was asked (bad input, a file that cannot be \
+            read, a process that failed); 64 a command-line usage error. `sksim run` adds 3 (stopped at \
+            --duration with work pending) and 130 (interrupted). See docs/cli.md.
+            """,
+        version: sksimVersion,
+        subcommands: [RunCommand.self, SimulateCommand.self, TopologyCommand.self, LogCommand.self, BenchCommand.self,
+                      QueueCommand.self, RoleCommand<StoreKind>.self, RoleCommand<DownloaderKind>.self,
+                      RoleCommand<ObserverKind>.self, KeysCommand.self])
 
     public init() {}
+
+    /// Parses and runs; a `UserFacingError` prints one line, `error: …`, and exits with its status.
+    public static func main(arguments: [String]) async -> Never {
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asynchronous = command as? AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+            Foundation.exit(0)
+        } catch let error as UserFacingError {
+            printError("error: \(error.description)")
+            Foundation.exit(error.exitStatus)
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
-/// A failure with a message that says what was wrong and what to do; exits non-zero
-/// without a stack trace.
+/// A failure with a message that says what was wrong and what to do; exits with its status
+/// (2 by default: the command could not do what was asked) and no stack trace.
 struct UserFacingError: Error, CustomStringConvertible {
     var description: String
-    init(_ description: String) { self.description = description }
+    var exitStatus: Int32
+    init(_ description: String, exitStatus: Int32 = 2) {
+        self.description = description
+        self.exitStatus = exitStatus
+    }
+}
+
+/// `--quiet` / `--verbose` for commands that log. The level is applied in `main` before
+/// parsing (logging is bootstrapped once); these declarations make them parse and show in help.
+struct VerbosityOptions: ParsableArguments {
+    @Flag(name: .shortAndLong, help: "Log only warnings and errors.") var quiet = false
+    @Flag(name: .shortAndLong, help: "Log debug detail too.") var verbose = false
+}
+
+/// The log level for these arguments and environment: `--quiet`/`--verbose` win over
+/// `SKSIM_LOG_LEVEL` (trace, debug, info, notice, warning, error, critical).
+public func logLevel(arguments: [String], environment: [String: String]) -> (level: Logger.Level, warning: String?) {
+    if arguments.contains("--verbose") || arguments.contains("-v") { return (.debug, nil) }
+    if arguments.contains("--quiet") || arguments.contains("-q") { return (.warning, nil) }
+    guard let text = environment["SKSIM_LOG_LEVEL"] else { return (.info, nil) }
+    guard let level = Logger.Level(rawValue: text.lowercased()) else {
+        let names = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+        return (.info, "warning: SKSIM_LOG_LEVEL='\(text)' is not a log level; using info (choose one of \(names))")
+    }
+    return (level, nil)
+}
+
+/// A file-system error in one short clause (never a raw NSError dump).
+func describeFileError(_ error: Error) -> String {
+    let nsError = error as NSError
+    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        return String(cString: strerror(Int32(underlying.code)))
+    }
+    if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
+    switch nsError.code {
+    case NSFileWriteFileExistsError: return "a file is in the way"
+    case NSFileWriteNoPermissionError, NSFileReadNoPermissionError: return "permission denied"
+    case NSFileNoSuchFileError, NSFileReadNoSuchFileError: return "no such file or directory"
+    case NSFileWriteOutOfSpaceError: return "no space left on the device"
+    default: return nsError.localizedDescription
+    }
 }

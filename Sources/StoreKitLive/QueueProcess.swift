@@ -32,7 +32,7 @@ public final class QueueProcess {
         let wakeup = try PollWakeup()
         let writer = try PartitionWriter(directory: logDirectory, partition: Self.partition,
                                          configuration: PartitionWriterConfiguration(
-                                             durability: topology.durability == .operatingSystem ? .defaultGroupCommit : topology.durability,
+                                             durability: topology.durability,
                                              onDurable: { _ in wakeup.signal() }))
         for recovery in writer.recoveries { logger.warning("recovered the log's torn tail", metadata: ["recovery": "\(recovery)"]) }
         // The engine rebuilds its projection from the log, so a restarted queue carries on.
@@ -68,12 +68,14 @@ public final class QueueProcess {
         endpoint.onRefused = { failure in logger.warning("refused a request or connection", metadata: ["reason": "\(failure)"]) }
         endpoint.publishWhenDurable(startup.map(BusRecord.init))
         logger.info("queue listening", metadata: ["events": "\(endpoint.eventsEndpoint)", "requests": "\(endpoint.requestsEndpoint)"])
+        try ReadyNote.write(process: process.name, runDirectory: runDirectory)
         defer {
             endpoint.close()
             context.terminate()
         }
         while !Shutdown.isRequested {
             try endpoint.step(timeout: .milliseconds(50))
+            if let failure = endpoint.handlerFailure { throw failure }
         }
         // Publish what is still waiting, within a bound, then close the log.
         let deadline = LiveClock.monotonicNanoseconds() + 1_000_000_000
@@ -86,8 +88,8 @@ public final class QueueProcess {
             "sequence": "\(engine.projection.lastSequence)", "commands": "\(counters.commandsHandled)",
             "duplicates": "\(engine.duplicates)", "refusedFrames": "\(counters.refused.total)",
         ])
-        let stats = "{\"duplicateCommands\":\(engine.duplicates),\"commandsHandled\":\(counters.commandsHandled),\"refusedFrames\":\(counters.refused.total)}\n"
-        try? stats.write(to: runDirectory.appendingPathComponent("queue-stats.json"), atomically: true, encoding: .utf8)
+        try? QueueStatistics(duplicateCommands: engine.duplicates, commandsHandled: counters.commandsHandled,
+                             refusedFrames: counters.refused.total).write(in: runDirectory)
     }
 }
 

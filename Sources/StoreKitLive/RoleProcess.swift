@@ -32,6 +32,10 @@ public final class RoleProcess {
         self.logger = logger
     }
 
+    /// Exit status of an observer process stopped (by a signal, or its supervisor gone) before its
+    /// apps were done: 128 + SIGTERM, as a shell reports it.
+    public static let stoppedStatus: Int32 = 143
+
     public enum Outcome: Sendable, Equatable {
         /// An observer whose devices are done and settled.
         case finished

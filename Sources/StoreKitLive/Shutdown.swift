@@ -6,7 +6,20 @@ import Synchronization
 public enum Shutdown {
     private static let requested = Atomic<Bool>(false)
 
-    public static var isRequested: Bool { requested.load(ordering: .relaxed) }
+    /// The supervisor's pid when this process was started by `sksim run` (0 otherwise).
+    private static let supervisor = Atomic<Int32>(0)
+
+    /// True once a signal asked to stop, or once the supervisor that started this process is gone
+    /// (its children are re-parented), so no child outlives `sksim run`, however it ends.
+    public static var isRequested: Bool {
+        if requested.load(ordering: .relaxed) { return true }
+        let parent = supervisor.load(ordering: .relaxed)
+        if parent != 0 && getppid() != parent {
+            request()
+            return true
+        }
+        return false
+    }
 
     public static func request() { requested.store(true, ordering: .relaxed) }
 
@@ -15,6 +28,16 @@ public enum Shutdown {
         signal(SIGTERM) { _ in Shutdown.request() }
         signal(SIGINT) { _ in Shutdown.request() }
         signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// The environment variable through which `sksim run` tells its children its pid.
+    public static let supervisorVariable = "SKSIM_SUPERVISOR_PID"
+
+    /// For a process started by `sksim run`: stop (as on SIGTERM, so the log is flushed) when the
+    /// supervisor is gone. Every poll loop checks `isRequested` at least every 50 ms.
+    public static func followSupervisor() {
+        guard let text = ProcessInfo.processInfo.environment[supervisorVariable], let pid = pid_t(text) else { return }
+        supervisor.store(pid, ordering: .relaxed)
     }
 }
 

@@ -15,6 +15,9 @@ public final class Supervisor {
         /// apps (R-Q4); senders retry under the same command ids meanwhile.
         public var maximumRestarts = 3
         public var showProgress = isatty(STDERR_FILENO) != 0
+        /// Passed to every child after its role arguments (e.g. `--seed 5 --devices 3`), so each
+        /// process reads the same topology the supervisor runs.
+        public var childArguments: [String] = []
         public init() {}
     }
 
@@ -35,8 +38,21 @@ public final class Supervisor {
         public var report: RunReport
         public var restarts: [String: Int]
         public var finished: Bool
+        /// Stopped by SIGINT or SIGTERM before the apps were done.
+        public var interrupted: Bool
         public var wallSeconds: Double
         public var failure: String?
+
+        /// The exit status of `sksim run` (docs/cli.md): 0 every app finished; 1 an invariant was
+        /// violated; 2 a process failed for good; 3 stopped at the time limit with work pending;
+        /// 130 interrupted.
+        public var exitStatus: Int32 {
+            if report.violationCount > 0 { return 1 }
+            if failure != nil { return 2 }
+            if interrupted { return 130 }
+            if !finished || report.pending > 0 { return 3 }
+            return 0
+        }
     }
 
     private final class Child {
@@ -73,7 +89,12 @@ public final class Supervisor {
         let process = Process()
         process.executableURL = executable
         process.arguments = [specification.role.rawValue, "--topology", topologyPath, "--name", specification.name,
-                             "--run-directory", runDirectory.path]
+                             "--run-directory", runDirectory.path] + options.childArguments
+        var environment = ProcessInfo.processInfo.environment
+        environment[Shutdown.supervisorVariable] = "\(getpid())"
+        process.environment = environment
+        _ = FailureNote.take(process: specification.name, runDirectory: runDirectory)
+        ReadyNote.clear(process: specification.name, runDirectory: runDirectory)
         let logFile = runDirectory.appendingPathComponent("\(specification.name).log")
         if !FileManager.default.fileExists(atPath: logFile.path) {
             guard FileManager.default.createFile(atPath: logFile.path, contents: nil) else {
@@ -90,17 +111,16 @@ public final class Supervisor {
     }
 
     private func writeRunFile(_ endpoints: (events: String, requests: String)) throws {
-        var lines: [String] = []
-        for child in children {
-            let endpoints = child.specification.role == .queue
-                ? "{\"events\":\"\(endpoints.events)\",\"requests\":\"\(endpoints.requests)\"}"
-                : "{\"connects\":{\"events\":\"\(endpoints.events)\",\"requests\":\"\(endpoints.requests)\"}}"
-            let devices = child.specification.deviceIndices.isEmpty ? "" :
-                ",\"devices\":\"\(child.specification.deviceIndices.first! + 1)-\(child.specification.deviceIndices.last! + 1)\""
-            lines.append("    {\"role\":\"\(child.specification.role.rawValue)\",\"name\":\"\(child.specification.name)\",\"pid\":\(child.process.processIdentifier),\"host\":\"\(child.specification.host)\",\"endpoints\":\(endpoints)\(devices),\"log\":\"\(child.logFile.path)\"}")
+        let connection = RunFile.Endpoints(events: endpoints.events, requests: endpoints.requests)
+        let entries = children.map { child in
+            let specification = child.specification
+            let devices = specification.deviceIndices.first.map { "\($0 + 1)-\(specification.deviceIndices.last! + 1)" }
+            return RunFile.Entry(role: specification.role.rawValue, name: specification.name, pid: child.process.processIdentifier,
+                                 host: specification.host, binds: specification.role == .queue ? connection : nil,
+                                 connects: specification.role == .queue ? nil : connection, devices: devices, log: child.logFile.path)
         }
-        let text = "{\n  \"topology\":\"\(topologyPath)\",\n  \"runDirectory\":\"\(runDirectory.path)\",\n  \"seed\":\(topology.scenario.seed),\n  \"supervisor\":\(getpid()),\n  \"processes\":[\n" + lines.joined(separator: ",\n") + "\n  ]\n}\n"
-        try text.write(to: runDirectory.appendingPathComponent("run.json"), atomically: true, encoding: .utf8)
+        try RunFile(topology: topologyPath, runDirectory: runDirectory.path, seed: topology.scenario.seed, supervisor: getpid(),
+                    processes: entries).write(to: runDirectory.appendingPathComponent("run.json"))
     }
 
     /// Waits until the queue answers on its requests endpoint (bounded).
@@ -116,7 +136,15 @@ public final class Supervisor {
         try socket.connect(requests)
         while LiveClock.monotonicNanoseconds() < deadline {
             if let queue = children.first(where: { $0.specification.role == .queue }), !queue.process.isRunning {
-                throw Failure.startFailed("the queue exited at start (status \(queue.process.terminationStatus)); see \(queue.logFile.path)")
+                let cause = FailureNote.take(process: queue.specification.name, runDirectory: runDirectory)
+                    ?? "it exited with status \(queue.process.terminationStatus)"
+                throw Failure.startFailed("the queue could not start: \(cause) (its log: \(queue.logFile.path))")
+            }
+            // Only our own queue counts: on tcp:// another run's queue may answer on the same port.
+            guard let queue = children.first(where: { $0.specification.role == .queue }),
+                  ReadyNote.pid(process: queue.specification.name, runDirectory: runDirectory) == queue.process.processIdentifier else {
+                usleep(10_000)
+                continue
             }
             _ = try socket.send([Array("PING".utf8)], mode: .nonBlocking)
             if let reply = try socket.receive(timeout: .milliseconds(200)), reply.first == Array("PONG".utf8) { return }
@@ -124,12 +152,17 @@ public final class Supervisor {
         throw Failure.startFailed("the queue did not answer on \(requests) within 10 s; see \(runDirectory.appendingPathComponent("queue.log").path)")
     }
 
-    public func run() throws -> Result {
-        let start = LiveClock.monotonicNanoseconds()
+    /// `sksim run` starts every process here; a topology meant for several hosts is refused before anything is created.
+    public static func checkAllLocal(_ topology: Topology, topologyPath: String) throws {
         let localHosts: Set<String> = ["localhost", "127.0.0.1", "::1", ProcessInfo.processInfo.hostName]
         if let remote = topology.processes.first(where: { !localHosts.contains($0.host) }) {
             throw Failure.startFailed("process '\(remote.name)' is meant for host \(remote.host), but `sksim run` starts every process on this machine; on each host run `sksim \(remote.role.rawValue) --topology \(topologyPath) --name \(remote.name)` (see docs/topology.md)")
         }
+    }
+
+    public func run() throws -> Result {
+        let start = LiveClock.monotonicNanoseconds()
+        try Self.checkAllLocal(topology, topologyPath: topologyPath)
         try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
         let queueSpecification = topology.queue
         let events = topology.resolved(queueSpecification.eventsEndpoint!, runDirectory: runDirectory)
@@ -140,18 +173,25 @@ public final class Supervisor {
         let context = try ZeroMQContext()
         defer { context.terminate() }
 
-        // The queue first: everyone else connects to it.
-        children.append(Child(queueSpecification, try launch(queueSpecification), logFile: runDirectory.appendingPathComponent("queue.log")))
-        try waitForQueue(requests: requests, context: context)
-        for specification in topology.processes where specification.role != .queue {
-            children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
+        do {
+            // The queue first: everyone else connects to it.
+            children.append(Child(queueSpecification, try launch(queueSpecification), logFile: runDirectory.appendingPathComponent("queue.log")))
+            try waitForQueue(requests: requests, context: context)
+            for specification in topology.processes where specification.role != .queue {
+                children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
+            }
+            try writeRunFile((events, requests))
+        } catch {
+            // Nothing is left running when the start fails (a queue holding its ports would block the next run).
+            stopAll()
+            throw error
         }
-        try writeRunFile((events, requests))
         logger.info("started", metadata: ["processes": "\(children.count)", "runDirectory": "\(runDirectory.path)"])
 
         var progress: ProgressView? = options.showProgress ? try ProgressView(context: context, events: events, requests: requests, topology: topology) : nil
         var failure: String?
         var finished = false
+        var stoppedAtLimit = false
         while !Shutdown.isRequested {
             if let message = try superviseOnce() {
                 failure = message
@@ -163,24 +203,25 @@ public final class Supervisor {
             }
             if Double(LiveClock.monotonicNanoseconds() - start) / 1e9 > options.durationSeconds {
                 logger.notice("duration reached; stopping", metadata: ["seconds": "\(options.durationSeconds)"])
+                stoppedAtLimit = true
                 break
             }
             if progress != nil { try progress!.update() } else { usleep(50_000) }
         }
+        let interrupted = Shutdown.isRequested && !finished && failure == nil
         progress?.finish()
         progress = nil
         stopAll()
         let built = try LogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true), partition: QueueProcess.partition)
-        let stats = (try? String(contentsOf: runDirectory.appendingPathComponent("queue-stats.json"), encoding: .utf8)) ?? ""
-        let duplicates = Int(stats.split(separator: ",").first { $0.contains("duplicateCommands") }?.split(separator: ":").last ?? "0") ?? 0
+        let duplicates = QueueStatistics.read(in: runDirectory)?.duplicateCommands ?? 0
         let report = RunReport(seed: topology.scenario.seed, totals: built.projection.totals, pending: built.projection.pendingCount,
                                violations: built.checker.violations, violationCount: built.checker.violationCount,
                                logDirectory: runDirectory.appendingPathComponent("log").path,
                                simulatedNanoseconds: LiveClock.monotonicNanoseconds() - start,
-                               duplicateCommands: duplicates, stoppedAtTimeLimit: !finished && failure == nil)
+                               duplicateCommands: duplicates, stoppedAtTimeLimit: stoppedAtLimit)
         var restarts: [String: Int] = [:]
         for child in children where child.restarts > 0 { restarts[child.specification.name] = child.restarts }
-        return Result(report: report, restarts: restarts, finished: finished,
+        return Result(report: report, restarts: restarts, finished: finished, interrupted: interrupted,
                       wallSeconds: Double(LiveClock.monotonicNanoseconds() - start) / 1e9, failure: failure)
     }
 
@@ -188,8 +229,9 @@ public final class Supervisor {
     /// R-Q4) and returns a message when a process died for good.
     private func superviseOnce() throws -> String? {
         for child in children where !child.done && !child.process.isRunning {
-            let status = child.process.terminationReason == .uncaughtSignal
+            var status = child.process.terminationReason == .uncaughtSignal
                 ? "was killed by signal \(child.process.terminationStatus)" : "exited with status \(child.process.terminationStatus)"
+            if let cause = FailureNote.take(process: child.specification.name, runDirectory: runDirectory) { status += ": \(cause)" }
             if child.specification.role == .observer && child.process.terminationReason == .exit && child.process.terminationStatus == 0 {
                 child.done = true
                 logger.info("observer finished", metadata: ["name": "\(child.specification.name)"])

@@ -65,14 +65,56 @@ public struct Topology: Sendable {
         endpoint.replacingOccurrences(of: "{run}", with: runDirectory.path)
     }
 
-    public static func load(path: String) throws(TopologyError) -> Topology {
+    /// What `--topology` names when no file is given: the built-in local topology.
+    public static let builtInName = "built-in:local"
+
+    /// Loads a topology file, or the built-in local one for `nil` or `built-in:local`.
+    public static func load(path: String?) throws(TopologyError) -> Topology {
+        guard let path, path != builtInName else { return try parse(BuiltInTopology.local, file: builtInName) }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw TopologyError(file: path, keyPath: "", problem: "no such file (relative paths start at \(FileManager.default.currentDirectoryPath)); "
+                                + "give the path of a topology YAML file, or no file for the built-in one (`sksim topology show` prints it)")
+        }
+        guard !isDirectory.boolValue else {
+            throw TopologyError(file: path, keyPath: "", problem: "is a directory, not a topology file; give the path of a YAML file such as "
+                                + "\(URL(fileURLWithPath: path).appendingPathComponent("local.yaml").relativePath)")
+        }
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw TopologyError(file: path, keyPath: "", problem: "cannot read the file (\(error.localizedDescription)); give the path of a topology YAML file such as topology/local.yaml")
+            throw TopologyError(file: path, keyPath: "", problem: "cannot be read as UTF-8 text; give the path of a topology YAML file")
         }
         return try parse(text, file: path)
+    }
+
+    /// The same topology with another seed or number of devices (`sksim run --seed/--devices`).
+    /// With a new number of devices, the observer processes share them evenly, in order.
+    public func overriding(seed: UInt64?, devices: Int?) throws(TopologyError) -> Topology {
+        var result = self
+        if let seed { result.scenario.seed = seed }
+        guard let devices else { return result }
+        guard (1...Scenario.maximumDevices).contains(devices) else {
+            throw TopologyError(file: file, keyPath: "scenario.devices", problem: "--devices must be within 1-\(Scenario.maximumDevices), found \(devices)")
+        }
+        let observers = processes.indices.filter { processes[$0].role == .observer }
+        guard devices >= observers.count else {
+            throw TopologyError(file: file, keyPath: "processes", problem: "--devices \(devices) is fewer than the \(observers.count) observer processes; give at least \(observers.count)")
+        }
+        result.scenario.devices = devices
+        var next = 0
+        for (position, index) in observers.enumerated() {
+            let share = devices / observers.count + (position < devices % observers.count ? 1 : 0)
+            result.processes[index].deviceIndices = Array(next..<(next + share))
+            next += share
+        }
+        do {
+            try result.scenario.validate()
+        } catch {
+            throw TopologyError(file: file, keyPath: "scenario", problem: error.message)
+        }
+        return result
     }
 
     public static func parse(_ text: String, file: String) throws(TopologyError) -> Topology {
@@ -84,15 +126,19 @@ public struct Topology: Sendable {
         }
         let name = try top["name"]?.string() ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
         let seed = try top["seed"]?.unsigned() ?? 1
-        let durabilityName = try top["durability"]?.oneOf(["always", "group", "os"]) ?? "group"
-        let durability: DurabilityPolicy = switch durabilityName {
-        case "always": .always
-        case "os": .operatingSystem
-        default: .defaultGroupCommit
+        let durabilityNode = top["durability"]
+        let durabilityName = try durabilityNode?.oneOf(["always", "group", "os"]) ?? "group"
+        // The queue publishes an event only once it is durable; under `os` nothing ever is (no fsync), so the
+        // choice is refused rather than silently changed. `sksim simulate --durability os` and `bench log` have it.
+        if durabilityName == "os", let durabilityNode {
+            throw durabilityNode.error("'os' (no fsync) cannot be used by a live queue, which publishes only what is durable; use 'group' (fsync batches, the default) or 'always'")
         }
+        let durability: DurabilityPolicy = durabilityName == "always" ? .always : .defaultGroupCommit
         let heartbeat = try top["heartbeatMilliseconds"]?.integer(in: 10...60_000) ?? 250
         let scenario = try parseScenario(try required("scenario"), seed: seed, file: file)
-        let processes = try parseProcesses(try required("processes"), devices: scenario.devices)
+        let processesNode = try required("processes")
+        let processes = try parseProcesses(processesNode, devices: scenario.devices)
+        try checkEndpoints(processes, node: processesNode)
         let curve = try top["curve"].flatMap { node throws(TopologyError) in node.isPresent ? try parseCurve(node) : nil }
         let insecure = try top["insecure"]?.bool() ?? false
         try checkTransportSecurity(processes, curve: curve, insecure: insecure, file: file)
@@ -213,10 +259,41 @@ public struct Topology: Sendable {
 
     private static func endpoint(_ node: ConfigurationNode) throws(TopologyError) -> String {
         let text = try node.string()
-        guard text.hasPrefix("ipc://") || text.hasPrefix("tcp://") else {
+        if text.hasPrefix("ipc://") {
+            guard text.count > "ipc://".count else { throw node.error("expected a socket path after ipc://, e.g. ipc://{run}/queue-events.ipc") }
+            return text
+        }
+        guard text.hasPrefix("tcp://") else {
             throw node.error("expected an endpoint starting with ipc:// or tcp://, found '\(text)'")
         }
+        let address = text.dropFirst("tcp://".count)
+        guard let colon = address.lastIndex(of: ":") else {
+            throw node.error("expected tcp://HOST:PORT, e.g. tcp://127.0.0.1:5570, found '\(text)' (no port)")
+        }
+        let host = address[..<colon]
+        let port = address[address.index(after: colon)...]
+        guard !host.isEmpty, !host.contains(where: \.isWhitespace), !host.contains("/") else {
+            throw node.error("expected tcp://HOST:PORT with a host name or address (or * for every interface), found '\(text)'")
+        }
+        guard let number = Int(port), (1...65_535).contains(number) else {
+            throw node.error("expected a port number within 1-65535 in '\(text)', found '\(port)'")
+        }
         return text
+    }
+
+    /// The events and requests endpoints must be distinct: two binds to one address fail at start.
+    private static func checkEndpoints(_ processes: [ProcessSpecification], node: ConfigurationNode) throws(TopologyError) {
+        var seen: [String: String] = [:]
+        for (index, process) in processes.enumerated() {
+            for (key, endpoint) in [("events", process.eventsEndpoint), ("requests", process.requestsEndpoint)] {
+                guard let endpoint else { continue }
+                let path = "processes[\(index)].\(key)"
+                if let other = seen[endpoint] {
+                    throw TopologyError(file: node.file, keyPath: path, problem: "'\(endpoint)' is also \(other); every endpoint needs its own address (another port or socket path)")
+                }
+                seen[endpoint] = path
+            }
+        }
     }
 
     private static func deviceRange(_ node: ConfigurationNode, devices: Int) throws(TopologyError) -> [Int] {

@@ -84,6 +84,32 @@ public enum Event: Sendable, Hashable {
 }
 
 extension Event {
+    /// Every event type's name, as `name` gives it and `log cat --type` takes it.
+    public static let typeNames = [
+        "runStarted", "deviceRegistered", "appLaunched", "appTerminated", "observerAttached", "observerDetached",
+        "paymentsAllowedChanged", "transactionAdded", "transactionDeferred", "transactionPurchased", "transactionFailed",
+        "restoreStarted", "transactionRestored", "restoreFinished", "restoreFailed", "transactionFinished",
+        "downloadStarted", "downloadProgressed", "downloadPaused", "downloadResumed", "downloadFinished",
+        "downloadFailed", "downloadCancelled", "commandRejected",
+    ]
+
+    /// The transaction an event is about (downloads included), if any.
+    public var transactionKey: TransactionKey? {
+        switch self {
+        case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
+             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key):
+            key
+        case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key),
+             .downloadResumed(let key), .downloadFinished(let key, _), .downloadFailed(let key, _),
+             .downloadCancelled(let key):
+            key.transaction
+        default:
+            nil
+        }
+    }
+}
+
+extension Event {
     /// A refusal whose command id must not enter the command window (see `CommandWindow.isFarAhead`).
     var isOutOfWindowRejection: Bool {
         if case .commandRejected(_, let rejection) = self { return rejection.code == .commandNumberOutOfWindow }

@@ -31,8 +31,7 @@ import Testing
       - {name: apps, role: observer, devices: "1-2"}
     """
 
-    @Test("Errors name the file, the key and what was expected",
-          arguments: [
+    static let invalidTopologies: [(String, String, String)] = [
             ("scenario: {devices: 2}\nprocesses: []\nbogus: 1", "bogus", "unknown key"),
             ("processes: []", "(top level)", "missing key 'scenario'"),
             (valid.replacingOccurrences(of: "devices: 2}", with: "devices: two}"), "scenario.devices", "expected a whole number"),
@@ -43,7 +42,16 @@ import Testing
             (valid.replacingOccurrences(of: "{name: store, role: store}", with: "{name: queue, role: store}"), "processes[1].name", "used twice"),
             (valid.replacingOccurrences(of: "  - {name: downloader, role: downloader}\n", with: ""), "processes", "role downloader"),
             ("name: [unclosed", "(top level)", "not valid YAML"),
-          ])
+            (valid.replacingOccurrences(of: "ipc://{run}/r", with: "ipc://{run}/e"), "processes[0].requests", "is also processes[0].events"),
+            (valid.replacingOccurrences(of: "ipc://{run}/e", with: "tcp://127.0.0.1:port"), "processes[0].events", "port number within 1-65535"),
+            (valid.replacingOccurrences(of: "ipc://{run}/e", with: "tcp://127.0.0.1:70000"), "processes[0].events", "port number within 1-65535"),
+            (valid.replacingOccurrences(of: "ipc://{run}/e", with: "tcp://127.0.0.1"), "processes[0].events", "no port"),
+            (valid.replacingOccurrences(of: "ipc://{run}/e", with: "tcp://:5000"), "processes[0].events", "host name or address"),
+            (valid.replacingOccurrences(of: "ipc://{run}/e", with: "ipc://"), "processes[0].events", "socket path"),
+            ("durability: os\n" + valid, "durability", "cannot be used by a live queue"),
+    ]
+
+    @Test("Errors name the file, the key and what was expected", arguments: invalidTopologies)
     func errors(text: String, keyPath: String, fragment: String) {
         let error = #expect(throws: TopologyError.self) { _ = try Topology.parse(text, file: "bad.yaml") }
         let message = error?.description ?? ""
@@ -51,9 +59,28 @@ import Testing
         #expect(message.contains(fragment), "\(message)")
     }
 
+    @Test("The built-in topology is topology/local.yaml, byte for byte, and loads without a file")
+    func builtIn() throws {
+        let file = try String(contentsOf: Self.repositoryRoot.appendingPathComponent("topology/local.yaml"), encoding: .utf8)
+        #expect(file == BuiltInTopology.local)
+        let topology = try Topology.load(path: nil)
+        #expect(topology.name == "local")
+        #expect(topology.file == Topology.builtInName)
+    }
+
+    @Test("--seed and --devices override a topology; the devices are shared evenly by its observer processes")
+    func overrides() throws {
+        let topology = try Topology.load(path: nil).overriding(seed: 9, devices: 5)
+        #expect(topology.scenario.seed == 9)
+        #expect(topology.scenario.devices == 5)
+        let observers = topology.processes.filter { $0.role == .observer }.map(\.deviceIndices)
+        #expect(observers == [[0, 1, 2], [3, 4]])
+        #expect(throws: TopologyError.self) { _ = try Topology.load(path: nil).overriding(seed: nil, devices: 1) }
+    }
+
     @Test("A missing file is a clear error")
     func missingFile() {
         let error = #expect(throws: TopologyError.self) { _ = try Topology.load(path: "/nonexistent/topology.yaml") }
-        #expect(error?.description.contains("cannot read the file") == true)
+        #expect(error?.description.contains("no such file") == true)
     }
 }

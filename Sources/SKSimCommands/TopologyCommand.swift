@@ -1,0 +1,49 @@
+import ArgumentParser
+import Foundation
+import StoreKitLive
+
+/// `sksim topology show|check`: the built-in topology, and a check of a file without running it.
+struct TopologyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "topology",
+        abstract: "Print the built-in topology, or check a topology file without running it.",
+        subcommands: [Show.self, Check.self])
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the built-in local topology (what `sksim run` runs without a file); save it to start your own.")
+
+        func run() async throws {
+            FileHandle.standardOutput.write(Data(BuiltInTopology.local.utf8))
+        }
+    }
+
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Load a topology file as `sksim run` would (keys, ranges, endpoints, catalog, CURVE keys) and say what it runs.",
+            discussion: "Exit status 0 when the file is valid, 2 with the first problem (file, key path, what to do) otherwise.")
+        @Argument(help: "The topology file (default: the built-in one).") var file: String?
+
+        func run() async throws {
+            let topology = try loadTopology(file)
+            do {
+                _ = try topology.curveClientKeys()
+                if topology.processes.contains(where: { $0.role == .queue && $0.host == topology.queue.host }) {
+                    _ = try topology.curveServerSecurity()
+                }
+            } catch {
+                throw UserFacingError("\(error)")
+            }
+            let scenario = topology.scenario
+            let roles = topology.processes.map { process in
+                process.role == .observer ? "\(process.name) (devices \(process.deviceIndices.first! + 1)-\(process.deviceIndices.last! + 1))" : process.name
+            }
+            printLine("\(topology.file): valid")
+            printLine("  name \(topology.name), seed \(scenario.seed), durability \(topology.durabilityName)")
+            printLine("  \(scenario.devices) devices, \(scenario.apps.purchasesPerDevice) purchases each, observers \(scenario.apps.observers.map(\.rawValue).joined(separator: ", "))")
+            printLine("  catalog \(scenario.catalogSource): \(scenario.catalog.products.count) products")
+            printLine("  processes: \(roles.joined(separator: ", "))")
+            printLine("  queue binds \(topology.queue.eventsEndpoint!) and \(topology.queue.requestsEndpoint!)" + (topology.curve == nil ? "" : " with CURVE"))
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// `<run>/run.json`: what `sksim run` started, for people and tools (kill a role, read its log).
+public struct RunFile: Codable, Sendable {
+    public struct Endpoints: Codable, Sendable {
+        public var events: String
+        public var requests: String
+    }
+
+    public struct Entry: Codable, Sendable {
+        public var role: String
+        public var name: String
+        public var pid: Int32
+        public var host: String
+        /// For the queue: what it binds.
+        public var binds: Endpoints?
+        /// For every other role: what it connects to.
+        public var connects: Endpoints?
+        /// For observers: the devices hosted, 1-based and inclusive ("1-5").
+        public var devices: String?
+        public var log: String
+    }
+
+    public var topology: String
+    public var runDirectory: String
+    public var seed: UInt64
+    public var supervisor: Int32
+    public var processes: [Entry]
+
+    func write(to url: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        try encoder.encode(self).write(to: url, options: .atomic)
+    }
+}
+
+/// `<run>/queue-stats.json`, written by the queue when it stops; read by `sksim run` for its report.
+public struct QueueStatistics: Codable, Sendable {
+    public var duplicateCommands: Int
+    public var commandsHandled: Int
+    public var refusedFrames: Int
+
+    static func file(in runDirectory: URL) -> URL { runDirectory.appendingPathComponent("queue-stats.json") }
+
+    func write(in runDirectory: URL) throws {
+        try JSONEncoder().encode(self).write(to: Self.file(in: runDirectory), options: .atomic)
+    }
+
+    static func read(in runDirectory: URL) -> QueueStatistics? {
+        guard let data = FileManager.default.contents(atPath: file(in: runDirectory).path) else { return nil }
+        return try? JSONDecoder().decode(QueueStatistics.self, from: data)
+    }
+}
+
+/// `<run>/<process>.failure`: the one-line cause a role process gives when it fails for good
+/// (a full disk, a port in use, a wrong key), so `sksim run` can print the cause itself
+/// instead of pointing at a log file.
+public enum FailureNote {
+    static func file(for name: String, in runDirectory: URL) -> URL { runDirectory.appendingPathComponent("\(name).failure") }
+
+    /// Best effort: the process is failing already; the message is also in its log.
+    public static func write(_ message: String, process name: String, runDirectory: URL) {
+        try? Data((message + "\n").utf8).write(to: file(for: name, in: runDirectory), options: .atomic)
+    }
+
+    /// The cause left by the process's last failure, removed once read (a restarted process starts clean).
+    static func take(process name: String, runDirectory: URL) -> String? {
+        let url = file(for: name, in: runDirectory)
+        guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
+        try? FileManager.default.removeItem(at: url)
+        let text = String(decoding: data.prefix(2_000), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
+    }
+}
+
+/// `<run>/<queue>.ready`: written by the queue once it has bound its endpoints, holding its pid.
+/// `sksim run` waits for it, so a queue of another run answering on the same tcp port is never
+/// taken for its own.
+public enum ReadyNote {
+    static func file(for name: String, in runDirectory: URL) -> URL { runDirectory.appendingPathComponent("\(name).ready") }
+
+    static func write(process name: String, runDirectory: URL) throws {
+        try Data("\(getpid())\n".utf8).write(to: file(for: name, in: runDirectory), options: .atomic)
+    }
+
+    static func clear(process name: String, runDirectory: URL) {
+        try? FileManager.default.removeItem(at: file(for: name, in: runDirectory))
+    }
+
+    /// The pid the named process wrote, if it is ready.
+    static func pid(process name: String, runDirectory: URL) -> Int32? {
+        guard let data = FileManager.default.contents(atPath: file(for: name, in: runDirectory).path) else { return nil }
+        return Int32(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import StoreKitLive
+import StoreKitModel
+import Testing
+
+/// `sksim run` as an operator meets it, through the real binary: the built-in topology from any
+/// directory, run.json, the documented exit statuses, and no process left behind.
+@Suite(.serialized) struct RunCommandTests {
+    typealias Scratch = CommandLineTests.Scratch
+
+    /// A started `sksim run` whose output is collected when it ends.
+    final class Started {
+        let process = Process()
+        private let output = Pipe()
+        private let error = Pipe()
+
+        init(_ arguments: [String], in directory: URL) throws {
+            process.executableURL = try LiveRunTests.executable()
+            process.arguments = arguments
+            process.currentDirectoryURL = directory
+            process.standardOutput = output
+            process.standardError = error
+            try process.run()
+        }
+
+        func finish() -> CommandLineTests.Outcome {
+            let outputData = output.fileHandleForReading.readDataToEndOfFile()
+            let errorData = error.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return .init(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+                         error: String(decoding: errorData, as: UTF8.self))
+        }
+    }
+
+    /// Waits (bounded) until `condition` holds; false on timeout.
+    static func eventually(seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(20_000)
+        }
+        return try condition()
+    }
+
+    static func runFile(_ directory: String) throws -> RunFile? {
+        guard let data = FileManager.default.contents(atPath: directory + "/run.json") else { return nil }
+        return try JSONDecoder().decode(RunFile.self, from: data)
+    }
+
+    /// True while the process exists and is not a zombie.
+    static func isAlive(_ pid: Int32) -> Bool {
+        guard kill(pid, 0) == 0 else { return false }
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        return !stat.contains(") Z ")
+    }
+
+    @Test("--version prints the version")
+    func version() throws {
+        let outcome = try CommandLineTests.sksim(["--version"])
+        #expect(outcome.status == 0)
+        #expect(outcome.output.trimmingCharacters(in: .whitespacesAndNewlines) == sksimVersion)
+    }
+
+    @Test("run with no file works from any directory (the built-in topology); run.json is valid JSON whatever the path")
+    func builtInFromAnyDirectory() throws {
+        let scratch = Scratch()
+        let out = scratch.path("odd \"name\"")
+        let outcome = try CommandLineTests.sksim(["run", "--devices", "2", "--out", out, "--json"], in: scratch.url)
+        #expect(outcome.status == 0, "\(outcome.error)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(outcome.output.utf8)) as? [String: Any])
+        #expect(object["finished"] as? Bool == true)
+        #expect(object["exitStatus"] as? Int == 0)
+        let runFile = try #require(try Self.runFile(out))
+        #expect(runFile.runDirectory == out)
+        #expect(runFile.topology == Topology.builtInName)
+        #expect(Set(runFile.processes.map(\.name)) == ["queue", "store", "downloader", "observer-1", "observer-2"])
+        #expect(runFile.processes.first { $0.role == "queue" }?.binds != nil)
+        // Nothing is written into the working directory but what --out names.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.url.path) == ["odd \"name\""])
+    }
+
+    @Test("stopped at --duration with work pending exits 3 and says so")
+    func timeLimit() throws {
+        let scratch = Scratch()
+        let outcome = try CommandLineTests.sksim(["run", "--devices", "10", "--duration", "200ms", "--out", scratch.path("run"), "--json"],
+                                                 in: scratch.url)
+        #expect(outcome.status == 3, "\(outcome.error)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(outcome.output.utf8)) as? [String: Any])
+        #expect(object["stoppedAtTimeLimit"] as? Bool == true)
+        #expect(object["interrupted"] as? Bool == false)
+    }
+
+    @Test("Ctrl-C (SIGINT) is reported as interrupted, not as the time limit, and exits 130")
+    func interrupted() throws {
+        let scratch = Scratch()
+        let run = try Started(["run", "--devices", "40", "--out", scratch.path("run"), "--json"], in: scratch.url)
+        #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("run")) != nil })
+        kill(run.process.processIdentifier, SIGINT)
+        let outcome = run.finish()
+        #expect(outcome.status == 130, "\(outcome.error)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(outcome.output.utf8)) as? [String: Any])
+        #expect(object["interrupted"] as? Bool == true)
+        #expect(object["stoppedAtTimeLimit"] as? Bool == false)
+    }
+
+    @Test("kill -9 of sksim run leaves no child running")
+    func noOrphans() throws {
+        let scratch = Scratch()
+        let run = try Started(["run", "--devices", "40", "--out", scratch.path("run")], in: scratch.url)
+        #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("run")) != nil })
+        let children = try #require(try Self.runFile(scratch.path("run"))).processes.map(\.pid)
+        #expect(children.count == 5)
+        kill(run.process.processIdentifier, SIGKILL)
+        _ = run.finish()
+        #expect(Self.eventually(seconds: 10) { !children.contains(where: Self.isAlive) }, "still running: \(children.filter(Self.isAlive))")
+    }
+
+    @Test("a port in use: the second run exits 2 naming the cause, and leaves nothing running")
+    func portInUse() throws {
+        let scratch = Scratch()
+        let port = Int.random(in: 20_000...40_000)
+        let topology = BuiltInTopology.local
+            .replacingOccurrences(of: "ipc://{run}/queue-events.ipc", with: "tcp://127.0.0.1:\(port)")
+            .replacingOccurrences(of: "ipc://{run}/queue-requests.ipc", with: "tcp://127.0.0.1:\(port + 1)")
+        try topology.write(toFile: scratch.path("tcp.yaml"), atomically: true, encoding: .utf8)
+        let first = try Started(["run", "tcp.yaml", "--devices", "40", "--out", scratch.path("first")], in: scratch.url)
+        #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("first")) != nil })
+        let second = try CommandLineTests.sksim(["run", "tcp.yaml", "--out", scratch.path("second"), "--maximum-restarts", "0"], in: scratch.url)
+        kill(first.process.processIdentifier, SIGINT)
+        _ = first.finish()
+        #expect(second.status == 2)
+        #expect(second.error.contains("the queue could not start"), "\(second.error)")
+        #expect(second.error.contains("Address already in use"), "\(second.error)")
+        #expect(second.error.split(separator: "\n").count == 1, "one line, not a dump: \(second.error)")
+        #expect(try Self.runFile(scratch.path("second")) == nil, "nothing but the queue was started")
+    }
+
+    @Test("topology show prints the built-in topology; topology check validates a file without running it")
+    func topologyCommands() throws {
+        let show = try CommandLineTests.sksim(["topology", "show"])
+        #expect(show.status == 0)
+        #expect(show.output == BuiltInTopology.local)
+        let check = try CommandLineTests.sksim(["topology", "check", "topology/tcp.yaml"], in: TopologyTests.repositoryRoot)
+        #expect(check.status == 0, "\(check.error)")
+        #expect(check.output.contains("valid"))
+        let scratch = Scratch()
+        try BuiltInTopology.local.replacingOccurrences(of: "queue-requests.ipc", with: "queue-events.ipc")
+            .write(toFile: scratch.path("bad.yaml"), atomically: true, encoding: .utf8)
+        let bad = try CommandLineTests.sksim(["topology", "check", scratch.path("bad.yaml")])
+        #expect(bad.status == 2)
+        #expect(bad.error.contains("processes[0].requests"), "\(bad.error)")
+    }
+
+    @Test("Usage errors exit 64 and say what a valid value looks like", arguments: [
+        (["run", "--duration", "0"], "longer than zero"),
+        (["run", "--duration", "30 seconds"], "write e.g. 500ms"),
+        (["run", "--duration=-5"], "write e.g. 500ms"),
+        (["log", "cat", "x", "--type", "bogus"], "unknown event type 'bogus'"),
+    ])
+    func usage(arguments: [String], fragment: String) throws {
+        let outcome = try CommandLineTests.sksim(arguments)
+        #expect(outcome.status == 64)
+        #expect(outcome.error.contains(fragment), "\(outcome.error)")
+    }
+
+    @Test("log commands refuse a directory that holds no log, and a file given as --out", arguments: [
+        ["log", "verify", "."], ["log", "stats", "."], ["log", "project", "."], ["log", "cat", "."],
+    ])
+    func noLog(arguments: [String]) throws {
+        let scratch = Scratch()
+        let outcome = try CommandLineTests.sksim(arguments, in: scratch.url)
+        #expect(outcome.status == 2)
+        #expect(outcome.error.contains("holds no event log"), "\(outcome.error)")
+    }
+
+    @Test("--out naming a file is refused in one line")
+    func outIsFile() throws {
+        let scratch = Scratch()
+        FileManager.default.createFile(atPath: scratch.path("file"), contents: Data("x".utf8))
+        let outcome = try CommandLineTests.sksim(["run", "--out", scratch.path("file")], in: scratch.url)
+        #expect(outcome.status == 2)
+        #expect(outcome.error.contains("is a file, not a directory"), "\(outcome.error)")
+    }
+
+    @Test("log cat filters by type, device, transaction and range")
+    func catFilters() throws {
+        let scratch = Scratch()
+        #expect(try CommandLineTests.sksim(["simulate", "--devices", "3", "--seed", "2", "--out", scratch.path("run")]).status == 0)
+        let finished = try CommandLineTests.sksim(["log", "cat", scratch.path("run"), "--type", "transactionFinished", "--device", "device-0002", "--json"])
+        #expect(finished.status == 0)
+        let objects = try finished.output.split(separator: "\n").map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        #expect(!objects.isEmpty)
+        #expect(objects.allSatisfy { object in
+            object["type"] as? String == "transactionFinished" && (object["transaction"] as? String)?.hasPrefix("device-0002#") == true
+        })
+        let one = try CommandLineTests.sksim(["log", "cat", scratch.path("run"), "--transaction", "device-0001#1"])
+        #expect(!one.output.isEmpty)
+        #expect(one.output.split(separator: "\n").allSatisfy { $0.contains("device-0001#1") })
+        let range = try CommandLineTests.sksim(["log", "cat", scratch.path("run"), "--from", "4", "--to", "6"])
+        #expect(range.output.split(separator: "\n").map { $0.split(separator: " ").first.map(String.init) } == ["#4", "#5", "#6"])
+    }
+}
