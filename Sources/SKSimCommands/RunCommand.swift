@@ -80,7 +80,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             result = try supervisor.run()
         } catch {
-            throw UserFacingError("run failed: \(error)")
+            throw UserFacingError("run failed: \(describeError(error))")
         }
         let extra: [(String, JSONValue)] = [
             ("topology", .string(loaded.name)), ("wallSeconds", .double((result.wallSeconds * 1000).rounded() / 1000)),
@@ -115,7 +115,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            throw UserFacingError("cannot create the run directory \(directory.relativePath) (\(describeFileError(error))); choose a writable --out directory")
+            throw UserFacingError("cannot create the run directory \(directory.relativePath) (\(describeError(error))); choose a writable --out directory")
         }
         return directory
     }
@@ -146,7 +146,7 @@ struct RoleOptions: ParsableArguments {
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            throw UserFacingError("cannot create the run directory \(directory.path) (\(describeFileError(error))); give a writable --run-directory")
+            throw UserFacingError("cannot create the run directory \(directory.path) (\(describeError(error))); give a writable --run-directory")
         }
     }
 }
@@ -161,9 +161,9 @@ struct QueueCommand: AsyncParsableCommand {
         do {
             try QueueProcess(topology: topology, name: options.name, runDirectory: directory, logger: logger).run()
         } catch {
-            logger.critical("queue failed; nothing more is written to the log", metadata: ["error": "\(error)"])
-            FailureNote.write("\(error)", process: options.name, runDirectory: directory)
-            throw UserFacingError("\(error)")
+            logger.critical("queue failed; nothing more is written to the log", metadata: ["error": "\(describeError(error))"])
+            FailureNote.write(describeError(error), process: options.name, runDirectory: directory)
+            throw UserFacingError(describeError(error))
         }
     }
 }
@@ -188,9 +188,9 @@ struct RoleCommand<Kind: RoleKindName>: AsyncParsableCommand {
         do {
             outcome = try RoleProcess(topology: topology, name: options.name, runDirectory: directory, logger: logger).run()
         } catch {
-            logger.critical("\(Kind.kind.rawValue) failed", metadata: ["error": "\(error)"])
-            FailureNote.write("\(error)", process: options.name, runDirectory: directory)
-            throw UserFacingError("\(error)")
+            logger.critical("\(Kind.kind.rawValue) failed", metadata: ["error": "\(describeError(error))"])
+            FailureNote.write(describeError(error), process: options.name, runDirectory: directory)
+            throw UserFacingError(describeError(error))
         }
         // An observer stopped before its apps were done must not look finished to `sksim run` (status 0 is "done").
         if outcome == .stopped && Kind.kind == .observer { throw ExitCode(RoleProcess.stoppedStatus) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import StoreKitLive
 import StoreKitModel
 
 /// The `sksim` command line. Lives in a library so tests can call `SKSim.parseAsRoot([...])`.
@@ -69,20 +70,4 @@ public func logLevel(arguments: [String], environment: [String: String]) -> (lev
         return (.info, "warning: SKSIM_LOG_LEVEL='\(text)' is not a log level; using info (choose one of \(names))")
     }
     return (level, nil)
-}
-
-/// A file-system error in one short clause (never a raw NSError dump).
-func describeFileError(_ error: Error) -> String {
-    let nsError = error as NSError
-    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-        return String(cString: strerror(Int32(underlying.code)))
-    }
-    if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
-    switch nsError.code {
-    case NSFileWriteFileExistsError: return "a file is in the way"
-    case NSFileWriteNoPermissionError, NSFileReadNoPermissionError: return "permission denied"
-    case NSFileNoSuchFileError, NSFileReadNoSuchFileError: return "no such file or directory"
-    case NSFileWriteOutOfSpaceError: return "no space left on the device"
-    default: return nsError.localizedDescription
-    }
 }

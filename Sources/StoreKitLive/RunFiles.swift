@@ -54,13 +54,28 @@ public struct QueueStatistics: Codable, Sendable {
 
 /// `<run>/<process>.failure`: the one-line cause a role process gives when it fails for good
 /// (a full disk, a port in use, a wrong key), so `sksim run` can print the cause itself
-/// instead of pointing at a log file.
+/// instead of pointing at a log file. The supervisor reserves the file's space before it starts
+/// the process, so the cause can be written even when the disk is full.
 public enum FailureNote {
+    static let reservedBytes = 4_096
+
     static func file(for name: String, in runDirectory: URL) -> URL { runDirectory.appendingPathComponent("\(name).failure") }
 
-    /// Best effort: the process is failing already; the message is also in its log.
+    /// Allocates the note's blocks (blank), before the process starts.
+    static func reserve(process name: String, runDirectory: URL) {
+        try? Data(repeating: UInt8(ascii: " "), count: reservedBytes).write(to: file(for: name, in: runDirectory))
+    }
+
+    /// Best effort: the process is failing already; the message is also in its log. Overwrites
+    /// the reserved blocks in place (no new space needed), or creates the file.
     public static func write(_ message: String, process name: String, runDirectory: URL) {
-        try? Data((message + "\n").utf8).write(to: file(for: name, in: runDirectory), options: .atomic)
+        let bytes = Array((message + "\n").utf8.prefix(reservedBytes))
+        let path = file(for: name, in: runDirectory).path
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        if written == bytes.count { _ = ftruncate(descriptor, off_t(bytes.count)) }
     }
 
     /// The cause left by the process's last failure, removed once read (a restarted process starts clean).
@@ -68,9 +83,31 @@ public enum FailureNote {
         let url = file(for: name, in: runDirectory)
         guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
         try? FileManager.default.removeItem(at: url)
-        let text = String(decoding: data.prefix(2_000), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: data.prefix(reservedBytes), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return text.isEmpty ? nil : text
     }
+}
+
+/// An error in one line, without Foundation's NSError dumps: file errors as "PATH: reason".
+public func describeError(_ error: any Error) -> String {
+    let nsError = error as NSError
+    guard nsError.domain == NSCocoaErrorDomain || nsError.domain == NSPOSIXErrorDomain else { return "\(error)" }
+    var reason: String
+    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        reason = String(cString: strerror(Int32(underlying.code)))
+    } else if nsError.domain == NSPOSIXErrorDomain {
+        reason = String(cString: strerror(Int32(nsError.code)))
+    } else {
+        switch nsError.code {
+        case NSFileWriteOutOfSpaceError: reason = "no space left on the device"
+        case NSFileWriteNoPermissionError, NSFileReadNoPermissionError: reason = "permission denied"
+        case NSFileNoSuchFileError, NSFileReadNoSuchFileError: reason = "no such file or directory"
+        case NSFileWriteFileExistsError: reason = "a file is in the way"
+        default: reason = nsError.localizedDescription
+        }
+    }
+    if let path = nsError.userInfo[NSFilePathErrorKey] as? String { reason = "\(path): \(reason)" }
+    return reason
 }
 
 /// `<run>/<queue>.ready`: written by the queue once it has bound its endpoints, holding its pid.

@@ -28,7 +28,7 @@ public final class Supervisor {
         public var description: String {
             switch self {
             case .processDied(let name, let role, let status, let logFile):
-                "the \(role.rawValue) process '\(name)' \(status) and has no restarts left (sksim run --maximum-restarts); see its log \(logFile)"
+                "the \(role.rawValue) process '\(name)' \(status) and has no restarts left (sksim run --maximum-restarts); its log: \(logFile)"
             case .startFailed(let message): message
             }
         }
@@ -94,6 +94,7 @@ public final class Supervisor {
         environment[Shutdown.supervisorVariable] = "\(getpid())"
         process.environment = environment
         _ = FailureNote.take(process: specification.name, runDirectory: runDirectory)
+        FailureNote.reserve(process: specification.name, runDirectory: runDirectory)
         ReadyNote.clear(process: specification.name, runDirectory: runDirectory)
         let logFile = runDirectory.appendingPathComponent("\(specification.name).log")
         if !FileManager.default.fileExists(atPath: logFile.path) {
@@ -242,8 +243,13 @@ public final class Supervisor {
                 logger.warning("\(child.specification.role.rawValue) died; restarting it from the log",
                                metadata: ["name": "\(child.specification.name)", "status": "\(status)", "restart": "\(child.restarts)"])
                 child.process = try launch(child.specification)
-                try writeRunFile((topology.resolved(topology.queue.eventsEndpoint!, runDirectory: runDirectory),
-                                  topology.resolved(topology.queue.requestsEndpoint!, runDirectory: runDirectory)))
+                do {
+                    try writeRunFile((topology.resolved(topology.queue.eventsEndpoint!, runDirectory: runDirectory),
+                                      topology.resolved(topology.queue.requestsEndpoint!, runDirectory: runDirectory)))
+                } catch {
+                    // run.json is for people and tools; the run itself goes on without its update.
+                    logger.warning("could not update run.json", metadata: ["error": "\(describeError(error))"])
+                }
                 continue
             }
             return Failure.processDied(name: child.specification.name, role: child.specification.role, status: status,

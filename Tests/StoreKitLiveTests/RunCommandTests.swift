@@ -200,3 +200,50 @@ import Testing
         #expect(range.output.split(separator: "\n").map { $0.split(separator: " ").first.map(String.init) } == ["#4", "#5", "#6"])
     }
 }
+
+/// A full disk during `sksim run`, for real: a 400 KiB tmpfs (needs root to mount; skipped otherwise).
+@Suite(.serialized) struct FullDiskTests {
+    /// Mounts a small tmpfs; nil when this machine does not let us (not root, no CAP_SYS_ADMIN).
+    static func mountSmallDisk(at path: String) -> Bool {
+        guard getuid() == 0 else { return false }
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=400k", "tmpfs", path]
+        mount.standardError = FileHandle.nullDevice
+        guard (try? mount.run()) != nil else { return false }
+        mount.waitUntilExit()
+        return mount.terminationStatus == 0
+    }
+
+    static func unmount(_ path: String) {
+        let umount = Process()
+        umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+        umount.arguments = [path]
+        try? umount.run()
+        umount.waitUntilExit()
+    }
+
+    static let canMount: Bool = {
+        let probe = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-mount-probe-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: probe) }
+        guard mountSmallDisk(at: probe) else { return false }
+        unmount(probe)
+        return true
+    }()
+
+    @Test("a full disk: the queue exits with the error and the path, and sksim run prints that cause (exit 2)",
+          .enabled(if: canMount, "needs root to mount a small tmpfs"))
+    func diskFull() throws {
+        let scratch = CommandLineTests.Scratch()
+        let disk = scratch.path("disk")
+        #expect(Self.mountSmallDisk(at: disk))
+        defer { Self.unmount(disk) }
+        let outcome = try CommandLineTests.sksim(["run", "--devices", "40", "--out", disk + "/run", "--maximum-restarts", "0"], in: scratch.url)
+        #expect(outcome.status == 2)
+        #expect(outcome.error.lowercased().contains("no space left on"), "\(outcome.error)")
+        #expect(outcome.error.contains(disk + "/run/"), "the path is named: \(outcome.error)")
+        #expect(!outcome.error.contains("NSCocoaErrorDomain"))
+        #expect(!outcome.error.contains("is it running"), "the cause, not a guess: \(outcome.error)")
+    }
+}
