@@ -22,6 +22,7 @@ func outputDirectory(_ requested: String?, prefix: String, seed: UInt64) -> URL 
         attempt += 1
         candidate = URL(fileURLWithPath: "out/\(prefix)-\(seed)-\(attempt)", isDirectory: true)
     }
+    if attempt > 1 { printError("note: out/\(prefix)-\(seed) exists; writing this run to \(candidate.relativePath) (give --out to choose)") }
     return candidate
 }
 
