@@ -55,7 +55,7 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"],
-                    exclude: ["Golden"]),
+                    exclude: ["Golden", "Fixtures"]),
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),

@@ -28,7 +28,7 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Devices signed in to the same account; later ones restore on first launch, R-Q9 (default: 2).") var devicesPerAccount: Int?
     @Option(help: "Observers per device, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")) (default: downloadThenFinish,audit).")
     var observers: String?
-    @Option(help: "Log durability: always, group (every 256 records or 1 ms), os (default: group).") var durability = "group"
+    @Option(help: "Log durability: always (fsync each command), group (fsync batches), os (no fsync).") var durability = "group"
     @Flag(help: "Write downloaded content to real files under the output directory (default: virtual content).") var writeContent = false
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
 

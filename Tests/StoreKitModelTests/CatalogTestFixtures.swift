@@ -4,27 +4,14 @@ import Testing
 
 /// Finds shared test data and makes scratch files for catalog tests.
 enum CatalogTestFixtures {
-    /// The `shared/testdata/storekit` directory: found by walking up from this file, because the
-    /// package may live at /work/main or /work/parts/catalog with /work/shared beside either.
-    static func storeKitDirectory(filePath: String = #filePath) throws -> URL {
-        var directory = URL(fileURLWithPath: filePath).deletingLastPathComponent()
-        while directory.path != "/" {
-            let candidate = directory.appendingPathComponent("shared/testdata/storekit", isDirectory: true)
-            if FileManager.default.fileExists(atPath: candidate.path) {
-                return candidate
-            }
-            directory = directory.deletingLastPathComponent()
-        }
-        throw FixtureMissing(searchedFrom: filePath)
+    /// The `.storekit` files the tests read, kept beside the tests (copies of
+    /// `shared/testdata/storekit`, with their sources in Fixtures/README.md), so a clone runs them alone.
+    static func storeKitDirectory(filePath: String = #filePath) -> URL {
+        URL(fileURLWithPath: filePath).deletingLastPathComponent().appendingPathComponent("Fixtures", isDirectory: true)
     }
 
-    struct FixtureMissing: Error, CustomStringConvertible {
-        var searchedFrom: String
-        var description: String { "No shared/testdata/storekit directory above \(searchedFrom)." }
-    }
-
-    static func storeKitFile(_ name: String) throws -> URL {
-        try storeKitDirectory().appendingPathComponent(name)
+    static func storeKitFile(_ name: String) -> URL {
+        storeKitDirectory().appendingPathComponent(name)
     }
 
     /// A fresh empty directory under the system temporary directory.

@@ -27,7 +27,7 @@ import StoreKitTestKit
     @Test("R-Q8, R-O2: finishing a purchasing transaction throws; finishing a purchased one removes it")
     func finishAndRemoved() throws {
         let device = LoopbackDevice()
-        let observer = device.launchWithObserver()
+        _ = device.launchWithObserver()
         try device.buy(coins)
         let purchasing = try #require(device.paymentQueue.transactions.first)
         #expect(throws: Rejection.self) { try device.paymentQueue.finishTransaction(purchasing) }
