@@ -85,7 +85,7 @@ public struct QueueProjection: Sendable {
     public mutating func apply(_ recorded: RecordedEvent) {
         lastSequence = recorded.sequence
         totals.events += 1
-        if let id = recorded.commandID, !recorded.event.isOutOfWindowRejection { recentCommands.insert(id) }
+        if let id = recorded.commandID, !recorded.event.isOutOfWindowRejection { recentCommands.insert(id, sequence: recorded.sequence) }
         switch recorded.event {
         case .runStarted(let header):
             self.header = header
@@ -230,8 +230,10 @@ public struct CommandWindow: Sendable {
     private struct OriginWindow: Sendable {
         var highest: UInt64 = 0
         var bits: [UInt64]
+        /// Per slot, the last sequence the command in it produced (what a duplicate's ACK carries).
+        var lastSequences: [UInt64]
 
-        mutating func record(_ number: UInt64, capacity: UInt64) {
+        mutating func record(_ number: UInt64, sequence: UInt64, capacity: UInt64) {
             if number > highest {
                 // Slots for numbers that fall out of the window are cleared before reuse.
                 if number - highest >= capacity {
@@ -249,7 +251,9 @@ public struct CommandWindow: Sendable {
                 return
             }
             let slot = Int(number % capacity)
+            if bits[slot >> 6] & (1 << UInt64(slot & 63)) == 0 { lastSequences[slot] = 0 }
             bits[slot >> 6] |= 1 << UInt64(slot & 63)
+            lastSequences[slot] = max(lastSequences[slot], sequence)
         }
     }
 
@@ -274,13 +278,25 @@ public struct CommandWindow: Sendable {
         return window.bits[slot >> 6] & (1 << UInt64(slot & 63)) != 0
     }
 
+    /// The last sequence the command with this id produced, while the id is in its origin's
+    /// window; nil for an id not applied or too old to be remembered.
+    public func lastSequence(of id: CommandID) -> UInt64? {
+        guard let window = windows[id.origin], id.number <= window.highest, window.highest - id.number < UInt64(capacity) else { return nil }
+        let slot = Int(id.number % UInt64(capacity))
+        guard window.bits[slot >> 6] & (1 << UInt64(slot & 63)) != 0 else { return nil }
+        return window.lastSequences[slot]
+    }
+
     /// Ids remembered: at most `capacity` per origin.
     public var count: Int { windows.values.reduce(0) { $0 + $1.bits.reduce(0) { $0 + $1.nonzeroBitCount } } }
 
-    public mutating func insert(_ id: CommandID) {
+    /// Records that `id` produced the event at `sequence` (a command's events are inserted in turn).
+    public mutating func insert(_ id: CommandID, sequence: UInt64 = 0) {
         let capacity = UInt64(self.capacity)
         let words = self.capacity / 64
-        windows[id.origin, default: OriginWindow(bits: [UInt64](repeating: 0, count: words))].record(id.number, capacity: capacity)
+        windows[id.origin, default: OriginWindow(bits: [UInt64](repeating: 0, count: words),
+                                                 lastSequences: [UInt64](repeating: 0, count: self.capacity))]
+            .record(id.number, sequence: sequence, capacity: capacity)
     }
 }
 

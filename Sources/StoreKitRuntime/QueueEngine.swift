@@ -24,7 +24,7 @@ public struct EngineOutcome: Sendable, Hashable {
     public var decision: Decision
     /// The command's events, ascending; empty for a duplicate or a harmless no-op.
     public var records: [EngineRecord]
-    /// The last sequence the command produced (for a duplicate or a no-op: the log's last).
+    /// The last sequence the command produced (a duplicate: what the original produced, or the log's last for an id too old to be remembered; a no-op: the log's last).
     public var lastSequence: UInt64
 }
 
@@ -74,7 +74,9 @@ public final class QueueEngine {
         switch projection.decide(command, catalog: catalog) {
         case .duplicate:
             duplicates += 1
-            return EngineOutcome(decision: .duplicate, records: [], lastSequence: projection.lastSequence)
+            // What the original produced (wire-format.md); an id older than the window was published long ago.
+            return EngineOutcome(decision: .duplicate, records: [],
+                                 lastSequence: projection.recentCommands.lastSequence(of: command.id) ?? projection.lastSequence)
         case .accept(let events):
             let records = try append(events, commandID: command.id, timestamp: timestamp)
             return EngineOutcome(decision: .accepted, records: records, lastSequence: projection.lastSequence)

@@ -143,6 +143,27 @@ import Testing
         #expect(queue.projection.device("d1")?.pending.count == 1)
     }
 
+    @Test("A duplicate's answer carries the last sequence the original produced, not the log's last")
+    func duplicateCarriesOriginalSequence() throws {
+        var queue = QueueHarness()
+        queue.ready()
+        let first = Command(id: CommandID(origin: "app", number: 1),
+                            body: .addPayment(device: "d1", payment: Payment(productIdentifier: SampleProducts.coins)))
+        let original = try queue.engine.handle(first, timestamp: 1)
+        _ = queue.send(.addPayment(device: "d1", payment: Payment(productIdentifier: SampleProducts.coins)), id: CommandID(origin: "app", number: 2))
+        #expect(queue.projection.lastSequence > original.lastSequence)
+        let retried = try queue.engine.handle(first, timestamp: 2)
+        #expect(retried.decision == .duplicate)
+        #expect(retried.lastSequence == original.lastSequence)
+        // Rebuilt from the log, the engine answers the same.
+        var window = CommandWindow(capacity: 64)
+        window.insert(first.id, sequence: 7)
+        window.insert(CommandID(origin: "app", number: 64), sequence: 9)
+        #expect(window.lastSequence(of: first.id) == 7)
+        window.insert(CommandID(origin: "app", number: 65), sequence: 10)
+        #expect(window.lastSequence(of: first.id) == nil, "out of the window: unknown, never another command's")
+    }
+
     @Test("The command window remembers ids per origin within a bounded window")
     func commandWindowIsBounded() {
         var window = CommandWindow(capacity: 64)
