@@ -110,9 +110,12 @@ extension Event {
 }
 
 extension Event {
-    /// A refusal whose command id must not enter the command window (see `CommandWindow.isFarAhead`).
+    /// A refusal whose command id must not enter the command window (see `CommandWindow.isFarAhead`
+    /// and `isOriginOverLimit`).
     var isOutOfWindowRejection: Bool {
-        if case .commandRejected(_, let rejection) = self { return rejection.code == .commandNumberOutOfWindow }
+        if case .commandRejected(_, let rejection) = self {
+            return rejection.code == .commandNumberOutOfWindow || rejection.code == .tooManySenders
+        }
         return false
     }
 }

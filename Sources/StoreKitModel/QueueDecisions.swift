@@ -17,6 +17,10 @@ extension QueueProjection {
             return .reject(Rejection(.commandNumberOutOfWindow,
                 "command number \(command.id.number) of '\(command.id.origin)' is more than \(recentCommands.capacity) ahead of its last one (\(recentCommands.highest(of: command.id.origin))); senders number their commands 1, 2, 3, …"))
         }
+        if recentCommands.isOriginOverLimit(command.id.origin) {
+            return .reject(Rejection(.tooManySenders,
+                "the queue remembers at most \(recentCommands.maximumOrigins) senders and '\(command.id.origin)' is a new one; reuse a sender name (origin) for all of one process's commands"))
+        }
         do {
             return .accept(try events(for: command.body, catalog: catalog))
         } catch {

@@ -225,13 +225,22 @@ public struct QueueProjection: Sendable {
 /// incarnation to every origin for that reason.)
 public struct CommandWindow: Sendable {
     public let capacity: Int
+    /// The most senders (origins) remembered; a command from a new one beyond this is refused
+    /// (`tooManySenders`), so hostile names cannot grow the queue's memory without bound.
+    public let maximumOrigins: Int
     private var windows: [String: OriginWindow] = [:]
+
+    /// How many recent commands per origin keep the last sequence they produced (what a
+    /// duplicate's ACK carries); older duplicates are answered with the log's last sequence.
+    static let recentSequences = 16
 
     private struct OriginWindow: Sendable {
         var highest: UInt64 = 0
-        var bits: [UInt64]
-        /// Per slot, the last sequence the command in it produced (what a duplicate's ACK carries).
-        var lastSequences: [UInt64]
+        /// One bit per slot (`number % capacity`), grown as the origin's numbers grow, so a sender
+        /// that sent a few commands costs a few words, not the whole window.
+        var bits: [UInt64] = []
+        /// (number, last sequence) of the origin's most recent commands, by `number % recentSequences`.
+        var recent = [(number: UInt64, sequence: UInt64)](repeating: (0, 0), count: CommandWindow.recentSequences)
 
         mutating func record(_ number: UInt64, sequence: UInt64, capacity: UInt64) {
             if number > highest {
@@ -242,7 +251,7 @@ public struct CommandWindow: Sendable {
                     var clearing = highest + 1
                     while clearing < number {
                         let slot = Int(clearing % capacity)
-                        bits[slot >> 6] &= ~(1 << UInt64(slot & 63))
+                        if slot >> 6 < bits.count { bits[slot >> 6] &= ~(1 << UInt64(slot & 63)) }
                         clearing += 1
                     }
                 }
@@ -251,15 +260,29 @@ public struct CommandWindow: Sendable {
                 return
             }
             let slot = Int(number % capacity)
-            if bits[slot >> 6] & (1 << UInt64(slot & 63)) == 0 { lastSequences[slot] = 0 }
+            if slot >> 6 >= bits.count { bits.append(contentsOf: repeatElement(0, count: (slot >> 6) + 1 - bits.count)) }
             bits[slot >> 6] |= 1 << UInt64(slot & 63)
-            lastSequences[slot] = max(lastSequences[slot], sequence)
+            let recentSlot = Int(number % UInt64(CommandWindow.recentSequences))
+            if recent[recentSlot].number == number {
+                recent[recentSlot].sequence = max(recent[recentSlot].sequence, sequence)
+            } else if number > recent[recentSlot].number {
+                recent[recentSlot] = (number, sequence)
+            }
+        }
+
+        func contains(_ number: UInt64, capacity: UInt64) -> Bool {
+            guard number <= highest else { return false }
+            if highest - number >= capacity { return true }
+            let slot = Int(number % capacity)
+            return slot >> 6 < bits.count && bits[slot >> 6] & (1 << UInt64(slot & 63)) != 0
         }
     }
 
-    public init(capacity: Int) {
+    public init(capacity: Int, maximumOrigins: Int = 50_000) {
         precondition(capacity > 0, "a command window needs room for at least one id")
+        precondition(maximumOrigins > 0, "a command window needs room for at least one sender")
         self.capacity = (capacity + 63) / 64 * 64
+        self.maximumOrigins = maximumOrigins
     }
 
     /// True for a number so far above its origin's highest that accepting it would mark
@@ -268,23 +291,27 @@ public struct CommandWindow: Sendable {
         id.number > highest(of: id.origin) &+ UInt64(capacity)
     }
 
+    /// True for an origin not seen yet when `maximumOrigins` are remembered already.
+    public func isOriginOverLimit(_ origin: String) -> Bool {
+        windows.count >= maximumOrigins && windows[origin] == nil
+    }
+
+    /// Senders remembered.
+    public var originCount: Int { windows.count }
+
     /// The highest number applied for an origin (0 for an unknown one).
     public func highest(of origin: String) -> UInt64 { windows[origin]?.highest ?? 0 }
 
     public func contains(_ id: CommandID) -> Bool {
-        guard let window = windows[id.origin], id.number <= window.highest else { return false }
-        if window.highest - id.number >= UInt64(capacity) { return true }
-        let slot = Int(id.number % UInt64(capacity))
-        return window.bits[slot >> 6] & (1 << UInt64(slot & 63)) != 0
+        windows[id.origin]?.contains(id.number, capacity: UInt64(capacity)) ?? false
     }
 
-    /// The last sequence the command with this id produced, while the id is in its origin's
-    /// window; nil for an id not applied or too old to be remembered.
+    /// The last sequence the command with this id produced, for one of its origin's most recent
+    /// commands; nil otherwise (not applied, or too old to be remembered).
     public func lastSequence(of id: CommandID) -> UInt64? {
-        guard let window = windows[id.origin], id.number <= window.highest, window.highest - id.number < UInt64(capacity) else { return nil }
-        let slot = Int(id.number % UInt64(capacity))
-        guard window.bits[slot >> 6] & (1 << UInt64(slot & 63)) != 0 else { return nil }
-        return window.lastSequences[slot]
+        guard let window = windows[id.origin], window.contains(id.number, capacity: UInt64(capacity)) else { return nil }
+        let entry = window.recent[Int(id.number % UInt64(Self.recentSequences))]
+        return entry.number == id.number ? entry.sequence : nil
     }
 
     /// Ids remembered: at most `capacity` per origin.
@@ -292,11 +319,6 @@ public struct CommandWindow: Sendable {
 
     /// Records that `id` produced the event at `sequence` (a command's events are inserted in turn).
     public mutating func insert(_ id: CommandID, sequence: UInt64 = 0) {
-        let capacity = UInt64(self.capacity)
-        let words = self.capacity / 64
-        windows[id.origin, default: OriginWindow(bits: [UInt64](repeating: 0, count: words),
-                                                 lastSequences: [UInt64](repeating: 0, count: self.capacity))]
-            .record(id.number, sequence: sequence, capacity: capacity)
+        windows[id.origin, default: OriginWindow()].record(id.number, sequence: sequence, capacity: UInt64(capacity))
     }
 }
-

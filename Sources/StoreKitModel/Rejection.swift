@@ -25,6 +25,9 @@ public struct Rejection: Error, Sendable, Hashable, CustomStringConvertible {
         /// The command's number is far ahead of everything its sender sent: a forged or
         /// broken id, refused so it cannot make the sender's real commands look like duplicates.
         case commandNumberOutOfWindow = 19
+        /// A command from a new sender when the queue already remembers as many senders as it
+        /// may (a flood of invented origins); its id does not enter the command window.
+        case tooManySenders = 20
 
     }
 

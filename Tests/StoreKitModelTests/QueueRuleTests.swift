@@ -164,6 +164,31 @@ import Testing
         #expect(window.lastSequence(of: first.id) == nil, "out of the window: unknown, never another command's")
     }
 
+    @Test("Senders are remembered up to a bound: a new one beyond it is refused and not remembered; known ones go on")
+    func senderCap() {
+        var window = CommandWindow(capacity: 64, maximumOrigins: 3)
+        for origin in ["a", "b", "c"] { window.insert(CommandID(origin: origin, number: 1)) }
+        #expect(window.isOriginOverLimit("d"))
+        #expect(!window.isOriginOverLimit("a"))
+        #expect(window.originCount == 3)
+        var projection = QueueProjection(commandWindow: 64)
+        projection.apply(RecordedEvent(sequence: 1, timestamp: 0, commandID: CommandID(origin: "x", number: 1),
+                                       event: .commandRejected(.launchApp(device: "d"), Rejection(.tooManySenders, "full"))))
+        #expect(projection.recentCommands.originCount == 0, "a refused sender is not remembered")
+    }
+
+    @Test("A sender that sent a few commands costs a few words, not the whole 65,536-id window")
+    func smallSendersAreSmall() {
+        var window = CommandWindow(capacity: 65_536)
+        for origin in 0..<1_000 { window.insert(CommandID(origin: "sender-\(origin)", number: 3)) }
+        #expect(window.count == 1_000)
+        #expect(window.contains(CommandID(origin: "sender-7", number: 3)))
+        #expect(!window.contains(CommandID(origin: "sender-7", number: 2)))
+        window.insert(CommandID(origin: "sender-7", number: 70_000))
+        #expect(window.contains(CommandID(origin: "sender-7", number: 3)), "older than the window counts as applied")
+        #expect(!window.contains(CommandID(origin: "sender-7", number: 69_999)))
+    }
+
     @Test("The command window remembers ids per origin within a bounded window")
     func commandWindowIsBounded() {
         var window = CommandWindow(capacity: 64)
