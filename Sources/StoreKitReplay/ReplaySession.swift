@@ -349,7 +349,7 @@ public final class ReplaySession {
     }
 
     private func collectReactions(of device: String, compared: Bool) {
-        for body in apps.drainObserverCommands(device) where !claim(body) {
+        for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) {
             // Before the slice the recording is the truth: what it has no place for is not sent.
             if compared { reactions.append(body) }
         }
@@ -378,6 +378,19 @@ public final class ReplaySession {
         }
         if found { unclaimed[device] = queue }
         return found
+    }
+
+    /// An app that quits drops its observers at once, while events already on their way are
+    /// lost to it; the replay's app hears those events before the quit reaches the queue,
+    /// so its observers may ask early for what the relaunched ones ask again. A command
+    /// that already holds a recorded place ahead is that same request, sent twice.
+    private func isAlreadyClaimed(_ body: CommandBody) -> Bool {
+        let horizon = now + options.matchHorizonNanoseconds
+        for slot in window[head...] {
+            if slot.unit.timestamp > horizon { return false }
+            if slot.claimed == body { return true }
+        }
+        return false
     }
 
     /// The command sent stands for the recorded one: equal, or a download request whose
