@@ -44,6 +44,10 @@ public final class ReplaySession {
     private var base = 0
     /// Per device, absolute numbers of recorded observer commands not yet claimed, in order.
     private var unclaimed: [String: IndexQueue] = [:]
+    /// Per device, the origin (app process incarnation) of its last recorded app-side command.
+    private var appOrigin: [String: String] = [:]
+    /// Launches whose app side already ran (see `launchEarly`).
+    private var launchedEarly: Set<Int> = []
     private var lastIngestedTimestamp: Int64 = 0
     private var lastInSliceTimestamp: Int64 = 0
     private var unitsBeyondSlice = 0
@@ -233,6 +237,10 @@ public final class ReplaySession {
 
     private func processHead() throws {
         let absolute = base + head
+        let ahead = window[head].unit
+        if ahead.source == .observer, window[head].claimed == nil, ahead.sequence >= options.from, ahead.sequence <= options.to {
+            launchEarly(for: ahead)
+        }
         let slot = window[head]
         window[head].unit.events = []
         window[head].unit.payloads = []
@@ -253,13 +261,15 @@ public final class ReplaySession {
                 noteMissing(unit)
                 return
             }
+            appOrigin[unit.device] = unit.commandID?.origin
             // The history before the slice is the recording's own; in the slice, the replayed observers' command.
             try handleRecorded(compared ? slot.claimed ?? unit.body! : unit.body!, unit, compared: compared)
         case .user, .store, .downloader:
             let body = unit.body!
+            if unit.source == .user { appOrigin[unit.device] = unit.commandID?.origin }
             apps.beforeUserAction(body)
             try handleRecorded(body, unit, compared: compared)
-            apps.afterUserAction(body)
+            if launchedEarly.remove(absolute) == nil { apps.afterUserAction(body) }
             collectReactions(of: body.device, compared: compared)
         }
         try handleReactions(compared: compared)
@@ -349,7 +359,7 @@ public final class ReplaySession {
     }
 
     private func collectReactions(of device: String, compared: Bool) {
-        for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) {
+        for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) && !appGoneAhead(body.device) {
             // Before the slice the recording is the truth: what it has no place for is not sent.
             if compared { reactions.append(body) }
         }
@@ -389,6 +399,40 @@ public final class ReplaySession {
         for slot in window[head...] {
             if slot.unit.timestamp > horizon { return false }
             if slot.claimed == body { return true }
+        }
+        return false
+    }
+
+    /// An app attaches its observers as it launches; the network may deliver those attachments
+    /// to the queue before the launch (they are then refused). When a recorded observer command
+    /// nobody sent yet comes before a launch of the same app process, the launch's app side
+    /// happens now, so its attachments can take their recorded places.
+    private func launchEarly(for unit: RecordedUnit) {
+        let horizon = unit.timestamp + options.matchHorizonNanoseconds
+        for (offset, slot) in window[head...].enumerated() {
+            if slot.unit.timestamp > horizon { return }
+            guard slot.unit.device == unit.device, slot.unit.source == .user, slot.unit.commandID?.origin == unit.commandID?.origin else { continue }
+            guard case .launchApp = slot.unit.body, !launchedEarly.contains(base + head + offset) else { return }
+            launchedEarly.insert(base + head + offset)
+            apps.afterUserAction(slot.unit.body!)
+            collectReactions(of: unit.device, compared: true)
+            return
+        }
+    }
+
+    /// True when the recorded app of `device` quits, or its process is replaced (a new command
+    /// origin), before its observers send anything else: the recorded app may have heard the
+    /// event only after its observers were gone (events take time to arrive, longer after a
+    /// loss), and what they would have sent went with them.
+    private func appGoneAhead(_ device: String) -> Bool {
+        guard let current = appOrigin[device] else { return false }
+        let horizon = now + options.matchHorizonNanoseconds
+        for slot in window[head...] {
+            if slot.unit.timestamp > horizon { return false }
+            guard slot.unit.device == device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
+            if case .terminateApp = slot.unit.body { return true }
+            if slot.unit.commandID?.origin != current { return true }
+            if slot.unit.source == .observer { return false }
         }
         return false
     }
