@@ -241,26 +241,3 @@ func recordingStorage(_ recording: Recording) throws -> LogStorage? {
     }
     return storage
 }
-
-/// The storage behind an in-memory recording, for byte comparisons.
-func recordingStorage(_ recording: Recording) throws -> LogStorage? {
-    let storage = MemoryLogStorage()
-    var unit: [[UInt8]] = []
-    var time: Int64 = 0
-    try recording.forEachRecord { _, timestamp, payload in
-        unit = [Array(payload)]
-        time = timestamp
-        _ = try storage.appendUnit(unit, timestamp: time)
-    }
-    return storage
-}
-
-@Suite struct ReplayDebug {
-    @Test func dump() throws {
-        let recording = try recordInMemory(seed: 24, devices: 3, purchases: 8) { scenario in
-            scenario.apps.relaunchProbability = 0.2
-            scenario.network.lossProbability = 0.05
-        }
-        for event in try recordedEvents(recording) where event.sequence >= 66 && event.event.device == "device-0001" { print("#\(event.sequence) \(event.timestamp) \(event.event) \(event.commandID!)") }
-    }
-}
