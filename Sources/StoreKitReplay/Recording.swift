@@ -111,9 +111,7 @@ public struct Recording {
     static func describe(_ error: any Error, _ directory: URL) -> String {
         if let logError = error as? LogError {
             if logError.code == .unsupportedFormatVersion { return "\(logError)" }
-            if logError.code == .corruption {
-                return "\(logError); the recording is damaged: run `sksim log verify \(directory.path)` (and `sksim log repair` for a torn tail) before replaying it"
-            }
+            if logError.code == .corruption { return "the recording is damaged and cannot be replayed: \(logError)" }
             return "\(logError)"
         }
         if let contentError = error as? LogContentError { return "\(directory.path): \(contentError)" }
