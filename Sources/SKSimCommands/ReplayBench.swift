@@ -28,6 +28,7 @@ struct ReplayBench: AsyncParsableCommand {
     @Option(help: "Devices of the recording replayed at 1x and 10x (its length grows with them).") var timedDevices = 6
     @Option(help: "Replay this recording (a run directory) at 1x and 10x instead.") var timedRecording: String?
     @Option(help: "Directory for the recordings (default: the system's temporary directory).") var directory: String?
+    @Option(help: "Seeds of the soak: each recorded with every built-in observer behaviour (default network) and once with a faulty network, then replayed unchanged.") var soakSeeds = 100
     @Flag(help: "Print one JSON object.") var json = false
 
     func run() async throws {
@@ -75,8 +76,12 @@ struct ReplayBench: AsyncParsableCommand {
             timed.append((speed, try ReplaySession(recording: timedSource, options: options, clock: SystemReplayClock()).run()))
         }
 
+        let soak = try Self.soak(seeds: soakSeeds)
+
         if json {
             printLine(JSONValue.object([
+                ("soak", .object([("recordings", .int(soak.recordings)), ("diverged", .int(soak.diverged)),
+                                  ("faultyRecordings", .int(soak.faultyRecordings)), ("faultyDiverged", .int(soak.faultyDiverged))])),
                 ("events", .int(replayed.events)), ("baselineEventsPerSecond", .double(baseline.rounded())),
                 ("eventsPerSecond", .double(replayed.eventsPerSecond.rounded())),
                 ("ratioToBaseline", .double((replayed.eventsPerSecond / baseline * 1000).rounded() / 1000)),
@@ -97,6 +102,8 @@ struct ReplayBench: AsyncParsableCommand {
             ]).serialized())
             return
         }
+        printLine("soak: \(soak.recordings) unchanged recordings (\(soakSeeds) seeds × \(ObserverBehavior.allCases.count) observer behaviours) replayed, \(soak.diverged) diverged; "
+                  + "with duplicates, losses and crashes: \(soak.faultyDiverged) of \(soak.faultyRecordings) diverged")
         printLine(String(format: "replay --speed max: %d events in %.3f s: %.0f events/s, %d divergences; peak memory %.1f MB",
                          replayed.events, replayed.seconds, replayed.eventsPerSecond, replayed.divergences, memory))
         printLine(String(format: "baseline (read and decode the same log): %d events in %.3f s: %.0f events/s; ratio %.3f",
@@ -108,6 +115,45 @@ struct ReplayBench: AsyncParsableCommand {
                              Double(lateness.p99Nanoseconds) / 1e3, Double(lateness.maximumNanoseconds) / 1e3,
                              Double(lateness.firstTenthP99Nanoseconds) / 1e3, Double(lateness.lastTenthP99Nanoseconds) / 1e3, result.divergences))
         }
+    }
+
+    struct Soak {
+        var recordings = 0
+        var diverged = 0
+        var faultyRecordings = 0
+        var faultyDiverged = 0
+    }
+
+    /// Unchanged in-memory recordings replayed: every seed with every built-in behaviour, and
+    /// every seed once more over a network that duplicates, loses and crashes.
+    static func soak(seeds: Int) throws -> Soak {
+        var soak = Soak()
+        guard seeds > 0 else { return soak }
+        for seed in 1...UInt64(seeds) {
+            for behavior in ObserverBehavior.allCases {
+                var scenario = Scenario(seed: seed, devices: 4)
+                scenario.apps.purchasesPerDevice = 6
+                scenario.apps.observers = behavior == .audit ? [.audit] : [behavior, .audit]
+                soak.recordings += 1
+                if try !replaysIdentically(scenario) { soak.diverged += 1 }
+            }
+            var faulty = Scenario(seed: seed, devices: 3)
+            faulty.apps.purchasesPerDevice = 8
+            faulty.apps.relaunchProbability = 0.2
+            faulty.network.duplicateProbability = 0.1
+            faulty.network.lossProbability = 0.05
+            faulty.network.crashProbability = 0.002
+            soak.faultyRecordings += 1
+            if try !replaysIdentically(faulty) { soak.faultyDiverged += 1 }
+        }
+        return soak
+    }
+
+    static func replaysIdentically(_ scenario: Scenario) throws -> Bool {
+        let environment = DeterministicEnvironment.inMemory(seed: scenario.seed)
+        _ = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+        let result = try ReplaySession(recording: try Recording.storage(environment.storage)).run()
+        return result.identical && result.divergences == 0
     }
 
     /// A deterministic run written to `directory`/log; returns the log directory.
