@@ -72,7 +72,10 @@ struct CommandReconstruction {
     /// The command of one unit's events (in order), or nil for the header.
     mutating func command(of events: [RecordedEvent]) throws -> CommandBody? {
         guard let first = events.first else { throw Failure(sequence: 0, message: "an empty unit") }
-        let failure = Failure(sequence: first.sequence, message: "events \(events.map(\.event.name)) are not what one command causes; the log was not written by this sksim's queue")
+        // Built only when thrown: describing the events costs more than rebuilding the command.
+        var failure: Failure {
+            Failure(sequence: first.sequence, message: "events \(events.map(\.event.name)) are not what one command causes; the log was not written by this sksim's queue")
+        }
         switch first.event {
         case .runStarted:
             guard events.count == 1 else { throw failure }
@@ -111,16 +114,16 @@ struct CommandReconstruction {
         }
     }
 
-    private func downloadKeys(_ events: [RecordedEvent], _ failure: Failure) throws -> [DownloadKey] {
+    private func downloadKeys(_ events: [RecordedEvent], _ failure: @autoclosure () -> Failure) throws -> [DownloadKey] {
         try events.map { recorded in
             switch recorded.event {
             case .downloadStarted(let key), .downloadPaused(let key), .downloadResumed(let key), .downloadCancelled(let key): key
-            default: throw failure
+            default: throw failure()
             }
         }
     }
 
-    private mutating func restorePiece(_ events: [RecordedEvent], _ failure: Failure) throws -> CommandBody {
+    private mutating func restorePiece(_ events: [RecordedEvent], _ failure: @autoclosure () -> Failure) throws -> CommandBody {
         var originals: [OriginalTransaction] = []
         var device: String?
         var restore: UInt64?
@@ -128,20 +131,20 @@ struct CommandReconstruction {
         for recorded in events {
             switch recorded.event {
             case .transactionRestored(let key, let number, _, let original, _) where !isLast:
-                guard device == nil || (device == key.device && restore == number) else { throw failure }
+                guard device == nil || (device == key.device && restore == number) else { throw failure() }
                 device = key.device
                 restore = number
                 originals.append(original)
             case .restoreFinished(let finishedDevice, let number) where !isLast:
-                guard device == nil || (device == finishedDevice && restore == number) else { throw failure }
+                guard device == nil || (device == finishedDevice && restore == number) else { throw failure() }
                 device = finishedDevice
                 restore = number
                 isLast = true
             default:
-                throw failure
+                throw failure()
             }
         }
-        guard let device, let restore else { throw failure }
+        guard let device, let restore else { throw failure() }
         let key = RestoreKey(device: device, number: restore)
         let firstIndex = restoredSoFar[key] ?? 0
         restoredSoFar[key] = isLast ? nil : firstIndex + originals.count
