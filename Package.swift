@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "StoreKitRoles", targets: ["StoreKitRoles"]),
         .library(name: "StoreKitRuntime", targets: ["StoreKitRuntime"]),
         .library(name: "StoreKitSimulation", targets: ["StoreKitSimulation"]),
+        .library(name: "StoreKitReplay", targets: ["StoreKitReplay"]),
         .library(name: "StoreKitTestKit", targets: ["StoreKitTestKit"]),
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
@@ -35,6 +36,8 @@ let package = Package(
         .target(name: "StoreKitRuntime", dependencies: ["StoreKitRoles", "StoreKitModel", "EventLog"]),
         // The deterministic runtime: virtual clock, network model, recorded choices.
         .target(name: "StoreKitSimulation", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
+        // Replay of a recorded run through the one engine, compared with the recording event by event.
+        .target(name: "StoreKitReplay", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog"]),
         // Test helpers that this project's tests and users' own tests share: the queue engine over
         // an in-memory log, a device wired straight to it.
         .target(name: "StoreKitTestKit", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
@@ -47,7 +50,7 @@ let package = Package(
         ]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
-            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -60,6 +63,8 @@ let package = Package(
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
+        .testTarget(name: "ReplayTests", dependencies: ["StoreKitReplay", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
+                                                      "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -136,6 +136,14 @@ enum JSONShapes {
         ])
     }
 
+    /// One device as the queue projects it (`log project --json`, the context of a replay's divergence).
+    static func device(_ device: DeviceState) -> JSONValue {
+        .object([("device", .string(device.device)), ("account", .string(device.account)),
+                 ("running", .bool(device.isRunning)), ("canMakePayments", .bool(device.canMakePayments)),
+                 ("observers", .array(device.observers.map { .string($0) })),
+                 ("pending", .array(device.pendingTransactions.map(JSONShapes.transaction)))])
+    }
+
     static func violations(_ violations: [Violation]) -> JSONValue {
         .array(violations.map {
             .object([("sequence", .int($0.sequence)), ("rule", .string($0.rule)), ("message", .string($0.message))])

@@ -199,12 +199,7 @@ struct LogCommand: AsyncParsableCommand {
             }
             let projection = state.projection
             if json {
-                let devices: [JSONValue] = projection.deviceNames.compactMap { projection.device($0) }.map { device in
-                    .object([("device", .string(device.device)), ("account", .string(device.account)),
-                             ("running", .bool(device.isRunning)), ("canMakePayments", .bool(device.canMakePayments)),
-                             ("observers", .array(device.observers.map { .string($0) })),
-                             ("pending", .array(device.pendingTransactions.map(JSONShapes.transaction)))])
-                }
+                let devices: [JSONValue] = projection.deviceNames.compactMap { projection.device($0) }.map(JSONShapes.device)
                 let seed: JSONValue = if let value = projection.header?.seed { .unsigned(value) } else { .null }
                 printLine(JSONValue.object([
                     ("sequence", .int(projection.lastSequence)),

@@ -1,0 +1,171 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import StoreKitModel
+import StoreKitReplay
+import StoreKitRoles
+import StoreKitRuntime
+import StoreKitSimulation
+
+/// `sksim bench replay`: replay speed beside reading and decoding the same log, memory, and
+/// the lateness of timed replays over their length.
+struct ReplayBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Replay events/s beside reading and decoding the same log; peak memory; timed-replay lateness at 1x and 10x.",
+        discussion: """
+            Records a deterministic run of about --events events on disk (a temporary directory), then measures, best of \
+            two each: the baseline (PartitionReader over the log, every payload decoded, nothing else) and `replay --speed \
+            max` of it (rebuilding each command, the queue engine, the observers, the comparison; the replayed log is \
+            counted, not kept). Peak RSS is measured from before the replay. Timed: replays a --timed-devices recording (or \
+            --timed-recording DIR, e.g. a live run) at 1x and 10x and reports lateness p50/p99/max and p99 over the \
+            first and the last tenth. JSON fields: events, baselineEventsPerSecond, eventsPerSecond, ratioToBaseline, \
+            peakMemoryMegabytes, divergences, timed[] {speed, commands, p50Microseconds, p99Microseconds, maxMicroseconds, \
+            firstTenthP99Microseconds, lastTenthP99Microseconds, divergences}.
+            """)
+
+    @Option(help: "Events in the recording replayed at full speed.") var events = 1_000_000
+    @Option(help: "Devices of the recording replayed at 1x and 10x (its length grows with them).") var timedDevices = 6
+    @Option(help: "Replay this recording (a run directory) at 1x and 10x instead.") var timedRecording: String?
+    @Option(help: "Directory for the recordings (default: the system's temporary directory).") var directory: String?
+    @Option(help: "Seeds of the soak: each recorded with every built-in observer behaviour (default network) and once with a faulty network, then replayed unchanged.") var soakSeeds = 100
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() async throws {
+        BenchCommand.warnIfDebug()
+        guard events >= 1_000, timedDevices >= 1 else { throw UserFacingError("--events must be at least 1000 and --timed-devices at least 1") }
+        let base = directory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? FileManager.default.temporaryDirectory
+        let scratch = base.appendingPathComponent("sksim-replay-bench-\(getpid())", isDirectory: true)
+        try? FileManager.default.removeItem(at: scratch)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+
+        // About 11 events per purchase in the default scenario.
+        let devices = max(1, min(2_000, events / 1_000))
+        let recorded = try Self.record(seed: 1, devices: devices, purchases: max(1, events / devices / 11), in: scratch.appendingPathComponent("full"))
+        let recording = try Recording.open(path: recorded.path)
+
+        var baselineSeconds = Double.infinity
+        var decoded = 0
+        for _ in 0..<2 {
+            let start = ProjectionBenchmark.monotonicSeconds()
+            decoded = 0
+            let reader = try PartitionReader(directory: recorded, partition: LogProjection.partition)
+            try reader.forEachRecord { view in
+                _ = try EventCodec.decodeEvent(view.payload)
+                decoded += 1
+            }
+            baselineSeconds = min(baselineSeconds, ProjectionBenchmark.monotonicSeconds() - start)
+        }
+        ProjectionBenchmark.resetPeakMemory()
+        var best: ReplayResult?
+        for _ in 0..<2 {
+            let result = try ReplaySession(recording: recording).run()
+            if best == nil || result.seconds < best!.seconds { best = result }
+        }
+        let memory = ProjectionBenchmark.peakMemoryMegabytes()
+        let replayed = best!
+        let baseline = Double(decoded) / baselineSeconds
+
+        let timedDirectory = try timedRecording.map { path in URL(fileURLWithPath: path) }
+            ?? Self.record(seed: 2, devices: timedDevices, purchases: 5, in: scratch.appendingPathComponent("timed"))
+        let timedSource = try Recording.open(path: timedDirectory.path)
+        var timed: [(Double, ReplayResult)] = []
+        for speed in [1.0, 10.0] {
+            var options = ReplayOptions()
+            options.speed = speed
+            timed.append((speed, try ReplaySession(recording: timedSource, options: options, clock: SystemReplayClock()).run()))
+        }
+
+        let soak = try Self.soak(seeds: soakSeeds)
+
+        if json {
+            printLine(JSONValue.object([
+                ("soak", .object([("recordings", .int(soak.recordings)), ("diverged", .int(soak.diverged)),
+                                  ("faultyRecordings", .int(soak.faultyRecordings)), ("faultyDiverged", .int(soak.faultyDiverged))])),
+                ("events", .int(replayed.events)), ("baselineEventsPerSecond", .double(baseline.rounded())),
+                ("eventsPerSecond", .double(replayed.eventsPerSecond.rounded())),
+                ("ratioToBaseline", .double((replayed.eventsPerSecond / baseline * 1000).rounded() / 1000)),
+                ("peakMemoryMegabytes", .double((memory * 10).rounded() / 10)),
+                ("divergences", .int(replayed.divergences)),
+                ("timed", .array(timed.map { speed, result in
+                    let lateness = result.lateness
+                    return .object([
+                        ("speed", .double(speed)), ("recording", .string(timedSource.location)), ("commands", .int(lateness?.samples ?? 0)),
+                        ("p50Microseconds", ReplayCommand.microseconds(lateness?.p50Nanoseconds ?? 0)),
+                        ("p99Microseconds", ReplayCommand.microseconds(lateness?.p99Nanoseconds ?? 0)),
+                        ("maxMicroseconds", ReplayCommand.microseconds(lateness?.maximumNanoseconds ?? 0)),
+                        ("firstTenthP99Microseconds", ReplayCommand.microseconds(lateness?.firstTenthP99Nanoseconds ?? 0)),
+                        ("lastTenthP99Microseconds", ReplayCommand.microseconds(lateness?.lastTenthP99Nanoseconds ?? 0)),
+                        ("divergences", .int(result.divergences)),
+                    ])
+                })),
+            ]).serialized())
+            return
+        }
+        printLine("soak: \(soak.recordings) unchanged recordings (\(soakSeeds) seeds × \(ObserverBehavior.allCases.count) observer behaviours) replayed, \(soak.diverged) diverged; "
+                  + "with duplicates, losses and crashes: \(soak.faultyDiverged) of \(soak.faultyRecordings) diverged")
+        printLine(String(format: "replay --speed max: %d events in %.3f s: %.0f events/s, %d divergences; peak memory %.1f MB",
+                         replayed.events, replayed.seconds, replayed.eventsPerSecond, replayed.divergences, memory))
+        printLine(String(format: "baseline (read and decode the same log): %d events in %.3f s: %.0f events/s; ratio %.3f",
+                         decoded, baselineSeconds, baseline, replayed.eventsPerSecond / baseline))
+        for (speed, result) in timed {
+            guard let lateness = result.lateness else { continue }
+            printLine(String(format: "replay --speed %g of %@: %d commands over %.3f s, lateness p50 %.1f µs p99 %.1f µs max %.1f µs; p99 first tenth %.1f µs, last tenth %.1f µs; %d divergences",
+                             speed, timedSource.location, lateness.samples, result.seconds, Double(lateness.p50Nanoseconds) / 1e3,
+                             Double(lateness.p99Nanoseconds) / 1e3, Double(lateness.maximumNanoseconds) / 1e3,
+                             Double(lateness.firstTenthP99Nanoseconds) / 1e3, Double(lateness.lastTenthP99Nanoseconds) / 1e3, result.divergences))
+        }
+    }
+
+    struct Soak {
+        var recordings = 0
+        var diverged = 0
+        var faultyRecordings = 0
+        var faultyDiverged = 0
+    }
+
+    /// Unchanged in-memory recordings replayed: every seed with every built-in behaviour, and
+    /// every seed once more over a network that duplicates, loses and crashes.
+    static func soak(seeds: Int) throws -> Soak {
+        var soak = Soak()
+        guard seeds > 0 else { return soak }
+        for seed in 1...UInt64(seeds) {
+            for behavior in ObserverBehavior.allCases {
+                var scenario = Scenario(seed: seed, devices: 4)
+                scenario.apps.purchasesPerDevice = 6
+                scenario.apps.observers = behavior == .audit ? [.audit] : [behavior, .audit]
+                soak.recordings += 1
+                if try !replaysIdentically(scenario) { soak.diverged += 1 }
+            }
+            var faulty = Scenario(seed: seed, devices: 3)
+            faulty.apps.purchasesPerDevice = 8
+            faulty.apps.relaunchProbability = 0.2
+            faulty.network.duplicateProbability = 0.1
+            faulty.network.lossProbability = 0.05
+            faulty.network.crashProbability = 0.002
+            soak.faultyRecordings += 1
+            if try !replaysIdentically(faulty) { soak.faultyDiverged += 1 }
+        }
+        return soak
+    }
+
+    static func replaysIdentically(_ scenario: Scenario) throws -> Bool {
+        let environment = DeterministicEnvironment.inMemory(seed: scenario.seed)
+        _ = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+        let result = try ReplaySession(recording: try Recording.storage(environment.storage)).run()
+        return result.identical && result.divergences == 0
+    }
+
+    /// A deterministic run written to `directory`/log; returns the log directory.
+    static func record(seed: UInt64, devices: Int, purchases: Int, in directory: URL) throws -> URL {
+        var scenario = Scenario(seed: seed, devices: devices)
+        scenario.apps.purchasesPerDevice = purchases
+        let log = directory.appendingPathComponent("log", isDirectory: true)
+        try FileManager.default.createDirectory(at: log, withIntermediateDirectories: true)
+        let environment = DeterministicEnvironment(
+            storage: try DiskLogStorage(directory: log, partition: LogProjection.partition, durability: .operatingSystem),
+            content: VirtualContentStorage(), choices: SeededChoices(seed: seed), logDescription: log.path)
+        _ = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+        return log
+    }
+}

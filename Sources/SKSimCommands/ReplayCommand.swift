@@ -1,0 +1,216 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import StoreKitModel
+import StoreKitReplay
+import StoreKitRoles
+import StoreKitRuntime
+
+/// `sksim replay`: re-drives a fresh run with a recording's inputs and compares the new log
+/// with it, event by event (docs/replay.md).
+struct ReplayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Replay a recorded run through the queue and the observers again, and show where the new log first differs.",
+        discussion: """
+            The users' actions and the store's and downloader's decisions come from the recording; the queue \
+            decides again and the observers (the recorded ones, or --observers) run again. Exit status: 0 when \
+            nothing diverged, 1 when something did, 2 when the input cannot be replayed. See docs/replay.md.
+            """)
+
+    @Argument(help: "A recorded run: its directory or its log folder (from simulate, run, load or replay).") var run: String
+    @Argument(help: "With --live: the topology to replay over (default: topology/local.yaml).") var liveTopology: String?
+    @Option(help: "Write the replayed run's log to DIR/log (default: the log is compared, not kept).") var out: String?
+    @Option(help: "max (as fast as possible), or K: K times the recorded pace, 1 = real time.") var speed = "max"
+    @Option(help: "Observers per device instead of the recorded ones, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var observers: String?
+    @Option(help: "Compare from this recorded sequence on; the history before it is rebuilt silently.") var from: UInt64?
+    @Option(help: "Compare up to this recorded sequence.") var to: UInt64?
+    @Option(help: "Replay only these devices, comma-separated: names (device-0003) or numbers and ranges (3, 1-4).") var devices: String?
+    @Option(help: "Replay N copies of the recording, device and account names rewritten per copy (NAME~k).") var loop = 1
+    @Option(help: "How --loop copies run: side-by-side (all at once) or one-after-another.") var loopLayout = ReplayOptions.LoopLayout.sideBySide.rawValue
+    @Flag(help: "Replay over real processes (a topology) instead of the deterministic runtime.") var live = false
+    @Flag(help: "Print one JSON object instead of the human summary.") var json = false
+
+    func run() async throws {
+        let outcome: (ReplayResult, ReplaySession, URL?)
+        do {
+            outcome = try replay()
+        } catch let error as ReplayInputError {
+            throw UserFacingError("\(error)")
+        }
+        let (result, session, logDirectory) = outcome
+        if json {
+            printLine(Self.json(result, session: session, logDirectory: logDirectory, speed: session.options.speed).serialized())
+        } else {
+            printLine(Self.text(result, session: session, logDirectory: logDirectory))
+        }
+        if result.divergences > 0 { throw ExitCode(1) }
+    }
+
+    private func replay() throws -> (ReplayResult, ReplaySession, URL?) {
+        if liveTopology != nil && !live {
+            throw UserFacingError("a second argument (\(liveTopology!)) is only taken with --live; give one recorded run")
+        }
+        if live {
+            throw UserFacingError("--live is not available in this build yet; replay deterministically (without --live)")
+        }
+        let recording = try Recording.open(path: run)
+        var options = ReplayOptions()
+        options.speed = try Self.parseSpeed(speed)
+        if let observers { options.observers = try parseObservers(observers) }
+        options.from = from ?? 1
+        options.to = to ?? .max
+        options.loop = loop
+        guard let layout = ReplayOptions.LoopLayout(rawValue: loopLayout) else {
+            throw UserFacingError("unknown --loop-layout '\(loopLayout)'; use side-by-side or one-after-another")
+        }
+        options.loopLayout = layout
+        if let devices {
+            let scenario = try Scenario(header: recording.header)
+            options.devices = try Self.parseDevices(devices, names: scenario.deviceNames)
+        }
+        var storage: LogStorage = DiscardingLogStorage()
+        var logDirectory: URL?
+        if let out {
+            let directory = URL(fileURLWithPath: out, isDirectory: true).appendingPathComponent("log", isDirectory: true)
+            let recorded = URL(fileURLWithPath: recording.location).standardizedFileURL.resolvingSymlinksInPath()
+            if directory.standardizedFileURL.resolvingSymlinksInPath() == recorded
+                || URL(fileURLWithPath: out).standardizedFileURL.resolvingSymlinksInPath() == recorded {
+                throw UserFacingError("--out \(out) is the recording itself; a replay never writes to its recording: give a new directory")
+            }
+            if !((try? LogDirectory.partitions(in: directory)) ?? []).isEmpty {
+                throw UserFacingError("\(directory.path) already holds a log; choose a new --out directory or remove the old one")
+            }
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                storage = try DiskLogStorage(directory: directory, partition: LogProjection.partition, durability: .defaultGroupCommit)
+            } catch {
+                throw UserFacingError("cannot write the replayed log to \(directory.path): \(error)")
+            }
+            logDirectory = directory
+        }
+        let session = try ReplaySession(recording: recording, options: options, storage: storage,
+                                        clock: options.speed == nil ? nil : SystemReplayClock())
+        return (try session.run(), session, logDirectory)
+    }
+
+    static func parseSpeed(_ text: String) throws -> Double? {
+        if text == "max" { return nil }
+        guard let value = Double(text), value.isFinite, value > 0 else {
+            throw UserFacingError("--speed '\(text)' is not a pace; use max, or a number greater than 0 (1 = the recorded pace, 10 = ten times faster)")
+        }
+        return value
+    }
+
+    /// Names, 1-based numbers and ranges of numbers, against the recording's devices.
+    static func parseDevices(_ list: String, names: [String]) throws -> Set<String> {
+        var selected: Set<String> = []
+        for item in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
+            if names.contains(item) {
+                selected.insert(item)
+                continue
+            }
+            let bounds = item.split(separator: "-", maxSplits: 1).map { Int($0) }
+            guard let first = bounds.first ?? nil, let last = bounds.count == 2 ? bounds[1] : first,
+                  first >= 1, first <= last, last <= names.count else {
+                throw UserFacingError("--devices: '\(item)' is not a device of the recording; use names (\(names.first!)) or numbers 1 to \(names.count)")
+            }
+            for index in first...last { selected.insert(names[index - 1]) }
+        }
+        guard !selected.isEmpty else { throw UserFacingError("--devices names no device") }
+        return selected
+    }
+
+    static func microseconds(_ nanoseconds: Int64) -> JSONValue { .double((Double(nanoseconds) / 100).rounded() / 10) }
+
+    static func json(_ result: ReplayResult, session: ReplaySession, logDirectory: URL?, speed: Double?) -> JSONValue {
+        let first: JSONValue = result.firstDivergence.map { divergence in
+            .object([
+                ("kind", .string(divergence.kind.rawValue)),
+                ("sequence", .int(divergence.sequence)),
+                ("device", .string(divergence.device)),
+                ("recorded", divergence.recorded.map(JSONShapes.event) ?? .null),
+                ("replayed", divergence.replayed.map(JSONShapes.event) ?? .null),
+                ("context", divergence.context.map { context in
+                    .object([("device", .string(context.device)),
+                             ("precedingEvents", .array(context.precedingEvents.map(JSONShapes.event))),
+                             ("projection", context.state.map(JSONShapes.device) ?? .null)])
+                } ?? .null),
+            ])
+        } ?? .null
+        let lateness: JSONValue = result.lateness.map { value in
+            .object([("p50Microseconds", microseconds(value.p50Nanoseconds)), ("p99Microseconds", microseconds(value.p99Nanoseconds)),
+                     ("maxMicroseconds", microseconds(value.maximumNanoseconds)), ("samples", .int(value.samples)),
+                     ("firstTenthP99Microseconds", microseconds(value.firstTenthP99Nanoseconds)),
+                     ("lastTenthP99Microseconds", microseconds(value.lastTenthP99Nanoseconds))])
+        } ?? .null
+        return .object([
+            ("recording", .string(session.recording.location)),
+            ("seed", .unsigned(session.recording.header.seed)),
+            ("runtime", .string(session.recording.header.runtime)),
+            ("observers", .array(result.observers.map { .string($0.rawValue) })),
+            ("speed", speed.map { .double($0) } ?? .string("max")),
+            ("events", .int(result.events)),
+            ("comparedEvents", .int(result.comparedEvents)),
+            ("commands", .int(result.commands)),
+            ("identical", .bool(result.identical)),
+            ("divergences", .int(result.divergences)),
+            ("different", .int(result.different)),
+            ("missing", .int(result.missing)),
+            ("extra", .int(result.extra)),
+            ("firstDivergence", first),
+            ("lateness", lateness),
+            ("seconds", .double((result.seconds * 1e6).rounded() / 1e6)),
+            ("eventsPerSecond", .double(result.eventsPerSecond.rounded())),
+            ("violationCount", .int(result.violationCount)),
+            ("violations", JSONShapes.violations(result.violations)),
+            ("logDirectory", logDirectory.map { .string($0.path) } ?? .null),
+            ("warning", .optional(result.warning)),
+        ])
+    }
+
+    static func text(_ result: ReplayResult, session: ReplaySession, logDirectory: URL?) -> String {
+        let header = session.recording.header
+        var lines = [
+            "recording       \(session.recording.location) (seed \(header.seed), \(header.runtime) run, sksim \(header.sksimVersion))",
+            "observers       \(result.observers.map(\.rawValue).joined(separator: ","))",
+            String(format: "replayed        %d events (%d compared), %d commands in %.3f s: %.0f events/s",
+                   result.events, result.comparedEvents, result.commands, result.seconds, result.eventsPerSecond),
+        ]
+        if result.divergences == 0 {
+            lines.append(result.identical ? "result          identical: the replayed log is byte for byte the recording"
+                                          : "result          no divergence (the log differs from the recording only where asked: header, slice or copies)")
+        } else {
+            lines.append("result          \(result.divergences) divergences: \(result.different) commands had other events, \(result.missing) recorded observer commands were not sent, \(result.extra) commands were sent that the recording does not have")
+        }
+        if let divergence = result.firstDivergence {
+            lines.append("first divergence at #\(divergence.sequence) on \(divergence.device) (\(divergence.kind.rawValue)):")
+            lines.append("  recorded      " + (divergence.recorded.map(LogCommand.Cat.text) ?? "nothing"))
+            lines.append("  replayed      " + (divergence.replayed.map(LogCommand.Cat.text) ?? "nothing"))
+            if let context = divergence.context {
+                lines.append("  \(context.device) before it:")
+                lines += context.precedingEvents.map { "    " + LogCommand.Cat.text($0) }
+                if let state = context.state {
+                    lines.append("  \(state.device) (\(state.account)) \(state.isRunning ? "running" : "not running"), observers: \(state.observers.joined(separator: ", ")), \(state.pendingTransactions.count) pending")
+                    for transaction in state.pendingTransactions {
+                        let downloads = transaction.downloads.map { "\($0.contentIdentifier) \($0.downloadState) \(Int($0.progress * 100))%" }
+                        lines.append("    \(transaction.key) \(transaction.payment.productIdentifier) ×\(transaction.payment.quantity) \(transaction.transactionState)"
+                                     + (downloads.isEmpty ? "" : " [" + downloads.joined(separator: "; ") + "]"))
+                    }
+                } else {
+                    lines.append("  \(context.device) is not registered yet")
+                }
+            }
+        }
+        if let lateness = result.lateness {
+            lines.append(String(format: "lateness        p50 %.1f µs, p99 %.1f µs, max %.1f µs over %d commands (p99 first tenth %.1f µs, last tenth %.1f µs)",
+                                Double(lateness.p50Nanoseconds) / 1e3, Double(lateness.p99Nanoseconds) / 1e3, Double(lateness.maximumNanoseconds) / 1e3,
+                                lateness.samples, Double(lateness.firstTenthP99Nanoseconds) / 1e3, Double(lateness.lastTenthP99Nanoseconds) / 1e3))
+        }
+        lines.append("log             " + (logDirectory?.path ?? "not kept (give --out DIR to keep it)"))
+        lines.append(result.violationCount == 0 ? "violations      none" : "violations      \(result.violationCount) (first: \(result.violations.first.map { "\($0)" } ?? ""))")
+        if let warning = result.warning { lines.append("warning         \(warning)") }
+        return lines.joined(separator: "\n")
+    }
+}

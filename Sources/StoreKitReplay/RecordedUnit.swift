@@ -1,0 +1,153 @@
+import StoreKitModel
+
+/// Who decided a recorded command, which says how a replay treats it.
+public enum CommandSource: String, Sendable, Hashable {
+    /// The run's first record.
+    case header
+    /// A user's action: register, launch, quit, buy, restore, allow payments. Taken from the recording.
+    case user
+    /// The App Store's decisions (outcomes, restore answers). Taken from the recording.
+    case store
+    /// The content servers' progress, completions and failures. Taken from the recording.
+    case downloader
+    /// What the app's observer code did (attach, detach, finish, download requests). Under
+    /// test: the replayed observers send their own, and the recorded ones only lend their
+    /// place and time to commands the replay really sends.
+    case observer
+
+    public static func of(_ body: CommandBody) -> CommandSource {
+        switch body {
+        case .registerDevice, .launchApp, .terminateApp, .setPaymentsAllowed, .addPayment, .restoreCompletedTransactions:
+            .user
+        case .decidePurchase, .completeRestore, .failRestore:
+            .store
+        case .reportDownloadProgress, .completeDownload, .failDownload:
+            .downloader
+        case .attachObserver, .detachObserver, .finishTransaction, .startDownloads, .pauseDownloads, .resumeDownloads, .cancelDownloads:
+            .observer
+        }
+    }
+}
+
+/// One recorded command: the events it caused (one atomic unit of the log), their bytes,
+/// and the command itself, rebuilt from those events (or taken whole from its rejection).
+public struct RecordedUnit: Sendable {
+    /// Sequence of the unit's first record in the recording.
+    public var sequence: UInt64
+    public var timestamp: Int64
+    public var commandID: CommandID?
+    public var events: [RecordedEvent]
+    /// The logged payload of each event (what the replay's bytes are compared with).
+    public var payloads: [[UInt8]]
+    /// nil only for the header.
+    public var body: CommandBody?
+    public var source: CommandSource
+    /// The device the command concerns ("" for the header).
+    public var device: String
+    /// False for a loop copy or a rewritten header: its bytes differ from the recording's on purpose.
+    public var isVerbatim = true
+    /// Which copy of the recording this is (1 for the original; `--loop`).
+    public var copy = 1
+}
+
+/// Rebuilds each command from the events it caused. A command's events name everything it
+/// carried, except where the queue had nothing to do for part of it (a download already
+/// started); such a part left no trace, and a replayed command that carries it still
+/// matches (see `ReplaySession.matches`).
+struct CommandReconstruction {
+    /// Transactions restored so far per restore in progress, for `completeRestore.firstIndex`.
+    private var restoredSoFar: [RestoreKey: Int] = [:]
+
+    private struct RestoreKey: Hashable {
+        var device: String
+        var number: UInt64
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var sequence: UInt64
+        var message: String
+        var description: String { "record \(sequence): \(message)" }
+    }
+
+    /// The command of one unit's events (in order), or nil for the header.
+    mutating func command(of events: [RecordedEvent]) throws -> CommandBody? {
+        guard let first = events.first else { throw Failure(sequence: 0, message: "an empty unit") }
+        // Built only when thrown: describing the events costs more than rebuilding the command.
+        var failure: Failure {
+            Failure(sequence: first.sequence, message: "events \(events.map(\.event.name)) are not what one command causes; the log was not written by this sksim's queue")
+        }
+        switch first.event {
+        case .runStarted:
+            guard events.count == 1 else { throw failure }
+            return nil
+        case .commandRejected(let body, _):
+            guard events.count == 1 else { throw failure }
+            return body
+        case .deviceRegistered(let device, let account): return .registerDevice(device: device, account: account)
+        case .appLaunched(let device): return .launchApp(device: device)
+        case .appTerminated(let device): return .terminateApp(device: device)
+        case .observerAttached(let device, let observer): return .attachObserver(device: device, observer: observer)
+        case .observerDetached(let device, let observer): return .detachObserver(device: device, observer: observer)
+        case .paymentsAllowedChanged(let device, let allowed): return .setPaymentsAllowed(device: device, allowed: allowed)
+        case .transactionAdded(let key, let payment): return .addPayment(device: key.device, payment: payment)
+        case .transactionDeferred(let key): return .decidePurchase(key, .deferred)
+        case .transactionPurchased(let key, _, _, let charged): return .decidePurchase(key, .purchased(charged: charged))
+        case .transactionFailed(let key, let error): return .decidePurchase(key, .failed(error))
+        case .restoreStarted(let device, _, let username): return .restoreCompletedTransactions(device: device, applicationUsername: username)
+        case .restoreFailed(let device, let restore, let error):
+            restoredSoFar[RestoreKey(device: device, number: restore)] = nil
+            return .failRestore(device: device, restore: restore, error: error)
+        case .transactionRestored, .restoreFinished:
+            return try restorePiece(events, failure)
+        case .transactionFinished(let key): return .finishTransaction(key)
+        case .downloadCancelled:
+            // A finish cancels running downloads first, in the same unit.
+            if case .transactionFinished(let key) = events.last!.event { return .finishTransaction(key) }
+            return .cancelDownloads(try downloadKeys(events, failure))
+        case .downloadStarted: return .startDownloads(try downloadKeys(events, failure))
+        case .downloadPaused: return .pauseDownloads(try downloadKeys(events, failure))
+        case .downloadResumed: return .resumeDownloads(try downloadKeys(events, failure))
+        case .downloadProgressed(let key, let progress, let timeRemaining):
+            return .reportDownloadProgress(key, progress: progress, timeRemaining: timeRemaining)
+        case .downloadFinished(let key, let contentURL): return .completeDownload(key, contentURL: contentURL)
+        case .downloadFailed(let key, let error): return .failDownload(key, error: error)
+        }
+    }
+
+    private func downloadKeys(_ events: [RecordedEvent], _ failure: @autoclosure () -> Failure) throws -> [DownloadKey] {
+        try events.map { recorded in
+            switch recorded.event {
+            case .downloadStarted(let key), .downloadPaused(let key), .downloadResumed(let key), .downloadCancelled(let key): key
+            default: throw failure()
+            }
+        }
+    }
+
+    private mutating func restorePiece(_ events: [RecordedEvent], _ failure: @autoclosure () -> Failure) throws -> CommandBody {
+        var originals: [OriginalTransaction] = []
+        var device: String?
+        var restore: UInt64?
+        var isLast = false
+        for recorded in events {
+            switch recorded.event {
+            case .transactionRestored(let key, let number, _, let original, _) where !isLast:
+                guard device == nil || (device == key.device && restore == number) else { throw failure() }
+                device = key.device
+                restore = number
+                originals.append(original)
+            case .restoreFinished(let finishedDevice, let number) where !isLast:
+                guard device == nil || (device == finishedDevice && restore == number) else { throw failure() }
+                device = finishedDevice
+                restore = number
+                isLast = true
+            default:
+                throw failure()
+            }
+        }
+        guard let device, let restore else { throw failure() }
+        let key = RestoreKey(device: device, number: restore)
+        let firstIndex = restoredSoFar[key] ?? 0
+        restoredSoFar[key] = isLast ? nil : firstIndex + originals.count
+        return .completeRestore(device: device, restore: restore, firstIndex: firstIndex, originals: originals, isLast: isLast)
+    }
+}

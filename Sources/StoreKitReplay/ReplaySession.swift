@@ -1,0 +1,516 @@
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+import StoreKitRuntime
+
+/// Replays a recording through the one queue engine and compares the new log with it,
+/// command by command.
+///
+/// The recording's inputs are its commands, each rebuilt from the events it caused. The
+/// users' actions and the outside world's decisions (store, downloader) are replayed as
+/// recorded, at their recorded place and time, under their recorded ids. The queue
+/// re-decides everything. The observers run again (the recorded behaviours, or others):
+/// they hear every event of their device as it is appended and send their own commands.
+/// A command they send takes the place, time and id of an equal recorded observer command
+/// not yet used (looked up at most `matchHorizonNanoseconds` of recorded time ahead); one
+/// with no recorded counterpart is handled at once (`extra`), and a recorded observer
+/// command nobody sent is left out (`missing`). So an unchanged run replays byte for
+/// byte, and a changed observer shows where its run parts from the recorded one.
+public final class ReplaySession {
+    /// Events of the device kept for the context of the first divergence.
+    public static let contextEvents = 10
+
+    public let recording: Recording
+    public let options: ReplayOptions
+    /// The scenario replayed: the recorded one, with `--observers` applied.
+    public let scenario: Scenario
+    /// The first record of the replayed log.
+    public let replayHeader: RunHeader
+    private let storage: LogStorage
+    private let clock: ReplayClock?
+    private let engine: QueueEngine
+    private let apps: ReplayApps
+    /// The origin of commands the replayed observers send that the recording has no place for.
+    private let extraOrigin: String
+
+    private struct Slot {
+        var unit: RecordedUnit
+        var claimed: CommandBody?
+    }
+
+    private var window: [Slot] = []
+    private var head = 0
+    /// Absolute number of `window[0]`.
+    private var base = 0
+    /// Per device, absolute numbers of recorded observer commands not yet claimed, in order.
+    private var unclaimed: [String: IndexQueue] = [:]
+    /// Per device, the origin (app process incarnation) of its last recorded app-side command.
+    private var appOrigin: [String: String] = [:]
+    /// Launches whose app side already ran (see `launchEarly`).
+    private var launchedEarly: Set<Int> = []
+    private var lastIngestedTimestamp: Int64 = 0
+    private var lastInSliceTimestamp: Int64 = 0
+    private var unitsBeyondSlice = 0
+    private var now: Int64 = 0
+    private var handled = 0
+    private var extraNumber: UInt64 = 0
+    private var reactions: [CommandBody] = []
+    private var result = ReplayResult()
+    private var verbatim = true
+    private var recordedInRange = 0
+    private var firstNeedsReplayed = false
+    private var latenessSamples: [Int64] = []
+    private var timedStart: (monotonic: Int64, recorded: Int64)?
+    private var renamings: [LoopRenaming] = []
+    private var timeOffset: Int64 = 0
+    private var draining = false
+    // A context pass stops before this many handled commands and keeps the device's events.
+    private var stopAfterHandled: Int?
+    private var contextDevice: String?
+    private var contextRing: [RecordedEvent] = []
+
+    private struct StopReading: Error {}
+    private struct StopForContext: Error {}
+
+    /// `storage` receives the replayed log (by default it is only counted, never kept).
+    public init(recording: Recording, options: ReplayOptions = ReplayOptions(), storage: LogStorage = DiscardingLogStorage(),
+                clock: ReplayClock? = nil) throws {
+        try options.validate()
+        self.recording = recording
+        self.options = options
+        self.storage = storage
+        self.clock = clock
+        let recorded: Scenario
+        do {
+            recorded = try Scenario(header: recording.header)
+        } catch {
+            throw ReplayInputError("\(recording.location): \(error)")
+        }
+        var scenario = recorded
+        var header = recording.header
+        if let observers = options.observers, observers != recorded.apps.observers {
+            scenario.apps.observers = observers
+            header.scenario = scenario.header(runtime: header.runtime, startedAtUnixNanoseconds: header.startedAtUnixNanoseconds).scenario
+        }
+        self.scenario = scenario
+        self.replayHeader = header
+        extraOrigin = "replay." + String(fnv1a64(EventCodec.encode(.runStarted(recording.header), commandID: nil)) % 0xFFFF_FFFF, radix: 16)
+        engine = try QueueEngine(catalog: scenario.catalog, storage: storage)
+        guard engine.projection.lastSequence == 0 else {
+            throw ReplayInputError("the replay's output log already holds records; give a new --out directory")
+        }
+        apps = ReplayApps(behaviors: scenario.apps.observers, ordering: scenario.apps.ordering, catalog: scenario.catalog,
+                          choices: SeededChoices(seed: scenario.seed, stream: "replay"))
+        if let devices = options.devices {
+            let known = Set(recorded.deviceNames)
+            if let unknown = devices.sorted().first(where: { !known.contains($0) }) {
+                throw ReplayInputError("--devices names '\(unknown)', which the recording does not have; it has \(recorded.deviceNames.first!)…\(recorded.deviceNames.last!)")
+            }
+        }
+    }
+
+    /// Replays the whole recording (or the slice), then compares and reports.
+    public func run() throws -> ReplayResult {
+        let wall = SystemReplayClock()
+        let started = wall.nanoseconds()
+        try replay()
+        result.seconds = Double(wall.nanoseconds() - started) / 1e9
+        result.header = recording.header
+        result.observers = scenario.apps.observers
+        result.violations = engine.checker.violations
+        result.violationCount = engine.checker.violationCount
+        result.lateness = Lateness(latenessSamples)
+        result.identical = verbatim && result.divergences == 0 && result.events == recordedInRange && !result.stoppedRunawayObserver
+        try storage.close()
+        if var first = result.firstDivergence {
+            var contextOptions = options
+            contextOptions.speed = nil
+            let pass = try ReplaySession(recording: recording, options: contextOptions)
+            first.context = try pass.context(before: first.handledBefore, device: first.device)
+            result.firstDivergence = first
+        }
+        return result
+    }
+
+    /// Replays again, silently, up to `handledBefore` commands, and returns the device's
+    /// last events and state there.
+    private func context(before handledBefore: Int, device: String) throws -> DivergenceContext {
+        stopAfterHandled = handledBefore
+        contextDevice = device
+        do {
+            try replay()
+        } catch is StopForContext {}
+        return DivergenceContext(device: device, precedingEvents: contextRing, state: engine.projection.device(device))
+    }
+
+    private func replay() throws {
+        let passes = options.loopLayout == .oneAfterAnother ? options.loop : 1
+        for pass in 1...passes {
+            renamings = options.loopLayout == .oneAfterAnother ? [LoopRenaming(copy: pass)] : (1...options.loop).map { LoopRenaming(copy: $0) }
+            if pass > 1 { timeOffset = lastIngestedTimestamp + 1_000_000 }
+            var reconstruction = CommandReconstruction()
+            var group: [RecordedEvent] = []
+            var payloads: [[UInt8]] = []
+            func flush() throws {
+                guard !group.isEmpty else { return }
+                let body = try reconstruction.command(of: group)
+                let unit = RecordedUnit(sequence: group[0].sequence, timestamp: group[0].timestamp, commandID: group[0].commandID,
+                                        events: group, payloads: payloads, body: body,
+                                        source: body.map { CommandSource.of($0) } ?? .header, device: body?.device ?? "")
+                group.removeAll(keepingCapacity: true)
+                payloads.removeAll(keepingCapacity: true)
+                try ingest(unit, firstPass: pass == 1)
+            }
+            do {
+                let warning = try recording.forEachRecord { sequence, timestamp, payload in
+                    let recorded: RecordedEvent
+                    do {
+                        recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
+                    } catch {
+                        throw ReplayInputError("\(recording.location): \(error)")
+                    }
+                    if let last = group.last, last.commandID != recorded.commandID || last.commandID == nil { try flush() }
+                    group.append(recorded)
+                    payloads.append(Array(payload))
+                }
+                try flush()
+                if let warning { result.warning = warning }
+            } catch is StopReading {}
+            catch let failure as CommandReconstruction.Failure {
+                throw ReplayInputError("\(recording.location): \(failure)")
+            }
+        }
+        draining = true
+        try processReady()
+    }
+
+    private func ingest(_ unit: RecordedUnit, firstPass: Bool) throws {
+        if unit.source == .header {
+            guard firstPass else { return }
+            var header = unit
+            if replayHeader != recording.header {
+                header.isVerbatim = false
+                header.events = [RecordedEvent(sequence: 1, timestamp: unit.timestamp, commandID: nil, event: .runStarted(replayHeader))]
+                header.payloads = [EventCodec.encode(.runStarted(replayHeader), commandID: nil)]
+            }
+            append(header)
+        } else {
+            if let devices = options.devices, !devices.contains(unit.device) { return }
+            if unit.sequence > options.to {
+                // Read a little past the slice, so that commands sent near its end find their place.
+                unitsBeyondSlice += 1
+                if unit.timestamp + timeOffset > lastInSliceTimestamp + options.matchHorizonNanoseconds || unitsBeyondSlice > options.lookaheadUnits {
+                    throw StopReading()
+                }
+            } else {
+                lastInSliceTimestamp = unit.timestamp + timeOffset
+            }
+            for index in renamings.indices {
+                for recorded in unit.events { renamings[index].learn(recorded.event) }
+                append(renamings[index].rename(unit, timeOffset: timeOffset))
+            }
+        }
+        try processReady()
+    }
+
+    private func append(_ unit: RecordedUnit) {
+        let absolute = base + window.count
+        if unit.source == .observer { unclaimed[unit.device, default: IndexQueue()].append(absolute) }
+        lastIngestedTimestamp = unit.timestamp
+        window.append(Slot(unit: unit, claimed: nil))
+    }
+
+    /// Handles recorded commands while enough of the recording is read ahead of them.
+    private func processReady() throws {
+        while head < window.count {
+            let ahead = window.count - head
+            guard draining || ahead > options.lookaheadUnits
+                    || lastIngestedTimestamp - window[head].unit.timestamp > options.matchHorizonNanoseconds else { break }
+            try processHead()
+            if head >= 4_096 && head * 2 >= window.count {
+                window.removeFirst(head)
+                base += head
+                head = 0
+            }
+        }
+    }
+
+    private func processHead() throws {
+        let absolute = base + head
+        let ahead = window[head].unit
+        if ahead.source == .observer, window[head].claimed == nil, ahead.sequence >= options.from, ahead.sequence <= options.to {
+            launchEarly(for: ahead)
+        }
+        let slot = window[head]
+        window[head].unit.events = []
+        window[head].unit.payloads = []
+        head += 1
+        let unit = slot.unit
+        let isUnclaimedObserverCommand = unit.source == .observer && unclaimed[unit.device, default: IndexQueue()].popFront(ifEqual: absolute)
+        guard unit.sequence <= options.to else { return }
+        let compared = unit.sequence >= options.from
+        if compared { waitForSchedule(unit.timestamp) }
+        now = unit.timestamp
+        switch unit.source {
+        case .header:
+            let records = try engine.start(replayHeader)
+            if compared { result.comparedEvents += 1 }
+            check(records, against: unit, compared: compared)
+        case .observer:
+            if isUnclaimedObserverCommand && compared {
+                noteMissing(unit)
+                return
+            }
+            appOrigin[unit.device] = unit.commandID?.origin
+            // The history before the slice is the recording's own; in the slice, the replayed observers' command.
+            try handleRecorded(compared ? slot.claimed ?? unit.body! : unit.body!, unit, compared: compared)
+        case .user, .store, .downloader:
+            let body = unit.body!
+            if unit.source == .user { appOrigin[unit.device] = unit.commandID?.origin }
+            apps.beforeUserAction(body)
+            try handleRecorded(body, unit, compared: compared)
+            if launchedEarly.remove(absolute) == nil { apps.afterUserAction(body) }
+            collectReactions(of: body.device, compared: compared)
+        }
+        try handleReactions(compared: compared)
+    }
+
+    private func waitForSchedule(_ timestamp: Int64) {
+        guard let speed = options.speed, let clock else { return }
+        let start = timedStart ?? (clock.nanoseconds(), timestamp)
+        timedStart = start
+        let due = start.monotonic + Int64(Double(timestamp - start.recorded) / speed)
+        clock.wait(until: due)
+        latenessSamples.append(max(0, clock.nanoseconds() - due))
+    }
+
+    private func handle(_ command: Command) throws -> [EngineRecord] {
+        if let stop = stopAfterHandled, handled >= stop { throw StopForContext() }
+        handled += 1
+        result.commands += 1
+        let records = try engine.handle(command, timestamp: now).records
+        result.events = Int(engine.projection.lastSequence)
+        if firstNeedsReplayed, let first = records.first {
+            result.firstDivergence?.replayed = first.recorded
+            firstNeedsReplayed = false
+        }
+        if let contextDevice {
+            for record in records where record.recorded.event.device == contextDevice {
+                contextRing.append(record.recorded)
+                if contextRing.count > Self.contextEvents { contextRing.removeFirst() }
+            }
+        }
+        return records
+    }
+
+    private func handleRecorded(_ body: CommandBody, _ unit: RecordedUnit, compared: Bool) throws {
+        let records = try handle(Command(id: unit.commandID!, body: body))
+        if compared { result.comparedEvents += unit.events.count }
+        check(records, against: unit, compared: compared)
+        deliver(records, compared: compared)
+    }
+
+    /// Compares what the engine appended for a recorded command with what was recorded.
+    private func check(_ records: [EngineRecord], against unit: RecordedUnit, compared: Bool) {
+        recordedInRange += unit.events.count
+        var same = records.count == unit.events.count
+        var verbatimHere = same && unit.isVerbatim
+        var firstDifference = same ? records.count : min(records.count, unit.events.count)
+        for index in 0..<min(records.count, unit.events.count) {
+            let record = records[index]
+            let equal = record.payload == unit.payloads[index] && record.recorded.timestamp == unit.events[index].timestamp
+            if !equal && same {
+                same = false
+                firstDifference = index
+            }
+            verbatimHere = verbatimHere && equal && record.recorded.sequence == unit.events[index].sequence
+        }
+        if !verbatimHere { verbatim = false }
+        guard compared, !same else { return }
+        result.different += 1
+        guard result.firstDivergence == nil else { return }
+        let replayed = records.indices.contains(firstDifference) ? records[firstDifference].recorded : nil
+        result.firstDivergence = Divergence(
+            kind: .different, sequence: replayed?.sequence ?? engine.projection.lastSequence + 1,
+            recorded: unit.events.indices.contains(firstDifference) ? unit.events[firstDifference] : nil,
+            replayed: replayed, device: unit.device, context: nil, handledBefore: handled - 1)
+        firstNeedsReplayed = replayed == nil
+    }
+
+    private func noteMissing(_ unit: RecordedUnit) {
+        result.missing += 1
+        verbatim = false
+        recordedInRange += unit.events.count
+        result.comparedEvents += unit.events.count
+        guard result.firstDivergence == nil else { return }
+        result.firstDivergence = Divergence(kind: .missing, sequence: engine.projection.lastSequence + 1, recorded: unit.events.first,
+                                            replayed: nil, device: unit.device, context: nil, handledBefore: handled)
+        firstNeedsReplayed = true
+    }
+
+    /// Lets the apps hear appended events, then takes what their observers sent.
+    private func deliver(_ records: [EngineRecord], compared: Bool) {
+        var devices: [String] = []
+        for record in records {
+            apps.deliver(record.recorded)
+            if let device = record.recorded.event.device, !devices.contains(device) { devices.append(device) }
+        }
+        for device in devices { collectReactions(of: device, compared: compared) }
+    }
+
+    private func collectReactions(of device: String, compared: Bool) {
+        for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) && !appGoneAhead(body.device) {
+            // Before the slice the recording is the truth: what it has no place for is not sent.
+            if compared { reactions.append(body) }
+        }
+    }
+
+    /// Gives a command the replayed observers sent the place of an equal recorded one ahead.
+    private func claim(_ body: CommandBody) -> Bool {
+        let device = body.device
+        guard var queue = unclaimed[device] else { return false }
+        let horizon = now + options.matchHorizonNanoseconds
+        var found = false
+        var position = queue.start
+        while position < queue.items.count {
+            let absolute = queue.items[position]
+            if absolute >= 0 {
+                let slot = window[absolute - base]
+                if slot.unit.timestamp > horizon { break }
+                if Self.matches(body, slot.unit.body!) {
+                    window[absolute - base].claimed = body
+                    queue.items[position] = -1
+                    found = true
+                    break
+                }
+            }
+            position += 1
+        }
+        if found { unclaimed[device] = queue }
+        return found
+    }
+
+    /// An app that quits drops its observers at once, while events already on their way are
+    /// lost to it; the replay's app hears those events before the quit reaches the queue,
+    /// so its observers may ask early for what the relaunched ones ask again. A command
+    /// that already holds a recorded place ahead is that same request, sent twice.
+    private func isAlreadyClaimed(_ body: CommandBody) -> Bool {
+        let horizon = now + options.matchHorizonNanoseconds
+        for slot in window[head...] {
+            if slot.unit.timestamp > horizon { return false }
+            if slot.claimed == body { return true }
+        }
+        return false
+    }
+
+    /// An app attaches its observers as it launches; the network may deliver those attachments
+    /// to the queue before the launch (they are then refused). When a recorded observer command
+    /// nobody sent yet comes before a launch of the same app process, the launch's app side
+    /// happens now, so its attachments can take their recorded places.
+    private func launchEarly(for unit: RecordedUnit) {
+        let horizon = unit.timestamp + options.matchHorizonNanoseconds
+        for (offset, slot) in window[head...].enumerated() {
+            if slot.unit.timestamp > horizon { return }
+            guard slot.unit.device == unit.device, slot.unit.source == .user, slot.unit.commandID?.origin == unit.commandID?.origin else { continue }
+            guard case .launchApp = slot.unit.body, !launchedEarly.contains(base + head + offset) else { return }
+            launchedEarly.insert(base + head + offset)
+            apps.afterUserAction(slot.unit.body!)
+            collectReactions(of: unit.device, compared: true)
+            return
+        }
+    }
+
+    /// True when the recorded app of `device` quits, or its process is replaced (a new command
+    /// origin), before its observers send anything else: the recorded app may have heard the
+    /// event only after its observers were gone (events take time to arrive, longer after a
+    /// loss), and what they would have sent went with them.
+    private func appGoneAhead(_ device: String) -> Bool {
+        guard let current = appOrigin[device] else { return false }
+        let horizon = now + options.matchHorizonNanoseconds
+        for slot in window[head...] {
+            if slot.unit.timestamp > horizon { return false }
+            guard slot.unit.device == device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
+            if case .terminateApp = slot.unit.body { return true }
+            if slot.unit.commandID?.origin != current { return true }
+            if slot.unit.source == .observer { return false }
+        }
+        return false
+    }
+
+    /// The command sent stands for the recorded one: equal, or a download request whose
+    /// recorded events name only some of its downloads (the others needed nothing).
+    static func matches(_ sent: CommandBody, _ recorded: CommandBody) -> Bool {
+        if sent == recorded { return true }
+        switch (sent, recorded) {
+        case (.startDownloads(let all), .startDownloads(let some)), (.pauseDownloads(let all), .pauseDownloads(let some)),
+             (.resumeDownloads(let all), .resumeDownloads(let some)), (.cancelDownloads(let all), .cancelDownloads(let some)):
+            var remaining = some[...]
+            for key in all where key == remaining.first { remaining.removeFirst() }
+            return remaining.isEmpty && !some.isEmpty
+        default:
+            return false
+        }
+    }
+
+    /// Commands the replayed observers sent that the recording has no place for: handled at once.
+    private func handleReactions(compared: Bool) throws {
+        var count = 0
+        while !reactions.isEmpty {
+            let body = reactions.removeFirst()
+            count += 1
+            if count > options.maximumReactionCommands {
+                result.stoppedRunawayObserver = true
+                reactions.removeAll()
+                return
+            }
+            extraNumber += 1
+            let records = try handle(Command(id: CommandID(origin: extraOrigin, number: extraNumber), body: body))
+            if !records.isEmpty {
+                result.extra += 1
+                verbatim = false
+                if result.firstDivergence == nil {
+                    let next = window[head...].first { $0.unit.sequence <= options.to && !$0.unit.events.isEmpty }
+                    result.firstDivergence = Divergence(kind: .extra, sequence: records[0].recorded.sequence, recorded: next?.unit.events.first,
+                                                        replayed: records[0].recorded, device: body.device, context: nil,
+                                                        handledBefore: handled - 1)
+                }
+            }
+            deliver(records, compared: compared)
+        }
+    }
+}
+
+/// Absolute unit numbers in order; claimed ones are struck out (-1) where they stand.
+struct IndexQueue {
+    var items: [Int] = []
+    var start = 0
+
+    mutating func append(_ value: Int) { items.append(value) }
+
+    /// Removes `value` when it is the first one not struck out; true if it was there.
+    mutating func popFront(ifEqual value: Int) -> Bool {
+        while start < items.count && items[start] < 0 { start += 1 }
+        defer {
+            if start >= 1_024 && start * 2 >= items.count {
+                items.removeFirst(start)
+                start = 0
+            }
+        }
+        guard start < items.count, items[start] == value else { return false }
+        start += 1
+        return true
+    }
+}
+
+/// A log that keeps nothing but its length: a replay at full speed is bounded by the
+/// projection, not by the log it writes.
+public final class DiscardingLogStorage: LogStorage {
+    public private(set) var lastSequence: UInt64 = 0
+    public init() {}
+    public func appendUnit(_ payloads: [[UInt8]], timestamp: Int64) throws -> UInt64 {
+        defer { lastSequence += UInt64(payloads.count) }
+        return lastSequence + 1
+    }
+    public func forEachRecord(from: UInt64, _ body: (UInt64, Int64, UnsafeRawBufferPointer) throws -> Void) throws {}
+    public func close() throws {}
+}

@@ -1,0 +1,209 @@
+import EventLog
+import Foundation
+import Testing
+
+/// `sksim replay` as a user runs it: real processes, real logs on disk, exit codes.
+@Suite(.serialized) struct ReplayCommandLineTests {
+    struct Outcome {
+        var status: Int32
+        var output: String
+        var error: String
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]) ?? [:] }
+    }
+
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static func executable() throws -> URL {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sksim"),
+            repositoryRoot.appendingPathComponent(".build/debug/sksim"),
+        ]
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+            throw ReplayTestError("no sksim binary next to the tests; build it first (swift build --build-tests)")
+        }
+        return found
+    }
+
+    static func sksim(_ arguments: [String]) throws -> Outcome {
+        let process = Process()
+        process.executableURL = try executable()
+        process.arguments = arguments
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Outcome(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+                       error: String(decoding: errorData, as: UTF8.self))
+    }
+
+    final class Scratch {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-replay-\(UUID().uuidString.prefix(8))")
+        init() { try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
+        deinit { try? FileManager.default.removeItem(at: url) }
+        func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+    }
+
+    /// Every file of a log directory with its bytes, to prove nothing was written there.
+    static func snapshot(_ directory: String) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        let root = URL(fileURLWithPath: directory)
+        for case let path as String in FileManager.default.enumerator(atPath: directory)! {
+            var isDirectory: ObjCBool = false
+            let url = root.appendingPathComponent(path)
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                files[path] = try Data(contentsOf: url)
+            }
+        }
+        return files
+    }
+
+    static func segments(_ logDirectory: String) throws -> [Data] {
+        let partition = URL(fileURLWithPath: logDirectory).appendingPathComponent("queue")
+        return try FileManager.default.contentsOfDirectory(atPath: partition.path).filter { $0.hasSuffix(".segment") }.sorted()
+            .map { try Data(contentsOf: partition.appendingPathComponent($0)) }
+    }
+
+    @Test("replay --json of an unchanged recording: identical, 0 divergences, exit 0; --out writes the same segment bytes; the recording is untouched")
+    func unchangedReplay() throws {
+        let scratch = Scratch()
+        let simulate = try Self.sksim(["simulate", "--devices", "3", "--purchases-per-device", "4", "--seed", "21", "--out", scratch.path("rec")])
+        #expect(simulate.status == 0, "\(simulate.error)")
+        let before = try Self.snapshot(scratch.path("rec"))
+        let outcome = try Self.sksim(["replay", scratch.path("rec"), "--json", "--out", scratch.path("again")])
+        #expect(outcome.status == 0, "\(outcome.error)")
+        let json = outcome.json
+        for field in ["events", "identical", "divergences", "firstDivergence", "lateness", "eventsPerSecond"] { #expect(json.keys.contains(field), "\(field)") }
+        #expect(json["identical"] as? Bool == true)
+        #expect(json["divergences"] as? Int == 0)
+        #expect(json["firstDivergence"] is NSNull)
+        #expect(json["lateness"] is NSNull)
+        #expect((json["events"] as? Int ?? 0) > 10)
+        #expect(try Self.segments(scratch.path("again/log")) == Self.segments(scratch.path("rec/log")))
+        #expect(try Self.snapshot(scratch.path("rec")) == before)
+    }
+
+    @Test("replay --observers: exit 1 and a readable first divergence with the device's context")
+    func changedObserver() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "2", "--purchases-per-device", "3", "--seed", "22", "--out", scratch.path("rec")]).status == 0)
+        let text = try Self.sksim(["replay", scratch.path("rec"), "--observers", "deliverThenFinish"])
+        #expect(text.status == 1)
+        #expect(text.output.contains("first divergence at #"))
+        #expect(text.output.contains("deliverThenFinish-1"))
+        let json = try Self.sksim(["replay", scratch.path("rec"), "--observers", "deliverThenFinish", "--json"]).json
+        let first = try #require(json["firstDivergence"] as? [String: Any])
+        #expect(first["sequence"] is Int)
+        #expect((first["recorded"] as? [String: Any])?["observer"] as? String == "downloadThenFinish-1")
+        #expect((first["replayed"] as? [String: Any])?["observer"] as? String == "deliverThenFinish-1")
+        let context = try #require(first["context"] as? [String: Any])
+        #expect(!(context["precedingEvents"] as? [Any] ?? []).isEmpty)
+        #expect((context["projection"] as? [String: Any])?["running"] as? Bool == true)
+    }
+
+    @Test("replay --from/--to, --devices and --loop replay cleanly from the command line")
+    func sliceDevicesLoop() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "4", "--purchases-per-device", "4", "--seed", "23", "--out", scratch.path("rec")]).status == 0)
+        for arguments in [["--from", "20", "--to", "60"], ["--devices", "2,device-0004"], ["--devices", "1-2", "--loop", "2"],
+                          ["--loop", "2", "--loop-layout", "one-after-another"]] {
+            let outcome = try Self.sksim(["replay", scratch.path("rec"), "--json"] + arguments)
+            #expect(outcome.status == 0, "\(arguments): \(outcome.output) \(outcome.error)")
+            #expect(outcome.json["divergences"] as? Int == 0, "\(arguments)")
+        }
+    }
+
+    @Test("A live recording (real processes over ZeroMQ) replays deterministically with 0 divergences, also timed at 10x")
+    func liveRecording() throws {
+        let scratch = Scratch()
+        let topology = """
+        name: replay-live
+        seed: 9
+        heartbeatMilliseconds: 100
+        scenario:
+          devices: 4
+          purchasesPerDevice: 8
+          observers: [downloadThenFinish, audit]
+          relaunchProbability: 0.2
+          thinkTimeMilliseconds: {minimum: 1, mean: 5}
+          store: {latencyMilliseconds: {minimum: 1, mean: 5}}
+          downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}
+        processes:
+          - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
+          - {name: store, role: store}
+          - {name: downloader, role: downloader}
+          - {name: observer-1, role: observer, devices: "1-2"}
+          - {name: observer-2, role: observer, devices: "3-4"}
+        """
+        try topology.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
+        let run = try Self.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("live"), "--duration", "60"])
+        #expect(run.status == 0, "\(run.output) \(run.error)")
+        let replay = try Self.sksim(["replay", scratch.path("live"), "--json"])
+        #expect(replay.status == 0, "\(replay.output)")
+        #expect(replay.json["runtime"] as? String == "live")
+        #expect(replay.json["divergences"] as? Int == 0)
+        #expect(replay.json["identical"] as? Bool == true)
+        let timed = try Self.sksim(["replay", scratch.path("live"), "--json", "--speed", "10"])
+        #expect(timed.status == 0, "\(timed.output)")
+        let lateness = try #require(timed.json["lateness"] as? [String: Any])
+        for field in ["p50Microseconds", "p99Microseconds", "maxMicroseconds"] { #expect(lateness[field] is Double, "\(field)") }
+    }
+
+    @Test("Bad input: one clear line naming the file, exit 2, nothing written", arguments: [
+        ("missing", [String](), "does not exist"),
+        ("file", [], "is a file"),
+        ("empty", [], "holds no sksim log"),
+        ("damaged", [], "damaged"),
+        ("version", [], "log format"),
+        ("good", ["--speed", "fast"], "--speed 'fast'"),
+        ("good", ["--observers", "psychic"], "unknown observer behaviour 'psychic'"),
+        ("good", ["--devices", "device-9999"], "--devices"),
+        ("good", ["--loop", "0"], "--loop 0"),
+        ("good", ["--from", "9", "--to", "3"], "empty slice"),
+        ("good", ["--out", "SELF"], "the recording itself"),
+    ])
+    func badInput(kind: String, arguments: [String], fragment: String) throws {
+        let scratch = Scratch()
+        let target = scratch.path("rec")
+        switch kind {
+        case "missing": break
+        case "file": try "not a log".write(toFile: target, atomically: true, encoding: .utf8)
+        case "empty": try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        default:
+            #expect(try Self.sksim(["simulate", "--devices", "2", "--seed", "24", "--out", target]).status == 0)
+        }
+        if kind == "damaged" || kind == "version" {
+            let partition = URL(fileURLWithPath: target).appendingPathComponent("log/queue")
+            let name = try #require(try FileManager.default.contentsOfDirectory(atPath: partition.path).first { $0.hasSuffix(".segment") })
+            var bytes = try Data(contentsOf: partition.appendingPathComponent(name))
+            if kind == "damaged" { bytes[bytes.count / 2] ^= 0xFF } else { bytes[8] = 9 }
+            try bytes.write(to: partition.appendingPathComponent(name))
+        }
+        let before = kind == "missing" || kind == "file" ? [:] : try Self.snapshot(target)
+        let outcome = try Self.sksim(["replay", target] + arguments.map { $0 == "SELF" ? target : $0 })
+        #expect(outcome.status == 2, "\(outcome.output) \(outcome.error)")
+        #expect(outcome.error.contains(fragment), "\(outcome.error)")
+        #expect(outcome.error.split(separator: "\n").count == 1, "\(outcome.error)")
+        #expect(!outcome.error.contains("Fatal error"))
+        if kind == "damaged" || kind == "version" { #expect(outcome.error.contains(".segment")) }
+        if !(kind == "missing" || kind == "file") { #expect(try Self.snapshot(target) == before) }
+    }
+
+    @Test("--live is refused with a clear line until it is implemented")
+    func liveRefused() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "1", "--seed", "25", "--out", scratch.path("rec")]).status == 0)
+        let outcome = try Self.sksim(["replay", scratch.path("rec"), "--live"])
+        #expect(outcome.status == 2)
+        #expect(outcome.error.contains("--live"))
+    }
+}
+
+struct ReplayTestError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
