@@ -43,6 +43,7 @@ struct LogBench: AsyncParsableCommand {
     @Option(help: "Records for the group-commit and os policies (the always policy uses 1/200 of it).") var records = 1_000_000
     @Option(help: "Events in the log rebuilt by the projection benchmark.") var projectionEvents = 1_000_000
     @Flag(help: "Print one JSON object.") var json = false
+    @OptionGroup var results: BenchResultsOptions
 
     func run() async throws {
         BenchCommand.warnIfDebug()
@@ -52,13 +53,12 @@ struct LogBench: AsyncParsableCommand {
         configuration.recordsOperatingSystem = records
         configuration.recordsAlways = max(100, records / 200)
         configuration.recordsRead = records
-        let results = try LogBenchmark.run(configuration)
+        let policies = try LogBenchmark.run(configuration)
         let read = try LogBenchmark.runRead(configuration)
         let rebuild = try ProjectionBenchmark.run(events: projectionEvents, directory: base)
-        if json {
-            printLine(JSONValue.object([
+        let object = JSONValue.object([
                 ("payloadBytes", .int(configuration.payloadBytes)),
-                ("policies", .array(results.map { result in
+                ("policies", .array(policies.map { result in
                     .object([("policy", .string(result.policy.description)),
                              ("log", measurement(result.log)), ("baseline", measurement(result.baseline)),
                              ("ratioToBaseline", .double(result.ratioToBaseline))])
@@ -77,10 +77,13 @@ struct LogBench: AsyncParsableCommand {
                     ("baselineScanRecordsPerSecond", .double(rebuild.scanRecordsPerSecond.rounded())),
                     ("peakMemoryMegabytes", .double(rebuild.peakMemoryMegabytes)),
                 ])),
-            ]).serialized())
+            ])
+        results.record(bench: "log", figures: object)
+        if json {
+            printLine(object.serialized())
             return
         }
-        for result in results { printLine(result.description) }
+        for result in policies { printLine(result.description) }
         printLine(read.description)
         printLine(String(format: "projection rebuild: %d events in %.3f s: %.0f events/s (baseline: raw log scan without decoding, %.0f records/s); peak memory %.1f MB",
                          rebuild.events, rebuild.seconds, rebuild.eventsPerSecond, rebuild.scanRecordsPerSecond, rebuild.peakMemoryMegabytes))
@@ -195,13 +198,30 @@ enum ProjectionBenchmark {
 struct BusBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bus",
-        abstract: "Purchase lifecycles per second through real queue and store processes, beside raw libzmq PUB/SUB.")
+        abstract: "Purchase lifecycles per second through real queue and store processes, beside raw libzmq PUB/SUB and the machine's floor.",
+        discussion: """
+            Per transport: the closed loop of --in-flight lifecycles (throughput, latency) beside raw libzmq PUB/SUB of \
+            messages of the same size (ratioToBaseline counts the bus messages of one lifecycle); one lifecycle alone \
+            (unloadedLatencyP50Microseconds) beside the floor of its critical path measured now (floorMicroseconds: three \
+            write + fdatasync of one record and three round trips over the transport; ratioToFloor); and the open model \
+            at half the measured throughput, each lifecycle timed from its intended start (halfLoadLatencyP99Microseconds).
+            """)
 
     @Option(help: "Seconds of load per transport.") var seconds: Double = 4
     @Option(help: "Lifecycles in flight at once.") var inFlight = 2_000
     @Option(help: "Transports to measure, comma-separated.") var transports = "ipc,tcp"
     @Option(help: "App-side load drivers (threads, each with its own connections).") var drivers = 1
+    @Option(help: "Seconds of the lone-lifecycle and half-load measurements (each).") var latencySeconds: Double = 2
     @Flag(help: "Print one JSON object.") var json = false
+    @OptionGroup var results: BenchResultsOptions
+
+    struct TransportFigures {
+        var throughput: BusBenchmark.Measurement
+        var floor: BusBenchmark.Floor
+        var unloaded: BusBenchmark.Measurement
+        var halfLoad: BusBenchmark.Measurement
+        var ratioToFloor: Double { unloaded.latencyMicroseconds.p50 / max(floor.floorMicroseconds, 1) }
+    }
 
     func run() async throws {
         BenchCommand.warnIfDebug()
@@ -209,29 +229,66 @@ struct BusBench: AsyncParsableCommand {
         configuration.seconds = seconds
         configuration.inFlight = inFlight
         configuration.drivers = max(1, drivers)
-        let results = try BusBenchmark.run(configuration, transports: transports.split(separator: ",").map(String.init))
+        var figures: [TransportFigures] = []
+        for transport in transports.split(separator: ",").map(String.init) {
+            let throughput = try BusBenchmark.run(configuration, transports: [transport])[0]
+            let floor = try BusBenchmark.floor(transport: transport, directory: configuration.directory)
+            var lone = configuration
+            lone.seconds = latencySeconds
+            lone.inFlight = 1
+            lone.drivers = 1
+            lone.devices = 1
+            let unloaded = try BusBenchmark.run(lone, transports: [transport])[0]
+            var half = configuration
+            half.seconds = latencySeconds
+            half.rate = max(1, throughput.lifecyclesPerSecond / 2)
+            half.inFlight = max(configuration.inFlight, 10_000)
+            let halfLoad = try BusBenchmark.run(half, transports: [transport])[0]
+            figures.append(TransportFigures(throughput: throughput, floor: floor, unloaded: unloaded, halfLoad: halfLoad))
+        }
+        let object = JSONValue.object([
+            ("drivers", .int(drivers)),
+            ("transports", .array(figures.map { figure in
+                let result = figure.throughput
+                return .object([
+                    ("transport", .string(result.transport)), ("lifecycles", .int(result.lifecycles)),
+                    ("seconds", .double(result.seconds)), ("lifecyclesPerSecond", .double(result.lifecyclesPerSecond.rounded())),
+                    ("latencyP50Microseconds", .double(result.latencyMicroseconds.p50.rounded())),
+                    ("latencyP99Microseconds", .double(result.latencyMicroseconds.p99.rounded())),
+                    ("latencyP999Microseconds", .double(result.latencyMicroseconds.p999.rounded())),
+                    ("averageEventBytes", .double(result.averageEventBytes.rounded())),
+                    ("rawMessagesPerSecond", .double(result.rawMessagesPerSecond.rounded())),
+                    ("busMessagesPerLifecycle", .double(result.busMessagesPerLifecycle)),
+                    ("ratioToBaseline", .double((result.ratioToBaseline * 1000).rounded() / 1000)),
+                    ("unloadedLatencyP50Microseconds", .double(figure.unloaded.latencyMicroseconds.p50.rounded())),
+                    ("unloadedLatencyP99Microseconds", .double(figure.unloaded.latencyMicroseconds.p99.rounded())),
+                    ("fsyncMicroseconds", .double((figure.floor.fsyncMicroseconds * 10).rounded() / 10)),
+                    ("roundTripMicroseconds", .double((figure.floor.roundTripMicroseconds * 10).rounded() / 10)),
+                    ("floorMicroseconds", .double(figure.floor.floorMicroseconds.rounded())),
+                    ("ratioToFloor", .double((figure.ratioToFloor * 100).rounded() / 100)),
+                    ("halfLoadLifecyclesPerSecond", .double(figure.halfLoad.lifecyclesPerSecond.rounded())),
+                    ("halfLoadLatencyP50Microseconds", .double(figure.halfLoad.latencyMicroseconds.p50.rounded())),
+                    ("halfLoadLatencyP99Microseconds", .double(figure.halfLoad.latencyMicroseconds.p99.rounded())),
+                ])
+            })),
+        ])
+        results.record(bench: "bus", figures: object)
         if json {
-            printLine(JSONValue.object([
-                ("drivers", .int(drivers)),
-                ("transports", .array(results.map { result in
-                    .object([("transport", .string(result.transport)), ("lifecycles", .int(result.lifecycles)),
-                             ("seconds", .double(result.seconds)), ("lifecyclesPerSecond", .double(result.lifecyclesPerSecond.rounded())),
-                             ("latencyP50Microseconds", .double(result.latencyMicroseconds.p50.rounded())),
-                             ("latencyP99Microseconds", .double(result.latencyMicroseconds.p99.rounded())),
-                             ("latencyP999Microseconds", .double(result.latencyMicroseconds.p999.rounded())),
-                             ("averageEventBytes", .double(result.averageEventBytes.rounded())),
-                             ("rawMessagesPerSecond", .double(result.rawMessagesPerSecond.rounded())),
-                             ("busMessagesPerLifecycle", .double(result.busMessagesPerLifecycle)),
-                             ("ratioToBaseline", .double((result.ratioToBaseline * 1000).rounded() / 1000))])
-                })),
-            ]).serialized())
+            printLine(object.serialized())
             return
         }
-        for result in results {
+        for figure in figures {
+            let result = figure.throughput
             printLine(String(format: "%@: %.0f lifecycles/s (%d in %.2f s), latency p50 %.0f µs p99 %.0f µs p99.9 %.0f µs; raw PUB/SUB %.0f msgs/s of %.0f bytes; ratio to baseline %.3f (× %.0f bus messages per lifecycle)",
                              result.transport, result.lifecyclesPerSecond, result.lifecycles, result.seconds,
                              result.latencyMicroseconds.p50, result.latencyMicroseconds.p99, result.latencyMicroseconds.p999,
                              result.rawMessagesPerSecond, result.averageEventBytes, result.ratioToBaseline, result.busMessagesPerLifecycle))
+            printLine(String(format: "%@: one lifecycle alone p50 %.0f µs (p99 %.0f µs); floor %.0f µs (3 × write+fdatasync %.0f µs + 3 × round trip %.0f µs); ratio to floor %.2f",
+                             result.transport, figure.unloaded.latencyMicroseconds.p50, figure.unloaded.latencyMicroseconds.p99,
+                             figure.floor.floorMicroseconds, figure.floor.fsyncMicroseconds, figure.floor.roundTripMicroseconds, figure.ratioToFloor))
+            printLine(String(format: "%@: at half the throughput (%.0f/s offered, open model): p50 %.0f µs, p99 %.0f µs from the intended start",
+                             result.transport, figure.halfLoad.lifecyclesPerSecond, figure.halfLoad.latencyMicroseconds.p50,
+                             figure.halfLoad.latencyMicroseconds.p99))
         }
     }
 }

@@ -30,6 +30,7 @@ struct ReplayBench: AsyncParsableCommand {
     @Option(help: "Directory for the recordings (default: the system's temporary directory).") var directory: String?
     @Option(help: "Seeds of the soak: each recorded with every built-in observer behaviour (default network) and once with a faulty network, then replayed unchanged.") var soakSeeds = 100
     @Flag(help: "Print one JSON object.") var json = false
+    @OptionGroup var results: BenchResultsOptions
 
     func run() async throws {
         BenchCommand.warnIfDebug()
@@ -78,8 +79,7 @@ struct ReplayBench: AsyncParsableCommand {
 
         let soak = try Self.soak(seeds: soakSeeds)
 
-        if json {
-            printLine(JSONValue.object([
+        let object = JSONValue.object([
                 ("soak", .object([("recordings", .int(soak.recordings)), ("diverged", .int(soak.diverged)),
                                   ("faultyRecordings", .int(soak.faultyRecordings)), ("faultyDiverged", .int(soak.faultyDiverged))])),
                 ("events", .int(replayed.events)), ("baselineEventsPerSecond", .double(baseline.rounded())),
@@ -99,7 +99,10 @@ struct ReplayBench: AsyncParsableCommand {
                         ("divergences", .int(result.divergences)),
                     ])
                 })),
-            ]).serialized())
+            ])
+        results.record(bench: "replay", figures: object)
+        if json {
+            printLine(object.serialized())
             return
         }
         printLine("soak: \(soak.recordings) unchanged recordings (\(soakSeeds) seeds × \(ObserverBehavior.allCases.count) observer behaviours) replayed, \(soak.diverged) diverged; "

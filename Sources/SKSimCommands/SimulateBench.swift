@@ -23,6 +23,7 @@ struct SimulateBench: AsyncParsableCommand {
     @Option(help: "Devices per scenario.") var devices = 4
     @Option(help: "Purchases per device.") var purchasesPerDevice = 10
     @Flag(help: "Print one JSON object.") var json = false
+    @OptionGroup var results: BenchResultsOptions
 
     func run() async throws {
         BenchCommand.warnIfDebug()
@@ -53,13 +54,15 @@ struct SimulateBench: AsyncParsableCommand {
         let eventsPerSecond = Double(events) / runtimeSeconds
         let baseline = Double(events) / foldSeconds
         let memory = ProjectionBenchmark.peakMemoryMegabytes()
-        if json {
-            printLine(JSONValue.object([
+        let object = JSONValue.object([
                 ("runs", .int(runs)), ("events", .int(events)), ("seconds", .double((runtimeSeconds * 1000).rounded() / 1000)),
                 ("eventsPerSecond", .double(eventsPerSecond.rounded())), ("baselineEventsPerSecond", .double(baseline.rounded())),
                 ("ratioToBaseline", .double((eventsPerSecond / baseline * 1000).rounded() / 1000)),
                 ("peakMemoryMegabytes", .double((memory * 10).rounded() / 10)),
-            ]).serialized())
+            ])
+        results.record(bench: "simulate", figures: object)
+        if json {
+            printLine(object.serialized())
             return
         }
         printLine(String(format: "deterministic runtime: %d runs, %d events in %.3f s: %.0f events/s", runs, events, runtimeSeconds, eventsPerSecond))

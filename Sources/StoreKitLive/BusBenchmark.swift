@@ -18,6 +18,9 @@ public enum BusBenchmark {
         public var rawMessages = 400_000
         /// App-side load drivers, one thread each.
         public var drivers = 1
+        /// Open model: lifecycles started at this rate (per second, over all drivers), each timed
+        /// from its intended start, up to `inFlight` at once; nil is the closed loop of `inFlight`.
+        public var rate: Double?
         public init(executable: URL, directory: URL) {
             self.executable = executable
             self.directory = directory
@@ -86,7 +89,7 @@ public enum BusBenchmark {
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
             try process.run()
             children.append(process)
-            if name == "queue" { usleep(300_000) }
+            if name == "queue" { try waitUntilReady(process, name: name, directory: directory) }
         }
 
         let context = try ZeroMQContext()
@@ -96,7 +99,8 @@ public enum BusBenchmark {
         let drivers = try (0..<configuration.drivers).map { index in
             try Driver(index: index, context: context, events: events, requests: requests,
                        devices: max(1, configuration.devices / configuration.drivers),
-                       inFlight: max(1, configuration.inFlight / configuration.drivers))
+                       inFlight: max(1, configuration.inFlight / configuration.drivers),
+                       rate: configuration.rate.map { $0 / Double(configuration.drivers) })
         }
         let warmUp = LiveClock.monotonicNanoseconds() + 500_000_000
         let end = warmUp + Int64(configuration.seconds * 1e9)
@@ -129,6 +133,74 @@ public enum BusBenchmark {
                            lifecyclesPerSecond: Double(completed) / seconds,
                            latencyMicroseconds: (percentile(0.5), percentile(0.99), percentile(0.999)),
                            averageEventBytes: averageBytes, rawMessagesPerSecond: raw, subscribers: configuration.drivers + 1)
+    }
+
+    /// Waits (bounded) for the queue's ready note: it has bound its endpoints.
+    private static func waitUntilReady(_ process: Process, name: String, directory: URL) throws {
+        let deadline = LiveClock.monotonicNanoseconds() + 10_000_000_000
+        while ReadyNote.pid(process: name, runDirectory: directory) != process.processIdentifier {
+            guard process.isRunning, LiveClock.monotonicNanoseconds() < deadline else {
+                throw RoleProcessError("bench: the \(name) process did not start")
+            }
+            usleep(5_000)
+        }
+    }
+
+    /// The floor of one lifecycle's critical path on this machine, measured now: three durable
+    /// appends (the payment, the store's decision, the finish) and six one-way hops (three
+    /// command round trips: command in, ACK or event out).
+    public struct Floor: Sendable {
+        public var fsyncMicroseconds: Double
+        public var roundTripMicroseconds: Double
+        public var floorMicroseconds: Double { 3 * fsyncMicroseconds + 3 * roundTripMicroseconds }
+    }
+
+    /// Median of a write + fdatasync of one 128-byte record on `directory`'s disk, and of a
+    /// DEALER/ROUTER round trip over `transport`.
+    public static func floor(transport: String, directory: URL) throws -> Floor {
+        let scratch = directory.appendingPathComponent("floor-\(transport)-\(getpid())", isDirectory: true)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let path = scratch.appendingPathComponent("records").path
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw RoleProcessError("bench: cannot create \(path)") }
+        defer { close(descriptor) }
+        let record = [UInt8](repeating: 1, count: 128)
+        var syncs: [Int64] = []
+        for index in 0..<300 {
+            let start = LiveClock.monotonicNanoseconds()
+            let written = record.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t(index * record.count)) }
+            guard written == record.count, fdatasync(descriptor) == 0 else { throw RoleProcessError("bench: write + fdatasync failed on \(path)") }
+            syncs.append(LiveClock.monotonicNanoseconds() - start)
+        }
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let router = try context.socket(.router)
+        let dealer = try context.socket(.dealer)
+        defer {
+            router.close()
+            dealer.close()
+        }
+        let (endpoint, _) = endpoints(transport, scratch, offset: 2)
+        try router.bind(endpoint)
+        try dealer.connect(try router.lastEndpoint)
+        let echo = SocketBox(router)
+        let echoing = Thread {
+            while let message = try? echo.socket.receive(timeout: .seconds(2)), message.first != [0] {
+                _ = try? echo.socket.send(message)
+            }
+        }
+        echoing.start()
+        var trips: [Int64] = []
+        for _ in 0..<2_000 {
+            let start = LiveClock.monotonicNanoseconds()
+            try dealer.send([[1]])
+            guard try dealer.receive(timeout: .seconds(2)) != nil else { throw RoleProcessError("bench: the round-trip echo did not answer") }
+            trips.append(LiveClock.monotonicNanoseconds() - start)
+        }
+        try dealer.send([[0]])
+        func median(_ values: [Int64]) -> Double { Double(values.sorted()[values.count / 2]) / 1_000 }
+        return Floor(fsyncMicroseconds: median(syncs), roundTripMicroseconds: median(trips))
     }
 
     /// Raw libzmq: one PUB thread, one SUB, no high-water mark, messages of `bytes` bytes.
@@ -179,13 +251,16 @@ public enum BusBenchmark {
         let devices: [String]
         let prefix: String
         let inFlightLimit: Int
+        /// Nanoseconds between intended starts in the open model; nil for the closed loop.
+        let interval: Int64?
         var latencies: [Int64] = []
         var completed = 0
         var eventBytes = 0
         var eventCount = 0
         var failure: String?
 
-        init(index: Int, context: ZeroMQContext, events: String, requests: String, devices: Int, inFlight: Int) throws {
+        init(index: Int, context: ZeroMQContext, events: String, requests: String, devices: Int, inFlight: Int, rate: Double?) throws {
+            interval = rate.map { Int64(1e9 / max($0, 0.001)) }
             subscriber = try EventSubscriber(context: context, configuration: EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests))
             var senderConfiguration = CommandSenderConfiguration(origin: "bench.\(getpid()).\(index)", requestsEndpoint: requests)
             senderConfiguration.window = inFlight * 2 + devices * 3 + 1_000
@@ -220,19 +295,24 @@ public enum BusBenchmark {
             var nextDevice = 0
             var inFlight = 0
             let payment = Payment(productIdentifier: "com.example.sksim.coins.small")
+            var nextIntended = LiveClock.monotonicNanoseconds()
             while true {
                 let now = LiveClock.monotonicNanoseconds()
                 if now > end { return }
-                while inFlight < inFlightLimit && sender.hasCapacity {
+                // Closed loop: keep inFlightLimit going. Open model: start what is due, timed from
+                // when it was due (a stalled queue shows as latency, not as fewer samples).
+                while inFlight < inFlightLimit && sender.hasCapacity && (interval == nil || nextIntended <= now) {
                     try sender.submit(.addPayment(device: devices[nextDevice], payment: payment))
-                    submittedAt.append(now)
+                    submittedAt.append(interval == nil ? now : nextIntended)
+                    nextIntended += interval ?? 0
                     nextDevice = (nextDevice + 1) % devices.count
                     inFlight += 1
                 }
                 for completion in try sender.poll(timeout: .zero) {
                     if case .failed(_, let error) = completion { throw error }
                 }
-                for record in try subscriber.receiveRecords(timeout: .milliseconds(1)) {
+                let wait: Duration = interval == nil ? .milliseconds(1) : .nanoseconds(max(0, min(1_000_000, nextIntended - LiveClock.monotonicNanoseconds())))
+                for record in try subscriber.receiveRecords(timeout: wait) {
                     // Every driver hears the whole partition; each handles its own devices.
                     guard let device = record.device, device.hasPrefix(prefix) else { continue }
                     eventBytes += record.payload.count + 24
