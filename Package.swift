@@ -25,8 +25,10 @@ let package = Package(
         .systemLibrary(name: "CZeroMQ", providers: [.apt(["libzmq3-dev"]), .brew(["zeromq"])]),
         // A small, safe Swift wrapper over libzmq; no domain knowledge.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        // CRC-32C by the CPU's instruction where it has one (x86-64 SSE4.2), chosen at run time.
+        .target(name: "CChecksum"),
         // The durable append-only log: segments, CRC32C, sparse index, durability policies. Knows no StoreKit.
-        .target(name: "EventLog"),
+        .target(name: "EventLog", dependencies: ["CChecksum"]),
         // Domain: commands, events, states, rules, projections, catalog. Pure.
         .target(name: "StoreKitModel"),
         // The four roles and the StoreKit-shaped API; transport and clock are injected.
