@@ -156,7 +156,12 @@ public final class DeterministicRuntime {
             earlierDuplicates += engine.duplicates
             engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
             queueIsDown = false
-            for command in heldCommands { scheduleCommand(command, arrival: now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)) }
+            // Retried in the order they were sent: a sender's link keeps its order.
+            var arrival = now
+            for command in heldCommands {
+                arrival = max(arrival, now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay))
+                scheduleCommand(command, arrival: arrival)
+            }
             heldCommands.removeAll()
         }
     }
