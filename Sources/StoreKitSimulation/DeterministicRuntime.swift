@@ -184,6 +184,12 @@ public final class DeterministicRuntime {
             counters.eventsLost += 1
             arrival += Int64(network.catchUpMilliseconds * 1e6)
         }
+        if case .transactionFinished = recorded.event, slots[index].kind == .apps,
+           let points = scenario.apps.choicePoints, points.removalDelayProbability > 0,
+           choices.chance(.removalDelay, points.removalDelayProbability) {
+            // The app hears `removedTransactions` late (and, the link keeping its order, what follows too).
+            arrival += Int64(points.removalDelayMilliseconds * 1e6)
+        }
         slots[index].lastEventArrival = arrival
         scheduler.schedule(at: arrival, .deliver(recorded, slot: index))
         if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
