@@ -41,8 +41,7 @@ struct ExploreBench: AsyncParsableCommand {
         (.finishBeforeDownloads, [.finishBeforeDownloads]),
     ]
 
-    static let correctSetups: [[ObserverBehavior]] = [[.downloadThenFinish, .audit], [.deliverThenFinish, .audit], [.restoreThenFinish, .audit],
-                                                       [.downloadThenFinish, .deliverThenFinish]]
+    static let correctSetups: [[ObserverBehavior]] = [[.downloadThenFinish, .audit], [.deliverThenFinish, .audit], [.restoreThenFinish, .audit]]
 
     func run() async throws {
         BenchCommand.warnIfDebug()

@@ -80,7 +80,7 @@ struct ExploreCommand: AsyncParsableCommand {
                     ("devices", .int(found.devices)), ("purchasesPerDevice", .int(found.purchasesPerDevice)),
                     ("schedulesUntilFound", .int(found.schedulesUntilFound)),
                     ("secondsUntilFound", .double((found.secondsUntilFound * 1000).rounded() / 1000)),
-                    ("shrinkRuns", .int(found.shrinkRuns)), ("shrinkSeconds", .double((found.shrinkSeconds * 1000).rounded() / 1000)),
+                    ("shrinkRuns", .int(found.shrinkRuns)), ("oneMinimal", .bool(found.oneMinimal)), ("shrinkSeconds", .double((found.shrinkSeconds * 1000).rounded() / 1000)),
                 ])
             })),
         ])
@@ -165,5 +165,12 @@ struct ExploreCommand: AsyncParsableCommand {
             printLine("did not reproduce: log digest \(digest) (\(run.steps) steps), expected \(file.logDigest) (\(file.steps) steps); was the file written by another sksim (\(file.sksimVersion))?")
         }
         throw ExitCode(reproduced ? 1 : 3)
+    }
+}
+
+/// The JSON of an exploration as `sksim explore --json` prints it, for tests.
+public enum ExploreCommandJSON {
+    public static func render(_ report: ExplorationReport, seed: UInt64 = 1) -> String {
+        ExploreCommand.json(report, seed: seed, files: report.violations.map { _ in ("t.html", "t.mmd", "reproduce.json") }).serialized()
     }
 }

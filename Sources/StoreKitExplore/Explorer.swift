@@ -78,6 +78,8 @@ public struct FoundViolation: Sendable {
     public var secondsUntilFound: Double
     public var shrinkRuns: Int
     public var shrinkSeconds: Double
+    /// False when the shrink budget ran out first (the schedule is smaller, not minimal).
+    public var oneMinimal: Bool
     public var mermaid: String
     public var html: String
     public var reproduce: ReproduceFile
@@ -102,7 +104,7 @@ public struct ExplorationReport: Sendable {
         if let distinctStates { lines[0] += ", \(distinctStates) distinct states" }
         for found in violations {
             lines.append("violation \(found.invariant.rawValue) (\(found.invariant.rules)): \(found.message)")
-            lines.append("  seed \(found.seed), found after \(found.schedulesUntilFound) schedules; shrunk from \(found.choicesBeforeShrinking) choices / \(found.stepsBeforeShrinking) steps to \(found.choices.count) choices / \(found.stepsAfterShrinking) steps")
+            lines.append("  seed \(found.seed), found after \(found.schedulesUntilFound) schedules; shrunk from \(found.choicesBeforeShrinking) choices / \(found.stepsBeforeShrinking) steps to \(found.choices.count) choices / \(found.stepsAfterShrinking) steps\(found.oneMinimal ? " (1-minimal)" : " (shrink budget spent)")")
             lines.append("  choices \(found.choices)")
         }
         if violations.isEmpty { lines.append("no violation") }
@@ -246,16 +248,26 @@ public struct Explorer {
     /// Shrinks a failing schedule to a 1-minimal one: fewer devices and purchases first, then
     /// delta debugging over the choices (removing chunks, then single choices), then each
     /// remaining choice set to its simplest value; repeated until nothing more can go.
-    public func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario) throws -> (choices: [UInt64], scenario: Scenario, runs: Int) {
+    public func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
         var runs = 0
         var scenario = start
         var current = trimmed(choices)
-        // Fewer devices, then fewer purchases, with the same choices.
-        while scenario.devices > 1 {
-            var smaller = scenario
-            smaller.devices -= 1
-            guard try fails(current, invariant, smaller, runs: &runs) != nil else { break }
-            scenario = smaller
+        // Fewer devices, then fewer purchases, with the same choices (tried again after each round).
+        func reduceScenario(_ changed: inout Bool) {
+            while scenario.devices > 1 {
+                var smaller = scenario
+                smaller.devices -= 1
+                guard (try? fails(current, invariant, smaller, runs: &runs)) != nil else { break }
+                scenario = smaller
+                changed = true
+            }
+            while scenario.apps.purchasesPerDevice > 1 {
+                var smaller = scenario
+                smaller.apps.purchasesPerDevice -= 1
+                guard (try? fails(current, invariant, smaller, runs: &runs)) != nil else { break }
+                scenario = smaller
+                changed = true
+            }
         }
         // Each choice to 0, else to half its value, where the failure stays.
         func simplify(_ current: inout [UInt64], _ changed: inout Bool) {
@@ -272,17 +284,12 @@ public struct Explorer {
             }
             current = trimmed(current)
         }
-        while scenario.apps.purchasesPerDevice > 1 {
-            var smaller = scenario
-            smaller.apps.purchasesPerDevice -= 1
-            guard try fails(current, invariant, smaller, runs: &runs) != nil else { break }
-            scenario = smaller
-        }
         let deadline = monotonicSeconds() + shrinkSecondsLimit
         func withinBudget() -> Bool { runs < shrinkRunLimit && monotonicSeconds() < deadline }
         var changed = true
         while changed, withinBudget() {
             changed = false
+            reduceScenario(&changed)
             // Simplest values first (cheap, and it makes the removals below more likely to pass).
             simplify(&current, &changed)
             // Delta debugging: remove chunks, halving the chunk size down to one choice.
@@ -311,7 +318,8 @@ public struct Explorer {
             }
             simplify(&current, &changed)
         }
-        return (current, scenario, runs)
+        // A last round that changed nothing tried every single removal and simplification: 1-minimal.
+        return (current, scenario, runs, !changed)
     }
 
     /// Trailing zeros are what a replay takes past the end anyway.
@@ -338,7 +346,7 @@ public struct Explorer {
                               stepsBeforeShrinking: original.steps, stepsAfterShrinking: final.steps,
                               devices: shrunk.scenario.devices, purchasesPerDevice: shrunk.scenario.apps.purchasesPerDevice,
                               schedulesUntilFound: schedules, secondsUntilFound: seconds, shrinkRuns: shrunk.runs,
-                              shrinkSeconds: shrinkSeconds, mermaid: diagram.mermaid(), html: diagram.html(), reproduce: reproduce)
+                              shrinkSeconds: shrinkSeconds, oneMinimal: shrunk.oneMinimal, mermaid: diagram.mermaid(), html: diagram.html(), reproduce: reproduce)
     }
 
     // MARK: Reproducing

@@ -126,7 +126,7 @@ public struct TraceDiagram {
 
     /// Mermaid has no escapes for some characters inside messages: keep them out.
     private static func mermaidText(_ text: String) -> String {
-        text.replacingOccurrences(of: ";", with: ",").replacingOccurrences(of: "#", with: "no. ")
+        text.replacingOccurrences(of: ";", with: ",").replacingOccurrences(of: "#", with: "-t")
     }
 
     private static func mermaidName(_ name: String) -> String {

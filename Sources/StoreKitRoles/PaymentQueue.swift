@@ -53,6 +53,9 @@ public final class PaymentQueue {
     public var duplicateDeliveryProbability: Double = 0
     /// Records callbacks and commands with their senders, when set (exploration traces).
     public var trace: AppTrace?
+    /// Set when the app quit, until the queue confirms it: what the queue says meanwhile was
+    /// meant for the observers that went with the app, not for the next launch's.
+    private var awaitingTermination = false
     private var finishRequested: Set<TransactionKey> = []
     /// Downloads this launch asked to start, so observers that are told twice ask once.
     private var startRequested: Set<DownloadKey> = []
@@ -176,6 +179,7 @@ public final class PaymentQueue {
     /// The app quits: its observer objects go with it, and the queue detaches them.
     public func terminateApp() {
         observers.removeAll()
+        awaitingTermination = true
         finishRequested.removeAll()
         startRequested.removeAll()
         outbox.append((.terminateApp(device: device), "device"))
@@ -238,6 +242,8 @@ public final class PaymentQueue {
         let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }
         projection.apply(recorded)
         let cause = recorded.sequence
+        if case .appTerminated = recorded.event { awaitingTermination = false }
+        guard !awaitingTermination else { return }
         switch recorded.event {
         case .observerAttached(_, let name):
             // Every unfinished transaction is delivered again to a newly attached observer (R-Q4).
