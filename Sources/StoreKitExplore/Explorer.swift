@@ -122,6 +122,9 @@ public struct Explorer {
     public var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
     /// Called after each schedule with the count so far (progress on a terminal).
     public var progress: ((_ schedules: Int, _ seconds: Double) -> Void)?
+    /// Run headers of this explorer's scenario per size (seeds differ only in the header's seed).
+    private let headers = HeaderCache()
+
     /// Most schedules and seconds one shrink may spend (the result is then smaller, not minimal).
     public var shrinkRunLimit = 20_000
     public var shrinkSecondsLimit = 10.0
@@ -140,7 +143,9 @@ public struct Explorer {
         if observerFactory != nil || trace != nil { scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace) }
         let recording = RecordingChoices(source)
         let environment = DeterministicEnvironment(storage: storage, content: VirtualContentStorage(), choices: recording, logDescription: "memory")
-        _ = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+        let runtime = try DeterministicRuntime(scenario: scenario, environment: environment)
+        if runScenario == nil || headers.isVariant(scenario, of: self.scenario) { runtime.header = headers.header(for: scenario) }
+        _ = try runtime.run()
         var monitor = AppInvariantMonitor()
         var digest: UInt64 = 0xCBF2_9CE4_8422_2325
         var steps = 0
@@ -385,4 +390,30 @@ final class HashingLogStorage: LogStorage {
     }
 
     func close() throws {}
+}
+
+/// The run header of an explorer's scenario, encoded once per size: the scenario's JSON and the
+/// catalog's are the same for every schedule, only the seed differs.
+final class HeaderCache {
+    private var bySize: [Int: RunHeader] = [:]
+
+    /// True when `scenario` differs from `base` at most in seed, devices and purchases (what
+    /// exploring and shrinking change), so its header can come from the cache.
+    func isVariant(_ scenario: Scenario, of base: Scenario) -> Bool {
+        scenario.catalog == base.catalog && scenario.catalogSource == base.catalogSource && scenario.apps.observers == base.apps.observers
+            && scenario.apps.choicePoints == base.apps.choicePoints && scenario.store == base.store
+            && scenario.downloader == base.downloader && scenario.network == base.network
+            && scenario.apps.restoreProbability == base.apps.restoreProbability
+            && scenario.apps.relaunchProbability == base.apps.relaunchProbability
+            && scenario.apps.thinkTime == base.apps.thinkTime && scenario.apps.devicesPerAccount == base.apps.devicesPerAccount
+            && scenario.apps.ordering == base.apps.ordering && scenario.maximumSimulatedSeconds == base.maximumSimulatedSeconds
+    }
+
+    func header(for scenario: Scenario) -> RunHeader {
+        let key = scenario.devices &* 1_000_003 &+ scenario.apps.purchasesPerDevice
+        var header = bySize[key] ?? scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
+        bySize[key] = header
+        header.seed = scenario.seed
+        return header
+    }
 }

@@ -44,6 +44,9 @@ public final class DeterministicRuntime {
     public let environment: DeterministicEnvironment
     public private(set) var engine: QueueEngine
     public private(set) var counters = NetworkCounters()
+    /// The run's first record when already known (exploration runs one scenario thousands of
+    /// times, and encoding the scenario and catalog to JSON would cost more than the run).
+    public var header: RunHeader?
 
     private struct Slot {
         var kind: RoleFactory.Kind
@@ -97,7 +100,7 @@ public final class DeterministicRuntime {
         guard environment.storage.lastSequence == 0 else {
             throw ConfigurationError("the log already holds a run; a deterministic run starts from an empty log")
         }
-        let header = scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
+        let header = self.header ?? scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
         let started = try engine.start(header)
         appended(started)
         for index in slots.indices { perform(slots[index].role.resume(now: 0), slot: index) }
