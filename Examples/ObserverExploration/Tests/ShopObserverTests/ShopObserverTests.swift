@@ -17,7 +17,7 @@ import Testing
     @Test("The in-memory credit record credits a consumable twice (R-Q4): the explorer finds, shrinks and draws it")
     func buggyObserverIsCaught() throws {
         let explorer = Explorer(scenario: try Self.scenario(), observers: { _ in [ShopObserver()] })
-        let report = try explorer.explore(strategy: .pct(depth: 3), budget: ExplorationBudget(schedules: 2_000, seconds: 10), seed: 1)
+        let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 2_000, seconds: 60), seed: 1)
         let found = try #require(report.violations.first, "\(report.summary)")
         #expect(found.invariant == .grantedOnce)
         print(report.summary)
