@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "StoreKitSimulation", targets: ["StoreKitSimulation"]),
         .library(name: "StoreKitReplay", targets: ["StoreKitReplay"]),
         .library(name: "StoreKitTestKit", targets: ["StoreKitTestKit"]),
+        .library(name: "StoreKitExplore", targets: ["StoreKitExplore"]),
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
     ],
@@ -43,6 +44,9 @@ let package = Package(
         // Test helpers that this project's tests and users' own tests share: the queue engine over
         // an in-memory log, a device wired straight to it.
         .target(name: "StoreKitTestKit", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
+        // Observer-ordering exploration: strategies over recorded choices, invariants over the log,
+        // shrinking, traces (Mermaid, HTML), reproduce files. Users' `swift test` depends on it.
+        .target(name: "StoreKitExplore", dependencies: ["StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
         // The bus over ZeroMQ: wire format, publishing after durability, gap-free subscriptions, command retries.
         .target(name: "Bus", dependencies: ["ZeroMQ", "StoreKitModel", "EventLog"]),
         // Roles as OS processes: topology files, the queue and role processes, the supervisor of `sksim run`.
@@ -52,7 +56,7 @@ let package = Package(
         ]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
-            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -64,6 +68,7 @@ let package = Package(
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "ExploreTests", dependencies: ["StoreKitExplore", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "SKSimCommands"]),
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
         .testTarget(name: "ReplayTests", dependencies: ["StoreKitReplay", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
                                                       "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),

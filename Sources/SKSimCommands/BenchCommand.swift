@@ -10,7 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmarks, each printed beside a baseline measured in the same run.",
-        subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self])
+        subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self, ExploreBench.self])
 
     static func warnIfDebug() {
         #if DEBUG

@@ -75,6 +75,8 @@ enum JSONShapes {
             members += [("download", download(value)), ("contentURL", .string(contentURL))]
         case .downloadFailed(let value, let failure):
             members += [("download", download(value)), ("error", error(failure))]
+        case .appActionRecorded(let action):
+            members += appAction(action)
         case .commandRejected(let command, let rejection):
             members += [("device", .string(command.device)), ("rejectedCommand", .string(command.name)),
                         ("body", body(command)),
@@ -84,6 +86,18 @@ enum JSONShapes {
     }
 
     static func downloads(_ keys: [DownloadKey]) -> JSONValue { .array(keys.map(download)) }
+
+    /// An app action's fields: `action`, `observer` and what it concerns.
+    static func appAction(_ action: AppAction) -> [(String, JSONValue)] {
+        var fields: [(String, JSONValue)] = [("action", .string(action.name)), ("observer", .string(action.observer))]
+        switch action {
+        case .contentGranted(let value, _, let product): fields += [("transaction", key(value)), ("productIdentifier", .string(product))]
+        case .contentKept(let value, _): fields += [("download", download(value))]
+        case .restoreShownDone(let device, let restore, _): fields += [("device", .string(device)), ("restore", .int(restore))]
+        case .failureShown(let value, _): fields += [("transaction", key(value))]
+        }
+        return fields
+    }
 
     /// A command's fields (the whole body of a rejected command).
     static func body(_ command: CommandBody) -> JSONValue {
@@ -116,6 +130,7 @@ enum JSONShapes {
             fields = [("download", download(value)), ("progress", .double(progress)), ("timeRemaining", .double(timeRemaining))]
         case .completeDownload(let value, let contentURL): fields = [("download", download(value)), ("contentURL", .string(contentURL))]
         case .failDownload(let value, let failure): fields = [("download", download(value)), ("error", error(failure))]
+        case .recordAppAction(let action): fields = appAction(action)
         }
         return .object([("command", .string(command.name))] + fields)
     }

@@ -38,6 +38,8 @@ public enum CommandBody: Sendable, Hashable {
     case pauseDownloads([DownloadKey])
     case resumeDownloads([DownloadKey])
     case cancelDownloads([DownloadKey])
+    /// The app reports what it did (`AppAction`), so invariants about apps are checkable from the log.
+    case recordAppAction(AppAction)
     // The store side.
     case decidePurchase(TransactionKey, StoreDecision)
     /// One piece of a restore's answer: the account's restorable transactions from
@@ -61,6 +63,8 @@ public enum CommandBody: Sendable, Hashable {
             device
         case .finishTransaction(let key), .decidePurchase(let key, _):
             key.device
+        case .recordAppAction(let action):
+            action.device
         case .startDownloads(let keys), .pauseDownloads(let keys), .resumeDownloads(let keys), .cancelDownloads(let keys):
             keys.first?.transaction.device ?? ""
         case .reportDownloadProgress(let key, _, _), .completeDownload(let key, _), .failDownload(let key, _):
@@ -84,6 +88,7 @@ public enum CommandBody: Sendable, Hashable {
         case .pauseDownloads: "pauseDownloads"
         case .resumeDownloads: "resumeDownloads"
         case .cancelDownloads: "cancelDownloads"
+        case .recordAppAction: "recordAppAction"
         case .decidePurchase: "decidePurchase"
         case .completeRestore: "completeRestore"
         case .failRestore: "failRestore"

@@ -30,6 +30,8 @@ public enum Event: Sendable, Hashable {
     case downloadCancelled(DownloadKey)
     /// A command the queue refused, with its whole body; nothing else changed.
     case commandRejected(CommandBody, Rejection)
+    /// Something the app did (granted content, kept a file, showed a restore done or a failure).
+    case appActionRecorded(AppAction)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -42,6 +44,8 @@ public enum Event: Sendable, Hashable {
             device
         case .commandRejected(let command, _):
             command.device
+        case .appActionRecorded(let action):
+            action.device
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key):
             key.device
@@ -79,6 +83,7 @@ public enum Event: Sendable, Hashable {
         case .downloadFailed: "downloadFailed"
         case .downloadCancelled: "downloadCancelled"
         case .commandRejected: "commandRejected"
+        case .appActionRecorded: "appActionRecorded"
         }
     }
 }
@@ -90,7 +95,7 @@ extension Event {
         "paymentsAllowedChanged", "transactionAdded", "transactionDeferred", "transactionPurchased", "transactionFailed",
         "restoreStarted", "transactionRestored", "restoreFinished", "restoreFailed", "transactionFinished",
         "downloadStarted", "downloadProgressed", "downloadPaused", "downloadResumed", "downloadFinished",
-        "downloadFailed", "downloadCancelled", "commandRejected",
+        "downloadFailed", "downloadCancelled", "commandRejected", "appActionRecorded",
     ]
 
     /// The transaction an event is about (downloads included), if any.

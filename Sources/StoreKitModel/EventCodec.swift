@@ -66,6 +66,8 @@ public enum EventCodec {
         case .commandRejected(let command, let rejection):
             writer.write(tag: 24); writeCommandBody(command, into: &writer)
             writer.write(rejection.code.rawValue); writer.write(rejection.message)
+        case .appActionRecorded(let action):
+            writer.write(tag: 25); writeAppAction(action, into: &writer)
         }
     }
 
@@ -122,6 +124,7 @@ public enum EventCodec {
             let rawCode = try reader.readByte()
             guard let code = Rejection.Code(rawValue: rawCode) else { throw reader.failure("unknown rejection code \(rawCode)") }
             event = .commandRejected(command, Rejection(code, try reader.readString()))
+        case 25: event = .appActionRecorded(try readAppAction(&reader))
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -197,6 +200,8 @@ public enum EventCodec {
             writer.write(tag: 18); writeDownloadKey(key, into: &writer); writer.write(contentURL)
         case .failDownload(let key, let error):
             writer.write(tag: 19); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
+        case .recordAppAction(let action):
+            writer.write(tag: 20); writeAppAction(action, into: &writer)
         }
     }
 
@@ -251,6 +256,7 @@ public enum EventCodec {
             body = .reportDownloadProgress(try readDownloadKey(&reader), progress: try reader.readDouble(), timeRemaining: try reader.readDouble())
         case 18: body = .completeDownload(try readDownloadKey(&reader), contentURL: try reader.readString())
         case 19: body = .failDownload(try readDownloadKey(&reader), error: try readError(&reader))
+        case 20: body = .recordAppAction(try readAppAction(&reader))
         default: throw reader.failure("unknown command tag \(tag)")
         }
         return body
@@ -267,6 +273,29 @@ public enum EventCodec {
     }
 
     // MARK: Parts
+
+    private static func writeAppAction(_ action: AppAction, into writer: inout BinaryWriter) {
+        switch action {
+        case .contentGranted(let key, let observer, let product):
+            writer.write(tag: 1); writeKey(key, into: &writer); writer.write(observer); writer.write(product)
+        case .contentKept(let key, let observer):
+            writer.write(tag: 2); writeDownloadKey(key, into: &writer); writer.write(observer)
+        case .restoreShownDone(let device, let restore, let observer):
+            writer.write(tag: 3); writer.write(device); writer.write(varint: restore); writer.write(observer)
+        case .failureShown(let key, let observer):
+            writer.write(tag: 4); writeKey(key, into: &writer); writer.write(observer)
+        }
+    }
+
+    private static func readAppAction(_ reader: inout BinaryReader) throws(DecodingFailure) -> AppAction {
+        switch try reader.readByte() {
+        case 1: return .contentGranted(try readKey(&reader), observer: try reader.readString(), productIdentifier: try reader.readString())
+        case 2: return .contentKept(try readDownloadKey(&reader), observer: try reader.readString())
+        case 3: return .restoreShownDone(device: try reader.readString(), restore: try reader.readVarint(), observer: try reader.readString())
+        case 4: return .failureShown(try readKey(&reader), observer: try reader.readString())
+        case let other: throw reader.failure("unknown app action \(other)")
+        }
+    }
 
     private static func readVersion(_ reader: inout BinaryReader) throws(DecodingFailure) {
         let version = try reader.readByte()

@@ -247,6 +247,23 @@ extension QueueProjection {
             guard !contentURL.isEmpty else { throw Rejection(.invalidArgument, "a finished download needs a contentURL") }
             return [.downloadFinished(key, contentURL: contentURL)]
 
+        case .recordAppAction(let action):
+            // The app's own report: checked only for naming something this queue knows, so a
+            // late report (after the transaction was finished) is still recorded as it happened.
+            try validateName(action.observer, "observer")
+            let device = try existingDevice(action.device)
+            switch action {
+            case .contentGranted(let key, _, _), .failureShown(let key, _):
+                try requireKnown(key, in: device)
+            case .contentKept(let key, _):
+                try requireKnown(key.transaction, in: device)
+            case .restoreShownDone(_, let restore, _):
+                guard restore >= 1, restore < device.nextRestoreNumber else {
+                    throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(device.device)' was never started; report only restores the queue started")
+                }
+            }
+            return [.appActionRecorded(action)]
+
         case .failDownload(let key, let error):
             let download = try existingDownload(key)
             guard download.downloadState == .active || download.downloadState == .paused else {
@@ -263,6 +280,12 @@ extension QueueProjection {
     private func validateName(_ name: String, _ what: String) throws(Rejection) {
         guard !name.isEmpty, name.utf8.count <= 128 else {
             throw Rejection(.invalidArgument, "a \(what) name must have 1 to 128 bytes, got \(name.utf8.count)")
+        }
+    }
+
+    private func requireKnown(_ key: TransactionKey, in device: DeviceState) throws(Rejection) {
+        guard key.number >= 1, key.number < device.nextTransactionNumber else {
+            throw Rejection(.transactionNotFound, "transaction \(key) was never created on device '\(device.device)'; report actions only for transactions the queue delivered")
         }
     }
 

@@ -188,6 +188,8 @@ public struct QueueProjection: Sendable {
             }
         case .commandRejected:
             totals.rejections += 1
+        case .appActionRecorded:
+            break
         }
     }
 

@@ -97,6 +97,16 @@ struct LoopRenaming {
             .reportDownloadProgress(rename(key), progress: progress, timeRemaining: timeRemaining)
         case .completeDownload(let key, let contentURL): .completeDownload(rename(key), contentURL: rename(contentURL))
         case .failDownload(let key, let error): .failDownload(rename(key), error: rename(error))
+        case .recordAppAction(let action): .recordAppAction(rename(action))
+        }
+    }
+
+    func rename(_ action: AppAction) -> AppAction {
+        switch action {
+        case .contentGranted(let key, let observer, let product): .contentGranted(rename(key), observer: observer, productIdentifier: product)
+        case .contentKept(let key, let observer): .contentKept(rename(key), observer: observer)
+        case .restoreShownDone(let device, let restore, let observer): .restoreShownDone(device: rename(device), restore: restore, observer: observer)
+        case .failureShown(let key, let observer): .failureShown(rename(key), observer: observer)
         }
     }
 
@@ -130,6 +140,7 @@ struct LoopRenaming {
         case .downloadFailed(let key, let error): .downloadFailed(rename(key), error: rename(error))
         case .downloadCancelled(let key): .downloadCancelled(rename(key))
         case .commandRejected(let body, let rejection): .commandRejected(rename(body), Rejection(rejection.code, rename(rejection.message)))
+        case .appActionRecorded(let action): .appActionRecorded(rename(action))
         }
     }
 

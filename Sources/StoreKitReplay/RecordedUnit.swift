@@ -23,7 +23,8 @@ public enum CommandSource: String, Sendable, Hashable {
             .store
         case .reportDownloadProgress, .completeDownload, .failDownload:
             .downloader
-        case .attachObserver, .detachObserver, .finishTransaction, .startDownloads, .pauseDownloads, .resumeDownloads, .cancelDownloads:
+        case .attachObserver, .detachObserver, .finishTransaction, .startDownloads, .pauseDownloads, .resumeDownloads, .cancelDownloads,
+             .recordAppAction:
             .observer
         }
     }
@@ -111,6 +112,7 @@ struct CommandReconstruction {
             return .reportDownloadProgress(key, progress: progress, timeRemaining: timeRemaining)
         case .downloadFinished(let key, let contentURL): return .completeDownload(key, contentURL: contentURL)
         case .downloadFailed(let key, let error): return .failDownload(key, error: error)
+        case .appActionRecorded(let action): return .recordAppAction(action)
         }
     }
 

@@ -16,6 +16,9 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     /// Devices signed in to the same account; every device after the first restores
     /// once its own purchases are done (R-Q9: restoring on a new device).
     public var devicesPerAccount = 2
+    /// Choice points that exploration turns on (app kills, duplicate deliveries, late
+    /// `removedTransactions`, attach order); nil in ordinary runs, so their logs stay as they were.
+    public var choicePoints: ChoicePoints?
 
     public init() {}
 
@@ -27,6 +30,33 @@ public struct AppBehavior: Sendable, Hashable, Codable {
         where !(0...1).contains(value) {
             throw ConfigurationError("apps.\(name) is \(value); a probability must be between 0 and 1")
         }
+        try choicePoints?.validate()
+    }
+}
+
+/// The choice points exploration controls on the app side, beyond observer order (R-Q5), user
+/// relaunches and restores (`AppBehavior`) and the store's outcomes (`StoreBehavior`). Each
+/// draw is a recorded choice whose zero is "nothing unusual happens".
+public struct ChoicePoints: Sendable, Hashable, Codable {
+    /// Chance, after the app handled one update, that it is killed between two of the commands it
+    /// made (or after all of them): the rest are never sent, and it is launched again (R-Q4).
+    public var killProbability: Double = 0
+    /// Chance that the observers hear one transaction update twice.
+    public var duplicateDeliveryProbability: Double = 0
+    /// Chance that the app hears of a finished transaction (`removedTransactions`) late, and how late.
+    public var removalDelayProbability: Double = 0
+    public var removalDelayMilliseconds: Double = 400
+    /// Attach the observers in an order drawn at every launch, rather than the listed order.
+    public var shuffleAttachOrder = false
+
+    public init() {}
+
+    public func validate() throws(ConfigurationError) {
+        for (name, value) in [("killProbability", killProbability), ("duplicateDeliveryProbability", duplicateDeliveryProbability),
+                              ("removalDelayProbability", removalDelayProbability)] where !(0...1).contains(value) {
+            throw ConfigurationError("apps.choicePoints.\(name) is \(value); a probability must be between 0 and 1")
+        }
+        guard removalDelayMilliseconds >= 0 else { throw ConfigurationError("apps.choicePoints.removalDelayMilliseconds must be 0 or more") }
     }
 }
 
@@ -35,7 +65,14 @@ public final class DeviceApp {
     public let device: String
     public let account: String
     public let queue: PaymentQueue
-    public let observers: [BuiltInObserver]
+    /// The observers of the current launch (new instances at every launch: quitting loses them).
+    public private(set) var observers: [PaymentTransactionObserver] = []
+    /// Observers that attach only after `lateSteps` more user steps (the attach time choice).
+    private var lateObservers: [PaymentTransactionObserver] = []
+    private var lateSteps = 0
+    private let hooks: AppHooks?
+    /// Whether a `deviceStep` timer is set, so a kill does not start a second chain of steps.
+    var stepTimerPending = false
     private let behavior: AppBehavior
     private let catalog: Catalog
     private let isAdditionalDevice: Bool
@@ -46,8 +83,10 @@ public final class DeviceApp {
 
     private enum Stage { case register, launch, shopping, relaunching, done }
 
+    private let storage: ContentStorage?
+
     public init(device: String, account: String, isAdditionalDevice: Bool, behavior: AppBehavior, catalog: Catalog,
-                choices: ChoiceSource, storage: ContentStorage?) {
+                choices: ChoiceSource, storage: ContentStorage?, hooks: AppHooks? = nil) {
         self.device = device
         self.account = account
         self.behavior = behavior
@@ -55,11 +94,52 @@ public final class DeviceApp {
         self.isAdditionalDevice = isAdditionalDevice
         self.choices = choices
         self.purchasesLeft = behavior.purchasesPerDevice
+        self.storage = storage
+        self.hooks = hooks
         self.queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, choices: choices)
-        self.observers = behavior.observers.enumerated().map { index, observerBehavior in
+        queue.duplicateDeliveryProbability = behavior.choicePoints?.duplicateDeliveryProbability ?? 0
+        queue.trace = hooks?.trace
+    }
+
+    /// New observer instances for a launch: the user's own, or the built-in behaviours.
+    private func makeObservers() -> [PaymentTransactionObserver] {
+        if let factory = hooks?.observerFactory { return factory(device) }
+        return behavior.observers.enumerated().map { index, observerBehavior in
             BuiltInObserver(name: "\(observerBehavior.rawValue)-\(index + 1)", behavior: observerBehavior,
                             storage: storage, persistentFolder: "apps/\(device)")
         }
+    }
+
+    /// Launches the app: new observers, attached now (or, for a late one, a few steps later).
+    private func launch() {
+        queue.enqueue(.launchApp(device: device))
+        observers = makeObservers()
+        var atLaunch = observers.filter { !(($0 as? BuiltInObserver)?.behavior.attachesLate ?? false) }
+        lateObservers = observers.filter { ($0 as? BuiltInObserver)?.behavior.attachesLate ?? false }
+        if behavior.choicePoints?.shuffleAttachOrder == true { atLaunch = choices.shuffled(atLaunch, .observerAttach) }
+        for observer in atLaunch { queue.add(observer) }
+        lateSteps = lateObservers.isEmpty ? 0 : 1 + choices.index(.observerAttach, count: 2)
+    }
+
+    /// Attaches late observers once their steps have passed.
+    private func attachLateObservers() {
+        guard !lateObservers.isEmpty else { return }
+        lateSteps -= 1
+        guard lateSteps <= 0 else { return }
+        for observer in lateObservers { queue.add(observer) }
+        lateObservers.removeAll()
+    }
+
+    /// True when the app is up with its observers, so a kill means something.
+    var canBeKilled: Bool { stage == .shopping || stage == .done }
+
+    /// The app is killed: its observers go, commands not yet sent are lost, and it is launched
+    /// again at the next step, when every unfinished transaction is delivered again (R-Q4).
+    func kill() {
+        queue.terminateApp()
+        observers.removeAll()
+        lateObservers.removeAll()
+        stage = .relaunching
     }
 
     public var isDone: Bool { stage == .done }
@@ -91,11 +171,11 @@ public final class DeviceApp {
             stage = .launch
             return 0
         case .launch, .relaunching:
-            queue.enqueue(.launchApp(device: device))
-            for observer in observers { queue.add(observer) }
+            launch()
             stage = .shopping
             return behavior.thinkTime.sampleNanoseconds(choices)
         case .shopping:
+            attachLateObservers()
             if purchasesLeft > 0 {
                 purchasesLeft -= 1
                 buy()
@@ -113,6 +193,7 @@ public final class DeviceApp {
                 queue.restoreCompletedTransactions(applicationUsername: account)
                 return behavior.thinkTime.sampleNanoseconds(choices)
             }
+            if !lateObservers.isEmpty { return behavior.thinkTime.sampleNanoseconds(choices) }
             stage = .done
             return nil
         case .done:
@@ -147,8 +228,16 @@ public final class AppRole: Role {
     public private(set) var apps: [String: DeviceApp] = [:]
     public let deviceNames: [String]
 
-    public init(name: String = "apps", devices: [DeviceApp]) {
+    private let hooks: AppHooks?
+    private let choicePoints: ChoicePoints?
+    private let choices: ChoiceSource?
+
+    public init(name: String = "apps", devices: [DeviceApp], hooks: AppHooks? = nil, choicePoints: ChoicePoints? = nil,
+                choices: ChoiceSource? = nil) {
         self.name = name
+        self.hooks = hooks
+        self.choicePoints = choicePoints
+        self.choices = choices
         self.deviceNames = devices.map(\.device)
         for app in devices { apps[app.device] = app }
     }
@@ -166,10 +255,20 @@ public final class AppRole: Role {
         for device in deviceNames {
             guard let app = apps[device] else { continue }
             app.resumeAfterRestart()
-            effects += app.queue.drainOutbox().map { .send($0) }
+            effects += send(app)
+            app.stepTimerPending = true
             effects.append(.timer(afterNanoseconds: 0, .deviceStep(device: device)))
         }
         return effects
+    }
+
+    /// The app's commands, as effects (and in the trace, with who made each).
+    private func send(_ app: DeviceApp, keepingFirst count: Int = .max) -> [Effect] {
+        let commands = app.queue.drainOutbox(keepingFirst: count)
+        if let trace = hooks?.trace {
+            for command in commands { trace.sent(device: app.device, sender: command.sender, body: command.body) }
+        }
+        return commands.map { .send($0.body) }
     }
 
     /// Every device's script is done and nothing is left unfinished.
@@ -178,14 +277,31 @@ public final class AppRole: Role {
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
         guard let device = recorded.event.device, let app = apps[device] else { return [] }
         app.queue.deliver(recorded)
-        return app.queue.drainOutbox().map { .send($0) }
+        guard let probability = choicePoints?.killProbability, probability > 0, let choices, app.canBeKilled,
+              choices.chance(.appKill, probability) else { return send(app) }
+        // Killed after handling this update, between two of the commands it made (or after all).
+        let made = app.queue.pendingCommandCount
+        let kept = made == 0 ? 0 : choices.index(.appKill, count: made + 1)
+        var effects = send(app, keepingFirst: kept)
+        hooks?.trace?.killed(device: device, dropped: made - kept, afterCause: recorded.sequence)
+        app.kill()
+        effects += send(app)
+        if !app.stepTimerPending {
+            app.stepTimerPending = true
+            effects.append(.timer(afterNanoseconds: 0, .deviceStep(device: device)))
+        }
+        return effects
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
         guard case .deviceStep(let device) = token, let app = apps[device] else { return [] }
+        app.stepTimerPending = false
         let delay = app.step()
-        var effects: [Effect] = app.queue.drainOutbox().map { .send($0) }
-        if let delay { effects.append(.timer(afterNanoseconds: delay, .deviceStep(device: device))) }
+        var effects = send(app)
+        if let delay {
+            app.stepTimerPending = true
+            effects.append(.timer(afterNanoseconds: delay, .deviceStep(device: device)))
+        }
         return effects
     }
 }

@@ -29,6 +29,14 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     case durabilityDelay
     /// Crash of a role at one step.
     case crash
+    /// Whether the queue tells the observers about one update twice, as StoreKit may.
+    case duplicateDelivery
+    /// Whether, and between which two of its commands, an app is killed after handling an update.
+    case appKill
+    /// The order in which an app attaches its observers at launch, and how late a late one attaches.
+    case observerAttach
+    /// Whether the app hears `removedTransactions` late after a finish.
+    case removalDelay
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

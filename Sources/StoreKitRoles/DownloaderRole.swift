@@ -10,6 +10,9 @@ public struct DownloaderBehavior: Sendable, Hashable, Codable {
     public var tickMilliseconds: Double = 100
     /// Chance that one tick fails the download.
     public var failureProbabilityPerTick: Double = 0.002
+    /// Report progress 1.0 one tick before the download finishes, as StoreKit may: apps must not
+    /// infer completion from progress (R-D2). Optional so logs recorded without it still read.
+    public var reportsFullProgressBeforeFinishing: Bool?
 
     public init() {}
 
@@ -157,6 +160,11 @@ public final class DownloaderRole: Role {
             transfers[key]!.isActive = false
             return [.send(.failDownload(key, error: StoreError(.downloadFailed, "the simulated content server dropped the connection")))]
         }
+        if transfer.bytesWritten >= transfer.content.contentLength {
+            // Everything was written and progress 1.0 reported on the previous tick: finish now.
+            transfers[key]!.isActive = false
+            return [.send(.completeDownload(key, contentURL: transfer.path))]
+        }
         let chunk = min(transfer.content.contentLength - transfer.bytesWritten,
                         max(1, Int64(transfer.bytesPerSecond * behavior.tickMilliseconds / 1_000)))
         do {
@@ -171,6 +179,10 @@ public final class DownloaderRole: Role {
         transfers[key]!.bytesWritten = written
         bytesWritten += chunk
         if written >= transfer.content.contentLength {
+            if behavior.reportsFullProgressBeforeFinishing == true, transfer.reportedProgress < 1 {
+                transfers[key]!.reportedProgress = 1
+                return [.send(.reportDownloadProgress(key, progress: 1, timeRemaining: 0)), tick(key)]
+            }
             transfers[key]!.isActive = false
             return [.send(.completeDownload(key, contentURL: transfer.path))]
         }

@@ -2,11 +2,13 @@ import Foundation
 import StoreKitModel
 
 /// The built-in observer behaviours, written on the public observer API exactly as an
-/// app would write them.
+/// app would write them (and as users write theirs). The correct ones record what they do
+/// (`contentGranted`, `contentKept`, `restoreShownDone`, `failureShown`) so invariants about
+/// apps can be checked from the log; the buggy ones make, on purpose, the mistakes real apps make.
 public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Unlock the product, then finish (ignores hosted content).
+    /// Grant the product, then finish (ignores hosted content).
     case deliverThenFinish
-    /// Download every piece of hosted content, keep it, then finish (R-D3).
+    /// Download every piece of hosted content, keep it, grant, then finish (R-D3).
     case downloadThenFinish
     /// Like downloadThenFinish for restored transactions with content, and finish every
     /// other restored transaction at once (R-R5's selective restore).
@@ -15,6 +17,43 @@ public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable 
     case audit
     /// Buggy on purpose: finishes right after starting downloads, losing content (R-T4).
     case finishBeforeDownloads
+    /// Buggy on purpose: a second SDK that finishes every completed transaction at once; when
+    /// it hears an update before the app's own observer, the app has not granted yet (R-Q5, R-T4).
+    case sdkFinishesEarly
+    /// Buggy on purpose: finishes when the first of several downloads ends (R-D3).
+    case finishOnFirstDownload
+    /// Buggy on purpose: treats progress 1.0 as finished and finishes then (R-D2).
+    case finishAtFullProgress
+    /// Buggy on purpose: credits on every delivery without remembering what it credited, so a
+    /// consumable redelivered after a relaunch or delivered twice is credited twice (R-Q4).
+    case creditEveryDelivery
+    /// Buggy on purpose: the app attaches this observer a few steps after launch, so the
+    /// transactions redelivered at launch are handled without it (R-Q4).
+    case attachesLate
+    /// Buggy on purpose: shows "restore done" as soon as StoreKit says so, while restored
+    /// content is still downloading (R-O3, R-Q9).
+    case restoreDoneEarly
+    /// Buggy on purpose: treats a deferred transaction as failed and forgets it, so a later
+    /// approval is never granted (R-T1).
+    case deferredAsFailed
+
+    /// The behaviours made wrong on purpose (for documentation and tests).
+    public static let buggy: [ObserverBehavior] = [.sdkFinishesEarly, .finishOnFirstDownload, .finishAtFullProgress,
+                                                   .creditEveryDelivery, .attachesLate, .restoreDoneEarly, .deferredAsFailed]
+
+    /// Attached a few user steps after launch rather than at launch.
+    public var attachesLate: Bool { self == .attachesLate }
+
+    /// Downloads hosted content before granting.
+    var wantsContent: Bool {
+        switch self {
+        case .downloadThenFinish, .restoreThenFinish, .finishBeforeDownloads, .finishOnFirstDownload, .finishAtFullProgress,
+             .restoreDoneEarly:
+            true
+        case .deliverThenFinish, .audit, .sdkFinishesEarly, .creditEveryDelivery, .attachesLate, .deferredAsFailed:
+            false
+        }
+    }
 }
 
 /// The observer the simulator attaches for each behaviour.
@@ -25,12 +64,17 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     /// folder in it, relative to the content root; nil keeps nothing.
     public let storage: ContentStorage?
     public let persistentFolder: String
-    /// Product identifiers unlocked so far.
+    /// Product identifiers unlocked so far (this launch).
     public private(set) var unlocked: Set<String> = []
     public private(set) var keptContent: [String] = []
     public private(set) var errors: [String] = []
     public private(set) var restoresFinished = 0
     public private(set) var restoresFailed = 0
+    /// Restored transactions not yet handled, and whether StoreKit already said the restore ended.
+    private var restoredOutstanding: Set<TransactionKey> = []
+    private var restoreEnded = false
+    /// Transactions `deferredAsFailed` gave up on.
+    private var forgotten: Set<TransactionKey> = []
 
     public init(name: String, behavior: ObserverBehavior, storage: ContentStorage?, persistentFolder: String = "apps") {
         self.observerName = name
@@ -41,25 +85,34 @@ public final class BuiltInObserver: PaymentTransactionObserver {
 
     public func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
         guard behavior != .audit else { return }
-        for transaction in transactions {
+        for transaction in transactions where !forgotten.contains(transaction.key) {
             switch transaction.transactionState {
-            case .purchasing, .deferred:
+            case .purchasing:
                 continue
+            case .deferred:
+                // Correct apps wait for the decision; this bug shows a failure and forgets the payment.
+                guard behavior == .deferredAsFailed else { continue }
+                forgotten.insert(transaction.key)
+                queue.failureShown(transaction)
             case .failed:
+                if behavior != .sdkFinishesEarly { queue.failureShown(transaction) }
                 finish(transaction, on: queue)
             case .purchased, .restored:
+                if transaction.transactionState == .restored && !transaction.downloads.isEmpty && behavior.wantsContent {
+                    restoredOutstanding.insert(transaction.key)
+                }
                 process(transaction, on: queue)
             }
         }
     }
 
     private func process(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
-        let wantsContent: Bool = switch behavior {
-        case .deliverThenFinish, .audit: false
-        case .downloadThenFinish, .restoreThenFinish, .finishBeforeDownloads: !transaction.downloads.isEmpty
+        if behavior == .sdkFinishesEarly {
+            finish(transaction, on: queue)
+            return
         }
-        guard wantsContent else {
-            unlocked.insert(transaction.payment.productIdentifier)
+        guard behavior.wantsContent, !transaction.downloads.isEmpty else {
+            grant(transaction, on: queue)
             finish(transaction, on: queue)
             return
         }
@@ -74,10 +127,20 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     }
 
     public func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {
-        guard behavior == .downloadThenFinish || behavior == .restoreThenFinish else { return }
-        for download in downloads where download.downloadState.isFinal {
-            if download.downloadState == .finished, let url = download.contentURL { keep(url, download) }
-            completeIfDone(download.key.transaction, on: queue)
+        guard behavior.wantsContent, behavior != .finishBeforeDownloads else { return }
+        for download in downloads {
+            if behavior == .finishAtFullProgress, download.progress >= 1, !download.downloadState.isFinal {
+                // The bug: progress 1.0 is not "finished" (R-D2).
+                complete(download.key.transaction, on: queue)
+                continue
+            }
+            guard download.downloadState.isFinal else { continue }
+            if download.downloadState == .finished, let url = download.contentURL { keep(url, download, on: queue) }
+            if behavior == .finishOnFirstDownload {
+                complete(download.key.transaction, on: queue)
+            } else {
+                completeIfDone(download.key.transaction, on: queue)
+            }
         }
     }
 
@@ -85,17 +148,37 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     private func completeIfDone(_ key: TransactionKey, on queue: PaymentQueue) {
         guard let transaction = queue.transactions.first(where: { $0.key == key }) else { return }
         guard transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) else { return }
-        unlocked.insert(transaction.payment.productIdentifier)
+        complete(key, on: queue)
+    }
+
+    private func complete(_ key: TransactionKey, on queue: PaymentQueue) {
+        guard let transaction = queue.transactions.first(where: { $0.key == key }) else { return }
+        grant(transaction, on: queue)
         finish(transaction, on: queue)
     }
 
+    /// Grants once per transaction, across relaunches, by the app's persistent record (R-Q4);
+    /// `creditEveryDelivery` is the bug of not checking it.
+    private func grant(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
+        unlocked.insert(transaction.payment.productIdentifier)
+        if behavior == .creditEveryDelivery || !queue.wasGranted(transaction) { queue.contentGranted(transaction) }
+        if restoredOutstanding.remove(transaction.key) != nil, restoredOutstanding.isEmpty, restoreEnded {
+            restoreEnded = false
+            queue.restoreShownDone()
+        }
+    }
+
     /// Moves the downloaded file somewhere persistent before its URL becomes invalid (R-D3, R-T4).
-    private func keep(_ contentURL: String, _ download: Download) {
-        guard let storage else { return }
+    private func keep(_ contentURL: String, _ download: Download, on queue: PaymentQueue) {
+        guard let storage else {
+            queue.contentKept(download)
+            return
+        }
         let destination = "\(persistentFolder)/\(download.contentIdentifier)-\(download.contentVersion)"
         do {
             try storage.copy(contentURL, to: destination)
             keptContent.append(destination)
+            queue.contentKept(download)
         } catch {
             errors.append("could not keep \(contentURL): \(error)")
         }
@@ -109,7 +192,17 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         }
     }
 
-    public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) { restoresFinished += 1 }
+    /// Shows the restore done once its restored transactions are handled (R-O3);
+    /// `restoreDoneEarly` shows it at once.
+    public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) {
+        restoresFinished += 1
+        guard behavior != .audit, behavior != .sdkFinishesEarly else { return }
+        if restoredOutstanding.isEmpty || behavior == .restoreDoneEarly {
+            queue.restoreShownDone()
+        } else {
+            restoreEnded = true
+        }
+    }
 
     public func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {
         restoresFailed += 1

@@ -39,7 +39,23 @@ public final class PaymentQueue {
     public let catalog: Catalog
     private var projection = QueueProjection(commandWindow: 1)
     private var observers: [PaymentTransactionObserver] = []
-    private var outbox: [CommandBody] = []
+    /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
+    /// user's script and the OS), for traces.
+    private var outbox: [(body: CommandBody, sender: String)] = []
+    /// The observer whose callback is running, so its calls are attributed to it.
+    private var calling: String?
+    /// Transactions the app has granted, in its own persistent storage: survives quitting and
+    /// being killed (only what was sent before a kill is kept). Rebuilt from the log on catch-up.
+    public private(set) var granted: Set<TransactionKey> = []
+    /// The restore whose `restoreCompletedTransactionsFinished` was delivered last.
+    public private(set) var lastFinishedRestore: UInt64?
+    /// Chance that one update is delivered to the observers twice (StoreKit may redeliver).
+    public var duplicateDeliveryProbability: Double = 0
+    /// Records callbacks and commands with their senders, when set (exploration traces).
+    public var trace: AppTrace?
+    /// Set when the app quit, until the queue confirms it: what the queue says meanwhile was
+    /// meant for the observers that went with the app, not for the next launch's.
+    private var awaitingTermination = false
     private var finishRequested: Set<TransactionKey> = []
     /// Downloads this launch asked to start, so observers that are told twice ask once.
     private var startRequested: Set<DownloadKey> = []
@@ -74,14 +90,14 @@ public final class PaymentQueue {
     public func add(_ observer: PaymentTransactionObserver) {
         guard !observers.contains(where: { $0 === observer }) else { return }
         observers.append(observer)
-        outbox.append(.attachObserver(device: device, observer: observer.observerName))
+        enqueue(.attachObserver(device: device, observer: observer.observerName))
     }
 
     public func remove(_ observer: PaymentTransactionObserver) {
         guard let index = observers.firstIndex(where: { $0 === observer }) else { return }
         observers.remove(at: index)
         if attachedNames.contains(observer.observerName) {
-            outbox.append(.detachObserver(device: device, observer: observer.observerName))
+            enqueue(.detachObserver(device: device, observer: observer.observerName))
         }
     }
 
@@ -94,7 +110,7 @@ public final class PaymentQueue {
         guard catalog.product(payment.productIdentifier) != nil else {
             throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not registered with the store (R-Q7)")
         }
-        outbox.append(.addPayment(device: device, payment: payment))
+        enqueue(.addPayment(device: device, payment: payment))
     }
 
     /// Finishes a transaction (R-Q8). Still purchasing is an error; finishing twice is harmless.
@@ -104,12 +120,12 @@ public final class PaymentQueue {
             throw Rejection(.transactionStillPurchasing, "transaction \(transaction.key) is still purchasing; it cannot be finished yet (R-Q8)")
         }
         guard projection.transaction(transaction.key) != nil, finishRequested.insert(transaction.key).inserted else { return }
-        outbox.append(.finishTransaction(transaction.key))
+        enqueue(.finishTransaction(transaction.key))
     }
 
     /// Asks the store to restore the account's completed purchases (R-Q9, R-Q10).
     public func restoreCompletedTransactions(applicationUsername: String? = nil) {
-        outbox.append(.restoreCompletedTransactions(device: device, applicationUsername: applicationUsername))
+        enqueue(.restoreCompletedTransactions(device: device, applicationUsername: applicationUsername))
     }
 
     /// Starts downloads (R-Q11); ones this launch already asked for are not asked for again.
@@ -123,26 +139,81 @@ public final class PaymentQueue {
 
     private func send(_ downloads: [Download], _ make: ([DownloadKey]) -> CommandBody) {
         guard !downloads.isEmpty else { return }
-        outbox.append(make(downloads.map(\.key)))
+        enqueue(make(downloads.map(\.key)))
     }
 
     // MARK: The app's side of the runtime
 
     /// Sends app-lifecycle commands that have no StoreKit method (the OS does these).
-    public func enqueue(_ command: CommandBody) { outbox.append(command) }
+    public func enqueue(_ command: CommandBody) { outbox.append((command, calling ?? "device")) }
+
+    // MARK: What the app did (recorded in the log, so invariants about apps can be checked)
+
+    /// The app gave the user what `transaction` paid for. Record it once per transaction: a
+    /// transaction can be delivered again (after a relaunch, R-Q4), so check `wasGranted` first.
+    public func contentGranted(_ transaction: PaymentTransaction) {
+        granted.insert(transaction.key)
+        enqueue(.recordAppAction(.contentGranted(transaction.key, observer: calling ?? "app",
+                                                 productIdentifier: transaction.payment.productIdentifier)))
+    }
+
+    /// True when the app's persistent storage says `transaction` was granted (also across relaunches).
+    public func wasGranted(_ transaction: PaymentTransaction) -> Bool { granted.contains(transaction.key) }
+
+    /// The app moved a finished download's file to its own storage (R-D3).
+    public func contentKept(_ download: Download) {
+        enqueue(.recordAppAction(.contentKept(download.key, observer: calling ?? "app")))
+    }
+
+    /// The app told the user that the last finished restore is done (R-O3).
+    public func restoreShownDone() {
+        guard let restore = lastFinishedRestore else { return }
+        enqueue(.recordAppAction(.restoreShownDone(device: device, restore: restore, observer: calling ?? "app")))
+    }
+
+    /// The app showed a failed transaction's error to the user.
+    public func failureShown(_ transaction: PaymentTransaction) {
+        enqueue(.recordAppAction(.failureShown(transaction.key, observer: calling ?? "app")))
+    }
 
     /// The app quits: its observer objects go with it, and the queue detaches them.
     public func terminateApp() {
         observers.removeAll()
+        awaitingTermination = true
         finishRequested.removeAll()
         startRequested.removeAll()
-        outbox.append(.terminateApp(device: device))
+        outbox.append((.terminateApp(device: device), "device"))
     }
+
+    /// Commands made and not yet drained.
+    public var pendingCommandCount: Int { outbox.count }
 
     /// Commands produced since the last call, in the order they were made.
     public func drainOutbox() -> [CommandBody] {
+        drainOutbox(keepingFirst: .max).map(\.body)
+    }
+
+    /// The first `count` commands produced since the last call, with who made each; the rest
+    /// are dropped (the app was killed before sending them), and so are their grants.
+    public func drainOutbox(keepingFirst count: Int) -> [(body: CommandBody, sender: String)] {
         defer { outbox.removeAll(keepingCapacity: true) }
-        return outbox
+        guard count < outbox.count else { return outbox }
+        for (body, _) in outbox[count...] {
+            if case .recordAppAction(.contentGranted(let key, _, _)) = body { granted.remove(key) }
+        }
+        return Array(outbox[..<count])
+    }
+
+    /// Calls `body` on each observer as StoreKit would, attributing what they do to them.
+    private func call(_ targets: [PaymentTransactionObserver], _ callback: String, _ detail: @autoclosure () -> String,
+                      cause: UInt64, _ body: (PaymentTransactionObserver) -> Void) {
+        count(callback, targets.count)
+        for observer in targets {
+            trace?.callback(device: device, observer: observer.observerName, callback: callback, detail: detail(), cause: cause)
+            calling = observer.observerName
+            body(observer)
+            calling = nil
+        }
     }
 
     private var attachedNames: [String] { projection.device(device)?.observers ?? [] }
@@ -163,19 +234,22 @@ public final class PaymentQueue {
     /// unfinished transaction again (R-Q4).
     public func catchUp(_ recorded: RecordedEvent) {
         projection.apply(recorded)
+        if case .appActionRecorded(.contentGranted(let key, _, _)) = recorded.event { granted.insert(key) }
     }
 
     /// Applies one event of this device and calls the observers as StoreKit would.
     public func deliver(_ recorded: RecordedEvent) {
         let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }
         projection.apply(recorded)
+        let cause = recorded.sequence
+        if case .appTerminated = recorded.event { awaitingTermination = false }
+        guard !awaitingTermination else { return }
         switch recorded.event {
         case .observerAttached(_, let name):
             // Every unfinished transaction is delivered again to a newly attached observer (R-Q4).
             guard let observer = observers.first(where: { $0.observerName == name }),
                   let pending = projection.device(device)?.pendingTransactions, !pending.isEmpty else { return }
-            count("updatedTransactions", 1)
-            observer.paymentQueue(self, updatedTransactions: pending)
+            call([observer], "updatedTransactions", Self.describe(pending), cause: cause) { $0.paymentQueue(self, updatedTransactions: pending) }
         case .appTerminated:
             finishRequested.removeAll()
             startRequested.removeAll()
@@ -183,31 +257,39 @@ public final class PaymentQueue {
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _):
             guard let transaction = projection.transaction(key) else { return }
             let targets = attachedObservers()
-            count("updatedTransactions", targets.count)
-            for observer in targets { observer.paymentQueue(self, updatedTransactions: [transaction]) }
+            call(targets, "updatedTransactions", Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, updatedTransactions: [transaction]) }
+            if duplicateDeliveryProbability > 0, !targets.isEmpty, choices.chance(.duplicateDelivery, duplicateDeliveryProbability) {
+                // StoreKit may tell observers about the same update again; apps must cope.
+                call(attachedObservers(), "updatedTransactions", Self.describe([transaction]) + " (again)", cause: cause) {
+                    $0.paymentQueue(self, updatedTransactions: [transaction])
+                }
+            }
         case .transactionFinished(let key):
             finishRequested.remove(key)
             for download in before?.downloads ?? [] { startRequested.remove(download.key) }
             guard let transaction = before else { return }
-            let targets = attachedObservers()
-            count("removedTransactions", targets.count)
-            for observer in targets { observer.paymentQueue(self, removedTransactions: [transaction]) }
-        case .restoreFinished:
-            let targets = attachedObservers()
-            count("restoreCompletedTransactionsFinished", targets.count)
-            for observer in targets { observer.paymentQueueRestoreCompletedTransactionsFinished(self) }
-        case .restoreFailed(_, _, let error):
-            let targets = attachedObservers()
-            count("restoreCompletedTransactionsFailed", targets.count)
-            for observer in targets { observer.paymentQueue(self, restoreCompletedTransactionsFailedWithError: error) }
+            call(attachedObservers(), "removedTransactions", Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, removedTransactions: [transaction]) }
+        case .restoreFinished(_, let restore):
+            lastFinishedRestore = restore
+            call(attachedObservers(), "restoreCompletedTransactionsFinished", "restore \(restore)", cause: cause) {
+                $0.paymentQueueRestoreCompletedTransactionsFinished(self)
+            }
+        case .restoreFailed(_, let restore, let error):
+            call(attachedObservers(), "restoreCompletedTransactionsFailed", "restore \(restore)", cause: cause) {
+                $0.paymentQueue(self, restoreCompletedTransactionsFailedWithError: error)
+            }
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key), .downloadResumed(let key),
              .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key):
             guard let download = projection.transaction(key.transaction)?.downloads[safe: key.index] else { return }
-            let targets = attachedObservers()
-            count("updatedDownloads", targets.count)
-            for observer in targets { observer.paymentQueue(self, updatedDownloads: [download]) }
+            let detail = "\(key) \(download.downloadState) \(Int(download.progress * 100))%"
+            call(attachedObservers(), "updatedDownloads", detail, cause: cause) { $0.paymentQueue(self, updatedDownloads: [download]) }
         default:
             break
         }
+    }
+
+    /// "t3 purchased, t4 restored": transactions as a trace shows them.
+    static func describe(_ transactions: [PaymentTransaction]) -> String {
+        transactions.map { "t\($0.key.number) \($0.transactionState)" }.joined(separator: ", ")
     }
 }

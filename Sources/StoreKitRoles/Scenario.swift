@@ -17,6 +17,8 @@ public struct Scenario: Sendable {
     public var network = NetworkBehavior()
     /// Upper bound on simulated time, so that a run always ends.
     public var maximumSimulatedSeconds: Double = 24 * 3600
+    /// Users' own observers and traces (exploration); not part of the log's record of the scenario.
+    public var hooks: AppHooks?
 
     public init(seed: UInt64, devices: Int, catalog: Catalog = .sample, catalogSource: String = "built-in sample") {
         self.seed = seed
@@ -56,7 +58,7 @@ public struct Scenario: Sendable {
         return (indices ?? Array(names.indices)).map { index in
             DeviceApp(device: names[index], account: account(ofDeviceAt: index),
                       isAdditionalDevice: index % apps.devicesPerAccount != 0,
-                      behavior: apps, catalog: catalog, choices: choices, storage: storage)
+                      behavior: apps, catalog: catalog, choices: choices, storage: storage, hooks: hooks)
         }
     }
 

@@ -30,7 +30,8 @@ public struct RoleFactory {
         case .downloader:
             DownloaderRole(name: name, content: content, behavior: scenario.downloader, choices: choices)
         case .apps:
-            AppRole(name: name, devices: scenario.makeApps(indices: deviceIndices, choices: choices, storage: content))
+            AppRole(name: name, devices: scenario.makeApps(indices: deviceIndices, choices: choices, storage: content),
+                    hooks: scenario.hooks, choicePoints: scenario.apps.choicePoints, choices: choices)
         }
     }
 }

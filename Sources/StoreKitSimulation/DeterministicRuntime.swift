@@ -44,6 +44,9 @@ public final class DeterministicRuntime {
     public let environment: DeterministicEnvironment
     public private(set) var engine: QueueEngine
     public private(set) var counters = NetworkCounters()
+    /// The run's first record when already known (exploration runs one scenario thousands of
+    /// times, and encoding the scenario and catalog to JSON would cost more than the run).
+    public var header: RunHeader?
 
     private struct Slot {
         var kind: RoleFactory.Kind
@@ -97,7 +100,7 @@ public final class DeterministicRuntime {
         guard environment.storage.lastSequence == 0 else {
             throw ConfigurationError("the log already holds a run; a deterministic run starts from an empty log")
         }
-        let header = scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
+        let header = self.header ?? scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
         let started = try engine.start(header)
         appended(started)
         for index in slots.indices { perform(slots[index].role.resume(now: 0), slot: index) }
@@ -156,7 +159,12 @@ public final class DeterministicRuntime {
             earlierDuplicates += engine.duplicates
             engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
             queueIsDown = false
-            for command in heldCommands { scheduleCommand(command, arrival: now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)) }
+            // Retried in the order they were sent: a sender's link keeps its order.
+            var arrival = now
+            for command in heldCommands {
+                arrival = max(arrival, now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay))
+                scheduleCommand(command, arrival: arrival)
+            }
             heldCommands.removeAll()
         }
     }
@@ -178,6 +186,12 @@ public final class DeterministicRuntime {
             // The subscriber notices the gap at the next heartbeat and fetches it; what follows waits.
             counters.eventsLost += 1
             arrival += Int64(network.catchUpMilliseconds * 1e6)
+        }
+        if case .transactionFinished = recorded.event, slots[index].kind == .apps,
+           let points = scenario.apps.choicePoints, points.removalDelayProbability > 0,
+           choices.chance(.removalDelay, points.removalDelayProbability) {
+            // The app hears `removedTransactions` late (and, the link keeping its order, what follows too).
+            arrival += Int64(points.removalDelayMilliseconds * 1e6)
         }
         slots[index].lastEventArrival = arrival
         scheduler.schedule(at: arrival, .deliver(recorded, slot: index))

@@ -31,6 +31,10 @@ import Testing
         .downloadFailed(download, error: StoreError(.downloadFailed, "dropped")),
         .downloadCancelled(download),
         .commandRejected(.addPayment(device: "d", payment: Payment(productIdentifier: "nope")), Rejection(.unknownProduct, "no such product")),
+        .appActionRecorded(.contentGranted(key, observer: "o", productIdentifier: "p")),
+        .appActionRecorded(.contentKept(download, observer: "o")),
+        .appActionRecorded(.restoreShownDone(device: "d", restore: 2, observer: "o")),
+        .appActionRecorded(.failureShown(key, observer: "o")),
     ]
 
     @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
@@ -56,7 +60,14 @@ import Testing
         .failRestore(device: "d", restore: 1, error: StoreError(.restoreFailed, "no")),
         .reportDownloadProgress(download, progress: 0.5, timeRemaining: 3),
         .completeDownload(download, contentURL: "/c"), .failDownload(download, error: StoreError(.downloadFailed, "x")),
+        .recordAppAction(.contentGranted(key, observer: "o", productIdentifier: "p")),
     ]
+
+    @Test("Event.typeNames lists every event kind's name once (log cat --type takes them)")
+    func typeNames() {
+        #expect(Set(Self.everyEvent.map(\.name)) == Set(Event.typeNames))
+        #expect(Set(Event.typeNames).count == Event.typeNames.count)
+    }
 
     @Test("Every command kind survives encoding and decoding unchanged", arguments: everyCommand)
     func commandRoundTrip(body: CommandBody) throws {

@@ -138,7 +138,7 @@ import StoreKitRuntime
         let (simulation, report) = try run(scenario, in: scratch.url)
         #expect(report.violations.isEmpty)
         #expect(report.totals.restored > 0)
-        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
+        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.compactMap { $0 as? BuiltInObserver }.flatMap(\.keptContent) }
         #expect(!kept.isEmpty)
         for path in kept { #expect(FileManager.default.fileExists(atPath: scratch.url.appendingPathComponent(path).path)) }
     }
@@ -157,7 +157,7 @@ import StoreKitRuntime
             .filter { !$0.isEmpty && !isDirectory(content.appendingPathComponent($0)) } ?? []
         #expect(leftover.isEmpty, "\(leftover)")
         // …while the apps kept theirs, byte for byte (R-D3).
-        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
+        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.compactMap { $0 as? BuiltInObserver }.flatMap(\.keptContent) }
         #expect(!kept.isEmpty)
         for path in kept {
             let data = try Data(contentsOf: scratch.url.appendingPathComponent(path))

@@ -1,0 +1,227 @@
+import StoreKitModel
+
+/// An invariant about apps and the queue, checkable from the log alone. Ids, statements and
+/// rules are listed in docs/invariants.md.
+public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
+    case grantBeforeFinish = "grant-before-finish"
+    case grantedOnce = "granted-once"
+    case noPurchaseLost = "no-purchase-lost"
+    case downloadsBeforeFinish = "downloads-before-finish"
+    case noCompletionFromProgress = "no-completion-from-progress"
+    case queueDrains = "queue-drains"
+    case restoreDoneAfterHandled = "restore-done-after-handled"
+    case deferredApprovedGranted = "deferred-approved-granted"
+    case launchObserversSeeRedeliveries = "launch-observers-see-redeliveries"
+
+    /// One line: what must hold.
+    public var statement: String {
+        switch self {
+        case .grantBeforeFinish: "A purchased or restored transaction is finished only after the app granted its content."
+        case .grantedOnce: "A transaction is granted at most once, across relaunches and repeated deliveries (consumables are credited once per transaction)."
+        case .noPurchaseLost: "Every purchased or restored transaction is granted before the run ends, across relaunches and kills."
+        case .downloadsBeforeFinish: "A transaction is finished only when every download it started has ended."
+        case .noCompletionFromProgress: "Nothing is granted or finished because a download's progress reached 1.0 while it was still active."
+        case .queueDrains: "At the end of the run no transaction is left unfinished."
+        case .restoreDoneAfterHandled: "A restore is shown done only after every transaction it restored was granted."
+        case .deferredApprovedGranted: "A deferred transaction that is later approved is granted."
+        case .launchObserversSeeRedeliveries: "Every observer of the app attaches before any transaction redelivered at launch is finished."
+        }
+    }
+
+    /// The SPEC.md rules it comes from.
+    public var rules: String {
+        switch self {
+        case .grantBeforeFinish: "R-T4, R-O1, R-Q5"
+        case .grantedOnce: "R-Q4, R-T3"
+        case .noPurchaseLost: "R-Q4, R-T4"
+        case .downloadsBeforeFinish: "R-D3, R-T4"
+        case .noCompletionFromProgress: "R-D2"
+        case .queueDrains: "R-Q8, R-Q4"
+        case .restoreDoneAfterHandled: "R-O3, R-Q9"
+        case .deferredApprovedGranted: "R-T1"
+        case .launchObserversSeeRedeliveries: "R-Q4, R-Q3"
+        }
+    }
+}
+
+/// One broken invariant: where in the log and what happened.
+public struct AppViolation: Sendable, Hashable, CustomStringConvertible {
+    public var invariant: AppInvariant
+    /// The record at which it was seen (the last record for end-of-run checks).
+    public var sequence: UInt64
+    public var message: String
+
+    public var description: String { "[\(invariant.rawValue)] #\(sequence) \(message)" }
+}
+
+/// Checks every `AppInvariant` over a log, event by event, then at its end. A pure fold;
+/// memory is bounded by the transactions of the run not yet finished, plus the restores.
+public struct AppInvariantMonitor: Sendable {
+    public private(set) var violations: [AppViolation] = []
+
+    private struct Tracked: Sendable {
+        var state: TransactionState = .purchasing
+        var wasDeferred = false
+        var grants = 0
+        var downloads: [TrackedDownload] = []
+    }
+
+    private struct TrackedDownload: Sendable {
+        var state: DownloadState = .waiting
+        var progress: Double = 0
+        var started = false
+        var cancelledBy: CommandID?
+    }
+
+    private struct DeviceLaunch: Sendable {
+        var pendingAtLaunch: Set<UInt64> = []
+        var finishedSinceLaunch: [UInt64] = []
+    }
+
+    private struct RestoreID: Hashable, Sendable {
+        var device: String
+        var number: UInt64
+    }
+
+    private var transactions: [TransactionKey: Tracked] = [:]
+    private var launches: [String: DeviceLaunch] = [:]
+    private var restored: [RestoreID: [TransactionKey]] = [:]
+    /// Grants of finished transactions, per device, so a late second grant is still seen.
+    private var finishedGrants: [TransactionKey: Int] = [:]
+    private var lastSequence: UInt64 = 0
+
+    public init() {}
+
+    private mutating func report(_ invariant: AppInvariant, _ sequence: UInt64, _ message: String) {
+        violations.append(AppViolation(invariant: invariant, sequence: sequence, message: message))
+    }
+
+    public mutating func check(_ recorded: RecordedEvent) {
+        let sequence = recorded.sequence
+        lastSequence = sequence
+        switch recorded.event {
+        case .transactionAdded(let key, _):
+            transactions[key] = Tracked()
+        case .transactionDeferred(let key):
+            transactions[key]?.state = .deferred
+            transactions[key]?.wasDeferred = true
+        case .transactionPurchased(let key, _, let contents, _):
+            transactions[key]?.state = .purchased
+            transactions[key]?.downloads = contents.map { _ in TrackedDownload() }
+        case .transactionRestored(let key, let restore, _, _, let contents):
+            transactions[key] = Tracked(state: .restored, downloads: contents.map { _ in TrackedDownload() })
+            restored[RestoreID(device: key.device, number: restore), default: []].append(key)
+        case .transactionFailed(let key, _):
+            transactions[key]?.state = .failed
+        case .downloadStarted(let key):
+            update(key) { $0.started = true; $0.state = .active }
+        case .downloadProgressed(let key, let progress, _):
+            update(key) { $0.progress = progress }
+        case .downloadPaused(let key):
+            update(key) { $0.state = .paused }
+        case .downloadResumed(let key):
+            update(key) { $0.state = .active }
+        case .downloadFinished(let key, _):
+            update(key) { $0.state = .finished; $0.progress = 1 }
+        case .downloadFailed(let key, _):
+            update(key) { $0.state = .failed }
+        case .downloadCancelled(let key):
+            update(key) { $0.state = .cancelled; $0.cancelledBy = recorded.commandID }
+        case .appLaunched(let device):
+            let pending = transactions.keys.filter { $0.device == device }.map(\.number)
+            launches[device] = DeviceLaunch(pendingAtLaunch: Set(pending))
+        case .observerAttached(let device, let observer):
+            if let launch = launches[device], let missed = launch.finishedSinceLaunch.first {
+                report(.launchObserversSeeRedeliveries, sequence,
+                       "observer \(observer) attached to \(device) after transaction #\(missed), redelivered at launch, was finished without it")
+            }
+        case .transactionFinished(let key):
+            finished(key, recorded)
+        case .appActionRecorded(let action):
+            appAction(action, sequence)
+        default:
+            break
+        }
+    }
+
+    private mutating func update(_ key: DownloadKey, _ change: (inout TrackedDownload) -> Void) {
+        guard let tracked = transactions[key.transaction], tracked.downloads.indices.contains(key.index) else { return }
+        change(&transactions[key.transaction]!.downloads[key.index])
+    }
+
+    /// A download still under way at 1.0: what an app that infers completion from progress acts on.
+    private func activeAtFullProgress(_ tracked: Tracked, cancelledBy command: CommandID?) -> Int? {
+        tracked.downloads.firstIndex { download in
+            download.started && download.progress >= 1
+                && (!download.state.isFinal || (download.state == .cancelled && command != nil && download.cancelledBy == command))
+        }
+    }
+
+    private mutating func finished(_ key: TransactionKey, _ recorded: RecordedEvent) {
+        let sequence = recorded.sequence
+        guard let tracked = transactions.removeValue(forKey: key) else { return }
+        if tracked.state.isPaid {
+            if let index = activeAtFullProgress(tracked, cancelledBy: recorded.commandID) {
+                report(.noCompletionFromProgress, sequence, "transaction \(key) was finished while download \(index) was at progress 1.0 but not finished")
+            } else if let index = tracked.downloads.firstIndex(where: { download in
+                download.started && (!download.state.isFinal
+                    || (download.state == .cancelled && download.cancelledBy != nil && download.cancelledBy == recorded.commandID))
+            }) {
+                report(.downloadsBeforeFinish, sequence, "transaction \(key) was finished before its download \(index) ended: the content is lost")
+            }
+            if tracked.grants == 0 {
+                report(.grantBeforeFinish, sequence, "transaction \(key) (\(tracked.state)) was finished before the app granted it")
+            }
+        }
+        finishedGrants[key] = tracked.grants
+        if var launch = launches[key.device], launch.pendingAtLaunch.contains(key.number) {
+            launch.finishedSinceLaunch.append(key.number)
+            launches[key.device] = launch
+        }
+    }
+
+    private mutating func appAction(_ action: AppAction, _ sequence: UInt64) {
+        switch action {
+        case .contentGranted(let key, let observer, _):
+            var grants = 0
+            if var tracked = transactions[key] {
+                if let index = activeAtFullProgress(tracked, cancelledBy: nil) {
+                    report(.noCompletionFromProgress, sequence, "\(observer) granted transaction \(key) while download \(index) was at progress 1.0 but not finished")
+                }
+                tracked.grants += 1
+                grants = tracked.grants
+                transactions[key] = tracked
+            } else if let earlier = finishedGrants[key] {
+                grants = earlier + 1
+                finishedGrants[key] = grants
+            }
+            if grants > 1 { report(.grantedOnce, sequence, "\(observer) granted transaction \(key) again (grant number \(grants))") }
+        case .restoreShownDone(let device, let restore, let observer):
+            for key in restored[RestoreID(device: device, number: restore)] ?? [] {
+                let grants = transactions[key]?.grants ?? finishedGrants[key] ?? 0
+                if grants == 0 {
+                    report(.restoreDoneAfterHandled, sequence, "\(observer) showed restore \(restore) of \(device) done before restored transaction \(key) was granted")
+                    break
+                }
+            }
+        case .contentKept, .failureShown:
+            break
+        }
+    }
+
+    /// The end-of-run checks: nothing lost, nothing left unfinished.
+    public mutating func finish() {
+        for key in transactions.keys.sorted() {
+            guard let tracked = transactions[key] else { continue }
+            if tracked.state.isPaid && tracked.grants == 0 {
+                if tracked.wasDeferred {
+                    report(.deferredApprovedGranted, lastSequence, "transaction \(key) was deferred, then approved, and never granted")
+                } else {
+                    report(.noPurchaseLost, lastSequence, "transaction \(key) (\(tracked.state)) was never granted")
+                }
+            } else {
+                report(.queueDrains, lastSequence, "transaction \(key) is still \(tracked.state) at the end of the run")
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import StoreKitModel
+import StoreKitRoles
+
+/// The minimal trace as a sequence diagram: the device (the user's script and the OS), each
+/// observer, the queue, the store and the downloader as lifelines. Built from the log (what the
+/// queue did and who asked) and the app trace (which observer heard what, and who sent each
+/// command), so nothing in it is guessed.
+public struct TraceDiagram {
+    public struct Message: Sendable, Hashable {
+        public enum Kind: Sendable, Hashable { case arrow, reply, note }
+        public var kind: Kind
+        public var from: String
+        public var to: String
+        public var text: String
+    }
+
+    public private(set) var participants: [String] = []
+    public private(set) var messages: [Message] = []
+    public let title: String
+
+    public init(events: [RecordedEvent], trace: AppTrace, violation: AppViolation) {
+        title = "[\(violation.invariant.rawValue)] \(violation.message)"
+        let multipleDevices = Set(events.compactMap(\.event.device)).count > 1
+        func lifeline(_ device: String, _ name: String) -> String {
+            multipleDevices ? "\(device.replacingOccurrences(of: "device-", with: "d"))/\(name)" : name
+        }
+        var senders: [UInt64: String] = [:]
+        var callbacks: [UInt64: [(String, String)]] = [:]
+        var kills: [UInt64: String] = [:]
+        var observers: [String] = []
+        for entry in trace.entries {
+            switch entry {
+            case .command(let device, let sender, _, let ordinal):
+                senders[ordinal] = lifeline(device, sender == "device" || sender == "app" ? "device" : sender)
+            case .callback(let device, let observer, let callback, let detail, let cause):
+                let name = lifeline(device, observer)
+                if !observers.contains(name) { observers.append(name) }
+                callbacks[cause, default: []].append((name, "\(callback)(\(detail))"))
+            case .killed(let device, let dropped, let cause):
+                kills[cause] = lifeline(device, "device") + (dropped > 0 ? "|app killed: \(dropped) command(s) never sent" : "|app killed")
+            }
+        }
+        let devices = multipleDevices ? Set(events.compactMap(\.event.device)).sorted().map { lifeline($0, "device") } : ["device"]
+        participants = devices + observers.sorted() + ["queue", "store", "downloader"]
+        var messages: [Message] = []
+        for recorded in events {
+            let sequence = recorded.sequence
+            if case .runStarted = recorded.event { continue }
+            if case .downloadProgressed(_, let progress, _) = recorded.event, progress < 1 { continue }
+            let label = Self.describe(recorded.event)
+            if let id = recorded.commandID {
+                let from: String = if id.origin.hasPrefix("apps") {
+                    senders[id.number] ?? "device"
+                } else if id.origin.hasPrefix("store") {
+                    "store"
+                } else {
+                    "downloader"
+                }
+                messages.append(Message(kind: .arrow, from: from, to: "queue", text: "\(sequence) \(label)"))
+            } else {
+                messages.append(Message(kind: .note, from: "queue", to: "queue", text: "\(sequence) \(label)"))
+            }
+            switch recorded.event {
+            case .transactionAdded, .restoreStarted:
+                messages.append(Message(kind: .reply, from: "queue", to: "store", text: label))
+            case .downloadStarted:
+                messages.append(Message(kind: .reply, from: "queue", to: "downloader", text: label))
+            default:
+                break
+            }
+            for (observer, text) in callbacks[sequence] ?? [] {
+                messages.append(Message(kind: .reply, from: "queue", to: observer, text: text))
+            }
+            if let kill = kills[sequence] {
+                let parts = kill.split(separator: "|", maxSplits: 1).map(String.init)
+                messages.append(Message(kind: .note, from: parts[0], to: parts[0], text: parts[1]))
+            }
+            if sequence == violation.sequence {
+                messages.append(Message(kind: .note, from: "queue", to: "queue", text: "VIOLATION \(violation.invariant.rawValue)"))
+            }
+        }
+        self.messages = messages
+    }
+
+    /// An event in a few words: "t2 purchased", "t2/1 finished".
+    static func describe(_ event: Event) -> String {
+        func transaction(_ key: TransactionKey) -> String { "t\(key.number)" }
+        func download(_ key: DownloadKey) -> String { "t\(key.transaction.number)/\(key.index)" }
+        func product(_ identifier: String) -> String { identifier.split(separator: ".").last.map(String.init) ?? identifier }
+        switch event {
+        case .runStarted: return "run started"
+        case .deviceRegistered(_, let account): return "registered (\(account))"
+        case .appLaunched: return "app launched"
+        case .appTerminated: return "app terminated"
+        case .observerAttached(_, let observer): return "attached \(observer)"
+        case .observerDetached(_, let observer): return "detached \(observer)"
+        case .paymentsAllowedChanged(_, let allowed): return "payments allowed \(allowed)"
+        case .transactionAdded(let key, let payment): return "\(transaction(key)) purchasing \(product(payment.productIdentifier)) x\(payment.quantity)"
+        case .transactionDeferred(let key): return "\(transaction(key)) deferred"
+        case .transactionPurchased(let key, _, let downloads, _):
+            return "\(transaction(key)) purchased" + (downloads.isEmpty ? "" : " with \(downloads.count) download(s)")
+        case .transactionFailed(let key, let error): return "\(transaction(key)) failed (\(error.code))"
+        case .restoreStarted(_, let restore, _): return "restore \(restore) started"
+        case .transactionRestored(let key, let restore, _, let original, _):
+            return "\(transaction(key)) restored by restore \(restore) (\(product(original.payment.productIdentifier)))"
+        case .restoreFinished(_, let restore): return "restore \(restore) finished"
+        case .restoreFailed(_, let restore, _): return "restore \(restore) failed"
+        case .transactionFinished(let key): return "\(transaction(key)) finished"
+        case .downloadStarted(let key): return "download \(download(key)) started"
+        case .downloadProgressed(let key, let progress, _): return "download \(download(key)) progress \(progress)"
+        case .downloadPaused(let key): return "download \(download(key)) paused"
+        case .downloadResumed(let key): return "download \(download(key)) resumed"
+        case .downloadFinished(let key, _): return "download \(download(key)) finished"
+        case .downloadFailed(let key, _): return "download \(download(key)) failed"
+        case .downloadCancelled(let key): return "download \(download(key)) cancelled"
+        case .commandRejected(let command, let rejection): return "\(command.name) rejected (\(rejection.code))"
+        case .appActionRecorded(let action):
+            switch action {
+            case .contentGranted(let key, _, let identifier): return "granted \(transaction(key)) (\(product(identifier)))"
+            case .contentKept(let key, _): return "kept content of \(download(key))"
+            case .restoreShownDone(_, let restore, _): return "restore \(restore) shown done"
+            case .failureShown(let key, _): return "failure of \(transaction(key)) shown"
+            }
+        }
+    }
+
+    /// Mermaid has no escapes for some characters inside messages: keep them out.
+    private static func mermaidText(_ text: String) -> String {
+        text.replacingOccurrences(of: ";", with: ",").replacingOccurrences(of: "#", with: "-t")
+    }
+
+    private static func mermaidName(_ name: String) -> String {
+        String(name.map { $0.isLetter || $0.isNumber ? $0 : "_" })
+    }
+
+    /// Mermaid `sequenceDiagram` text.
+    public func mermaid() -> String {
+        var lines = ["sequenceDiagram", "    title \(Self.mermaidText(title))"]
+        for participant in participants { lines.append("    participant \(Self.mermaidName(participant)) as \(participant)") }
+        for message in messages {
+            let from = Self.mermaidName(message.from)
+            let to = Self.mermaidName(message.to)
+            switch message.kind {
+            case .arrow: lines.append("    \(from)->>\(to): \(Self.mermaidText(message.text))")
+            case .reply: lines.append("    \(from)-->>\(to): \(Self.mermaidText(message.text))")
+            case .note: lines.append("    Note over \(from): \(Self.mermaidText(message.text))")
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+
+    /// A self-contained HTML page: the diagram as inline SVG (no script, no network), and the
+    /// Mermaid text under it.
+    public func html() -> String {
+        let column = 190
+        let row = 26
+        let top = 50
+        let width = column * participants.count
+        let height = top + row * (messages.count + 1)
+        func x(_ participant: String) -> Int { (participants.firstIndex(of: participant) ?? 0) * column + column / 2 }
+        var svg = ["<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(width)\" height=\"\(height)\" font-family=\"sans-serif\" font-size=\"11\">",
+                   "<defs><marker id=\"arrow\" markerWidth=\"8\" markerHeight=\"8\" refX=\"8\" refY=\"4\" orient=\"auto\"><path d=\"M0,0 L8,4 L0,8 z\" fill=\"#333\"/></marker></defs>"]
+        for participant in participants {
+            let center = x(participant)
+            svg.append("<rect x=\"\(center - 80)\" y=\"8\" width=\"160\" height=\"26\" rx=\"4\" fill=\"#eef\" stroke=\"#336\"/>")
+            svg.append("<text x=\"\(center)\" y=\"25\" text-anchor=\"middle\" font-weight=\"bold\">\(Self.escape(participant))</text>")
+            svg.append("<line x1=\"\(center)\" y1=\"34\" x2=\"\(center)\" y2=\"\(height)\" stroke=\"#aaa\" stroke-dasharray=\"4 3\"/>")
+        }
+        for (index, message) in messages.enumerated() {
+            let y = top + row * index + 14
+            switch message.kind {
+            case .note:
+                let center = x(message.from)
+                let violation = message.text.hasPrefix("VIOLATION")
+                svg.append("<rect x=\"\(center - 90)\" y=\"\(y - 14)\" width=\"180\" height=\"20\" fill=\"\(violation ? "#fcc" : "#ffd")\" stroke=\"\(violation ? "#c00" : "#cc9")\"/>")
+                svg.append("<text x=\"\(center)\" y=\"\(y)\" text-anchor=\"middle\">\(Self.escape(message.text))</text>")
+            case .arrow, .reply:
+                let from = x(message.from)
+                let to = x(message.to)
+                let dash = message.kind == .reply ? " stroke-dasharray=\"5 3\"" : ""
+                svg.append("<line x1=\"\(from)\" y1=\"\(y)\" x2=\"\(to)\" y2=\"\(y)\" stroke=\"#333\"\(dash) marker-end=\"url(#arrow)\"/>")
+                svg.append("<text x=\"\((from + to) / 2)\" y=\"\(y - 4)\" text-anchor=\"middle\">\(Self.escape(message.text))</text>")
+            }
+        }
+        svg.append("</svg>")
+        return """
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8"><title>sksim explore: \(Self.escape(title))</title>
+            <style>body{font-family:sans-serif;margin:1.5em}pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head>
+            <body><h1>Minimal failing trace</h1><p id="violation">\(Self.escape(title))</p>
+            \(svg.joined(separator: "\n"))
+            <h2>Mermaid</h2><pre id="mermaid">\(Self.escape(mermaid()))</pre></body></html>
+
+            """
+    }
+}

@@ -1,0 +1,50 @@
+import StoreKitModel
+
+/// What the apps did, step by step: which observer heard which callback (and which logged
+/// event caused it), and who made each command they sent. The log says what the queue did;
+/// this says who in the app did it, so a trace can draw each observer as its own lifeline.
+/// Kept only when asked for (exploration re-runs a minimal schedule with it), so it costs
+/// nothing otherwise.
+public final class AppTrace {
+    public enum Entry: Sendable, Hashable {
+        /// `observer` on `device` was called with `callback` because of the event at `cause`.
+        case callback(device: String, observer: String, callback: String, detail: String, cause: UInt64)
+        /// The apps role sent its `ordinal`-th command (1-based, the number in its command id).
+        case command(device: String, sender: String, body: CommandBody, ordinal: UInt64)
+        /// The app on `device` was killed; `dropped` commands it had made were never sent.
+        case killed(device: String, dropped: Int, afterCause: UInt64)
+    }
+
+    public private(set) var entries: [Entry] = []
+    /// Commands sent so far by the apps role: the next command's number.
+    public private(set) var commandsSent: UInt64 = 0
+
+    public init() {}
+
+    func callback(device: String, observer: String, callback: String, detail: String, cause: UInt64) {
+        entries.append(.callback(device: device, observer: observer, callback: callback, detail: detail, cause: cause))
+    }
+
+    func sent(device: String, sender: String, body: CommandBody) {
+        commandsSent += 1
+        entries.append(.command(device: device, sender: sender, body: body, ordinal: commandsSent))
+    }
+
+    func killed(device: String, dropped: Int, afterCause: UInt64) {
+        entries.append(.killed(device: device, dropped: dropped, afterCause: afterCause))
+    }
+}
+
+/// How the apps are driven beyond what a scenario records: the observers a user wrote
+/// (instead of the built-in behaviours) and a trace. Used by one runtime on one thread.
+public final class AppHooks: @unchecked Sendable {
+    /// The observers of one app launch, in attach order; called at every launch, because
+    /// quitting or a kill loses the previous instances. Names must be the same at every launch.
+    public var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
+    public var trace: AppTrace?
+
+    public init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])? = nil, trace: AppTrace? = nil) {
+        self.observerFactory = observerFactory
+        self.trace = trace
+    }
+}
