@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // libzmq, the system library (Debian: libzmq3-dev).
@@ -45,9 +46,17 @@ let package = Package(
             "Bus", "ZeroMQ", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "Logging", package: "swift-log"), .product(name: "Yams", package: "Yams"),
         ]),
+        // zlib, the system library, for HdrHistogram's compressed log format.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        // Load testing: driver processes, the coordinator, stage histograms merged exactly, thresholds, reports.
+        .target(name: "StoreKitLoad", dependencies: [
+            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "CZlib",
+            .product(name: "Histogram", package: "hdrhistogram-swift"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "Yams", package: "Yams"),
+        ]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
-            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitLive", "StoreKitLoad", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -58,6 +67,8 @@ let package = Package(
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "LoadTests", dependencies: ["StoreKitLoad", "StoreKitLive", "StoreKitModel", "SKSimCommands",
+                                                     .product(name: "Histogram", package: "hdrhistogram-swift")]),
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,51 @@
+import Foundation
+
+/// Durations as people write them on a command line or in a topology file: `500ms`, `30s`,
+/// `2m`, `1h`, `1.5s`, `1m30s`, `250us`. One parser, so every option reads them alike.
+public enum DurationText {
+    /// Nanoseconds per unit, longest unit names first so `ms` is not read as `m` then `s`.
+    private static let units: [(String, Double)] = [
+        ("ms", 1e6), ("us", 1e3), ("µs", 1e3), ("ns", 1), ("h", 3_600e9), ("m", 60e9), ("s", 1e9),
+    ]
+
+    /// The longest duration accepted: 30 days, far beyond any run, so arithmetic cannot overflow.
+    public static let maximumNanoseconds: Int64 = 30 * 86_400 * 1_000_000_000
+
+    /// Nanoseconds in `text`: one or more `<number><unit>` pairs (units h, m, s, ms, us, ns).
+    public static func nanoseconds(_ text: String) throws(DurationTextError) -> Int64 {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        var rest = Substring(trimmed)
+        var total = 0.0
+        guard !rest.isEmpty else { throw DurationTextError(text: text) }
+        while !rest.isEmpty {
+            let number = rest.prefix { $0.isNumber || $0 == "." }
+            guard let value = Double(number), value.isFinite else { throw DurationTextError(text: text) }
+            rest = rest.dropFirst(number.count)
+            guard let (unit, scale) = units.first(where: { rest.hasPrefix($0.0) }) else { throw DurationTextError(text: text) }
+            rest = rest.dropFirst(unit.count)
+            total += value * scale
+        }
+        guard total <= Double(maximumNanoseconds) else { throw DurationTextError(text: text, tooLong: true) }
+        return Int64(total.rounded())
+    }
+
+    /// The shortest exact text for `nanoseconds` in one unit (`1500ms`, `2m`), for messages and reports.
+    public static func text(_ nanoseconds: Int64) -> String {
+        for (unit, scale) in [("h", 3_600e9), ("m", 60e9), ("s", 1e9), ("ms", 1e6), ("us", 1e3)] as [(String, Double)]
+        where Double(nanoseconds).truncatingRemainder(dividingBy: scale) == 0 && nanoseconds != 0 {
+            return "\(Int64(Double(nanoseconds) / scale))\(unit)"
+        }
+        return "\(nanoseconds)ns"
+    }
+}
+
+public struct DurationTextError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var text: String
+    public var tooLong = false
+
+    public var description: String {
+        tooLong
+            ? "'\(text)' is longer than the 30 days a duration may be"
+            : "'\(text)' is not a duration; write a number and a unit, such as 500ms, 30s, 2m or 1h"
+    }
+}
