@@ -6,7 +6,8 @@ public struct SKSim: AsyncParsableCommand {
         commandName: "sksim",
         abstract: "StoreKitSim: an event-sourced simulation of StoreKit's payment queue.",
         subcommands: [RunCommand.self, SimulateCommand.self, QueueCommand.self, RoleCommand<StoreKind>.self,
-                      RoleCommand<DownloaderKind>.self, RoleCommand<ObserverKind>.self, LogCommand.self, BenchCommand.self, KeysCommand.self])
+                      RoleCommand<DownloaderKind>.self, RoleCommand<ObserverKind>.self, LogCommand.self, BenchCommand.self, KeysCommand.self,
+                      LoadCommand.self, DriverCommand.self])
 
     public init() {}
 }

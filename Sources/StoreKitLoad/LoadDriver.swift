@@ -130,8 +130,9 @@ struct DriverEngine {
     var nextLifecycle = 0
     /// addPayment / restore command number → lifecycle.
     var pendingStarts: [UInt64: Int] = [:]
-    /// finishTransaction command number → transaction.
-    var pendingFinishes: [UInt64: TransactionKey] = [:]
+    /// finishTransaction command number → its lifecycle and that lifecycle's intended start (the
+    /// acknowledgement may come after transactionFinished was heard and the lifecycle ended).
+    var pendingFinishes: [UInt64: (lifecycle: Int, intended: Int64, isRestored: Bool)] = [:]
     var transactions: [TransactionKey: Transaction] = [:]
     /// (device, restore number) → lifecycle.
     var restores: [String: Int] = [:]
@@ -237,7 +238,9 @@ struct DriverEngine {
                 drainEnd = min(drainEnd, LiveClock.monotonicNanoseconds() + 2_000_000_000)
             }
             now = LiveClock.monotonicNanoseconds()
-            let finished = (now >= loadEnd || stopped) && (inFlight == 0 || now >= drainEnd)
+            // Done once nothing is in flight and every finish was acknowledged (its `finished` stage
+            // is measured from the acknowledgement), or when the drain time is up.
+            let finished = (now >= loadEnd || stopped) && ((inFlight == 0 && pendingFinishes.isEmpty) || now >= drainEnd)
             if now >= nextReport || finished {
                 if finished { interval.incomplete = inFlight }
                 let report = DriverReport(driver: name, interval: reportIndex, isFinal: finished, counters: interval, inFlight: inFlight,
@@ -309,7 +312,9 @@ struct DriverEngine {
             let body = waiting[waitingHead]
             waitingHead += 1
             let id = try sender.submit(body)
-            if case .finishTransaction(let key) = body { pendingFinishes[id.number] = key }
+            if case .finishTransaction(let key) = body, let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] {
+                pendingFinishes[id.number] = (transaction.lifecycle, lifecycle.intended, transaction.isRestored)
+            }
         }
         if waitingHead == waiting.count {
             waiting.removeAll(keepingCapacity: true)
@@ -331,22 +336,17 @@ struct DriverEngine {
         case .failed(let id, _):
             interval.errors += 1
             if let lifecycle = pendingStarts.removeValue(forKey: id.number) { end(lifecycle, now: now, stage: nil, error: true) }
-            if let key = pendingFinishes.removeValue(forKey: id.number), let transaction = transactions.removeValue(forKey: key) {
-                end(transaction.lifecycle, now: now, stage: nil, error: true)
-            }
+            if let finish = pendingFinishes.removeValue(forKey: id.number) { end(finish.lifecycle, now: now, stage: nil, error: true) }
         case .acknowledged(let acknowledgement):
             guard let id = acknowledgement.commandID else { return }
             if acknowledgement.status == .rejected || acknowledgement.status == .malformed {
                 interval.rejections += 1
                 if let lifecycle = pendingStarts.removeValue(forKey: id.number) { end(lifecycle, now: now, stage: nil, error: true) }
-                if let key = pendingFinishes.removeValue(forKey: id.number), let transaction = transactions.removeValue(forKey: key) {
-                    end(transaction.lifecycle, now: now, stage: nil, error: true)
-                }
+                if let finish = pendingFinishes.removeValue(forKey: id.number) { end(finish.lifecycle, now: now, stage: nil, error: true) }
                 return
             }
-            if let key = pendingFinishes.removeValue(forKey: id.number), let transaction = transactions[key],
-               let lifecycle = lifecycles[transaction.lifecycle], lifecycle.kind == .purchase {
-                histograms.record(.finished, nanoseconds: now - lifecycle.intended)
+            if let finish = pendingFinishes.removeValue(forKey: id.number), !finish.isRestored {
+                histograms.record(.finished, nanoseconds: now - finish.intended)
             }
         }
     }
@@ -387,8 +387,9 @@ struct DriverEngine {
             lifecycles[lifecycle]?.delivered = true
             if started.openTransactions == 0 { end(lifecycle, now: now, stage: .restoreFinished) }
         case .restoreFailed(let device, let restore, _):
+            // The store's answer, like a failed purchase: the lifecycle is complete, with no stage timed.
             guard let lifecycle = restores.removeValue(forKey: "\(device)#\(restore)") else { return }
-            end(lifecycle, now: now, stage: nil, error: true)
+            end(lifecycle, now: now, stage: nil)
         case .downloadFinished(let download, _), .downloadFailed(let download, _), .downloadCancelled(let download):
             guard var transaction = transactions[download.transaction], transaction.downloadsRemaining > 0 else { return }
             transaction.downloadsRemaining -= 1
