@@ -108,7 +108,7 @@ public struct LoadSettings: Sendable, Equatable {
             result.stages = other.stages
         }
         if let value = other.devices { result.devices = value }
-        if let value = other.duration { result.duration = value }
+        if let value = other.duration { result.duration = value } else if other.stages != nil { result.duration = nil }
         if let value = other.thinkTime { result.thinkTime = value }
         if let value = other.drivers { result.drivers = value }
         if let value = other.remoteDrivers { result.remoteDrivers = value }
@@ -119,7 +119,7 @@ public struct LoadSettings: Sendable, Equatable {
         if let value = other.interval { result.interval = value }
         if let value = other.drain { result.drain = value }
         if let value = other.maximumInFlight { result.maximumInFlight = value }
-        result.thresholds += other.thresholds
+        result.thresholds += other.thresholds.filter { !result.thresholds.contains($0) }
         return result
     }
 

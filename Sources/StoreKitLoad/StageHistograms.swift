@@ -81,12 +81,22 @@ public struct StageHistograms: Sendable {
             guard let histogram = histograms[stage], histogram.totalCount > 0 else { continue }
             let buckets = Array(histogram.recordedValues())
             bytes.append(UInt8(LifecycleStage.allCases.firstIndex(of: stage)!))
-            put(UInt64(buckets.count))
+            // Each bucket goes as one value of it: its representative, except that the lowest
+            // bucket goes as the exact minimum and the highest as the exact maximum, which the
+            // histogram keeps beside its buckets and clamps percentiles to.
+            var pairs = buckets.map { ($0.value, UInt64($0.count)) }
+            pairs[pairs.count - 1].0 = histogram.maxRecorded
+            if pairs.count > 1 {
+                pairs[0].0 = histogram.min
+            } else if pairs[0].1 > 1, histogram.min != histogram.maxRecorded {
+                pairs = [(histogram.min, 1), (histogram.maxRecorded, pairs[0].1 - 1)]
+            }
+            put(UInt64(pairs.count))
             var previous: UInt64 = 0
-            for bucket in buckets {
-                put(bucket.value - previous)
-                put(bucket.count)
-                previous = bucket.value
+            for (value, count) in pairs {
+                put(value - previous)
+                put(count)
+                previous = value
             }
         }
         return Data(bytes)
