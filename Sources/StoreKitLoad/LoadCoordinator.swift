@@ -45,6 +45,8 @@ public final class LoadCoordinator {
         public var coordinatorCPUSeconds: Double
         public var driversCPUSeconds: Double
         public var coordinatorPeakMemoryBytes: Int64
+        /// The largest peak resident memory any driver reported.
+        public var driverPeakMemoryBytes: Int64
         public var wallSeconds: Double
         public var aborted: String?
         public var startUnixNanoseconds: Int64
@@ -79,6 +81,7 @@ public final class LoadCoordinator {
         var isFinal = false
         var lastHeard = LiveClock.monotonicNanoseconds()
         var cpuNanoseconds: Int64 = 0
+        var peakMemoryBytes: Int64 = 0
         var inFlight = 0
     }
 
@@ -250,6 +253,7 @@ public final class LoadCoordinator {
                 drivers[name]?.lastHeard = now
                 drivers[name]?.cpuNanoseconds = report.cpuNanoseconds
                 drivers[name]?.inFlight = report.inFlight
+                drivers[name]?.peakMemoryBytes = report.peakMemoryBytes
                 if report.isFinal { drivers[name]?.isFinal = true }
                 if report.counters.started > 0 || report.counters.missedStarts > 0 {
                     lastStartSeconds = max(lastStartSeconds, Double(report.interval + 1) * intervalSeconds)
@@ -283,6 +287,7 @@ public final class LoadCoordinator {
                       coordinatorCPUSeconds: Double(processCPUNanoseconds()) / 1e9,
                       driversCPUSeconds: Double(drivers.values.reduce(0) { $0 + $1.cpuNanoseconds }) / 1e9,
                       coordinatorPeakMemoryBytes: peakResidentBytes(),
+                      driverPeakMemoryBytes: drivers.values.map(\.peakMemoryBytes).max() ?? 0,
                       wallSeconds: Double(LiveClock.monotonicNanoseconds() - wallStart) / 1e9, aborted: aborted,
                       startUnixNanoseconds: startUnix, runDirectory: runDirectory, histogramLog: logURL, plan: options.plan)
     }

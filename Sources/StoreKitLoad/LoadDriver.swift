@@ -244,7 +244,8 @@ struct DriverEngine {
             if now >= nextReport || finished {
                 if finished { interval.incomplete = inFlight }
                 let report = DriverReport(driver: name, interval: reportIndex, isFinal: finished, counters: interval, inFlight: inFlight,
-                                          cpuNanoseconds: processCPUNanoseconds(), histograms: histograms.encoded())
+                                          cpuNanoseconds: processCPUNanoseconds(), peakMemoryBytes: peakResidentBytes(),
+                                          histograms: histograms.encoded())
                 _ = try coordinator.send(LoadWire.frames(.report, report), mode: .blocking)
                 total = total + interval
                 interval = LoadCounters()

@@ -96,6 +96,8 @@ public struct DriverReport: Sendable, Codable {
     public var inFlight: Int
     /// The driver process's CPU time so far (user + system).
     public var cpuNanoseconds: Int64
+    /// The driver process's peak resident memory so far, in bytes.
+    public var peakMemoryBytes: Int64 = 0
     /// `StageHistograms.encoded()`.
     public var histograms: Data
 }

@@ -72,6 +72,7 @@ public struct LoadSummaryJSON: Codable, Sendable {
     public var coordinatorCpuSeconds: Double
     public var coordinatorPeakMemoryMegabytes: Double
     public var driversCpuSeconds: Double
+    public var driverPeakMemoryMegabytes: Double
     public var driverCpuMicrosecondsPerLifecycle: Double
     public var aborted: String?
     public var runDirectory: String
@@ -100,6 +101,7 @@ public struct LoadSummaryJSON: Codable, Sendable {
         coordinatorCpuSeconds = (result.coordinatorCPUSeconds * 1000).rounded() / 1000
         coordinatorPeakMemoryMegabytes = (Double(result.coordinatorPeakMemoryBytes) / 1_048_576 * 10).rounded() / 10
         driversCpuSeconds = (result.driversCPUSeconds * 1000).rounded() / 1000
+        driverPeakMemoryMegabytes = (Double(result.driverPeakMemoryBytes) / 1_048_576 * 10).rounded() / 10
         driverCpuMicrosecondsPerLifecycle = figures.counters.started > 0
             ? (result.driversCPUSeconds * 1e6 / Double(figures.counters.started) * 10).rounded() / 10 : 0
         aborted = result.aborted
@@ -142,8 +144,9 @@ public func summaryText(_ result: LoadCoordinator.Result) -> String {
     lines.append(dotted("violations", figures.violations.map { $0 == 0 ? "none" : "\($0): " + figures.violationMessages.prefix(3).joined(separator: "; ") } ?? "unknown"))
     lines.append(dotted("coordinator", String(format: "%.2f s CPU over %.1f s, peak memory %.1f MB", result.coordinatorCPUSeconds, result.wallSeconds,
                                               Double(result.coordinatorPeakMemoryBytes) / 1_048_576)))
-    lines.append(dotted("drivers", String(format: "%.2f s CPU, %.1f µs per lifecycle started", result.driversCPUSeconds,
-                                          figures.counters.started > 0 ? result.driversCPUSeconds * 1e6 / Double(figures.counters.started) : 0)))
+    lines.append(dotted("drivers", String(format: "%.2f s CPU, %.1f µs per lifecycle started, peak memory %.1f MB", result.driversCPUSeconds,
+                                          figures.counters.started > 0 ? result.driversCPUSeconds * 1e6 / Double(figures.counters.started) : 0,
+                                          Double(result.driverPeakMemoryBytes) / 1_048_576)))
     if let aborted = result.aborted { lines.append(dotted("aborted", aborted)) }
     lines.append(dotted("run", result.runDirectory.path))
     return lines.joined(separator: "\n")
