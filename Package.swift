@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // libzmq, the system library (Debian: libzmq3-dev).
@@ -54,9 +55,17 @@ let package = Package(
             "Bus", "ZeroMQ", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "Logging", package: "swift-log"), .product(name: "Yams", package: "Yams"),
         ]),
+        // zlib, the system library, for HdrHistogram's compressed log format.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        // Load testing: driver processes, the coordinator, stage histograms merged exactly, thresholds, reports.
+        .target(name: "StoreKitLoad", dependencies: [
+            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "CZlib",
+            .product(name: "Histogram", package: "hdrhistogram-swift"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "Yams", package: "Yams"),
+        ]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
-            "StoreKitLive", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitLive", "StoreKitLoad", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -69,6 +78,8 @@ let package = Package(
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ExploreTests", dependencies: ["StoreKitExplore", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "SKSimCommands"]),
+        .testTarget(name: "LoadTests", dependencies: ["StoreKitLoad", "StoreKitLive", "StoreKitModel", "SKSimCommands",
+                                                     .product(name: "Histogram", package: "hdrhistogram-swift")]),
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
         .testTarget(name: "ReplayTests", dependencies: ["StoreKitReplay", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
                                                       "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),

@@ -2,6 +2,8 @@ import ArgumentParser
 import EventLog
 import Foundation
 import StoreKitLive
+import StoreKitLoad
+import Logging
 import StoreKitModel
 import StoreKitRuntime
 import StoreKitSimulation
@@ -10,7 +12,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmarks, each printed beside a baseline measured in the same run.",
-        subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self, ExploreBench.self])
+        subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self, ExploreBench.self, LoadBench.self])
 
     static func warnIfDebug() {
         #if DEBUG
@@ -289,6 +291,92 @@ struct BusBench: AsyncParsableCommand {
             printLine(String(format: "%@: at half the throughput (%.0f/s offered, open model): p50 %.0f µs, p99 %.0f µs from the intended start",
                              result.transport, figure.halfLoad.lifecyclesPerSecond, figure.halfLoad.latencyMicroseconds.p50,
                              figure.halfLoad.latencyMicroseconds.p99))
+        }
+    }
+}
+
+struct LoadBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load",
+        abstract: "Lifecycle starts per second one load driver sustains (open model), its CPU per lifecycle, beside `bench bus` in the same run.",
+        discussion: """
+            One `sksim load` run per --durations entry: one driver process, a constant --rate, against real queue and store \
+            processes (group commit, store latency 0). startsPerSecond is lifecycles started over the load's length; \
+            missedStarts are starts past the in-flight bound; the stage latencies are timed from each intended start. The \
+            baseline is `sksim bench bus` over ipc (a minimal closed-loop driver, 2,000 in flight, no stage timing): \
+            ratioToBaseline is completed lifecycles/s of the load beside the baseline's. Give two durations (e.g. 1m,10m) \
+            to compare peak memory of a short and a long run at the same rate.
+
+            JSON fields: baseline {lifecyclesPerSecond, latencyP50Microseconds, latencyP99Microseconds}; runs[] \
+            {durationSeconds, ratePerSecond, started, startsPerSecond, missedStarts, lifecycles, lifecyclesPerSecond, \
+            driverCpuMicrosecondsPerLifecycle, coordinatorCpuSeconds, driverPeakMemoryMegabytes, \
+            coordinatorPeakMemoryMegabytes, removedP50Microseconds, removedP99Microseconds, ratioToBaseline}.
+            """)
+
+    @Option(help: "Lifecycle starts per second offered to the one driver.") var rate: Double = 25_000
+    @Option(help: "Comma-separated load lengths, one run each (e.g. 5s, or 1m,10m for a memory soak).") var durations = "5s"
+    @Option(help: "Devices the driver spreads lifecycles over.") var devices = 1_000
+    @Option(help: "Seconds of the bus baseline.") var baselineSeconds: Double = 4
+    @Flag(help: "Print one JSON object.") var json = false
+    @OptionGroup var results: BenchResultsOptions
+
+    func run() async throws {
+        BenchCommand.warnIfDebug()
+        Shutdown.installSignalHandlers()
+        var configuration = LoadBenchmark.Configuration(executable: currentExecutable(), directory: URL(fileURLWithPath: "/tmp", isDirectory: true))
+        configuration.ratePerSecond = rate
+        configuration.devices = devices
+        configuration.baselineSeconds = baselineSeconds
+        do {
+            configuration.durationsNanoseconds = try durations.split(separator: ",").map { try DurationText.nanoseconds(String($0)) }
+        } catch {
+            throw UserFacingError("--durations: \(error)")
+        }
+        guard rate > 0, rate <= 10_000_000 else { throw UserFacingError("--rate must be above 0 and at most 10,000,000 starts per second") }
+        var logger = Logger(label: "sksim.bench.load")
+        logger.logLevel = .warning
+        let baseline = try LoadBenchmark.baseline(configuration)
+        let runs = try LoadBenchmark.run(configuration, logger: logger)
+        func rounded(_ value: Double, _ places: Double = 1) -> JSONValue { .double((value * places).rounded() / places) }
+        let object = JSONValue.object([
+                ("baseline", .object([("lifecyclesPerSecond", rounded(baseline.lifecyclesPerSecond)),
+                                      ("latencyP50Microseconds", rounded(baseline.latencyMicroseconds.p50)),
+                                      ("latencyP99Microseconds", rounded(baseline.latencyMicroseconds.p99))])),
+                ("runs", .array(runs.map { run in
+                    let figures = run.result.figures
+                    let removed = figures.summary(.removed)
+                    return .object([
+                        ("durationSeconds", .double(run.durationSeconds)), ("ratePerSecond", .double(rate)),
+                        ("started", .int(figures.counters.started)), ("startsPerSecond", rounded(run.startsPerSecond)),
+                        ("missedStarts", .int(figures.counters.missedStarts)), ("lifecycles", .int(figures.counters.completed)),
+                        ("lifecyclesPerSecond", rounded(figures.lifecyclesPerSecond)),
+                        ("driverCpuMicrosecondsPerLifecycle", rounded(run.driverCPUMicrosecondsPerLifecycle, 10)),
+                        ("coordinatorCpuSeconds", rounded(run.result.coordinatorCPUSeconds, 1000)),
+                        ("driverPeakMemoryMegabytes", rounded(Double(run.result.driverPeakMemoryBytes) / 1_048_576)),
+                        ("coordinatorPeakMemoryMegabytes", rounded(Double(run.result.coordinatorPeakMemoryBytes) / 1_048_576)),
+                        ("removedP50Microseconds", .int(Int(removed?.p50Microseconds ?? 0))),
+                        ("removedP99Microseconds", .int(Int(removed?.p99Microseconds ?? 0))),
+                        ("ratioToBaseline", rounded(figures.lifecyclesPerSecond / max(1, baseline.lifecyclesPerSecond), 1000)),
+                    ])
+                })),
+            ])
+        results.record(bench: "load", figures: object)
+        if json {
+            printLine(object.serialized())
+            return
+        }
+        printLine(String(format: "baseline (bench bus, ipc, closed loop of 2000): %.0f lifecycles/s, p50 %.0f µs, p99 %.0f µs",
+                         baseline.lifecyclesPerSecond, baseline.latencyMicroseconds.p50, baseline.latencyMicroseconds.p99))
+        for run in runs {
+            let figures = run.result.figures
+            let removed = figures.summary(.removed)
+            printLine(String(format: "load %.0f s at %.0f/s, 1 driver: %.0f starts/s (%d started, %d missed), %.0f lifecycles/s completed (ratio to baseline %.3f); driver CPU %.1f µs per lifecycle; removed p50 %@ p99 %@; peak memory driver %.1f MB, coordinator %.1f MB; coordinator CPU %.2f s",
+                             run.durationSeconds, rate, run.startsPerSecond, figures.counters.started, figures.counters.missedStarts,
+                             figures.lifecyclesPerSecond, figures.lifecyclesPerSecond / max(1, baseline.lifecyclesPerSecond),
+                             run.driverCPUMicrosecondsPerLifecycle, formatMicroseconds(removed?.p50Microseconds ?? 0) as NSString,
+                             formatMicroseconds(removed?.p99Microseconds ?? 0) as NSString,
+                             Double(run.result.driverPeakMemoryBytes) / 1_048_576, Double(run.result.coordinatorPeakMemoryBytes) / 1_048_576,
+                             run.result.coordinatorCPUSeconds))
         }
     }
 }

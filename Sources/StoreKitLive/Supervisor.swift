@@ -316,3 +316,39 @@ struct ProgressView {
         subscriber.close()
     }
 }
+
+// MARK: The services of a load test
+
+extension Supervisor {
+    /// For `sksim load`: starts the queue, waits until it answers, then every other process
+    /// that is not an observer (the store and the downloader); load drivers play the devices
+    /// instead of observers. Returns the queue's endpoints, resolved against the run directory.
+    public func startServices() throws -> (events: String, requests: String) {
+        let localHosts: Set<String> = ["localhost", "127.0.0.1", "::1", ProcessInfo.processInfo.hostName]
+        if let remote = topology.processes.first(where: { $0.role != .observer && !localHosts.contains($0.host) }) {
+            throw Failure.startFailed("process '\(remote.name)' is meant for host \(remote.host), but `sksim load` starts the queue, store and downloader on this machine; run them there by hand and start drivers with `sksim driver` (see docs/load-testing.md)")
+        }
+        try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
+        let queueSpecification = topology.queue
+        let events = topology.resolved(queueSpecification.eventsEndpoint!, runDirectory: runDirectory)
+        let requests = topology.resolved(queueSpecification.requestsEndpoint!, runDirectory: runDirectory)
+        for endpoint in [events, requests] where endpoint.hasPrefix("ipc://") && endpoint.utf8.count - 6 > 100 {
+            throw Failure.startFailed("the ipc endpoint \(endpoint) is longer than the 100 bytes a Unix socket path may have; use a shorter --out directory")
+        }
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        children.append(Child(queueSpecification, try launch(queueSpecification), logFile: runDirectory.appendingPathComponent("queue.log")))
+        try waitForQueue(requests: requests, context: context)
+        for specification in topology.processes where specification.role != .queue && specification.role != .observer {
+            children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
+        }
+        try writeRunFile((events, requests))
+        return (events, requests)
+    }
+
+    /// Checks the services once, restarting a dead one from the log; a message when one died for good.
+    public func superviseServices() throws -> String? { try superviseOnce() }
+
+    /// Stops the services, the queue last (so the log is flushed after the last command).
+    public func stopServices() { stopAll() }
+}

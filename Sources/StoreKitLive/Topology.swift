@@ -119,7 +119,7 @@ public struct Topology: Sendable {
 
     public static func parse(_ text: String, file: String) throws(TopologyError) -> Topology {
         let root = try ConfigurationNode.parse(text, file: file)
-        let top = try root.mapping(allowedKeys: ["name", "seed", "durability", "heartbeatMilliseconds", "scenario", "processes", "curve", "insecure", "output"])
+        let top = try root.mapping(allowedKeys: ["name", "seed", "durability", "heartbeatMilliseconds", "scenario", "processes", "curve", "insecure", "output", "load"])
         func required(_ key: String) throws(TopologyError) -> ConfigurationNode {
             guard let node = top[key], node.isPresent else { throw root.error("missing key '\(key)'") }
             return node

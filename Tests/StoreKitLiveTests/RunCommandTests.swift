@@ -153,8 +153,8 @@ import Testing
 
     @Test("Usage errors exit 64 and say what a valid value looks like", arguments: [
         (["run", "--duration", "0"], "longer than zero"),
-        (["run", "--duration", "30 seconds"], "write e.g. 500ms"),
-        (["run", "--duration=-5"], "write e.g. 500ms"),
+        (["run", "--duration", "30 seconds"], "500ms, 30s"),
+        (["run", "--duration=-5"], "500ms, 30s"),
         (["log", "cat", "x", "--type", "bogus"], "unknown event type 'bogus'"),
     ])
     func usage(arguments: [String], fragment: String) throws {

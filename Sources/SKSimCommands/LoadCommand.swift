@@ -1,0 +1,135 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StoreKitLive
+import StoreKitLoad
+
+/// The default load topology: topology/load.yaml beside the working directory.
+let defaultLoadTopologyPath = "topology/load.yaml"
+
+struct LoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load",
+        abstract: "A load test: driver processes play many devices against a real queue; latency per lifecycle stage, thresholds, a report.",
+        discussion: """
+            The open model (--rate R, or --stages '30s:100/s,2m:2000/s,30s:0') starts lifecycles at a rate whatever the \
+            system does; the closed model (--devices N --think-time D) has N devices that each start again a think time \
+            after their last lifecycle. Every stage is timed from the lifecycle's intended start. Settings may also sit in \
+            the topology's 'load:' section; the command line wins. Durations: 500ms, 30s, 2m, 1h. \
+            A failed threshold exits 99 (after the report is written). See docs/load-testing.md.
+            """)
+
+    @Argument(help: "Topology file (default: topology/load.yaml).") var topology: String = defaultLoadTopologyPath
+    @Option(help: "open (arrivals at a rate) or closed (devices with think times).") var model: LoadModel?
+    @Option(help: "Open model: lifecycle starts per second, e.g. 2000 or 2000/s.") var rate: String?
+    @Option(help: "Closed model: the devices; open model: the device pool lifecycles are spread over.") var devices: Int?
+    @Option(help: "Open model: stages DURATION:RATE,… each ramping from the previous rate, e.g. 30s:100/s,2m:2000/s,30s:0.") var stages: String?
+    @Option(help: "How long the load runs (not with --stages), e.g. 30s or 2m (default 10s).") var duration: String?
+    @Option(help: "Closed model: mean think time between a device's lifecycles (exponential), e.g. 100ms.") var thinkTime: String?
+    @Option(name: .customLong("threshold"), help: "A pass/fail criterion, repeatable: 'finished.p99<50ms', 'violations==0', 'rate>=1000'.") var thresholds: [String] = []
+    @Flag(help: "Stop the load as soon as a threshold fails (latency and count thresholds, judged every interval).") var abortOnFail = false
+    @Option(help: "Write summary.json, timeseries.csv, histograms.hlog and report.html into this directory.") var report: String?
+    @Flag(help: "Print one JSON object instead of the summary.") var json = false
+    @Option(help: "Driver processes to start on this machine (default 1).") var drivers: Int?
+    @Option(help: "Drivers started by hand (`sksim driver`) on other hosts to wait for.") var remoteDrivers: Int?
+    @Option(help: "Where drivers reach this coordinator (default ipc://{run}/load.ipc; tcp://0.0.0.0:PORT for other hosts).") var listen: String?
+    @Option(help: "Fraction of lifecycles that are restores (default 0).") var restoreFraction: Double?
+    @Option(help: "Fraction of purchases that buy hosted content and download it (default 0).") var downloadFraction: Double?
+    @Option(help: "Reporting interval (default 1s).") var interval: String?
+    @Option(help: "After the last start, how long to wait for lifecycles in flight (default 10s).") var drain: String?
+    @Option(help: "Lifecycles one driver keeps in flight at most; starts beyond are missed (default 50000).") var maximumInFlight: Int?
+    @Option(help: "Output directory (default: out/load-<seed>).") var out: String?
+
+    func run() async throws {
+        Shutdown.installSignalHandlers()
+        let loaded = try loadTopology(topology)
+        var commandLine = LoadSettings()
+        commandLine.model = model
+        commandLine.rate = rate
+        commandLine.devices = devices
+        commandLine.stages = stages
+        commandLine.duration = duration
+        commandLine.thinkTime = thinkTime
+        commandLine.thresholds = thresholds
+        commandLine.abortOnFail = abortOnFail ? true : nil
+        commandLine.drivers = drivers
+        commandLine.remoteDrivers = remoteDrivers
+        commandLine.listen = listen
+        commandLine.restoreFraction = restoreFraction
+        commandLine.downloadFraction = downloadFraction
+        commandLine.interval = interval
+        commandLine.drain = drain
+        commandLine.maximumInFlight = maximumInFlight
+        var options: LoadCoordinator.Options
+        do {
+            options = try LoadSettings.fromTopology(path: topology).overridden(by: commandLine).resolve(seed: loaded.scenario.seed)
+        } catch {
+            throw UserFacingError("\(error)")
+        }
+        options.showLiveView = options.showLiveView && !json
+        let directory = outputDirectory(out ?? loaded.output, prefix: "load", seed: loaded.scenario.seed).standardizedFileURL
+        if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
+            throw UserFacingError("\(directory.path) already holds a run; choose a new --out directory or remove the old run")
+        }
+        var logger = Logger(label: "sksim.load")
+        if logger.logLevel > .debug { logger.logLevel = .warning }
+        let coordinator = LoadCoordinator(topology: loaded, topologyPath: URL(fileURLWithPath: topology).path, runDirectory: directory,
+                                          executable: currentExecutable(), options: options, logger: logger)
+        let result: LoadCoordinator.Result
+        do {
+            result = try coordinator.run()
+        } catch {
+            throw UserFacingError("load failed: \(error)")
+        }
+        if let report {
+            do {
+                try LoadReportWriter.write(result, to: URL(fileURLWithPath: report, isDirectory: true))
+            } catch {
+                throw UserFacingError("cannot write the report into \(report): \(error)")
+            }
+        }
+        printLine(json ? LoadSummaryJSON(result).serialized() : summaryText(result))
+        if result.thresholdsFailed { throw ExitCode(99) }
+    }
+}
+
+extension LoadModel: ExpressibleByArgument {}
+
+/// `sksim driver`: one load driver, started by `sksim load` or by hand on another host.
+struct DriverCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "driver",
+        abstract: "A load driver: plays many devices against the queue for a `sksim load` coordinator.")
+
+    @Option(help: "Topology file (the queue's endpoints and CURVE keys).") var topology: String = defaultLoadTopologyPath
+    @Option(help: "This driver's name, unique in the load (its devices are NAME-0, NAME-1, …).") var name: String
+    @Option(help: "The coordinator's endpoint (what `sksim load --listen` bound).") var coordinator: String
+    @Option(help: "Run directory the queue's ipc endpoints are in (default: out/<topology name>).") var runDirectory: String?
+
+    func run() async throws {
+        Shutdown.installSignalHandlers()
+        let loaded = try loadTopology(topology)
+        guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
+            throw UserFacingError("--name '\(name)' must be letters, digits, '-', '_' or '.'")
+        }
+        let directory = URL(fileURLWithPath: runDirectory ?? loaded.output ?? "out/\(loaded.name)", isDirectory: true).standardizedFileURL
+        var configuration = LoadDriver.Configuration(
+            name: name, coordinatorEndpoint: loaded.resolved(coordinator, runDirectory: directory),
+            queueEventsEndpoint: loaded.resolved(loaded.queue.eventsEndpoint!, runDirectory: directory),
+            queueRequestsEndpoint: loaded.resolved(loaded.queue.requestsEndpoint!, runDirectory: directory))
+        configuration.heartbeatMilliseconds = loaded.heartbeatMilliseconds
+        do {
+            configuration.curve = try loaded.curveClientKeys()
+        } catch {
+            throw UserFacingError("\(error)")
+        }
+        var logger = Logger(label: "sksim.driver")
+        logger[metadataKey: "process"] = "\(name)"
+        do {
+            try LoadDriver(configuration: configuration, logger: logger).run()
+        } catch {
+            logger.critical("driver failed", metadata: ["error": "\(error)"])
+            throw UserFacingError("driver \(name) failed: \(error)")
+        }
+    }
+}

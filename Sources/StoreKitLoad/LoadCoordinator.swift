@@ -1,0 +1,325 @@
+import Bus
+import Foundation
+import Histogram
+import Logging
+import StoreKitLive
+import StoreKitModel
+import StoreKitRuntime
+import ZeroMQ
+
+/// `sksim load`: starts the queue, store and downloader of a topology and N driver processes
+/// (or waits for drivers started by hand on other hosts), hands each a plan, starts them all at
+/// one instant, merges their per-interval stage histograms as they arrive, shows the live view,
+/// judges thresholds, and at the end reads the log for the run's correctness figures.
+public final class LoadCoordinator {
+    public struct Options: Sendable {
+        /// The plan every driver gets (its index and the driver count are filled in here).
+        public var plan = LoadPlan()
+        /// Drivers this command starts as local processes, and drivers expected from elsewhere.
+        public var localDrivers = 1
+        public var remoteDrivers = 0
+        /// Where drivers reach the coordinator (default `ipc://{run}/load.ipc`).
+        public var listenEndpoint: String?
+        public var thresholds: [Threshold] = []
+        public var abortOnFail = false
+        public var showLiveView = isatty(STDERR_FILENO) != 0
+        /// A driver silent this long (no report) fails the run.
+        public var driverSilenceSeconds = 15.0
+        public init() {}
+    }
+
+    /// One second (one interval) of the whole run, all drivers merged: a row of timeseries.csv.
+    public struct IntervalRow: Sendable, Codable {
+        public var interval: Int
+        public var startSeconds: Double
+        public var counters: LoadCounters
+        public var inFlight: Int
+        public var stages: [String: StageSummary]
+    }
+
+    public struct Result: Sendable {
+        public var figures: LoadFigures
+        public var thresholds: [(threshold: Threshold, passed: Bool, actual: Double?)]
+        public var rows: [IntervalRow]
+        public var drivers: Int
+        public var coordinatorCPUSeconds: Double
+        public var driversCPUSeconds: Double
+        public var coordinatorPeakMemoryBytes: Int64
+        /// The largest peak resident memory any driver reported.
+        public var driverPeakMemoryBytes: Int64
+        public var wallSeconds: Double
+        public var aborted: String?
+        public var startUnixNanoseconds: Int64
+        public var runDirectory: URL
+        public var histogramLog: URL
+        public var plan: LoadPlan
+        public var thresholdsFailed: Bool { thresholds.contains { !$0.passed } }
+    }
+
+    public let topology: Topology
+    public let topologyPath: String
+    public let runDirectory: URL
+    public let executable: URL
+    public let options: Options
+    private let logger: Logger
+
+    public init(topology: Topology, topologyPath: String, runDirectory: URL, executable: URL, options: Options, logger: Logger) {
+        self.topology = topology
+        self.topologyPath = topologyPath
+        self.runDirectory = runDirectory
+        self.executable = executable
+        self.options = options
+        self.logger = logger
+    }
+
+    private struct DriverState {
+        var name: String
+        var identity: [UInt8]
+        var index: Int
+        var ready = false
+        var lastInterval = -1
+        var isFinal = false
+        var lastHeard = LiveClock.monotonicNanoseconds()
+        var cpuNanoseconds: Int64 = 0
+        var peakMemoryBytes: Int64 = 0
+        var inFlight = 0
+    }
+
+    private struct IntervalAccumulator {
+        var histograms = StageHistograms()
+        var counters = LoadCounters()
+        var inFlight = 0
+    }
+
+    public func run() throws -> Result {
+        let wallStart = LiveClock.monotonicNanoseconds()
+        let supervisor = Supervisor(topology: topology, topologyPath: topologyPath, runDirectory: runDirectory, executable: executable,
+                                    options: Supervisor.Options(), logger: logger)
+        var localProcesses: [Process] = []
+        var servicesRunning = false
+        defer {
+            for process in localProcesses where process.isRunning { process.terminate() }
+            if servicesRunning { supervisor.stopServices() }
+        }
+        _ = try supervisor.startServices()
+        servicesRunning = true
+
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let router = try context.socket(.router)
+        defer { router.close() }
+        router.receiveLimits = LoadWire.limits
+        try router.set(.receiveHighWaterMark, 100_000)
+        let endpoint = topology.resolved(options.listenEndpoint ?? "ipc://{run}/load.ipc", runDirectory: runDirectory)
+        do {
+            try router.bind(endpoint)
+        } catch {
+            throw LoadProtocolError("cannot listen for drivers on \(endpoint) (\(error)); choose another --listen endpoint")
+        }
+
+        for index in 0..<options.localDrivers {
+            localProcesses.append(try launchDriver(name: "driver-\(index + 1)", endpoint: endpoint))
+        }
+        let expected = options.localDrivers + options.remoteDrivers
+        if options.remoteDrivers > 0 {
+            logger.notice("waiting for drivers started by hand", metadata: ["expected": "\(options.remoteDrivers)", "coordinator": "\(endpoint)"])
+        }
+        var drivers: [String: DriverState] = [:]
+        var byIdentity: [[UInt8]: String] = [:]
+
+        // Hello and plan, then ready: bounded waits, watching the local drivers stay alive.
+        let setUpDeadline = LiveClock.monotonicNanoseconds() + 120_000_000_000
+        while drivers.count < expected || drivers.values.contains(where: { !$0.ready }) {
+            guard !Shutdown.isRequested else { throw LoadProtocolError("stopped by a signal before the load started") }
+            guard LiveClock.monotonicNanoseconds() < setUpDeadline else {
+                throw LoadProtocolError("\(drivers.values.filter(\.ready).count) of \(expected) drivers were ready within 120 s; see the driver logs in \(runDirectory.path)")
+            }
+            if let dead = localProcesses.firstIndex(where: { !$0.isRunning }) {
+                throw LoadProtocolError("driver-\(dead + 1) exited at start (status \(localProcesses[dead].terminationStatus)); see \(runDirectory.appendingPathComponent("driver-\(dead + 1).log").path)")
+            }
+            if let failure = try supervisor.superviseServices() { throw LoadProtocolError(failure) }
+            guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
+            switch verb {
+            case .hello:
+                let hello = try LoadWire.decode(DriverHello.self, frames[2])
+                guard drivers[hello.name] == nil else {
+                    throw LoadProtocolError("two drivers are named '\(hello.name)'; give each driver started by hand its own --name")
+                }
+                guard drivers.count < expected else {
+                    throw LoadProtocolError("driver '\(hello.name)' (pid \(hello.pid) on \(hello.host)) arrived, but only \(expected) were expected; raise --remote-drivers")
+                }
+                var plan = options.plan
+                plan.driverIndex = drivers.count
+                plan.driverCount = expected
+                drivers[hello.name] = DriverState(name: hello.name, identity: frames[0], index: plan.driverIndex)
+                byIdentity[frames[0]] = hello.name
+                _ = try router.send([frames[0]] + LoadWire.frames(.plan, plan), mode: .nonBlocking)
+                logger.info("driver joined", metadata: ["name": "\(hello.name)", "host": "\(hello.host)", "pid": "\(hello.pid)"])
+            case .ready:
+                guard let name = byIdentity[frames[0]] else { continue }
+                drivers[name]?.ready = true
+            case .failed:
+                throw LoadProtocolError("a driver failed: \(String(decoding: frames[2], as: UTF8.self))")
+            default:
+                continue
+            }
+        }
+
+        // Everyone starts at one instant, a little ahead so the START reaches every host first.
+        let startUnix = LiveClock.wallNanoseconds() + 300_000_000
+        let startMonotonic = LiveClock.monotonicNanoseconds() + 300_000_000
+        for driver in drivers.values {
+            _ = try router.send([driver.identity] + LoadWire.frames(.start, LoadStart(startAtUnixNanoseconds: startUnix)), mode: .nonBlocking)
+        }
+        let logURL = runDirectory.appendingPathComponent("histograms.hlog")
+        var histogramLog = HistogramLogWriter(startUnixNanoseconds: startUnix)
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: logURL)
+        defer { try? logHandle.close() }
+
+        var figures = LoadFigures()
+        var intervals: [Int: IntervalAccumulator] = [:]
+        var nextEmit = 0
+        var rows: [IntervalRow] = []
+        var liveView = options.showLiveView ? LiveView() : nil
+        var aborted: String?
+        var stopSent = false
+        let intervalSeconds = Double(options.plan.intervalNanoseconds) / 1e9
+        var lastStartSeconds = 0.0
+
+        func stopDrivers(_ reason: String) throws {
+            guard !stopSent else { return }
+            stopSent = true
+            aborted = aborted ?? reason
+            for driver in drivers.values where !driver.isFinal {
+                _ = try router.send([driver.identity, Array(LoadWire.Verb.stop.rawValue.utf8)], mode: .nonBlocking)
+            }
+        }
+
+        func emitReadyIntervals() throws {
+            while true {
+                // A driver lagging far behind must not make the coordinator hold intervals without bound.
+                let forced = intervals.count > 120
+                guard forced || drivers.values.allSatisfy({ $0.isFinal || $0.lastInterval >= nextEmit }),
+                      let accumulator = intervals.removeValue(forKey: nextEmit) ?? (forced ? IntervalAccumulator() : nil) else { return }
+                var stages: [String: StageSummary] = [:]
+                for stage in LifecycleStage.allCases {
+                    guard let histogram = accumulator.histograms.histograms[stage], histogram.totalCount > 0 else { continue }
+                    stages[stage.rawValue] = StageSummary(histogram)
+                    histogramLog.append(tag: stage.rawValue, startSeconds: Double(nextEmit) * intervalSeconds, lengthSeconds: intervalSeconds, histogram: histogram)
+                }
+                try logHandle.write(contentsOf: Data(histogramLog.take().utf8))
+                let row = IntervalRow(interval: nextEmit, startSeconds: Double(nextEmit) * intervalSeconds, counters: accumulator.counters,
+                                      inFlight: accumulator.inFlight, stages: stages)
+                rows.append(row)
+                liveView?.draw(row: row, figures: figures, elapsedSeconds: Double(nextEmit + 1) * intervalSeconds)
+                nextEmit += 1
+                if options.abortOnFail, aborted == nil,
+                   let failed = options.thresholds.first(where: { !$0.isEndOfRun && !$0.passes(figures) }) {
+                    logger.warning("threshold failed; stopping the load (--abort-on-fail)", metadata: ["threshold": "\(failed.expression)"])
+                    try stopDrivers("threshold '\(failed.expression)' failed during the run (--abort-on-fail)")
+                }
+            }
+        }
+
+        while drivers.values.contains(where: { !$0.isFinal }) {
+            if Shutdown.isRequested { try stopDrivers("stopped by a signal") }
+            if let failure = try supervisor.superviseServices() {
+                try stopDrivers(failure)
+                throw LoadProtocolError(failure)
+            }
+            let now = LiveClock.monotonicNanoseconds()
+            if let silent = drivers.values.first(where: { !$0.isFinal && Double(now - $0.lastHeard) / 1e9 > options.driverSilenceSeconds + intervalSeconds }) {
+                throw LoadProtocolError("driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
+            }
+            guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]),
+                  let name = byIdentity[frames[0]] else { continue }
+            switch verb {
+            case .report:
+                let report = try LoadWire.decode(DriverReport.self, frames[2])
+                let histograms = try StageHistograms(encoded: report.histograms)
+                figures.stages.add(histograms)
+                figures.counters = figures.counters + report.counters
+                // A report for an interval already shown (from a driver far behind) counts in the
+                // totals only.
+                if report.interval >= nextEmit {
+                    var accumulator = intervals[report.interval] ?? IntervalAccumulator()
+                    accumulator.histograms.add(histograms)
+                    accumulator.counters = accumulator.counters + report.counters
+                    accumulator.inFlight += report.inFlight
+                    intervals[report.interval] = accumulator
+                }
+                drivers[name]?.lastInterval = report.interval
+                drivers[name]?.lastHeard = now
+                drivers[name]?.cpuNanoseconds = report.cpuNanoseconds
+                drivers[name]?.inFlight = report.inFlight
+                drivers[name]?.peakMemoryBytes = report.peakMemoryBytes
+                if report.isFinal { drivers[name]?.isFinal = true }
+                if report.counters.started > 0 || report.counters.missedStarts > 0 {
+                    lastStartSeconds = max(lastStartSeconds, Double(report.interval + 1) * intervalSeconds)
+                }
+                try emitReadyIntervals()
+            case .failed:
+                throw LoadProtocolError("driver '\(name)' failed: \(String(decoding: frames[2], as: UTF8.self))")
+            default:
+                continue
+            }
+        }
+        try emitReadyIntervals()
+        liveView?.finish()
+        let loadEnd = LiveClock.monotonicNanoseconds()
+        figures.loadSeconds = min(Double(options.plan.loadNanoseconds) / 1e9, max(lastStartSeconds, Double(loadEnd - startMonotonic) / 1e9))
+        if aborted != nil { figures.loadSeconds = min(figures.loadSeconds, Double(loadEnd - startMonotonic) / 1e9) }
+
+        // The run's correctness, from its log: stop the services first so the log is complete.
+        for process in localProcesses { waitOrKill(process) }
+        supervisor.stopServices()
+        servicesRunning = false
+        let built = try LogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true), partition: QueueProcess.partition)
+        figures.violations = built.checker.violationCount
+        figures.violationMessages = built.checker.violations.prefix(20).map { "\($0)" }
+        figures.pending = built.projection.pendingCount
+        figures.logRejections = built.projection.totals.rejections
+        figures.duplicates = Self.queueDuplicates(runDirectory)
+
+        let judged = options.thresholds.map { threshold in (threshold, threshold.passes(figures), threshold.actual(in: figures)) }
+        return Result(figures: figures, thresholds: judged, rows: rows, drivers: expected,
+                      coordinatorCPUSeconds: Double(processCPUNanoseconds()) / 1e9,
+                      driversCPUSeconds: Double(drivers.values.reduce(0) { $0 + $1.cpuNanoseconds }) / 1e9,
+                      coordinatorPeakMemoryBytes: peakResidentBytes(),
+                      driverPeakMemoryBytes: drivers.values.map(\.peakMemoryBytes).max() ?? 0,
+                      wallSeconds: Double(LiveClock.monotonicNanoseconds() - wallStart) / 1e9, aborted: aborted,
+                      startUnixNanoseconds: startUnix, runDirectory: runDirectory, histogramLog: logURL, plan: options.plan)
+    }
+
+    private func launchDriver(name: String, endpoint: String) throws -> Process {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = ["driver", "--topology", topologyPath, "--name", name, "--coordinator", endpoint, "--run-directory", runDirectory.path]
+        let logFile = runDirectory.appendingPathComponent("\(name).log")
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: logFile)
+        process.standardError = handle
+        process.standardOutput = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    private func waitOrKill(_ process: Process) {
+        let deadline = LiveClock.monotonicNanoseconds() + 5_000_000_000
+        while process.isRunning && LiveClock.monotonicNanoseconds() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    private struct QueueStatistics: Decodable { var duplicateCommands: Int }
+
+    /// Duplicates the queue ignored, from the statistics it writes when it stops.
+    static func queueDuplicates(_ runDirectory: URL) -> Int? {
+        guard let data = try? Data(contentsOf: runDirectory.appendingPathComponent("queue-stats.json")) else { return nil }
+        return (try? JSONDecoder().decode(QueueStatistics.self, from: data))?.duplicateCommands
+    }
+}

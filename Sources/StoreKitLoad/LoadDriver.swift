@@ -1,0 +1,433 @@
+import Bus
+import Foundation
+import Logging
+import StoreKitLive
+import StoreKitModel
+import StoreKitRoles
+import StoreKitRuntime
+import ZeroMQ
+
+/// `sksim driver`: a process that plays many devices against the queue, as the coordinator's
+/// plan says, and times every lifecycle stage from the lifecycle's intended start. Every
+/// interval it sends its stage histograms and counters to the coordinator and starts new ones.
+///
+/// One thread, one poll loop: libzmq sockets belong to one thread, and one loop that starts,
+/// receives and reports keeps the timing honest (nothing waits on a lock).
+public final class LoadDriver {
+    public struct Configuration: Sendable {
+        public var name: String
+        public var coordinatorEndpoint: String
+        public var queueEventsEndpoint: String
+        public var queueRequestsEndpoint: String
+        public var curve: CurveClientKeys?
+        public var heartbeatMilliseconds = 250
+        /// How long to wait for the coordinator's plan and start before giving up.
+        public var coordinatorTimeoutSeconds = 60.0
+
+        public init(name: String, coordinatorEndpoint: String, queueEventsEndpoint: String, queueRequestsEndpoint: String) {
+            self.name = name
+            self.coordinatorEndpoint = coordinatorEndpoint
+            self.queueEventsEndpoint = queueEventsEndpoint
+            self.queueRequestsEndpoint = queueRequestsEndpoint
+        }
+    }
+
+    /// The products a driver buys: a plain consumable, or (for `downloadFraction`) a
+    /// non-consumable with hosted content, from the built-in sample catalog.
+    public static let plainProduct = "com.example.sksim.coins.small"
+    public static let contentProduct = "com.example.sksim.levelpack.forest"
+
+    public let configuration: Configuration
+    private let logger: Logger
+
+    public init(configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() throws {
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let coordinator = try context.socket(.dealer)
+        coordinator.receiveLimits = LoadWire.limits
+        try coordinator.set(.sendHighWaterMark, 10_000)
+        try coordinator.connect(configuration.coordinatorEndpoint)
+        defer { coordinator.close() }
+
+        let hello = DriverHello(name: configuration.name, host: ProcessInfo.processInfo.hostName, pid: getpid())
+        _ = try coordinator.send(LoadWire.frames(.hello, hello), mode: .blocking)
+        let plan = try awaitMessage(.plan, LoadPlan.self, from: coordinator)
+        logger.info("plan received", metadata: ["index": "\(plan.driverIndex)", "drivers": "\(plan.driverCount)", "model": "\(plan.model.rawValue)"])
+
+        var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: configuration.queueEventsEndpoint,
+                                                                   requestsEndpoint: configuration.queueRequestsEndpoint)
+        subscriberConfiguration.silenceTimeout = .milliseconds(configuration.heartbeatMilliseconds * 8)
+        subscriberConfiguration.curve = configuration.curve
+        let subscriber = try EventSubscriber(context: context, configuration: subscriberConfiguration)
+        // A new process gets a new origin, so its command ids never collide with an earlier one's.
+        var senderConfiguration = CommandSenderConfiguration(origin: "\(configuration.name).\(getpid())", requestsEndpoint: configuration.queueRequestsEndpoint)
+        senderConfiguration.curve = configuration.curve
+        senderConfiguration.window = 16_384
+        let sender = try CommandSender(context: context, configuration: senderConfiguration)
+        defer {
+            subscriber.close()
+            sender.close()
+        }
+        var engine = DriverEngine(name: configuration.name, plan: plan, origin: senderConfiguration.origin)
+        try engine.setUp(sender: sender, subscriber: subscriber)
+        _ = try coordinator.send(LoadWire.frames(.ready, DriverReady(name: configuration.name, devices: plan.devicesPerDriver)), mode: .blocking)
+        let start = try awaitMessage(.start, LoadStart.self, from: coordinator)
+        let startMonotonic = LiveClock.monotonicNanoseconds() + (start.startAtUnixNanoseconds - LiveClock.wallNanoseconds())
+        try engine.drive(startMonotonic: startMonotonic, sender: sender, subscriber: subscriber, coordinator: coordinator)
+        logger.info("done", metadata: ["started": "\(engine.total.started)", "completed": "\(engine.total.completed)",
+                                       "missedStarts": "\(engine.total.missedStarts)", "incomplete": "\(engine.total.incomplete)"])
+    }
+
+    /// Waits (bounded) for one message from the coordinator.
+    private func awaitMessage<Body: Decodable>(_ verb: LoadWire.Verb, _ type: Body.Type, from socket: Socket) throws -> Body {
+        let deadline = LiveClock.monotonicNanoseconds() + Int64(configuration.coordinatorTimeoutSeconds * 1e9)
+        while LiveClock.monotonicNanoseconds() < deadline {
+            if Shutdown.isRequested { throw LoadProtocolError("stopped by a signal while waiting for the coordinator") }
+            guard let frames = try socket.receive(timeout: .milliseconds(50)) else { continue }
+            guard frames.count == 2, let received = LoadWire.verb(frames[0]) else {
+                throw LoadProtocolError("the coordinator at \(configuration.coordinatorEndpoint) sent a message this driver cannot read; are both the same sksim version?")
+            }
+            if received == .stop { throw LoadProtocolError("the coordinator stopped the run before it started") }
+            guard received == verb else { continue }
+            return try LoadWire.decode(type, frames[1])
+        }
+        throw LoadProtocolError("no \(verb.rawValue) from the coordinator at \(configuration.coordinatorEndpoint) within \(Int(configuration.coordinatorTimeoutSeconds)) s; start `sksim load` first, or check the endpoint")
+    }
+}
+
+/// The driver's state and decisions, apart from its sockets' set-up: which lifecycles are in
+/// flight, which stage each reached, and the interval's histograms.
+struct DriverEngine {
+    let name: String
+    let plan: LoadPlan
+    let origin: String
+    let devices: [String]
+    let choices: SeededChoices
+
+    enum Kind { case purchase, restore }
+
+    struct Lifecycle {
+        var kind: Kind
+        var intended: Int64
+        var device: Int
+        /// A restore: transactions restored and not yet removed, and whether restoreFinished came.
+        var openTransactions = 0
+        var delivered = false
+    }
+
+    struct Transaction {
+        var lifecycle: Int
+        var downloadsRemaining: Int
+        var isRestored: Bool
+    }
+
+    var lifecycles: [Int: Lifecycle] = [:]
+    var nextLifecycle = 0
+    /// addPayment / restore command number → lifecycle.
+    var pendingStarts: [UInt64: Int] = [:]
+    /// finishTransaction command number → its lifecycle and that lifecycle's intended start (the
+    /// acknowledgement may come after transactionFinished was heard and the lifecycle ended).
+    var pendingFinishes: [UInt64: (lifecycle: Int, intended: Int64, isRestored: Bool)] = [:]
+    var transactions: [TransactionKey: Transaction] = [:]
+    /// (device, restore number) → lifecycle.
+    var restores: [String: Int] = [:]
+    /// Commands waiting for room in the sender's window (bounded by the in-flight bound).
+    var waiting: [CommandBody] = []
+    var waitingHead = 0
+
+    var histograms = StageHistograms()
+    var interval = LoadCounters()
+    var total = LoadCounters()
+    var nextDevice = 0
+    var nextArrival: Int
+    /// Closed model: when each device is next meant to start.
+    var closedStarts = Scheduler<Int>()
+
+    init(name: String, plan: LoadPlan, origin: String) {
+        self.name = name
+        self.plan = plan
+        self.origin = origin
+        devices = (0..<max(1, plan.devicesPerDriver)).map { "\(name)-\($0)" }
+        choices = SeededChoices(seed: plan.seed, stream: name)
+        nextArrival = plan.driverIndex
+    }
+
+    var inFlight: Int { lifecycles.count }
+
+    /// Registers, launches and attaches an observer to every device, and waits (bounded) until
+    /// the queue acknowledged all of it.
+    mutating func setUp(sender: CommandSender, subscriber: EventSubscriber) throws {
+        var commands: [CommandBody] = []
+        for (index, device) in devices.enumerated() {
+            commands.append(.registerDevice(device: device, account: "\(name)-account-\(index / 2)"))
+            commands.append(.launchApp(device: device))
+            commands.append(.attachObserver(device: device, observer: "load"))
+        }
+        var next = 0
+        let deadline = LiveClock.monotonicNanoseconds() + 60_000_000_000
+        while next < commands.count || sender.outstandingCount > 0 {
+            guard LiveClock.monotonicNanoseconds() < deadline else {
+                throw LoadProtocolError("\(name) could not register its \(devices.count) devices with the queue at \(sender.configuration.requestsEndpoint) within 60 s; is the queue running?")
+            }
+            while next < commands.count && sender.hasCapacity {
+                try sender.submit(commands[next])
+                next += 1
+            }
+            for completion in try sender.poll(timeout: .milliseconds(5)) {
+                switch completion {
+                case .failed(_, let error): throw error
+                case .acknowledged(let acknowledgement) where acknowledgement.status == .rejected || acknowledgement.status == .malformed:
+                    throw LoadProtocolError("the queue refused setting up \(name)'s devices (\(acknowledgement.message)); use a new run directory for each load")
+                default: break
+                }
+            }
+            // Keep the subscription drained meanwhile, so its buffers stay small.
+            _ = try subscriber.receiveRecords(timeout: .zero)
+        }
+    }
+
+    mutating func drive(startMonotonic: Int64, sender: CommandSender, subscriber: EventSubscriber, coordinator: Socket) throws {
+        let loadEnd = startMonotonic + plan.loadNanoseconds
+        var drainEnd = loadEnd + plan.drainNanoseconds
+        var nextReport = startMonotonic + plan.intervalNanoseconds
+        var reportIndex = 0
+        var stopped = false
+        if plan.model == .closed {
+            // Each device's first start is spread over the first think time, so they do not all start at once.
+            for device in devices.indices {
+                closedStarts.schedule(at: startMonotonic + plan.thinkTime.sampleNanoseconds(choices), device)
+            }
+        }
+        let prefix = Array("\(name)-".utf8)
+        while true {
+            var now = LiveClock.monotonicNanoseconds()
+            if Shutdown.isRequested && !stopped {
+                stopped = true
+                drainEnd = min(drainEnd, now + 2_000_000_000)
+            }
+            let starting = !stopped && now < loadEnd
+            if starting { try startDue(now: now, startMonotonic: startMonotonic, loadEnd: loadEnd, sender: sender) }
+            try flushWaiting(sender)
+            for completion in try sender.poll(timeout: .zero) { handle(completion, now: LiveClock.monotonicNanoseconds()) }
+
+            // Wait for events no longer than until the next start or report is due.
+            now = LiveClock.monotonicNanoseconds()
+            var wake = nextReport
+            if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
+            let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, 5_000_000))
+            for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
+                // Every driver hears the whole partition; the topic's device says whose it is.
+                guard let device = record.device, device.utf8.starts(with: prefix) else { continue }
+                let recorded: RecordedEvent
+                do {
+                    recorded = try record.decoded()
+                } catch {
+                    interval.errors += 1
+                    continue
+                }
+                handle(recorded, now: LiveClock.monotonicNanoseconds())
+            }
+
+            if let frames = try coordinator.receive(timeout: .zero), LoadWire.verb(frames[0]) == .stop, !stopped {
+                stopped = true
+                drainEnd = min(drainEnd, LiveClock.monotonicNanoseconds() + 2_000_000_000)
+            }
+            now = LiveClock.monotonicNanoseconds()
+            // Done once nothing is in flight and every finish was acknowledged (its `finished` stage
+            // is measured from the acknowledgement), or when the drain time is up.
+            let finished = (now >= loadEnd || stopped) && ((inFlight == 0 && pendingFinishes.isEmpty) || now >= drainEnd)
+            if now >= nextReport || finished {
+                if finished { interval.incomplete = inFlight }
+                let report = DriverReport(driver: name, interval: reportIndex, isFinal: finished, counters: interval, inFlight: inFlight,
+                                          cpuNanoseconds: processCPUNanoseconds(), peakMemoryBytes: peakResidentBytes(),
+                                          histograms: histograms.encoded())
+                _ = try coordinator.send(LoadWire.frames(.report, report), mode: .blocking)
+                total = total + interval
+                interval = LoadCounters()
+                histograms.reset()
+                reportIndex += 1
+                nextReport += plan.intervalNanoseconds
+                if finished { return }
+            }
+        }
+    }
+
+    /// The intended instant of the next start, if any.
+    func nextDue(startMonotonic: Int64) -> Int64? {
+        switch plan.model {
+        case .open: plan.schedule.intendedStart(ofArrival: nextArrival).map { startMonotonic + $0 }
+        case .closed: closedStarts.nextTime
+        }
+    }
+
+    /// Starts every lifecycle whose intended start has come. A start past the in-flight bound
+    /// is missed (counted); one that finds the sender's window full waits for the next round,
+    /// and its latency still counts from its intended start.
+    mutating func startDue(now: Int64, startMonotonic: Int64, loadEnd: Int64, sender: CommandSender) throws {
+        var budget = 4_096  // Starts per round, so events and reports are heard between bursts.
+        while budget > 0, let due = nextDue(startMonotonic: startMonotonic), due <= now, due < loadEnd {
+            guard sender.hasCapacity else { return }
+            budget -= 1
+            let device: Int
+            switch plan.model {
+            case .open:
+                nextArrival += plan.driverCount
+                if inFlight >= plan.maximumInFlight {
+                    interval.missedStarts += 1
+                    continue
+                }
+                device = nextDevice
+                nextDevice = (nextDevice + 1) % devices.count
+            case .closed:
+                device = closedStarts.next()!.action
+            }
+            try start(device: device, intended: due, sender: sender)
+        }
+    }
+
+    mutating func start(device: Int, intended: Int64, sender: CommandSender) throws {
+        let kind: Kind = choices.chance(.userRestore, plan.restoreFraction) ? .restore : .purchase
+        let body: CommandBody
+        switch kind {
+        case .restore:
+            body = .restoreCompletedTransactions(device: devices[device], applicationUsername: nil)
+        case .purchase:
+            let product = choices.chance(.product, plan.downloadFraction) ? LoadDriver.contentProduct : LoadDriver.plainProduct
+            body = .addPayment(device: devices[device], payment: Payment(productIdentifier: product))
+        }
+        let id = try sender.submit(body)
+        let lifecycle = nextLifecycle
+        nextLifecycle += 1
+        lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device)
+        pendingStarts[id.number] = lifecycle
+        interval.started += 1
+    }
+
+    mutating func flushWaiting(_ sender: CommandSender) throws {
+        while waitingHead < waiting.count && sender.hasCapacity {
+            let body = waiting[waitingHead]
+            waitingHead += 1
+            let id = try sender.submit(body)
+            if case .finishTransaction(let key) = body, let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] {
+                pendingFinishes[id.number] = (transaction.lifecycle, lifecycle.intended, transaction.isRestored)
+            }
+        }
+        if waitingHead == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingHead = 0
+        }
+    }
+
+    mutating func end(_ lifecycle: Int, now: Int64, stage: LifecycleStage?, error: Bool = false) {
+        guard let ended = lifecycles.removeValue(forKey: lifecycle) else { return }
+        if let stage { histograms.record(stage, nanoseconds: now - ended.intended) }
+        if error { interval.errors += 1 } else { interval.completed += 1 }
+        if plan.model == .closed {
+            closedStarts.schedule(at: now + plan.thinkTime.sampleNanoseconds(choices), ended.device)
+        }
+    }
+
+    mutating func handle(_ completion: CommandCompletion, now: Int64) {
+        switch completion {
+        case .failed(let id, _):
+            interval.errors += 1
+            if let lifecycle = pendingStarts.removeValue(forKey: id.number) { end(lifecycle, now: now, stage: nil, error: true) }
+            if let finish = pendingFinishes.removeValue(forKey: id.number) { end(finish.lifecycle, now: now, stage: nil, error: true) }
+        case .acknowledged(let acknowledgement):
+            guard let id = acknowledgement.commandID else { return }
+            if acknowledgement.status == .rejected || acknowledgement.status == .malformed {
+                interval.rejections += 1
+                if let lifecycle = pendingStarts.removeValue(forKey: id.number) { end(lifecycle, now: now, stage: nil, error: true) }
+                if let finish = pendingFinishes.removeValue(forKey: id.number) { end(finish.lifecycle, now: now, stage: nil, error: true) }
+                return
+            }
+            if let finish = pendingFinishes.removeValue(forKey: id.number), !finish.isRestored {
+                histograms.record(.finished, nanoseconds: now - finish.intended)
+            }
+        }
+    }
+
+    mutating func handle(_ recorded: RecordedEvent, now: Int64) {
+        let ours = recorded.commandID?.origin == origin
+        switch recorded.event {
+        case .transactionAdded(let key, let payment):
+            guard ours, let number = recorded.commandID?.number, let lifecycle = pendingStarts.removeValue(forKey: number),
+                  let started = lifecycles[lifecycle] else { return }
+            histograms.record(.added, nanoseconds: now - started.intended)
+            let downloads = payment.productIdentifier == LoadDriver.contentProduct ? -1 : 0
+            transactions[key] = Transaction(lifecycle: lifecycle, downloadsRemaining: downloads, isRestored: false)
+        case .transactionDeferred(let key):
+            guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
+            histograms.record(.deferred, nanoseconds: now - lifecycle.intended)
+        case .transactionPurchased(let key, _, let downloads, _):
+            guard var transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
+            histograms.record(.purchased, nanoseconds: now - lifecycle.intended)
+            transaction.downloadsRemaining = downloads.count
+            transactions[key] = transaction
+            settle(key, downloads: downloads.count)
+        case .transactionFailed(let key, _):
+            guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
+            histograms.record(.failed, nanoseconds: now - lifecycle.intended)
+            queueCommand(.finishTransaction(key))
+        case .restoreStarted(let device, let restore, _):
+            guard ours, let number = recorded.commandID?.number, let lifecycle = pendingStarts.removeValue(forKey: number) else { return }
+            restores["\(device)#\(restore)"] = lifecycle
+        case .transactionRestored(let key, let restore, _, _, let downloads):
+            guard let lifecycle = restores["\(key.device)#\(restore)"] else { return }
+            lifecycles[lifecycle]?.openTransactions += 1
+            transactions[key] = Transaction(lifecycle: lifecycle, downloadsRemaining: downloads.count, isRestored: true)
+            settle(key, downloads: downloads.count)
+        case .restoreFinished(let device, let restore):
+            guard let lifecycle = restores.removeValue(forKey: "\(device)#\(restore)"), let started = lifecycles[lifecycle] else { return }
+            histograms.record(.restored, nanoseconds: now - started.intended)
+            lifecycles[lifecycle]?.delivered = true
+            if started.openTransactions == 0 { end(lifecycle, now: now, stage: .restoreFinished) }
+        case .restoreFailed(let device, let restore, _):
+            // The store's answer, like a failed purchase: the lifecycle is complete, with no stage timed.
+            guard let lifecycle = restores.removeValue(forKey: "\(device)#\(restore)") else { return }
+            end(lifecycle, now: now, stage: nil)
+        case .downloadFinished(let download, _), .downloadFailed(let download, _), .downloadCancelled(let download):
+            guard var transaction = transactions[download.transaction], transaction.downloadsRemaining > 0 else { return }
+            transaction.downloadsRemaining -= 1
+            transactions[download.transaction] = transaction
+            if transaction.downloadsRemaining == 0 {
+                if !transaction.isRestored, let lifecycle = lifecycles[transaction.lifecycle] {
+                    histograms.record(.downloaded, nanoseconds: now - lifecycle.intended)
+                }
+                queueCommand(.finishTransaction(download.transaction))
+            }
+        case .transactionFinished(let key):
+            guard let transaction = transactions.removeValue(forKey: key), let lifecycle = lifecycles[transaction.lifecycle] else { return }
+            if transaction.isRestored {
+                lifecycles[transaction.lifecycle]?.openTransactions -= 1
+                if lifecycle.delivered && lifecycle.openTransactions == 1 { end(transaction.lifecycle, now: now, stage: .restoreFinished) }
+            } else {
+                end(transaction.lifecycle, now: now, stage: .removed)
+            }
+        case .commandRejected:
+            // Counted from the acknowledgement, which also ends the lifecycle it started.
+            break
+        default:
+            break
+        }
+    }
+
+    /// A purchased or restored transaction: download its content first, if any, then finish it.
+    mutating func settle(_ key: TransactionKey, downloads: Int) {
+        if downloads > 0 {
+            queueCommand(.startDownloads((0..<downloads).map { DownloadKey(transaction: key, index: $0) }))
+        } else {
+            queueCommand(.finishTransaction(key))
+        }
+    }
+
+    /// Commands decided while handling events go out on the next round (the sender is not at hand here).
+    mutating func queueCommand(_ body: CommandBody) {
+        waiting.append(body)
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import Histogram
+
+/// The figures of a load run (or of its part so far): what thresholds judge and every output shows.
+public struct LoadFigures: Sendable {
+    /// The drivers' histograms, merged.
+    public var stages = StageHistograms()
+    public var counters = LoadCounters()
+    /// Seconds the load ran (from the start to the last start, or to the abort).
+    public var loadSeconds = 0.0
+    /// From the log, once the run is over (nil while it runs).
+    public var violations: Int?
+    public var violationMessages: [String] = []
+    public var pending: Int?
+    public var duplicates: Int?
+    public var logRejections: Int?
+
+    public init() {}
+
+    public var lifecyclesPerSecond: Double { loadSeconds > 0 ? Double(counters.completed) / loadSeconds : 0 }
+
+    public func value(of figure: String) -> Double? {
+        switch figure {
+        case "rate": lifecyclesPerSecond
+        case "lifecycles": Double(counters.completed)
+        case "started": Double(counters.started)
+        case "missedStarts": Double(counters.missedStarts)
+        case "errors": Double(counters.errors)
+        case "rejections": Double(logRejections ?? counters.rejections)
+        case "incomplete": Double(counters.incomplete)
+        case "violations": violations.map(Double.init)
+        case "pending": pending.map(Double.init)
+        case "duplicates": duplicates.map(Double.init)
+        default: nil
+        }
+    }
+
+    public func summary(_ stage: LifecycleStage) -> StageSummary? {
+        guard let histogram = stages.histograms[stage], histogram.totalCount > 0 else { return nil }
+        return StageSummary(histogram)
+    }
+}
+
+/// One stage's latency, in microseconds, read off its merged histogram.
+public struct StageSummary: Sendable, Codable, Equatable {
+    public var count: UInt64
+    public var p50Microseconds: UInt64
+    public var p90Microseconds: UInt64
+    public var p99Microseconds: UInt64
+    public var p999Microseconds: UInt64
+    public var maxMicroseconds: UInt64
+
+    public init(_ histogram: Histogram<UInt64>) {
+        count = histogram.totalCount
+        p50Microseconds = histogram.valueAtPercentile(50)
+        p90Microseconds = histogram.valueAtPercentile(90)
+        p99Microseconds = histogram.valueAtPercentile(99)
+        p999Microseconds = histogram.valueAtPercentile(99.9)
+        maxMicroseconds = histogram.max
+    }
+
+    public func percentileMicroseconds(_ percentile: Double) -> Double {
+        switch percentile {
+        case 50: Double(p50Microseconds)
+        case 90: Double(p90Microseconds)
+        case 99: Double(p99Microseconds)
+        default: Double(p999Microseconds)
+        }
+    }
+}

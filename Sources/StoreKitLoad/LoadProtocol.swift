@@ -1,0 +1,161 @@
+import Foundation
+import StoreKitRoles
+import ZeroMQ
+
+/// How load is offered: `open` starts lifecycles at a rate whatever the system does (arrivals);
+/// `closed` has a fixed number of devices, each starting its next lifecycle a think time after
+/// its last one ended.
+public enum LoadModel: String, Sendable, Codable, CaseIterable {
+    case open, closed
+}
+
+/// What the coordinator tells one driver to do. Every driver gets the same plan but its own
+/// index: in the open model it takes the arrivals whose number modulo `driverCount` is its
+/// index, so together the drivers follow the schedule exactly.
+public struct LoadPlan: Sendable, Codable, Equatable {
+    public var driverIndex = 0
+    public var driverCount = 1
+    public var model: LoadModel = .open
+    public var schedule = ArrivalSchedule.constant(perSecond: 100, durationNanoseconds: 10_000_000_000)
+    /// How long the closed model runs (the open model runs for its schedule).
+    public var closedDurationNanoseconds: Int64 = 10_000_000_000
+    /// Devices this driver plays: the closed model's users, or the open model's pool that
+    /// lifecycles are spread over in turn.
+    public var devicesPerDriver = 100
+    /// The closed model's think time between a device's lifecycles.
+    public var thinkTime = LatencyDistribution.exponential(minimumMilliseconds: 0, meanMilliseconds: 100)
+    /// Fractions of lifecycles that are restores, and of purchases that buy hosted content.
+    public var restoreFraction = 0.0
+    public var downloadFraction = 0.0
+    /// Lifecycles one driver keeps in flight at most; a start due beyond it is a missed start
+    /// (counted, never queued without bound).
+    public var maximumInFlight = 50_000
+    public var intervalNanoseconds: Int64 = 1_000_000_000
+    /// After the last start, how long a driver waits for lifecycles in flight to end.
+    public var drainNanoseconds: Int64 = 10_000_000_000
+    public var seed: UInt64 = 1
+
+    public init() {}
+
+    /// When this driver stops starting lifecycles, in nanoseconds after the start.
+    public var loadNanoseconds: Int64 { model == .open ? schedule.durationNanoseconds : closedDurationNanoseconds }
+}
+
+/// Counts of one driver over one interval (or, summed, of the whole run).
+public struct LoadCounters: Sendable, Codable, Equatable {
+    /// Lifecycles started, and starts that were due but could not be made (in-flight bound).
+    public var started = 0
+    public var missedStarts = 0
+    /// Lifecycles that reached their end (removed, or restoreFinished).
+    public var completed = 0
+    /// Commands the queue refused (addPayment refused ends its lifecycle).
+    public var rejections = 0
+    /// Lifecycles that ended in an error: a failed restore, a command never acknowledged.
+    public var errors = 0
+    /// Lifecycles still in flight when the drain time ran out (final report only).
+    public var incomplete = 0
+
+    public init() {}
+
+    public static func + (left: LoadCounters, right: LoadCounters) -> LoadCounters {
+        var sum = left
+        sum.started += right.started
+        sum.missedStarts += right.missedStarts
+        sum.completed += right.completed
+        sum.rejections += right.rejections
+        sum.errors += right.errors
+        sum.incomplete += right.incomplete
+        return sum
+    }
+}
+
+public struct DriverHello: Sendable, Codable {
+    public var name: String
+    public var host: String
+    public var pid: Int32
+}
+
+public struct DriverReady: Sendable, Codable {
+    public var name: String
+    public var devices: Int
+}
+
+/// When the load starts, by the wall clock (drivers on other hosts share no monotonic clock).
+public struct LoadStart: Sendable, Codable {
+    public var startAtUnixNanoseconds: Int64
+}
+
+/// One interval of one driver: its counters and stage histograms of that interval only, so
+/// the coordinator can both chart them per second and add them up into the run's totals.
+public struct DriverReport: Sendable, Codable {
+    public var driver: String
+    /// Interval number from the start (interval `k` covers [k, k+1) × the plan's interval).
+    public var interval: Int
+    public var isFinal: Bool
+    public var counters: LoadCounters
+    public var inFlight: Int
+    /// The driver process's CPU time so far (user + system).
+    public var cpuNanoseconds: Int64
+    /// The driver process's peak resident memory so far, in bytes.
+    public var peakMemoryBytes: Int64 = 0
+    /// `StageHistograms.encoded()`.
+    public var histograms: Data
+}
+
+/// The frames between drivers (DEALER) and the coordinator (ROUTER): a verb, then JSON.
+public enum LoadWire {
+    public enum Verb: String, Sendable, CaseIterable {
+        /// driver → coordinator: I am here.
+        case hello = "HELLO"
+        /// coordinator → driver: what to do.
+        case plan = "PLAN"
+        /// driver → coordinator: devices registered, ready to start.
+        case ready = "READY"
+        /// coordinator → driver: start at this instant.
+        case start = "START"
+        /// driver → coordinator: one interval's figures.
+        case report = "REPORT"
+        /// coordinator → driver: stop starting now (abort), send the final report.
+        case stop = "STOP"
+        /// driver → coordinator: I failed; the text says why.
+        case failed = "FAILED"
+    }
+
+    /// Reports carry histograms; 16 MiB bounds even a pathological one.
+    public static let limits = MessageLimits(maximumFrameCount: 3, maximumByteCount: 16 << 20, uncountedLeadingFrames: 1)
+
+    public static func frames(_ verb: Verb, _ body: some Encodable) -> [[UInt8]] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        // Encoding these plain values cannot fail.
+        let json = (try? encoder.encode(body)) ?? Data("{}".utf8)
+        return [Array(verb.rawValue.utf8), Array(json)]
+    }
+
+    public static func verb(_ frame: [UInt8]) -> Verb? { Verb(rawValue: String(decoding: frame, as: UTF8.self)) }
+
+    public static func decode<Body: Decodable>(_ type: Body.Type, _ frame: [UInt8]) throws(LoadProtocolError) -> Body {
+        do {
+            return try JSONDecoder().decode(type, from: Data(frame))
+        } catch {
+            throw LoadProtocolError("a \(type) message could not be read: \(error)")
+        }
+    }
+}
+
+/// CPU time of this process so far (user + system), in nanoseconds.
+public func processCPUNanoseconds() -> Int64 {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    let user = Int64(usage.ru_utime.tv_sec) * 1_000_000_000 + Int64(usage.ru_utime.tv_usec) * 1_000
+    let system = Int64(usage.ru_stime.tv_sec) * 1_000_000_000 + Int64(usage.ru_stime.tv_usec) * 1_000
+    return user + system
+}
+
+/// Peak resident memory of this process, in bytes (Linux: VmHWM).
+public func peakResidentBytes() -> Int64 {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+          let kilobytes = Int64(line.split(separator: " ").dropFirst().first ?? "") else { return -1 }
+    return kilobytes * 1_024
+}

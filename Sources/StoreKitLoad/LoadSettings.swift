@@ -1,0 +1,189 @@
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+import Yams
+
+/// A load's settings as written: the topology file's `load:` section, then the command line
+/// over it. Everything optional here; `resolve` fills in defaults and checks that the parts fit.
+public struct LoadSettings: Sendable, Equatable {
+    public var model: LoadModel?
+    public var rate: String?
+    public var stages: String?
+    public var devices: Int?
+    public var duration: String?
+    public var thinkTime: String?
+    public var drivers: Int?
+    public var remoteDrivers: Int?
+    public var listen: String?
+    public var thresholds: [String] = []
+    public var abortOnFail: Bool?
+    public var restoreFraction: Double?
+    public var downloadFraction: Double?
+    public var interval: String?
+    public var drain: String?
+    public var maximumInFlight: Int?
+
+    public init() {}
+
+    static let keys: Set<String> = ["model", "rate", "stages", "devices", "duration", "thinkTime", "drivers", "remoteDrivers", "listen",
+                                    "thresholds", "abortOnFail", "restoreFraction", "downloadFraction", "interval", "drain", "maximumInFlight"]
+
+    /// The `load:` section of a topology file (empty settings when it has none).
+    public static func fromTopology(path: String) throws(LoadSpecificationError) -> LoadSettings {
+        let contents: String
+        do {
+            contents = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw LoadSpecificationError("cannot read \(path): \(error.localizedDescription)")
+        }
+        let root: Any?
+        do {
+            root = try Yams.load(yaml: contents)
+        } catch {
+            throw LoadSpecificationError("\(path) is not YAML: \(error)")
+        }
+        guard let top = root as? [String: Any], let section = top["load"] else { return LoadSettings() }
+        guard let load = section as? [String: Any] else { throw LoadSpecificationError("\(path): 'load' must be a mapping of settings such as rate: 100/s") }
+        if let unknown = load.keys.sorted().first(where: { !keys.contains($0) }) {
+            throw LoadSpecificationError("\(path): load.\(unknown) is not a load setting; the settings are \(keys.sorted().joined(separator: ", "))")
+        }
+        func text(_ key: String) throws(LoadSpecificationError) -> String? {
+            guard let value = load[key] else { return nil }
+            if let string = value as? String { return string }
+            if let number = value as? Int { return String(number) }
+            if let number = value as? Double { return String(number) }
+            throw LoadSpecificationError("\(path): load.\(key) should be text such as 30s or 100/s")
+        }
+        func integer(_ key: String) throws(LoadSpecificationError) -> Int? {
+            guard let value = load[key] else { return nil }
+            guard let number = value as? Int else { throw LoadSpecificationError("\(path): load.\(key) should be a whole number") }
+            return number
+        }
+        func fraction(_ key: String) throws(LoadSpecificationError) -> Double? {
+            guard let value = load[key] else { return nil }
+            guard let number = (value as? Double) ?? (value as? Int).map(Double.init), (0...1).contains(number) else {
+                throw LoadSpecificationError("\(path): load.\(key) should be a fraction between 0 and 1")
+            }
+            return number
+        }
+        var settings = LoadSettings()
+        if let model = try text("model") {
+            guard let parsed = LoadModel(rawValue: model) else { throw LoadSpecificationError("\(path): load.model is '\(model)'; use open or closed") }
+            settings.model = parsed
+        }
+        settings.rate = try text("rate")
+        settings.stages = try text("stages")
+        settings.devices = try integer("devices")
+        settings.duration = try text("duration")
+        settings.thinkTime = try text("thinkTime")
+        settings.drivers = try integer("drivers")
+        settings.remoteDrivers = try integer("remoteDrivers")
+        settings.listen = try text("listen")
+        settings.interval = try text("interval")
+        settings.drain = try text("drain")
+        settings.maximumInFlight = try integer("maximumInFlight")
+        settings.restoreFraction = try fraction("restoreFraction")
+        settings.downloadFraction = try fraction("downloadFraction")
+        if let value = load["abortOnFail"] {
+            guard let flag = value as? Bool else { throw LoadSpecificationError("\(path): load.abortOnFail should be true or false") }
+            settings.abortOnFail = flag
+        }
+        if let value = load["thresholds"] {
+            guard let list = value as? [Any], list.allSatisfy({ $0 is String }) else {
+                throw LoadSpecificationError("\(path): load.thresholds should be a list of expressions such as 'finished.p99<50ms'")
+            }
+            settings.thresholds = list.compactMap { $0 as? String }
+        }
+        return settings
+    }
+
+    /// `other`'s settings over these (the command line over the file); thresholds add up.
+    public func overridden(by other: LoadSettings) -> LoadSettings {
+        var result = self
+        if let value = other.model { result.model = value }
+        if other.rate != nil || other.stages != nil || other.model == .closed {
+            // A rate on the command line replaces the file's stages and the other way round; the
+            // closed model asked for on the command line drops the file's rate.
+            result.rate = other.rate
+            result.stages = other.stages
+        }
+        if let value = other.devices { result.devices = value }
+        if let value = other.duration { result.duration = value } else if other.stages != nil { result.duration = nil }
+        if let value = other.thinkTime { result.thinkTime = value }
+        if let value = other.drivers { result.drivers = value }
+        if let value = other.remoteDrivers { result.remoteDrivers = value }
+        if let value = other.listen { result.listen = value }
+        if let value = other.abortOnFail { result.abortOnFail = value }
+        if let value = other.restoreFraction { result.restoreFraction = value }
+        if let value = other.downloadFraction { result.downloadFraction = value }
+        if let value = other.interval { result.interval = value }
+        if let value = other.drain { result.drain = value }
+        if let value = other.maximumInFlight { result.maximumInFlight = value }
+        result.thresholds += other.thresholds.filter { !result.thresholds.contains($0) }
+        return result
+    }
+
+    /// The coordinator's options, with every default filled in and every part checked.
+    public func resolve(seed: UInt64) throws(LoadSpecificationError) -> LoadCoordinator.Options {
+        func nanoseconds(_ text: String?, _ name: String, default fallback: Int64) throws(LoadSpecificationError) -> Int64 {
+            guard let text else { return fallback }
+            do {
+                return try DurationText.nanoseconds(text)
+            } catch {
+                throw LoadSpecificationError("--\(name): \(error)")
+            }
+        }
+        var options = LoadCoordinator.Options()
+        var plan = LoadPlan()
+        plan.seed = seed
+        let model = model ?? (rate == nil && stages == nil && devices != nil ? .closed : .open)
+        plan.model = model
+        if rate != nil && stages != nil {
+            throw LoadSpecificationError("give either --rate or --stages, not both: a constant rate is the stage list 'DURATION:RATE'")
+        }
+        let loadDuration = try nanoseconds(duration, "duration", default: 10_000_000_000)
+        guard loadDuration > 0 else { throw LoadSpecificationError("--duration must be longer than 0") }
+        switch model {
+        case .open:
+            if let stages {
+                if self.duration != nil { throw LoadSpecificationError("--stages sets the load's length; drop --duration, or use --rate with --duration") }
+                plan.schedule = try ArrivalSchedule.parse(stages: stages)
+            } else {
+                let perSecond = try ArrivalSchedule.parseRate(rate ?? "100/s", context: "--rate")
+                plan.schedule = .constant(perSecond: perSecond, durationNanoseconds: loadDuration)
+            }
+        case .closed:
+            if rate != nil || stages != nil {
+                throw LoadSpecificationError("the closed model has no rate: its devices start again a think time after each lifecycle; drop --rate/--stages or use --model open")
+            }
+            plan.closedDurationNanoseconds = loadDuration
+            let think = try nanoseconds(thinkTime, "think-time", default: 100_000_000)
+            plan.thinkTime = .exponential(minimumMilliseconds: 0, meanMilliseconds: Double(think) / 1e6)
+        }
+        options.localDrivers = drivers ?? 1
+        options.remoteDrivers = remoteDrivers ?? 0
+        guard options.localDrivers >= 0, options.remoteDrivers >= 0, options.localDrivers + options.remoteDrivers >= 1,
+              options.localDrivers + options.remoteDrivers <= 256 else {
+            throw LoadSpecificationError("--drivers and --remote-drivers must add up to between 1 and 256 drivers")
+        }
+        let driverCount = options.localDrivers + options.remoteDrivers
+        let totalDevices = devices ?? (model == .closed ? 100 : 1_000)
+        guard (1...1_000_000).contains(totalDevices) else { throw LoadSpecificationError("--devices must be between 1 and 1,000,000") }
+        plan.devicesPerDriver = max(1, totalDevices / driverCount)
+        plan.restoreFraction = restoreFraction ?? 0
+        plan.downloadFraction = downloadFraction ?? 0
+        guard (0...1).contains(plan.restoreFraction), (0...1).contains(plan.downloadFraction) else {
+            throw LoadSpecificationError("--restore-fraction and --download-fraction are fractions between 0 and 1")
+        }
+        plan.intervalNanoseconds = try nanoseconds(interval, "interval", default: 1_000_000_000)
+        guard plan.intervalNanoseconds >= 100_000_000 else { throw LoadSpecificationError("--interval must be at least 100ms") }
+        plan.drainNanoseconds = try nanoseconds(drain, "drain", default: 10_000_000_000)
+        plan.maximumInFlight = maximumInFlight ?? 50_000
+        guard (1...1_000_000).contains(plan.maximumInFlight) else { throw LoadSpecificationError("--maximum-in-flight must be between 1 and 1,000,000") }
+        options.plan = plan
+        options.listenEndpoint = listen
+        options.abortOnFail = abortOnFail ?? false
+        options.thresholds = try thresholds.map { expression throws(LoadSpecificationError) in try Threshold(parsing: expression) }
+        return options
+    }
+}

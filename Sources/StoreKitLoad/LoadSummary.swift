@@ -1,0 +1,153 @@
+import Foundation
+
+/// The live terminal view: one block, redrawn in place every interval (only on a terminal).
+struct LiveView {
+    private var drawnLines = 0
+
+    mutating func draw(row: LoadCoordinator.IntervalRow, figures: LoadFigures, elapsedSeconds: Double) {
+        var lines: [String] = []
+        let counters = figures.counters
+        lines.append(String(format: "%7.1f s   started %8.0f/s   completed %8.0f/s   in flight %6d   missed %d   errors %d   rejections %d",
+                            elapsedSeconds, Double(row.counters.started), Double(row.counters.completed), row.inFlight,
+                            counters.missedStarts, counters.errors, counters.rejections))
+        lines.append("  stage              count      p50 (last s)    p99 (last s)    p99 (run)")
+        for stage in LifecycleStage.allCases {
+            guard let total = figures.summary(stage) else { continue }
+            let last = row.stages[stage.rawValue]
+            lines.append("  " + padded(stage.rawValue, 16) + padded(String(total.count), 8, right: true) + "   "
+                         + padded(last.map { formatMicroseconds($0.p50Microseconds) } ?? "-", 13, right: true) + "   "
+                         + padded(last.map { formatMicroseconds($0.p99Microseconds) } ?? "-", 13, right: true) + "   "
+                         + padded(formatMicroseconds(total.p99Microseconds), 11, right: true))
+        }
+        // Back up over the previous block, then overwrite it line by line.
+        var text = drawnLines > 0 ? "\u{1B}[\(drawnLines)A" : ""
+        for line in lines { text += "\u{1B}[2K" + line + "\n" }
+        FileHandle.standardError.write(Data(text.utf8))
+        drawnLines = lines.count
+    }
+
+    func finish() {}
+}
+
+func padded(_ text: String, _ width: Int, right: Bool = false) -> String {
+    let fill = String(repeating: " ", count: max(0, width - text.count))
+    return right ? fill + text : text + fill
+}
+
+/// `12.3ms`, `850µs`, `1.20s`: three significant figures, the unit a person reads fastest.
+public func formatMicroseconds(_ microseconds: UInt64) -> String {
+    let value = Double(microseconds)
+    if value < 1_000 { return String(format: "%.0fµs", value) }
+    if value < 1_000_000 { return String(format: value < 10_000 ? "%.2fms" : value < 100_000 ? "%.1fms" : "%.0fms", value / 1_000) }
+    return String(format: "%.2fs", value / 1_000_000)
+}
+
+/// What `--json`, summary.json and the HTML report hold: the fields the issue fixes
+/// (`lifecycles`, `lifecyclesPerSecond`, `missedStarts`, `stages`, `thresholds`, `violations`)
+/// and more figures beside them.
+public struct LoadSummaryJSON: Codable, Sendable {
+    public struct ThresholdResult: Codable, Sendable {
+        public var expression: String
+        public var passed: Bool
+        public var actual: Double?
+    }
+
+    public var lifecycles: Int
+    public var lifecyclesPerSecond: Double
+    public var missedStarts: Int
+    public var stages: [String: StageSummary]
+    public var thresholds: [ThresholdResult]
+    public var violations: Int
+    public var violationMessages: [String]
+    public var started: Int
+    public var errors: Int
+    public var rejections: Int
+    public var incomplete: Int
+    public var pending: Int
+    public var duplicates: Int
+    public var model: String
+    public var drivers: Int
+    public var loadSeconds: Double
+    public var wallSeconds: Double
+    public var coordinatorCpuSeconds: Double
+    public var coordinatorPeakMemoryMegabytes: Double
+    public var driversCpuSeconds: Double
+    public var driverPeakMemoryMegabytes: Double
+    public var driverCpuMicrosecondsPerLifecycle: Double
+    public var aborted: String?
+    public var runDirectory: String
+
+    public init(_ result: LoadCoordinator.Result) {
+        let figures = result.figures
+        lifecycles = figures.counters.completed
+        lifecyclesPerSecond = (figures.lifecyclesPerSecond * 10).rounded() / 10
+        missedStarts = figures.counters.missedStarts
+        var stages: [String: StageSummary] = [:]
+        for stage in LifecycleStage.allCases { if let summary = figures.summary(stage) { stages[stage.rawValue] = summary } }
+        self.stages = stages
+        thresholds = result.thresholds.map { ThresholdResult(expression: $0.threshold.expression, passed: $0.passed, actual: $0.actual) }
+        violations = figures.violations ?? 0
+        violationMessages = figures.violationMessages
+        started = figures.counters.started
+        errors = figures.counters.errors
+        rejections = Int(figures.value(of: "rejections") ?? 0)
+        incomplete = figures.counters.incomplete
+        pending = figures.pending ?? 0
+        duplicates = figures.duplicates ?? 0
+        model = result.plan.model.rawValue
+        drivers = result.drivers
+        loadSeconds = (figures.loadSeconds * 1000).rounded() / 1000
+        wallSeconds = (result.wallSeconds * 1000).rounded() / 1000
+        coordinatorCpuSeconds = (result.coordinatorCPUSeconds * 1000).rounded() / 1000
+        coordinatorPeakMemoryMegabytes = (Double(result.coordinatorPeakMemoryBytes) / 1_048_576 * 10).rounded() / 10
+        driversCpuSeconds = (result.driversCPUSeconds * 1000).rounded() / 1000
+        driverPeakMemoryMegabytes = (Double(result.driverPeakMemoryBytes) / 1_048_576 * 10).rounded() / 10
+        driverCpuMicrosecondsPerLifecycle = figures.counters.started > 0
+            ? (result.driversCPUSeconds * 1e6 / Double(figures.counters.started) * 10).rounded() / 10 : 0
+        aborted = result.aborted
+        runDirectory = result.runDirectory.path
+    }
+
+    public func serialized(pretty: Bool = false) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
+    }
+}
+
+/// The end-of-run summary in k6's manner: checks (thresholds) first, then one line per figure.
+public func summaryText(_ result: LoadCoordinator.Result) -> String {
+    let figures = result.figures
+    var lines: [String] = []
+    if !result.thresholds.isEmpty {
+        lines.append("  thresholds")
+        for judged in result.thresholds {
+            let actual = judged.actual.map { value -> String in
+                if case .stageLatency = judged.threshold.metric { return formatMicroseconds(UInt64(value)) }
+                return value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
+            } ?? "no data"
+            lines.append("    \(judged.passed ? "✓" : "✗") \(judged.threshold.expression)   (actual \(actual))")
+        }
+        lines.append("")
+    }
+    func dotted(_ name: String, _ value: String) -> String {
+        "  " + name + " " + String(repeating: ".", count: max(2, 26 - name.count)) + ": " + value
+    }
+    lines.append(dotted("lifecycles", String(format: "%d   %.1f/s over %.1f s", figures.counters.completed, figures.lifecyclesPerSecond, figures.loadSeconds)
+                        + " (\(result.plan.model.rawValue) model, \(result.drivers) driver\(result.drivers == 1 ? "" : "s"))"))
+    lines.append(dotted("started", "\(figures.counters.started)   missed starts \(figures.counters.missedStarts)   incomplete \(figures.counters.incomplete)"))
+    for stage in LifecycleStage.allCases {
+        guard let summary = figures.summary(stage) else { continue }
+        lines.append(dotted(stage.rawValue, "count=\(summary.count) p50=\(formatMicroseconds(summary.p50Microseconds)) p90=\(formatMicroseconds(summary.p90Microseconds)) p99=\(formatMicroseconds(summary.p99Microseconds)) p99.9=\(formatMicroseconds(summary.p999Microseconds)) max=\(formatMicroseconds(summary.maxMicroseconds))"))
+    }
+    lines.append(dotted("errors", "\(figures.counters.errors)   rejections \(Int(figures.value(of: "rejections") ?? 0))   duplicates \(figures.duplicates ?? 0)   pending \(figures.pending ?? 0)"))
+    lines.append(dotted("violations", figures.violations.map { $0 == 0 ? "none" : "\($0): " + figures.violationMessages.prefix(3).joined(separator: "; ") } ?? "unknown"))
+    lines.append(dotted("coordinator", String(format: "%.2f s CPU over %.1f s, peak memory %.1f MB", result.coordinatorCPUSeconds, result.wallSeconds,
+                                              Double(result.coordinatorPeakMemoryBytes) / 1_048_576)))
+    lines.append(dotted("drivers", String(format: "%.2f s CPU, %.1f µs per lifecycle started, peak memory %.1f MB", result.driversCPUSeconds,
+                                          figures.counters.started > 0 ? result.driversCPUSeconds * 1e6 / Double(figures.counters.started) : 0,
+                                          Double(result.driverPeakMemoryBytes) / 1_048_576)))
+    if let aborted = result.aborted { lines.append(dotted("aborted", aborted)) }
+    lines.append(dotted("run", result.runDirectory.path))
+    return lines.joined(separator: "\n")
+}

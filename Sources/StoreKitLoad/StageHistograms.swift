@@ -1,0 +1,148 @@
+import Foundation
+import Histogram
+
+/// The stages of a lifecycle whose latency is measured, each from the lifecycle's intended start.
+///
+/// A purchase: `added` (transactionAdded heard) → one of `purchased`, `failed`, `deferred` (a
+/// deferred one goes on to purchased or failed) → `downloaded` (every hosted-content download
+/// ended, for purchases with downloads) → `finished` (the queue acknowledged finishTransaction)
+/// → `removed` (transactionFinished heard: removedTransactions, the end of the lifecycle).
+/// A restore: `restored` (restoreFinished heard, every restored transaction delivered) →
+/// `restoreFinished` (every restored transaction finished and removed, the end).
+public enum LifecycleStage: String, Sendable, Codable, CaseIterable, Comparable {
+    case added, purchased, failed, deferred, downloaded, finished, removed, restored, restoreFinished
+
+    public static func < (left: LifecycleStage, right: LifecycleStage) -> Bool {
+        allCases.firstIndex(of: left)! < allCases.firstIndex(of: right)!
+    }
+}
+
+/// One HDR histogram per stage, in microseconds, 3 significant digits, from 1 µs to 1 hour:
+/// constant memory whatever the run's length (about 180 KB per stage). Histograms with this
+/// same configuration add up exactly, so the coordinator's merge of many drivers' histograms
+/// is the histogram of all their samples.
+public struct StageHistograms: Sendable {
+    /// Longer latencies are recorded as this (and counted in `clamped`).
+    public static let highestMicroseconds: UInt64 = 3_600_000_000
+
+    public private(set) var histograms: [LifecycleStage: Histogram<UInt64>] = [:]
+    public private(set) var clamped = 0
+
+    public init() {}
+
+    public static func emptyHistogram() -> Histogram<UInt64> {
+        Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: highestMicroseconds, numberOfSignificantValueDigits: .three)
+    }
+
+    public mutating func record(_ stage: LifecycleStage, nanoseconds: Int64) {
+        var microseconds = UInt64(max(1, (nanoseconds + 500) / 1_000))
+        if microseconds > Self.highestMicroseconds {
+            microseconds = Self.highestMicroseconds
+            clamped += 1
+        }
+        if histograms[stage] == nil { histograms[stage] = Self.emptyHistogram() }
+        _ = histograms[stage]!.record(microseconds)
+    }
+
+    public mutating func add(_ other: StageHistograms) {
+        for (stage, histogram) in other.histograms {
+            if histograms[stage] == nil { histograms[stage] = Self.emptyHistogram() }
+            histograms[stage]!.add(histogram)
+        }
+        clamped += other.clamped
+    }
+
+    public mutating func reset() {
+        for stage in histograms.keys { histograms[stage]!.reset() }
+        clamped = 0
+    }
+
+    public func count(_ stage: LifecycleStage) -> UInt64 { histograms[stage]?.totalCount ?? 0 }
+
+    public var isEmpty: Bool { histograms.values.allSatisfy { $0.totalCount == 0 } }
+
+    // MARK: Wire form
+
+    /// A compact, exact form for the bus: per stage, its non-empty buckets as (value, count)
+    /// pairs in LEB128 varints. Each value is its bucket's representative, so recording it
+    /// into a histogram of the same configuration lands in the same bucket.
+    public func encoded() -> Data {
+        var bytes: [UInt8] = []
+        func put(_ value: UInt64) {
+            var value = value
+            while value >= 0x80 {
+                bytes.append(UInt8(value & 0x7F) | 0x80)
+                value >>= 7
+            }
+            bytes.append(UInt8(value))
+        }
+        put(UInt64(clamped))
+        for stage in LifecycleStage.allCases {
+            guard let histogram = histograms[stage], histogram.totalCount > 0 else { continue }
+            let buckets = Array(histogram.recordedValues())
+            bytes.append(UInt8(LifecycleStage.allCases.firstIndex(of: stage)!))
+            // Each bucket goes as one value of it: its representative, except that the lowest
+            // bucket goes as the exact minimum and the highest as the exact maximum, which the
+            // histogram keeps beside its buckets and clamps percentiles to.
+            var pairs = buckets.map { ($0.value, UInt64($0.count)) }
+            pairs[pairs.count - 1].0 = histogram.maxRecorded
+            if pairs.count > 1 {
+                pairs[0].0 = histogram.min
+            } else if pairs[0].1 > 1, histogram.min != histogram.maxRecorded {
+                pairs = [(histogram.min, 1), (histogram.maxRecorded, pairs[0].1 - 1)]
+            }
+            put(UInt64(pairs.count))
+            var previous: UInt64 = 0
+            for (value, count) in pairs {
+                put(value - previous)
+                put(count)
+                previous = value
+            }
+        }
+        return Data(bytes)
+    }
+
+    /// Reads `encoded()`; refuses anything malformed (it comes from another process).
+    public init(encoded data: Data) throws(LoadProtocolError) {
+        let bytes = [UInt8](data)
+        var position = 0
+        func take() throws(LoadProtocolError) -> UInt64 {
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                guard position < bytes.count, shift < 64 else { throw LoadProtocolError("a histogram in a driver's report is truncated") }
+                let byte = bytes[position]
+                position += 1
+                value |= UInt64(byte & 0x7F) << shift
+                if byte < 0x80 { return value }
+                shift += 7
+            }
+        }
+        clamped = Int(clamping: try take())
+        while position < bytes.count {
+            let index = Int(bytes[position])
+            position += 1
+            guard index < LifecycleStage.allCases.count else { throw LoadProtocolError("a driver's report names stage number \(index), which this build does not know") }
+            let stage = LifecycleStage.allCases[index]
+            let bucketCount = try take()
+            guard bucketCount <= 1 << 20 else { throw LoadProtocolError("a histogram in a driver's report claims \(bucketCount) buckets") }
+            var histogram = Self.emptyHistogram()
+            var value: UInt64 = 0
+            for _ in 0..<bucketCount {
+                let (sum, overflow) = value.addingReportingOverflow(try take())
+                value = sum
+                let count = try take()
+                guard !overflow, value <= Self.highestMicroseconds, count > 0, histogram.record(value, count: count) else {
+                    throw LoadProtocolError("a histogram in a driver's report holds a value out of range")
+                }
+            }
+            histograms[stage] = histogram
+        }
+    }
+}
+
+/// A message between a driver and the coordinator that breaks the protocol.
+public struct LoadProtocolError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
