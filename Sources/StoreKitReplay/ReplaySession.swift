@@ -243,7 +243,9 @@ public final class ReplaySession {
         }
         if case .attachObserver(let device, let observer) = ahead.body, ahead.source == .observer, window[head].claimed == nil,
            ahead.sequence <= options.to, apps.attachLate(device: device, observer: observer) {
-            // A late observer attaches at its recorded place: the app's own choice of when is not in the log.
+            // A late observer attaches at its recorded place (the app's own choice of when is not in
+            // the log), so its command is matched from there, not from the last command's time.
+            now = ahead.timestamp
             collectReactions(of: device, compared: ahead.sequence >= options.from)
         }
         let slot = window[head]
