@@ -15,11 +15,13 @@ final class ReplayApps {
 
     final class Device {
         let queue: PaymentQueue
-        let observers: [BuiltInObserver]
+        /// Late observers (`attachesLate`) of the current launch not attached yet: the simulator's
+        /// app attaches them a drawn number of user steps after launch, which the log shows only
+        /// by their recorded `attachObserver`; the replay attaches them when that command is due.
+        var lateObservers: [BuiltInObserver] = []
 
-        init(queue: PaymentQueue, observers: [BuiltInObserver]) {
+        init(queue: PaymentQueue) {
             self.queue = queue
-            self.observers = observers
         }
     }
 
@@ -32,27 +34,44 @@ final class ReplayApps {
 
     private func device(_ name: String) -> Device {
         if let existing = devices[name] { return existing }
-        // Named as the simulator's apps name them, so unchanged observers attach under the recorded names.
-        let observers = behaviors.enumerated().map { index, behavior in
-            BuiltInObserver(name: "\(behavior.rawValue)-\(index + 1)", behavior: behavior, storage: nil)
-        }
-        let created = Device(queue: PaymentQueue(device: name, catalog: catalog, ordering: ordering, choices: choices), observers: observers)
+        let created = Device(queue: PaymentQueue(device: name, catalog: catalog, ordering: ordering, choices: choices))
         devices[name] = created
         return created
+    }
+
+    /// New observer instances for a launch, as the simulator's apps make them (quitting loses
+    /// the old ones and their memory), named as it names them so unchanged observers attach
+    /// under the recorded names.
+    private func makeObservers() -> [BuiltInObserver] {
+        behaviors.enumerated().map { index, behavior in
+            BuiltInObserver(name: "\(behavior.rawValue)-\(index + 1)", behavior: behavior, storage: nil)
+        }
     }
 
     /// The app-side half of a user's action that happens before the queue hears it: quitting
     /// drops the observers at once.
     func beforeUserAction(_ body: CommandBody) {
-        if case .terminateApp(let name) = body { device(name).queue.terminateApp() }
+        guard case .terminateApp(let name) = body else { return }
+        let app = device(name)
+        app.queue.terminateApp()
+        app.lateObservers.removeAll()
     }
 
-    /// After a launch reached the queue, the app attaches its observers (as the simulator's
-    /// apps do on every launch).
+    /// After a launch reached the queue, the app attaches new observers (as the simulator's apps
+    /// do on every launch); late ones wait for their recorded attachment (`attachLate`).
     func afterUserAction(_ body: CommandBody) {
         guard case .launchApp(let name) = body else { return }
         let app = device(name)
-        for observer in app.observers { app.queue.add(observer) }
+        let observers = makeObservers()
+        app.lateObservers = observers.filter(\.behavior.attachesLate)
+        for observer in observers where !observer.behavior.attachesLate { app.queue.add(observer) }
+    }
+
+    /// Attaches the late observer of this launch named `observer`, if there is one; true if so.
+    func attachLate(device name: String, observer: String) -> Bool {
+        guard let app = devices[name], let index = app.lateObservers.firstIndex(where: { $0.observerName == observer }) else { return false }
+        app.queue.add(app.lateObservers.remove(at: index))
+        return true
     }
 
     /// Delivers one appended event to its device's app, calling the observers as StoreKit would.
@@ -65,6 +84,11 @@ final class ReplayApps {
     func drainObserverCommands(_ name: String) -> [CommandBody] {
         guard let app = devices[name] else { return [] }
         return app.queue.drainOutbox().filter { CommandSource.of($0) == .observer }
+    }
+
+    /// A command drained from `device`'s app that the replay does not send.
+    func withdraw(_ body: CommandBody, device name: String) {
+        devices[name]?.queue.withdraw(body)
     }
 
     /// The devices whose outbox may hold commands.

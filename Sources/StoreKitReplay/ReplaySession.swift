@@ -241,6 +241,13 @@ public final class ReplaySession {
         if ahead.source == .observer, window[head].claimed == nil, ahead.sequence >= options.from, ahead.sequence <= options.to {
             launchEarly(for: ahead)
         }
+        if case .attachObserver(let device, let observer) = ahead.body, ahead.source == .observer, window[head].claimed == nil,
+           ahead.sequence <= options.to, apps.attachLate(device: device, observer: observer) {
+            // A late observer attaches at its recorded place (the app's own choice of when is not in
+            // the log), so its command is matched from there, not from the last command's time.
+            now = ahead.timestamp
+            collectReactions(of: device, compared: ahead.sequence >= options.from)
+        }
         let slot = window[head]
         window[head].unit.events = []
         window[head].unit.payloads = []
@@ -359,9 +366,14 @@ public final class ReplaySession {
     }
 
     private func collectReactions(of device: String, compared: Bool) {
-        for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) && !appGoneAhead(body.device) {
-            // Before the slice the recording is the truth: what it has no place for is not sent.
-            if compared { reactions.append(body) }
+        for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) {
+            // Before the slice the recording is the truth: what it has no place for is not sent;
+            // nor is what the recorded app lost as it quit, and the app does not remember it either.
+            if compared && !appGoneAhead(body.device) {
+                reactions.append(body)
+            } else {
+                apps.withdraw(body, device: device)
+            }
         }
     }
 

@@ -204,6 +204,12 @@ public final class PaymentQueue {
         return Array(outbox[..<count])
     }
 
+    /// A command the app made is not sent after all (a replay drops what the recorded app lost
+    /// as it quit): a grant it carried is not in the app's storage, as with `drainOutbox(keepingFirst:)`.
+    public func withdraw(_ body: CommandBody) {
+        if case .recordAppAction(.contentGranted(let key, _, _)) = body { granted.remove(key) }
+    }
+
     /// Calls `body` on each observer as StoreKit would, attributing what they do to them.
     private func call(_ targets: [PaymentTransactionObserver], _ callback: String, _ detail: @autoclosure () -> String,
                       cause: UInt64, _ body: (PaymentTransactionObserver) -> Void) {
