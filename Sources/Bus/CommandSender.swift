@@ -206,8 +206,13 @@ public final class CommandSender {
         // so a full window of commands that are acknowledged in time is never scanned.
         var earliest = now + configuration.maximumRetryInterval
         var expired: [UInt64] = []
-        for (number, pending) in outstanding {
-            guard pending.nextAttempt <= now else {
+        // A retry means the queue may have lost what it was sent (a restart). Commands of one sender
+        // must reach it in order (a payment after its device's registration), so every unacknowledged
+        // command up to the last one due is sent again, in number order; duplicates are harmless.
+        let lastDue = outstanding.lazy.filter { $0.value.nextAttempt <= now }.map(\.key).max() ?? 0
+        for number in outstanding.keys.sorted() {
+            let pending = outstanding[number]!
+            guard number <= lastDue else {
                 earliest = min(earliest, pending.nextAttempt)
                 continue
             }
