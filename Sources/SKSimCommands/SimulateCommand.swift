@@ -26,7 +26,8 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Product catalog: an Xcode .storekit file or an sksim catalog (default: the built-in sample).") var catalog: String?
     @Option(help: "Output directory for the log and content (default: out/simulate-<seed>).") var out: String?
     @Option(help: "Devices signed in to the same account; later ones restore on first launch, R-Q9 (default: 2).") var devicesPerAccount: Int?
-    @Option(help: "Observers per device, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")) (default: downloadThenFinish,audit).")
+    @Option(help: ArgumentHelp("Observers per device, comma-separated (default: downloadThenFinish,audit): "
+                                + ObserverBehavior.allCases.map { "\($0.rawValue): \($0.summary)" }.joined(separator: "; ") + "."))
     var observers: String?
     @Option(help: "Log durability: always (fsync each command), group (fsync batches), os (no fsync).") var durability = "group"
     @Flag(help: "Write downloaded content to real files under the output directory (default: virtual content).") var writeContent = false

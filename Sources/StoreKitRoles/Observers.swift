@@ -44,6 +44,24 @@ public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable 
     /// Attached a few user steps after launch rather than at launch.
     public var attachesLate: Bool { self == .attachesLate }
 
+    /// One line on what the behaviour does, for `--help` and docs.
+    public var summary: String {
+        switch self {
+        case .deliverThenFinish: "grants the product, then finishes (ignores hosted content)"
+        case .downloadThenFinish: "downloads every piece of hosted content, keeps it, grants, then finishes"
+        case .restoreThenFinish: "like downloadThenFinish, but finishes restored transactions without content at once (selective restore)"
+        case .audit: "only watches and counts; never finishes (a second observer)"
+        case .finishBeforeDownloads: "buggy: finishes right after starting downloads, losing content"
+        case .sdkFinishesEarly: "buggy: a second SDK that finishes what it hears before the app granted it"
+        case .finishOnFirstDownload: "buggy: finishes when the first of several downloads ends"
+        case .finishAtFullProgress: "buggy: treats progress 1.0 as finished"
+        case .creditEveryDelivery: "buggy: credits a consumable again on every delivery (relaunches, duplicates)"
+        case .attachesLate: "buggy: attaches its observer after launch, missing what was redelivered"
+        case .restoreDoneEarly: "buggy: shows the restore as done before its restored transactions are handled"
+        case .deferredAsFailed: "buggy: treats a deferred transaction as failed, losing the later approval"
+        }
+    }
+
     /// Downloads hosted content before granting.
     var wantsContent: Bool {
         switch self {
