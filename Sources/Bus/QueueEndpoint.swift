@@ -12,6 +12,8 @@ public struct CommandOutcome: Sendable, Hashable {
         case rejected(reason: String)
         /// The id was applied before; nothing new was appended.
         case duplicate
+        /// Not applied and not recorded; the sender should send it again later (ACK `unavailable`).
+        case retryLater(reason: String)
     }
 
     public var decision: Decision
@@ -36,6 +38,10 @@ public struct CommandOutcome: Sendable, Hashable {
 
     public static func duplicate(lastSequence: UInt64) -> CommandOutcome {
         CommandOutcome(decision: .duplicate, appended: [], lastSequence: lastSequence)
+    }
+
+    public static func retryLater(_ reason: String) -> CommandOutcome {
+        CommandOutcome(decision: .retryLater(reason: reason), appended: [], lastSequence: 0)
     }
 }
 
@@ -407,6 +413,11 @@ public final class QueueEndpoint {
             if handlerFailure == nil { handlerFailure = error }
             return
         }
+        if case .retryLater(let reason) = outcome.decision {
+            counters.commandsRefusedAsUnavailable += 1
+            acknowledge(routingID, CommandAcknowledgement(status: .unavailable, commandID: command.id, lastSequence: 0, message: reason))
+            return
+        }
         publishWhenDurable(outcome.appended)
         let status: AcknowledgementStatus
         let message: String
@@ -414,6 +425,7 @@ public final class QueueEndpoint {
         case .accepted: (status, message) = (.accepted, "")
         case .rejected(let reason): (status, message) = (.rejected, reason)
         case .duplicate: (status, message) = (.duplicate, "")
+        case .retryLater: fatalError("answered above")
         }
         // A duplicate carries what the original produced, so its ACK waits for that to be published too.
         let acknowledgement = CommandAcknowledgement(status: status, commandID: command.id, lastSequence: outcome.lastSequence, message: message)

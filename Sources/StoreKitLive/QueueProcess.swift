@@ -54,6 +54,12 @@ public final class QueueProcess {
         configuration.durabilityWakeup = wakeup
         let logger = self.logger
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
+            // A sender's commands are applied in its order: one that arrives ahead of an earlier one
+            // still being retried (after a restart of this queue) is answered "retry later".
+            let window = engine.projection.recentCommands
+            if window.skipsAhead(command.id) && !window.isFarAhead(command.id) {
+                return .retryLater("command \(command.id) arrived before \(command.id.origin):\(window.highest(of: command.id.origin) + 1); send it again after the earlier ones")
+            }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
             let outcome = try engine.handle(command, timestamp: LiveClock.wallNanoseconds() - startedAt)
             let records = outcome.records.map(BusRecord.init)

@@ -301,6 +301,15 @@ public struct CommandWindow: Sendable {
     /// Senders remembered.
     public var originCount: Int { windows.count }
 
+    /// True when the number skips past the next one expected from a known origin: an earlier
+    /// command of that sender is still on its way (lost with a queue that restarted and being
+    /// retried). Senders number their commands 1, 2, 3, … and their commands depend on each
+    /// other's effects (a payment on its device's registration), so such a command waits.
+    public func skipsAhead(_ id: CommandID) -> Bool {
+        guard let window = windows[id.origin] else { return false }
+        return id.number > window.highest &+ 1
+    }
+
     /// The highest number applied for an origin (0 for an unknown one).
     public func highest(of origin: String) -> UInt64 { windows[origin]?.highest ?? 0 }
 

@@ -83,7 +83,8 @@ import StoreKitSimulation
             return (processes.first { $0["name"] as? String == name }?["pid"] as? Int).map(Int32.init)
         }
 
-        deinit { try? FileManager.default.removeItem(at: directory) }
+        // SKSIM_KEEP_TEST_RUNS=1 keeps the run directories (logs of every process) for a post-mortem.
+        deinit { if ProcessInfo.processInfo.environment["SKSIM_KEEP_TEST_RUNS"] == nil { try? FileManager.default.removeItem(at: directory) } }
     }
 
     @Test("sksim run completes every purchase over ipc and over tcp, with nothing pending and no violations", arguments: ["ipc", "tcp"])

@@ -189,6 +189,17 @@ import Testing
         #expect(!window.contains(CommandID(origin: "sender-7", number: 69_999)))
     }
 
+    @Test("A command that skips ahead of its sender's next number is recognised (the live queue answers it 'retry later')")
+    func skipsAhead() {
+        var window = CommandWindow(capacity: 64)
+        #expect(!window.skipsAhead(CommandID(origin: "o", number: 9)), "a new sender may start anywhere")
+        window.insert(CommandID(origin: "o", number: 1))
+        #expect(!window.skipsAhead(CommandID(origin: "o", number: 2)))
+        #expect(window.skipsAhead(CommandID(origin: "o", number: 3)), "command 2 is still on its way")
+        window.insert(CommandID(origin: "o", number: 2))
+        #expect(!window.skipsAhead(CommandID(origin: "o", number: 3)))
+    }
+
     @Test("The command window remembers ids per origin within a bounded window")
     func commandWindowIsBounded() {
         var window = CommandWindow(capacity: 64)
