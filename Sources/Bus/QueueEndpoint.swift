@@ -413,20 +413,19 @@ public final class QueueEndpoint {
             if handlerFailure == nil { handlerFailure = error }
             return
         }
-        if case .retryLater(let reason) = outcome.decision {
-            counters.commandsRefusedAsUnavailable += 1
-            acknowledge(routingID, CommandAcknowledgement(status: .unavailable, commandID: command.id, lastSequence: 0, message: reason))
-            return
-        }
-        publishWhenDurable(outcome.appended)
         let status: AcknowledgementStatus
         let message: String
         switch outcome.decision {
         case .accepted: (status, message) = (.accepted, "")
         case .rejected(let reason): (status, message) = (.rejected, reason)
         case .duplicate: (status, message) = (.duplicate, "")
-        case .retryLater: fatalError("answered above")
+        case .retryLater(let reason):
+            // Nothing was recorded: answered at once, the sender sends it again.
+            counters.commandsRefusedAsUnavailable += 1
+            acknowledge(routingID, CommandAcknowledgement(status: .unavailable, commandID: command.id, lastSequence: 0, message: reason))
+            return
         }
+        publishWhenDurable(outcome.appended)
         // A duplicate carries what the original produced, so its ACK waits for that to be published too.
         let acknowledgement = CommandAcknowledgement(status: status, commandID: command.id, lastSequence: outcome.lastSequence, message: message)
         if outcome.lastSequence <= publishedSequence && pendingAcknowledgements.isEmpty {

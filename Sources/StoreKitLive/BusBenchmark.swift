@@ -42,6 +42,26 @@ public enum BusBenchmark {
         public var ratioToBaseline: Double { lifecyclesPerSecond * busMessagesPerLifecycle / rawMessagesPerSecond }
     }
 
+    /// The benchmarks' topology: a queue and a store that decides at once and always purchases;
+    /// the apps are the benchmark's own drivers.
+    public static func topologyText(name: String, events: String = "ipc://{run}/e.ipc", requests: String = "ipc://{run}/r.ipc") -> String {
+        """
+        name: \(name)
+        seed: 1
+        durability: group
+        heartbeatMilliseconds: 250
+        scenario:
+          devices: 1
+          purchasesPerDevice: 0
+          store: {failureProbability: 0, deferralProbability: 0, cancellationProbability: 0, latencyMilliseconds: {minimum: 0, mean: 0}}
+        processes:
+          - {name: queue, role: queue, events: "\(events)", requests: "\(requests)"}
+          - {name: store, role: store}
+          - {name: downloader, role: downloader}
+          - {name: apps, role: observer, devices: "1-1"}
+        """
+    }
+
     public static func run(_ configuration: Configuration, transports: [String] = ["ipc", "tcp"]) throws -> [Measurement] {
         try transports.map { try measure(transport: $0, configuration) }
     }
@@ -60,23 +80,9 @@ public enum BusBenchmark {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let (events, requests) = endpoints(transport, directory, offset: 0)
-        let topologyText = """
-        name: bench-\(transport)
-        seed: 1
-        durability: group
-        heartbeatMilliseconds: 250
-        scenario:
-          devices: 1
-          purchasesPerDevice: 0
-          store: {failureProbability: 0, deferralProbability: 0, cancellationProbability: 0, latencyMilliseconds: {minimum: 0, mean: 0}}
-        processes:
-          - {name: queue, role: queue, events: "\(events)", requests: "\(requests)"}
-          - {name: store, role: store}
-          - {name: downloader, role: downloader}
-          - {name: apps, role: observer, devices: "1-1"}
-        """
         let topologyPath = directory.appendingPathComponent("bench.yaml").path
-        try topologyText.write(toFile: topologyPath, atomically: true, encoding: .utf8)
+        try topologyText(name: "bench-\(transport)", events: events, requests: requests)
+            .write(toFile: topologyPath, atomically: true, encoding: .utf8)
         var children: [Process] = []
         defer {
             for child in children where child.isRunning { child.terminate() }

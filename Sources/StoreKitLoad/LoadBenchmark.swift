@@ -31,24 +31,6 @@ public enum LoadBenchmark {
         }
     }
 
-    public static func topologyText(name: String) -> String {
-        """
-        name: \(name)
-        seed: 1
-        durability: group
-        heartbeatMilliseconds: 250
-        scenario:
-          devices: 1
-          purchasesPerDevice: 0
-          store: {failureProbability: 0, deferralProbability: 0, cancellationProbability: 0, latencyMilliseconds: {minimum: 0, mean: 0}}
-        processes:
-          - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
-          - {name: store, role: store}
-          - {name: downloader, role: downloader}
-          - {name: apps, role: observer, devices: "1-1"}
-        """
-    }
-
     public static func run(_ configuration: Configuration, logger: Logger) throws -> [Measurement] {
         var measurements: [Measurement] = []
         for (index, duration) in configuration.durationsNanoseconds.enumerated() {
@@ -57,7 +39,7 @@ public enum LoadBenchmark {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             let topologyPath = directory.appendingPathComponent("bench.yaml").path
-            try topologyText(name: "bench-load").write(toFile: topologyPath, atomically: true, encoding: .utf8)
+            try BusBenchmark.topologyText(name: "bench-load").write(toFile: topologyPath, atomically: true, encoding: .utf8)
             let topology = try Topology.load(path: topologyPath)
             var options = LoadCoordinator.Options()
             options.plan.model = .open

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitTestKit
 import Testing
 
 /// `sksim load` as a user runs it: real queue, store, downloader and driver processes over
@@ -6,39 +7,12 @@ import Testing
 @Suite(.serialized) struct LoadRunTests {
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    struct Outcome {
-        var status: Int32
-        var output: String
-        var error: String
-        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]) ?? [:] }
-    }
+    typealias Outcome = ProgramOutcome
 
-    static func executable() throws -> URL {
-        let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sksim"),
-            repositoryRoot.appendingPathComponent(".build/debug/sksim"),
-        ]
-        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-            throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "no sksim binary next to the tests; build it first (swift build --build-tests)"])
-        }
-        return found
-    }
+    static func executable() throws -> URL { try SKSimProgram.executable(packageRoot: repositoryRoot) }
 
     static func run(_ executable: String, _ arguments: [String]) throws -> Outcome {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = repositoryRoot
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Outcome(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
-                       error: String(decoding: errorData, as: UTF8.self))
+        try SKSimProgram.run(URL(fileURLWithPath: executable), arguments, in: repositoryRoot)
     }
 
     static func sksim(_ arguments: [String]) throws -> Outcome { try run(try executable().path, arguments) }

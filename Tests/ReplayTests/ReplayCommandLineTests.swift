@@ -1,45 +1,17 @@
 import EventLog
 import Foundation
+import StoreKitTestKit
 import Testing
 
 /// `sksim replay` as a user runs it: real processes, real logs on disk, exit codes.
 @Suite(.serialized) struct ReplayCommandLineTests {
-    struct Outcome {
-        var status: Int32
-        var output: String
-        var error: String
-        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]) ?? [:] }
-    }
+    typealias Outcome = ProgramOutcome
 
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    static func executable() throws -> URL {
-        let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sksim"),
-            repositoryRoot.appendingPathComponent(".build/debug/sksim"),
-        ]
-        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-            throw ReplayTestError("no sksim binary next to the tests; build it first (swift build --build-tests)")
-        }
-        return found
-    }
+    static func executable() throws -> URL { try SKSimProgram.executable(packageRoot: repositoryRoot) }
 
-    static func sksim(_ arguments: [String]) throws -> Outcome {
-        let process = Process()
-        process.executableURL = try executable()
-        process.arguments = arguments
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Outcome(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
-                       error: String(decoding: errorData, as: UTF8.self))
-    }
+    static func sksim(_ arguments: [String]) throws -> Outcome { try SKSimProgram.run(try executable(), arguments) }
 
     final class Scratch {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-replay-\(UUID().uuidString.prefix(8))")

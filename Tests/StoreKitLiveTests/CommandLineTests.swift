@@ -1,29 +1,13 @@
 import Foundation
+import StoreKitTestKit
 import Testing
 
 /// The `sksim` command line as a user runs it: a real process, its output and exit code.
 @Suite(.serialized) struct CommandLineTests {
-    struct Outcome {
-        var status: Int32
-        var output: String
-        var error: String
-    }
+    typealias Outcome = ProgramOutcome
 
     static func sksim(_ arguments: [String], in directory: URL? = nil) throws -> Outcome {
-        let process = Process()
-        process.executableURL = try LiveRunTests.executable()
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = directory }
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Outcome(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
-                       error: String(decoding: errorData, as: UTF8.self))
+        try SKSimProgram.run(try LiveRunTests.executable(), arguments, in: directory)
     }
 
     final class Scratch {

@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import Logging
+import StoreKitTestKit
 import Testing
 import StoreKitModel
 import StoreKitSimulation
@@ -9,14 +10,7 @@ import StoreKitSimulation
 /// End-to-end: real `sksim` processes talking over real ZeroMQ sockets.
 @Suite(.serialized) struct LiveRunTests {
     static func executable() throws -> URL {
-        let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sksim"),
-            TopologyTests.repositoryRoot.appendingPathComponent(".build/debug/sksim"),
-        ]
-        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-            throw RoleProcessError("no sksim binary next to the tests; build it first (swift build --build-tests)")
-        }
-        return found
+        try SKSimProgram.executable(packageRoot: TopologyTests.repositoryRoot)
     }
 
     static func topology(devices: Int, purchases: Int, transport: String, thinkMilliseconds: Int = 5) -> String {

@@ -1,0 +1,73 @@
+import Foundation
+
+/// What a program printed and how it exited.
+public struct ProgramOutcome: Sendable {
+    public var status: Int32
+    public var output: String
+    public var error: String
+
+    public init(status: Int32, output: String, error: String) {
+        self.status = status
+        self.output = output
+        self.error = error
+    }
+
+    /// stdout as one JSON object (empty when it is not one).
+    public var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]) ?? [:] }
+}
+
+/// The `sksim` binary as a user runs it, for end-to-end tests (this package's and users' own).
+public enum SKSimProgram {
+    public struct NotBuilt: Error, CustomStringConvertible {
+        public var description: String { "no sksim binary next to the tests or in .build/debug; build it first (swift build --build-tests)" }
+    }
+
+    /// The binary next to the running tests, or the package's debug build under `packageRoot`.
+    public static func executable(packageRoot: URL) throws -> URL {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sksim"),
+            packageRoot.appendingPathComponent(".build/debug/sksim"),
+        ]
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else { throw NotBuilt() }
+        return found
+    }
+
+    /// Runs `executable` to its end. stdout and stderr are read at the same time, so a program
+    /// that fills one pipe while the other is being read cannot stall.
+    public static func run(_ executable: URL, _ arguments: [String], in directory: URL? = nil) throws -> ProgramOutcome {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = directory }
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let errorReader = ErrorReader(error.fileHandleForReading)
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = errorReader.wait()
+        process.waitUntilExit()
+        return ProgramOutcome(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+                              error: String(decoding: errorData, as: UTF8.self))
+    }
+
+    /// Reads one pipe to its end on a thread of its own.
+    private final class ErrorReader: @unchecked Sendable {
+        private var data = Data()
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ handle: FileHandle) {
+            Thread.detachNewThread { [self] in
+                data = handle.readDataToEndOfFile()
+                done.signal()
+            }
+        }
+
+        func wait() -> Data {
+            done.wait()
+            return data
+        }
+    }
+}
