@@ -32,6 +32,10 @@ public enum CommandSenderError: Error, Sendable, Equatable, CustomStringConverti
     case windowFull(window: Int)
     /// No ACK after every retry.
     case notAcknowledged(commandID: CommandID, endpoint: String, attempts: Int, elapsed: Duration)
+    /// The queue answered "duplicate" for a command this sender sent only once: another client
+    /// used this sender's id (a forged or colliding origin), so the log holds a command this
+    /// sender never sent. Not retryable: the run can no longer be trusted.
+    case duplicateOfUnsentCommand(commandID: CommandID, endpoint: String)
     /// The socket failed.
     case transport(ZeroMQError)
 
@@ -42,6 +46,10 @@ public enum CommandSenderError: Error, Sendable, Equatable, CustomStringConverti
         case .notAcknowledged(let commandID, let endpoint, let attempts, let elapsed):
             "the queue at \(endpoint) did not acknowledge command \(commandID) after \(attempts) attempts over "
                 + "\(Self.seconds(elapsed)) s; is it running?"
+        case .duplicateOfUnsentCommand(let commandID, let endpoint):
+            "the queue at \(endpoint) answered command \(commandID) \"duplicate\" although this sender sent it only once: "
+                + "another client sent a command under this sender's id (a forged or colliding origin), so the log holds "
+                + "a command this sender never sent; the run cannot be trusted (check who can reach the queue's requests endpoint)"
         case .transport(let error):
             "sending a command failed: \(error)"
         }
@@ -57,7 +65,7 @@ public enum CommandSenderError: Error, Sendable, Equatable, CustomStringConverti
 public enum CommandCompletion: Sendable, Equatable {
     /// The queue answered (accepted, rejected, duplicate or malformed).
     case acknowledged(CommandAcknowledgement)
-    /// Every retry went unanswered.
+    /// Every retry went unanswered, or the answer showed that another client used this id.
     case failed(CommandID, CommandSenderError)
 
     public var commandID: CommandID? {
@@ -195,6 +203,12 @@ public final class CommandSender {
                 continue
             }
             outstanding[commandID.number] = nil
+            if acknowledgement.status == .duplicate && pending.attempts == 1 {
+                // Sent once, so no earlier copy of ours can have been applied: someone else's was.
+                completions.append(.failed(commandID, .duplicateOfUnsentCommand(
+                    commandID: commandID, endpoint: configuration.requestsEndpoint)))
+                continue
+            }
             completions.append(.acknowledged(acknowledgement))
         }
     }

@@ -190,7 +190,8 @@ struct RoleCommand<Kind: RoleKindName>: AsyncParsableCommand {
         } catch {
             logger.critical("\(Kind.kind.rawValue) failed", metadata: ["error": "\(describeError(error))"])
             FailureNote.write(describeError(error), process: options.name, runDirectory: directory)
-            throw UserFacingError(describeError(error))
+            let failsTheRun = (error as? RoleProcessError)?.failsTheRun ?? false
+            throw UserFacingError(describeError(error), exitStatus: failsTheRun ? RoleProcess.untrustedRunStatus : 2)
         }
         // An observer stopped before its apps were done must not look finished to `sksim run` (status 0 is "done").
         if outcome == .stopped && Kind.kind == .observer { throw ExitCode(RoleProcess.stoppedStatus) }

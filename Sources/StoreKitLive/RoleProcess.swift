@@ -35,6 +35,9 @@ public final class RoleProcess {
     /// Exit status of an observer process stopped (by a signal, or its supervisor gone) before its
     /// apps were done: 128 + SIGTERM, as a shell reports it.
     public static let stoppedStatus: Int32 = 143
+    /// Exit status of a role that found the run cannot be trusted (another client sent commands
+    /// under its ids): `sksim run` fails the run instead of restarting it.
+    public static let untrustedRunStatus: Int32 = 4
 
     public enum Outcome: Sendable, Equatable {
         /// An observer whose devices are done and settled.
@@ -120,6 +123,9 @@ public final class RoleProcess {
             for completion in try sender.poll(timeout: .zero) {
                 switch completion {
                 case .failed(_, let error):
+                    if case .duplicateOfUnsentCommand = error {
+                        throw RoleProcessError("\(process.name): \(error)", failsTheRun: true)
+                    }
                     throw RoleProcessError("\(process.name): \(error)")
                 case .acknowledged(let acknowledgement) where acknowledgement.status == .rejected || acknowledgement.status == .malformed:
                     rejected += 1
@@ -177,6 +183,11 @@ public final class RoleProcess {
 
 public struct RoleProcessError: Error, CustomStringConvertible {
     public var description: String
-    public init(_ description: String) { self.description = description }
+    /// A restart cannot help (the log holds commands nobody in the run sent): the run fails.
+    public var failsTheRun: Bool
+    public init(_ description: String, failsTheRun: Bool = false) {
+        self.description = description
+        self.failsTheRun = failsTheRun
+    }
 }
 

@@ -238,6 +238,10 @@ public final class Supervisor {
                 logger.info("observer finished", metadata: ["name": "\(child.specification.name)"])
                 continue
             }
+            if child.process.terminationReason == .exit && child.process.terminationStatus == RoleProcess.untrustedRunStatus {
+                // Restarting cannot help: commands nobody in this run sent are in the log.
+                return "the \(child.specification.role.rawValue) process '\(child.specification.name)' stopped the run: \(status)"
+            }
             if child.restarts < options.maximumRestarts {
                 child.restarts += 1
                 logger.warning("\(child.specification.role.rawValue) died; restarting it from the log",

@@ -213,7 +213,11 @@ struct DriverEngine {
             let starting = !stopped && now < loadEnd
             if starting { try startDue(now: now, startMonotonic: startMonotonic, loadEnd: loadEnd, sender: sender) }
             try flushWaiting(sender)
-            for completion in try sender.poll(timeout: .zero) { handle(completion, now: LiveClock.monotonicNanoseconds()) }
+            for completion in try sender.poll(timeout: .zero) {
+                // Another client used this driver's command ids: the log holds commands it never sent.
+                if case .failed(_, let error) = completion, case .duplicateOfUnsentCommand = error { throw error }
+                handle(completion, now: LiveClock.monotonicNanoseconds())
+            }
 
             // Wait for events no longer than until the next start or report is due.
             now = LiveClock.monotonicNanoseconds()

@@ -171,6 +171,41 @@ struct BusTests {
         #expect(handler.appliedCount == 1_000)
     }
 
+    @Test("a sender answered \"duplicate\" for a command it sent once says another client used its id", .timeLimit(.minutes(1)))
+    func duplicateOfUnsentCommandFails() throws {
+        let handler = DedupingHandler()
+        let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }
+        // A forger who read the victim's origin (events are readable by anyone) sends its next id first.
+        let forger = try context.socket(.dealer)
+        defer { forger.close() }
+        try forger.connect(queue.requestsEndpoint)
+        let forged = Command(id: CommandID(origin: "victim.7", number: 1), body: .launchApp(device: "elsewhere"))
+        try forger.send([Array(BusWire.RequestVerb.command.rawValue.utf8), EventCodec.encode(forged)])
+        let forgedAnswer = try #require(try forger.receive(timeout: .seconds(5)))
+        #expect(try CommandAcknowledgement.decode(forgedAnswer).status == .accepted)
+
+        let sender = try CommandSender(context: context, configuration: CommandSenderConfiguration(origin: "victim.7", requestsEndpoint: queue.requestsEndpoint))
+        let first = try sender.submit(.launchApp(device: "mine"))
+        let second = try sender.submit(.launchApp(device: "mine"))
+        var completions: [CommandCompletion] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while completions.count < 2, ContinuousClock.now < deadline { completions += try sender.poll(timeout: .milliseconds(50)) }
+        #expect(completions.count == 2)
+        for completion in completions {
+            switch completion {
+            case .failed(let id, let error):
+                #expect(id == first)
+                #expect(error == .duplicateOfUnsentCommand(commandID: first, endpoint: queue.requestsEndpoint))
+                #expect(error.description.contains("although this sender sent it only once"))
+            case .acknowledged(let acknowledgement):
+                // Its next command, which nobody forged, is applied as usual.
+                #expect(acknowledgement.commandID == second)
+                #expect(acknowledgement.status == .accepted)
+            }
+        }
+        #expect(handler.appliedCount == 2)
+    }
+
     @Test("a sender with no queue retries, then gives up with a clear error", .timeLimit(.minutes(1)))
     func senderGivesUp() throws {
         let endpoint = "ipc:///tmp/bus-nobody-\(UUID().uuidString.prefix(8)).ipc"

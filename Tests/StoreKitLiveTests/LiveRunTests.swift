@@ -3,6 +3,8 @@ import Foundation
 import Logging
 import StoreKitTestKit
 import Testing
+import Bus
+import ZeroMQ
 import StoreKitModel
 import StoreKitSimulation
 @testable import StoreKitLive
@@ -138,6 +140,48 @@ import StoreKitSimulation
         #expect(result.report.violations.isEmpty, "\(result.report.violations)")
         #expect(result.report.totals.purchased + result.report.totals.failed == 4 * 40)
         #expect(try LogMaintenance.verify(directory: run.runDirectory.appendingPathComponent("log")).isIntact)
+    }
+
+    @Test("a forged command under an observer's id fails the run loudly instead of being taken for the observer's own")
+    func forgedCommandFailsTheRun() throws {
+        let run = try BackgroundRun(topologyText: Self.topology(devices: 2, purchases: 400, transport: "ipc", thinkMilliseconds: 20))
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        var configuration = EventSubscriberConfiguration(eventsEndpoint: "ipc://\(run.runDirectory.path)/e.ipc",
+                                                         requestsEndpoint: "ipc://\(run.runDirectory.path)/r.ipc")
+        configuration.silenceTimeout = .seconds(5)
+        let forger = try context.socket(.dealer)
+        defer { forger.close() }
+        try forger.connect(configuration.requestsEndpoint)
+        var subscriber: EventSubscriber?
+        defer { subscriber?.close() }
+        // Anyone can read the events, and with them every sender's origin and highest number.
+        var highest: (origin: String, number: UInt64)?
+        var forgedAccepted = false
+        let deadline = Date().addingTimeInterval(60)
+        while !forgedAccepted && Date() < deadline {
+            if subscriber == nil {
+                guard FileManager.default.fileExists(atPath: run.runDirectory.appendingPathComponent("e.ipc").path) else { usleep(50_000); continue }
+                subscriber = try EventSubscriber(context: context, configuration: configuration)
+            }
+            for recorded in try subscriber!.receive(timeout: .milliseconds(20)) {
+                guard let id = recorded.commandID, id.origin.hasPrefix("observer-1.") else { continue }
+                if id.number > highest?.number ?? 0 { highest = (id.origin, id.number) }
+            }
+            guard let (origin, number) = highest else { continue }
+            let forged = Command(id: CommandID(origin: origin, number: number + 1), body: .launchApp(device: "device-0001"))
+            try forger.send([Array(BusWire.RequestVerb.command.rawValue.utf8), EventCodec.encode(forged)])
+            guard let answer = try forger.receive(timeout: .seconds(2)) else { continue }
+            let status = try CommandAcknowledgement.decode(answer).status
+            forgedAccepted = status == .accepted || status == .rejected  // recorded, either way
+        }
+        #expect(forgedAccepted, "the forger never got a command in")
+        let result = try #require(try run.wait(seconds: 90), "the run did not end within 90 s")
+        let failure = try #require(result.failure, "the run ended as if nothing happened")
+        #expect(failure.contains("observer process 'observer-1' stopped the run"), "\(failure)")
+        #expect(failure.contains("although this sender sent it only once"), "\(failure)")
+        #expect(result.restarts["observer-1"] == nil, "restarting cannot help a run whose log holds forged commands")
+        #expect(result.exitStatus == 2)
     }
 
     @Test("A queue that dies for good (no restarts left) ends the run with an error naming it")
