@@ -2,7 +2,9 @@
 
 1. Kill matrix: `sksim run` of the built-in topology; at a random moment one role (queue, store,
    downloader, or an observer) is killed with SIGKILL. Every run must exit 0 with nothing
-   pending, no violation, and a log that verifies.
+   pending, no violation, and a log that verifies; and every event an independent subscriber
+   (pyzmq, on the run's events endpoint) saw published must be in the log, with the same
+   sequence and timestamp (the queue publishes only what is durable).
 2. Request fuzzer: random and mutated frames to a real queue's ROUTER socket; the queue must stay
    up and keep answering PING, and valid commands sent afterwards must still be applied.
 3. Log mutations: one byte flipped, or the log cut, at a random place of a real log; `log verify`,
@@ -18,7 +20,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import struct
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,6 +37,50 @@ def crashed(result):
     return result.returncode not in (0, 1, 2, 3) or "Fatal error" in result.stderr
 
 
+class PublishedEvents(threading.Thread):
+    """Subscribes to a run's events like any client and remembers (sequence, timestamp) of each."""
+
+    def __init__(self, endpoint):
+        super().__init__(daemon=True)
+        import zmq
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.SUB)
+        self.socket.linger = 0
+        self.socket.setsockopt(zmq.RCVHWM, 0)  # keep everything: this subscriber must not drop
+        self.socket.setsockopt(zmq.SUBSCRIBE, b"evt.")
+        self.socket.connect(endpoint)
+        self.seen = {}
+        self.stopping = False
+
+    def run(self):
+        while not self.stopping:
+            if not self.socket.poll(50):
+                continue
+            frames = self.socket.recv_multipart()
+            if len(frames) == 3 and len(frames[1]) >= 24:
+                _, _, sequence, timestamp = struct.unpack_from("<BB6xQq", frames[1])
+                self.seen[sequence] = timestamp
+
+    def stop(self):
+        self.stopping = True
+        self.join(timeout=5)
+        self.socket.close()
+        self.context.term()
+
+
+def missing_from_log(seen, out):
+    """The published events that the log does not hold with the same sequence and timestamp."""
+    listing = sksim("log", "cat", "--json", out)
+    logged = {}
+    for line in listing.stdout.splitlines():
+        try:
+            record = json.loads(line)
+            logged[record["sequence"]] = record["timestamp"]
+        except (ValueError, KeyError):
+            continue
+    return [sequence for sequence, timestamp in sorted(seen.items()) if logged.get(sequence) != timestamp]
+
+
 def kill_matrix(trials, rng, scratch):
     roles = ["queue", "store", "downloader", "observer-1"]
     failures = 0
@@ -45,6 +93,8 @@ def kill_matrix(trials, rng, scratch):
         deadline = time.time() + 30
         while not os.path.exists(run_file) and time.time() < deadline and process.poll() is None:
             time.sleep(0.02)
+        subscriber = PublishedEvents(f"ipc://{out}/queue-events.ipc")
+        subscriber.start()
         time.sleep(rng.uniform(0.05, 1.0))
         pid = None
         try:
@@ -54,8 +104,14 @@ def kill_matrix(trials, rng, scratch):
         except (OSError, StopIteration, ValueError):
             pass  # the run may already be over: still checked below
         output, errors = process.communicate(timeout=300)
+        subscriber.stop()
         verify = sksim("log", "verify", out)
         problems = []
+        missing = missing_from_log(subscriber.seen, out)
+        if missing:
+            problems.append(f"{len(missing)} published events not in the log (first {missing[:5]})")
+        if not subscriber.seen:
+            problems.append("the independent subscriber heard nothing")
         try:
             summary = json.loads(output)
             if summary["transactions"]["pending"] != 0:

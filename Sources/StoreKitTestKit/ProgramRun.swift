@@ -35,26 +35,46 @@ public enum SKSimProgram {
     /// Runs `executable` to its end. stdout and stderr are read at the same time, so a program
     /// that fills one pipe while the other is being read cannot stall.
     public static func run(_ executable: URL, _ arguments: [String], in directory: URL? = nil) throws -> ProgramOutcome {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = directory }
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let errorReader = ErrorReader(error.fileHandleForReading)
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = errorReader.wait()
-        process.waitUntilExit()
-        return ProgramOutcome(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
-                              error: String(decoding: errorData, as: UTF8.self))
+        try start(executable, arguments, in: directory).finish()
+    }
+
+    /// Starts `executable` in the background (a run to kill, interrupt or watch); `finish` waits for it.
+    public static func start(_ executable: URL, _ arguments: [String], in directory: URL? = nil) throws -> StartedProgram {
+        try StartedProgram(executable, arguments, in: directory)
+    }
+
+    /// A program started by `start`, its output read as it comes.
+    public final class StartedProgram {
+        public let process = Process()
+        private let outputReader: PipeReader
+        private let errorReader: PipeReader
+
+        init(_ executable: URL, _ arguments: [String], in directory: URL?) throws {
+            process.executableURL = executable
+            process.arguments = arguments
+            if let directory { process.currentDirectoryURL = directory }
+            let output = Pipe()
+            let error = Pipe()
+            process.standardOutput = output
+            process.standardError = error
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            outputReader = PipeReader(output.fileHandleForReading)
+            errorReader = PipeReader(error.fileHandleForReading)
+        }
+
+        /// Waits for the program to end; what it printed and its status.
+        public func finish() -> ProgramOutcome {
+            let outputData = outputReader.wait()
+            let errorData = errorReader.wait()
+            process.waitUntilExit()
+            return ProgramOutcome(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+                                  error: String(decoding: errorData, as: UTF8.self))
+        }
     }
 
     /// Reads one pipe to its end on a thread of its own.
-    private final class ErrorReader: @unchecked Sendable {
+    final class PipeReader: @unchecked Sendable {
         private var data = Data()
         private let done = DispatchSemaphore(value: 0)
 

@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitLive
 import StoreKitModel
+import StoreKitTestKit
 import Testing
 
 /// `sksim run` as an operator meets it, through the real binary: the built-in topology from any
@@ -9,27 +10,9 @@ import Testing
     typealias Scratch = CommandLineTests.Scratch
 
     /// A started `sksim run` whose output is collected when it ends.
-    final class Started {
-        let process = Process()
-        private let output = Pipe()
-        private let error = Pipe()
-
-        init(_ arguments: [String], in directory: URL) throws {
-            process.executableURL = try LiveRunTests.executable()
-            process.arguments = arguments
-            process.currentDirectoryURL = directory
-            process.standardOutput = output
-            process.standardError = error
-            try process.run()
-        }
-
-        func finish() -> CommandLineTests.Outcome {
-            let outputData = output.fileHandleForReading.readDataToEndOfFile()
-            let errorData = error.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return .init(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
-                         error: String(decoding: errorData, as: UTF8.self))
-        }
+    /// `sksim` started in the background, in `directory`.
+    static func started(_ arguments: [String], in directory: URL) throws -> SKSimProgram.StartedProgram {
+        try SKSimProgram.start(try LiveRunTests.executable(), arguments, in: directory)
     }
 
     /// Waits (bounded) until `condition` holds; false on timeout.
@@ -93,7 +76,7 @@ import Testing
     @Test("Ctrl-C (SIGINT) is reported as interrupted, not as the time limit, and exits 130")
     func interrupted() throws {
         let scratch = Scratch()
-        let run = try Started(["run", "--devices", "40", "--out", scratch.path("run"), "--json"], in: scratch.url)
+        let run = try Self.started(["run", "--devices", "40", "--out", scratch.path("run"), "--json"], in: scratch.url)
         #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("run")) != nil })
         kill(run.process.processIdentifier, SIGINT)
         let outcome = run.finish()
@@ -106,7 +89,7 @@ import Testing
     @Test("kill -9 of sksim run leaves no child running")
     func noOrphans() throws {
         let scratch = Scratch()
-        let run = try Started(["run", "--devices", "40", "--out", scratch.path("run")], in: scratch.url)
+        let run = try Self.started(["run", "--devices", "40", "--out", scratch.path("run")], in: scratch.url)
         #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("run")) != nil })
         let children = try #require(try Self.runFile(scratch.path("run"))).processes.map(\.pid)
         #expect(children.count == 5)
@@ -123,7 +106,7 @@ import Testing
             .replacingOccurrences(of: "ipc://{run}/queue-events.ipc", with: "tcp://127.0.0.1:\(port)")
             .replacingOccurrences(of: "ipc://{run}/queue-requests.ipc", with: "tcp://127.0.0.1:\(port + 1)")
         try topology.write(toFile: scratch.path("tcp.yaml"), atomically: true, encoding: .utf8)
-        let first = try Started(["run", "tcp.yaml", "--devices", "40", "--out", scratch.path("first")], in: scratch.url)
+        let first = try Self.started(["run", "tcp.yaml", "--devices", "40", "--out", scratch.path("first")], in: scratch.url)
         #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("first")) != nil })
         let second = try CommandLineTests.sksim(["run", "tcp.yaml", "--out", scratch.path("second"), "--maximum-restarts", "0"], in: scratch.url)
         kill(first.process.processIdentifier, SIGINT)
