@@ -148,37 +148,10 @@ public final class ReplaySession {
         for pass in 1...passes {
             renamings = options.loopLayout == .oneAfterAnother ? [LoopRenaming(copy: pass)] : (1...options.loop).map { LoopRenaming(copy: $0) }
             if pass > 1 { timeOffset = lastIngestedTimestamp + 1_000_000 }
-            var reconstruction = CommandReconstruction()
-            var group: [RecordedEvent] = []
-            var payloads: [[UInt8]] = []
-            func flush() throws {
-                guard !group.isEmpty else { return }
-                let body = try reconstruction.command(of: group)
-                let unit = RecordedUnit(sequence: group[0].sequence, timestamp: group[0].timestamp, commandID: group[0].commandID,
-                                        events: group, payloads: payloads, body: body,
-                                        source: body.map { CommandSource.of($0) } ?? .header, device: body?.device ?? "")
-                group.removeAll(keepingCapacity: true)
-                payloads.removeAll(keepingCapacity: true)
-                try ingest(unit, firstPass: pass == 1)
-            }
             do {
-                let warning = try recording.forEachRecord { sequence, timestamp, payload in
-                    let recorded: RecordedEvent
-                    do {
-                        recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
-                    } catch {
-                        throw ReplayInputError("\(recording.location): \(error)")
-                    }
-                    if let last = group.last, last.commandID != recorded.commandID || last.commandID == nil { try flush() }
-                    group.append(recorded)
-                    payloads.append(Array(payload))
-                }
-                try flush()
+                let warning = try recording.forEachUnit { unit in try ingest(unit, firstPass: pass == 1) }
                 if let warning { result.warning = warning }
             } catch is StopReading {}
-            catch let failure as CommandReconstruction.Failure {
-                throw ReplayInputError("\(recording.location): \(failure)")
-            }
         }
         draining = true
         try processReady()
