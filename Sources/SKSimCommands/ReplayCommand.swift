@@ -134,6 +134,7 @@ struct ReplayCommand: AsyncParsableCommand {
                 ("kind", .string(divergence.kind.rawValue)),
                 ("sequence", .int(divergence.sequence)),
                 ("device", .string(divergence.device)),
+                ("track", .optional(divergence.track)),
                 ("recorded", divergence.recorded.map(JSONShapes.event) ?? .null),
                 ("replayed", divergence.replayed.map(JSONShapes.event) ?? .null),
                 ("context", divergence.context.map { context in
