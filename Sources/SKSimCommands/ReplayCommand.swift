@@ -21,7 +21,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Argument(help: "A recorded run: its directory or its log folder (from simulate, run, load or replay).") var run: String
     @Argument(help: "With --live: the topology to replay over (default: topology/local.yaml).") var liveTopology: String?
     @Option(help: "Write the replayed run's log to DIR/log (default: the log is compared, not kept).") var out: String?
-    @Option(help: "max (as fast as possible), or K: K times the recorded pace, 1 = real time.") var speed = "max"
+    @Option(help: "max (as fast as possible; the default), or K: K times the recorded pace, 1 = real time (the default with --live).") var speed: String?
     @Option(help: "Observers per device instead of the recorded ones, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")).")
     var observers: String?
     @Option(help: "Compare from this recorded sequence on; the history before it is rebuilt silently.") var from: UInt64?
@@ -33,6 +33,16 @@ struct ReplayCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
 
     func run() async throws {
+        if liveTopology != nil && !live {
+            throw UserFacingError("a second argument (\(liveTopology!)) is only taken with --live; give one recorded run")
+        }
+        if live {
+            do {
+                return try replayLive()
+            } catch let error as ReplayInputError {
+                throw UserFacingError("\(error)")
+            }
+        }
         let outcome: (ReplayResult, ReplaySession, URL?)
         do {
             outcome = try replay()
@@ -41,23 +51,17 @@ struct ReplayCommand: AsyncParsableCommand {
         }
         let (result, session, logDirectory) = outcome
         if json {
-            printLine(Self.json(result, session: session, logDirectory: logDirectory, speed: session.options.speed).serialized())
+            printLine(Self.json(result, recording: session.recording, logDirectory: logDirectory, speed: session.options.speed).serialized())
         } else {
-            printLine(Self.text(result, session: session, logDirectory: logDirectory))
+            printLine(Self.text(result, recording: session.recording, logDirectory: logDirectory))
         }
         if result.divergences > 0 { throw ExitCode(1) }
     }
 
     private func replay() throws -> (ReplayResult, ReplaySession, URL?) {
-        if liveTopology != nil && !live {
-            throw UserFacingError("a second argument (\(liveTopology!)) is only taken with --live; give one recorded run")
-        }
-        if live {
-            throw UserFacingError("--live is not available in this build yet; replay deterministically (without --live)")
-        }
         let recording = try Recording.open(path: run)
         var options = ReplayOptions()
-        options.speed = try Self.parseSpeed(speed)
+        options.speed = try Self.parseSpeed(speed ?? "max")
         if let observers { options.observers = try parseObservers(observers) }
         options.from = from ?? 1
         options.to = to ?? .max
@@ -124,12 +128,13 @@ struct ReplayCommand: AsyncParsableCommand {
 
     static func microseconds(_ nanoseconds: Int64) -> JSONValue { .double((Double(nanoseconds) / 100).rounded() / 10) }
 
-    static func json(_ result: ReplayResult, session: ReplaySession, logDirectory: URL?, speed: Double?) -> JSONValue {
+    static func json(_ result: ReplayResult, recording: Recording, logDirectory: URL?, speed: Double?, extra: [(String, JSONValue)] = []) -> JSONValue {
         let first: JSONValue = result.firstDivergence.map { divergence in
             .object([
                 ("kind", .string(divergence.kind.rawValue)),
                 ("sequence", .int(divergence.sequence)),
                 ("device", .string(divergence.device)),
+                ("track", .optional(divergence.track)),
                 ("recorded", divergence.recorded.map(JSONShapes.event) ?? .null),
                 ("replayed", divergence.replayed.map(JSONShapes.event) ?? .null),
                 ("context", divergence.context.map { context in
@@ -146,9 +151,9 @@ struct ReplayCommand: AsyncParsableCommand {
                      ("lastTenthP99Microseconds", microseconds(value.lastTenthP99Nanoseconds))])
         } ?? .null
         return .object([
-            ("recording", .string(session.recording.location)),
-            ("seed", .unsigned(session.recording.header.seed)),
-            ("runtime", .string(session.recording.header.runtime)),
+            ("recording", .string(recording.location)),
+            ("seed", .unsigned(recording.header.seed)),
+            ("runtime", .string(recording.header.runtime)),
             ("observers", .array(result.observers.map { .string($0.rawValue) })),
             ("speed", speed.map { .double($0) } ?? .string("max")),
             ("events", .int(result.events)),
@@ -167,18 +172,22 @@ struct ReplayCommand: AsyncParsableCommand {
             ("violations", JSONShapes.violations(result.violations)),
             ("logDirectory", logDirectory.map { .string($0.path) } ?? .null),
             ("warning", .optional(result.warning)),
-        ])
+        ] + extra)
     }
 
-    static func text(_ result: ReplayResult, session: ReplaySession, logDirectory: URL?) -> String {
-        let header = session.recording.header
+    static func text(_ result: ReplayResult, recording: Recording, logDirectory: URL?, live: Bool = false) -> String {
+        let header = recording.header
         var lines = [
-            "recording       \(session.recording.location) (seed \(header.seed), \(header.runtime) run, sksim \(header.sksimVersion))",
+            "recording       \(recording.location) (seed \(header.seed), \(header.runtime) run, sksim \(header.sksimVersion))",
             "observers       \(result.observers.map(\.rawValue).joined(separator: ","))",
             String(format: "replayed        %d events (%d compared), %d commands in %.3f s: %.0f events/s",
                    result.events, result.comparedEvents, result.commands, result.seconds, result.eventsPerSecond),
         ]
-        if result.divergences == 0 {
+        if live {
+            lines.append(result.divergences == 0
+                ? "result          no divergence: every device's app-side events, transaction outcome, download, restore and observer's actions match the recording"
+                : "result          \(result.divergences) divergences (tracks that differ): \(result.different) differ in an event, \(result.missing) lack events the recording has, \(result.extra) have events the recording lacks")
+        } else if result.divergences == 0 {
             lines.append(result.identical ? "result          identical: the replayed log is byte for byte the recording"
                                           : "result          no divergence (the log differs from the recording only where asked: header, slice or copies)")
         } else {
@@ -186,6 +195,7 @@ struct ReplayCommand: AsyncParsableCommand {
         }
         if let divergence = result.firstDivergence {
             lines.append("first divergence at #\(divergence.sequence) on \(divergence.device) (\(divergence.kind.rawValue)):")
+            if let track = divergence.track { lines.append("  track         \(track)") }
             lines.append("  recorded      " + (divergence.recorded.map(LogCommand.Cat.text) ?? "nothing"))
             lines.append("  replayed      " + (divergence.replayed.map(LogCommand.Cat.text) ?? "nothing"))
             if let context = divergence.context {

@@ -129,12 +129,13 @@ struct RoleOptions: ParsableArguments {
     @Option(help: "Run directory (log, content, ipc sockets) (default: out/<topology name>).") var runDirectory: String?
     @Option(help: "Seed override, as given to `sksim run --seed` (every process of a run must use the same).") var seed: UInt64?
     @Option(help: "Devices override, as given to `sksim run --devices` (every process of a run must use the same).") var devices: Int?
+    @OptionGroup var liveReplay: LiveReplayChildOptions
     @OptionGroup var verbosity: VerbosityOptions
 
     func resolve() throws -> (Topology, URL, Logger) {
         Shutdown.installSignalHandlers()
         Shutdown.followSupervisor()
-        let topology = try loadTopology(self.topology, seed: seed, devices: devices)
+        let topology = try liveReplay.replayed(loadTopology(self.topology, seed: seed, devices: devices))
         let directory = URL(fileURLWithPath: runDirectory ?? topology.output ?? "out/\(topology.name)", isDirectory: true).standardizedFileURL
         var logger = Logger(label: "sksim.\(name)")
         logger[metadataKey: "process"] = "\(name)"
@@ -186,7 +187,9 @@ struct RoleCommand<Kind: RoleKindName>: AsyncParsableCommand {
         try RoleOptions.create(directory)
         let outcome: RoleProcess.Outcome
         do {
-            outcome = try RoleProcess(topology: topology, name: options.name, runDirectory: directory, logger: logger).run()
+            let roleProcess = try RoleProcess(topology: topology, name: options.name, runDirectory: directory, logger: logger)
+            roleProcess.replacementRole = try options.liveReplay.role(for: process, topology: topology)
+            outcome = try roleProcess.run()
         } catch {
             logger.critical("\(Kind.kind.rawValue) failed", metadata: ["error": "\(describeError(error))"])
             FailureNote.write(describeError(error), process: options.name, runDirectory: directory)

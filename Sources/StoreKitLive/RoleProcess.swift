@@ -21,6 +21,8 @@ public final class RoleProcess {
     /// Commands waiting for room in the sender's window; past this the role is producing
     /// faster than the queue acknowledges, which is a bug worth stopping on.
     public static let maximumWaitingCommands = 100_000
+    /// A role to run instead of the topology's (a live replay plays recorded users, store and downloader).
+    public var replacementRole: Role?
 
     public init(topology: Topology, name: String, runDirectory: URL, logger: Logger) throws {
         self.topology = topology
@@ -49,6 +51,7 @@ public final class RoleProcess {
     /// The role, over this process's environment: its own choices (drawn from the seed and the
     /// process's name) and real content files under the run directory.
     private func makeRole() -> Role {
+        if let replacementRole { return replacementRole }
         let factory = RoleFactory(scenario: topology.scenario, choices: SeededChoices(seed: topology.scenario.seed, stream: process.name),
                                   content: FileContentStorage(root: runDirectory))
         switch process.role {

@@ -1,4 +1,5 @@
 import StoreKitModel
+import StoreKitRuntime
 
 /// Who decided a recorded command, which says how a replay treats it.
 public enum CommandSource: String, Sendable, Hashable {
@@ -151,5 +152,44 @@ struct CommandReconstruction {
         let firstIndex = restoredSoFar[key] ?? 0
         restoredSoFar[key] = isLast ? nil : firstIndex + originals.count
         return .completeRestore(device: device, restore: restore, firstIndex: firstIndex, originals: originals, isLast: isLast)
+    }
+}
+
+extension Recording {
+    /// Reads the recording as units (one command's events each, the command rebuilt), in log
+    /// order. Returns the torn-tail warning, if any (see `forEachRecord`).
+    @discardableResult
+    public func forEachUnit(_ body: (RecordedUnit) throws -> Void) throws -> String? {
+        var reconstruction = CommandReconstruction()
+        var group: [RecordedEvent] = []
+        var payloads: [[UInt8]] = []
+        func flush() throws {
+            guard !group.isEmpty else { return }
+            let command: CommandBody?
+            do {
+                command = try reconstruction.command(of: group)
+            } catch let failure as CommandReconstruction.Failure {
+                throw ReplayInputError("\(location): \(failure)")
+            }
+            let unit = RecordedUnit(sequence: group[0].sequence, timestamp: group[0].timestamp, commandID: group[0].commandID,
+                                    events: group, payloads: payloads, body: command,
+                                    source: command.map { CommandSource.of($0) } ?? .header, device: command?.device ?? "")
+            group.removeAll(keepingCapacity: true)
+            payloads.removeAll(keepingCapacity: true)
+            try body(unit)
+        }
+        let warning = try forEachRecord { sequence, timestamp, payload in
+            let recorded: RecordedEvent
+            do {
+                recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
+            } catch {
+                throw ReplayInputError("\(location): \(error)")
+            }
+            if let last = group.last, last.commandID != recorded.commandID || last.commandID == nil { try flush() }
+            group.append(recorded)
+            payloads.append(Array(payload))
+        }
+        try flush()
+        return warning
     }
 }

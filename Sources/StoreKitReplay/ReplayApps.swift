@@ -42,7 +42,7 @@ final class ReplayApps {
     /// New observer instances for a launch, as the simulator's apps make them (quitting loses
     /// the old ones and their memory), named as it names them so unchanged observers attach
     /// under the recorded names.
-    private func makeObservers() -> [BuiltInObserver] {
+    static func makeObservers(_ behaviors: [ObserverBehavior]) -> [BuiltInObserver] {
         behaviors.enumerated().map { index, behavior in
             BuiltInObserver(name: "\(behavior.rawValue)-\(index + 1)", behavior: behavior, storage: nil)
         }
@@ -62,7 +62,7 @@ final class ReplayApps {
     func afterUserAction(_ body: CommandBody) {
         guard case .launchApp(let name) = body else { return }
         let app = device(name)
-        let observers = makeObservers()
+        let observers = Self.makeObservers(behaviors)
         app.lateObservers = observers.filter(\.behavior.attachesLate)
         for observer in observers where !observer.behavior.attachesLate { app.queue.add(observer) }
     }

@@ -22,6 +22,10 @@ public struct ReplayOptions: Sendable {
     /// How far ahead, in recorded time, a command the replayed observers send may find the
     /// recorded command it stands for (the recorded reaction latency is always far below it).
     public var matchHorizonNanoseconds: Int64 = 1_000_000_000
+    /// How far ahead (recorded time) a command the replayed observers sent is looked for after a
+    /// quit of the recorded app: one the recorded app made only after relaunching, having heard
+    /// its cause late (a lost event caught up after the quit). The recording is read this far ahead.
+    public var relaunchHorizonNanoseconds: Int64 = 5_000_000_000
     /// At most this many recorded commands are held ahead of the one being replayed.
     public var lookaheadUnits = 16_384
     /// Most commands the observers may send in reaction to one command (a runaway observer

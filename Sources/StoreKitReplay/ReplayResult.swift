@@ -24,6 +24,8 @@ public struct Divergence: Sendable {
     public var context: DivergenceContext?
     /// Replayed commands handled before this point (where the context is taken).
     var handledBefore: Int
+    /// Live replays: the track that differs (see `LiveComparison`).
+    public var track: String? = nil
 }
 
 /// The device's preceding events and its projection at the point of a divergence.

@@ -148,37 +148,10 @@ public final class ReplaySession {
         for pass in 1...passes {
             renamings = options.loopLayout == .oneAfterAnother ? [LoopRenaming(copy: pass)] : (1...options.loop).map { LoopRenaming(copy: $0) }
             if pass > 1 { timeOffset = lastIngestedTimestamp + 1_000_000 }
-            var reconstruction = CommandReconstruction()
-            var group: [RecordedEvent] = []
-            var payloads: [[UInt8]] = []
-            func flush() throws {
-                guard !group.isEmpty else { return }
-                let body = try reconstruction.command(of: group)
-                let unit = RecordedUnit(sequence: group[0].sequence, timestamp: group[0].timestamp, commandID: group[0].commandID,
-                                        events: group, payloads: payloads, body: body,
-                                        source: body.map { CommandSource.of($0) } ?? .header, device: body?.device ?? "")
-                group.removeAll(keepingCapacity: true)
-                payloads.removeAll(keepingCapacity: true)
-                try ingest(unit, firstPass: pass == 1)
-            }
             do {
-                let warning = try recording.forEachRecord { sequence, timestamp, payload in
-                    let recorded: RecordedEvent
-                    do {
-                        recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
-                    } catch {
-                        throw ReplayInputError("\(recording.location): \(error)")
-                    }
-                    if let last = group.last, last.commandID != recorded.commandID || last.commandID == nil { try flush() }
-                    group.append(recorded)
-                    payloads.append(Array(payload))
-                }
-                try flush()
+                let warning = try recording.forEachUnit { unit in try ingest(unit, firstPass: pass == 1) }
                 if let warning { result.warning = warning }
             } catch is StopReading {}
-            catch let failure as CommandReconstruction.Failure {
-                throw ReplayInputError("\(recording.location): \(failure)")
-            }
         }
         draining = true
         try processReady()
@@ -199,7 +172,7 @@ public final class ReplaySession {
             if unit.sequence > options.to {
                 // Read a little past the slice, so that commands sent near its end find their place.
                 unitsBeyondSlice += 1
-                if unit.timestamp + timeOffset > lastInSliceTimestamp + options.matchHorizonNanoseconds || unitsBeyondSlice > options.lookaheadUnits {
+                if unit.timestamp + timeOffset > lastInSliceTimestamp + options.relaunchHorizonNanoseconds || unitsBeyondSlice > options.lookaheadUnits {
                     throw StopReading()
                 }
             } else {
@@ -225,7 +198,7 @@ public final class ReplaySession {
         while head < window.count {
             let ahead = window.count - head
             guard draining || ahead > options.lookaheadUnits
-                    || lastIngestedTimestamp - window[head].unit.timestamp > options.matchHorizonNanoseconds else { break }
+                    || lastIngestedTimestamp - window[head].unit.timestamp > options.relaunchHorizonNanoseconds else { break }
             try processHead()
             if head >= 4_096 && head * 2 >= window.count {
                 window.removeFirst(head)
@@ -369,7 +342,7 @@ public final class ReplaySession {
         for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) {
             // Before the slice the recording is the truth: what it has no place for is not sent;
             // nor is what the recorded app lost as it quit, and the app does not remember it either.
-            if compared && !appGoneAhead(body.device) {
+            if compared && !appGoneAhead(body.device) && !madeAgainAfterRelaunch(body) {
                 reactions.append(body)
             } else {
                 apps.withdraw(body, device: device)
@@ -444,7 +417,28 @@ public final class ReplaySession {
             guard slot.unit.device == device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
             if case .terminateApp = slot.unit.body { return true }
             if slot.unit.commandID?.origin != current { return true }
-            if slot.unit.source == .observer { return false }
+            // Attaching is the app's launch, not its observers reacting to what they heard.
+            if case .attachObserver = slot.unit.body { continue }
+            // A recorded command the replay already made is a reaction to an earlier event: it does
+            // not show that the recorded app heard this one.
+            if slot.unit.source == .observer && slot.claimed == nil { return false }
+        }
+        return false
+    }
+
+    /// True when the recorded app quits (or its process is replaced) and only afterwards makes this
+    /// very command: it heard the cause late (a lost event caught up after the quit), so it acted
+    /// after relaunching. The replayed app forgets it now and makes it again after its relaunch.
+    private func madeAgainAfterRelaunch(_ body: CommandBody) -> Bool {
+        guard let current = appOrigin[body.device] else { return false }
+        let horizon = now + options.relaunchHorizonNanoseconds
+        var quit = false
+        for slot in window[head...] {
+            if slot.unit.timestamp > horizon { return false }
+            guard slot.unit.device == body.device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
+            if case .terminateApp = slot.unit.body { quit = true }
+            if slot.unit.commandID?.origin != current { quit = true }
+            if quit, slot.unit.source == .observer, slot.claimed == nil, Self.matches(body, slot.unit.body!) { return true }
         }
         return false
     }

@@ -164,15 +164,6 @@ import Testing
         if kind == "damaged" || kind == "version" { #expect(outcome.error.contains(".segment")) }
         if !(kind == "missing" || kind == "file") { #expect(try Self.snapshot(target) == before) }
     }
-
-    @Test("--live is refused with a clear line until it is implemented")
-    func liveRefused() throws {
-        let scratch = Scratch()
-        #expect(try Self.sksim(["simulate", "--devices", "1", "--seed", "25", "--out", scratch.path("rec")]).status == 0)
-        let outcome = try Self.sksim(["replay", scratch.path("rec"), "--live"])
-        #expect(outcome.status == 2)
-        #expect(outcome.error.contains("--live"))
-    }
 }
 
 struct ReplayTestError: Error, CustomStringConvertible {

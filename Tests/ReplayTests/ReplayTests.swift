@@ -77,6 +77,20 @@ final class SteppingClock: ReplayClock {
         }
     }
 
+    /// Seeds whose recorded apps heard an event late (lost, caught up after a quit) and so acted on
+    /// it only after relaunching, or never: they diverged before the replay learnt to tell.
+    @Test("Faulty-network recordings whose apps heard events late replay byte for byte", arguments: [UInt64(77), 112, 135, 187, 199, 200, 231, 387])
+    func lateHearingReplaysIdentically(seed: UInt64) throws {
+        let recording = try recordInMemory(seed: seed, devices: 3, purchases: 8) { scenario in
+            scenario.apps.relaunchProbability = 0.2
+            scenario.network.duplicateProbability = 0.1
+            scenario.network.lossProbability = 0.05
+            scenario.network.crashProbability = 0.002
+        }
+        let result = try ReplaySession(recording: recording).run()
+        #expect(result.identical && result.divergences == 0, "seed \(seed): \(String(describing: result.firstDivergence))")
+    }
+
     @Test("Another observer diverges where the recorded observer first attached, with the device's context")
     func changedObserverDiverges() throws {
         let recording = try recordInMemory(seed: 3)

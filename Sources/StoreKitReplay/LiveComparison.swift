@@ -1,0 +1,216 @@
+import StoreKitModel
+import StoreKitRuntime
+
+/// Compares a live replay's log with its recording by what must hold when timing is real.
+///
+/// Live, the queue hears the processes' commands in an order real time decides: a store
+/// decision of one transaction and a download report of another may come in either order, and
+/// restored transactions may take other numbers. So the logs are not compared record by record
+/// but as *tracks*, each a sequence whose order one sender or one causal chain fixes:
+///
+/// * a device's app-side events: registered, launched, quit, observers attached and detached,
+///   payments allowed, payments added, restores started, and refusals of those commands (one
+///   app process sends them, in order);
+/// * a transaction's outcome and end: deferred, purchased, failed or restored, finished (the
+///   final state), and refusals of commands about it;
+/// * a download's events: started, each progress, paused, resumed, finished, failed, cancelled;
+/// * a restore's end: finished or failed;
+/// * what one observer did about one transaction or restore (its app actions).
+///
+/// Transactions are named by identity (the device's n-th payment, the n-th transaction of a
+/// restore), never by the number the queue gave them. Events are compared by what they say,
+/// without their command id, timestamp, key number or content path. A track that differs is
+/// one divergence: `different` where both logs have an event at the first difference,
+/// `missing` where only the recording has one, `extra` where only the replay has one.
+public struct LiveComparison {
+    public enum Track: Hashable, Sendable, CustomStringConvertible {
+        case device(String)
+        case transaction(TransactionIdentity)
+        case download(TransactionIdentity, index: Int)
+        case restore(device: String, restore: UInt64)
+        case observer(device: String, observer: String, subject: String)
+
+        public var device: String {
+            switch self {
+            case .device(let device), .restore(let device, _), .observer(let device, _, _): device
+            case .transaction(let identity), .download(let identity, _): identity.device
+            }
+        }
+
+        public var description: String {
+            switch self {
+            case .device(let device): "\(device)'s app-side events"
+            case .transaction(let identity): "the outcome of \(identity)"
+            case .download(let identity, let index): "download \(index) of \(identity)"
+            case .restore(let device, let restore): "the end of \(device)'s restore \(restore)"
+            case .observer(_, let observer, let subject): "what \(observer) did about \(subject)"
+            }
+        }
+    }
+
+    struct Entry {
+        var signature: String
+        var event: RecordedEvent
+    }
+
+    /// Tracks of one log, in the order they first appear.
+    struct Tracks {
+        var order: [Track] = []
+        var entries: [Track: [Entry]] = [:]
+        var identities = TransactionIdentities()
+        var records = 0
+        var commands = 0
+        private var lastCommand: CommandID?
+
+        mutating func add(_ recorded: RecordedEvent) {
+            records += 1
+            if let id = recorded.commandID, id != lastCommand { commands += 1 }
+            lastCommand = recorded.commandID
+            _ = identities.learn(recorded.event)
+            guard let (track, signature) = LiveComparison.classify(recorded.event, identities) else { return }
+            if entries[track] == nil { order.append(track) }
+            entries[track, default: []].append(Entry(signature: signature, event: recorded))
+        }
+    }
+
+    public struct Outcome: Sendable {
+        public var tracks = 0
+        public var differingTracks: [Track] = []
+        public var result = ReplayResult()
+    }
+
+    /// Reads both logs (each at most `LiveReplayPlan.maximumRecords` records) and compares them.
+    public static func compare(recording: Recording, replayed: Recording) throws -> Outcome {
+        let recorded = try read(recording)
+        let live = try read(replayed)
+        var outcome = Outcome()
+        var result = ReplayResult()
+        result.events = live.records
+        result.comparedEvents = recorded.records
+        result.commands = live.commands
+        var first: (position: UInt64, divergence: Divergence)?
+        let tracks = recorded.order + live.order.filter { recorded.entries[$0] == nil }
+        outcome.tracks = tracks.count
+        for track in tracks {
+            let was = recorded.entries[track] ?? []
+            let now = live.entries[track] ?? []
+            let common = min(was.count, now.count)
+            guard let index = (0..<common).first(where: { was[$0].signature != now[$0].signature }) ?? (was.count == now.count ? nil : common)
+            else { continue }
+            outcome.differingTracks.append(track)
+            let kind: Divergence.Kind = index < was.count && index < now.count ? .different : index < was.count ? .missing : .extra
+            switch kind {
+            case .different: result.different += 1
+            case .missing: result.missing += 1
+            case .extra: result.extra += 1
+            }
+            // Where in the replayed log it happened: at its event, or after the track's last one there.
+            let position = index < now.count ? now[index].event.sequence : (index > 0 ? now[index - 1].event.sequence + 1 : UInt64(live.records) + 1)
+            if first == nil || position < first!.position {
+                first = (position, Divergence(kind: kind, sequence: position, recorded: index < was.count ? was[index].event : nil,
+                                              replayed: index < now.count ? now[index].event : nil, device: track.device,
+                                              context: nil, handledBefore: 0, track: track.description))
+            }
+        }
+        if var divergence = first?.divergence {
+            divergence.context = try context(in: replayed, device: divergence.device, before: divergence.sequence)
+            result.firstDivergence = divergence
+        }
+        outcome.result = result
+        return outcome
+    }
+
+    private static func read(_ recording: Recording) throws -> Tracks {
+        var tracks = Tracks()
+        try recording.forEachRecord { sequence, timestamp, payload in
+            guard tracks.records < LiveReplayPlan.maximumRecords else {
+                throw ReplayInputError("\(recording.location) has more than \(LiveReplayPlan.maximumRecords) records, more than a live comparison holds")
+            }
+            do {
+                tracks.add(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
+            } catch {
+                throw ReplayInputError("\(recording.location): \(error)")
+            }
+        }
+        return tracks
+    }
+
+    /// The device's last events before `sequence` in the replayed log, and its projection there.
+    private static func context(in log: Recording, device: String, before sequence: UInt64) throws -> DivergenceContext {
+        var projection = QueueProjection(commandWindow: 64)
+        var preceding: [RecordedEvent] = []
+        try log.forEachRecord(through: sequence > 1 ? sequence - 1 : 0) { sequence, timestamp, payload in
+            let recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
+            projection.apply(recorded)
+            if recorded.event.device == device {
+                preceding.append(recorded)
+                if preceding.count > ReplaySession.contextEvents { preceding.removeFirst() }
+            }
+        }
+        return DivergenceContext(device: device, precedingEvents: preceding, state: projection.device(device))
+    }
+
+    /// The track an event belongs to and what it says there (nil: not compared, the header).
+    static func classify(_ event: Event, _ identities: TransactionIdentities) -> (Track, String)? {
+        func transaction(_ key: TransactionKey) -> Track {
+            identities.identity(of: key).map { .transaction($0) } ?? .device(key.device)
+        }
+        func download(_ key: DownloadKey) -> Track {
+            identities.identity(of: key.transaction).map { .download($0, index: key.index) } ?? .device(key.transaction.device)
+        }
+        func subject(_ key: TransactionKey) -> String { identities.identity(of: key)?.description ?? "an unknown transaction" }
+        switch event {
+        case .runStarted: return nil
+        case .deviceRegistered(let device, let account): return (.device(device), "registered to \(account)")
+        case .appLaunched(let device): return (.device(device), "launched")
+        case .appTerminated(let device): return (.device(device), "quit")
+        case .observerAttached(let device, let observer): return (.device(device), "attached \(observer)")
+        case .observerDetached(let device, let observer): return (.device(device), "detached \(observer)")
+        case .paymentsAllowedChanged(let device, let allowed): return (.device(device), "payments allowed \(allowed)")
+        case .transactionAdded(let key, let payment):
+            return (.device(key.device), "added \(payment.productIdentifier) ×\(payment.quantity)")
+        case .restoreStarted(let device, let restore, _): return (.device(device), "restore \(restore) started")
+        case .transactionDeferred(let key): return (transaction(key), "deferred")
+        case .transactionPurchased(let key, _, let downloads, let charged):
+            return (transaction(key), "purchased\(charged ? "" : " (not charged)") with \(downloads.count) downloads")
+        case .transactionFailed(let key, let error): return (transaction(key), "failed: \(error.code)")
+        case .transactionRestored(let key, _, _, let original, let downloads):
+            return (transaction(key), "restored \(original.payment.productIdentifier) with \(downloads.count) downloads")
+        case .transactionFinished(let key): return (transaction(key), "finished")
+        case .restoreFinished(let device, let restore): return (.restore(device: device, restore: restore), "finished")
+        case .restoreFailed(let device, let restore, let error): return (.restore(device: device, restore: restore), "failed: \(error.code)")
+        case .downloadStarted(let key): return (download(key), "started")
+        case .downloadProgressed(let key, let progress, _): return (download(key), "progress \(progress)")
+        case .downloadPaused(let key): return (download(key), "paused")
+        case .downloadResumed(let key): return (download(key), "resumed")
+        case .downloadFinished(let key, _): return (download(key), "finished")
+        case .downloadFailed(let key, let error): return (download(key), "failed: \(error.code)")
+        case .downloadCancelled(let key): return (download(key), "cancelled")
+        case .appActionRecorded(let action):
+            switch action {
+            case .contentGranted(let key, let observer, let product):
+                return (.observer(device: key.device, observer: observer, subject: subject(key)), "granted \(product)")
+            case .contentKept(let key, let observer):
+                return (.observer(device: key.transaction.device, observer: observer, subject: subject(key.transaction)), "kept download \(key.index)")
+            case .restoreShownDone(let device, let restore, let observer):
+                return (.observer(device: device, observer: observer, subject: "restore \(restore)"), "showed the restore done")
+            case .failureShown(let key, let observer):
+                return (.observer(device: key.device, observer: observer, subject: subject(key)), "showed the failure")
+            }
+        case .commandRejected(let body, let rejection):
+            let said = "\(body.name) refused: \(rejection.code)"
+            switch body {
+            case .decidePurchase(let key, _), .finishTransaction(let key): return (transaction(key), said)
+            case .reportDownloadProgress(let key, _, _), .completeDownload(let key, _), .failDownload(let key, _): return (download(key), said)
+            case .startDownloads(let keys), .pauseDownloads(let keys), .resumeDownloads(let keys), .cancelDownloads(let keys):
+                return (keys.first.map(download) ?? .device(body.device), said)
+            case .completeRestore(let device, let restore, _, _, _), .failRestore(let device, let restore, _):
+                return (.restore(device: device, restore: restore), said)
+            case .recordAppAction(let action):
+                return (.observer(device: action.device, observer: action.observer, subject: "refused actions"), said)
+            default:
+                return (.device(body.device), said)
+            }
+        }
+    }
+}

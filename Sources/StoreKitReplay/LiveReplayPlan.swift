@@ -1,0 +1,207 @@
+import StoreKitModel
+import StoreKitRoles
+
+/// A transaction named by what the users and the store did, not by the number the queue gave
+/// it. In a live run a restore's transactions and a user's payment may reach the queue in
+/// another order than recorded, and take each other's numbers; the n-th payment a device
+/// added, or the n-th transaction of its k-th restore, is the same transaction in both runs.
+public enum TransactionIdentity: Hashable, Sendable, CustomStringConvertible {
+    /// The device's `ordinal`-th added payment (1-based).
+    case added(device: String, ordinal: Int)
+    /// The `ordinal`-th transaction (1-based) restored by the device's restore `restore`.
+    case restored(device: String, restore: UInt64, ordinal: Int)
+
+    public var device: String {
+        switch self {
+        case .added(let device, _), .restored(let device, _, _): device
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .added(let device, let ordinal): "\(device) payment \(ordinal)"
+        case .restored(let device, let restore, let ordinal): "\(device) restore \(restore) transaction \(ordinal)"
+        }
+    }
+}
+
+/// Learns which key the queue gave each transaction identity, from the events of one log.
+struct TransactionIdentities {
+    private struct RestoreName: Hashable {
+        var device: String
+        var restore: UInt64
+    }
+
+    private var addedCount: [String: Int] = [:]
+    private var restoredCount: [RestoreName: Int] = [:]
+    private var identities: [TransactionKey: TransactionIdentity] = [:]
+
+    /// Notes a transaction's first event; returns its identity then (nil for every other event).
+    mutating func learn(_ event: Event) -> TransactionIdentity? {
+        let identity: TransactionIdentity
+        let key: TransactionKey
+        switch event {
+        case .transactionAdded(let added, _):
+            key = added
+            addedCount[added.device, default: 0] += 1
+            identity = .added(device: added.device, ordinal: addedCount[added.device]!)
+        case .transactionRestored(let restored, let restore, _, _, _):
+            key = restored
+            let name = RestoreName(device: restored.device, restore: restore)
+            restoredCount[name, default: 0] += 1
+            identity = .restored(device: restored.device, restore: restore, ordinal: restoredCount[name]!)
+        default:
+            return nil
+        }
+        identities[key] = identity
+        return identity
+    }
+
+    func identity(of key: TransactionKey) -> TransactionIdentity? { identities[key] }
+}
+
+/// A recorded command to send again, `delayNanoseconds` of recorded time after what it answers.
+public struct PlannedReply: Sendable, Hashable {
+    public var delayNanoseconds: Int64
+    public var body: CommandBody
+}
+
+/// One step of a device's app: a user's action, or a late observer attaching (its time is the
+/// app's own choice, known only from the recording).
+public enum PlannedAppStep: Sendable, Hashable {
+    case user(CommandBody)
+    case attachLate(observer: String)
+}
+
+/// What a live replay takes from a recording, for the processes that play the recorded inputs:
+/// each device's users (at their recorded offsets from the first user action), the store's
+/// decisions (after the recorded delay from the payment or restore they answer) and the
+/// content servers' reports (after the recorded delay from the download's start). Keyed by
+/// transaction identity, so they still apply where live timing numbered transactions otherwise.
+public struct LiveReplayPlan: Sendable {
+    public struct RestoreName: Hashable, Sendable {
+        public var device: String
+        public var restore: UInt64
+    }
+
+    public struct DownloadName: Hashable, Sendable {
+        public var transaction: TransactionIdentity
+        public var index: Int
+    }
+
+    /// The recorded scenario (`--observers` applied by the caller).
+    public var scenario: Scenario
+    /// Per device, its app's steps and their offsets from the recording's first user action.
+    public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep)]] = [:]
+    /// The store's decisions of each transaction, timed from the transaction's addition.
+    public var purchaseDecisions: [TransactionIdentity: [PlannedReply]] = [:]
+    /// The store's answers to each restore, timed from the restore's start.
+    public var restoreAnswers: [RestoreName: [PlannedReply]] = [:]
+    /// The content servers' reports of each download, one list per time it was started, each timed from that start.
+    public var downloadReports: [DownloadName: [[PlannedReply]]] = [:]
+    /// Recorded time from the first user action to the last record.
+    public var lengthNanoseconds: Int64 = 0
+    /// Records read.
+    public var records = 0
+
+    /// Live replays hold the plan in memory: the recording's inputs, not its projection.
+    public static let maximumRecords = 2_000_000
+
+    /// Streams `recording` once and keeps its inputs.
+    public init(recording: Recording) throws {
+        do {
+            scenario = try Scenario(header: recording.header)
+        } catch {
+            throw ReplayInputError("\(recording.location): \(error)")
+        }
+        let lateNames = Set(scenario.apps.observers.enumerated().filter { $0.element.attachesLate }.map { "\($0.element.rawValue)-\($0.offset + 1)" })
+        var identities = TransactionIdentities()
+        var addedAt: [TransactionIdentity: Int64] = [:]
+        var restoreStartedAt: [RestoreName: Int64] = [:]
+        var downloadStartedAt: [DownloadName: Int64] = [:]
+        var firstUserTimestamp: Int64?
+        var lastTimestamp: Int64 = 0
+        var count = 0
+        try recording.forEachUnit { unit in
+            count += unit.events.count
+            guard count <= Self.maximumRecords else {
+                throw ReplayInputError("\(recording.location) has more than \(Self.maximumRecords) records, more than a live replay holds; replay it deterministically (without --live), or a slice of it")
+            }
+            lastTimestamp = max(lastTimestamp, unit.events.last?.timestamp ?? unit.timestamp)
+            for recorded in unit.events {
+                if let identity = identities.learn(recorded.event), case .transactionAdded = recorded.event { addedAt[identity] = recorded.timestamp }
+                switch recorded.event {
+                case .restoreStarted(let device, let restore, _):
+                    restoreStartedAt[RestoreName(device: device, restore: restore)] = recorded.timestamp
+                case .downloadStarted(let key):
+                    if let identity = identities.identity(of: key.transaction) {
+                        let name = DownloadName(transaction: identity, index: key.index)
+                        downloadStartedAt[name] = recorded.timestamp
+                        downloadReports[name, default: []].append([])
+                    }
+                default:
+                    break
+                }
+            }
+            guard let body = unit.body else { return }
+            switch unit.source {
+            case .header:
+                break
+            case .user:
+                let first = firstUserTimestamp ?? unit.timestamp
+                firstUserTimestamp = first
+                appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body)))
+            case .observer:
+                if case .attachObserver(let device, let observer) = body, lateNames.contains(observer), let first = firstUserTimestamp {
+                    appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer)))
+                }
+            case .store:
+                switch body {
+                case .decidePurchase(let key, _):
+                    if let identity = identities.identity(of: key), let added = addedAt[identity] {
+                        purchaseDecisions[identity, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - added, body: body))
+                    }
+                case .completeRestore(let device, let restore, _, _, _), .failRestore(let device, let restore, _):
+                    let name = RestoreName(device: device, restore: restore)
+                    if let started = restoreStartedAt[name] {
+                        restoreAnswers[name, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - started, body: body))
+                    }
+                default:
+                    break
+                }
+            case .downloader:
+                switch body {
+                case .reportDownloadProgress(let key, _, _), .completeDownload(let key, _), .failDownload(let key, _):
+                    if let identity = identities.identity(of: key.transaction) {
+                        let name = DownloadName(transaction: identity, index: key.index)
+                        if let started = downloadStartedAt[name], !(downloadReports[name]?.isEmpty ?? true) {
+                            downloadReports[name]![downloadReports[name]!.count - 1]
+                                .append(PlannedReply(delayNanoseconds: unit.timestamp - started, body: body))
+                        }
+                    }
+                default:
+                    break
+                }
+            }
+        }
+        records = count
+        lengthNanoseconds = max(0, lastTimestamp - (firstUserTimestamp ?? 0))
+    }
+
+    /// The devices' steps sorted by offset (a late attachment recorded among user actions keeps its place).
+    func steps(of device: String) -> [(offsetNanoseconds: Int64, step: PlannedAppStep)] { appSteps[device] ?? [] }
+}
+
+extension CommandBody {
+    /// The same command for the transaction the live queue numbered `key` (store and downloader replies).
+    func retargeted(to key: TransactionKey) -> CommandBody {
+        switch self {
+        case .decidePurchase(_, let decision): .decidePurchase(key, decision)
+        case .reportDownloadProgress(let download, let progress, let remaining):
+            .reportDownloadProgress(DownloadKey(transaction: key, index: download.index), progress: progress, timeRemaining: remaining)
+        case .completeDownload(let download, let url): .completeDownload(DownloadKey(transaction: key, index: download.index), contentURL: url)
+        case .failDownload(let download, let error): .failDownload(DownloadKey(transaction: key, index: download.index), error: error)
+        default: self
+        }
+    }
+}

@@ -1,0 +1,247 @@
+import StoreKitModel
+import StoreKitRoles
+
+/// Replies planned from a recording, each sent after its recorded delay (scaled by the pace)
+/// from what it answers; one chain per timer token.
+struct ReplyChains {
+    private var chains: [TimerToken: (start: Int64, replies: ArraySlice<PlannedReply>, key: TransactionKey?)] = [:]
+    let speed: Double
+
+    init(speed: Double) { self.speed = speed }
+
+    func scaled(_ nanoseconds: Int64) -> Int64 { Int64(Double(nanoseconds) / speed) }
+
+    /// Starts a chain at `now`; its first reply's timer.
+    /// `skipping` replies already sent before a restart: the rest follow at once, keeping their spacing.
+    mutating func begin(_ token: TimerToken, now: Int64, replies: [PlannedReply], key: TransactionKey?, skipping: Int = 0) -> [Effect] {
+        guard skipping < replies.count, chains[token] == nil else { return [] }
+        let first = replies[skipping]
+        let start = skipping == 0 ? now : now - scaled(first.delayNanoseconds)
+        chains[token] = (start, replies[skipping...], key)
+        return [.timer(afterNanoseconds: max(0, start + scaled(first.delayNanoseconds) - now), token)]
+    }
+
+    /// Sends every reply of the chain that is due, and sets the timer of the next one.
+    mutating func fire(_ token: TimerToken, now: Int64) -> [Effect] {
+        guard var chain = chains[token] else { return [] }
+        var effects: [Effect] = []
+        while let next = chain.replies.first, chain.start + scaled(next.delayNanoseconds) <= now {
+            chain.replies.removeFirst()
+            effects.append(.send(chain.key.map { next.body.retargeted(to: $0) } ?? next.body))
+        }
+        if let next = chain.replies.first {
+            chains[token] = chain
+            effects.append(.timer(afterNanoseconds: chain.start + scaled(next.delayNanoseconds) - now, token))
+        } else {
+            chains[token] = nil
+        }
+        return effects
+    }
+}
+
+/// The outside world of a live replay: the store's decisions (`kind` `.store`) or the content
+/// servers' reports (`.downloader`) taken from the recording, sent when the live queue reaches
+/// the payment, restore or download they answer, after the recorded delay.
+public final class RecordedWorldRole: Role {
+    public enum Kind: Sendable { case store, downloader }
+
+    public let name: String
+    private let kind: Kind
+    private let plan: LiveReplayPlan
+    private var identities = TransactionIdentities()
+    private var chains: ReplyChains
+    /// Times each download was started, so the n-th start gets the n-th recorded run of reports.
+    private var starts: [DownloadKey: Int] = [:]
+
+    public init(name: String, kind: Kind, plan: LiveReplayPlan, speed: Double) {
+        self.name = name
+        self.kind = kind
+        self.plan = plan
+        chains = ReplyChains(speed: speed)
+    }
+
+    /// What the log showed while catching up (the apps may start before this process): what
+    /// was asked and how many of its replies are in already, so `resume` sends the rest.
+    private var askedBeforeStart: [(event: Event, identity: TransactionIdentity?)] = []
+    private var repliesSeen: [TimerToken: Int] = [:]
+    private var restorePieces: [TimerToken: Set<CommandID>] = [:]
+
+    public func catchUp(_ recorded: RecordedEvent) {
+        let identity = identities.learn(recorded.event)
+        switch recorded.event {
+        case .transactionAdded, .restoreStarted, .downloadStarted:
+            askedBeforeStart.append((recorded.event, identity))
+            if case .downloadStarted(let key) = recorded.event {
+                starts[key, default: 0] += 1
+                repliesSeen[.downloadTick(key, generation: starts[key]!)] = 0
+            }
+        case .transactionDeferred(let key), .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _):
+            repliesSeen[.decidePurchase(key), default: 0] += 1
+        case .transactionRestored(let key, let restore, _, _, _):
+            if let id = recorded.commandID { restorePieces[.answerRestore(device: key.device, restore: restore), default: []].insert(id) }
+        case .restoreFinished(let device, let restore), .restoreFailed(let device, let restore, _):
+            if let id = recorded.commandID { restorePieces[.answerRestore(device: device, restore: restore), default: []].insert(id) }
+        case .downloadProgressed(let key, _, _), .downloadFinished(let key, _), .downloadFailed(let key, _):
+            repliesSeen[.downloadTick(key, generation: starts[key] ?? 0), default: 0] += 1
+        default:
+            break
+        }
+    }
+
+    public func resume(now: Int64) -> [Effect] {
+        var effects: [Effect] = []
+        var startsSoFar: [DownloadKey: Int] = [:]
+        for (event, identity) in askedBeforeStart {
+            switch (kind, event) {
+            case (.store, .transactionAdded(let key, _)):
+                guard let identity, let replies = plan.purchaseDecisions[identity] else { continue }
+                effects += chains.begin(.decidePurchase(key), now: now, replies: replies, key: key, skipping: repliesSeen[.decidePurchase(key)] ?? 0)
+            case (.store, .restoreStarted(let device, let restore, _)):
+                let token = TimerToken.answerRestore(device: device, restore: restore)
+                guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { continue }
+                effects += chains.begin(token, now: now, replies: replies, key: nil, skipping: restorePieces[token]?.count ?? 0)
+            case (.downloader, .downloadStarted(let key)):
+                startsSoFar[key, default: 0] += 1
+                let generation = startsSoFar[key]!
+                guard generation == starts[key], let transaction = identities.identity(of: key.transaction),
+                      let runs = plan.downloadReports[LiveReplayPlan.DownloadName(transaction: transaction, index: key.index)],
+                      generation <= runs.count else { continue }
+                let token = TimerToken.downloadTick(key, generation: generation)
+                effects += chains.begin(token, now: now, replies: runs[generation - 1], key: key.transaction, skipping: repliesSeen[token] ?? 0)
+            default:
+                continue
+            }
+        }
+        askedBeforeStart = []
+        return effects
+    }
+
+    public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        let identity = identities.learn(recorded.event)
+        switch (kind, recorded.event) {
+        case (.store, .transactionAdded(let key, _)):
+            guard let identity, let replies = plan.purchaseDecisions[identity] else { return [] }
+            return chains.begin(.decidePurchase(key), now: now, replies: replies, key: key)
+        case (.store, .restoreStarted(let device, let restore, _)):
+            guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { return [] }
+            return chains.begin(.answerRestore(device: device, restore: restore), now: now, replies: replies, key: nil)
+        case (.downloader, .downloadStarted(let key)):
+            guard let transaction = identities.identity(of: key.transaction),
+                  let runs = plan.downloadReports[LiveReplayPlan.DownloadName(transaction: transaction, index: key.index)] else { return [] }
+            starts[key, default: 0] += 1
+            guard starts[key]! <= runs.count else { return [] }
+            return chains.begin(.downloadTick(key, generation: starts[key]!), now: now, replies: runs[starts[key]! - 1], key: key.transaction)
+        default:
+            return []
+        }
+    }
+
+    public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] { chains.fire(token, now: now) }
+}
+
+/// The apps of a live replay's observer process: the recorded users' actions at their recorded
+/// offsets (scaled by the pace) from the process's start, and the observers under test (the
+/// recorded behaviours, or `--observers`), new at every launch and named as the simulator
+/// names them, hearing the live queue's events.
+public final class ReplayAppsRole: Role {
+    public let name: String
+    private let plan: LiveReplayPlan
+    private let speed: Double
+    private let devices: [String]
+    private var queues: [String: PaymentQueue] = [:]
+    private var lateObservers: [String: [BuiltInObserver]] = [:]
+    private var nextStep: [String: Int] = [:]
+    private var start: Int64 = 0
+    private var gaveUpWaiting = false
+    /// After the recording's last record (scaled), how long a device may stay unsettled before
+    /// the process stops waiting for it (a changed observer that never finishes).
+    public static let settleGraceNanoseconds: Int64 = 3_000_000_000
+    private static let deadlineToken = TimerToken.deviceStep(device: "")
+
+    public init(name: String, plan: LiveReplayPlan, speed: Double, deviceIndices: [Int], choices: ChoiceSource) {
+        self.name = name
+        self.plan = plan
+        self.speed = speed
+        let names = plan.scenario.deviceNames
+        devices = deviceIndices.filter { names.indices.contains($0) }.map { names[$0] }
+        for device in devices {
+            queues[device] = PaymentQueue(device: device, catalog: plan.scenario.catalog, ordering: plan.scenario.apps.ordering, choices: choices)
+            nextStep[device] = 0
+        }
+    }
+
+    private func scaled(_ nanoseconds: Int64) -> Int64 { Int64(Double(nanoseconds) / speed) }
+
+    public func catchUp(_ recorded: RecordedEvent) {
+        guard let device = recorded.event.device, let queue = queues[device] else { return }
+        queue.catchUp(recorded)
+    }
+
+    public func resume(now: Int64) -> [Effect] {
+        start = now
+        var effects: [Effect] = [.timer(afterNanoseconds: scaled(plan.lengthNanoseconds) + Self.settleGraceNanoseconds, Self.deadlineToken)]
+        for device in devices {
+            if let first = plan.steps(of: device).first {
+                effects.append(.timer(afterNanoseconds: scaled(first.offsetNanoseconds), .deviceStep(device: device)))
+            }
+        }
+        return effects
+    }
+
+    public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        guard let device = recorded.event.device, let queue = queues[device] else { return [] }
+        queue.deliver(recorded)
+        return queue.drainOutbox().map { .send($0) }
+    }
+
+    public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
+        if token == Self.deadlineToken {
+            gaveUpWaiting = true
+            return []
+        }
+        guard case .deviceStep(let device) = token, let queue = queues[device] else { return [] }
+        let steps = plan.steps(of: device)
+        var index = nextStep[device] ?? 0
+        while index < steps.count, start + scaled(steps[index].offsetNanoseconds) <= now {
+            perform(steps[index].step, queue: queue, device: device)
+            index += 1
+        }
+        nextStep[device] = index
+        var effects: [Effect] = queue.drainOutbox().map { .send($0) }
+        if index < steps.count {
+            effects.append(.timer(afterNanoseconds: start + scaled(steps[index].offsetNanoseconds) - now, .deviceStep(device: device)))
+        }
+        return effects
+    }
+
+    /// A user's action with its app-side half, as the simulator's apps do it: a launch attaches
+    /// new observers (late ones at their recorded attachment), a quit drops them.
+    private func perform(_ step: PlannedAppStep, queue: PaymentQueue, device: String) {
+        switch step {
+        case .user(.launchApp):
+            queue.enqueue(.launchApp(device: device))
+            let observers = ReplayApps.makeObservers(plan.scenario.apps.observers)
+            lateObservers[device] = observers.filter(\.behavior.attachesLate)
+            for observer in observers where !observer.behavior.attachesLate { queue.add(observer) }
+        case .user(.terminateApp):
+            queue.terminateApp()
+            lateObservers[device] = []
+        case .user(let body):
+            queue.enqueue(body)
+        case .attachLate(let name):
+            guard let index = lateObservers[device]?.firstIndex(where: { $0.observerName == name }) else { return }
+            queue.add(lateObservers[device]!.remove(at: index))
+        }
+    }
+
+    /// Every recorded action is sent and every device settled (nothing unfinished), or the
+    /// recording's length and a grace period have passed.
+    public var isSettled: Bool {
+        devices.allSatisfy { device in
+            guard nextStep[device] ?? 0 >= plan.steps(of: device).count else { return false }
+            if gaveUpWaiting { return true }
+            guard let state = queues[device]?.state else { return false }
+            return state.pending.isEmpty && state.restoresInProgress.isEmpty
+        }
+    }
+}

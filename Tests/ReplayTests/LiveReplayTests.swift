@@ -1,0 +1,90 @@
+import Foundation
+import StoreKitReplay
+import StoreKitTestKit
+import Testing
+
+/// `sksim replay --live`: the topology's real processes over ZeroMQ, a real log on disk.
+@Suite(.serialized) struct LiveReplayTests {
+    typealias CLI = ReplayCommandLineTests
+
+    static let topology = """
+    name: replay-live
+    seed: 11
+    heartbeatMilliseconds: 100
+    scenario:
+      devices: 4
+      purchasesPerDevice: 4
+      observers: [downloadThenFinish, audit]
+      relaunchProbability: 0.2
+      thinkTimeMilliseconds: {minimum: 1, mean: 10}
+      store: {latencyMilliseconds: {minimum: 1, mean: 5}}
+      downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}
+    processes:
+      - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
+      - {name: store, role: store}
+      - {name: downloader, role: downloader}
+      - {name: observer-1, role: observer, devices: "1-2"}
+      - {name: observer-2, role: observer, devices: "3-4"}
+    """
+
+    @Test("A live recording replays live with 0 divergences; with a changed observer it diverges at the first attachment, exit 1; the recording is untouched")
+    func liveReplay() throws {
+        let scratch = CLI.Scratch()
+        try Self.topology.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
+        let run = try CLI.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
+        #expect(run.status == 0, "\(run.output) \(run.error)")
+        let before = try CLI.snapshot(scratch.path("rec/log"))
+
+        let same = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("live.yaml"), "--out", scratch.path("same"), "--json"])
+        #expect(same.status == 0, "\(same.output) \(same.error)")
+        #expect(same.json["divergences"] as? Int == 0, "\(same.output)")
+        #expect(same.json["firstDivergence"] is NSNull)
+        #expect(same.json["events"] as? Int == same.json["comparedEvents"] as? Int)
+        let live = try #require(same.json["live"] as? [String: Any])
+        #expect((live["tracks"] as? Int ?? 0) > 20)
+        #expect(live["settled"] as? Bool == true)
+        #expect(live["processes"] as? Int == 5)
+        #expect(FileManager.default.fileExists(atPath: scratch.path("same/log/queue")))
+        #expect(FileManager.default.fileExists(atPath: scratch.path("same/observer-1.log")))
+
+        let changed = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("live.yaml"), "--observers", "deliverThenFinish",
+                                     "--out", scratch.path("changed"), "--json"])
+        #expect(changed.status == 1, "\(changed.output) \(changed.error)")
+        #expect((changed.json["divergences"] as? Int ?? 0) > 0)
+        let first = try #require(changed.json["firstDivergence"] as? [String: Any])
+        #expect((first["track"] as? String)?.hasSuffix("app-side events") == true, "\(first)")
+        #expect((first["recorded"] as? [String: Any])?["observer"] as? String == "downloadThenFinish-1")
+        #expect((first["replayed"] as? [String: Any])?["observer"] as? String == "deliverThenFinish-1")
+        #expect(try CLI.snapshot(scratch.path("rec/log")) == before)
+    }
+
+    @Test("--live refuses options it does not take, with one clear line and exit 2", arguments: [
+        (["--speed", "max"], "--speed max"),
+        (["--loop", "2"], "--loop"),
+        (["--from", "5"], "--from"),
+        (["--speed", "0"], "--speed '0'"),
+    ])
+    func refusedOptions(arguments: [String], fragment: String) throws {
+        let scratch = CLI.Scratch()
+        #expect(try CLI.sksim(["simulate", "--devices", "1", "--seed", "25", "--out", scratch.path("rec")]).status == 0)
+        let outcome = try CLI.sksim(["replay", scratch.path("rec"), "--live"] + arguments)
+        #expect(outcome.status == 2, "\(outcome.output) \(outcome.error)")
+        #expect(outcome.error.contains(fragment), "\(outcome.error)")
+        #expect(outcome.error.split(separator: "\n").count == 1, "\(outcome.error)")
+        #expect(!FileManager.default.fileExists(atPath: scratch.path("rec/queue.log")))
+    }
+
+    @Test("The live comparison finds nothing between a log and itself, and names the track where another observer's run differs")
+    func comparison() throws {
+        let recording = try recordInMemory(seed: 3)
+        let itself = try LiveComparison.compare(recording: recording, replayed: recording)
+        #expect(itself.result.divergences == 0)
+        #expect(itself.tracks > 20)
+        let other = try LiveComparison.compare(recording: recording, replayed: try recordInMemory(seed: 3, observers: [.deliverThenFinish]))
+        #expect(other.result.divergences > 0)
+        let first = try #require(other.result.firstDivergence)
+        #expect(first.track == "device-0001's app-side events")
+        #expect(first.kind == .different)
+        #expect(first.context?.device == "device-0001")
+    }
+}
