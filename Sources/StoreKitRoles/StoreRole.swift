@@ -178,6 +178,15 @@ public final class StoreRole: Role {
                 scheduled.remove(key)
                 return []
             }
+            // The .storekit file's test settings come first, as in Xcode: failing transactions (F-S2),
+            // then Ask to Buy (F-S1). They are not chances, so they draw nothing.
+            if let failure = catalog.testSettings.purchaseFailure {
+                return [.send(.decidePurchase(key, .failed(failure)))]
+            }
+            if catalog.testSettings.askToBuyEnabled == true {
+                return [.send(.decidePurchase(key, .deferred)),
+                        .timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key))]
+            }
             let draw = choices.unit(.storeOutcome)
             // The zero draw is a plain purchase: the simplest run has no failures.
             let purchaseShare = 1 - behavior.failureProbability - behavior.cancellationProbability - behavior.deferralProbability

@@ -301,3 +301,45 @@ import StoreKitRuntime
         #expect(feed(.transactionAdded(TransactionKey(device: "d", number: 1), Payment(productIdentifier: "com.example.sksim.coins.small"))).isEmpty)
     }
 }
+
+/// A run honours the `.storekit` file's test settings (F-S1, F-S2).
+@Suite struct TestSettingsRunTests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("StoreKitModelTests/Fixtures")
+
+    func run(_ catalog: Catalog) throws -> (RunReport, [Event]) {
+        var scenario = Scenario(seed: 11, devices: 4, catalog: catalog, catalogSource: "test")
+        scenario.apps.purchasesPerDevice = 5
+        scenario.store.approvalProbability = 0.5
+        let storage = MemoryLogStorage()
+        let report = try DeterministicRuntime(scenario: scenario, environment: DeterministicEnvironment(
+            storage: storage, content: VirtualContentStorage(), choices: SeededChoices(seed: 11), logDescription: "memory")).run()
+        var events: [Event] = []
+        try storage.forEachRecord(from: 1) { _, _, payload in events.append(try EventCodec.decodeEvent(Array(payload)).event) }
+        return (report, events)
+    }
+
+    @Test("F-S2: with every setting on, every purchase fails with SKError.unknown and nothing is deferred; without them, it does not")
+    func everySettingOn() throws {
+        var catalog = try Catalog.load(contentsOf: Self.fixtures.appendingPathComponent("every-setting-v5.storekit"))
+        let (report, events) = try run(catalog)
+        #expect(report.violationCount == 0, "\(report.violations)")
+        #expect(report.totals.failed == 20 && report.totals.purchased == 0 && report.totals.deferred == 0)
+        #expect(report.totals.failuresByCode == [.unknown: 20])
+        #expect(events.contains { if case .transactionFailed(_, let error) = $0 { error.message.contains("_failTransactionsEnabled") } else { false } })
+        catalog.testSettings = StoreKitTestSettings()
+        let (plain, _) = try run(catalog)
+        #expect(plain.totals.purchased > 0)
+    }
+
+    @Test("F-S1: with _askToBuyEnabled every purchase is deferred first, then approved or declined (declined stays deferred, F-A1)")
+    func askToBuy() throws {
+        let catalog = try Catalog.load(contentsOf: Self.fixtures.appendingPathComponent("ask-to-buy-v4.storekit"))
+        let (report, _) = try run(catalog)
+        #expect(report.violationCount == 0, "\(report.violations)")
+        #expect(report.totals.deferred == 20)
+        #expect(report.totals.declined > 0 && report.totals.purchased > 0)
+        #expect(report.totals.purchased + report.totals.declined == 20)
+        #expect(report.pending == report.totals.declined)
+    }
+}
