@@ -66,7 +66,7 @@ import Testing
         let products = (1...250).map { "{\"productID\": \"nonconsumable.\($0)\", \"type\": \"NonConsumable\", \"displayPrice\": \"0.99\"}" }
         try "{\"version\": {\"major\": 3, \"minor\": 0}, \"products\": [\(products.joined(separator: ", "))]}"
             .write(toFile: scratch.path("many.storekit"), atomically: true, encoding: .utf8)
-        text = text.replacingOccurrences(of: "  observers: [deliverThenFinish]", with: "  observers: [deliverThenFinish]\n  catalog: many.storekit")
+        text = text.replacingOccurrences(of: "  observers: [deliverThenFinish]", with: "  observers: [deliverThenFinish]\n  catalog: \(scratch.path("many.storekit"))")
         let path = scratch.path("topology.yaml")
         try text.write(toFile: path, atomically: true, encoding: .utf8)
 
