@@ -14,7 +14,8 @@ enum JSONShapes {
     }
 
     static func error(_ error: StoreError) -> JSONValue {
-        .object([("code", .string(String(describing: error.code))), ("message", .string(error.message))])
+        .object([("code", .string(String(describing: error.code))), ("number", .int(Int(error.code.rawValue))),
+                 ("domain", .string(StoreError.domain)), ("message", .string(error.message))])
     }
 
     static func contents(_ contents: [HostedContent]) -> JSONValue {
@@ -77,6 +78,8 @@ enum JSONShapes {
             members += [("download", download(value)), ("error", error(failure))]
         case .appActionRecorded(let action):
             members += appAction(action)
+        case .askToBuyDeclined(let transaction):
+            members += [("transaction", key(transaction))]
         case .commandRejected(let command, let rejection):
             members += [("device", .string(command.device)), ("rejectedCommand", .string(command.name)),
                         ("body", body(command)),
@@ -119,6 +122,7 @@ enum JSONShapes {
             case .purchased(let charged): .object([("outcome", .string("purchased")), ("charged", .bool(charged))])
             case .failed(let failure): .object([("outcome", .string("failed")), ("error", error(failure))])
             case .deferred: .object([("outcome", .string("deferred"))])
+            case .declined: .object([("outcome", .string("declined"))])
             }
             fields = [("transaction", key(value)), ("decision", decisionValue)]
         case .completeRestore(let device, let restore, let firstIndex, let originals, let isLast):
@@ -170,7 +174,11 @@ enum JSONShapes {
         let totals = report.totals
         let transactions: JSONValue = .object([
             ("purchased", .int(totals.purchased)), ("failed", .int(totals.failed)), ("restored", .int(totals.restored)),
-            ("deferred", .int(totals.deferred)), ("finished", .int(totals.finished)), ("pending", .int(report.pending))])
+            ("deferred", .int(totals.deferred)), ("declined", .int(totals.declined)), ("finished", .int(totals.finished)),
+            ("pending", .int(report.pending))])
+        let errors: JSONValue = .object(StoreError.Code.allCases.compactMap { code in
+            totals.failuresByCode[code].map { (String(describing: code), .int($0)) }
+        })
         let downloads: JSONValue = .object([("finished", .int(totals.downloadsFinished)), ("failed", .int(totals.downloadsFailed)),
                                             ("cancelled", .int(totals.downloadsCancelled))])
         let restores: JSONValue = .object([("finished", .int(totals.restoresFinished)), ("failed", .int(totals.restoresFailed))])
@@ -181,6 +189,7 @@ enum JSONShapes {
             ("transactions", transactions),
             ("downloads", downloads),
             ("restores", restores),
+            ("errors", errors),
             ("rejections", .int(totals.rejections)),
             ("duplicateCommands", .int(report.duplicateCommands)),
             ("violations", violations(report.violations)),
@@ -196,9 +205,12 @@ enum JSONShapes {
         var lines = [
             "seed            \(report.seed)",
             "events          \(totals.events) (\(totals.rejections) commands rejected, \(report.duplicateCommands) duplicates ignored)",
-            "transactions    \(totals.purchased) purchased, \(totals.failed) failed, \(totals.restored) restored, \(totals.deferred) deferred, \(totals.finished) finished, \(report.pending) pending",
+            "transactions    \(totals.purchased) purchased, \(totals.failed) failed, \(totals.restored) restored, \(totals.deferred) deferred, \(totals.declined) declined, \(totals.finished) finished, \(report.pending) pending",
             "downloads       \(totals.downloadsFinished) finished, \(totals.downloadsFailed) failed, \(totals.downloadsCancelled) cancelled",
             "restores        \(totals.restoresFinished) finished, \(totals.restoresFailed) failed",
+            "errors          " + (totals.failuresByCode.isEmpty ? "none" : StoreError.Code.allCases.compactMap { code in
+                totals.failuresByCode[code].map { "\($0) \(code) (SKError \(code.rawValue))" }
+            }.joined(separator: ", ")),
             String(format: "simulated time  %.3f s%@", Double(report.simulatedNanoseconds) / 1e9, report.stoppedAtTimeLimit ? " (stopped at the time limit)" : ""),
             "log             \(report.logDirectory)",
         ]

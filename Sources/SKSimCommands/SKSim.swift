@@ -16,7 +16,7 @@ public struct SKSim: AsyncParsableCommand {
             --duration with work pending) and 130 (interrupted). See docs/cli.md.
             """,
         version: sksimVersion,
-        subcommands: [RunCommand.self, SimulateCommand.self, ReplayCommand.self, ExploreCommand.self, LoadCommand.self, DriverCommand.self, TopologyCommand.self, LogCommand.self, BenchCommand.self,
+        subcommands: [RunCommand.self, SimulateCommand.self, ReplayCommand.self, ExploreCommand.self, LoadCommand.self, DriverCommand.self, TopologyCommand.self, CatalogCommand.self, LogCommand.self, BenchCommand.self,
                       QueueCommand.self, RoleCommand<StoreKind>.self, RoleCommand<DownloaderKind>.self,
                       RoleCommand<ObserverKind>.self, KeysCommand.self])
 

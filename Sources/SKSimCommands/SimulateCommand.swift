@@ -29,6 +29,8 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Observers per device, comma-separated (default: downloadThenFinish,audit): "
                                 + ObserverBehavior.allCases.map { "\($0.rawValue): \($0.summary)" }.joined(separator: "; ") + "."))
     var observers: String?
+    @Option(help: "Share of devices (0 to 1) whose user may not authorise payments; their payments fail with paymentNotAllowed, R-Q1 (default: 0).")
+    var restrictedDeviceShare: Double?
     @Option(help: "Log durability: always (fsync each command), group (fsync batches), os (no fsync).") var durability = "group"
     @Flag(help: "Write downloaded content to real files under the output directory (default: virtual content).") var writeContent = false
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
@@ -39,6 +41,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if let purchasesPerDevice { scenario.apps.purchasesPerDevice = purchasesPerDevice }
         if let devicesPerAccount { scenario.apps.devicesPerAccount = devicesPerAccount }
         if let observers { scenario.apps.observers = try parseObservers(observers) }
+        if let restrictedDeviceShare { scenario.apps.restrictedDeviceShare = restrictedDeviceShare }
         if let seed { scenario.seed = seed }
         let directory = outputDirectory(out, prefix: "simulate", seed: scenario.seed)
         let report: RunReport

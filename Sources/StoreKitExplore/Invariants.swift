@@ -113,6 +113,9 @@ public struct AppInvariantMonitor: Sendable {
             restored[RestoreID(device: key.device, number: restore), default: []].append(key)
         case .transactionFailed(let key, _):
             transactions[key]?.state = .failed
+        case .askToBuyDeclined(let key):
+            // Declined stays deferred for good and is never delivered (F-A1): nothing is owed to the user.
+            transactions[key] = nil
         case .downloadStarted(let key):
             update(key) { $0.started = true; $0.state = .active }
         case .downloadProgressed(let key, let progress, _):

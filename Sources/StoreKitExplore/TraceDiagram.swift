@@ -97,6 +97,7 @@ public struct TraceDiagram {
         case .paymentsAllowedChanged(_, let allowed): return "payments allowed \(allowed)"
         case .transactionAdded(let key, let payment): return "\(transaction(key)) purchasing \(product(payment.productIdentifier)) x\(payment.quantity)"
         case .transactionDeferred(let key): return "\(transaction(key)) deferred"
+        case .askToBuyDeclined(let key): return "\(transaction(key)) declined by the parent (stays deferred)"
         case .transactionPurchased(let key, _, let downloads, _):
             return "\(transaction(key)) purchased" + (downloads.isEmpty ? "" : " with \(downloads.count) download(s)")
         case .transactionFailed(let key, let error): return "\(transaction(key)) failed (\(error.code))"

@@ -149,7 +149,8 @@ public struct Topology: Sendable {
 
     private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
         let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers",
-                                                  "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader"])
+                                                  "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader",
+                                                  "restrictedDeviceShare"])
         guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'") }
         var catalog = Catalog.sample
         var catalogSource = "built-in sample"
@@ -168,6 +169,7 @@ public struct Topology: Sendable {
         if let value = keys["purchasesPerDevice"] { scenario.apps.purchasesPerDevice = try value.integer(in: 0...1_000_000) }
         if let value = keys["restoreProbability"] { scenario.apps.restoreProbability = try value.double(in: 0...1) }
         if let value = keys["relaunchProbability"] { scenario.apps.relaunchProbability = try value.double(in: 0...1) }
+        if let value = keys["restrictedDeviceShare"] { scenario.apps.restrictedDeviceShare = try value.double(in: 0...1) }
         if let value = keys["thinkTimeMilliseconds"] {
             let think = try value.mapping(allowedKeys: ["minimum", "mean"])
             scenario.apps.thinkTime = .exponential(minimumMilliseconds: try think["minimum"]?.double(in: 0...3_600_000) ?? 0,

@@ -378,6 +378,10 @@ struct DriverEngine {
             guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.failed, nanoseconds: now - lifecycle.intended)
             queueCommand(.finishTransaction(key))
+        case .askToBuyDeclined(let key):
+            // Declined stays deferred for good (F-A1): the lifecycle is complete, with no stage timed.
+            guard let transaction = transactions.removeValue(forKey: key) else { return }
+            end(transaction.lifecycle, now: now, stage: nil)
         case .restoreStarted(let device, let restore, _):
             guard ours, let number = recorded.commandID?.number, let lifecycle = pendingStarts.removeValue(forKey: number) else { return }
             restores["\(device)#\(restore)"] = lifecycle

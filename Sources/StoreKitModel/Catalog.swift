@@ -7,6 +7,9 @@ public struct Catalog: Sendable, Hashable {
     /// Read-only so the identifier index can never go stale; build a new catalog to change it.
     public private(set) var products: [Product]
     private var indexByIdentifier: [String: Int]
+    /// The test settings of the `.storekit` file it came from (empty for other catalogs), which
+    /// the simulated store honours (docs/storekit-fidelity.md, F-S1 to F-S4).
+    public var testSettings = StoreKitTestSettings()
 
     /// Creates a catalog from products, validating them.
     ///
@@ -25,11 +28,12 @@ public struct Catalog: Sendable, Hashable {
     }
 
     public static func == (lhs: Catalog, rhs: Catalog) -> Bool {
-        lhs.products == rhs.products
+        lhs.products == rhs.products && lhs.testSettings == rhs.testSettings
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(products)
+        hasher.combine(testSettings)
     }
 
     /// Reads a catalog file, choosing the format by extension and content.

@@ -27,7 +27,8 @@ extension Catalog {
     public func nativeCatalogData() -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let document = NativeDocument(format: Self.nativeFormatName, version: Self.nativeFormatVersion, products: products)
+        let document = NativeDocument(format: Self.nativeFormatName, version: Self.nativeFormatVersion, products: products,
+                                      testSettings: testSettings.isEmpty ? nil : testSettings)
         do {
             return try encoder.encode(document)
         } catch {
@@ -40,6 +41,8 @@ extension Catalog {
         var format: String
         var version: Int64
         var products: [Product]
+        /// Absent when empty, so catalogs without settings keep their bytes.
+        var testSettings: StoreKitTestSettings?
     }
 
     static func nativeCatalog(root: JSONNode, baseDirectory: URL?) throws(CatalogError) -> Catalog {
@@ -77,7 +80,11 @@ extension Catalog {
         if let hostedContentNode = try root.child("hostedContent") {
             try attachHostedContent(hostedContentNode, to: &entries)
         }
-        return try Catalog(validating: entries, source: root.source)
+        var catalog = try Catalog(validating: entries, source: root.source)
+        if let settingsNode = try root.child("testSettings") {
+            catalog.testSettings = try nativeTestSettings(settingsNode)
+        }
+        return catalog
     }
 
     /// Imports the `.storekit` file a native catalog refers to; it is validated on its own first
@@ -180,6 +187,29 @@ extension Catalog {
                 entries[position].product.hostedContent.append(try hostedContent(contentNode))
                 entries[position].keyPaths.hostedContent.append(contentNode.keyPath)
             }
+        }
+    }
+
+    /// The `testSettings` member (the names `StoreKitTestSettings` encodes), read through Codable.
+    private static func nativeTestSettings(_ node: JSONNode) throws(CatalogError) -> StoreKitTestSettings {
+        func foundation(_ value: JSONValue) -> Any {
+            switch value {
+            case .null: NSNull()
+            case .bool(let flag): flag
+            case .integer(let number): number
+            case .number(let number): number
+            case .string(let text): text
+            case .array(let items): items.map(foundation)
+            case .object(let members): members.mapValues(foundation)
+            }
+        }
+        _ = try node.object()
+        do {
+            let data = try JSONSerialization.data(withJSONObject: foundation(node.value))
+            return try JSONDecoder().decode(StoreKitTestSettings.self, from: data)
+        } catch {
+            throw node.error(.wrongShape, problem: "The test settings cannot be read (\(error)).",
+                             remedy: "Write testSettings as docs/storekit-fidelity.md shows, e.g. {\"askToBuyEnabled\": true}.")
         }
     }
 }

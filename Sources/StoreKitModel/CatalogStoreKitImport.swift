@@ -6,8 +6,8 @@ extension Catalog {
 
     /// Imports an Xcode StoreKit configuration (`.storekit`, JSON, format versions 1.0 to 5.x).
     ///
-    /// Reads `products`, `nonRenewingSubscriptions` and `subscriptionGroups[].subscriptions[]`;
-    /// every other key (settings, offers, localizations, keys of future versions) is ignored.
+    /// Reads `products`, `nonRenewingSubscriptions`, `subscriptionGroups[].subscriptions[]` and
+    /// the test `settings`; every other key (offers, localizations, keys of future versions) is ignored.
     /// StoreKit configurations carry no hosted content; the native format adds it.
     /// - Parameter source: names the data in error messages, usually the file path.
     public static func importStoreKitConfiguration(_ data: Data, source: String) throws(CatalogError) -> Catalog {
@@ -16,7 +16,9 @@ extension Catalog {
     }
 
     static func storeKitCatalog(root: JSONNode) throws(CatalogError) -> Catalog {
-        try Catalog(validating: storeKitEntries(root: root), source: root.source)
+        var catalog = try Catalog(validating: storeKitEntries(root: root), source: root.source)
+        catalog.testSettings = try storeKitTestSettings(root: root)
+        return catalog
     }
 
     /// Maps Xcode's `type` values to product kinds.

@@ -19,6 +19,8 @@ public enum StoreDecision: Sendable, Hashable {
     case failed(StoreError)
     /// Waiting for a parent's approval (Ask to Buy); a later decision completes it.
     case deferred
+    /// The parent declined a deferred purchase: no callback, it stays deferred (F-A1).
+    case declined
 }
 
 /// Everything that can ask the queue to change state. Apps, the store and the

@@ -32,6 +32,9 @@ public enum Event: Sendable, Hashable {
     case commandRejected(CommandBody, Rejection)
     /// Something the app did (granted content, kept a file, showed a restore done or a failure).
     case appActionRecorded(AppAction)
+    /// The parent declined an Ask to Buy request: StoreKit makes no callback and the
+    /// transaction stays deferred (F-A1); only the store hears of it, so it never decides again.
+    case askToBuyDeclined(TransactionKey)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -47,7 +50,8 @@ public enum Event: Sendable, Hashable {
         case .appActionRecorded(let action):
             action.device
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
-             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key):
+             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key),
+             .askToBuyDeclined(let key):
             key.device
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key),
              .downloadResumed(let key), .downloadFinished(let key, _), .downloadFailed(let key, _),
@@ -84,6 +88,7 @@ public enum Event: Sendable, Hashable {
         case .downloadCancelled: "downloadCancelled"
         case .commandRejected: "commandRejected"
         case .appActionRecorded: "appActionRecorded"
+        case .askToBuyDeclined: "askToBuyDeclined"
         }
     }
 }
@@ -96,13 +101,15 @@ extension Event {
         "restoreStarted", "transactionRestored", "restoreFinished", "restoreFailed", "transactionFinished",
         "downloadStarted", "downloadProgressed", "downloadPaused", "downloadResumed", "downloadFinished",
         "downloadFailed", "downloadCancelled", "commandRejected", "appActionRecorded",
+        "askToBuyDeclined",
     ]
 
     /// The transaction an event is about (downloads included), if any.
     public var transactionKey: TransactionKey? {
         switch self {
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
-             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key):
+             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key),
+             .askToBuyDeclined(let key):
             key
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key),
              .downloadResumed(let key), .downloadFinished(let key, _), .downloadFailed(let key, _),

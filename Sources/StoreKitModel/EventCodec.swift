@@ -68,6 +68,8 @@ public enum EventCodec {
             writer.write(rejection.code.rawValue); writer.write(rejection.message)
         case .appActionRecorded(let action):
             writer.write(tag: 25); writeAppAction(action, into: &writer)
+        case .askToBuyDeclined(let key):
+            writer.write(tag: 26); writeKey(key, into: &writer)
         }
     }
 
@@ -125,6 +127,7 @@ public enum EventCodec {
             guard let code = Rejection.Code(rawValue: rawCode) else { throw reader.failure("unknown rejection code \(rawCode)") }
             event = .commandRejected(command, Rejection(code, try reader.readString()))
         case 25: event = .appActionRecorded(try readAppAction(&reader))
+        case 26: event = .askToBuyDeclined(try readKey(&reader))
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -186,6 +189,7 @@ public enum EventCodec {
             case .purchased(let charged): writer.write(tag: 0); writer.write(charged)
             case .failed(let error): writer.write(tag: 1); writeError(error, into: &writer)
             case .deferred: writer.write(tag: 2)
+            case .declined: writer.write(tag: 3)
             }
         case .completeRestore(let device, let restore, let firstIndex, let originals, let isLast):
             writer.write(tag: 15); writer.write(device); writer.write(varint: restore)
@@ -238,6 +242,7 @@ public enum EventCodec {
             case 0: decision = .purchased(charged: try reader.readBool())
             case 1: decision = .failed(try readError(&reader))
             case 2: decision = .deferred
+            case 3: decision = .declined
             case let other: throw reader.failure("unknown store decision \(other)")
             }
             body = .decidePurchase(key, decision)
@@ -380,7 +385,7 @@ public enum EventCodec {
 
     private static func readError(_ reader: inout BinaryReader) throws(DecodingFailure) -> StoreError {
         let raw = try reader.readByte()
-        guard let code = StoreError.Code(rawValue: raw) else { throw reader.failure("unknown store error code \(raw)") }
+        guard let code = StoreError.Code(loggedValue: raw) else { throw reader.failure("unknown store error code \(raw)") }
         return StoreError(code, try reader.readString())
     }
 

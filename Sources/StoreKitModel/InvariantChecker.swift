@@ -128,6 +128,11 @@ public struct InvariantChecker: Sendable {
         case .downloadCancelled(let key):
             moveDownload(key, to: .cancelled, allowedFrom: [.waiting, .active, .paused], sequence)
             downloads[key]?.cancelledBy = recorded.commandID
+        case .askToBuyDeclined(let key):
+            // Only an Ask to Buy request waiting for the parent can be declined; it stays deferred (F-A1).
+            if let state = states[key], state != .deferred {
+                report(sequence, "F-A1", "transaction \(key) was declined while \(state); only a deferred transaction can be declined")
+            }
         default:
             break
         }

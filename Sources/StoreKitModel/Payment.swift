@@ -9,6 +9,9 @@ public struct Payment: Sendable, Hashable {
     /// Opaque bytes the app may attach; the simulator carries them unchanged.
     public var requestData: [UInt8]?
 
+    /// The most items one payment may buy: StoreKit refuses a larger `quantity` (F-P1).
+    public static let maximumQuantity = 10
+
     public init(productIdentifier: String, quantity: Int = 1, applicationUsername: String? = nil, requestData: [UInt8]? = nil) {
         self.productIdentifier = productIdentifier
         self.quantity = quantity

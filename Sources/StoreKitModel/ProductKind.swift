@@ -8,8 +8,9 @@ public enum ProductKind: String, Sendable, Hashable, Codable, CaseIterable {
     /// Whether `restoreCompletedTransactions` brings purchases of this kind back.
     ///
     /// Consumables cannot be restored (R-Q9): once finished, the store forgets them.
-    /// Everything else can.
+    /// Non-renewing subscriptions are not restored either: the app restores them itself
+    /// (seed 003, F-R1). Non-consumables and auto-renewable subscriptions are.
     public var isRestorable: Bool {
-        self != .consumable
+        self == .nonConsumable || self == .autoRenewableSubscription
     }
 }

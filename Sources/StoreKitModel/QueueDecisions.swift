@@ -101,16 +101,21 @@ extension QueueProjection {
             guard payment.quantity > 0 else {
                 throw Rejection(.invalidQuantity, "quantity must be greater than 0, got \(payment.quantity) for '\(payment.productIdentifier)' (R-Q7)")
             }
+            guard payment.quantity <= Payment.maximumQuantity else {
+                throw Rejection(.invalidQuantity, "quantity must be at most \(Payment.maximumQuantity), got \(payment.quantity) for '\(payment.productIdentifier)'; StoreKit sells at most \(Payment.maximumQuantity) of a product per payment (F-P1)")
+            }
             guard catalog.product(payment.productIdentifier) != nil else {
                 throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not in the store's catalog; use one of the catalog's product identifiers (R-Q7)")
-            }
-            guard device.canMakePayments else {
-                throw Rejection(.paymentsNotAllowed, "payments are not allowed on device '\(name)' (canMakePayments is false); check canMakePayments before offering a purchase (R-Q1)")
             }
             guard device.pending.count < Self.maximumPendingPerDevice else {
                 throw Rejection(.invalidArgument, "device '\(name)' already has \(device.pending.count) unfinished transactions; finish some before adding payments")
             }
             let key = TransactionKey(device: name, number: device.nextTransactionNumber)
+            guard device.canMakePayments else {
+                // StoreKit still creates the transaction; it fails at once and the observers hear it (R-Q1).
+                return [.transactionAdded(key, payment),
+                        .transactionFailed(key, StoreError(.paymentNotAllowed, "the user of device '\(name)' may not authorise payments (canMakePayments is false); check canMakePayments before offering a purchase"))]
+            }
             return [.transactionAdded(key, payment)]
 
         case .finishTransaction(let key):
@@ -173,7 +178,15 @@ extension QueueProjection {
             guard transaction.transactionState == .purchasing || transaction.transactionState == .deferred else {
                 throw Rejection(.transactionNotAwaitingStore, "transaction \(key) is \(transaction.transactionState); the store decides only purchasing or deferred transactions")
             }
+            guard !device.declined.contains(key.number) else {
+                throw Rejection(.transactionNotAwaitingStore, "transaction \(key) was declined by the parent; it stays deferred and the store decides it no more (F-A1)")
+            }
             switch decision {
+            case .declined:
+                guard transaction.transactionState == .deferred else {
+                    throw Rejection(.transactionNotAwaitingStore, "transaction \(key) is \(transaction.transactionState); only a deferred (Ask to Buy) transaction can be declined")
+                }
+                return [.askToBuyDeclined(key)]
             case .deferred:
                 guard transaction.transactionState == .purchasing else {
                     throw Rejection(.transactionNotAwaitingStore, "transaction \(key) is already deferred")
@@ -206,7 +219,7 @@ extension QueueProjection {
                     throw Rejection(.unknownProduct, "restored product '\(original.payment.productIdentifier)' is not in the catalog")
                 }
                 guard product.isRestorable else {
-                    throw Rejection(.invalidArgument, "product '\(product.identifier)' is a consumable and cannot be restored (R-Q9)")
+                    throw Rejection(.invalidArgument, "product '\(product.identifier)' is a \(product.kind) and cannot be restored (R-Q9, F-R1)")
                 }
                 let key = TransactionKey(device: name, number: number)
                 number += 1

@@ -22,6 +22,8 @@ public struct DeviceState: Sendable, Hashable {
     /// Payments the app added (restored transactions not counted): lets a restarted
     /// app resume its user's script where it stopped.
     public var paymentsAdded = 0
+    /// Deferred transactions the parent declined: they stay deferred, with no callback (F-A1).
+    public var declined: Set<UInt64> = []
 
     public init(device: String, account: String) {
         self.device = device
@@ -31,6 +33,12 @@ public struct DeviceState: Sendable, Hashable {
     /// Pending transactions in the order the queue created them.
     public var pendingTransactions: [PaymentTransaction] {
         pending.values.sorted { $0.key.number < $1.key.number }
+    }
+
+    /// True when every unfinished transaction waits for nobody: each is a declined Ask to Buy
+    /// request, which stays deferred for good (F-A1).
+    public var onlyDeclinedPending: Bool {
+        pending.count == declined.count && pending.keys.allSatisfy { declined.contains($0) }
     }
 
     /// True for a transaction number this queue created and has since finished.
@@ -53,6 +61,10 @@ public struct EventTotals: Sendable, Hashable {
     public var rejections = 0
     public var restoresFinished = 0
     public var restoresFailed = 0
+    /// Ask to Buy requests the parent declined (F-A1).
+    public var declined = 0
+    /// Failed transactions by their SKError code.
+    public var failuresByCode: [StoreError.Code: Int] = [:]
 
     public init() {}
 }
@@ -122,6 +134,7 @@ public struct QueueProjection: Sendable {
             }
         case .transactionFailed(let key, let error):
             totals.failed += 1
+            totals.failuresByCode[error.code, default: 0] += 1
             updateTransaction(key) { transaction in
                 transaction.transactionState = .failed
                 transaction.error = error
@@ -151,6 +164,7 @@ public struct QueueProjection: Sendable {
         case .transactionFinished(let key):
             totals.finished += 1
             devices[key.device]?.pending[key.number] = nil
+            devices[key.device]?.declined.remove(key.number)
         case .downloadStarted(let key):
             updateDownload(key) { download in
                 download.started = true
@@ -190,6 +204,9 @@ public struct QueueProjection: Sendable {
             totals.rejections += 1
         case .appActionRecorded:
             break
+        case .askToBuyDeclined(let key):
+            totals.declined += 1
+            if devices[key.device]?.pending[key.number] != nil { devices[key.device]?.declined.insert(key.number) }
         }
     }
 

@@ -6,6 +6,8 @@ public struct StoreProjection: Sendable {
         /// Completed, charged purchases of restorable products, oldest first.
         public var restorable: [OriginalTransaction] = []
         public var ownedNonConsumables: Set<String> = []
+        /// Auto-renewable subscriptions the account pays for now (R-R4: not charged again).
+        public var activeSubscriptions: Set<String> = []
         public var purchaseCount = 0
         /// Every charged purchase, consumables too: what the receipt lists (R-R2).
         public var purchases: [OriginalTransaction] = []
@@ -25,6 +27,8 @@ public struct StoreProjection: Sendable {
     /// Restores asked for and not yet answered.
     public private(set) var restoresAwaiting: [RestoreRequest] = []
     public private(set) var observerCount: [String: Int] = [:]
+    /// Devices whose user may not authorise payments (R-Q1): the queue fails their payments itself.
+    public private(set) var paymentsNotAllowed: Set<String> = []
 
     public struct RestoreRequest: Sendable, Hashable {
         public var device: String
@@ -67,8 +71,14 @@ public struct StoreProjection: Sendable {
             observerCount[device] = max(0, (observerCount[device] ?? 0) - 1)
         case .appTerminated(let device):
             observerCount[device] = 0
+        case .paymentsAllowedChanged(let device, let allowed):
+            if allowed { paymentsNotAllowed.remove(device) } else { paymentsNotAllowed.insert(device) }
         case .transactionAdded(let key, let payment):
             awaitingDecision[key] = payment
+        case .askToBuyDeclined(let key):
+            // Declined stays deferred in the app's queue, but the store has nothing more to decide (F-A1).
+            deferred.remove(key)
+            awaitingDecision[key] = nil
         case .transactionDeferred(let key):
             deferred.insert(key)
         case .transactionPurchased(let key, let identifier, _, let charged):
@@ -82,6 +92,9 @@ public struct StoreProjection: Sendable {
             accounts[account, default: AccountHistory()].purchases.append(original)
             if let product = catalog.product(payment.productIdentifier) {
                 if product.kind == .nonConsumable { accounts[account, default: AccountHistory()].ownedNonConsumables.insert(product.identifier) }
+                if product.kind == .autoRenewableSubscription {
+                    accounts[account, default: AccountHistory()].activeSubscriptions.insert(product.identifier)
+                }
                 if product.isRestorable { accounts[account, default: AccountHistory()].restorable.append(original) }
             }
         case .transactionFailed(let key, _):

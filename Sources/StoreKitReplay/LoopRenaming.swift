@@ -88,7 +88,7 @@ struct LoopRenaming {
         case .decidePurchase(let key, let decision):
             switch decision {
             case .failed(let error): .decidePurchase(rename(key), .failed(rename(error)))
-            case .purchased, .deferred: .decidePurchase(rename(key), decision)
+            case .purchased, .deferred, .declined: .decidePurchase(rename(key), decision)
             }
         case .completeRestore(let device, let restore, let firstIndex, let originals, let isLast):
             .completeRestore(device: rename(device), restore: restore, firstIndex: firstIndex, originals: originals.map { rename($0) }, isLast: isLast)
@@ -141,6 +141,7 @@ struct LoopRenaming {
         case .downloadCancelled(let key): .downloadCancelled(rename(key))
         case .commandRejected(let body, let rejection): .commandRejected(rename(body), Rejection(rejection.code, rename(rejection.message)))
         case .appActionRecorded(let action): .appActionRecorded(rename(action))
+        case .askToBuyDeclined(let key): .askToBuyDeclined(rename(key))
         }
     }
 

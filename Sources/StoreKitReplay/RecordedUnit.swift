@@ -114,6 +114,7 @@ struct CommandReconstruction {
         case .downloadFinished(let key, let contentURL): return .completeDownload(key, contentURL: contentURL)
         case .downloadFailed(let key, let error): return .failDownload(key, error: error)
         case .appActionRecorded(let action): return .recordAppAction(action)
+        case .askToBuyDeclined(let key): return .decidePurchase(key, .declined)
         }
     }
 

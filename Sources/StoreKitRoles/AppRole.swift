@@ -19,6 +19,9 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     /// Choice points that exploration turns on (app kills, duplicate deliveries, late
     /// `removedTransactions`, attach order); nil in ordinary runs, so their logs stay as they were.
     public var choicePoints: ChoicePoints?
+    /// Share of devices whose user may not authorise payments (parental restrictions, R-Q1):
+    /// their payments fail with `paymentNotAllowed`. nil (none) keeps older scenarios' logs as they were.
+    public var restrictedDeviceShare: Double?
 
     public init() {}
 
@@ -26,7 +29,8 @@ public struct AppBehavior: Sendable, Hashable, Codable {
         guard purchasesPerDevice >= 0 else { throw ConfigurationError("purchasesPerDevice must be 0 or more") }
         guard devicesPerAccount >= 1 else { throw ConfigurationError("devicesPerAccount must be 1 or more") }
         guard !observers.isEmpty else { throw ConfigurationError("at least one observer per device is needed to complete purchases") }
-        for (name, value) in [("restoreProbability", restoreProbability), ("relaunchProbability", relaunchProbability)]
+        for (name, value) in [("restoreProbability", restoreProbability), ("relaunchProbability", relaunchProbability),
+                              ("restrictedDeviceShare", restrictedDeviceShare ?? 0)]
         where !(0...1).contains(value) {
             throw ConfigurationError("apps.\(name) is \(value); a probability must be between 0 and 1")
         }
@@ -148,7 +152,7 @@ public final class DeviceApp {
     /// this device: nothing more will happen unless someone acts.
     public var isSettled: Bool {
         guard isDone, let state = queue.state else { return isDone && queue.state == nil }
-        return state.pending.isEmpty && state.restoresInProgress.isEmpty
+        return state.onlyDeclinedPending && state.restoresInProgress.isEmpty
     }
 
     /// Picks the script up after the app's process was restarted, from what the queue
@@ -168,6 +172,10 @@ public final class DeviceApp {
         switch stage {
         case .register:
             queue.enqueue(.registerDevice(device: device, account: account))
+            if let share = behavior.restrictedDeviceShare, choices.chance(.restrictedDevice, share) {
+                // The user may not pay (R-Q1); the app does not check canMakePayments, so its payments fail.
+                queue.enqueue(.setPaymentsAllowed(device: device, allowed: false))
+            }
             stage = .launch
             return 0
         case .launch, .relaunching:

@@ -37,6 +37,8 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     case observerAttach
     /// Whether the app hears `removedTransactions` late after a finish.
     case removalDelay
+    /// Whether a device's user may not authorise payments (R-Q1).
+    case restrictedDevice
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

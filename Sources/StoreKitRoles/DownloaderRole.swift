@@ -158,7 +158,7 @@ public final class DownloaderRole: Role {
               let transfer = transfers[key], transfer.isActive, transfer.generation == generation else { return [] }
         if choices.chance(.downloadFailure, behavior.failureProbabilityPerTick) {
             transfers[key]!.isActive = false
-            return [.send(.failDownload(key, error: StoreError(.downloadFailed, "the simulated content server dropped the connection")))]
+            return [.send(.failDownload(key, error: StoreError(.unknown, "the simulated content server dropped the connection")))]
         }
         if transfer.bytesWritten >= transfer.content.contentLength {
             // Everything was written and progress 1.0 reported on the previous tick: finish now.
@@ -173,7 +173,7 @@ public final class DownloaderRole: Role {
         } catch {
             transfers[key]!.isActive = false
             fileErrors.append("\(transfer.path): \(error)")
-            return [.send(.failDownload(key, error: StoreError(.downloadFailed, "could not write \(transfer.path): \(error)")))]
+            return [.send(.failDownload(key, error: StoreError(.unknown, "could not write \(transfer.path): \(error)")))]
         }
         let written = transfer.bytesWritten + chunk
         transfers[key]!.bytesWritten = written

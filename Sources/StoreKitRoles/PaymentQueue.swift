@@ -107,6 +107,9 @@ public final class PaymentQueue {
         guard payment.quantity > 0 else {
             throw Rejection(.invalidQuantity, "quantity must be greater than 0, got \(payment.quantity) (R-Q7)")
         }
+        guard payment.quantity <= Payment.maximumQuantity else {
+            throw Rejection(.invalidQuantity, "quantity must be at most \(Payment.maximumQuantity), got \(payment.quantity) (F-P1)")
+        }
         guard catalog.product(payment.productIdentifier) != nil else {
             throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not registered with the store (R-Q7)")
         }

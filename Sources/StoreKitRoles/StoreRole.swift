@@ -124,7 +124,7 @@ public final class StoreRole: Role {
                   let request = projection.restoresAwaiting.first(where: { $0.device == key.device && $0.number == restore }),
                   done < restorableCount(request) else { return [] }
             return nextRestorePiece(request, from: done)
-        case .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _):
+        case .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _), .askToBuyDeclined(let key):
             scheduled.remove(key)
             return []
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
@@ -140,7 +140,8 @@ public final class StoreRole: Role {
     }
 
     private func scheduleDecision(_ key: TransactionKey) -> [Effect] {
-        guard projection.isSyncing(key.device), !scheduled.contains(key) else { return [] }
+        // A device that may not pay has its payments failed by the queue itself (R-Q1).
+        guard projection.isSyncing(key.device), !scheduled.contains(key), !projection.paymentsNotAllowed.contains(key.device) else { return [] }
         scheduled.insert(key)
         return [.timer(afterNanoseconds: behavior.purchaseLatency.sampleNanoseconds(choices), .decidePurchase(key))]
     }
@@ -177,6 +178,15 @@ public final class StoreRole: Role {
                 scheduled.remove(key)
                 return []
             }
+            // The .storekit file's test settings come first, as in Xcode: failing transactions (F-S2),
+            // then Ask to Buy (F-S1). They are not chances, so they draw nothing.
+            if let failure = catalog.testSettings.purchaseFailure {
+                return [.send(.decidePurchase(key, .failed(failure)))]
+            }
+            if catalog.testSettings.askToBuyEnabled == true {
+                return [.send(.decidePurchase(key, .deferred)),
+                        .timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key))]
+            }
             let draw = choices.unit(.storeOutcome)
             // The zero draw is a plain purchase: the simplest run has no failures.
             let purchaseShare = 1 - behavior.failureProbability - behavior.cancellationProbability - behavior.deferralProbability
@@ -190,17 +200,20 @@ public final class StoreRole: Role {
             if draw < purchaseShare + behavior.deferralProbability + behavior.cancellationProbability {
                 return [.send(.decidePurchase(key, .failed(StoreError(.paymentCancelled, "the user cancelled the payment sheet"))))]
             }
-            return [.send(.decidePurchase(key, .failed(StoreError(.cloudServiceNetworkConnectionFailed, "the simulated store could not be reached"))))]
+            // An App Store that cannot be reached fails the payment with SKError.unknown (F-E1);
+            // cloudServiceNetworkConnectionFailed is Apple Music's, not the App Store's.
+            return [.send(.decidePurchase(key, .failed(StoreError(.unknown, "the simulated App Store could not be reached"))))]
         case .approveDeferred(let key):
             guard let payment = projection.awaitingDecision[key] else { return [] }
             if choices.chance(.approval, behavior.approvalProbability) {
                 return [.send(.decidePurchase(key, .purchased(charged: isCharged(key, payment))))]
             }
-            return [.send(.decidePurchase(key, .failed(StoreError(.deferredPaymentDeclined, "the parent declined the request to buy"))))]
+            // A declined Ask to Buy request makes no callback; the transaction stays deferred (F-A1).
+            return [.send(.decidePurchase(key, .declined))]
         case .answerRestore(let device, let number):
             guard let request = projection.restoresAwaiting.first(where: { $0.device == device && $0.number == number }) else { return [] }
             if choices.chance(.restoreOutcome, behavior.restoreFailureProbability) {
-                return [.send(.failRestore(device: device, restore: number, error: StoreError(.restoreFailed, "the simulated store could not verify the account")))]
+                return [.send(.failRestore(device: device, restore: number, error: StoreError(.unknown, "the simulated App Store could not verify the account")))]
             }
             return nextRestorePiece(request, from: 0)
         case .downloadTick, .deviceStep:
@@ -208,10 +221,16 @@ public final class StoreRole: Role {
         }
     }
 
-    /// Buying again a non-consumable the account owns is not charged again (R-R4).
+    /// Buying again a non-consumable the account owns, or an auto-renewable subscription it
+    /// pays for now, is not charged again (R-R4).
     private func isCharged(_ key: TransactionKey, _ payment: Payment) -> Bool {
-        guard let product = catalog.product(payment.productIdentifier), product.kind == .nonConsumable,
+        guard let product = catalog.product(payment.productIdentifier),
               let account = projection.account(device: key.device, applicationUsername: payment.applicationUsername) else { return true }
-        return !projection.history(of: account).ownedNonConsumables.contains(product.identifier)
+        let history = projection.history(of: account)
+        switch product.kind {
+        case .nonConsumable: return !history.ownedNonConsumables.contains(product.identifier)
+        case .autoRenewableSubscription: return !history.activeSubscriptions.contains(product.identifier)
+        case .consumable, .nonRenewingSubscription: return true
+        }
     }
 }

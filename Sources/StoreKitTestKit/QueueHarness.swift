@@ -79,4 +79,5 @@ public enum SampleProducts {
     public static let forest = "com.example.sksim.levelpack.forest"
     public static let desert = "com.example.sksim.levelpack.desert"
     public static let monthly = "com.example.sksim.premium.monthly"
+    public static let seasonPass = "com.example.sksim.seasonpass"
 }

@@ -61,6 +61,12 @@ import Testing
             .replacingOccurrences(of: "  store: {latencyMilliseconds: {minimum: 1, mean: 5}}",
                                   with: "  store: {latencyMilliseconds: {minimum: 1, mean: 2}, failureProbability: 0, cancellationProbability: 0, deferralProbability: 0}")
         let scratch = CommandLineTests.Scratch()
+        // Re-buying what the account owns is not charged (R-R4) and so not restored again: a restore
+        // bigger than one piece needs many products, here 250 non-consumables in a .storekit file.
+        let products = (1...250).map { "{\"productID\": \"nonconsumable.\($0)\", \"type\": \"NonConsumable\", \"displayPrice\": \"0.99\"}" }
+        try "{\"version\": {\"major\": 3, \"minor\": 0}, \"products\": [\(products.joined(separator: ", "))]}"
+            .write(toFile: scratch.path("many.storekit"), atomically: true, encoding: .utf8)
+        text = text.replacingOccurrences(of: "  observers: [deliverThenFinish]", with: "  observers: [deliverThenFinish]\n  catalog: \(scratch.path("many.storekit"))")
         let path = scratch.path("topology.yaml")
         try text.write(toFile: path, atomically: true, encoding: .utf8)
 

@@ -3,11 +3,11 @@ import Testing
 @testable import StoreKitModel
 
 @Suite struct CatalogTests {
-    @Test("consumables are not restorable; every other kind is (R-Q9)")
+    @Test("consumables (R-Q9) and non-renewing subscriptions (F-R1) are not restorable; every other kind is")
     func consumablesAreNotRestorable() {
         #expect(!ProductKind.consumable.isRestorable)
         #expect(ProductKind.nonConsumable.isRestorable)
-        #expect(ProductKind.nonRenewingSubscription.isRestorable)
+        #expect(!ProductKind.nonRenewingSubscription.isRestorable)
         #expect(ProductKind.autoRenewableSubscription.isRestorable)
         #expect(!Product(identifier: "coins", kind: .consumable, displayPrice: "0.99").isRestorable)
     }

@@ -57,9 +57,9 @@ import Testing
     func failAndCancel() {
         var (queue, key) = startedDownload()
         queue.send(.startDownloads([key]))
-        queue.send(.failDownload(key, error: StoreError(.downloadFailed, "dropped")))
+        queue.send(.failDownload(key, error: StoreError(.unknown, "dropped")))
         let failed = queue.transaction(key.transaction)!.downloads[0]
-        #expect(failed.downloadState == .failed && failed.error?.code == .downloadFailed)
+        #expect(failed.downloadState == .failed && failed.error?.code == .unknown)
         #expect(queue.rejection(queue.send(.resumeDownloads([key]))) == .invalidDownloadTransition)
         let other = DownloadKey(transaction: queue.purchase(SampleProducts.forest), index: 0)
         queue.send(.cancelDownloads([other]))

@@ -23,18 +23,19 @@ import Testing
         .restoreStarted(device: "d", restore: 3, applicationUsername: "acct"),
         .transactionRestored(key, restore: 2, identifier: "x", original: original, downloads: [content]),
         .restoreFinished(device: "d", restore: 2),
-        .restoreFailed(device: "d", restore: 2, error: StoreError(.restoreFailed, "no")),
+        .restoreFailed(device: "d", restore: 2, error: StoreError(.unknown, "no")),
         .transactionFinished(key), .downloadStarted(download),
         .downloadProgressed(download, progress: 0.25, timeRemaining: Download.timeRemainingUnknown),
         .downloadPaused(download), .downloadResumed(download),
         .downloadFinished(download, contentURL: "/tmp/c"),
-        .downloadFailed(download, error: StoreError(.downloadFailed, "dropped")),
+        .downloadFailed(download, error: StoreError(.unknown, "dropped")),
         .downloadCancelled(download),
         .commandRejected(.addPayment(device: "d", payment: Payment(productIdentifier: "nope")), Rejection(.unknownProduct, "no such product")),
         .appActionRecorded(.contentGranted(key, observer: "o", productIdentifier: "p")),
         .appActionRecorded(.contentKept(download, observer: "o")),
         .appActionRecorded(.restoreShownDone(device: "d", restore: 2, observer: "o")),
         .appActionRecorded(.failureShown(key, observer: "o")),
+        .askToBuyDeclined(key),
     ]
 
     @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
@@ -57,10 +58,11 @@ import Testing
         .decidePurchase(key, .purchased(charged: true)), .decidePurchase(key, .failed(StoreError(.unknown, "?"))),
         .decidePurchase(key, .deferred),
         .completeRestore(device: "d", restore: 1, firstIndex: 3, originals: [original, original], isLast: true),
-        .failRestore(device: "d", restore: 1, error: StoreError(.restoreFailed, "no")),
+        .failRestore(device: "d", restore: 1, error: StoreError(.unknown, "no")),
         .reportDownloadProgress(download, progress: 0.5, timeRemaining: 3),
-        .completeDownload(download, contentURL: "/c"), .failDownload(download, error: StoreError(.downloadFailed, "x")),
+        .completeDownload(download, contentURL: "/c"), .failDownload(download, error: StoreError(.unknown, "x")),
         .recordAppAction(.contentGranted(key, observer: "o", productIdentifier: "p")),
+        .decidePurchase(key, .declined),
     ]
 
     @Test("Event.typeNames lists every event kind's name once (log cat --type takes them)")

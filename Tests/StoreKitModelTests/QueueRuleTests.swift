@@ -3,18 +3,23 @@ import Testing
 @testable import StoreKitModel
 
 @Suite struct QueueRuleTests {
-    @Test("R-Q1: a payment added while payments are not allowed is refused with paymentsNotAllowed")
+    @Test("R-Q1: a payment added while payments are not allowed becomes a failed transaction with paymentNotAllowed")
     func paymentsNotAllowed() {
         var queue = QueueHarness()
         queue.ready()
         queue.send(.setPaymentsAllowed(device: "d1", allowed: false))
         #expect(queue.projection.device("d1")?.canMakePayments == false)
         let decision = queue.send(.addPayment(device: "d1", payment: Payment(productIdentifier: SampleProducts.coins)))
-        #expect(queue.rejection(decision) == .paymentsNotAllowed)
-        #expect(queue.projection.device("d1")?.pending.isEmpty == true)
+        guard case .accept(let events) = decision, events.count == 2, case .transactionAdded(let key, _) = events[0],
+              case .transactionFailed(key, let error) = events[1] else {
+            Issue.record("expected transactionAdded then transactionFailed, got \(decision)")
+            return
+        }
+        #expect(error.code == .paymentNotAllowed && error.code.rawValue == 4)
+        #expect(queue.transaction(key)?.transactionState == .failed)
         queue.send(.setPaymentsAllowed(device: "d1", allowed: true))
-        _ = queue.buy(SampleProducts.coins)
-        #expect(queue.projection.device("d1")?.pending.count == 1)
+        let allowed = queue.buy(SampleProducts.coins)
+        #expect(queue.transaction(allowed)?.transactionState == .purchasing)
     }
 
     @Test("R-Q2: a device registers once and its queue keeps its contents across launches")

@@ -104,7 +104,7 @@ import Testing
         queue.send(.restoreCompletedTransactions(device: "d1", applicationUsername: nil))
         let consumable = OriginalTransaction(transactionIdentifier: "x", payment: Payment(productIdentifier: SampleProducts.coins), transactionDate: 0)
         #expect(queue.rejection(queue.send(.completeRestore(device: "d1", restore: 1, firstIndex: 0, originals: [consumable], isLast: true))) == .invalidArgument)
-        queue.send(.failRestore(device: "d1", restore: 1, error: StoreError(.restoreFailed, "no")))
+        queue.send(.failRestore(device: "d1", restore: 1, error: StoreError(.unknown, "no")))
         #expect(queue.projection.totals.restoresFailed == 1)
     }
 }

@@ -18,9 +18,9 @@ import Testing
             .nonRenewingSubscription,
             .autoRenewableSubscription, .autoRenewableSubscription, .autoRenewableSubscription,
         ])
-        // R-Q9: only the consumables are not restorable.
+        // R-Q9, F-R1: the consumables and the non-renewing subscription are not restorable.
         #expect(catalog.products.filter { !$0.isRestorable }.map(\.identifier) == [
-            "consumable.fuel.octane87", "consumable.fuel.octane89", "consumable.fuel.octane91",
+            "consumable.fuel.octane87", "consumable.fuel.octane89", "consumable.fuel.octane91", "nonRenewing.standard",
         ])
         let pro = try #require(catalog.product("subscription.pro"))
         #expect(pro.subscriptionGroup == "Software Services")

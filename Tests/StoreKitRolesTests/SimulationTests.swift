@@ -73,8 +73,9 @@ import StoreKitRuntime
         scenario.downloader.failureProbabilityPerTick = 0.02
         let (simulation, report) = try run(scenario, in: scratch.url)
         #expect(report.violations.isEmpty, "\(report.violations)")
-        #expect(report.pending == 0)
-        #expect(report.totals.purchased + report.totals.failed == 8 * 6)
+        // Declined Ask to Buy requests stay deferred for good (F-A1); nothing else is left.
+        #expect(report.pending == report.totals.declined)
+        #expect(report.totals.purchased + report.totals.failed + report.totals.declined == 8 * 6)
         #expect(report.totals.finished == report.totals.purchased + report.totals.failed + report.totals.restored)
         let rebuilt = try LogProjection.build(directory: scratch.path("log"))
         #expect(rebuilt.projection.devices == simulation.engine.projection.devices)
@@ -235,5 +236,110 @@ import StoreKitRuntime
         let second = TransactionKey(device: "d", number: 2)
         feed(.transactionAdded(second, payment))
         #expect(store.timerFired(.decidePurchase(second), now: 0) == [.send(.decidePurchase(second, .purchased(charged: false)))])
+    }
+}
+
+/// Store behaviours made to match real StoreKit (docs/storekit-fidelity.md).
+@Suite struct StoreFidelityTests {
+    /// A store that always purchases (or always defers, then decides by `approvalProbability`).
+    func store(deferAll: Bool = false, approval: Double = 1) -> (StoreRole, (Event) -> [Effect]) {
+        var behavior = StoreBehavior()
+        behavior.failureProbability = 0
+        behavior.cancellationProbability = 0
+        behavior.deferralProbability = deferAll ? 1 : 0
+        behavior.approvalProbability = approval
+        let store = StoreRole(catalog: .sample, behavior: behavior, choices: SeededChoices(seed: 1))
+        var sequence: UInt64 = 0
+        return (store, { event in
+            sequence += 1
+            return store.receive(RecordedEvent(sequence: sequence, timestamp: 0, commandID: nil, event: event), now: 0)
+        })
+    }
+
+    @Test("R-R4: re-buying an auto-renewable subscription the account pays for is not charged again; a non-renewing one is")
+    func rebuyActiveSubscription() {
+        let (store, feed) = store()
+        _ = feed(.deviceRegistered(device: "d", account: "a"))
+        _ = feed(.observerAttached(device: "d", observer: "o"))
+        var number: UInt64 = 0
+        func buy(_ product: String) -> Bool? {
+            number += 1
+            let key = TransactionKey(device: "d", number: number)
+            _ = feed(.transactionAdded(key, Payment(productIdentifier: product)))
+            guard case .send(.decidePurchase(_, .purchased(let charged))) = store.timerFired(.decidePurchase(key), now: 0).first else { return nil }
+            _ = feed(.transactionPurchased(key, identifier: "d.\(number)", downloads: [], charged: charged))
+            return charged
+        }
+        #expect(buy("com.example.sksim.premium.monthly") == true)
+        #expect(buy("com.example.sksim.premium.monthly") == false)
+        #expect(buy("com.example.sksim.seasonpass") == true)
+        #expect(buy("com.example.sksim.seasonpass") == true)
+    }
+
+    @Test("F-A1: a declined Ask to Buy request is sent as a decline (no failure), and the store does not take it up again")
+    func declineIsNotAFailure() {
+        let (store, feed) = store(deferAll: true, approval: 0)
+        _ = feed(.deviceRegistered(device: "d", account: "a"))
+        _ = feed(.observerAttached(device: "d", observer: "o"))
+        let key = TransactionKey(device: "d", number: 1)
+        _ = feed(.transactionAdded(key, Payment(productIdentifier: "com.example.sksim.removeads")))
+        let deferred = store.timerFired(.decidePurchase(key), now: 0)
+        #expect(deferred.first == .send(.decidePurchase(key, .deferred)))
+        _ = feed(.transactionDeferred(key))
+        #expect(store.timerFired(.approveDeferred(key), now: 0) == [.send(.decidePurchase(key, .declined))])
+        _ = feed(.askToBuyDeclined(key))
+        #expect(store.resume(now: 0).isEmpty)
+        #expect(feed(.observerAttached(device: "d", observer: "o2")).isEmpty)
+    }
+
+    @Test("R-Q1: the store decides nothing for a device whose user may not pay; the queue has failed the payment")
+    func restrictedDeviceNotDecided() {
+        let (_, feed) = store()
+        _ = feed(.deviceRegistered(device: "d", account: "a"))
+        _ = feed(.paymentsAllowedChanged(device: "d", allowed: false))
+        _ = feed(.observerAttached(device: "d", observer: "o"))
+        #expect(feed(.transactionAdded(TransactionKey(device: "d", number: 1), Payment(productIdentifier: "com.example.sksim.coins.small"))).isEmpty)
+    }
+}
+
+/// A run honours the `.storekit` file's test settings (F-S1, F-S2).
+@Suite struct TestSettingsRunTests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("StoreKitModelTests/Fixtures")
+
+    func run(_ catalog: Catalog) throws -> (RunReport, [Event]) {
+        var scenario = Scenario(seed: 11, devices: 4, catalog: catalog, catalogSource: "test")
+        scenario.apps.purchasesPerDevice = 5
+        scenario.store.approvalProbability = 0.5
+        let storage = MemoryLogStorage()
+        let report = try DeterministicRuntime(scenario: scenario, environment: DeterministicEnvironment(
+            storage: storage, content: VirtualContentStorage(), choices: SeededChoices(seed: 11), logDescription: "memory")).run()
+        var events: [Event] = []
+        try storage.forEachRecord(from: 1) { _, _, payload in events.append(try EventCodec.decodeEvent(Array(payload)).event) }
+        return (report, events)
+    }
+
+    @Test("F-S2: with every setting on, every purchase fails with SKError.unknown and nothing is deferred; without them, it does not")
+    func everySettingOn() throws {
+        var catalog = try Catalog.load(contentsOf: Self.fixtures.appendingPathComponent("every-setting-v5.storekit"))
+        let (report, events) = try run(catalog)
+        #expect(report.violationCount == 0, "\(report.violations)")
+        #expect(report.totals.failed == 20 && report.totals.purchased == 0 && report.totals.deferred == 0)
+        #expect(report.totals.failuresByCode == [.unknown: 20])
+        #expect(events.contains { if case .transactionFailed(_, let error) = $0 { error.message.contains("_failTransactionsEnabled") } else { false } })
+        catalog.testSettings = StoreKitTestSettings()
+        let (plain, _) = try run(catalog)
+        #expect(plain.totals.purchased > 0)
+    }
+
+    @Test("F-S1: with _askToBuyEnabled every purchase is deferred first, then approved or declined (declined stays deferred, F-A1)")
+    func askToBuy() throws {
+        let catalog = try Catalog.load(contentsOf: Self.fixtures.appendingPathComponent("ask-to-buy-v4.storekit"))
+        let (report, _) = try run(catalog)
+        #expect(report.violationCount == 0, "\(report.violations)")
+        #expect(report.totals.deferred == 20)
+        #expect(report.totals.declined > 0 && report.totals.purchased > 0)
+        #expect(report.totals.purchased + report.totals.declined == 20)
+        #expect(report.pending == report.totals.declined)
     }
 }

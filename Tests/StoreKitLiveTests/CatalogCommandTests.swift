@@ -1,0 +1,41 @@
+import Foundation
+import Testing
+
+/// `sksim catalog show FILE [--json]` (docs/storekit-fidelity.md), run as the real program.
+@Suite struct CatalogCommandTests {
+    static let fixtures = TopologyTests.repositoryRoot.appendingPathComponent("Tests/StoreKitModelTests/Fixtures")
+
+    @Test("catalog show --json lists every product of every fixture (formats 1.1, 2.0, 4.0, 5.0) with its kind, restorability and settings",
+          arguments: ["purchasetester-v1.1.storekit", "skdemo-products-v2.storekit", "ask-to-buy-v4.storekit", "every-setting-v5.storekit"])
+    func listsEveryProduct(file: String) throws {
+        let outcome = try CommandLineTests.sksim(["catalog", "show", Self.fixtures.appendingPathComponent(file).path, "--json"])
+        #expect(outcome.status == 0, "\(outcome.error)")
+        let listing = try #require(try JSONSerialization.jsonObject(with: Data(outcome.output.utf8)) as? [String: Any])
+        let products = try #require(listing["products"] as? [[String: Any]])
+        let raw = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: Self.fixtures.appendingPathComponent(file))) as? [String: Any])
+        let groups = (raw["subscriptionGroups"] as? [[String: Any]] ?? []).flatMap { $0["subscriptions"] as? [[String: Any]] ?? [] }
+        let expected = (raw["products"] as? [Any] ?? []).count + (raw["nonRenewingSubscriptions"] as? [Any] ?? []).count + groups.count
+        #expect(products.count == expected)
+        for product in products {
+            let kind = try #require(product["kind"] as? String)
+            #expect(product["restorable"] as? Bool == (kind == "nonConsumable" || kind == "autoRenewableSubscription"))
+            #expect(product["displayPrice"] is String)
+            #expect((product["subscriptionPeriod"] is String) == (kind == "autoRenewableSubscription"))
+        }
+        let settings = try #require(listing["settings"] as? [String: Any])
+        if file == "every-setting-v5.storekit" {
+            #expect(settings["storefront"] as? String == "FRA")
+            #expect(settings["timeRateName"] as? String == "monthlyRenewalEveryThirtySeconds")
+            let failure = try #require(settings["purchaseFailure"] as? [String: Any])
+            #expect(failure["code"] as? String == "unknown" && failure["number"] as? Int == 0)
+        }
+    }
+
+    @Test("catalog show of a missing or malformed file says what is wrong in one line and exits 2")
+    func badFile() throws {
+        let missing = try CommandLineTests.sksim(["catalog", "show", "/nonexistent/x.storekit"])
+        #expect(missing.status == 2)
+        #expect(missing.error.hasPrefix("error: cannot use catalog /nonexistent/x.storekit"))
+        #expect(missing.error.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1)
+    }
+}
