@@ -115,8 +115,7 @@ struct DriverCommand: AsyncParsableCommand {
         let directory = URL(fileURLWithPath: runDirectory ?? loaded.output ?? "out/\(loaded.name)", isDirectory: true).standardizedFileURL
         var configuration = LoadDriver.Configuration(
             name: name, coordinatorEndpoint: loaded.resolved(coordinator, runDirectory: directory),
-            queueEventsEndpoint: loaded.resolved(loaded.queue.eventsEndpoint!, runDirectory: directory),
-            queueRequestsEndpoint: loaded.resolved(loaded.queue.requestsEndpoint!, runDirectory: directory))
+            partitions: loaded.partitionEndpoints(runDirectory: directory))
         configuration.heartbeatMilliseconds = loaded.heartbeatMilliseconds
         do {
             configuration.curve = try loaded.curveClientKeys()

@@ -23,14 +23,17 @@ public final class QueueProcess {
         self.logger = logger
     }
 
+    /// The partition of a topology's only queue.
     public static let partition = LogProjection.partition
+    /// The partition this queue is the single writer of.
+    public var partition: String { process.partition ?? Self.partition }
 
     public func run() throws {
         let logDirectory = runDirectory.appendingPathComponent("log", isDirectory: true)
         try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
         // The log wakes the endpoint when durability advances: no timer on a lifecycle's critical path.
         let wakeup = try PollWakeup()
-        let writer = try PartitionWriter(directory: logDirectory, partition: Self.partition,
+        let writer = try PartitionWriter(directory: logDirectory, partition: partition,
                                          configuration: PartitionWriterConfiguration(
                                              durability: topology.durability,
                                              onDurable: { _ in wakeup.signal() }))
@@ -39,7 +42,7 @@ public final class QueueProcess {
         let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))
         let startup = try engine.start(topology.scenario.header(runtime: "live", startedAtUnixNanoseconds: LiveClock.wallNanoseconds()))
         let startedAt = engine.header?.startedAtUnixNanoseconds ?? LiveClock.wallNanoseconds()
-        logger.info("queue ready", metadata: ["sequence": "\(engine.projection.lastSequence)", "devices": "\(engine.projection.devices.count)"])
+        logger.info("queue ready", metadata: ["partition": "\(partition)", "sequence": "\(engine.projection.lastSequence)", "devices": "\(engine.projection.devices.count)"])
 
         let context = try ZeroMQContext()
         var configuration = QueueEndpointConfiguration(
@@ -95,7 +98,7 @@ public final class QueueProcess {
             "duplicates": "\(engine.duplicates)", "refusedFrames": "\(counters.refused.total)",
         ])
         try? QueueStatistics(duplicateCommands: engine.duplicates, commandsHandled: counters.commandsHandled,
-                             refusedFrames: counters.refused.total).write(in: runDirectory)
+                             refusedFrames: counters.refused.total).write(in: runDirectory, partition: partition)
     }
 }
 

@@ -275,12 +275,13 @@ public final class LoadCoordinator {
         for process in localProcesses { waitOrKill(process) }
         supervisor.stopServices()
         servicesRunning = false
-        let built = try LogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true), partition: QueueProcess.partition)
-        figures.violations = built.checker.violationCount
-        figures.violationMessages = built.checker.violations.prefix(20).map { "\($0)" }
-        figures.pending = built.projection.pendingCount
-        figures.logRejections = built.projection.totals.rejections
-        figures.duplicates = Self.queueDuplicates(runDirectory)
+        let built = try PartitionedLogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true),
+                                                       partitions: topology.queues.map { $0.partition! })
+        figures.violations = built.violationCount
+        figures.violationMessages = built.violations.prefix(20).map { "\($0)" }
+        figures.pending = built.pendingCount
+        figures.logRejections = built.totals.rejections
+        figures.duplicates = QueueStatistics.duplicateCommands(in: runDirectory, topology: topology)
 
         let judged = options.thresholds.map { threshold in (threshold, threshold.passes(figures), threshold.actual(in: figures)) }
         return Result(figures: figures, thresholds: judged, rows: rows, drivers: expected,
@@ -313,13 +314,5 @@ public final class LoadCoordinator {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-    }
-
-    private struct QueueStatistics: Decodable { var duplicateCommands: Int }
-
-    /// Duplicates the queue ignored, from the statistics it writes when it stops.
-    static func queueDuplicates(_ runDirectory: URL) -> Int? {
-        guard let data = try? Data(contentsOf: runDirectory.appendingPathComponent("queue-stats.json")) else { return nil }
-        return (try? JSONDecoder().decode(QueueStatistics.self, from: data))?.duplicateCommands
     }
 }
