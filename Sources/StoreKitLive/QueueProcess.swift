@@ -5,6 +5,7 @@ import Logging
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
+import Synchronization
 import ZeroMQ
 
 /// The queue role as a process: the single writer of its log partition. Rebuilds its
@@ -33,10 +34,14 @@ public final class QueueProcess {
         try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
         // The log wakes the endpoint when durability advances: no timer on a lifecycle's critical path.
         let wakeup = try PollWakeup()
+        let durabilityRounds = Atomic<Int>(0)
         let writer = try PartitionWriter(directory: logDirectory, partition: partition,
                                          configuration: PartitionWriterConfiguration(
                                              durability: topology.durability,
-                                             onDurable: { _ in wakeup.signal() }))
+                                             onDurable: { _ in
+                                                 durabilityRounds.add(1, ordering: .relaxed)
+                                                 wakeup.signal()
+                                             }))
         for recovery in writer.recoveries { logger.warning("recovered the log's torn tail", metadata: ["recovery": "\(recovery)"]) }
         // The engine rebuilds its projection from the log, so a restarted queue carries on.
         let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))
@@ -98,7 +103,9 @@ public final class QueueProcess {
             "duplicates": "\(engine.duplicates)", "refusedFrames": "\(counters.refused.total)",
         ])
         try? QueueStatistics(duplicateCommands: engine.duplicates, commandsHandled: counters.commandsHandled,
-                             refusedFrames: counters.refused.total).write(in: runDirectory, partition: partition)
+                             refusedFrames: counters.refused.total, cpuSeconds: Double(processCPUNanoseconds()) / 1e9,
+                             peakMemoryBytes: peakResidentBytes(), durabilityRounds: durabilityRounds.load(ordering: .relaxed),
+                             records: engine.projection.lastSequence).write(in: runDirectory, partition: partition)
     }
 }
 

@@ -51,6 +51,23 @@ public struct QueueStatistics: Codable, Sendable {
     public var duplicateCommands: Int
     public var commandsHandled: Int
     public var refusedFrames: Int
+    /// This queue's CPU time (user + system) and peak resident memory over its life, and the log's
+    /// durability rounds (fsyncs of group commit): what limits a partition (docs/load-testing.md).
+    public var cpuSeconds: Double?
+    public var peakMemoryBytes: Int64?
+    public var durabilityRounds: Int?
+    public var records: UInt64?
+
+    public init(duplicateCommands: Int = 0, commandsHandled: Int = 0, refusedFrames: Int = 0, cpuSeconds: Double? = nil,
+                peakMemoryBytes: Int64? = nil, durabilityRounds: Int? = nil, records: UInt64? = nil) {
+        self.duplicateCommands = duplicateCommands
+        self.commandsHandled = commandsHandled
+        self.refusedFrames = refusedFrames
+        self.cpuSeconds = cpuSeconds
+        self.peakMemoryBytes = peakMemoryBytes
+        self.durabilityRounds = durabilityRounds
+        self.records = records
+    }
 
     static func file(in runDirectory: URL, partition: String) -> URL { runDirectory.appendingPathComponent("\(partition)-stats.json") }
 
@@ -58,7 +75,7 @@ public struct QueueStatistics: Codable, Sendable {
         try JSONEncoder().encode(self).write(to: Self.file(in: runDirectory, partition: partition), options: .atomic)
     }
 
-    static func read(in runDirectory: URL, partition: String) -> QueueStatistics? {
+    public static func read(in runDirectory: URL, partition: String) -> QueueStatistics? {
         guard let data = FileManager.default.contents(atPath: file(in: runDirectory, partition: partition).path) else { return nil }
         return try? JSONDecoder().decode(QueueStatistics.self, from: data)
     }
