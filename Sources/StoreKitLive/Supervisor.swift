@@ -132,12 +132,37 @@ public final class Supervisor {
     }
 
     /// Starts every queue, one after another, each answering before the next starts (bounded).
-    private func launchQueues(context: ZeroMQContext) throws {
+    /// With `thisHost`, only the queues on it; the others, started by hand on their hosts, must answer.
+    private func launchQueues(context: ZeroMQContext, thisHost: String? = nil) throws {
         for (specification, endpoints) in zip(topology.queues, topology.partitionEndpoints(runDirectory: runDirectory)) {
+            if let thisHost, specification.host != thisHost {
+                try waitForRemoteQueue(specification, requests: endpoints.requestsEndpoint, context: context)
+                continue
+            }
             let child = Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log"))
             children.append(child)
             try waitForQueue(child, requests: endpoints.requestsEndpoint, context: context)
         }
+    }
+
+    /// Waits (bounded) until a queue started by hand on another host answers PING.
+    private func waitForRemoteQueue(_ queue: ProcessSpecification, requests: String, context: ZeroMQContext) throws {
+        let seconds = 60
+        let deadline = LiveClock.monotonicNanoseconds() + Int64(seconds) * 1_000_000_000
+        let socket = try context.socket(.dealer)
+        defer { socket.close() }
+        if let keys = try topology.curveClientKeys() {
+            try socket.set(.curveServerKey, keys.serverPublicKey)
+            try socket.set(.curvePublicKey, keys.clientKeyPair.publicKey)
+            try socket.set(.curveSecretKey, keys.clientKeyPair.secretKey)
+        }
+        try socket.connect(requests)
+        logger.notice("waiting for a queue started by hand", metadata: ["name": "\(queue.name)", "host": "\(queue.host)", "requests": "\(requests)"])
+        while LiveClock.monotonicNanoseconds() < deadline && !Shutdown.isRequested {
+            _ = try socket.send([Array("PING".utf8)], mode: .nonBlocking)
+            if let reply = try socket.receive(timeout: .milliseconds(200)), reply.first == Array("PONG".utf8) { return }
+        }
+        throw Failure.startFailed("the queue '\(queue.name)' of host \(queue.host) did not answer on \(requests) within \(seconds) s; start it there with `sksim queue --topology \(topologyPath) --name \(queue.name)`")
     }
 
     /// Refuses ipc:// paths longer than a Unix socket path may be.
@@ -342,18 +367,21 @@ extension Supervisor {
     /// For `sksim load`: starts the queues, each answering before the next starts, then every
     /// other process that is not an observer (the store and the downloader); load drivers play the
     /// devices instead of observers. Returns every partition's endpoints, resolved against the run directory.
+    ///
+    /// `thisHost` names this machine's `host` in the topology: then only the services on it are
+    /// started, and the queues of other hosts (started by hand there) must answer within a bound.
     @discardableResult
-    public func startServices() throws -> [PartitionEndpoints] {
-        let localHosts: Set<String> = ["localhost", "127.0.0.1", "::1", ProcessInfo.processInfo.hostName]
-        if let remote = topology.processes.first(where: { $0.role != .observer && !localHosts.contains($0.host) }) {
+    public func startServices(thisHost: String? = nil) throws -> [PartitionEndpoints] {
+        let localHosts: Set<String> = thisHost.map { [$0] } ?? ["localhost", "127.0.0.1", "::1", ProcessInfo.processInfo.hostName]
+        if thisHost == nil, let remote = topology.processes.first(where: { $0.role != .observer && !localHosts.contains($0.host) }) {
             throw Failure.startFailed("process '\(remote.name)' is meant for host \(remote.host), but `sksim load` starts the queue, store and downloader on this machine; run them there by hand and start drivers with `sksim driver` (see docs/load-testing.md)")
         }
         try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
         try checkEndpointLengths()
         let context = try ZeroMQContext()
         defer { context.terminate() }
-        try launchQueues(context: context)
-        for specification in topology.processes where specification.role != .queue && specification.role != .observer {
+        try launchQueues(context: context, thisHost: thisHost)
+        for specification in topology.processes where specification.role != .queue && specification.role != .observer && localHosts.contains(specification.host) {
             children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
         }
         try writeRunFile()

@@ -23,6 +23,9 @@ public final class LoadCoordinator {
         public var thresholds: [Threshold] = []
         public var abortOnFail = false
         public var showLiveView = isatty(STDERR_FILENO) != 0
+        /// This machine's `host` in the topology, for a load across hosts: only the services on it
+        /// are started here; the other hosts' queues are started by hand (docs/load-testing.md).
+        public var thisHost: String?
         /// A driver silent this long (no report) fails the run.
         public var driverSilenceSeconds = 15.0
         public init() {}
@@ -101,7 +104,7 @@ public final class LoadCoordinator {
             for process in localProcesses where process.isRunning { process.terminate() }
             if servicesRunning { supervisor.stopServices() }
         }
-        _ = try supervisor.startServices()
+        try supervisor.startServices(thisHost: options.thisHost)
         servicesRunning = true
 
         let context = try ZeroMQContext()
@@ -275,8 +278,11 @@ public final class LoadCoordinator {
         for process in localProcesses { waitOrKill(process) }
         supervisor.stopServices()
         servicesRunning = false
+        // Across hosts, this host's log folder holds only its own queues' partitions; the others are
+        // checked on their hosts (`sksim log project`, docs/load-testing.md).
+        let localQueues = topology.queues.filter { queue in options.thisHost.map { queue.host == $0 } ?? true }
         let built = try PartitionedLogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true),
-                                                       partitions: topology.queues.map { $0.partition! })
+                                                       partitions: localQueues.map { $0.partition! })
         figures.violations = built.violationCount
         figures.violationMessages = built.violations.prefix(20).map { "\($0)" }
         figures.pending = built.pendingCount
