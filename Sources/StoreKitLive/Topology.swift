@@ -335,7 +335,8 @@ public struct Topology: Sendable {
                 guard let endpoint else { continue }
                 let path = "processes[\(index)].\(key)"
                 if let other = seen.first(where: { $0.endpoint == endpoint || ($0.host == process.host && tcpOverlap($0.endpoint, endpoint)) }) {
-                    throw TopologyError(file: node.file, keyPath: path, problem: "'\(endpoint)' overlaps '\(other.endpoint)' (\(other.path)); every endpoint needs its own address (another port or socket path)")
+                    let clash = other.endpoint == endpoint ? "is also \(other.path)" : "overlaps '\(other.endpoint)' (\(other.path))"
+                    throw TopologyError(file: node.file, keyPath: path, problem: "'\(endpoint)' \(clash); every endpoint needs its own address (another port or socket path)")
                 }
                 seen.append((endpoint, process.host, path))
             }

@@ -73,7 +73,7 @@ import Testing
             "{name: b, role: queue, events: \"\(second)\", requests: \"tcp://127.0.0.1:5701\"}",
         ]
         let error = #expect(throws: TopologyError.self) { try Topology.parse(Self.topology(queues: queues), file: "t.yaml") }
-        #expect(error?.description.contains("overlaps") == true)
+        #expect(error?.description.contains(first == second ? "is also processes[0].events" : "overlaps '\(first)'") == true)
     }
 
     @Test("Only queues have a partition")
