@@ -123,6 +123,9 @@ public final class CommandSender {
     /// Closes the socket; outstanding commands are abandoned.
     public func close() { dealer.close() }
 
+    /// The socket to wait on, for a loop that polls several senders at once (`PartitionedSender`).
+    public var pollItems: [PollItem] { [.socket(dealer, .readable)] }
+
     /// Commands awaiting an ACK.
     public var outstandingCount: Int { outstanding.count }
 

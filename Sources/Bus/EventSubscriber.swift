@@ -128,6 +128,10 @@ public final class EventSubscriber {
         dealer.close()
     }
 
+    /// The sockets to wait on, for a loop that polls several subscribers at once
+    /// (`PartitionedSubscriber`); `receiveRecords(timeout: .zero)` then reads what arrived.
+    public var pollItems: [PollItem] { [.socket(subscriber, .readable), .socket(dealer, .readable)] }
+
     /// The next in-order records, as soon as any are deliverable, or an empty array when
     /// `timeout` passes first. Payloads are not decoded.
     public func receiveRecords(timeout: Duration) throws(ZeroMQError) -> [BusRecord] {

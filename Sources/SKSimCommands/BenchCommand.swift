@@ -305,17 +305,22 @@ struct LoadBench: AsyncParsableCommand {
             missedStarts are starts past the in-flight bound; the stage latencies are timed from each intended start. The \
             baseline is `sksim bench bus` over ipc (a minimal closed-loop driver, 2,000 in flight, no stage timing): \
             ratioToBaseline is completed lifecycles/s of the load beside the baseline's. Give two durations (e.g. 1m,10m) \
-            to compare peak memory of a short and a long run at the same rate.
+            to compare peak memory of a short and a long run at the same rate. Give --partitions 1,2 to run each \
+            load against one queue and then against two queue partitions (devices routed by account); each run \
+            shows every queue's CPU seconds and durability rounds (fsyncs) per second, and how busy the machine's \
+            cores were, so it says what limits it.
 
             JSON fields: baseline {lifecyclesPerSecond, latencyP50Microseconds, latencyP99Microseconds}; runs[] \
             {durationSeconds, ratePerSecond, started, startsPerSecond, missedStarts, lifecycles, lifecyclesPerSecond, \
             driverCpuMicrosecondsPerLifecycle, coordinatorCpuSeconds, driverPeakMemoryMegabytes, \
-            coordinatorPeakMemoryMegabytes, removedP50Microseconds, removedP99Microseconds, ratioToBaseline}.
+            coordinatorPeakMemoryMegabytes, removedP50Microseconds, removedP99Microseconds, ratioToBaseline, partitions, \
+            machineBusyPercent, cores, queues[] {partition, cpuSeconds, cpuPercent, fsyncsPerSecond, records}}.
             """)
 
     @Option(help: "Lifecycle starts per second offered to the one driver.") var rate: Double = 25_000
     @Option(help: "Comma-separated load lengths, one run each (e.g. 5s, or 1m,10m for a memory soak).") var durations = "5s"
     @Option(help: "Devices the driver spreads lifecycles over.") var devices = 1_000
+    @Option(help: "Comma-separated numbers of queue partitions, one load each (e.g. 1,2).") var partitions = "1"
     @Option(help: "Seconds of the bus baseline.") var baselineSeconds: Double = 4
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions
@@ -332,6 +337,11 @@ struct LoadBench: AsyncParsableCommand {
         } catch {
             throw UserFacingError("--durations: \(error)")
         }
+        let partitionCounts = partitions.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !partitionCounts.isEmpty, partitionCounts.count == partitions.split(separator: ",").count, partitionCounts.allSatisfy({ (1...16).contains($0) }) else {
+            throw UserFacingError("--partitions '\(partitions)' must be numbers of queue partitions within 1-16, comma-separated, e.g. 1,2")
+        }
+        configuration.partitions = partitionCounts
         guard rate > 0, rate <= 10_000_000 else { throw UserFacingError("--rate must be above 0 and at most 10,000,000 starts per second") }
         var logger = Logger(label: "sksim.bench.load")
         logger.logLevel = .warning
@@ -357,6 +367,15 @@ struct LoadBench: AsyncParsableCommand {
                         ("removedP50Microseconds", .int(Int(removed?.p50Microseconds ?? 0))),
                         ("removedP99Microseconds", .int(Int(removed?.p99Microseconds ?? 0))),
                         ("ratioToBaseline", rounded(figures.lifecyclesPerSecond / max(1, baseline.lifecyclesPerSecond), 1000)),
+                        ("partitions", .int(run.partitions)),
+                        ("machineBusyPercent", rounded(run.machineBusyFraction * 100)),
+                        ("cores", .int(run.cores)),
+                        ("queues", .array(zip(run.queuePartitions, run.queues).map { name, queue in
+                            .object([("partition", .string(name)), ("cpuSeconds", rounded(queue.cpuSeconds ?? 0, 100)),
+                                     ("cpuPercent", rounded((queue.cpuSeconds ?? 0) * 100 / max(run.result.wallSeconds, 0.001))),
+                                     ("fsyncsPerSecond", rounded(Double(queue.durabilityRounds ?? 0) / max(run.result.wallSeconds, 0.001))),
+                                     ("records", .int(Int(queue.records ?? 0)))])
+                        })),
                     ])
                 })),
             ])
@@ -377,6 +396,20 @@ struct LoadBench: AsyncParsableCommand {
                              formatMicroseconds(removed?.p99Microseconds ?? 0) as NSString,
                              Double(run.result.driverPeakMemoryBytes) / 1_048_576, Double(run.result.coordinatorPeakMemoryBytes) / 1_048_576,
                              run.result.coordinatorCPUSeconds))
+            let queues = zip(run.queuePartitions, run.queues).map { name, queue in
+                String(format: "%@ CPU %.1f s (%.0f%% of the run), %.0f fsyncs/s, %d records", name as NSString, queue.cpuSeconds ?? 0,
+                       (queue.cpuSeconds ?? 0) * 100 / max(run.result.wallSeconds, 0.001),
+                       Double(queue.durabilityRounds ?? 0) / max(run.result.wallSeconds, 0.001), Int(queue.records ?? 0))
+            }
+            printLine(String(format: "  %d partition%@: %@; machine %.0f%% busy over %d cores", run.partitions, run.partitions == 1 ? "" : "s",
+                             queues.joined(separator: "; ") as NSString, run.machineBusyFraction * 100, run.cores))
+        }
+        // Partitioned against one queue, at the same length.
+        for run in runs where run.partitions > 1 {
+            guard let single = runs.first(where: { $0.partitions == 1 && $0.durationSeconds == run.durationSeconds }) else { continue }
+            printLine(String(format: "%d partitions / 1: %.2f× the lifecycles/s (%.0f vs %.0f)", run.partitions,
+                             run.result.figures.lifecyclesPerSecond / max(1, single.result.figures.lifecyclesPerSecond),
+                             run.result.figures.lifecyclesPerSecond, single.result.figures.lifecyclesPerSecond))
         }
     }
 }

@@ -39,6 +39,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "After the last start, how long to wait for lifecycles in flight (default 10s).") var drain: String?
     @Option(help: "Lifecycles one driver keeps in flight at most; starts beyond are missed (default 50000).") var maximumInFlight: Int?
     @Option(help: "Output directory (default: out/load-<seed>).") var out: String?
+    @Option(help: "This machine's `host` in the topology, for a load across hosts: start only the services on it and wait for the other hosts' queues (started by hand with `sksim queue`).") var host: String?
 
     func run() async throws {
         Shutdown.installSignalHandlers()
@@ -67,6 +68,12 @@ struct LoadCommand: AsyncParsableCommand {
             throw UserFacingError("\(error)")
         }
         options.showLiveView = options.showLiveView && !json
+        if let host {
+            guard loaded.processes.contains(where: { $0.host == host && $0.role != .observer }) else {
+                throw UserFacingError("--host \(host): no queue, store or downloader of \(topology) names host \(host); give the 'host' of this machine's processes (hosts in the file: \(Set(loaded.processes.map(\.host)).sorted().joined(separator: ", ")))")
+            }
+            options.thisHost = host
+        }
         let directory = outputDirectory(out ?? loaded.output, prefix: "load", seed: loaded.scenario.seed).standardizedFileURL
         if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
             throw UserFacingError("\(directory.path) already holds a run; choose a new --out directory or remove the old run")
@@ -115,8 +122,7 @@ struct DriverCommand: AsyncParsableCommand {
         let directory = URL(fileURLWithPath: runDirectory ?? loaded.output ?? "out/\(loaded.name)", isDirectory: true).standardizedFileURL
         var configuration = LoadDriver.Configuration(
             name: name, coordinatorEndpoint: loaded.resolved(coordinator, runDirectory: directory),
-            queueEventsEndpoint: loaded.resolved(loaded.queue.eventsEndpoint!, runDirectory: directory),
-            queueRequestsEndpoint: loaded.resolved(loaded.queue.requestsEndpoint!, runDirectory: directory))
+            partitions: loaded.partitionEndpoints(runDirectory: directory))
         configuration.heartbeatMilliseconds = loaded.heartbeatMilliseconds
         do {
             configuration.curve = try loaded.curveClientKeys()

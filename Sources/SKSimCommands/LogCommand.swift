@@ -135,7 +135,8 @@ struct LogCommand: AsyncParsableCommand {
                             if !transactions.isEmpty, !(event.transactionKey.map { transactions.contains($0.description) } ?? false) { return }
                             let recorded = RecordedEvent(sequence: view.sequence, timestamp: view.timestampNanoseconds,
                                                          commandID: decoded.commandID, event: event)
-                            output.append(json ? JSONShapes.event(recorded).serialized() : Self.text(recorded))
+                            // With several partitions, each text line names its partition (sequences restart in each).
+                            output.append(json ? JSONShapes.event(recorded).serialized() : (names.count > 1 ? "\(name) " : "") + Self.text(recorded))
                         }
                     } catch {
                         // Whatever was read before the damage is printed first.
@@ -187,43 +188,62 @@ struct LogCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Fold the log into state as of a sequence number: devices, pending transactions, downloads.")
         @Argument(help: "A run directory or its log folder.") var directory: String
         @Option(help: "Project up to and including this sequence number (default: the end).") var at: UInt64?
-        @Option(help: "Partition.") var partition = LogProjection.partition
+        @Option(help: "Partition (default: every partition of the log, each folded on its own).") var partition: String?
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
             let url = try LogCommand.logDirectory(directory)
-            let state = try LogProjection.build(directory: url, partition: try LogCommand.partition(partition, in: url),
-                                                through: at ?? .max)
-            if let torn = state.tornTail {
-                printError("warning: the log ends in a torn record (\(torn)); projected up to the last whole record")
+            let names = try partition.map { [try LogCommand.partition($0, in: url)] } ?? LogCommand.partitions(url)
+            if names.count > 1, let at {
+                throw UserFacingError("--at \(at) is a sequence number of one partition, and this log has \(names.count) (\(names.joined(separator: ", "))); choose one with --partition")
             }
-            let projection = state.projection
-            if json {
-                let devices: [JSONValue] = projection.deviceNames.compactMap { projection.device($0) }.map(JSONShapes.device)
-                let seed: JSONValue = if let value = projection.header?.seed { .unsigned(value) } else { .null }
-                printLine(JSONValue.object([
-                    ("sequence", .int(projection.lastSequence)),
-                    ("seed", seed),
-                    ("events", .int(projection.totals.events)),
-                    ("pending", .int(projection.pendingCount)),
-                    ("devices", .array(devices)),
-                    ("violations", JSONShapes.violations(state.checker.violations)),
-                ]).serialized())
-                return
-            }
-            printLine("as of sequence \(projection.lastSequence): \(projection.devices.count) devices, \(projection.pendingCount) pending transactions")
-            for name in projection.deviceNames {
-                guard let device = projection.device(name) else { continue }
-                printLine("\(name) (\(device.account)) \(device.isRunning ? "running" : "not running"), observers: \(device.observers.joined(separator: ", "))")
-                for transaction in device.pendingTransactions {
-                    let downloads = transaction.downloads.map { "\($0.contentIdentifier) \($0.downloadState) \(Int($0.progress * 100))%" }
-                    printLine("  \(transaction.key) \(transaction.payment.productIdentifier) ×\(transaction.payment.quantity) \(transaction.transactionState)"
-                              + (downloads.isEmpty ? "" : " [" + downloads.joined(separator: "; ") + "]"))
+            let states = try names.map { name in (name, try LogProjection.build(directory: url, partition: name, through: at ?? .max)) }
+            for (name, state) in states {
+                if let torn = state.tornTail {
+                    printError("warning: partition \(name) ends in a torn record (\(torn)); projected up to the last whole record")
                 }
             }
-            if !state.checker.violations.isEmpty {
+            let combined = PartitionedLogProjection(partitions: states.map { (name: $0.0, projection: $0.1) })
+            if json {
+                let devices: [JSONValue] = states.flatMap { _, state in
+                    state.projection.deviceNames.compactMap { state.projection.device($0) }.map(JSONShapes.device)
+                }
+                let seed: JSONValue = if let value = states[0].1.projection.header?.seed { .unsigned(value) } else { .null }
+                var fields: [(String, JSONValue)] = [
+                    // One partition: its last sequence; several: each has its own, under "partitions".
+                    ("sequence", states.count == 1 ? .int(states[0].1.projection.lastSequence) : .null),
+                    ("seed", seed),
+                    ("events", .int(combined.totals.events)),
+                    ("pending", .int(combined.pendingCount)),
+                    ("devices", .array(devices)),
+                    ("violations", JSONShapes.violations(combined.violations)),
+                ]
+                if states.count > 1 {
+                    fields.append(("partitions", .array(states.map { name, state in
+                        .object([("name", .string(name)), ("sequence", .int(state.projection.lastSequence)),
+                                 ("events", .int(state.projection.totals.events)), ("pending", .int(state.projection.pendingCount))])
+                    })))
+                }
+                printLine(JSONValue.object(fields).serialized())
+                return
+            }
+            for (partitionName, state) in states {
+                let projection = state.projection
+                printLine((states.count > 1 ? "partition \(partitionName), " : "")
+                          + "as of sequence \(projection.lastSequence): \(projection.devices.count) devices, \(projection.pendingCount) pending transactions")
+                for name in projection.deviceNames {
+                    guard let device = projection.device(name) else { continue }
+                    printLine("\(name) (\(device.account)) \(device.isRunning ? "running" : "not running"), observers: \(device.observers.joined(separator: ", "))")
+                    for transaction in device.pendingTransactions {
+                        let downloads = transaction.downloads.map { "\($0.contentIdentifier) \($0.downloadState) \(Int($0.progress * 100))%" }
+                        printLine("  \(transaction.key) \(transaction.payment.productIdentifier) ×\(transaction.payment.quantity) \(transaction.transactionState)"
+                                  + (downloads.isEmpty ? "" : " [" + downloads.joined(separator: "; ") + "]"))
+                    }
+                }
+            }
+            if !combined.violations.isEmpty {
                 printLine("violations:")
-                for violation in state.checker.violations { printLine("  \(violation)") }
+                for violation in combined.violations { printLine("  \(violation)") }
             }
         }
     }

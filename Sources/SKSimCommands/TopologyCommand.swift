@@ -43,7 +43,15 @@ struct TopologyCommand: AsyncParsableCommand {
             printLine("  \(scenario.devices) devices, \(scenario.apps.purchasesPerDevice) purchases each, observers \(scenario.apps.observers.map(\.rawValue).joined(separator: ", "))")
             printLine("  catalog \(scenario.catalogSource): \(scenario.catalog.products.count) products")
             printLine("  processes: \(roles.joined(separator: ", "))")
-            printLine("  queue binds \(topology.queue.eventsEndpoint!) and \(topology.queue.requestsEndpoint!)" + (topology.curve == nil ? "" : " with CURVE"))
+            let security = topology.curve == nil ? "" : " with CURVE"
+            if topology.queues.count == 1 {
+                printLine("  queue binds \(topology.queue.eventsEndpoint!) and \(topology.queue.requestsEndpoint!)" + security)
+            } else {
+                printLine("  \(topology.queues.count) partitions, devices routed by account (docs/load-testing.md):")
+                for queue in topology.queues {
+                    printLine("    \(queue.name) writes partition \(queue.partition!), binds \(queue.eventsEndpoint!) and \(queue.requestsEndpoint!)" + security)
+                }
+            }
         }
     }
 }

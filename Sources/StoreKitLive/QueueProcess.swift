@@ -5,6 +5,7 @@ import Logging
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
+import Synchronization
 import ZeroMQ
 
 /// The queue role as a process: the single writer of its log partition. Rebuilds its
@@ -23,23 +24,30 @@ public final class QueueProcess {
         self.logger = logger
     }
 
+    /// The partition of a topology's only queue.
     public static let partition = LogProjection.partition
+    /// The partition this queue is the single writer of.
+    public var partition: String { process.partition ?? Self.partition }
 
     public func run() throws {
         let logDirectory = runDirectory.appendingPathComponent("log", isDirectory: true)
         try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
         // The log wakes the endpoint when durability advances: no timer on a lifecycle's critical path.
         let wakeup = try PollWakeup()
-        let writer = try PartitionWriter(directory: logDirectory, partition: Self.partition,
+        let durabilityRounds = Atomic<Int>(0)
+        let writer = try PartitionWriter(directory: logDirectory, partition: partition,
                                          configuration: PartitionWriterConfiguration(
                                              durability: topology.durability,
-                                             onDurable: { _ in wakeup.signal() }))
+                                             onDurable: { _ in
+                                                 durabilityRounds.add(1, ordering: .relaxed)
+                                                 wakeup.signal()
+                                             }))
         for recovery in writer.recoveries { logger.warning("recovered the log's torn tail", metadata: ["recovery": "\(recovery)"]) }
         // The engine rebuilds its projection from the log, so a restarted queue carries on.
         let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))
         let startup = try engine.start(topology.scenario.header(runtime: "live", startedAtUnixNanoseconds: LiveClock.wallNanoseconds()))
         let startedAt = engine.header?.startedAtUnixNanoseconds ?? LiveClock.wallNanoseconds()
-        logger.info("queue ready", metadata: ["sequence": "\(engine.projection.lastSequence)", "devices": "\(engine.projection.devices.count)"])
+        logger.info("queue ready", metadata: ["partition": "\(partition)", "sequence": "\(engine.projection.lastSequence)", "devices": "\(engine.projection.devices.count)"])
 
         let context = try ZeroMQContext()
         var configuration = QueueEndpointConfiguration(
@@ -95,7 +103,9 @@ public final class QueueProcess {
             "duplicates": "\(engine.duplicates)", "refusedFrames": "\(counters.refused.total)",
         ])
         try? QueueStatistics(duplicateCommands: engine.duplicates, commandsHandled: counters.commandsHandled,
-                             refusedFrames: counters.refused.total).write(in: runDirectory)
+                             refusedFrames: counters.refused.total, cpuSeconds: Double(processCPUNanoseconds()) / 1e9,
+                             peakMemoryBytes: peakResidentBytes(), durabilityRounds: durabilityRounds.load(ordering: .relaxed),
+                             records: engine.projection.lastSequence).write(in: runDirectory, partition: partition)
     }
 }
 

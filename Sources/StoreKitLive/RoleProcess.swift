@@ -62,20 +62,21 @@ public final class RoleProcess {
     }
 
     public func run() throws -> Outcome {
-        let queue = topology.queue
         let context = try ZeroMQContext()
         let curveKeys = try topology.curveClientKeys()
-        let events = topology.resolved(queue.eventsEndpoint!, runDirectory: runDirectory)
-        let requests = topology.resolved(queue.requestsEndpoint!, runDirectory: runDirectory)
-        var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests)
+        // Every partition: events from each, each command to its device's account's partition.
+        let partitions = topology.partitionEndpoints(runDirectory: runDirectory)
+        let events = partitions.map(\.eventsEndpoint).joined(separator: ", ")
+        let routes = DeviceRoutes(partitionCount: partitions.count)
+        var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: partitions[0].eventsEndpoint, requestsEndpoint: partitions[0].requestsEndpoint)
         subscriberConfiguration.silenceTimeout = .milliseconds(topology.heartbeatMilliseconds * 8)
         subscriberConfiguration.curve = curveKeys
-        let subscriber = try EventSubscriber(context: context, configuration: subscriberConfiguration)
+        let subscriber = try PartitionedSubscriber(context: context, partitions: partitions, configuration: subscriberConfiguration, routes: routes)
         // A new incarnation gets a new origin, so its command numbers never collide with
         // those of a process that ran before it under the same name.
-        var senderConfiguration = CommandSenderConfiguration(origin: "\(process.name).\(getpid())", requestsEndpoint: requests)
+        var senderConfiguration = CommandSenderConfiguration(origin: "\(process.name).\(getpid())", requestsEndpoint: partitions[0].requestsEndpoint)
         senderConfiguration.curve = curveKeys
-        let sender = try CommandSender(context: context, configuration: senderConfiguration)
+        let sender = try PartitionedSender(context: context, partitions: partitions, configuration: senderConfiguration, routes: routes)
         let logger = self.logger
         subscriber.onStateChange = { state in logger.info("subscription state changed", metadata: ["state": "\(state)"]) }
         subscriber.onMalformed = { failure in logger.warning("dropped a malformed event frame", metadata: ["reason": "\(failure)"]) }
@@ -104,7 +105,7 @@ public final class RoleProcess {
         // store decides what waited, a downloader restarts transfers, apps relaunch (R-Q4).
         let caughtUp = try catchUp(subscriber) { recorded in role.catchUp(recorded) }
         lastHeard = LiveClock.monotonicNanoseconds()
-        logger.info("caught up", metadata: ["sequence": "\(caughtUp)"])
+        logger.info("caught up", metadata: ["events": "\(caughtUp)"])
         perform(role.resume(now: LiveClock.monotonicNanoseconds()), now: LiveClock.monotonicNanoseconds())
 
         while !Shutdown.isRequested {
@@ -142,7 +143,7 @@ public final class RoleProcess {
             }
             let untilTimer = timers.nextTime.map { max(0, $0 - now) } ?? 5_000_000
             let received = try subscriber.receive(timeout: .nanoseconds(min(untilTimer, waiting.isEmpty ? 5_000_000 : 0)))
-            if !received.isEmpty || subscriber.state == .live { lastHeard = LiveClock.monotonicNanoseconds() }
+            if !received.isEmpty || subscriber.isLive { lastHeard = LiveClock.monotonicNanoseconds() }
             for recorded in received {
                 perform(role.receive(recorded, now: LiveClock.monotonicNanoseconds()), now: LiveClock.monotonicNanoseconds())
             }
@@ -163,24 +164,21 @@ public final class RoleProcess {
         return .stopped
     }
 
-    /// Reads every event published so far, without reacting, and returns the last sequence.
-    private func catchUp(_ subscriber: EventSubscriber, _ apply: (RecordedEvent) -> Void) throws -> UInt64 {
+    /// Reads every event published so far by every partition, without reacting; returns how many.
+    private func catchUp(_ subscriber: PartitionedSubscriber, _ apply: (RecordedEvent) -> Void) throws -> Int {
         let deadline = LiveClock.monotonicNanoseconds() + Int64(queueSilenceLimitSeconds * 1e9)
-        var last: UInt64 = 0
+        var count = 0
         while LiveClock.monotonicNanoseconds() < deadline && !Shutdown.isRequested {
             let batch = try subscriber.receive(timeout: .milliseconds(20))
-            for recorded in batch {
-                apply(recorded)
-                last = recorded.sequence
-            }
-            if subscriber.state == .live, batch.isEmpty, subscriber.knownPublishedSequence > 0, last >= subscriber.knownPublishedSequence {
-                return last
-            }
+            for recorded in batch { apply(recorded) }
+            count += batch.count
+            if batch.isEmpty, subscriber.isCaughtUp { return count }
         }
-        guard subscriber.knownPublishedSequence > 0 else {
-            throw RoleProcessError("\(process.name) could not reach the queue at \(topology.queue.requestsEndpoint ?? "?") within \(Int(queueSilenceLimitSeconds)) s; start the queue first")
+        let silent = subscriber.silentPartitions
+        guard silent.isEmpty else {
+            throw RoleProcessError("\(process.name) could not reach the queue at \(silent.map(\.requestsEndpoint).joined(separator: ", ")) within \(Int(queueSilenceLimitSeconds)) s; start the queue first")
         }
-        return last
+        return count
     }
 }
 

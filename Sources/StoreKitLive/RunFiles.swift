@@ -19,6 +19,15 @@ public struct RunFile: Codable, Sendable {
         /// For observers: the devices hosted, 1-based and inclusive ("1-5").
         public var devices: String?
         public var log: String
+        /// For a queue of a topology with several: the log partition it writes.
+        public var partition: String?
+    }
+
+    /// One queue partition and where it binds (only in topologies with several queues).
+    public struct Partition: Codable, Sendable {
+        public var name: String
+        public var events: String
+        public var requests: String
     }
 
     public var topology: String
@@ -26,6 +35,8 @@ public struct RunFile: Codable, Sendable {
     public var seed: UInt64
     public var supervisor: Int32
     public var processes: [Entry]
+    /// Every partition, in routing order; every role but the queues connects to all of them.
+    public var partitions: [Partition]?
 
     func write(to url: URL) throws {
         let encoder = JSONEncoder()
@@ -34,21 +45,45 @@ public struct RunFile: Codable, Sendable {
     }
 }
 
-/// `<run>/queue-stats.json`, written by the queue when it stops; read by `sksim run` for its report.
+/// `<run>/<partition>-stats.json` (`queue-stats.json` for a topology's only queue), written by
+/// each queue when it stops; read by `sksim run` and `sksim load` for their reports.
 public struct QueueStatistics: Codable, Sendable {
     public var duplicateCommands: Int
     public var commandsHandled: Int
     public var refusedFrames: Int
+    /// This queue's CPU time (user + system) and peak resident memory over its life, and the log's
+    /// durability rounds (fsyncs of group commit): what limits a partition (docs/load-testing.md).
+    public var cpuSeconds: Double?
+    public var peakMemoryBytes: Int64?
+    public var durabilityRounds: Int?
+    public var records: UInt64?
 
-    static func file(in runDirectory: URL) -> URL { runDirectory.appendingPathComponent("queue-stats.json") }
-
-    func write(in runDirectory: URL) throws {
-        try JSONEncoder().encode(self).write(to: Self.file(in: runDirectory), options: .atomic)
+    public init(duplicateCommands: Int = 0, commandsHandled: Int = 0, refusedFrames: Int = 0, cpuSeconds: Double? = nil,
+                peakMemoryBytes: Int64? = nil, durabilityRounds: Int? = nil, records: UInt64? = nil) {
+        self.duplicateCommands = duplicateCommands
+        self.commandsHandled = commandsHandled
+        self.refusedFrames = refusedFrames
+        self.cpuSeconds = cpuSeconds
+        self.peakMemoryBytes = peakMemoryBytes
+        self.durabilityRounds = durabilityRounds
+        self.records = records
     }
 
-    static func read(in runDirectory: URL) -> QueueStatistics? {
-        guard let data = FileManager.default.contents(atPath: file(in: runDirectory).path) else { return nil }
+    static func file(in runDirectory: URL, partition: String) -> URL { runDirectory.appendingPathComponent("\(partition)-stats.json") }
+
+    func write(in runDirectory: URL, partition: String) throws {
+        try JSONEncoder().encode(self).write(to: Self.file(in: runDirectory, partition: partition), options: .atomic)
+    }
+
+    public static func read(in runDirectory: URL, partition: String) -> QueueStatistics? {
+        guard let data = FileManager.default.contents(atPath: file(in: runDirectory, partition: partition).path) else { return nil }
         return try? JSONDecoder().decode(QueueStatistics.self, from: data)
+    }
+
+    /// Duplicates ignored by every queue of the topology; nil when none wrote its statistics.
+    public static func duplicateCommands(in runDirectory: URL, topology: Topology) -> Int? {
+        let read = topology.queues.compactMap { Self.read(in: runDirectory, partition: $0.partition!) }
+        return read.isEmpty ? nil : read.reduce(0) { $0 + $1.duplicateCommands }
     }
 }
 

@@ -111,21 +111,71 @@ public final class Supervisor {
         return process
     }
 
-    private func writeRunFile(_ endpoints: (events: String, requests: String)) throws {
-        let connection = RunFile.Endpoints(events: endpoints.events, requests: endpoints.requests)
+    private func writeRunFile() throws {
+        let partitions = topology.partitionEndpoints(runDirectory: runDirectory)
+        let several = partitions.count > 1
+        let byPartition = Dictionary(uniqueKeysWithValues: partitions.map { ($0.partition, RunFile.Endpoints(events: $0.eventsEndpoint, requests: $0.requestsEndpoint)) })
+        let first = byPartition[partitions[0].partition]!
         let entries = children.map { child in
             let specification = child.specification
             let devices = specification.deviceIndices.first.map { "\($0 + 1)-\(specification.deviceIndices.last! + 1)" }
+            let isQueue = specification.role == .queue
             return RunFile.Entry(role: specification.role.rawValue, name: specification.name, pid: child.process.processIdentifier,
-                                 host: specification.host, binds: specification.role == .queue ? connection : nil,
-                                 connects: specification.role == .queue ? nil : connection, devices: devices, log: child.logFile.path)
+                                 host: specification.host, binds: isQueue ? byPartition[specification.partition!] : nil,
+                                 connects: isQueue ? nil : first, devices: devices, log: child.logFile.path,
+                                 partition: isQueue && several ? specification.partition : nil)
         }
         try RunFile(topology: topologyPath, runDirectory: runDirectory.path, seed: topology.scenario.seed, supervisor: getpid(),
-                    processes: entries).write(to: runDirectory.appendingPathComponent("run.json"))
+                    processes: entries,
+                    partitions: several ? partitions.map { RunFile.Partition(name: $0.partition, events: $0.eventsEndpoint, requests: $0.requestsEndpoint) } : nil)
+            .write(to: runDirectory.appendingPathComponent("run.json"))
+    }
+
+    /// Starts every queue, one after another, each answering before the next starts (bounded).
+    /// With `thisHost`, only the queues on it; the others, started by hand on their hosts, must answer.
+    private func launchQueues(context: ZeroMQContext, thisHost: String? = nil) throws {
+        for (specification, endpoints) in zip(topology.queues, topology.partitionEndpoints(runDirectory: runDirectory)) {
+            if let thisHost, specification.host != thisHost {
+                try waitForRemoteQueue(specification, requests: endpoints.requestsEndpoint, context: context)
+                continue
+            }
+            let child = Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log"))
+            children.append(child)
+            try waitForQueue(child, requests: endpoints.requestsEndpoint, context: context)
+        }
+    }
+
+    /// Waits (bounded) until a queue started by hand on another host answers PING.
+    private func waitForRemoteQueue(_ queue: ProcessSpecification, requests: String, context: ZeroMQContext) throws {
+        let seconds = 60
+        let deadline = LiveClock.monotonicNanoseconds() + Int64(seconds) * 1_000_000_000
+        let socket = try context.socket(.dealer)
+        defer { socket.close() }
+        if let keys = try topology.curveClientKeys() {
+            try socket.set(.curveServerKey, keys.serverPublicKey)
+            try socket.set(.curvePublicKey, keys.clientKeyPair.publicKey)
+            try socket.set(.curveSecretKey, keys.clientKeyPair.secretKey)
+        }
+        try socket.connect(requests)
+        logger.notice("waiting for a queue started by hand", metadata: ["name": "\(queue.name)", "host": "\(queue.host)", "requests": "\(requests)"])
+        while LiveClock.monotonicNanoseconds() < deadline && !Shutdown.isRequested {
+            _ = try socket.send([Array("PING".utf8)], mode: .nonBlocking)
+            if let reply = try socket.receive(timeout: .milliseconds(200)), reply.first == Array("PONG".utf8) { return }
+        }
+        throw Failure.startFailed("the queue '\(queue.name)' of host \(queue.host) did not answer on \(requests) within \(seconds) s; start it there with `sksim queue --topology \(topologyPath) --name \(queue.name)`")
+    }
+
+    /// Refuses ipc:// paths longer than a Unix socket path may be.
+    private func checkEndpointLengths() throws {
+        for partition in topology.partitionEndpoints(runDirectory: runDirectory) {
+            for endpoint in [partition.eventsEndpoint, partition.requestsEndpoint] where endpoint.hasPrefix("ipc://") && endpoint.utf8.count - 6 > 100 {
+                throw Failure.startFailed("the ipc endpoint \(endpoint) is longer than the 100 bytes a Unix socket path may have; use a shorter --out directory")
+            }
+        }
     }
 
     /// Waits until the queue answers on its requests endpoint (bounded).
-    private func waitForQueue(requests: String, context: ZeroMQContext) throws {
+    private func waitForQueue(_ queue: Child, requests: String, context: ZeroMQContext) throws {
         let deadline = LiveClock.monotonicNanoseconds() + 10_000_000_000
         let socket = try context.socket(.dealer)
         defer { socket.close() }
@@ -136,21 +186,20 @@ public final class Supervisor {
         }
         try socket.connect(requests)
         while LiveClock.monotonicNanoseconds() < deadline {
-            if let queue = children.first(where: { $0.specification.role == .queue }), !queue.process.isRunning {
+            if !queue.process.isRunning {
                 let cause = FailureNote.take(process: queue.specification.name, runDirectory: runDirectory)
                     ?? "it exited with status \(queue.process.terminationStatus)"
                 throw Failure.startFailed("the queue could not start: \(cause) (its log: \(queue.logFile.path))")
             }
             // Only our own queue counts: on tcp:// another run's queue may answer on the same port.
-            guard let queue = children.first(where: { $0.specification.role == .queue }),
-                  ReadyNote.pid(process: queue.specification.name, runDirectory: runDirectory) == queue.process.processIdentifier else {
+            guard ReadyNote.pid(process: queue.specification.name, runDirectory: runDirectory) == queue.process.processIdentifier else {
                 usleep(10_000)
                 continue
             }
             _ = try socket.send([Array("PING".utf8)], mode: .nonBlocking)
             if let reply = try socket.receive(timeout: .milliseconds(200)), reply.first == Array("PONG".utf8) { return }
         }
-        throw Failure.startFailed("the queue did not answer on \(requests) within 10 s; see \(runDirectory.appendingPathComponent("queue.log").path)")
+        throw Failure.startFailed("the queue '\(queue.specification.name)' did not answer on \(requests) within 10 s; see \(queue.logFile.path)")
     }
 
     /// `sksim run` starts every process here; a topology meant for several hosts is refused before anything is created.
@@ -165,23 +214,17 @@ public final class Supervisor {
         let start = LiveClock.monotonicNanoseconds()
         try Self.checkAllLocal(topology, topologyPath: topologyPath)
         try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
-        let queueSpecification = topology.queue
-        let events = topology.resolved(queueSpecification.eventsEndpoint!, runDirectory: runDirectory)
-        let requests = topology.resolved(queueSpecification.requestsEndpoint!, runDirectory: runDirectory)
-        for endpoint in [events, requests] where endpoint.hasPrefix("ipc://") && endpoint.utf8.count - 6 > 100 {
-            throw Failure.startFailed("the ipc endpoint \(endpoint) is longer than the 100 bytes a Unix socket path may have; use a shorter --out directory")
-        }
+        try checkEndpointLengths()
         let context = try ZeroMQContext()
         defer { context.terminate() }
 
         do {
-            // The queue first: everyone else connects to it.
-            children.append(Child(queueSpecification, try launch(queueSpecification), logFile: runDirectory.appendingPathComponent("queue.log")))
-            try waitForQueue(requests: requests, context: context)
+            // The queues first: everyone else connects to them.
+            try launchQueues(context: context)
             for specification in topology.processes where specification.role != .queue {
                 children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
             }
-            try writeRunFile((events, requests))
+            try writeRunFile()
         } catch {
             // Nothing is left running when the start fails (a queue holding its ports would block the next run).
             stopAll()
@@ -189,7 +232,7 @@ public final class Supervisor {
         }
         logger.info("started", metadata: ["processes": "\(children.count)", "runDirectory": "\(runDirectory.path)"])
 
-        var progress: ProgressView? = options.showProgress ? try ProgressView(context: context, events: events, requests: requests, topology: topology) : nil
+        var progress: ProgressView? = options.showProgress ? try ProgressView(context: context, partitions: topology.partitionEndpoints(runDirectory: runDirectory), topology: topology) : nil
         var failure: String?
         var finished = false
         var stoppedAtLimit = false
@@ -213,10 +256,11 @@ public final class Supervisor {
         progress?.finish()
         progress = nil
         stopAll()
-        let built = try LogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true), partition: QueueProcess.partition)
-        let duplicates = QueueStatistics.read(in: runDirectory)?.duplicateCommands ?? 0
-        let report = RunReport(seed: topology.scenario.seed, totals: built.projection.totals, pending: built.projection.pendingCount,
-                               violations: built.checker.violations, violationCount: built.checker.violationCount,
+        let built = try PartitionedLogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true),
+                                                       partitions: topology.queues.map { $0.partition! })
+        let duplicates = QueueStatistics.duplicateCommands(in: runDirectory, topology: topology) ?? 0
+        let report = RunReport(seed: topology.scenario.seed, totals: built.totals, pending: built.pendingCount,
+                               violations: built.violations, violationCount: built.violationCount,
                                logDirectory: runDirectory.appendingPathComponent("log").path,
                                simulatedNanoseconds: LiveClock.monotonicNanoseconds() - start,
                                duplicateCommands: duplicates, stoppedAtTimeLimit: stoppedAtLimit)
@@ -248,8 +292,7 @@ public final class Supervisor {
                                metadata: ["name": "\(child.specification.name)", "status": "\(status)", "restart": "\(child.restarts)"])
                 child.process = try launch(child.specification)
                 do {
-                    try writeRunFile((topology.resolved(topology.queue.eventsEndpoint!, runDirectory: runDirectory),
-                                      topology.resolved(topology.queue.requestsEndpoint!, runDirectory: runDirectory)))
+                    try writeRunFile()
                 } catch {
                     // run.json is for people and tools; the run itself goes on without its update.
                     logger.warning("could not update run.json", metadata: ["error": "\(describeError(error))"])
@@ -289,17 +332,18 @@ public final class Supervisor {
     }
 }
 
-/// One line of live progress on the terminal, from a subscription to the queue.
+/// One line of live progress on the terminal, from a subscription to every queue partition.
 struct ProgressView {
-    private let subscriber: EventSubscriber
+    private let subscriber: PartitionedSubscriber
     private var projection = QueueProjection(commandWindow: 64)
     private var lastDraw: Int64 = 0
     private let start = LiveClock.monotonicNanoseconds()
 
-    init(context: ZeroMQContext, events: String, requests: String, topology: Topology) throws {
-        var configuration = EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests)
+    init(context: ZeroMQContext, partitions: [PartitionEndpoints], topology: Topology) throws {
+        var configuration = EventSubscriberConfiguration(eventsEndpoint: partitions[0].eventsEndpoint, requestsEndpoint: partitions[0].requestsEndpoint)
         configuration.curve = try topology.curveClientKeys()
-        subscriber = try EventSubscriber(context: context, configuration: configuration)
+        subscriber = try PartitionedSubscriber(context: context, partitions: partitions, configuration: configuration,
+                                               routes: DeviceRoutes(partitionCount: partitions.count))
     }
 
     mutating func update() throws {
@@ -324,30 +368,28 @@ struct ProgressView {
 // MARK: The services of a load test
 
 extension Supervisor {
-    /// For `sksim load`: starts the queue, waits until it answers, then every other process
-    /// that is not an observer (the store and the downloader); load drivers play the devices
-    /// instead of observers. Returns the queue's endpoints, resolved against the run directory.
-    public func startServices() throws -> (events: String, requests: String) {
-        let localHosts: Set<String> = ["localhost", "127.0.0.1", "::1", ProcessInfo.processInfo.hostName]
-        if let remote = topology.processes.first(where: { $0.role != .observer && !localHosts.contains($0.host) }) {
+    /// For `sksim load`: starts the queues, each answering before the next starts, then every
+    /// other process that is not an observer (the store and the downloader); load drivers play the
+    /// devices instead of observers. Returns every partition's endpoints, resolved against the run directory.
+    ///
+    /// `thisHost` names this machine's `host` in the topology: then only the services on it are
+    /// started, and the queues of other hosts (started by hand there) must answer within a bound.
+    @discardableResult
+    public func startServices(thisHost: String? = nil) throws -> [PartitionEndpoints] {
+        let localHosts: Set<String> = thisHost.map { [$0] } ?? ["localhost", "127.0.0.1", "::1", ProcessInfo.processInfo.hostName]
+        if thisHost == nil, let remote = topology.processes.first(where: { $0.role != .observer && !localHosts.contains($0.host) }) {
             throw Failure.startFailed("process '\(remote.name)' is meant for host \(remote.host), but `sksim load` starts the queue, store and downloader on this machine; run them there by hand and start drivers with `sksim driver` (see docs/load-testing.md)")
         }
         try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
-        let queueSpecification = topology.queue
-        let events = topology.resolved(queueSpecification.eventsEndpoint!, runDirectory: runDirectory)
-        let requests = topology.resolved(queueSpecification.requestsEndpoint!, runDirectory: runDirectory)
-        for endpoint in [events, requests] where endpoint.hasPrefix("ipc://") && endpoint.utf8.count - 6 > 100 {
-            throw Failure.startFailed("the ipc endpoint \(endpoint) is longer than the 100 bytes a Unix socket path may have; use a shorter --out directory")
-        }
+        try checkEndpointLengths()
         let context = try ZeroMQContext()
         defer { context.terminate() }
-        children.append(Child(queueSpecification, try launch(queueSpecification), logFile: runDirectory.appendingPathComponent("queue.log")))
-        try waitForQueue(requests: requests, context: context)
-        for specification in topology.processes where specification.role != .queue && specification.role != .observer {
+        try launchQueues(context: context, thisHost: thisHost)
+        for specification in topology.processes where specification.role != .queue && specification.role != .observer && localHosts.contains(specification.host) {
             children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
         }
-        try writeRunFile((events, requests))
-        return (events, requests)
+        try writeRunFile()
+        return topology.partitionEndpoints(runDirectory: runDirectory)
     }
 
     /// Checks the services once, restarting a dead one from the log; a message when one died for good.

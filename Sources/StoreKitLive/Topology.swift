@@ -3,6 +3,7 @@ import EventLog
 import Foundation
 import StoreKitModel
 import StoreKitRoles
+import StoreKitRuntime
 import ZeroMQ
 
 /// The roles a process can play.
@@ -21,6 +22,10 @@ public struct ProcessSpecification: Sendable {
     public var requestsEndpoint: String?
     /// For observers: 0-based indices of the devices whose apps this process hosts.
     public var deviceIndices: [Int]
+    /// For a queue: the log partition it is the single writer of. A topology's only queue writes
+    /// "queue" (`LogProjection.partition`); with several, each writes the partition named by its
+    /// `partition` key, or else by its process name.
+    public var partition: String? = nil
 }
 
 /// CURVE keys for a topology that crosses hosts: the queue is the server. The file holds
@@ -51,7 +56,18 @@ public struct Topology: Sendable {
     /// Default output directory (relative to the working directory) when `--out` is not given.
     public var output: String?
 
+    /// The first queue (the only one in a topology without partitions).
     public var queue: ProcessSpecification { processes.first { $0.role == .queue }! }
+    /// Every queue, in the file's order: a partition's index in `PartitionRouting` is its position here.
+    public var queues: [ProcessSpecification] { processes.filter { $0.role == .queue } }
+
+    /// Every partition's endpoints with `{run}` resolved, in routing order.
+    public func partitionEndpoints(runDirectory: URL) -> [PartitionEndpoints] {
+        queues.map { queue in
+            PartitionEndpoints(partition: queue.partition!, eventsEndpoint: resolved(queue.eventsEndpoint!, runDirectory: runDirectory),
+                               requestsEndpoint: resolved(queue.requestsEndpoint!, runDirectory: runDirectory))
+        }
+    }
 
     public func process(named name: String) throws(TopologyError) -> ProcessSpecification {
         guard let process = processes.first(where: { $0.name == name }) else {
@@ -217,7 +233,7 @@ public struct Topology: Sendable {
         var processes: [ProcessSpecification] = []
         var claimed = [String?](repeating: nil, count: devices)
         for item in try node.sequence() {
-            let keys = try item.mapping(allowedKeys: ["name", "role", "host", "events", "requests", "devices"])
+            let keys = try item.mapping(allowedKeys: ["name", "role", "host", "events", "requests", "devices", "partition"])
             guard let nameNode = keys["name"] else { throw item.error("missing key 'name'") }
             guard let roleNode = keys["role"] else { throw item.error("missing key 'role' (queue, store, downloader or observer)") }
             let name = try nameNode.string()
@@ -234,8 +250,12 @@ public struct Topology: Sendable {
                 }
                 process.eventsEndpoint = try endpoint(events)
                 process.requestsEndpoint = try endpoint(requests)
+                process.partition = name
+                if let partition = keys["partition"] { process.partition = try partitionName(partition) }
             } else if keys["events"] != nil || keys["requests"] != nil {
                 throw item.error("only the queue binds 'events' and 'requests'; other roles connect to the queue's")
+            } else if keys["partition"] != nil {
+                throw item.error("only a queue writes a log partition; other roles connect to every queue")
             }
             if role == .observer {
                 guard let range = keys["devices"] else { throw item.error("an observer needs 'devices', e.g. \"1-10\" (1-based, inclusive)") }
@@ -249,7 +269,22 @@ public struct Topology: Sendable {
             }
             processes.append(process)
         }
-        guard processes.filter({ $0.role == .queue }).count == 1 else { throw node.error("expected exactly one process with role queue") }
+        let queueIndices = processes.indices.filter { processes[$0].role == .queue }
+        guard !queueIndices.isEmpty else { throw node.error("expected at least one process with role queue") }
+        if queueIndices.count == 1 {
+            // One queue: the partition every single-queue run has always written.
+            processes[queueIndices[0]].partition = LogProjection.partition
+        } else {
+            var owners: [String: String] = [:]
+            for index in queueIndices {
+                let process = processes[index]
+                if let owner = owners[process.partition!] {
+                    throw TopologyError(file: node.file, keyPath: "processes[\(index)].partition",
+                                        problem: "queues '\(owner)' and '\(process.name)' both write partition '\(process.partition!)'; every queue needs its own partition (give one another 'partition' or name)")
+                }
+                owners[process.partition!] = process.name
+            }
+        }
         for role in [RoleKind.store, .downloader] where !processes.contains(where: { $0.role == role }) {
             throw node.error("expected a process with role \(role.rawValue)")
         }
@@ -257,6 +292,15 @@ public struct Topology: Sendable {
             throw node.error("device \(unhosted + 1) of \(devices) is hosted by no observer; give every device to one observer's 'devices'")
         }
         return processes
+    }
+
+    /// A log partition's name is a directory name: ASCII letters, digits, '.', '_', '-'.
+    private static func partitionName(_ node: ConfigurationNode) throws(TopologyError) -> String {
+        let text = try node.string()
+        let valid = !text.isEmpty && text.utf8.count <= 255 && text != "." && text != ".."
+            && text.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
+        guard valid else { throw node.error("expected a partition name of ASCII letters, digits, '.', '_' or '-', found '\(text)'") }
+        return text
     }
 
     private static func endpoint(_ node: ConfigurationNode) throws(TopologyError) -> String {
@@ -284,18 +328,31 @@ public struct Topology: Sendable {
     }
 
     /// The events and requests endpoints must be distinct: two binds to one address fail at start.
+    /// On one host, tcp:// endpoints overlap when their ports are equal and their addresses are
+    /// equal or one is every interface (`*`, `0.0.0.0`).
     private static func checkEndpoints(_ processes: [ProcessSpecification], node: ConfigurationNode) throws(TopologyError) {
-        var seen: [String: String] = [:]
+        var seen: [(endpoint: String, host: String, path: String)] = []
         for (index, process) in processes.enumerated() {
             for (key, endpoint) in [("events", process.eventsEndpoint), ("requests", process.requestsEndpoint)] {
                 guard let endpoint else { continue }
                 let path = "processes[\(index)].\(key)"
-                if let other = seen[endpoint] {
-                    throw TopologyError(file: node.file, keyPath: path, problem: "'\(endpoint)' is also \(other); every endpoint needs its own address (another port or socket path)")
+                if let other = seen.first(where: { $0.endpoint == endpoint || ($0.host == process.host && tcpOverlap($0.endpoint, endpoint)) }) {
+                    let clash = other.endpoint == endpoint ? "is also \(other.path)" : "overlaps '\(other.endpoint)' (\(other.path))"
+                    throw TopologyError(file: node.file, keyPath: path, problem: "'\(endpoint)' \(clash); every endpoint needs its own address (another port or socket path)")
                 }
-                seen[endpoint] = path
+                seen.append((endpoint, process.host, path))
             }
         }
+    }
+
+    private static func tcpOverlap(_ first: String, _ second: String) -> Bool {
+        func split(_ endpoint: String) -> (address: Substring, port: Substring)? {
+            guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") else { return nil }
+            return (endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon], endpoint[endpoint.index(after: colon)...])
+        }
+        guard let one = split(first), let other = split(second), one.port == other.port else { return false }
+        let everywhere: Set<Substring> = ["*", "0.0.0.0"]
+        return one.address == other.address || everywhere.contains(one.address) || everywhere.contains(other.address)
     }
 
     private static func deviceRange(_ node: ConfigurationNode, devices: Int) throws(TopologyError) -> [Int] {

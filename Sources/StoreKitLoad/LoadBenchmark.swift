@@ -15,6 +15,8 @@ public enum LoadBenchmark {
         /// One load per duration (a soak compares the peak memory of a short and a long one).
         public var durationsNanoseconds: [Int64] = [5_000_000_000]
         public var devices = 1_000
+        /// Queue partitions, one load per entry (and duration): 1 and 2 compare partitioned throughput.
+        public var partitions: [Int] = [1]
         public var baselineSeconds = 4.0
         public init(executable: URL, directory: URL) {
             self.executable = executable
@@ -24,7 +26,15 @@ public enum LoadBenchmark {
 
     public struct Measurement: Sendable {
         public var durationSeconds: Double
+        public var partitions: Int
         public var result: LoadCoordinator.Result
+        /// Each queue's statistics (CPU, durability rounds, records), in partition order.
+        public var queues: [QueueStatistics]
+        public var queuePartitions: [String]
+        /// How busy the machine's cores were during the run (user + system + irq over all time), 0-1,
+        /// and how many cores it has: beside each queue's CPU, it says whether CPU is what limits.
+        public var machineBusyFraction: Double
+        public var cores: Int
         public var startsPerSecond: Double { result.figures.loadSeconds > 0 ? Double(result.figures.counters.started) / result.figures.loadSeconds : 0 }
         public var driverCPUMicrosecondsPerLifecycle: Double {
             result.figures.counters.started > 0 ? result.driversCPUSeconds * 1e6 / Double(result.figures.counters.started) : 0
@@ -33,13 +43,14 @@ public enum LoadBenchmark {
 
     public static func run(_ configuration: Configuration, logger: Logger) throws -> [Measurement] {
         var measurements: [Measurement] = []
-        for (index, duration) in configuration.durationsNanoseconds.enumerated() {
+        let runs = configuration.durationsNanoseconds.flatMap { duration in configuration.partitions.map { (duration, $0) } }
+        for (index, (duration, partitions)) in runs.enumerated() {
             let directory = configuration.directory.appendingPathComponent("skbl-\(getpid())-\(index)", isDirectory: true)
             try? FileManager.default.removeItem(at: directory)
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             let topologyPath = directory.appendingPathComponent("bench.yaml").path
-            try BusBenchmark.topologyText(name: "bench-load").write(toFile: topologyPath, atomically: true, encoding: .utf8)
+            try topologyText(partitions: partitions).write(toFile: topologyPath, atomically: true, encoding: .utf8)
             let topology = try Topology.load(path: topologyPath)
             var options = LoadCoordinator.Options()
             options.plan.model = .open
@@ -49,9 +60,51 @@ public enum LoadBenchmark {
             options.showLiveView = false
             let coordinator = LoadCoordinator(topology: topology, topologyPath: topologyPath, runDirectory: directory.appendingPathComponent("run"),
                                               executable: configuration.executable, options: options, logger: logger)
-            measurements.append(Measurement(durationSeconds: Double(duration) / 1e9, result: try coordinator.run()))
+            let before = CPUTimes.read()
+            let result = try coordinator.run()
+            let after = CPUTimes.read()
+            let names = topology.queues.map { $0.partition! }
+            let queues = names.map { QueueStatistics.read(in: directory.appendingPathComponent("run"), partition: $0)
+                ?? QueueStatistics(duplicateCommands: 0, commandsHandled: 0, refusedFrames: 0) }
+            measurements.append(Measurement(durationSeconds: Double(duration) / 1e9, partitions: partitions, result: result, queues: queues,
+                                            queuePartitions: names,
+                                            machineBusyFraction: CPUTimes.busyFraction(from: before, to: after),
+                                            cores: ProcessInfo.processInfo.activeProcessorCount))
         }
         return measurements
+    }
+
+    /// `bench bus`'s topology, with its one queue split into `partitions` queues over ipc.
+    static func topologyText(partitions: Int) -> String {
+        let text = BusBenchmark.topologyText(name: "bench-load")
+        guard partitions > 1 else { return text }
+        let queues = (1...partitions).map { index in
+            "  - {name: queue-\(index), role: queue, events: \"ipc://{run}/e\(index).ipc\", requests: \"ipc://{run}/r\(index).ipc\"}"
+        }
+        return text.split(separator: "\n", omittingEmptySubsequences: false)
+            .flatMap { line in line.contains("role: queue") ? queues : [String(line)] }
+            .joined(separator: "\n")
+    }
+
+    /// The kernel's cumulative CPU times of all cores (/proc/stat), in clock ticks.
+    struct CPUTimes {
+        var busy: Int64
+        var total: Int64
+
+        static func read() -> CPUTimes? {
+            guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+                  let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
+            let fields = line.split(separator: " ").dropFirst().compactMap { Int64($0) }
+            guard fields.count >= 5 else { return nil }
+            // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+            let total = fields.prefix(8).reduce(0, +)
+            return CPUTimes(busy: total - fields[3] - fields[4], total: total)
+        }
+
+        static func busyFraction(from before: CPUTimes?, to after: CPUTimes?) -> Double {
+            guard let before, let after, after.total > before.total else { return 0 }
+            return Double(after.busy - before.busy) / Double(after.total - before.total)
+        }
     }
 
     /// The baseline: `sksim bench bus`'s closed-loop driver over ipc, in this same run.

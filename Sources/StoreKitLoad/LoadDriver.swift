@@ -17,18 +17,18 @@ public final class LoadDriver {
     public struct Configuration: Sendable {
         public var name: String
         public var coordinatorEndpoint: String
-        public var queueEventsEndpoint: String
-        public var queueRequestsEndpoint: String
+        /// Every queue partition, in routing order; each device's commands go to its account's.
+        public var partitions: [PartitionEndpoints]
         public var curve: CurveClientKeys?
         public var heartbeatMilliseconds = 250
         /// How long to wait for the coordinator's plan and start before giving up.
         public var coordinatorTimeoutSeconds = 60.0
 
-        public init(name: String, coordinatorEndpoint: String, queueEventsEndpoint: String, queueRequestsEndpoint: String) {
+        public init(name: String, coordinatorEndpoint: String, partitions: [PartitionEndpoints]) {
+            precondition(!partitions.isEmpty, "a load needs at least one queue partition")
             self.name = name
             self.coordinatorEndpoint = coordinatorEndpoint
-            self.queueEventsEndpoint = queueEventsEndpoint
-            self.queueRequestsEndpoint = queueRequestsEndpoint
+            self.partitions = partitions
         }
     }
 
@@ -59,21 +59,23 @@ public final class LoadDriver {
         let plan = try awaitMessage(.plan, LoadPlan.self, from: coordinator)
         logger.info("plan received", metadata: ["index": "\(plan.driverIndex)", "drivers": "\(plan.driverCount)", "model": "\(plan.model.rawValue)"])
 
-        var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: configuration.queueEventsEndpoint,
-                                                                   requestsEndpoint: configuration.queueRequestsEndpoint)
+        let partitions = configuration.partitions
+        let routes = DeviceRoutes(partitionCount: partitions.count)
+        var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: partitions[0].eventsEndpoint,
+                                                                   requestsEndpoint: partitions[0].requestsEndpoint)
         subscriberConfiguration.silenceTimeout = .milliseconds(configuration.heartbeatMilliseconds * 8)
         subscriberConfiguration.curve = configuration.curve
-        let subscriber = try EventSubscriber(context: context, configuration: subscriberConfiguration)
+        let subscriber = try PartitionedSubscriber(context: context, partitions: partitions, configuration: subscriberConfiguration, routes: routes)
         // A new process gets a new origin, so its command ids never collide with an earlier one's.
-        var senderConfiguration = CommandSenderConfiguration(origin: "\(configuration.name).\(getpid())", requestsEndpoint: configuration.queueRequestsEndpoint)
+        var senderConfiguration = CommandSenderConfiguration(origin: "\(configuration.name).\(getpid())", requestsEndpoint: partitions[0].requestsEndpoint)
         senderConfiguration.curve = configuration.curve
         senderConfiguration.window = 16_384
-        let sender = try CommandSender(context: context, configuration: senderConfiguration)
+        let sender = try PartitionedSender(context: context, partitions: partitions, configuration: senderConfiguration, routes: routes)
         defer {
             subscriber.close()
             sender.close()
         }
-        var engine = DriverEngine(name: configuration.name, plan: plan, origin: senderConfiguration.origin)
+        var engine = DriverEngine(name: configuration.name, plan: plan, origins: sender.origins)
         try engine.setUp(sender: sender, subscriber: subscriber)
         _ = try coordinator.send(LoadWire.frames(.ready, DriverReady(name: configuration.name, devices: plan.devicesPerDriver)), mode: .blocking)
         let start = try awaitMessage(.start, LoadStart.self, from: coordinator)
@@ -105,7 +107,8 @@ public final class LoadDriver {
 struct DriverEngine {
     let name: String
     let plan: LoadPlan
-    let origin: String
+    /// This driver's command origins, one per partition.
+    let origins: Set<String>
     let devices: [String]
     let choices: SeededChoices
 
@@ -129,10 +132,10 @@ struct DriverEngine {
     var lifecycles: [Int: Lifecycle] = [:]
     var nextLifecycle = 0
     /// addPayment / restore command number → lifecycle.
-    var pendingStarts: [UInt64: Int] = [:]
+    var pendingStarts: [CommandID: Int] = [:]
     /// finishTransaction command number → its lifecycle and that lifecycle's intended start (the
     /// acknowledgement may come after transactionFinished was heard and the lifecycle ended).
-    var pendingFinishes: [UInt64: (lifecycle: Int, intended: Int64, isRestored: Bool)] = [:]
+    var pendingFinishes: [CommandID: (lifecycle: Int, intended: Int64, isRestored: Bool)] = [:]
     var transactions: [TransactionKey: Transaction] = [:]
     /// (device, restore number) → lifecycle.
     var restores: [String: Int] = [:]
@@ -148,10 +151,10 @@ struct DriverEngine {
     /// Closed model: when each device is next meant to start.
     var closedStarts = Scheduler<Int>()
 
-    init(name: String, plan: LoadPlan, origin: String) {
+    init(name: String, plan: LoadPlan, origins: Set<String>) {
         self.name = name
         self.plan = plan
-        self.origin = origin
+        self.origins = origins
         devices = (0..<max(1, plan.devicesPerDriver)).map { "\(name)-\($0)" }
         choices = SeededChoices(seed: plan.seed, stream: name)
         nextArrival = plan.driverIndex
@@ -161,7 +164,7 @@ struct DriverEngine {
 
     /// Registers, launches and attaches an observer to every device, and waits (bounded) until
     /// the queue acknowledged all of it.
-    mutating func setUp(sender: CommandSender, subscriber: EventSubscriber) throws {
+    mutating func setUp(sender: PartitionedSender, subscriber: PartitionedSubscriber) throws {
         var commands: [CommandBody] = []
         for (index, device) in devices.enumerated() {
             commands.append(.registerDevice(device: device, account: "\(name)-account-\(index / 2)"))
@@ -172,7 +175,7 @@ struct DriverEngine {
         let deadline = LiveClock.monotonicNanoseconds() + 60_000_000_000
         while next < commands.count || sender.outstandingCount > 0 {
             guard LiveClock.monotonicNanoseconds() < deadline else {
-                throw LoadProtocolError("\(name) could not register its \(devices.count) devices with the queue at \(sender.configuration.requestsEndpoint) within 60 s; is the queue running?")
+                throw LoadProtocolError("\(name) could not register its \(devices.count) devices with the queue at \(sender.requestsEndpoints) within 60 s; is the queue running?")
             }
             while next < commands.count && sender.hasCapacity {
                 try sender.submit(commands[next])
@@ -191,7 +194,7 @@ struct DriverEngine {
         }
     }
 
-    mutating func drive(startMonotonic: Int64, sender: CommandSender, subscriber: EventSubscriber, coordinator: Socket) throws {
+    mutating func drive(startMonotonic: Int64, sender: PartitionedSender, subscriber: PartitionedSubscriber, coordinator: Socket) throws {
         let loadEnd = startMonotonic + plan.loadNanoseconds
         var drainEnd = loadEnd + plan.drainNanoseconds
         var nextReport = startMonotonic + plan.intervalNanoseconds
@@ -225,7 +228,7 @@ struct DriverEngine {
             if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
             let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, 5_000_000))
             for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
-                // Every driver hears the whole partition; the topic's device says whose it is.
+                // Every driver hears every partition whole; the topic's device says whose it is.
                 guard let device = record.device, device.utf8.starts(with: prefix) else { continue }
                 let recorded: RecordedEvent
                 do {
@@ -272,7 +275,7 @@ struct DriverEngine {
     /// Starts every lifecycle whose intended start has come. A start past the in-flight bound
     /// is missed (counted); one that finds the sender's window full waits for the next round,
     /// and its latency still counts from its intended start.
-    mutating func startDue(now: Int64, startMonotonic: Int64, loadEnd: Int64, sender: CommandSender) throws {
+    mutating func startDue(now: Int64, startMonotonic: Int64, loadEnd: Int64, sender: PartitionedSender) throws {
         var budget = 4_096  // Starts per round, so events and reports are heard between bursts.
         while budget > 0, let due = nextDue(startMonotonic: startMonotonic), due <= now, due < loadEnd {
             guard sender.hasCapacity else { return }
@@ -294,7 +297,7 @@ struct DriverEngine {
         }
     }
 
-    mutating func start(device: Int, intended: Int64, sender: CommandSender) throws {
+    mutating func start(device: Int, intended: Int64, sender: PartitionedSender) throws {
         let kind: Kind = choices.chance(.userRestore, plan.restoreFraction) ? .restore : .purchase
         let body: CommandBody
         switch kind {
@@ -308,17 +311,17 @@ struct DriverEngine {
         let lifecycle = nextLifecycle
         nextLifecycle += 1
         lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device)
-        pendingStarts[id.number] = lifecycle
+        pendingStarts[id] = lifecycle
         interval.started += 1
     }
 
-    mutating func flushWaiting(_ sender: CommandSender) throws {
+    mutating func flushWaiting(_ sender: PartitionedSender) throws {
         while waitingHead < waiting.count && sender.hasCapacity {
             let body = waiting[waitingHead]
             waitingHead += 1
             let id = try sender.submit(body)
             if case .finishTransaction(let key) = body, let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] {
-                pendingFinishes[id.number] = (transaction.lifecycle, lifecycle.intended, transaction.isRestored)
+                pendingFinishes[id] = (transaction.lifecycle, lifecycle.intended, transaction.isRestored)
             }
         }
         if waitingHead == waiting.count {
@@ -340,27 +343,27 @@ struct DriverEngine {
         switch completion {
         case .failed(let id, _):
             interval.errors += 1
-            if let lifecycle = pendingStarts.removeValue(forKey: id.number) { end(lifecycle, now: now, stage: nil, error: true) }
-            if let finish = pendingFinishes.removeValue(forKey: id.number) { end(finish.lifecycle, now: now, stage: nil, error: true) }
+            if let lifecycle = pendingStarts.removeValue(forKey: id) { end(lifecycle, now: now, stage: nil, error: true) }
+            if let finish = pendingFinishes.removeValue(forKey: id) { end(finish.lifecycle, now: now, stage: nil, error: true) }
         case .acknowledged(let acknowledgement):
             guard let id = acknowledgement.commandID else { return }
             if acknowledgement.status == .rejected || acknowledgement.status == .malformed {
                 interval.rejections += 1
-                if let lifecycle = pendingStarts.removeValue(forKey: id.number) { end(lifecycle, now: now, stage: nil, error: true) }
-                if let finish = pendingFinishes.removeValue(forKey: id.number) { end(finish.lifecycle, now: now, stage: nil, error: true) }
+                if let lifecycle = pendingStarts.removeValue(forKey: id) { end(lifecycle, now: now, stage: nil, error: true) }
+                if let finish = pendingFinishes.removeValue(forKey: id) { end(finish.lifecycle, now: now, stage: nil, error: true) }
                 return
             }
-            if let finish = pendingFinishes.removeValue(forKey: id.number), !finish.isRestored {
+            if let finish = pendingFinishes.removeValue(forKey: id), !finish.isRestored {
                 histograms.record(.finished, nanoseconds: now - finish.intended)
             }
         }
     }
 
     mutating func handle(_ recorded: RecordedEvent, now: Int64) {
-        let ours = recorded.commandID?.origin == origin
+        let ours = recorded.commandID.map { origins.contains($0.origin) } ?? false
         switch recorded.event {
         case .transactionAdded(let key, let payment):
-            guard ours, let number = recorded.commandID?.number, let lifecycle = pendingStarts.removeValue(forKey: number),
+            guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id),
                   let started = lifecycles[lifecycle] else { return }
             histograms.record(.added, nanoseconds: now - started.intended)
             let downloads = payment.productIdentifier == LoadDriver.contentProduct ? -1 : 0
@@ -383,7 +386,7 @@ struct DriverEngine {
             guard let transaction = transactions.removeValue(forKey: key) else { return }
             end(transaction.lifecycle, now: now, stage: nil)
         case .restoreStarted(let device, let restore, _):
-            guard ours, let number = recorded.commandID?.number, let lifecycle = pendingStarts.removeValue(forKey: number) else { return }
+            guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id) else { return }
             restores["\(device)#\(restore)"] = lifecycle
         case .transactionRestored(let key, let restore, _, _, let downloads):
             guard let lifecycle = restores["\(key.device)#\(restore)"] else { return }

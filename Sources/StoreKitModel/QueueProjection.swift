@@ -92,6 +92,13 @@ public struct QueueProjection: Sendable {
     /// Pending transactions summed over every device.
     public var pendingCount: Int { devices.values.reduce(0) { $0 + $1.pending.count } }
 
+    /// Notes a command accepted as a harmless no-op (it causes no event, e.g. a second finish,
+    /// R-Q8), so its sender's next command does not look as if it skipped ahead of it (a live
+    /// queue answers "retry later" to that, and the sender would wait for an event that never comes).
+    public mutating func noteNoOperation(_ id: CommandID) {
+        recentCommands.insert(id, sequence: lastSequence)
+    }
+
     // MARK: Folding
 
     public mutating func apply(_ recorded: RecordedEvent) {

@@ -38,6 +38,11 @@ public struct Recording {
         } catch {
             throw ReplayInputError("\(directory.path) cannot be read as a log: \(error)")
         }
+        // A run of several queues wrote one partition per queue (docs/load-testing.md, "Partitions").
+        // Replay re-drives one queue engine, so such a recording is refused, naming what to do.
+        guard partitions.count <= 1 else {
+            throw ReplayInputError("\(directory.path) holds \(partitions.count) partitions (\(partitions.joined(separator: ", "))), recorded by a topology with several queues; replay re-drives one queue, so record the run with one queue to replay it (`sksim log cat` and `sksim log project` read every partition)")
+        }
         guard partitions.contains(LogProjection.partition) else {
             throw ReplayInputError("\(directory.path) holds no sksim log (no '\(LogProjection.partition)' partition with .segment files); give the directory of a recorded run")
         }

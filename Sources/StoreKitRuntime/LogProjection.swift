@@ -41,6 +41,137 @@ public struct LogProjection {
     }
 }
 
+// MARK: Several partitions
+
+/// One log folder's partitions (one per queue process, docs/load-testing.md "Partitions"): which
+/// there are, each folded on its own, the run's figures summed, and every event read merged by
+/// time. The one place tools (`log`, `run`, `load`, `replay`) learn about several partitions.
+public struct PartitionedLogProjection {
+    /// Each partition's fold, in name order.
+    public var partitions: [(name: String, projection: LogProjection)]
+
+    public init(partitions: [(name: String, projection: LogProjection)]) {
+        self.partitions = partitions
+    }
+
+    /// The partitions of a log folder, sorted; a folder without any is an error naming what to give.
+    public static func partitionNames(in directory: URL) throws -> [String] {
+        let names = try LogDirectory.partitions(in: directory)
+        guard !names.isEmpty else {
+            throw LogSelectionError("\(directory.path) holds no log partition (no subfolder with .segment files); give a run's log folder, e.g. out/local/log")
+        }
+        return names
+    }
+
+    /// `only` picks one partition by name (`--partition`); nil reads them all.
+    public static func selectPartitions(in directory: URL, only: String?) throws -> [String] {
+        let names = try partitionNames(in: directory)
+        guard let only else { return names }
+        guard names.contains(only) else {
+            throw LogSelectionError("\(directory.path) has no partition '\(only)'; it has \(names.joined(separator: ", "))")
+        }
+        return [only]
+    }
+
+    /// Folds every partition (or the one named) of `directory`, each in bounded memory.
+    public static func build(directory: URL, only: String? = nil, checkInvariants: Bool = true) throws -> PartitionedLogProjection {
+        var result = PartitionedLogProjection(partitions: [])
+        for name in try selectPartitions(in: directory, only: only) {
+            result.partitions.append((name, try LogProjection.build(directory: directory, partition: name, checkInvariants: checkInvariants)))
+        }
+        return result
+    }
+
+    /// Folds the partitions a run wrote, for its report. A partition a queue never created (it
+    /// failed before writing) is missing from the figures, so the caller names the expected ones.
+    public static func build(directory: URL, partitions names: [String]) throws -> PartitionedLogProjection {
+        PartitionedLogProjection(partitions: try names.map { ($0, try LogProjection.build(directory: directory, partition: $0)) })
+    }
+
+    public var totals: EventTotals {
+        partitions.reduce(into: EventTotals()) { sum, entry in sum.add(entry.projection.projection.totals) }
+    }
+    public var pendingCount: Int { partitions.reduce(0) { $0 + $1.projection.projection.pendingCount } }
+    public var violationCount: Int { partitions.reduce(0) { $0 + $1.projection.checker.violationCount } }
+    public var recordCount: UInt64 { partitions.reduce(0) { $0 + $1.projection.recordCount } }
+    /// Every partition's kept violations; with several partitions each names its partition.
+    public var violations: [Violation] {
+        partitions.flatMap { entry in
+            entry.projection.checker.violations.map { violation in
+                guard partitions.count > 1 else { return violation }
+                var named = violation
+                named.message = "[\(entry.name)] " + violation.message
+                return named
+            }
+        }
+    }
+
+    /// Calls `body` with every event of the named partitions, merged by timestamp (ties: the
+    /// partition listed first). Each partition's events keep their own order. Memory is bounded:
+    /// at most `chunk` decoded events per partition are held.
+    public static func forEachEventMergedByTime(
+        directory: URL, partitions names: [String], chunk: UInt64 = 1_024,
+        _ body: (_ partition: String, _ recorded: RecordedEvent) throws -> Void
+    ) throws {
+        struct Cursor {
+            var reader: PartitionReader
+            var buffered: [RecordedEvent] = []
+            var head = 0
+            var next: UInt64 = 1
+            var exhausted = false
+        }
+        var cursors = try names.map { Cursor(reader: try PartitionReader(directory: directory, partition: $0)) }
+        func refill(_ index: Int) throws {
+            var cursor = cursors[index]
+            cursor.buffered.removeAll(keepingCapacity: true)
+            cursor.head = 0
+            try cursor.reader.forEachRecord(from: cursor.next, through: cursor.next + chunk - 1) { view in
+                cursor.buffered.append(try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload))
+            }
+            cursor.next += UInt64(cursor.buffered.count)
+            cursor.exhausted = cursor.buffered.count < Int(chunk)
+            cursors[index] = cursor
+        }
+        for index in cursors.indices { try refill(index) }
+        while true {
+            var earliest: Int?
+            for index in cursors.indices where cursors[index].head < cursors[index].buffered.count {
+                if earliest == nil || cursors[index].buffered[cursors[index].head].timestamp < cursors[earliest!].buffered[cursors[earliest!].head].timestamp {
+                    earliest = index
+                }
+            }
+            guard let index = earliest else { return }
+            try body(names[index], cursors[index].buffered[cursors[index].head])
+            cursors[index].head += 1
+            if cursors[index].head == cursors[index].buffered.count && !cursors[index].exhausted { try refill(index) }
+        }
+    }
+}
+
+/// A log folder or partition that is not there; the message says what to give instead.
+public struct LogSelectionError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+extension EventTotals {
+    /// Adds another partition's totals.
+    public mutating func add(_ other: EventTotals) {
+        events += other.events
+        purchased += other.purchased
+        failed += other.failed
+        restored += other.restored
+        deferred += other.deferred
+        finished += other.finished
+        downloadsFinished += other.downloadsFinished
+        downloadsFailed += other.downloadsFailed
+        downloadsCancelled += other.downloadsCancelled
+        rejections += other.rejections
+        restoresFinished += other.restoresFinished
+        restoresFailed += other.restoresFailed
+    }
+}
+
 /// A record whose checksum is right but whose payload is not an event this build reads.
 public struct LogContentError: Error, CustomStringConvertible {
     public var sequence: UInt64

@@ -78,6 +78,7 @@ public final class QueueEngine {
             return EngineOutcome(decision: .duplicate, records: [],
                                  lastSequence: projection.recentCommands.lastSequence(of: command.id) ?? projection.lastSequence)
         case .accept(let events):
+            if events.isEmpty { projection.noteNoOperation(command.id) }
             let records = try append(events, commandID: command.id, timestamp: timestamp)
             return EngineOutcome(decision: .accepted, records: records, lastSequence: projection.lastSequence)
         case .reject(let rejection):
