@@ -61,12 +61,15 @@ public final class QueueProcess {
         if let notice = topology.securityNotice { logger.warning("\(notice)") }
         configuration.durabilityWakeup = wakeup
         let logger = self.logger
+        var order = SenderOrderGate()
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
             // A sender's commands are applied in its order: one that arrives ahead of an earlier one
-            // still being retried (after a restart of this queue) is answered "retry later".
+            // still being retried (after a restart of this queue) is answered "retry later", for a while.
             let window = engine.projection.recentCommands
-            if window.skipsAhead(command.id) && !window.isFarAhead(command.id) {
-                return .retryLater("command \(command.id) arrived before \(command.id.origin):\(window.highest(of: command.id.origin) + 1); send it again after the earlier ones")
+            let highest = window.highest(of: command.id.origin)
+            if order.mustWait(command.id, highest: highest, skipsAhead: window.skipsAhead(command.id) && !window.isFarAhead(command.id),
+                              now: LiveClock.monotonicNanoseconds()) {
+                return .retryLater("command \(command.id) arrived before \(command.id.origin):\(highest + 1); send it again after the earlier ones")
             }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
             let outcome = try engine.handle(command, timestamp: LiveClock.wallNanoseconds() - startedAt)

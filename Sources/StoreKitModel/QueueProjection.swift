@@ -67,6 +67,24 @@ public struct EventTotals: Sendable, Hashable {
     public var failuresByCode: [StoreError.Code: Int] = [:]
 
     public init() {}
+
+    /// Adds another partition's totals (every field: keep this beside them).
+    public mutating func add(_ other: EventTotals) {
+        events += other.events
+        purchased += other.purchased
+        failed += other.failed
+        restored += other.restored
+        deferred += other.deferred
+        finished += other.finished
+        downloadsFinished += other.downloadsFinished
+        downloadsFailed += other.downloadsFailed
+        downloadsCancelled += other.downloadsCancelled
+        rejections += other.rejections
+        restoresFinished += other.restoresFinished
+        restoresFailed += other.restoresFailed
+        declined += other.declined
+        failuresByCode.merge(other.failuresByCode, uniquingKeysWith: +)
+    }
 }
 
 /// The state of a queue partition: a pure fold over its events. `decide` validates a

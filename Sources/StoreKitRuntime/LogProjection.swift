@@ -154,24 +154,6 @@ public struct LogSelectionError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-extension EventTotals {
-    /// Adds another partition's totals.
-    public mutating func add(_ other: EventTotals) {
-        events += other.events
-        purchased += other.purchased
-        failed += other.failed
-        restored += other.restored
-        deferred += other.deferred
-        finished += other.finished
-        downloadsFinished += other.downloadsFinished
-        downloadsFailed += other.downloadsFailed
-        downloadsCancelled += other.downloadsCancelled
-        rejections += other.rejections
-        restoresFinished += other.restoresFinished
-        restoresFailed += other.restoresFailed
-    }
-}
-
 /// A record whose checksum is right but whose payload is not an event this build reads.
 public struct LogContentError: Error, CustomStringConvertible {
     public var sequence: UInt64

@@ -244,3 +244,23 @@ import Testing
         #expect(queue.projection.device("d1")?.isRunning == true)
     }
 }
+
+/// Totals of several partitions are summed field by field (a field left out of `add` went
+/// missing from a two-partition run's summary once: `declined`).
+@Suite struct EventTotalsTests {
+    @Test("adding totals to empty ones gives them back, every field included")
+    func addKeepsEveryField() {
+        var totals = EventTotals()
+        totals.events = 1; totals.purchased = 2; totals.failed = 3; totals.restored = 4; totals.deferred = 5
+        totals.finished = 6; totals.downloadsFinished = 7; totals.downloadsFailed = 8; totals.downloadsCancelled = 9
+        totals.rejections = 10; totals.restoresFinished = 11; totals.restoresFailed = 12; totals.declined = 13
+        totals.failuresByCode = [.unknown: 14, .paymentNotAllowed: 15]
+        let fields = Mirror(reflecting: totals).children.count
+        #expect(fields == 14, "EventTotals has \(fields) fields: set the new one here and sum it in EventTotals.add")
+        var sum = EventTotals()
+        sum.add(totals)
+        #expect(sum == totals)
+        sum.add(totals)
+        #expect(sum.declined == 26 && sum.failuresByCode[.paymentNotAllowed] == 30)
+    }
+}
