@@ -50,7 +50,7 @@ public final class Supervisor {
             if report.violationCount > 0 { return 1 }
             if failure != nil { return 2 }
             if interrupted { return 130 }
-            if !finished || report.pending > 0 { return 3 }
+            if !finished || report.awaiting > 0 { return 3 }
             return 0
         }
     }

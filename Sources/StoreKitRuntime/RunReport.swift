@@ -12,6 +12,10 @@ public struct RunReport: Sendable {
     public var duplicateCommands: Int
     public var stoppedAtTimeLimit: Bool
 
+    /// Transactions still waiting for something: `pending` less the declined Ask to Buy requests,
+    /// which stay deferred for ever (F-A1) and are an end state, not work left.
+    public var awaiting: Int { pending - totals.declined }
+
     public init(seed: UInt64, totals: EventTotals, pending: Int, violations: [Violation], violationCount: Int,
                 logDirectory: String, simulatedNanoseconds: Int64, duplicateCommands: Int, stoppedAtTimeLimit: Bool) {
         self.seed = seed
