@@ -263,7 +263,7 @@ public final class PaymentQueue {
             finishRequested.removeAll()
             startRequested.removeAll()
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
-             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _):
+             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .subscriptionRenewed(let key, _, _, _):
             guard let transaction = projection.transaction(key) else { return }
             let targets = attachedObservers()
             call(targets, "updatedTransactions", Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, updatedTransactions: [transaction]) }
