@@ -75,6 +75,8 @@ public final class StoreRole: Role {
     private var restoredSoFar: [RestoreKey: Int] = [:]
     /// Subscriptions whose renewal or expiry was sent and not yet heard back.
     private var periodEndsAwaited: Set<String> = []
+    /// The log time of the latest event seen, the clock subscription periods are timed by.
+    private var latestEventTimestamp: Int64 = 0
 
     private struct RestoreKey: Hashable {
         var device: String
@@ -107,7 +109,7 @@ public final class StoreRole: Role {
             }
         }
         for identifier in projection.subscriptions.keys.sorted() {
-            effects += schedulePeriodEnd(identifier, now: now)
+            effects += schedulePeriodEnd(identifier)
         }
         for request in projection.restoresAwaiting {
             let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0
@@ -121,6 +123,7 @@ public final class StoreRole: Role {
     }
 
     private func track(_ recorded: RecordedEvent) {
+        latestEventTimestamp = max(latestEventTimestamp, recorded.timestamp)
         projection.apply(recorded, catalog: catalog)
         switch recorded.event {
         case .transactionRestored(let key, let restore, _, _, _):
@@ -155,13 +158,13 @@ public final class StoreRole: Role {
             scheduled.remove(key)
             // A charged purchase of an auto-renewable subscription starts one (the projection has it now).
             guard let subscription = projection.subscriptions[identifier], subscription.renewals == 0 else { return [] }
-            return replaceInGroup(subscription) + schedulePeriodEnd(identifier, now: now)
+            return replaceInGroup(subscription) + schedulePeriodEnd(identifier)
         case .transactionFailed(let key, _), .askToBuyDeclined(let key):
             scheduled.remove(key)
             return []
         case .subscriptionRenewed(_, _, let original, _):
             periodEndsAwaited.remove(original.transactionIdentifier)
-            return schedulePeriodEnd(original.transactionIdentifier, now: now)
+            return schedulePeriodEnd(original.transactionIdentifier)
         case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             periodEndsAwaited.remove(original.transactionIdentifier)
             return []
@@ -189,10 +192,12 @@ public final class StoreRole: Role {
         return SubscriptionPeriod.renewalNanoseconds(period, timeRate: rate)
     }
 
-    private func schedulePeriodEnd(_ identifier: String, now: Int64) -> [Effect] {
+    /// Times the period end in log time (nanoseconds since the run started): a live role's `now`
+    /// is its own monotonic clock, so the delay counts from the latest event's timestamp.
+    private func schedulePeriodEnd(_ identifier: String) -> [Effect] {
         guard let subscription = projection.subscriptions[identifier],
               let period = renewalNanoseconds(subscription.productIdentifier) else { return [] }
-        let delay = max(0, subscription.periodStart &+ period &- now)
+        let delay = max(0, subscription.periodStart &+ period &- latestEventTimestamp)
         return [.timer(afterNanoseconds: delay, .subscriptionPeriodEnd(original: identifier, renewals: subscription.renewals))]
     }
 
