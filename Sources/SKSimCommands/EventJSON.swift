@@ -80,6 +80,11 @@ enum JSONShapes {
             members += appAction(action)
         case .askToBuyDeclined(let transaction):
             members += [("transaction", key(transaction))]
+        case .subscriptionRenewed(let transaction, let identifier, let value, let downloads):
+            members += [("transaction", key(transaction)), ("transactionIdentifier", .string(identifier)),
+                        ("originalTransaction", original(value)), ("downloads", contents(downloads))]
+        case .subscriptionExpired(let device, let value), .entitlementsRevoked(let device, let value):
+            members += [("device", .string(device)), ("originalTransaction", original(value))]
         case .commandRejected(let command, let rejection):
             members += [("device", .string(command.device)), ("rejectedCommand", .string(command.name)),
                         ("body", body(command)),
@@ -135,6 +140,8 @@ enum JSONShapes {
         case .completeDownload(let value, let contentURL): fields = [("download", download(value)), ("contentURL", .string(contentURL))]
         case .failDownload(let value, let failure): fields = [("download", download(value)), ("error", error(failure))]
         case .recordAppAction(let action): fields = appAction(action)
+        case .renewSubscription(let device, let value), .expireSubscription(let device, let value), .refundPurchase(let device, let value):
+            fields = [("device", .string(device)), ("originalTransaction", original(value))]
         }
         return .object([("command", .string(command.name))] + fields)
     }
@@ -175,7 +182,8 @@ enum JSONShapes {
         let transactions: JSONValue = .object([
             ("purchased", .int(totals.purchased)), ("failed", .int(totals.failed)), ("restored", .int(totals.restored)),
             ("deferred", .int(totals.deferred)), ("declined", .int(totals.declined)), ("finished", .int(totals.finished)),
-            ("pending", .int(report.pending))])
+            ("pending", .int(report.pending)), ("renewed", .int(totals.renewed)), ("expired", .int(totals.expired)),
+            ("refunded", .int(totals.revoked))])
         let errors: JSONValue = .object(StoreError.Code.allCases.compactMap { code in
             totals.failuresByCode[code].map { (String(describing: code), .int($0)) }
         })
@@ -205,7 +213,7 @@ enum JSONShapes {
         var lines = [
             "seed            \(report.seed)",
             "events          \(totals.events) (\(totals.rejections) commands rejected, \(report.duplicateCommands) duplicates ignored)",
-            "transactions    \(totals.purchased) purchased, \(totals.failed) failed, \(totals.restored) restored, \(totals.deferred) deferred, \(totals.declined) declined, \(totals.finished) finished, \(report.pending) pending",
+            "transactions    \(totals.purchased) purchased, \(totals.failed) failed, \(totals.restored) restored, \(totals.deferred) deferred, \(totals.declined) declined, \(totals.finished) finished, \(report.pending) pending, \(totals.renewed) renewed, \(totals.expired) expired, \(totals.revoked) refunded",
             "downloads       \(totals.downloadsFinished) finished, \(totals.downloadsFailed) failed, \(totals.downloadsCancelled) cancelled",
             "restores        \(totals.restoresFinished) finished, \(totals.restoresFailed) failed",
             "errors          " + (totals.failuresByCode.isEmpty ? "none" : StoreError.Code.allCases.compactMap { code in

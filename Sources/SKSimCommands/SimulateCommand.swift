@@ -31,6 +31,10 @@ struct SimulateCommand: AsyncParsableCommand {
     var observers: String?
     @Option(help: "Share of devices (0 to 1) whose user may not authorise payments; their payments fail with paymentNotAllowed, R-Q1 (default: 0).")
     var restrictedDeviceShare: Double?
+    @Option(help: "Renewals of one auto-renewable subscription at most before it expires, F-U1 (default: 3).")
+    var maximumRenewals: Int?
+    @Option(help: "Chance (0 to 1) that a subscription's user cancelled before a period ends, so it expires, F-U2 (default: 0.2).")
+    var cancellationAtRenewalProbability: Double?
     @Option(help: "Log durability: always (fsync each command), group (fsync batches), os (no fsync).") var durability = "group"
     @Flag(help: "Write downloaded content to real files under the output directory (default: virtual content).") var writeContent = false
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
@@ -42,6 +46,8 @@ struct SimulateCommand: AsyncParsableCommand {
         if let devicesPerAccount { scenario.apps.devicesPerAccount = devicesPerAccount }
         if let observers { scenario.apps.observers = try parseObservers(observers) }
         if let restrictedDeviceShare { scenario.apps.restrictedDeviceShare = restrictedDeviceShare }
+        if let maximumRenewals { scenario.store.maximumRenewals = maximumRenewals }
+        if let cancellationAtRenewalProbability { scenario.store.cancellationAtRenewalProbability = cancellationAtRenewalProbability }
         if let seed { scenario.seed = seed }
         let directory = outputDirectory(out, prefix: "simulate", seed: scenario.seed)
         let report: RunReport

@@ -108,6 +108,9 @@ public struct AppInvariantMonitor: Sendable {
         case .transactionPurchased(let key, _, let contents, _):
             transactions[key]?.state = .purchased
             transactions[key]?.downloads = contents.map { _ in TrackedDownload() }
+        case .subscriptionRenewed(let key, _, _, let contents):
+            // A renewal is a purchase the app must deliver like any other (F-U1).
+            transactions[key] = Tracked(state: .purchased, downloads: contents.map { _ in TrackedDownload() })
         case .transactionRestored(let key, let restore, _, _, let contents):
             transactions[key] = Tracked(state: .restored, downloads: contents.map { _ in TrackedDownload() })
             restored[RestoreID(device: key.device, number: restore), default: []].append(key)

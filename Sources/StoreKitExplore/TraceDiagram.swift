@@ -98,6 +98,9 @@ public struct TraceDiagram {
         case .transactionAdded(let key, let payment): return "\(transaction(key)) purchasing \(product(payment.productIdentifier)) x\(payment.quantity)"
         case .transactionDeferred(let key): return "\(transaction(key)) deferred"
         case .askToBuyDeclined(let key): return "\(transaction(key)) declined by the parent (stays deferred)"
+        case .subscriptionRenewed(let key, _, let original, _): return "\(transaction(key)) renewed \(product(original.payment.productIdentifier))"
+        case .subscriptionExpired(_, let original): return "\(product(original.payment.productIdentifier)) subscription expired"
+        case .entitlementsRevoked(_, let original): return "\(product(original.payment.productIdentifier)) refunded (entitlement revoked)"
         case .transactionPurchased(let key, _, let downloads, _):
             return "\(transaction(key)) purchased" + (downloads.isEmpty ? "" : " with \(downloads.count) download(s)")
         case .transactionFailed(let key, let error): return "\(transaction(key)) failed (\(error.code))"

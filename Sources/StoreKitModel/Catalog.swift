@@ -189,7 +189,7 @@ extension Catalog {
     }
 
     /// The subset of ISO 8601 durations subscriptions use: `P`, then counts of Y, M, W, D in that order.
-    static func isSubscriptionPeriod(_ text: String) -> Bool {
+    public static func isSubscriptionPeriod(_ text: String) -> Bool {
         guard text.first == "P", text.count > 1 else { return false }
         let designators: [Character] = ["Y", "M", "W", "D"]
         var nextDesignator = 0

@@ -49,6 +49,13 @@ public enum CommandBody: Sendable, Hashable {
     /// piece ends the restore. Pieces keep every command small whatever the history.
     case completeRestore(device: String, restore: UInt64, firstIndex: Int, originals: [OriginalTransaction], isLast: Bool)
     case failRestore(device: String, restore: UInt64, error: StoreError)
+    /// Renews the subscription `original` started, on the device that bought it (F-U1); also
+    /// SKTestSession's `forceRenewalOfSubscription`.
+    case renewSubscription(device: String, original: OriginalTransaction)
+    /// Ends the subscription `original` started (F-U2); also SKTestSession's `expireSubscription`.
+    case expireSubscription(device: String, original: OriginalTransaction)
+    /// Refunds the purchase `original` (F-K1); SKTestSession's `refundTransaction`.
+    case refundPurchase(device: String, original: OriginalTransaction)
     // The downloader side.
     case reportDownloadProgress(DownloadKey, progress: Double, timeRemaining: Double)
     case completeDownload(DownloadKey, contentURL: String)
@@ -61,7 +68,8 @@ public enum CommandBody: Sendable, Hashable {
              .attachObserver(let device, _), .detachObserver(let device, _),
              .setPaymentsAllowed(let device, _), .addPayment(let device, _),
              .restoreCompletedTransactions(let device, _), .completeRestore(let device, _, _, _, _),
-             .failRestore(let device, _, _):
+             .failRestore(let device, _, _), .renewSubscription(let device, _), .expireSubscription(let device, _),
+             .refundPurchase(let device, _):
             device
         case .finishTransaction(let key), .decidePurchase(let key, _):
             key.device
@@ -97,6 +105,9 @@ public enum CommandBody: Sendable, Hashable {
         case .reportDownloadProgress: "reportDownloadProgress"
         case .completeDownload: "completeDownload"
         case .failDownload: "failDownload"
+        case .renewSubscription: "renewSubscription"
+        case .expireSubscription: "expireSubscription"
+        case .refundPurchase: "refundPurchase"
         }
     }
 }

@@ -35,6 +35,15 @@ public enum Event: Sendable, Hashable {
     /// The parent declined an Ask to Buy request: StoreKit makes no callback and the
     /// transaction stays deferred (F-A1); only the store hears of it, so it never decides again.
     case askToBuyDeclined(TransactionKey)
+    /// The store renewed an auto-renewable subscription at the end of its period (F-U1): a new
+    /// transaction in state `purchased` whose `originalTransaction` is the subscription's first purchase.
+    case subscriptionRenewed(TransactionKey, identifier: String, original: OriginalTransaction, downloads: [HostedContent])
+    /// The subscription that `original` started ended (cancelled, renewals exhausted, replaced in its
+    /// group, or expired by a test command, F-U2). No callback: the app learns it from the receipt.
+    case subscriptionExpired(device: String, original: OriginalTransaction)
+    /// The purchase `original` was refunded (F-K1): the app hears
+    /// `paymentQueue(_:didRevokeEntitlementsForProductIdentifiers:)` with its product.
+    case entitlementsRevoked(device: String, original: OriginalTransaction)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -43,7 +52,8 @@ public enum Event: Sendable, Hashable {
         case .deviceRegistered(let device, _), .appLaunched(let device), .appTerminated(let device),
              .observerAttached(let device, _), .observerDetached(let device, _),
              .paymentsAllowedChanged(let device, _), .restoreStarted(let device, _, _),
-             .restoreFinished(let device, _), .restoreFailed(let device, _, _):
+             .restoreFinished(let device, _), .restoreFailed(let device, _, _),
+             .subscriptionExpired(let device, _), .entitlementsRevoked(let device, _):
             device
         case .commandRejected(let command, _):
             command.device
@@ -51,7 +61,7 @@ public enum Event: Sendable, Hashable {
             action.device
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key),
-             .askToBuyDeclined(let key):
+             .askToBuyDeclined(let key), .subscriptionRenewed(let key, _, _, _):
             key.device
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key),
              .downloadResumed(let key), .downloadFinished(let key, _), .downloadFailed(let key, _),
@@ -89,6 +99,9 @@ public enum Event: Sendable, Hashable {
         case .commandRejected: "commandRejected"
         case .appActionRecorded: "appActionRecorded"
         case .askToBuyDeclined: "askToBuyDeclined"
+        case .subscriptionRenewed: "subscriptionRenewed"
+        case .subscriptionExpired: "subscriptionExpired"
+        case .entitlementsRevoked: "entitlementsRevoked"
         }
     }
 }
@@ -101,7 +114,7 @@ extension Event {
         "restoreStarted", "transactionRestored", "restoreFinished", "restoreFailed", "transactionFinished",
         "downloadStarted", "downloadProgressed", "downloadPaused", "downloadResumed", "downloadFinished",
         "downloadFailed", "downloadCancelled", "commandRejected", "appActionRecorded",
-        "askToBuyDeclined",
+        "askToBuyDeclined", "subscriptionRenewed", "subscriptionExpired", "entitlementsRevoked",
     ]
 
     /// The transaction an event is about (downloads included), if any.
@@ -109,7 +122,7 @@ extension Event {
         switch self {
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key),
-             .askToBuyDeclined(let key):
+             .askToBuyDeclined(let key), .subscriptionRenewed(let key, _, _, _):
             key
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key),
              .downloadResumed(let key), .downloadFinished(let key, _), .downloadFailed(let key, _),

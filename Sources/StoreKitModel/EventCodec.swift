@@ -70,6 +70,13 @@ public enum EventCodec {
             writer.write(tag: 25); writeAppAction(action, into: &writer)
         case .askToBuyDeclined(let key):
             writer.write(tag: 26); writeKey(key, into: &writer)
+        case .subscriptionRenewed(let key, let identifier, let original, let contents):
+            writer.write(tag: 27); writeKey(key, into: &writer); writer.write(identifier)
+            writeOriginal(original, into: &writer); writeContents(contents, into: &writer)
+        case .subscriptionExpired(let device, let original):
+            writer.write(tag: 28); writer.write(device); writeOriginal(original, into: &writer)
+        case .entitlementsRevoked(let device, let original):
+            writer.write(tag: 29); writer.write(device); writeOriginal(original, into: &writer)
         }
     }
 
@@ -128,6 +135,11 @@ public enum EventCodec {
             event = .commandRejected(command, Rejection(code, try reader.readString()))
         case 25: event = .appActionRecorded(try readAppAction(&reader))
         case 26: event = .askToBuyDeclined(try readKey(&reader))
+        case 27:
+            event = .subscriptionRenewed(try readKey(&reader), identifier: try reader.readString(),
+                                         original: try readOriginal(&reader), downloads: try readContents(&reader))
+        case 28: event = .subscriptionExpired(device: try reader.readString(), original: try readOriginal(&reader))
+        case 29: event = .entitlementsRevoked(device: try reader.readString(), original: try readOriginal(&reader))
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -206,6 +218,12 @@ public enum EventCodec {
             writer.write(tag: 19); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
         case .recordAppAction(let action):
             writer.write(tag: 20); writeAppAction(action, into: &writer)
+        case .renewSubscription(let device, let original):
+            writer.write(tag: 21); writer.write(device); writeOriginal(original, into: &writer)
+        case .expireSubscription(let device, let original):
+            writer.write(tag: 22); writer.write(device); writeOriginal(original, into: &writer)
+        case .refundPurchase(let device, let original):
+            writer.write(tag: 23); writer.write(device); writeOriginal(original, into: &writer)
         }
     }
 
@@ -262,6 +280,9 @@ public enum EventCodec {
         case 18: body = .completeDownload(try readDownloadKey(&reader), contentURL: try reader.readString())
         case 19: body = .failDownload(try readDownloadKey(&reader), error: try readError(&reader))
         case 20: body = .recordAppAction(try readAppAction(&reader))
+        case 21: body = .renewSubscription(device: try reader.readString(), original: try readOriginal(&reader))
+        case 22: body = .expireSubscription(device: try reader.readString(), original: try readOriginal(&reader))
+        case 23: body = .refundPurchase(device: try reader.readString(), original: try readOriginal(&reader))
         default: throw reader.failure("unknown command tag \(tag)")
         }
         return body

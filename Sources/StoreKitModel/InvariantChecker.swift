@@ -78,6 +78,15 @@ public struct InvariantChecker: Sendable {
             states[key] = .restored
             registerIdentifier(identifier, key, sequence)
             registerDownloads(key, count: contents.count)
+        case .subscriptionRenewed(let key, let identifier, let original, let contents):
+            // A renewal is a new transaction with its own identifier (R-T3, F-U1).
+            checkNewKey(key, sequence)
+            if identifier == original.transactionIdentifier {
+                report(sequence, "R-T3", "renewal \(key) reuses its original's identifier \(identifier)")
+            }
+            states[key] = .purchased
+            registerIdentifier(identifier, key, sequence)
+            registerDownloads(key, count: contents.count)
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
             let id = RestoreID(device: device, number: number)
             if openRestores.remove(id) == nil {

@@ -277,6 +277,38 @@ extension QueueProjection {
             }
             return [.appActionRecorded(action)]
 
+        case .renewSubscription(let name, let original):
+            let device = try existingDevice(name)
+            let product = try subscriptionProduct(original, catalog: catalog, action: "renew")
+            guard !device.endedSubscriptions.contains(original.transactionIdentifier) else {
+                throw Rejection(.invalidArgument, "the subscription started by \(original.transactionIdentifier) on '\(name)' has expired; buy the product again to start a new one (F-U2)")
+            }
+            guard device.pending.count < Self.maximumPendingPerDevice else {
+                throw Rejection(.invalidArgument, "device '\(name)' already has \(device.pending.count) unfinished transactions; finish some before renewing")
+            }
+            let key = TransactionKey(device: name, number: device.nextTransactionNumber)
+            return [.subscriptionRenewed(key, identifier: Self.transactionIdentifier(key), original: original, downloads: product.hostedContent)]
+
+        case .expireSubscription(let name, let original):
+            let device = try existingDevice(name)
+            _ = try subscriptionProduct(original, catalog: catalog, action: "expire")
+            // Expiring twice is harmless, like finishing twice (a test and the store may both end it).
+            if device.endedSubscriptions.contains(original.transactionIdentifier) { return [] }
+            return [.subscriptionExpired(device: name, original: original)]
+
+        case .refundPurchase(let name, let original):
+            let device = try existingDevice(name)
+            guard catalog.product(original.payment.productIdentifier) != nil else {
+                throw Rejection(.unknownProduct, "product '\(original.payment.productIdentifier)' is not in the store's catalog; refund a purchase of one of its products")
+            }
+            guard !original.transactionIdentifier.isEmpty else {
+                throw Rejection(.invalidArgument, "a refund names the purchase's transactionIdentifier; it is empty")
+            }
+            guard !device.revokedPurchases.contains(original.transactionIdentifier) else {
+                throw Rejection(.invalidArgument, "purchase \(original.transactionIdentifier) on '\(name)' was refunded already; a purchase is refunded once (F-K1)")
+            }
+            return [.entitlementsRevoked(device: name, original: original)]
+
         case .failDownload(let key, let error):
             let download = try existingDownload(key)
             guard download.downloadState == .active || download.downloadState == .paused else {
@@ -289,6 +321,20 @@ extension QueueProjection {
     /// The identifier the store gives a purchased or restored transaction (R-T3): unique
     /// per processed payment, a restored one getting its own.
     public static func transactionIdentifier(_ key: TransactionKey) -> String { "\(key.device).\(key.number)" }
+
+    /// The auto-renewable product a renewal or expiry names (F-U1, F-U2).
+    private func subscriptionProduct(_ original: OriginalTransaction, catalog: Catalog, action: String) throws(Rejection) -> Product {
+        guard let product = catalog.product(original.payment.productIdentifier) else {
+            throw Rejection(.unknownProduct, "product '\(original.payment.productIdentifier)' is not in the store's catalog; \(action) a subscription of one of its products")
+        }
+        guard product.kind == .autoRenewableSubscription else {
+            throw Rejection(.invalidArgument, "product '\(product.identifier)' is a \(product.kind), not an auto-renewable subscription; only those \(action)")
+        }
+        guard !original.transactionIdentifier.isEmpty else {
+            throw Rejection(.invalidArgument, "a subscription is named by its first purchase's transactionIdentifier; it is empty")
+        }
+        return product
+    }
 
     private func validateName(_ name: String, _ what: String) throws(Rejection) {
         guard !name.isEmpty, name.utf8.count <= 128 else {

@@ -24,6 +24,10 @@ public struct DeviceState: Sendable, Hashable {
     public var paymentsAdded = 0
     /// Deferred transactions the parent declined: they stay deferred, with no callback (F-A1).
     public var declined: Set<UInt64> = []
+    /// Original transaction identifiers of this device's subscriptions that ended (F-U2) and of its
+    /// refunded purchases (F-K1): neither happens twice. One entry per subscription or refund.
+    public var endedSubscriptions: Set<String> = []
+    public var revokedPurchases: Set<String> = []
 
     public init(device: String, account: String) {
         self.device = device
@@ -65,6 +69,12 @@ public struct EventTotals: Sendable, Hashable {
     public var declined = 0
     /// Failed transactions by their SKError code.
     public var failuresByCode: [StoreError.Code: Int] = [:]
+    /// Subscription renewals delivered as new purchased transactions (F-U1).
+    public var renewed = 0
+    /// Subscriptions that ended (F-U2).
+    public var expired = 0
+    /// Purchases refunded, their entitlements revoked (F-K1).
+    public var revoked = 0
 
     public init() {}
 
@@ -232,6 +242,24 @@ public struct QueueProjection: Sendable {
         case .askToBuyDeclined(let key):
             totals.declined += 1
             if devices[key.device]?.pending[key.number] != nil { devices[key.device]?.declined.insert(key.number) }
+        case .subscriptionRenewed(let key, let identifier, let original, let contents):
+            totals.renewed += 1
+            guard devices[key.device] != nil else { return }
+            var transaction = PaymentTransaction(key: key, payment: original.payment)
+            transaction.transactionState = .purchased
+            transaction.transactionIdentifier = identifier
+            transaction.transactionDate = recorded.timestamp
+            transaction.originalTransaction = original
+            transaction.charged = true
+            transaction.downloads = Self.downloads(of: key, contents)
+            devices[key.device]!.pending[key.number] = transaction
+            devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
+        case .subscriptionExpired(let device, let original):
+            totals.expired += 1
+            devices[device]?.endedSubscriptions.insert(original.transactionIdentifier)
+        case .entitlementsRevoked(let device, let original):
+            totals.revoked += 1
+            devices[device]?.revokedPurchases.insert(original.transactionIdentifier)
         }
     }
 

@@ -29,6 +29,10 @@ public struct StoreProjection: Sendable {
     public private(set) var observerCount: [String: Int] = [:]
     /// Devices whose user may not authorise payments (R-Q1): the queue fails their payments itself.
     public private(set) var paymentsNotAllowed: Set<String> = []
+    /// Subscriptions that renew, by their first purchase's transaction identifier (F-U1).
+    public private(set) var subscriptions: [String: Subscription] = [:]
+    /// The same, by account, so a purchase looks only at its own account's (not every account's).
+    private var subscriptionsOfAccount: [String: Set<String>] = [:]
 
     public struct RestoreRequest: Sendable, Hashable {
         public var device: String
@@ -60,6 +64,23 @@ public struct StoreProjection: Sendable {
 
     /// While no observer is attached the queue does not sync with the store (R-Q3).
     public func isSyncing(_ device: String) -> Bool { (observerCount[device] ?? 0) > 0 }
+
+    /// Active subscriptions of an account in a group, other than `identifier` (one per group, F-U3).
+    public func otherSubscriptions(account: String, group: String, than identifier: String) -> [Subscription] {
+        (subscriptionsOfAccount[account] ?? []).compactMap { subscriptions[$0] }
+            .filter { $0.group == group && $0.original.transactionIdentifier != identifier }
+            .sorted { $0.original.transactionIdentifier < $1.original.transactionIdentifier }
+    }
+
+    private mutating func endSubscription(_ original: OriginalTransaction) {
+        guard let ended = subscriptions.removeValue(forKey: original.transactionIdentifier) else { return }
+        subscriptionsOfAccount[ended.account]?.remove(original.transactionIdentifier)
+        // Still active if another subscription of the account is to the same product.
+        let others = (subscriptionsOfAccount[ended.account] ?? []).compactMap { subscriptions[$0] }
+        if !others.contains(where: { $0.productIdentifier == ended.productIdentifier }) {
+            accounts[ended.account]?.activeSubscriptions.remove(ended.productIdentifier)
+        }
+    }
 
     public mutating func apply(_ recorded: RecordedEvent, catalog: Catalog) {
         switch recorded.event {
@@ -94,12 +115,34 @@ public struct StoreProjection: Sendable {
                 if product.kind == .nonConsumable { accounts[account, default: AccountHistory()].ownedNonConsumables.insert(product.identifier) }
                 if product.kind == .autoRenewableSubscription {
                     accounts[account, default: AccountHistory()].activeSubscriptions.insert(product.identifier)
+                    subscriptionsOfAccount[account, default: []].insert(identifier)
+                    subscriptions[identifier] = Subscription(device: key.device, account: account, original: original,
+                                                             group: product.subscriptionGroup, renewals: 0, periodStart: recorded.timestamp)
                 }
                 if product.isRestorable { accounts[account, default: AccountHistory()].restorable.append(original) }
             }
         case .transactionFailed(let key, _):
             deferred.remove(key)
             awaitingDecision[key] = nil
+        case .subscriptionRenewed(_, let identifier, let original, _):
+            guard var subscription = subscriptions[original.transactionIdentifier] else { return }
+            subscription.renewals += 1
+            subscription.periodStart = recorded.timestamp
+            subscriptions[original.transactionIdentifier] = subscription
+            // Each renewal is a charge the receipt lists (R-R2).
+            accounts[subscription.account, default: AccountHistory()].purchases.append(
+                OriginalTransaction(transactionIdentifier: identifier, payment: original.payment, transactionDate: recorded.timestamp))
+        case .subscriptionExpired(_, let original):
+            endSubscription(original)
+        case .entitlementsRevoked(let device, let original):
+            // A refund takes back what the purchase gave (F-K1): ownership, restorability, the subscription.
+            endSubscription(original)
+            guard let account = account(device: device, applicationUsername: original.payment.applicationUsername),
+                  accounts[account] != nil else { return }
+            accounts[account]!.restorable.removeAll { $0.transactionIdentifier == original.transactionIdentifier }
+            if catalog.product(original.payment.productIdentifier)?.kind == .nonConsumable {
+                accounts[account]!.ownedNonConsumables.remove(original.payment.productIdentifier)
+            }
         case .restoreStarted(let device, let number, let username):
             restoresAwaiting.append(RestoreRequest(device: device, number: number, applicationUsername: username))
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):

@@ -187,6 +187,11 @@ public struct LiveComparison {
         case .downloadFinished(let key, _): return (download(key), "finished")
         case .downloadFailed(let key, let error): return (download(key), "failed: \(error.code)")
         case .downloadCancelled(let key): return (download(key), "cancelled")
+        case .askToBuyDeclined(let key): return (transaction(key), "declined by the parent")
+        case .subscriptionRenewed(let key, _, let original, let downloads):
+            return (transaction(key), "renewed \(original.payment.productIdentifier) with \(downloads.count) downloads")
+        case .subscriptionExpired(let device, let original): return (.device(device), "subscription \(original.payment.productIdentifier) expired")
+        case .entitlementsRevoked(let device, let original): return (.device(device), "refunded \(original.payment.productIdentifier)")
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, let observer, let product):

@@ -98,6 +98,9 @@ struct LoopRenaming {
         case .completeDownload(let key, let contentURL): .completeDownload(rename(key), contentURL: rename(contentURL))
         case .failDownload(let key, let error): .failDownload(rename(key), error: rename(error))
         case .recordAppAction(let action): .recordAppAction(rename(action))
+        case .renewSubscription(let device, let original): .renewSubscription(device: rename(device), original: rename(original))
+        case .expireSubscription(let device, let original): .expireSubscription(device: rename(device), original: rename(original))
+        case .refundPurchase(let device, let original): .refundPurchase(device: rename(device), original: rename(original))
         }
     }
 
@@ -142,6 +145,10 @@ struct LoopRenaming {
         case .commandRejected(let body, let rejection): .commandRejected(rename(body), Rejection(rejection.code, rename(rejection.message)))
         case .appActionRecorded(let action): .appActionRecorded(rename(action))
         case .askToBuyDeclined(let key): .askToBuyDeclined(rename(key))
+        case .subscriptionRenewed(let key, let identifier, let original, let downloads):
+            .subscriptionRenewed(rename(key), identifier: rename(identifier), original: rename(original), downloads: downloads)
+        case .subscriptionExpired(let device, let original): .subscriptionExpired(device: rename(device), original: rename(original))
+        case .entitlementsRevoked(let device, let original): .entitlementsRevoked(device: rename(device), original: rename(original))
         }
     }
 

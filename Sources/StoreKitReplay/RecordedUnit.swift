@@ -20,7 +20,7 @@ public enum CommandSource: String, Sendable, Hashable {
         switch body {
         case .registerDevice, .launchApp, .terminateApp, .setPaymentsAllowed, .addPayment, .restoreCompletedTransactions:
             .user
-        case .decidePurchase, .completeRestore, .failRestore:
+        case .decidePurchase, .completeRestore, .failRestore, .renewSubscription, .expireSubscription, .refundPurchase:
             .store
         case .reportDownloadProgress, .completeDownload, .failDownload:
             .downloader
@@ -115,6 +115,9 @@ struct CommandReconstruction {
         case .downloadFailed(let key, let error): return .failDownload(key, error: error)
         case .appActionRecorded(let action): return .recordAppAction(action)
         case .askToBuyDeclined(let key): return .decidePurchase(key, .declined)
+        case .subscriptionRenewed(let key, _, let original, _): return .renewSubscription(device: key.device, original: original)
+        case .subscriptionExpired(let device, let original): return .expireSubscription(device: device, original: original)
+        case .entitlementsRevoked(let device, let original): return .refundPurchase(device: device, original: original)
         }
     }
 

@@ -39,6 +39,8 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     case removalDelay
     /// Whether a device's user may not authorise payments (R-Q1).
     case restrictedDevice
+    /// Whether the user cancelled an auto-renewable subscription before its period ends (F-U2).
+    case cancellationAtRenewal
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

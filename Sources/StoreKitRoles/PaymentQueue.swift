@@ -15,6 +15,8 @@ public protocol PaymentTransactionObserver: AnyObject {
     func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError)
     /// Downloads changed state or progress (R-O4).
     func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download])
+    /// Purchases were refunded: the app takes back what they gave (F-K1).
+    func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String])
 }
 
 extension PaymentTransactionObserver {
@@ -22,6 +24,7 @@ extension PaymentTransactionObserver {
     public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) {}
     public func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {}
     public func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {}
+    public func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {}
 }
 
 /// In which order a queue calls its observers. StoreKit guarantees none (R-Q5), so the
@@ -263,7 +266,7 @@ public final class PaymentQueue {
             finishRequested.removeAll()
             startRequested.removeAll()
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
-             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _):
+             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .subscriptionRenewed(let key, _, _, _):
             guard let transaction = projection.transaction(key) else { return }
             let targets = attachedObservers()
             call(targets, "updatedTransactions", Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, updatedTransactions: [transaction]) }
@@ -278,6 +281,11 @@ public final class PaymentQueue {
             for download in before?.downloads ?? [] { startRequested.remove(download.key) }
             guard let transaction = before else { return }
             call(attachedObservers(), "removedTransactions", Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, removedTransactions: [transaction]) }
+        case .entitlementsRevoked(_, let original):
+            let products = [original.payment.productIdentifier]
+            call(attachedObservers(), "didRevokeEntitlementsForProductIdentifiers", products.joined(separator: ","), cause: cause) {
+                $0.paymentQueue(self, didRevokeEntitlementsForProductIdentifiers: products)
+            }
         case .restoreFinished(_, let restore):
             lastFinishedRestore = restore
             call(attachedObservers(), "restoreCompletedTransactionsFinished", "restore \(restore)", cause: cause) {

@@ -7,6 +7,8 @@ public enum TimerToken: Sendable, Hashable {
     case answerRestore(device: String, restore: UInt64)
     case downloadTick(DownloadKey, generation: Int)
     case deviceStep(device: String)
+    /// The end of a subscription's current period (its first purchase's identifier, renewals so far).
+    case subscriptionPeriodEnd(original: String, renewals: Int)
 }
 
 /// What a role wants done. Roles never send or sleep themselves: the runtime (the

@@ -12,6 +12,19 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
     public var purchaseLatency: LatencyDistribution = .exponential(minimumMilliseconds: 50, meanMilliseconds: 200)
     public var approvalLatency: LatencyDistribution = .uniform(minimumMilliseconds: 1_000, maximumMilliseconds: 5_000)
     public var restoreLatency: LatencyDistribution = .uniform(minimumMilliseconds: 100, maximumMilliseconds: 600)
+    /// Chance that the user cancelled an auto-renewable subscription before a period ends, so it
+    /// expires instead of renewing (F-U2). nil: 0.2. (Optional keys: logs of earlier runs lack them.)
+    public var cancellationAtRenewalProbability: Double?
+    /// The most renewals of one subscription, so runs end (F-U1). nil: 3.
+    public var maximumRenewals: Int?
+    /// `SKTestSession.TimeRate` raw value for catalogs whose `.storekit` file sets no `_timeRate`
+    /// (F-U1). nil: 15, a monthly renewal every 30 simulated seconds.
+    public var subscriptionTimeRate: Int?
+
+    public static let defaultCancellationAtRenewalProbability = 0.2
+    public static let defaultMaximumRenewals = 3
+    public static let defaultSubscriptionTimeRate = 15
+    public static let maximumRenewalsLimit = 1_000
 
     public init() {}
 
@@ -22,6 +35,15 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
                              ("restoreFailureProbability", restoreFailureProbability)]
         for (name, value) in probabilities where !(0...1).contains(value) {
             throw ConfigurationError("store.\(name) is \(value); a probability must be between 0 and 1")
+        }
+        if let value = cancellationAtRenewalProbability, !(0...1).contains(value) {
+            throw ConfigurationError("store.cancellationAtRenewalProbability is \(value); a probability must be between 0 and 1")
+        }
+        if let value = maximumRenewals, !(0...Self.maximumRenewalsLimit).contains(value) {
+            throw ConfigurationError("store.maximumRenewals is \(value); use 0 to \(Self.maximumRenewalsLimit) renewals per subscription")
+        }
+        if let value = subscriptionTimeRate, StoreKitTestSettings.speedFactor(timeRate: value) == nil {
+            throw ConfigurationError("store.subscriptionTimeRate is \(value); use an SKTestSession.TimeRate raw value (0-6, 10-13 or 15)")
         }
         let sum = failureProbability + deferralProbability + cancellationProbability
         guard sum <= 1 else {
@@ -51,6 +73,10 @@ public final class StoreRole: Role {
     private var restoresScheduled: Set<StoreProjection.RestoreRequest> = []
     /// Restored transactions delivered so far per restore in progress; the next piece starts there.
     private var restoredSoFar: [RestoreKey: Int] = [:]
+    /// Subscriptions whose renewal or expiry was sent and not yet heard back.
+    private var periodEndsAwaited: Set<String> = []
+    /// The log time of the latest event seen, the clock subscription periods are timed by.
+    private var latestEventTimestamp: Int64 = 0
 
     private struct RestoreKey: Hashable {
         var device: String
@@ -82,6 +108,9 @@ public final class StoreRole: Role {
                 effects += scheduleDecision(key)
             }
         }
+        for identifier in projection.subscriptions.keys.sorted() {
+            effects += schedulePeriodEnd(identifier)
+        }
         for request in projection.restoresAwaiting {
             let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0
             if done > 0 {
@@ -94,6 +123,7 @@ public final class StoreRole: Role {
     }
 
     private func track(_ recorded: RecordedEvent) {
+        latestEventTimestamp = max(latestEventTimestamp, recorded.timestamp)
         projection.apply(recorded, catalog: catalog)
         switch recorded.event {
         case .transactionRestored(let key, let restore, _, _, _):
@@ -124,8 +154,19 @@ public final class StoreRole: Role {
                   let request = projection.restoresAwaiting.first(where: { $0.device == key.device && $0.number == restore }),
                   done < restorableCount(request) else { return [] }
             return nextRestorePiece(request, from: done)
-        case .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _), .askToBuyDeclined(let key):
+        case .transactionPurchased(let key, let identifier, _, _):
             scheduled.remove(key)
+            // A charged purchase of an auto-renewable subscription starts one (the projection has it now).
+            guard let subscription = projection.subscriptions[identifier], subscription.renewals == 0 else { return [] }
+            return replaceInGroup(subscription) + schedulePeriodEnd(identifier)
+        case .transactionFailed(let key, _), .askToBuyDeclined(let key):
+            scheduled.remove(key)
+            return []
+        case .subscriptionRenewed(_, _, let original, _):
+            periodEndsAwaited.remove(original.transactionIdentifier)
+            return schedulePeriodEnd(original.transactionIdentifier)
+        case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
+            periodEndsAwaited.remove(original.transactionIdentifier)
             return []
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
             restoresScheduled = restoresScheduled.filter { !($0.device == device && $0.number == number) }
@@ -133,6 +174,31 @@ public final class StoreRole: Role {
         default:
             return []
         }
+    }
+
+    /// One active subscription per group (F-U3): a new one replaces the account's others in its
+    /// group at once. Levels are not read, so every change counts as an upgrade (immediate).
+    private func replaceInGroup(_ subscription: Subscription) -> [Effect] {
+        guard let group = subscription.group else { return [] }
+        return projection.otherSubscriptions(account: subscription.account, group: group, than: subscription.original.transactionIdentifier)
+            .map { .send(.expireSubscription(device: $0.device, original: $0.original)) }
+    }
+
+    /// The renewal period of a subscription's product in simulated time: the `.storekit` file's
+    /// `_timeRate` if it sets one, else the scenario's (F-U1).
+    public func renewalNanoseconds(_ productIdentifier: String) -> Int64? {
+        guard let period = catalog.product(productIdentifier)?.subscriptionPeriod else { return nil }
+        let rate = catalog.testSettings.timeRate ?? behavior.subscriptionTimeRate ?? StoreBehavior.defaultSubscriptionTimeRate
+        return SubscriptionPeriod.renewalNanoseconds(period, timeRate: rate)
+    }
+
+    /// Times the period end in log time (nanoseconds since the run started): a live role's `now`
+    /// is its own monotonic clock, so the delay counts from the latest event's timestamp.
+    private func schedulePeriodEnd(_ identifier: String) -> [Effect] {
+        guard let subscription = projection.subscriptions[identifier],
+              let period = renewalNanoseconds(subscription.productIdentifier) else { return [] }
+        let delay = max(0, subscription.periodStart &+ period &- latestEventTimestamp)
+        return [.timer(afterNanoseconds: delay, .subscriptionPeriodEnd(original: identifier, renewals: subscription.renewals))]
     }
 
     private func restoresWaiting(_ device: String) -> [StoreProjection.RestoreRequest] {
@@ -216,6 +282,17 @@ public final class StoreRole: Role {
                 return [.send(.failRestore(device: device, restore: number, error: StoreError(.unknown, "the simulated App Store could not verify the account")))]
             }
             return nextRestorePiece(request, from: 0)
+        case .subscriptionPeriodEnd(let identifier, let renewals):
+            // A timer of an earlier period (the subscription was renewed by a test since) or of one
+            // that ended does nothing; one whose command is on its way is not sent again.
+            guard let subscription = projection.subscriptions[identifier], subscription.renewals == renewals,
+                  periodEndsAwaited.insert(identifier).inserted else { return [] }
+            let limit = behavior.maximumRenewals ?? StoreBehavior.defaultMaximumRenewals
+            let cancellation = behavior.cancellationAtRenewalProbability ?? StoreBehavior.defaultCancellationAtRenewalProbability
+            if renewals >= limit || choices.chance(.cancellationAtRenewal, cancellation) {
+                return [.send(.expireSubscription(device: subscription.device, original: subscription.original))]
+            }
+            return [.send(.renewSubscription(device: subscription.device, original: subscription.original))]
         case .downloadTick, .deviceStep:
             return []
         }

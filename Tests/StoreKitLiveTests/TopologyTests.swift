@@ -84,3 +84,20 @@ import Testing
         #expect(error?.description.contains("no such file") == true)
     }
 }
+
+/// The subscription keys of a topology's store (F-U1, F-U2).
+@Suite struct SubscriptionTopologyTests {
+    @Test("F-U1, F-U2: store.maximumRenewals, cancellationAtRenewalProbability and subscriptionTimeRate are read; out of range is refused")
+    func subscriptionKeys() throws {
+        let text = TopologyTests.valid.replacingOccurrences(
+            of: "scenario: {devices: 2}",
+            with: "scenario: {devices: 2, store: {maximumRenewals: 5, cancellationAtRenewalProbability: 0.5, subscriptionTimeRate: 6}}")
+        let topology = try Topology.parse(text, file: "subscriptions.yaml")
+        #expect(topology.scenario.store.maximumRenewals == 5)
+        #expect(topology.scenario.store.cancellationAtRenewalProbability == 0.5)
+        #expect(topology.scenario.store.subscriptionTimeRate == 6)
+        let wrong = TopologyTests.valid.replacingOccurrences(of: "scenario: {devices: 2}",
+                                                             with: "scenario: {devices: 2, store: {maximumRenewals: 5000}}")
+        #expect(throws: TopologyError.self) { _ = try Topology.parse(wrong, file: "bad.yaml") }
+    }
+}

@@ -36,6 +36,9 @@ import Testing
         .appActionRecorded(.restoreShownDone(device: "d", restore: 2, observer: "o")),
         .appActionRecorded(.failureShown(key, observer: "o")),
         .askToBuyDeclined(key),
+        .subscriptionRenewed(key, identifier: "d.7", original: original, downloads: []),
+        .subscriptionExpired(device: "d", original: original),
+        .entitlementsRevoked(device: "d", original: original),
     ]
 
     @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
@@ -63,6 +66,8 @@ import Testing
         .completeDownload(download, contentURL: "/c"), .failDownload(download, error: StoreError(.unknown, "x")),
         .recordAppAction(.contentGranted(key, observer: "o", productIdentifier: "p")),
         .decidePurchase(key, .declined),
+        .renewSubscription(device: "d", original: original), .expireSubscription(device: "d", original: original),
+        .refundPurchase(device: "d", original: original),
     ]
 
     @Test("Event.typeNames lists every event kind's name once (log cat --type takes them)")

@@ -76,7 +76,7 @@ import StoreKitRuntime
         // Declined Ask to Buy requests stay deferred for good (F-A1); nothing else is left.
         #expect(report.pending == report.totals.declined)
         #expect(report.totals.purchased + report.totals.failed + report.totals.declined == 8 * 6)
-        #expect(report.totals.finished == report.totals.purchased + report.totals.failed + report.totals.restored)
+        #expect(report.totals.finished == report.totals.purchased + report.totals.failed + report.totals.restored + report.totals.renewed)
         let rebuilt = try LogProjection.build(directory: scratch.path("log"))
         #expect(rebuilt.projection.devices == simulation.engine.projection.devices)
         #expect(rebuilt.projection.totals == simulation.engine.projection.totals)

@@ -1,0 +1,46 @@
+/// An auto-renewable subscription the store keeps renewing (F-U1): started by a charged purchase,
+/// renewed at each period end on the device that bought it, until it expires (F-U2).
+public struct Subscription: Sendable, Hashable {
+    public var device: String
+    public var account: String
+    /// The first purchase; every renewal's `originalTransaction`.
+    public var original: OriginalTransaction
+    public var group: String?
+    /// Renewals so far.
+    public var renewals: Int
+    /// When the current period began: the purchase, then each renewal (nanoseconds of the run).
+    public var periodStart: Int64
+
+    public var productIdentifier: String { original.payment.productIdentifier }
+}
+
+/// Renewal periods in simulated time: a `.storekit` period (ISO 8601, `P1M`) in days, sped up by
+/// `SKTestSession.TimeRate` as Xcode does (F-U1, F-S3).
+public enum SubscriptionPeriod {
+    /// A day, week, month and year taken as 1, 7, 30 and 365 days (a month of 30 days, as
+    /// `StoreKitTestSettings.speedFactor` takes it, so `P1M` at rate 15 renews every 30 s).
+    public static func days(_ text: String) -> Int? {
+        guard Catalog.isSubscriptionPeriod(text) else { return nil }
+        var total = 0
+        var digits = 0
+        for character in text.dropFirst() {
+            if let digit = character.wholeNumberValue {
+                digits = min(digits * 10 + digit, 100_000)  // bounded: no period is longer than this
+                continue
+            }
+            let unit = switch character { case "Y": 365; case "M": 30; case "W": 7; default: 1 }
+            total = min(total + digits * unit, 36_500)
+            digits = 0
+        }
+        return total
+    }
+
+    /// Nanoseconds of simulated time from one renewal to the next for `period` at `timeRate`
+    /// (`SKTestSession.TimeRate`'s raw value); nil for a period or rate that cannot be read.
+    public static func renewalNanoseconds(_ period: String, timeRate: Int) -> Int64? {
+        guard let days = days(period), days > 0,
+              let speed = StoreKitTestSettings.speedFactor(timeRate: timeRate) else { return nil }
+        let seconds = Double(days) * 86_400 / speed
+        return Int64((seconds * 1e9).rounded())
+    }
+}

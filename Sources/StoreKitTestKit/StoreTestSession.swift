@@ -1,0 +1,34 @@
+import StoreKitModel
+
+/// SKTestSession's per-transaction controls as store commands (F-T1), for tests that drive the
+/// queue without a store role. Each is the command the simulated store itself sends, so what a
+/// test does here is what a run logs.
+public enum StoreTestSession {
+    /// `approveAskToBuyTransaction`: a deferred purchase is bought.
+    public static func approveAskToBuy(_ key: TransactionKey) -> CommandBody { .decidePurchase(key, .purchased(charged: true)) }
+    /// `declineAskToBuyTransaction`: it stays deferred, with no callback (F-A1).
+    public static func declineAskToBuy(_ key: TransactionKey) -> CommandBody { .decidePurchase(key, .declined) }
+    /// `failTransactionsEnabled` with a `failureError`, for one purchase.
+    public static func fail(_ key: TransactionKey, with code: StoreError.Code) -> CommandBody {
+        .decidePurchase(key, .failed(StoreError(code, "failed by the test session")))
+    }
+    /// `refundTransaction`: the app hears `didRevokeEntitlementsForProductIdentifiers` (F-K1).
+    public static func refund(_ transaction: PaymentTransaction) -> CommandBody? {
+        original(of: transaction).map { .refundPurchase(device: transaction.key.device, original: $0) }
+    }
+    /// `forceRenewalOfSubscription`: a renewal now, whatever the period (F-U1).
+    public static func forceRenewal(_ transaction: PaymentTransaction) -> CommandBody? {
+        original(of: transaction).map { .renewSubscription(device: transaction.key.device, original: $0) }
+    }
+    /// `expireSubscription`: the subscription ends now (F-U2).
+    public static func expire(_ transaction: PaymentTransaction) -> CommandBody? {
+        original(of: transaction).map { .expireSubscription(device: transaction.key.device, original: $0) }
+    }
+
+    /// The purchase a transaction stands for: its own, or for a renewal or a restore the first one.
+    public static func original(of transaction: PaymentTransaction) -> OriginalTransaction? {
+        if let original = transaction.originalTransaction { return original }
+        guard let identifier = transaction.transactionIdentifier, let date = transaction.transactionDate else { return nil }
+        return OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment, transactionDate: date)
+    }
+}
