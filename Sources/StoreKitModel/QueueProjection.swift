@@ -93,6 +93,9 @@ public struct EventTotals: Sendable, Hashable {
         restoresFinished += other.restoresFinished
         restoresFailed += other.restoresFailed
         declined += other.declined
+        renewed += other.renewed
+        expired += other.expired
+        revoked += other.revoked
         failuresByCode.merge(other.failuresByCode, uniquingKeysWith: +)
     }
 }

@@ -171,7 +171,6 @@ public struct LiveComparison {
             return (.device(key.device), "added \(payment.productIdentifier) ×\(payment.quantity)")
         case .restoreStarted(let device, let restore, _): return (.device(device), "restore \(restore) started")
         case .transactionDeferred(let key): return (transaction(key), "deferred")
-        case .askToBuyDeclined(let key): return (transaction(key), "declined (no callback)")
         case .transactionPurchased(let key, _, let downloads, let charged):
             return (transaction(key), "purchased\(charged ? "" : " (not charged)") with \(downloads.count) downloads")
         case .transactionFailed(let key, let error): return (transaction(key), "failed: \(error.code)")
