@@ -38,3 +38,15 @@ public enum AppAction: Sendable, Hashable {
         }
     }
 }
+
+extension AppAction: CustomStringConvertible {
+    /// As `log cat` prints it: the action's name and what it concerns, without Swift's type names.
+    public var description: String {
+        switch self {
+        case .contentGranted(let key, let observer, let product): "contentGranted(\(key), \(product), by \(observer))"
+        case .contentKept(let key, let observer): "contentKept(\(key), by \(observer))"
+        case .restoreShownDone(let device, let restore, let observer): "restoreShownDone(\(device) restore \(restore), by \(observer))"
+        case .failureShown(let key, let observer): "failureShown(\(key), by \(observer))"
+        }
+    }
+}
