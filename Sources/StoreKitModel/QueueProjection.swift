@@ -92,22 +92,27 @@ public struct QueueProjection: Sendable {
         case .deviceRegistered(let device, let account):
             devices[device] = DeviceState(device: device, account: account)
         case .appLaunched(let device):
-            devices[device]?.isRunning = true
-            devices[device]?.launchCount += 1
+            modifyDevice(device) { state in
+                state.isRunning = true
+                state.launchCount += 1
+            }
         case .appTerminated(let device):
-            devices[device]?.isRunning = false
-            devices[device]?.observers.removeAll()
+            modifyDevice(device) { state in
+                state.isRunning = false
+                state.observers.removeAll()
+            }
         case .observerAttached(let device, let observer):
-            devices[device]?.observers.append(observer)
+            modifyDevice(device) { $0.observers.append(observer) }
         case .observerDetached(let device, let observer):
-            devices[device]?.observers.removeAll { $0 == observer }
+            modifyDevice(device) { $0.observers.removeAll { $0 == observer } }
         case .paymentsAllowedChanged(let device, let allowed):
-            devices[device]?.canMakePayments = allowed
+            modifyDevice(device) { $0.canMakePayments = allowed }
         case .transactionAdded(let key, let payment):
-            guard devices[key.device] != nil else { return }
-            devices[key.device]!.pending[key.number] = PaymentTransaction(key: key, payment: payment)
-            devices[key.device]!.paymentsAdded += 1
-            devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
+            modifyDevice(key.device) { state in
+                state.pending[key.number] = PaymentTransaction(key: key, payment: payment)
+                state.paymentsAdded += 1
+                state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
+            }
         case .transactionDeferred(let key):
             totals.deferred += 1
             updateTransaction(key) { $0.transactionState = .deferred }
@@ -127,11 +132,12 @@ public struct QueueProjection: Sendable {
                 transaction.error = error
             }
         case .restoreStarted(let device, let number, let username):
-            devices[device]?.restoresInProgress[number] = RestoreProgress(number: number, applicationUsername: username)
-            if let next = devices[device]?.nextRestoreNumber, next <= number { devices[device]?.nextRestoreNumber = number + 1 }
+            modifyDevice(device) { state in
+                state.restoresInProgress[number] = RestoreProgress(number: number, applicationUsername: username)
+                if state.nextRestoreNumber <= number { state.nextRestoreNumber = number + 1 }
+            }
         case .transactionRestored(let key, let restore, let identifier, let original, let contents):
             totals.restored += 1
-            guard devices[key.device] != nil else { return }
             var transaction = PaymentTransaction(key: key, payment: original.payment)
             transaction.transactionState = .restored
             transaction.transactionIdentifier = identifier
@@ -139,18 +145,20 @@ public struct QueueProjection: Sendable {
             transaction.originalTransaction = original
             transaction.restoreNumber = restore
             transaction.downloads = Self.downloads(of: key, contents)
-            devices[key.device]!.pending[key.number] = transaction
-            devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
-            devices[key.device]!.restoresInProgress[restore]?.restoredCount += 1
+            modifyDevice(key.device) { state in
+                state.pending[key.number] = transaction
+                state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
+                state.restoresInProgress[restore]?.restoredCount += 1
+            }
         case .restoreFinished(let device, let restore):
             totals.restoresFinished += 1
-            devices[device]?.restoresInProgress[restore] = nil
+            modifyDevice(device) { $0.restoresInProgress[restore] = nil }
         case .restoreFailed(let device, let restore, _):
             totals.restoresFailed += 1
-            devices[device]?.restoresInProgress[restore] = nil
+            modifyDevice(device) { $0.restoresInProgress[restore] = nil }
         case .transactionFinished(let key):
             totals.finished += 1
-            devices[key.device]?.pending[key.number] = nil
+            modifyDevice(key.device) { $0.pending[key.number] = nil }
         case .downloadStarted(let key):
             updateDownload(key) { download in
                 download.started = true
@@ -197,9 +205,19 @@ public struct QueueProjection: Sendable {
         contents.enumerated().map { index, content in Download(key: DownloadKey(transaction: key, index: index), content: content) }
     }
 
+    /// Changes a registered device in place with one hash lookup (an unknown one is left alone,
+    /// as `devices[name]?.field = …` would): the fold runs once per event in every runtime.
+    @inline(__always)
+    private mutating func modifyDevice(_ name: String, _ change: (inout DeviceState) -> Void) {
+        guard let index = devices.index(forKey: name) else { return }
+        change(&devices.values[index])
+    }
+
     private mutating func updateTransaction(_ key: TransactionKey, _ change: (inout PaymentTransaction) -> Void) {
-        guard devices[key.device]?.pending[key.number] != nil else { return }
-        change(&devices[key.device]!.pending[key.number]!)
+        modifyDevice(key.device) { state in
+            guard let index = state.pending.index(forKey: key.number) else { return }
+            change(&state.pending.values[index])
+        }
     }
 
     private mutating func updateDownload(_ key: DownloadKey, _ change: (inout Download) -> Void) {
