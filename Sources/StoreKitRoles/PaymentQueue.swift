@@ -37,7 +37,7 @@ public enum ObserverOrdering: String, Sendable, Hashable, Codable {
 public final class PaymentQueue {
     public let device: String
     public let catalog: Catalog
-    private var projection = QueueProjection(commandWindow: 1)
+    private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
     private var observers: [PaymentTransactionObserver] = []
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.

@@ -80,6 +80,9 @@ public final class DeterministicRuntime {
     /// every role has heard them: a delivery names its sequence, so an event is stored once
     /// rather than copied (with its strings and arrays retained) into each role's delivery.
     private var held: [RecordedEvent] = []
+    /// Whether each held event is a `transactionFinished` (the removal delay applies), so
+    /// publishing does not copy the event to look at it.
+    private var heldIsFinish: [Bool] = []
     private var heldStart = 0
     private var firstHeld: UInt64 = 1
     private var queueIsDown = false
@@ -143,7 +146,7 @@ public final class DeterministicRuntime {
             releaseHeard()
             for sequence in first...last {
                 published = sequence
-                let isFinish = if case .transactionFinished = heldEvent(sequence).event { true } else { false }
+                let isFinish = heldIsFinish[heldStart + Int(sequence - firstHeld)]
                 for index in slots.indices { send(sequence, isFinish: isFinish, to: index) }
             }
         case .deliver(let sequence, let index):
@@ -178,7 +181,11 @@ public final class DeterministicRuntime {
     /// Appended events become durable after the log's latency (in append order), then are published.
     private func appended(_ records: [EngineRecord]) {
         guard let first = records.first?.recorded.sequence, let last = records.last?.recorded.sequence else { return }
-        for record in records { held.append(record.recorded) }
+        for record in records {
+            held.append(record.recorded)
+            let isFinish = if case .transactionFinished = record.recorded.event { true } else { false }
+            heldIsFinish.append(isFinish)
+        }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
         scheduler.schedule(at: durable, .publish(first: first, last: last))
@@ -191,13 +198,14 @@ public final class DeterministicRuntime {
     /// Forgets the events every role has heard (a role that is down holds them until it is back).
     private func releaseHeard() {
         var heardByAll = UInt64.max
-        for slot in slots { heardByAll = min(heardByAll, slot.delivered) }
+        for index in slots.indices { heardByAll = min(heardByAll, slots[index].delivered) }
         guard heardByAll >= firstHeld else { return }
         let count = min(Int(heardByAll - firstHeld + 1), held.count - heldStart)
         heldStart += count
         firstHeld += UInt64(count)
         if heldStart >= 1_024, heldStart * 2 >= held.count {
             held.removeFirst(heldStart)
+            heldIsFinish.removeFirst(heldStart)
             heldStart = 0
         }
     }
