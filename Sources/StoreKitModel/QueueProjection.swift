@@ -239,9 +239,11 @@ public struct QueueProjection: Sendable {
 
     // MARK: Lookups
 
-    public func device(_ name: String) -> DeviceState? { devices[name] }
+    // Inlinable so that a class holding a projection (an app's queue, the engine) reads one
+    // device instead of copying (retaining and releasing) the whole projection to call these.
+    @inlinable public func device(_ name: String) -> DeviceState? { devices[name] }
 
-    public func transaction(_ key: TransactionKey) -> PaymentTransaction? { devices[key.device]?.pending[key.number] }
+    @inlinable public func transaction(_ key: TransactionKey) -> PaymentTransaction? { devices[key.device]?.pending[key.number] }
 
     /// Device names in a stable order (dictionary order is random per process).
     public var deviceNames: [String] { devices.keys.sorted() }

@@ -52,6 +52,9 @@ public final class DeterministicRuntime {
         var kind: RoleFactory.Kind
         var role: Role
         var incarnation = 0
+        /// The origin of this incarnation's commands (role name and incarnation), made once
+        /// rather than formatted for every command.
+        var origin: String
         var isDown = false
         /// Last sequence this role has heard: later copies are duplicates.
         var delivered: UInt64 = 0
@@ -99,7 +102,8 @@ public final class DeterministicRuntime {
         engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
         for kind in RoleFactory.Kind.allCases {
-            slots.append(Slot(kind: kind, role: factory.make(kind, name: kind.rawValue)))
+            let role = factory.make(kind, name: kind.rawValue)
+            slots.append(Slot(kind: kind, role: role, origin: "\(role.name).0"))
         }
     }
 
@@ -237,8 +241,7 @@ public final class DeterministicRuntime {
             switch effect {
             case .send(let body):
                 slots[index].commandNumber += 1
-                let command = Command(id: CommandID(origin: "\(slots[index].role.name).\(slots[index].incarnation)",
-                                                    number: slots[index].commandNumber), body: body)
+                let command = Command(id: CommandID(origin: slots[index].origin, number: slots[index].commandNumber), body: body)
                 let arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastCommandArrival)
                 slots[index].lastCommandArrival = arrival
                 scheduleCommand(command, arrival: arrival)
@@ -272,6 +275,7 @@ public final class DeterministicRuntime {
         guard !slots[target].isDown else { return }
         slots[target].isDown = true
         slots[target].incarnation += 1
+        slots[target].origin = "\(slots[target].role.name).\(slots[target].incarnation)"
         counters.crashes += 1
         scheduler.schedule(at: back, .restart(slot: target))
     }
@@ -285,6 +289,7 @@ public final class DeterministicRuntime {
             role.catchUp(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
         }
         slots[index].role = role
+        slots[index].origin = "\(role.name).\(slots[index].incarnation)"
         slots[index].isDown = false
         slots[index].delivered = through
         slots[index].commandNumber = 0
