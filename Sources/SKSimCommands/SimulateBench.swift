@@ -34,12 +34,19 @@ struct SimulateBench: AsyncParsableCommand {
         var events = 0
         var runtimeSeconds = 0.0
         var foldSeconds = 0.0
+        // The runs differ only in their seed, so the run's first record (the scenario and the
+        // catalog as JSON, which costs more than a small run) is made once, as exploration does.
+        var header: RunHeader?
         for seed in 1...UInt64(runs) {
             var scenario = Scenario(seed: seed, devices: devices)
             scenario.apps.purchasesPerDevice = purchasesPerDevice
             let environment = DeterministicEnvironment.inMemory(seed: seed)
             let start = ProjectionBenchmark.monotonicSeconds()
-            let report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+            if header == nil { header = scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0) }
+            header!.seed = seed
+            let runtime = try DeterministicRuntime(scenario: scenario, environment: environment)
+            runtime.header = header
+            let report = try runtime.run()
             runtimeSeconds += ProjectionBenchmark.monotonicSeconds() - start
             events += report.totals.events
 

@@ -149,12 +149,35 @@ public struct BinaryReader {
 
     public mutating func readString() throws(DecodingFailure) -> String {
         let length = try readLength()
-        let slice = UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + length)])
-        guard let string = String(validating: slice, as: UTF8.self) else {
-            throw failure("string is not valid UTF-8")
+        let bytes = UnsafeBufferPointer(start: buffer.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: UInt8.self) },
+                                        count: length)
+        let string: String
+        if Self.isASCII(bytes) {
+            // ASCII is valid UTF-8: the concrete, non-generic initializer is several times faster
+            // than the validating one (which looks up generic metadata on every call).
+            string = String(decoding: bytes, as: UTF8.self)
+        } else {
+            guard let validated = String(validating: bytes, as: UTF8.self) else { throw failure("string is not valid UTF-8") }
+            string = validated
         }
         offset += length
         return string
+    }
+
+    /// True when every byte is below 0x80; eight at a time.
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        var index = 0
+        var combined: UInt64 = 0
+        while index + 8 <= bytes.count {
+            combined |= UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+            index += 8
+        }
+        while index < bytes.count {
+            combined |= UInt64(base[index])
+            index += 1
+        }
+        return combined & 0x8080_8080_8080_8080 == 0
     }
 
     public mutating func readBytes() throws(DecodingFailure) -> [UInt8] {

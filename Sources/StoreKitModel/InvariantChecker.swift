@@ -147,7 +147,7 @@ public struct InvariantChecker: Sendable {
         }
     }
 
-    private mutating func transition(_ key: TransactionKey, to state: TransactionState, allowedFrom: Set<TransactionState>, _ sequence: UInt64) {
+    private mutating func transition(_ key: TransactionKey, to state: TransactionState, allowedFrom: [TransactionState], _ sequence: UInt64) {
         guard let current = states[key] else {
             return report(sequence, "R-T1", "transaction \(key) became \(state) but is not in the queue")
         }
@@ -193,7 +193,7 @@ public struct InvariantChecker: Sendable {
         return true
     }
 
-    private mutating func moveDownload(_ key: DownloadKey, to state: DownloadState, allowedFrom: Set<DownloadState>, _ sequence: UInt64) {
+    private mutating func moveDownload(_ key: DownloadKey, to state: DownloadState, allowedFrom: [DownloadState], _ sequence: UInt64) {
         guard let current = downloads[key] else {
             return report(sequence, "R-D2", "download \(key) became \(state) but does not exist (or its transaction was finished)")
         }

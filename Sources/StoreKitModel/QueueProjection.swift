@@ -104,7 +104,10 @@ public struct EventTotals: Sendable, Hashable {
 /// command against it and says which events the command causes, or why it is refused.
 public struct QueueProjection: Sendable {
     public private(set) var devices: [String: DeviceState] = [:]
-    public private(set) var header: RunHeader?
+    /// The run's header, boxed: the projection is copied whenever a class reads it to call a
+    /// method, and the header's eight strings would each be retained and released.
+    private var headerBox: HeaderBox?
+    public var header: RunHeader? { headerBox?.header }
     public var seed: UInt64? { header?.seed }
     public private(set) var lastSequence: UInt64 = 0
     public private(set) var totals = EventTotals()
@@ -116,8 +119,13 @@ public struct QueueProjection: Sendable {
     /// The most restored transactions in one `completeRestore` command.
     public static let maximumRestorePiece = 100
 
-    public init(commandWindow: Int = 65_536) {
+    /// Whether applied command ids are remembered (`recentCommands`): only a projection that
+    /// decides commands needs them; an app's view of its queue does not.
+    public let tracksCommands: Bool
+
+    public init(commandWindow: Int = 65_536, tracksCommands: Bool = true) {
         recentCommands = CommandWindow(capacity: commandWindow)
+        self.tracksCommands = tracksCommands
     }
 
     /// Pending transactions summed over every device.
@@ -135,29 +143,36 @@ public struct QueueProjection: Sendable {
     public mutating func apply(_ recorded: RecordedEvent) {
         lastSequence = recorded.sequence
         totals.events += 1
-        if let id = recorded.commandID, !recorded.event.isOutOfWindowRejection { recentCommands.insert(id, sequence: recorded.sequence) }
+        if tracksCommands, let id = recorded.commandID, !recorded.event.isOutOfWindowRejection {
+            recentCommands.insert(id, sequence: recorded.sequence)
+        }
         switch recorded.event {
         case .runStarted(let header):
-            self.header = header
+            headerBox = HeaderBox(header)
         case .deviceRegistered(let device, let account):
             devices[device] = DeviceState(device: device, account: account)
         case .appLaunched(let device):
-            devices[device]?.isRunning = true
-            devices[device]?.launchCount += 1
+            modifyDevice(device) { state in
+                state.isRunning = true
+                state.launchCount += 1
+            }
         case .appTerminated(let device):
-            devices[device]?.isRunning = false
-            devices[device]?.observers.removeAll()
+            modifyDevice(device) { state in
+                state.isRunning = false
+                state.observers.removeAll()
+            }
         case .observerAttached(let device, let observer):
-            devices[device]?.observers.append(observer)
+            modifyDevice(device) { $0.observers.append(observer) }
         case .observerDetached(let device, let observer):
-            devices[device]?.observers.removeAll { $0 == observer }
+            modifyDevice(device) { $0.observers.removeAll { $0 == observer } }
         case .paymentsAllowedChanged(let device, let allowed):
-            devices[device]?.canMakePayments = allowed
+            modifyDevice(device) { $0.canMakePayments = allowed }
         case .transactionAdded(let key, let payment):
-            guard devices[key.device] != nil else { return }
-            devices[key.device]!.pending[key.number] = PaymentTransaction(key: key, payment: payment)
-            devices[key.device]!.paymentsAdded += 1
-            devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
+            modifyDevice(key.device) { state in
+                state.pending[key.number] = PaymentTransaction(key: key, payment: payment)
+                state.paymentsAdded += 1
+                state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
+            }
         case .transactionDeferred(let key):
             totals.deferred += 1
             updateTransaction(key) { $0.transactionState = .deferred }
@@ -178,11 +193,12 @@ public struct QueueProjection: Sendable {
                 transaction.error = error
             }
         case .restoreStarted(let device, let number, let username):
-            devices[device]?.restoresInProgress[number] = RestoreProgress(number: number, applicationUsername: username)
-            if let next = devices[device]?.nextRestoreNumber, next <= number { devices[device]?.nextRestoreNumber = number + 1 }
+            modifyDevice(device) { state in
+                state.restoresInProgress[number] = RestoreProgress(number: number, applicationUsername: username)
+                if state.nextRestoreNumber <= number { state.nextRestoreNumber = number + 1 }
+            }
         case .transactionRestored(let key, let restore, let identifier, let original, let contents):
             totals.restored += 1
-            guard devices[key.device] != nil else { return }
             var transaction = PaymentTransaction(key: key, payment: original.payment)
             transaction.transactionState = .restored
             transaction.transactionIdentifier = identifier
@@ -190,19 +206,23 @@ public struct QueueProjection: Sendable {
             transaction.originalTransaction = original
             transaction.restoreNumber = restore
             transaction.downloads = Self.downloads(of: key, contents)
-            devices[key.device]!.pending[key.number] = transaction
-            devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
-            devices[key.device]!.restoresInProgress[restore]?.restoredCount += 1
+            modifyDevice(key.device) { state in
+                state.pending[key.number] = transaction
+                state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
+                state.restoresInProgress[restore]?.restoredCount += 1
+            }
         case .restoreFinished(let device, let restore):
             totals.restoresFinished += 1
-            devices[device]?.restoresInProgress[restore] = nil
+            modifyDevice(device) { $0.restoresInProgress[restore] = nil }
         case .restoreFailed(let device, let restore, _):
             totals.restoresFailed += 1
-            devices[device]?.restoresInProgress[restore] = nil
+            modifyDevice(device) { $0.restoresInProgress[restore] = nil }
         case .transactionFinished(let key):
             totals.finished += 1
-            devices[key.device]?.pending[key.number] = nil
-            devices[key.device]?.declined.remove(key.number)
+            modifyDevice(key.device) { state in
+                state.pending[key.number] = nil
+                state.declined.remove(key.number)
+            }
         case .downloadStarted(let key):
             updateDownload(key) { download in
                 download.started = true
@@ -270,9 +290,19 @@ public struct QueueProjection: Sendable {
         contents.enumerated().map { index, content in Download(key: DownloadKey(transaction: key, index: index), content: content) }
     }
 
+    /// Changes a registered device in place with one hash lookup (an unknown one is left alone,
+    /// as `devices[name]?.field = …` would): the fold runs once per event in every runtime.
+    @inline(__always)
+    private mutating func modifyDevice(_ name: String, _ change: (inout DeviceState) -> Void) {
+        guard let index = devices.index(forKey: name) else { return }
+        change(&devices.values[index])
+    }
+
     private mutating func updateTransaction(_ key: TransactionKey, _ change: (inout PaymentTransaction) -> Void) {
-        guard devices[key.device]?.pending[key.number] != nil else { return }
-        change(&devices[key.device]!.pending[key.number]!)
+        modifyDevice(key.device) { state in
+            guard let index = state.pending.index(forKey: key.number) else { return }
+            change(&state.pending.values[index])
+        }
     }
 
     private mutating func updateDownload(_ key: DownloadKey, _ change: (inout Download) -> Void) {
@@ -284,9 +314,11 @@ public struct QueueProjection: Sendable {
 
     // MARK: Lookups
 
-    public func device(_ name: String) -> DeviceState? { devices[name] }
+    // Inlinable so that a class holding a projection (an app's queue, the engine) reads one
+    // device instead of copying (retaining and releasing) the whole projection to call these.
+    @inlinable public func device(_ name: String) -> DeviceState? { devices[name] }
 
-    public func transaction(_ key: TransactionKey) -> PaymentTransaction? { devices[key.device]?.pending[key.number] }
+    @inlinable public func transaction(_ key: TransactionKey) -> PaymentTransaction? { devices[key.device]?.pending[key.number] }
 
     /// Device names in a stable order (dictionary order is random per process).
     public var deviceNames: [String] { devices.keys.sorted() }
@@ -303,7 +335,18 @@ public struct CommandWindow: Sendable {
     /// The most senders (origins) remembered; a command from a new one beyond this is refused
     /// (`tooManySenders`), so hostile names cannot grow the queue's memory without bound.
     public let maximumOrigins: Int
-    private var windows: [String: OriginWindow] = [:]
+    /// Each origin's window, in the order origins were first seen, found through `slots`; the
+    /// last origin used is checked first (a command's events share it, and comparing a short
+    /// string costs less than hashing it).
+    private var windows: [OriginWindow] = []
+    private var slots: [String: Int] = [:]
+    private var lastOrigin = ""
+    private var lastSlot = -1
+
+    private func slot(of origin: String) -> Int? {
+        if lastSlot >= 0, origin == lastOrigin { return lastSlot }
+        return slots[origin]
+    }
 
     /// How many recent commands per origin keep the last sequence they produced (what a
     /// duplicate's ACK carries); older duplicates are answered with the log's last sequence.
@@ -368,7 +411,7 @@ public struct CommandWindow: Sendable {
 
     /// True for an origin not seen yet when `maximumOrigins` are remembered already.
     public func isOriginOverLimit(_ origin: String) -> Bool {
-        windows.count >= maximumOrigins && windows[origin] == nil
+        windows.count >= maximumOrigins && slot(of: origin) == nil
     }
 
     /// Senders remembered.
@@ -379,30 +422,47 @@ public struct CommandWindow: Sendable {
     /// retried). Senders number their commands 1, 2, 3, … and their commands depend on each
     /// other's effects (a payment on its device's registration), so such a command waits.
     public func skipsAhead(_ id: CommandID) -> Bool {
-        guard let window = windows[id.origin] else { return false }
-        return id.number > window.highest &+ 1
+        guard let slot = slot(of: id.origin) else { return false }
+        return id.number > windows[slot].highest &+ 1
     }
 
     /// The highest number applied for an origin (0 for an unknown one).
-    public func highest(of origin: String) -> UInt64 { windows[origin]?.highest ?? 0 }
+    public func highest(of origin: String) -> UInt64 { slot(of: origin).map { windows[$0].highest } ?? 0 }
 
     public func contains(_ id: CommandID) -> Bool {
-        windows[id.origin]?.contains(id.number, capacity: UInt64(capacity)) ?? false
+        guard let slot = slot(of: id.origin) else { return false }
+        return windows[slot].contains(id.number, capacity: UInt64(capacity))
     }
 
     /// The last sequence the command with this id produced, for one of its origin's most recent
     /// commands; nil otherwise (not applied, or too old to be remembered).
     public func lastSequence(of id: CommandID) -> UInt64? {
-        guard let window = windows[id.origin], window.contains(id.number, capacity: UInt64(capacity)) else { return nil }
-        let entry = window.recent[Int(id.number % UInt64(Self.recentSequences))]
+        guard let slot = slot(of: id.origin), windows[slot].contains(id.number, capacity: UInt64(capacity)) else { return nil }
+        let entry = windows[slot].recent[Int(id.number % UInt64(Self.recentSequences))]
         return entry.number == id.number ? entry.sequence : nil
     }
 
     /// Ids remembered: at most `capacity` per origin.
-    public var count: Int { windows.values.reduce(0) { $0 + $1.bits.reduce(0) { $0 + $1.nonzeroBitCount } } }
+    public var count: Int { windows.reduce(0) { $0 + $1.bits.reduce(0) { $0 + $1.nonzeroBitCount } } }
 
     /// Records that `id` produced the event at `sequence` (a command's events are inserted in turn).
     public mutating func insert(_ id: CommandID, sequence: UInt64 = 0) {
-        windows[id.origin, default: OriginWindow()].record(id.number, sequence: sequence, capacity: UInt64(capacity))
+        let slot: Int
+        if let known = self.slot(of: id.origin) {
+            slot = known
+        } else {
+            slot = windows.count
+            windows.append(OriginWindow())
+            slots[id.origin] = slot
+        }
+        lastOrigin = id.origin
+        lastSlot = slot
+        windows[slot].record(id.number, sequence: sequence, capacity: UInt64(capacity))
     }
+}
+
+/// Shares one run header between copies of a projection.
+private final class HeaderBox: Sendable {
+    let header: RunHeader
+    init(_ header: RunHeader) { self.header = header }
 }

@@ -50,7 +50,7 @@ public struct StoreProjection: Sendable {
 
     /// The account a request is for: the payment's applicationUsername when the app set
     /// one (R-Q10), else the account the device is signed in to.
-    public func account(device: String, applicationUsername: String?) -> String? {
+    @inlinable public func account(device: String, applicationUsername: String?) -> String? {
         applicationUsername ?? accountOfDevice[device]
     }
 
@@ -63,7 +63,7 @@ public struct StoreProjection: Sendable {
     }
 
     /// While no observer is attached the queue does not sync with the store (R-Q3).
-    public func isSyncing(_ device: String) -> Bool { (observerCount[device] ?? 0) > 0 }
+    @inlinable public func isSyncing(_ device: String) -> Bool { (observerCount[device] ?? 0) > 0 }
 
     /// Active subscriptions of an account in a group, other than `identifier` (one per group, F-U3).
     public func otherSubscriptions(account: String, group: String, than identifier: String) -> [Subscription] {

@@ -164,13 +164,13 @@ public final class BuiltInObserver: PaymentTransactionObserver {
 
     /// Finishes only when every download of the transaction has ended (R-D3).
     private func completeIfDone(_ key: TransactionKey, on queue: PaymentQueue) {
-        guard let transaction = queue.transactions.first(where: { $0.key == key }) else { return }
+        guard let transaction = queue.transaction(key) else { return }
         guard transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) else { return }
         complete(key, on: queue)
     }
 
     private func complete(_ key: TransactionKey, on queue: PaymentQueue) {
-        guard let transaction = queue.transactions.first(where: { $0.key == key }) else { return }
+        guard let transaction = queue.transaction(key) else { return }
         grant(transaction, on: queue)
         finish(transaction, on: queue)
     }

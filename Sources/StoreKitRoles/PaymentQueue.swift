@@ -40,7 +40,7 @@ public enum ObserverOrdering: String, Sendable, Hashable, Codable {
 public final class PaymentQueue {
     public let device: String
     public let catalog: Catalog
-    private var projection = QueueProjection(commandWindow: 1)
+    private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
     private var observers: [PaymentTransactionObserver] = []
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
@@ -64,8 +64,32 @@ public final class PaymentQueue {
     private var startRequested: Set<DownloadKey> = []
     private let ordering: ObserverOrdering
     private let choices: ChoiceSource
+    /// Callbacks made so far, per kind (counted in place: a dictionary keyed by name cost a
+    /// string hash on every delivery).
+    private var callbackTally = [Int](repeating: 0, count: Callback.allCases.count)
+
     /// Callbacks made so far, per kind, for reports and tests.
-    public private(set) var callbackCounts: [String: Int] = [:]
+    public var callbackCounts: [String: Int] {
+        var counts: [String: Int] = [:]
+        for callback in Callback.allCases where callbackTally[callback.index] > 0 { counts[callback.rawValue] = callbackTally[callback.index] }
+        return counts
+    }
+
+    /// The observer callbacks, named as StoreKit names them (traces and `callbackCounts`).
+    enum Callback: String, CaseIterable {
+        case updatedTransactions, removedTransactions, restoreCompletedTransactionsFinished, restoreCompletedTransactionsFailed, updatedDownloads,
+             didRevokeEntitlementsForProductIdentifiers
+        var index: Int {
+            switch self {
+            case .updatedTransactions: 0
+            case .removedTransactions: 1
+            case .restoreCompletedTransactionsFinished: 2
+            case .restoreCompletedTransactionsFailed: 3
+            case .updatedDownloads: 4
+            case .didRevokeEntitlementsForProductIdentifiers: 5
+            }
+        }
+    }
 
     public init(device: String, catalog: Catalog, ordering: ObserverOrdering = .seededShuffle, choices: ChoiceSource) {
         self.device = device
@@ -83,6 +107,13 @@ public final class PaymentQueue {
     public var transactions: [PaymentTransaction] {
         guard let state = projection.device(device), !state.observers.isEmpty else { return [] }
         return state.pendingTransactions
+    }
+
+    /// The pending transaction with `key`, as `transactions` holds it (nil while no observer is
+    /// attached): one lookup, where searching `transactions` sorts every pending one.
+    func transaction(_ key: TransactionKey) -> PaymentTransaction? {
+        guard key.device == device, let state = projection.device(device), !state.observers.isEmpty else { return nil }
+        return state.pending[key.number]
     }
 
     /// The device's state as this app last heard it.
@@ -217,11 +248,11 @@ public final class PaymentQueue {
     }
 
     /// Calls `body` on each observer as StoreKit would, attributing what they do to them.
-    private func call(_ targets: [PaymentTransactionObserver], _ callback: String, _ detail: @autoclosure () -> String,
+    private func call(_ targets: [PaymentTransactionObserver], _ callback: Callback, _ detail: @autoclosure () -> String,
                       cause: UInt64, _ body: (PaymentTransactionObserver) -> Void) {
-        count(callback, targets.count)
+        callbackTally[callback.index] += targets.count
         for observer in targets {
-            trace?.callback(device: device, observer: observer.observerName, callback: callback, detail: detail(), cause: cause)
+            trace?.callback(device: device, observer: observer.observerName, callback: callback.rawValue, detail: detail(), cause: cause)
             calling = observer.observerName
             body(observer)
             calling = nil
@@ -235,10 +266,6 @@ public final class PaymentQueue {
         let names = attachedNames
         let attached = observers.filter { names.contains($0.observerName) }
         return ordering == .seededShuffle ? choices.shuffled(attached, .observerOrder) : attached
-    }
-
-    private func count(_ callback: String, _ calls: Int) {
-        if calls > 0 { callbackCounts[callback, default: 0] += calls }
     }
 
     /// Applies an event without calling observers: a restarted app catching up on what
@@ -261,7 +288,7 @@ public final class PaymentQueue {
             // Every unfinished transaction is delivered again to a newly attached observer (R-Q4).
             guard let observer = observers.first(where: { $0.observerName == name }),
                   let pending = projection.device(device)?.pendingTransactions, !pending.isEmpty else { return }
-            call([observer], "updatedTransactions", Self.describe(pending), cause: cause) { $0.paymentQueue(self, updatedTransactions: pending) }
+            call([observer], .updatedTransactions, Self.describe(pending), cause: cause) { $0.paymentQueue(self, updatedTransactions: pending) }
         case .appTerminated:
             finishRequested.removeAll()
             startRequested.removeAll()
@@ -269,10 +296,10 @@ public final class PaymentQueue {
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .subscriptionRenewed(let key, _, _, _):
             guard let transaction = projection.transaction(key) else { return }
             let targets = attachedObservers()
-            call(targets, "updatedTransactions", Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, updatedTransactions: [transaction]) }
+            call(targets, .updatedTransactions, Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, updatedTransactions: [transaction]) }
             if duplicateDeliveryProbability > 0, !targets.isEmpty, choices.chance(.duplicateDelivery, duplicateDeliveryProbability) {
                 // StoreKit may tell observers about the same update again; apps must cope.
-                call(attachedObservers(), "updatedTransactions", Self.describe([transaction]) + " (again)", cause: cause) {
+                call(attachedObservers(), .updatedTransactions, Self.describe([transaction]) + " (again)", cause: cause) {
                     $0.paymentQueue(self, updatedTransactions: [transaction])
                 }
             }
@@ -280,26 +307,25 @@ public final class PaymentQueue {
             finishRequested.remove(key)
             for download in before?.downloads ?? [] { startRequested.remove(download.key) }
             guard let transaction = before else { return }
-            call(attachedObservers(), "removedTransactions", Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, removedTransactions: [transaction]) }
+            call(attachedObservers(), .removedTransactions, Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, removedTransactions: [transaction]) }
         case .entitlementsRevoked(_, let original):
             let products = [original.payment.productIdentifier]
-            call(attachedObservers(), "didRevokeEntitlementsForProductIdentifiers", products.joined(separator: ","), cause: cause) {
+            call(attachedObservers(), .didRevokeEntitlementsForProductIdentifiers, products.joined(separator: ","), cause: cause) {
                 $0.paymentQueue(self, didRevokeEntitlementsForProductIdentifiers: products)
             }
         case .restoreFinished(_, let restore):
             lastFinishedRestore = restore
-            call(attachedObservers(), "restoreCompletedTransactionsFinished", "restore \(restore)", cause: cause) {
+            call(attachedObservers(), .restoreCompletedTransactionsFinished, "restore \(restore)", cause: cause) {
                 $0.paymentQueueRestoreCompletedTransactionsFinished(self)
             }
         case .restoreFailed(_, let restore, let error):
-            call(attachedObservers(), "restoreCompletedTransactionsFailed", "restore \(restore)", cause: cause) {
+            call(attachedObservers(), .restoreCompletedTransactionsFailed, "restore \(restore)", cause: cause) {
                 $0.paymentQueue(self, restoreCompletedTransactionsFailedWithError: error)
             }
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key), .downloadResumed(let key),
              .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key):
             guard let download = projection.transaction(key.transaction)?.downloads[safe: key.index] else { return }
-            let detail = "\(key) \(download.downloadState) \(Int(download.progress * 100))%"
-            call(attachedObservers(), "updatedDownloads", detail, cause: cause) { $0.paymentQueue(self, updatedDownloads: [download]) }
+            call(attachedObservers(), .updatedDownloads, "\(key) \(download.downloadState) \(Int(download.progress * 100))%", cause: cause) { $0.paymentQueue(self, updatedDownloads: [download]) }
         default:
             break
         }

@@ -71,7 +71,7 @@ public final class QueueEngine {
     /// Decides, appends and applies one command. `timestamp` is the runtime's time since the
     /// run started; the log's timestamps never go backwards even if that clock does.
     public func handle(_ command: Command, timestamp: Int64) throws -> EngineOutcome {
-        switch projection.decide(command, catalog: catalog) {
+        switch Self.decide(command, catalog: catalog, against: &projection) {
         case .duplicate:
             duplicates += 1
             // What the original produced (wire-format.md); an id older than the window was published long ago.
@@ -85,6 +85,12 @@ public final class QueueEngine {
             let records = try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp)
             return EngineOutcome(decision: .rejected(rejection), records: records, lastSequence: projection.lastSequence)
         }
+    }
+
+    /// Decides through an exclusive (inout) access: called on the stored property directly,
+    /// the class would copy the whole projection (retaining every field) for the call.
+    private static func decide(_ command: Command, catalog: Catalog, against projection: inout QueueProjection) -> Decision {
+        projection.decide(command, catalog: catalog)
     }
 
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> [EngineRecord] {

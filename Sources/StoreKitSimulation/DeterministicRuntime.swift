@@ -52,6 +52,9 @@ public final class DeterministicRuntime {
         var kind: RoleFactory.Kind
         var role: Role
         var incarnation = 0
+        /// The origin of this incarnation's commands (role name and incarnation), made once
+        /// rather than formatted for every command.
+        var origin: String
         var isDown = false
         /// Last sequence this role has heard: later copies are duplicates.
         var delivered: UInt64 = 0
@@ -63,7 +66,8 @@ public final class DeterministicRuntime {
     private enum Action {
         case command(Command)
         case publish(first: UInt64, last: UInt64)
-        case deliver(RecordedEvent, slot: Int)
+        /// The event is held in `held` (see there), not copied into every delivery.
+        case deliver(sequence: UInt64, slot: Int)
         case timer(TimerToken, slot: Int, incarnation: Int)
         case restart(slot: Int)
         case restartQueue
@@ -75,8 +79,15 @@ public final class DeterministicRuntime {
     private var now: Int64 = 0
     private var lastDurable: Int64 = 0
     private var published: UInt64 = 0
-    /// Appended events waiting for durability, by sequence.
-    private var awaitingPublication: [UInt64: RecordedEvent] = [:]
+    /// Appended events from `firstHeld` on (the live part starts at `heldStart`), kept until
+    /// every role has heard them: a delivery names its sequence, so an event is stored once
+    /// rather than copied (with its strings and arrays retained) into each role's delivery.
+    private var held: [RecordedEvent] = []
+    /// Whether each held event is a `transactionFinished` (the removal delay applies), so
+    /// publishing does not copy the event to look at it.
+    private var heldIsFinish: [Bool] = []
+    private var heldStart = 0
+    private var firstHeld: UInt64 = 1
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
@@ -91,7 +102,8 @@ public final class DeterministicRuntime {
         engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
         for kind in RoleFactory.Kind.allCases {
-            slots.append(Slot(kind: kind, role: factory.make(kind, name: kind.rawValue)))
+            let role = factory.make(kind, name: kind.rawValue)
+            slots.append(Slot(kind: kind, role: role, origin: "\(role.name).0"))
         }
     }
 
@@ -135,21 +147,22 @@ public final class DeterministicRuntime {
             }
             appended(try engine.handle(command, timestamp: now).records)
         case .publish(let first, let last):
+            releaseHeard()
             for sequence in first...last {
-                guard let recorded = awaitingPublication.removeValue(forKey: sequence) else { continue }
                 published = sequence
-                for index in slots.indices { send(recorded, to: index) }
+                let isFinish = heldIsFinish[heldStart + Int(sequence - firstHeld)]
+                for index in slots.indices { send(sequence, isFinish: isFinish, to: index) }
             }
-        case .deliver(let recorded, let index):
+        case .deliver(let sequence, let index):
             guard !slots[index].isDown else { return }
-            guard recorded.sequence > slots[index].delivered else {
+            guard sequence > slots[index].delivered else {
                 counters.duplicatesDelivered += 1
                 return
             }
-            precondition(recorded.sequence == slots[index].delivered + 1,
-                         "\(slots[index].kind) heard \(recorded.sequence) after \(slots[index].delivered): a link lost its order")
-            slots[index].delivered = recorded.sequence
-            perform(slots[index].role.receive(recorded, now: now), slot: index)
+            precondition(sequence == slots[index].delivered + 1,
+                         "\(slots[index].kind) heard \(sequence) after \(slots[index].delivered): a link lost its order")
+            slots[index].delivered = sequence
+            perform(slots[index].role.receive(heldEvent(sequence), now: now), slot: index)
         case .timer(let token, let index, let incarnation):
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
             perform(slots[index].role.timerFired(token, now: now), slot: index)
@@ -173,32 +186,53 @@ public final class DeterministicRuntime {
     private func appended(_ records: [EngineRecord]) {
         guard let first = records.first?.recorded.sequence, let last = records.last?.recorded.sequence else { return }
         for record in records {
-            awaitingPublication[record.recorded.sequence] = record.recorded
+            held.append(record.recorded)
+            let isFinish = if case .transactionFinished = record.recorded.event { true } else { false }
+            heldIsFinish.append(isFinish)
         }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
         scheduler.schedule(at: durable, .publish(first: first, last: last))
     }
 
-    private func send(_ recorded: RecordedEvent, to index: Int) {
+    private func heldEvent(_ sequence: UInt64) -> RecordedEvent {
+        held[heldStart + Int(sequence - firstHeld)]
+    }
+
+    /// Forgets the events every role has heard (a role that is down holds them until it is back).
+    private func releaseHeard() {
+        var heardByAll = UInt64.max
+        for index in slots.indices { heardByAll = min(heardByAll, slots[index].delivered) }
+        guard heardByAll >= firstHeld else { return }
+        let count = min(Int(heardByAll - firstHeld + 1), held.count - heldStart)
+        heldStart += count
+        firstHeld += UInt64(count)
+        if heldStart >= 1_024, heldStart * 2 >= held.count {
+            held.removeFirst(heldStart)
+            heldIsFinish.removeFirst(heldStart)
+            heldStart = 0
+        }
+    }
+
+    private func send(_ sequence: UInt64, isFinish: Bool, to index: Int) {
         var arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastEventArrival)
         if network.lossProbability > 0, choices.chance(.networkLoss, network.lossProbability) {
             // The subscriber notices the gap at the next heartbeat and fetches it; what follows waits.
             counters.eventsLost += 1
             arrival += Int64(network.catchUpMilliseconds * 1e6)
         }
-        if case .transactionFinished = recorded.event, slots[index].kind == .apps,
+        if isFinish, slots[index].kind == .apps,
            let points = scenario.apps.choicePoints, points.removalDelayProbability > 0,
            choices.chance(.removalDelay, points.removalDelayProbability) {
             // The app hears `removedTransactions` late (and, the link keeping its order, what follows too).
             arrival += Int64(points.removalDelayMilliseconds * 1e6)
         }
         slots[index].lastEventArrival = arrival
-        scheduler.schedule(at: arrival, .deliver(recorded, slot: index))
+        scheduler.schedule(at: arrival, .deliver(sequence: sequence, slot: index))
         if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
             let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
             slots[index].lastEventArrival = copy
-            scheduler.schedule(at: copy, .deliver(recorded, slot: index))
+            scheduler.schedule(at: copy, .deliver(sequence: sequence, slot: index))
         }
     }
 
@@ -207,8 +241,7 @@ public final class DeterministicRuntime {
             switch effect {
             case .send(let body):
                 slots[index].commandNumber += 1
-                let command = Command(id: CommandID(origin: "\(slots[index].role.name).\(slots[index].incarnation)",
-                                                    number: slots[index].commandNumber), body: body)
+                let command = Command(id: CommandID(origin: slots[index].origin, number: slots[index].commandNumber), body: body)
                 let arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastCommandArrival)
                 slots[index].lastCommandArrival = arrival
                 scheduleCommand(command, arrival: arrival)
@@ -242,6 +275,7 @@ public final class DeterministicRuntime {
         guard !slots[target].isDown else { return }
         slots[target].isDown = true
         slots[target].incarnation += 1
+        slots[target].origin = "\(slots[target].role.name).\(slots[target].incarnation)"
         counters.crashes += 1
         scheduler.schedule(at: back, .restart(slot: target))
     }
@@ -255,6 +289,7 @@ public final class DeterministicRuntime {
             role.catchUp(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
         }
         slots[index].role = role
+        slots[index].origin = "\(role.name).\(slots[index].incarnation)"
         slots[index].isDown = false
         slots[index].delivered = through
         slots[index].commandNumber = 0
