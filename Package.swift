@@ -77,7 +77,7 @@ let package = Package(
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitTestKit", "StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "ExploreTests", dependencies: ["StoreKitExplore", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "SKSimCommands"]),
+        .testTarget(name: "ExploreTests", dependencies: ["StoreKitTestKit", "StoreKitExplore", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "SKSimCommands"]),
         .testTarget(name: "LoadTests", dependencies: ["StoreKitTestKit", "StoreKitLoad", "StoreKitLive", "StoreKitModel", "SKSimCommands",
                                                      .product(name: "Histogram", package: "hdrhistogram-swift")]),
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),

@@ -25,7 +25,8 @@ struct ExploreCommand: AsyncParsableCommand {
     @Option(help: "Observers per device, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")) (default: downloadThenFinish,audit).")
     var observers: String?
     @Option(help: "random, pct or exhaustive (default: pct).") var strategy = "pct"
-    @Option(help: "Unusual choices per schedule for pct (default: 3).") var depth = 3
+    @Option(help: "Unusual (non-zero) choices per schedule: where pct makes them (default: 3), or the most exhaustive allows (default: 2).")
+    var depth: Int?
     @Option(help: "Most schedules to run (default: 2000).") var schedules = 2_000
     @Option(help: "Most seconds to explore (default: 10).") var seconds = 10.0
     @Option(help: "Seed of the exploration (default: a new one, printed).") var seed: UInt64?
@@ -106,8 +107,12 @@ struct ExploreCommand: AsyncParsableCommand {
     private func parseStrategy() throws -> ExplorationStrategy {
         switch strategy {
         case "random": return .random
-        case "exhaustive": return .exhaustive
+        case "exhaustive":
+            let depth = depth ?? 2
+            guard (0...10).contains(depth) else { throw UserFacingError("--depth is \(depth); exhaustive allows 0 to 10 unusual choices per schedule") }
+            return .exhaustive(depth: depth)
         case "pct":
+            let depth = depth ?? 3
             guard (1...100).contains(depth) else { throw UserFacingError("--depth is \(depth); use 1 to 100") }
             return .pct(depth: depth)
         default: throw UserFacingError("unknown strategy '\(strategy)'; use random, pct or exhaustive")

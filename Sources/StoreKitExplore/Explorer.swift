@@ -175,14 +175,14 @@ public struct Explorer {
     /// Explores until a violation is found (then shrinks and draws it), the budget is spent, or
     /// (exhaustive) every schedule was tried.
     public func explore(strategy: ExplorationStrategy, budget: ExplorationBudget = ExplorationBudget(), seed: UInt64 = 1) throws -> ExplorationReport {
-        if case .exhaustive = strategy { return try exhaust(budget: budget, seed: seed) }
+        if case .exhaustive(let depth) = strategy { return try exhaust(depth: depth, budget: budget, seed: seed) }
         let start = monotonicSeconds()
         var schedules = 0
         var longest = 64
         while schedules < budget.schedules, monotonicSeconds() - start < budget.seconds {
             let scheduleSeed = Self.scheduleSeed(seed, schedules)
             let source: ChoiceSource = switch strategy {
-            case .random, .exhaustive: SeededChoices(seed: scheduleSeed)
+            case .random, .exhaustive(_): SeededChoices(seed: scheduleSeed)
             case .pct(let depth): PCTChoices(seed: scheduleSeed, depth: depth, length: longest)
             }
             var runScenario = scenario
@@ -202,42 +202,49 @@ public struct Explorer {
                                  exhausted: false, distinctStates: nil, violations: [])
     }
 
-    /// Depth-first over the choice tree, one schedule per leaf, not branching again from a
-    /// state (log so far, position among the reactions to it, kind of choice) seen before.
-    private func exhaust(budget: ExplorationBudget, seed: UInt64) throws -> ExplorationReport {
+    /// Depth-first over the choice tree, one schedule per leaf. A draw is branched from only
+    /// when its state (abstract log so far, position among the reactions to it, kind of
+    /// choice) was not branched from before with as many unusual choices left; each branch
+    /// takes one value per class of outcomes (`ExhaustiveSpace`), within the bound on
+    /// unusual choices.
+    private func exhaust(depth: Int, budget: ExplorationBudget, seed: UInt64) throws -> ExplorationReport {
         let start = monotonicSeconds()
-        var stack: [[UInt64]] = [[]]
-        var seen: Set<UInt64> = []
+        let space = ExhaustiveSpace(scenario: scenario, depth: depth)
+        // A prefix and how many unusual (non-zero) choices it holds.
+        var stack: [(prefix: [UInt64], unusual: Int)] = [([], 0)]
+        // Per state, the fewest unusual choices it was branched from with (more left, more explored).
+        var seen: [UInt64: Int] = [:]
         var schedules = 0
         var runScenario = scenario
         runScenario.seed = seed
-        while let prefix = stack.popLast() {
+        while let (prefix, unusual) = stack.popLast() {
             guard schedules < budget.schedules, monotonicSeconds() - start < budget.seconds else {
-                stack.append(prefix)
+                stack.append((prefix, unusual))
                 break
             }
             let storage = HashingLogStorage()
-            let source = ExhaustiveChoices(prefix: prefix, state: { storage.hash })
+            let source = ExhaustiveChoices(prefix: prefix, space: space, storage: storage)
             let result = try run(choices: source, scenario: runScenario, storage: storage)
             schedules += 1
             if schedules % 256 == 0 { progress?(schedules, monotonicSeconds() - start) }
             if let violation = result.violations.first {
                 let found = try shrinkAndDraw(violation, result, scenario: runScenario, schedules: schedules,
                                               seconds: monotonicSeconds() - start)
-                return ExplorationReport(strategy: .exhaustive, schedules: schedules, seconds: monotonicSeconds() - start,
+                return ExplorationReport(strategy: .exhaustive(depth: depth), schedules: schedules, seconds: monotonicSeconds() - start,
                                          exhausted: false, distinctStates: seen.count, violations: [found])
             }
+            guard unusual < space.depth else { continue }
             let draws = source.draws
             for position in stride(from: draws.count - 1, through: prefix.count, by: -1) {
                 let draw = draws[position]
-                guard draw.options > 1, seen.insert(draw.state).inserted else { continue }
+                guard draw.values.count > 1 else { continue }
+                if let before = seen[draw.state], before <= unusual { continue }
+                seen[draw.state] = unusual
                 let base = Array(result.choices[..<position])
-                for alternative in 1..<draw.options {
-                    stack.append(base + [ExhaustiveChoices.value(alternative, options: draw.options, bound: draw.bound)])
-                }
+                for value in draw.values where value != 0 { stack.append((base + [value], unusual + 1)) }
             }
         }
-        return ExplorationReport(strategy: .exhaustive, schedules: schedules, seconds: monotonicSeconds() - start,
+        return ExplorationReport(strategy: .exhaustive(depth: depth), schedules: schedules, seconds: monotonicSeconds() - start,
                                  exhausted: stack.isEmpty, distinctStates: seen.count, violations: [])
     }
 
@@ -370,7 +377,11 @@ func monotonicSeconds() -> Double {
     return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
 }
 
-/// An in-memory log that keeps a running hash of what it holds: the exhaustive search's state.
+/// An in-memory log that keeps a running hash of what it holds, abstracted: the exhaustive
+/// search's state. Timestamps and command ids are left out (the same events at other times,
+/// or under other command numbers, are the same state), and so is download progress below
+/// 1.0 (no invariant reads it: a download failing after 3 or after 7 progress reports leaves
+/// the same state). Progress 1.0 stays (`no-completion-from-progress` reads it).
 final class HashingLogStorage: LogStorage {
     private let memory = MemoryLogStorage()
     private(set) var hash: UInt64 = 0xCBF2_9CE4_8422_2325
@@ -378,9 +389,10 @@ final class HashingLogStorage: LogStorage {
     var lastSequence: UInt64 { memory.lastSequence }
 
     func appendUnit(_ payloads: [[UInt8]], timestamp: Int64) throws -> UInt64 {
-        // Timestamps are left out: the same events at other times are the same state.
         for payload in payloads {
-            for byte in payload { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+            let event = try EventCodec.decodeEvent(payload).event
+            if case .downloadProgressed(_, let progress, _) = event, progress < 1 { continue }
+            for byte in EventCodec.encode(event, commandID: nil) { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         }
         return try memory.appendUnit(payloads, timestamp: timestamp)
     }

@@ -10,15 +10,19 @@ public enum ExplorationStrategy: Sendable, Hashable, CustomStringConvertible {
     /// is drawn at random. Bugs that need only a few unusual choices are found with a probability
     /// that depends on the depth and the length, not on how rare each choice is.
     case pct(depth: Int)
-    /// Every schedule of the scenario over the decision kinds, timing held at its simplest, with
-    /// states hashed so a state seen before is not branched from again.
-    case exhaustive
+    /// Every schedule of the scenario with at most `depth` unusual choices, one value per class
+    /// of outcomes (`ExhaustiveSpace`), with states hashed so a state seen before is not
+    /// branched from again; it says when the space is exhausted.
+    case exhaustive(depth: Int)
+
+    /// `exhaustive` with its default bound: two unusual choices per schedule.
+    public static let exhaustive = ExplorationStrategy.exhaustive(depth: 2)
 
     public var description: String {
         switch self {
         case .random: "random"
         case .pct(let depth): "pct (depth \(depth))"
-        case .exhaustive: "exhaustive"
+        case .exhaustive(let depth): "exhaustive (depth \(depth))"
         }
     }
 }
@@ -61,56 +65,123 @@ final class PCTChoices: ChoiceSource {
     }
 }
 
+/// What the exhaustive search branches over, and its bound.
+///
+/// Values of one draw that drive the run the same way form one class, and one value per class
+/// is tried: a unit draw against probabilities takes one value per outcome band of the
+/// scenario (purchased, deferred, cancelled, failed; a kill or not), a product one per
+/// (kind, number of hosted contents), small index draws (observer orders, attach orders,
+/// where an app is killed among its commands) every value. Timing and quantities are held at
+/// their simplest. A schedule makes at most `depth` unusual (non-zero) choices: the space is
+/// every schedule of the scenario with at most `depth` things out of the ordinary, as `pct`
+/// samples it.
+public struct ExhaustiveSpace: Sendable, Hashable {
+    /// Most unusual (non-zero) choices in one schedule.
+    public var depth: Int
+    /// Per kind of unit draw, the first value of each outcome band (0 first).
+    var unitValues: [ChoiceKind: [UInt64]]
+    /// One product index per (kind, number of hosted contents), in catalog order.
+    var productValues: [UInt64]
+    var productCount: UInt64
+
+    /// Choices about time and amounts only: held at their simplest, so the search is over decisions.
+    static let heldKinds: Set<ChoiceKind> = [.latency, .networkDelay, .durabilityDelay, .transferRate, .quantity]
+    /// Most values tried for a small index draw (all of them below this bound).
+    static let maximumIndexValues: UInt64 = 8
+
+    public init(scenario: Scenario, depth: Int) {
+        self.depth = max(0, depth)
+        /// The smallest unit draw `u` (as `ChoiceSource.unit` makes it) for which `holds(u)`,
+        /// found by bisection so that rounding cannot put it in the wrong band.
+        func firstUnitValue(where holds: (Double) -> Bool) -> UInt64 {
+            var low: UInt64 = 0
+            var high = unitChoiceBound - 1
+            while low < high {
+                let middle = low + (high - low) / 2
+                if holds(Double(middle) * 0x1.0p-53) { high = middle } else { low = middle + 1 }
+            }
+            return low
+        }
+        // `chance(p)` is true when `1 - u <= p` (Choices.swift).
+        func chance(_ probability: Double) -> [UInt64] {
+            probability > 0 && probability < 1 ? [0, firstUnitValue { 1 - $0 <= probability }] : [0]
+        }
+        let store = scenario.store
+        let purchaseShare = 1 - store.failureProbability - store.cancellationProbability - store.deferralProbability
+        var outcomes: [UInt64] = [0]
+        for edge in [purchaseShare, purchaseShare + store.deferralProbability,
+                     purchaseShare + store.deferralProbability + store.cancellationProbability] where edge > 0 && edge < 1 {
+            let value = firstUnitValue { $0 >= edge }
+            if value > outcomes.last! { outcomes.append(value) }
+        }
+        let points = scenario.apps.choicePoints ?? ChoicePoints()
+        unitValues = [
+            .storeOutcome: outcomes,
+            .approval: chance(store.approvalProbability),
+            .restoreOutcome: chance(store.restoreFailureProbability),
+            .userRestore: chance(scenario.apps.restoreProbability),
+            .userRelaunch: chance(scenario.apps.relaunchProbability),
+            .appKill: chance(points.killProbability),
+            .duplicateDelivery: chance(points.duplicateDeliveryProbability),
+            .removalDelay: chance(points.removalDelayProbability),
+            .downloadFailure: chance(scenario.downloader.failureProbabilityPerTick),
+            .crash: chance(scenario.network.crashProbability),
+            .networkLoss: chance(scenario.network.lossProbability),
+            .networkDuplicate: chance(scenario.network.duplicateProbability),
+        ]
+        struct Shape: Hashable { var kind: ProductKind; var contents: Int }
+        var shapes: Set<Shape> = []
+        productValues = scenario.catalog.products.enumerated().compactMap { index, product in
+            shapes.insert(Shape(kind: product.kind, contents: product.hostedContent.count)).inserted ? UInt64(index) : nil
+        }
+        productCount = UInt64(scenario.catalog.products.count)
+    }
+
+    /// The values tried for one draw, simplest first.
+    public func values(_ kind: ChoiceKind, bound: UInt64) -> [UInt64] {
+        if bound <= 1 || Self.heldKinds.contains(kind) { return [0] }
+        if kind == .product && bound == productCount { return productValues }
+        if bound == unitChoiceBound { return unitValues[kind] ?? [0, bound / 4, bound / 2, bound / 4 * 3] }
+        return Array(0..<min(bound, Self.maximumIndexValues))
+    }
+}
+
 /// One schedule of the exhaustive search: follows `prefix`, then takes 0; notes at each draw
-/// how many alternatives it has and the state it was drawn in.
+/// the values it could take and the state it was drawn in.
 final class ExhaustiveChoices: ChoiceSource {
     struct Draw {
-        var options: UInt64
-        var bound: UInt64
+        var values: [UInt64]
         var state: UInt64
     }
 
-    /// Choices about time only: held at their simplest, so the search is over decisions.
-    static let timingKinds: Set<ChoiceKind> = [.latency, .networkDelay, .durabilityDelay, .transferRate]
-    /// Values tried for a draw with a large bound (a unit draw, a probability): four evenly
-    /// spaced representatives, enough to land in each outcome band of the exploration scenarios.
-    static let representatives: UInt64 = 4
-
     let prefix: [UInt64]
+    let space: ExhaustiveSpace
     private(set) var draws: [Draw] = []
-    private let state: () -> UInt64
+    private let storage: HashingLogStorage
 
-    init(prefix: [UInt64], state: @escaping () -> UInt64) {
+    init(prefix: [UInt64], space: ExhaustiveSpace, storage: HashingLogStorage) {
         self.prefix = prefix
-        self.state = state
+        self.space = space
+        self.storage = storage
     }
 
-    static func options(_ kind: ChoiceKind, _ bound: UInt64) -> UInt64 {
-        timingKinds.contains(kind) ? 1 : min(bound, representatives)
-    }
-
-    /// The value of alternative `index` of a draw.
-    static func value(_ index: UInt64, options: UInt64, bound: UInt64) -> UInt64 {
-        options == bound ? index : bound / options * index
-    }
-
-    private var lastLog: UInt64 = 0
+    private var lastRecords: UInt64 = 0
     private var drawsSinceAppend: UInt64 = 0
 
-    /// The state a draw is made in: the log so far (the queue's whole state), how many draws were
-    /// made since it last grew (where the other roles are in reacting to it), and the kind.
+    /// The state a draw is made in: the abstract log so far (`HashingLogStorage`), how many
+    /// draws were made since the log last grew (where the other roles are in reacting to it),
+    /// and the kind.
     private func fingerprint(_ kind: ChoiceKind) -> UInt64 {
-        let log = state()
-        if log == lastLog { drawsSinceAppend += 1 } else { lastLog = log; drawsSinceAppend = 0 }
-        var hash = log
+        let records = storage.lastSequence
+        if records == lastRecords { drawsSinceAppend += 1 } else { lastRecords = records; drawsSinceAppend = 0 }
+        var hash = storage.hash
         for part in [drawsSinceAppend, UInt64(kind.stableNumber)] { hash = (hash ^ part) &* 0x0000_0100_0000_01B3 }
         return hash
     }
 
     func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
         let position = draws.count
-        let options = Self.options(kind, bound)
-        draws.append(Draw(options: options, bound: bound, state: fingerprint(kind)))
+        draws.append(Draw(values: space.values(kind, bound: bound), state: fingerprint(kind)))
         if position < prefix.count, prefix[position] < bound { return prefix[position] }
         return 0
     }

@@ -171,12 +171,15 @@ public struct TraceDiagram {
                    "<defs><marker id=\"arrow\" markerWidth=\"8\" markerHeight=\"8\" refX=\"8\" refY=\"4\" orient=\"auto\"><path d=\"M0,0 L8,4 L0,8 z\" fill=\"#333\"/></marker></defs>"]
         for participant in participants {
             let center = x(participant)
+            svg.append("<g class=\"lifeline\" data-name=\"\(Self.escape(participant))\">")
             svg.append("<rect x=\"\(center - 80)\" y=\"8\" width=\"160\" height=\"26\" rx=\"4\" fill=\"#eef\" stroke=\"#336\"/>")
             svg.append("<text x=\"\(center)\" y=\"25\" text-anchor=\"middle\" font-weight=\"bold\">\(Self.escape(participant))</text>")
-            svg.append("<line x1=\"\(center)\" y1=\"34\" x2=\"\(center)\" y2=\"\(height)\" stroke=\"#aaa\" stroke-dasharray=\"4 3\"/>")
+            svg.append("<line x1=\"\(center)\" y1=\"34\" x2=\"\(center)\" y2=\"\(height)\" stroke=\"#aaa\" stroke-dasharray=\"4 3\"/></g>")
         }
         for (index, message) in messages.enumerated() {
             let y = top + row * index + 14
+            svg.append("<g class=\"message\" data-kind=\"\(message.kind)\" data-from=\"\(Self.escape(message.from))\" data-to=\"\(Self.escape(message.to))\">")
+            defer { svg.append("</g>") }
             switch message.kind {
             case .note:
                 let center = x(message.from)

@@ -178,8 +178,11 @@ extension Recording {
             let unit = RecordedUnit(sequence: group[0].sequence, timestamp: group[0].timestamp, commandID: group[0].commandID,
                                     events: group, payloads: payloads, body: command,
                                     source: command.map { CommandSource.of($0) } ?? .header, device: command?.device ?? "")
-            group.removeAll(keepingCapacity: true)
-            payloads.removeAll(keepingCapacity: true)
+            // The unit takes the arrays; new ones start empty. (Emptying them while keeping their
+            // capacity would copy into a new buffer as large as the largest unit so far, for every
+            // unit held ahead: a restore of hundreds of transactions made each of them that large.)
+            group = []
+            payloads = []
             try body(unit)
         }
         let warning = try forEachRecord { sequence, timestamp, payload in

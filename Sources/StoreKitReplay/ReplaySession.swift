@@ -200,7 +200,9 @@ public final class ReplaySession {
             guard draining || ahead > options.lookaheadUnits
                     || lastIngestedTimestamp - window[head].unit.timestamp > options.relaunchHorizonNanoseconds else { break }
             try processHead()
-            if head >= 4_096 && head * 2 >= window.count {
+            // Slots behind the head are never read again: drop them often, so the window holds
+            // little more than the lookahead.
+            if head >= 4_096 {
                 window.removeFirst(head)
                 base += head
                 head = 0

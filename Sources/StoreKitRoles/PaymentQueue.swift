@@ -233,7 +233,10 @@ public final class PaymentQueue {
     /// The first `count` commands produced since the last call, with who made each; the rest
     /// are dropped (the app was killed before sending them), and so are their grants.
     public func drainOutbox(keepingFirst count: Int) -> [(body: CommandBody, sender: String)] {
-        defer { outbox.removeAll(keepingCapacity: true) }
+        // A new empty outbox, not `removeAll(keepingCapacity:)`: the returned array shares the
+        // buffer, so keeping capacity would allocate a copy as large as the largest burst so far
+        // on every call, and each of a replay's thousands of apps would hold one.
+        defer { outbox = [] }
         guard count < outbox.count else { return outbox }
         for (body, _) in outbox[count...] {
             if case .recordAppAction(.contentGranted(let key, _, _)) = body { granted.remove(key) }

@@ -109,15 +109,58 @@ import Testing
         }
     }
 
-    @Test("exhaustive finishes a tiny scenario and says how many distinct states it branched from")
+    @Test("exhaustive finishes a tiny scenario, says how many distinct states it branched from, and its bound counts unusual choices")
     func exhaustiveFinishes() throws {
         var scenario = Scenario.exploration(devices: 1, purchasesPerDevice: 1, observers: [.deliverThenFinish])
         scenario.catalog = try Catalog(products: [Product(identifier: "coins", kind: .consumable, referenceName: "Coins", displayPrice: "1")])
-        let report = try Explorer(scenario: scenario).explore(strategy: .exhaustive, budget: ExplorationBudget(schedules: 100_000, seconds: 120))
-        #expect(report.exhausted, "\(report.summary)")
-        #expect(report.violations.isEmpty, "\(report.summary)")
-        #expect((report.distinctStates ?? 0) > 1)
-        #expect(report.schedules > 1)
+        let explorer = Explorer(scenario: scenario)
+        let budget = ExplorationBudget(schedules: 100_000, seconds: 120)
+        var counts: [Int] = []
+        for depth in 0...2 {
+            let report = try explorer.explore(strategy: .exhaustive(depth: depth), budget: budget)
+            #expect(report.exhausted, "\(report.summary)")
+            #expect(report.violations.isEmpty, "\(report.summary)")
+            counts.append(report.schedules)
+        }
+        // No unusual choice: the one simplest schedule. Each more allowed: strictly more schedules.
+        #expect(counts[0] == 1)
+        #expect(counts[1] > counts[0] && counts[2] > counts[1], "\(counts)")
+    }
+
+    @Test("exhaustive finds a consumable credited twice (R-Q4), which takes one unusual choice, and not with none allowed")
+    func exhaustiveFindsBug() throws {
+        let explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 1, observers: [.creditEveryDelivery]))
+        let budget = ExplorationBudget(schedules: 100_000, seconds: 120)
+        let none = try explorer.explore(strategy: .exhaustive(depth: 0), budget: budget)
+        #expect(none.exhausted && none.violations.isEmpty, "\(none.summary)")
+        let report = try explorer.explore(strategy: .exhaustive(depth: 1), budget: budget)
+        let found = try #require(report.violations.first, "\(report.summary)")
+        #expect(found.invariant == .grantedOnce)
+        #expect(!report.exhausted)
+        #expect(found.choices.filter { $0 != 0 }.count == 1, "\(found.choices)")
+    }
+
+    @Test("exhaustive tries one value per outcome band: every store outcome, each chance taken and not, one product per shape")
+    func exhaustiveValuesCoverEveryOutcome() throws {
+        let scenario = Scenario.exploration()
+        let space = ExhaustiveSpace(scenario: scenario, depth: 2)
+        // Purchased, deferred, cancelled, failed: the four bands of the store's unit draw.
+        let outcomes = space.values(.storeOutcome, bound: unitChoiceBound)
+        #expect(outcomes.count == 4)
+        for (kind, probability) in [(ChoiceKind.userRestore, scenario.apps.restoreProbability), (.userRelaunch, scenario.apps.relaunchProbability),
+                                    (.appKill, 0.05), (.duplicateDelivery, 0.1), (.removalDelay, 0.2), (.approval, scenario.store.approvalProbability),
+                                    (.downloadFailure, scenario.downloader.failureProbabilityPerTick)] {
+            let values = space.values(kind, bound: unitChoiceBound)
+            #expect(values.count == 2, "\(kind)")
+            #expect(values.map { ReplayedChoices([$0]).chance(kind, probability) } == [false, true], "\(kind): \(values)")
+        }
+        // Timing and amounts are held; small index draws take every value.
+        #expect(space.values(.latency, bound: unitChoiceBound) == [0] && space.values(.quantity, bound: 3) == [0])
+        #expect(space.values(.observerOrder, bound: 2) == [0, 1] && space.values(.appKill, bound: 3) == [0, 1, 2])
+        // The sample catalog's nine products fall into six shapes (kind, number of hosted contents).
+        let products = space.values(.product, bound: UInt64(scenario.catalog.products.count)).map { scenario.catalog.products[Int($0)] }
+        #expect(products.map(\.identifier) == ["com.example.sksim.coins.small", "com.example.sksim.removeads", "com.example.sksim.levelpack.forest",
+                                              "com.example.sksim.levelpack.desert", "com.example.sksim.seasonpass", "com.example.sksim.premium.monthly"])
     }
 
     @Test("The trace names every lifeline, marks the violation, and the HTML page needs nothing from outside")

@@ -25,13 +25,7 @@ import Testing
         func path(_ name: String) -> String { url.appendingPathComponent(name).path }
     }
 
-    static func which(_ program: String) -> String? {
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-            let path = "\(directory)/\(program)"
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }
+    static func which(_ program: String) -> String? { InstalledProgram.path(of: program) }
 
     @Test("two drivers: --json has the issue's fields, a failed threshold exits 99 after writing the report, and the report renders in Chromium")
     func openModelReport() throws {
@@ -112,11 +106,10 @@ import Testing
     }
 
     func checkReportRendersInChromium(_ page: URL) throws {
-        guard let chromium = Self.which("chromium") ?? Self.which("chromium-browser") else {
-            print("skipped the browser check of report.html: chromium is not installed and scripts/setup could not install it")
+        guard let dump = try HeadlessChromium.dumpDOM(page) else {
+            print(HeadlessChromium.skipMessage("report.html"))
             return
         }
-        let dump = try Self.run(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.absoluteString])
         #expect(dump.status == 0, "\(dump.error)")
         // The page's own script draws three charts and then says so; each chart holds real paths.
         #expect(dump.output.contains("data-charts-rendered=\"3\""))
