@@ -12,7 +12,7 @@ public struct CurveClientKeys: Sendable, Hashable {
     }
 
     /// Makes `socket` a CURVE client; must run before `connect`.
-    func apply(to socket: Socket) throws(ZeroMQError) {
+    public func apply(to socket: Socket) throws(ZeroMQError) {
         try socket.set(.curveServerKey, serverPublicKey)
         try socket.set(.curvePublicKey, clientKeyPair.publicKey)
         try socket.set(.curveSecretKey, clientKeyPair.secretKey)

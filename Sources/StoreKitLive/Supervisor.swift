@@ -151,11 +151,7 @@ public final class Supervisor {
         let deadline = LiveClock.monotonicNanoseconds() + Int64(seconds) * 1_000_000_000
         let socket = try context.socket(.dealer)
         defer { socket.close() }
-        if let keys = try topology.curveClientKeys() {
-            try socket.set(.curveServerKey, keys.serverPublicKey)
-            try socket.set(.curvePublicKey, keys.clientKeyPair.publicKey)
-            try socket.set(.curveSecretKey, keys.clientKeyPair.secretKey)
-        }
+        if let keys = try topology.curveClientKeys() { try keys.apply(to: socket) }
         try socket.connect(requests)
         logger.notice("waiting for a queue started by hand", metadata: ["name": "\(queue.name)", "host": "\(queue.host)", "requests": "\(requests)"])
         while LiveClock.monotonicNanoseconds() < deadline && !Shutdown.isRequested {
@@ -179,11 +175,7 @@ public final class Supervisor {
         let deadline = LiveClock.monotonicNanoseconds() + 10_000_000_000
         let socket = try context.socket(.dealer)
         defer { socket.close() }
-        if let keys = try topology.curveClientKeys() {
-            try socket.set(.curveServerKey, keys.serverPublicKey)
-            try socket.set(.curvePublicKey, keys.clientKeyPair.publicKey)
-            try socket.set(.curveSecretKey, keys.clientKeyPair.secretKey)
-        }
+        if let keys = try topology.curveClientKeys() { try keys.apply(to: socket) }
         try socket.connect(requests)
         while LiveClock.monotonicNanoseconds() < deadline {
             if !queue.process.isRunning {
