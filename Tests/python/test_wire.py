@@ -158,8 +158,13 @@ class WireFormatTest(unittest.TestCase):
 
     def request(self, frames, timeout_ms=5000):
         self.dealer.send_multipart(frames)
-        self.assertTrue(self.dealer.poll(timeout_ms), "no reply to %r within %d ms" % (frames[0], timeout_ms))
-        return self.dealer.recv_multipart()
+        while True:
+            self.assertTrue(self.dealer.poll(timeout_ms), "no reply to %r within %d ms" % (frames[0], timeout_ms))
+            reply = self.dealer.recv_multipart()
+            # wait_for_queue may have sent several PINGs before the queue was up: their late PONGs
+            # are answers to those, not to this request.
+            if reply[0] != b"PONG" or frames[0] == b"PING":
+                return reply
 
     def wait_for_queue(self):
         deadline = time.time() + 15
