@@ -264,10 +264,11 @@ public struct QueueProjection: Sendable {
             break
         case .askToBuyDeclined(let key):
             totals.declined += 1
-            if devices[key.device]?.pending[key.number] != nil { devices[key.device]?.declined.insert(key.number) }
+            modifyDevice(key.device) { state in
+                if state.pending[key.number] != nil { state.declined.insert(key.number) }
+            }
         case .subscriptionRenewed(let key, let identifier, let original, let contents):
             totals.renewed += 1
-            guard devices[key.device] != nil else { return }
             var transaction = PaymentTransaction(key: key, payment: original.payment)
             transaction.transactionState = .purchased
             transaction.transactionIdentifier = identifier
@@ -275,14 +276,16 @@ public struct QueueProjection: Sendable {
             transaction.originalTransaction = original
             transaction.charged = true
             transaction.downloads = Self.downloads(of: key, contents)
-            devices[key.device]!.pending[key.number] = transaction
-            devices[key.device]!.nextTransactionNumber = max(devices[key.device]!.nextTransactionNumber, key.number + 1)
+            modifyDevice(key.device) { state in
+                state.pending[key.number] = transaction
+                state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
+            }
         case .subscriptionExpired(let device, let original):
             totals.expired += 1
-            devices[device]?.endedSubscriptions.insert(original.transactionIdentifier)
+            modifyDevice(device) { $0.endedSubscriptions.insert(original.transactionIdentifier) }
         case .entitlementsRevoked(let device, let original):
             totals.revoked += 1
-            devices[device]?.revokedPurchases.insert(original.transactionIdentifier)
+            modifyDevice(device) { $0.revokedPurchases.insert(original.transactionIdentifier) }
         }
     }
 
