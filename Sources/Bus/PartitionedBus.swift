@@ -51,6 +51,11 @@ public final class PartitionedSender {
     public let senders: [CommandSender]
     public let routes: DeviceRoutes
     private let poller = Poller()
+    /// Per partition, the highest last sequence any acknowledgement named. An answer can arrive
+    /// before the events it names (they may be on their way through catch-up after a queue
+    /// restart, or dropped by a full PUB pipe and fetched later): a client that judges its state
+    /// from events waits until its subscriber has delivered through these.
+    public private(set) var acknowledgedThrough: [UInt64]
 
     public init(context: ZeroMQContext, partitions: [PartitionEndpoints], configuration: CommandSenderConfiguration,
                 routes: DeviceRoutes) throws(ZeroMQError) {
@@ -69,6 +74,7 @@ public final class PartitionedSender {
         }
         self.senders = senders
         self.routes = routes
+        acknowledgedThrough = Array(repeating: 0, count: senders.count)
         for sender in senders { sender.pollItems.forEach { poller.register($0) } }
     }
 
@@ -88,15 +94,31 @@ public final class PartitionedSender {
 
     /// Completions from every partition, waiting up to `timeout` for the first.
     public func poll(timeout: Duration) throws(ZeroMQError) -> [CommandCompletion] {
-        if senders.count == 1 { return try senders[0].poll(timeout: timeout) }
+        if senders.count == 1 {
+            let completions = try senders[0].poll(timeout: timeout)
+            noteAcknowledged(completions, partition: 0)
+            return completions
+        }
         let deadline = ContinuousClock.now + timeout
         while true {
             var completions: [CommandCompletion] = []
-            for sender in senders { completions += try sender.poll(timeout: .zero) }
+            for (partition, sender) in senders.enumerated() {
+                let answered = try sender.poll(timeout: .zero)
+                noteAcknowledged(answered, partition: partition)
+                completions += answered
+            }
             let now = ContinuousClock.now
             if !completions.isEmpty || now >= deadline { return completions }
             // Retries are due on a schedule, so the wait is short enough to keep it.
             try poller.poll(timeout: min(deadline - now, .milliseconds(5)))
+        }
+    }
+}
+
+extension PartitionedSender {
+    private func noteAcknowledged(_ completions: [CommandCompletion], partition: Int) {
+        for case .acknowledged(let acknowledgement) in completions where acknowledgement.lastSequence > acknowledgedThrough[partition] {
+            acknowledgedThrough[partition] = acknowledgement.lastSequence
         }
     }
 }
@@ -150,6 +172,13 @@ public final class PartitionedSubscriber {
     /// Every partition heard from (a heartbeat or an event) and delivered through what it announced.
     public var isCaughtUp: Bool {
         subscribers.allSatisfy { $0.state == .live && $0.knownPublishedSequence > 0 && $0.nextSequence > $0.knownPublishedSequence }
+    }
+
+    /// True when every partition has delivered at least through its given sequence (e.g. a
+    /// sender's `acknowledgedThrough`): everything those answers named has been heard.
+    public func hasDelivered(through sequences: [UInt64]) -> Bool {
+        precondition(sequences.count == subscribers.count, "one sequence per partition")
+        return zip(subscribers, sequences).allSatisfy { $0.nextSequence > $1 }
     }
 
     /// The partitions not heard from yet, for an error message.

@@ -150,7 +150,10 @@ public final class RoleProcess {
             if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
                 throw RoleProcessError("\(process.name) heard nothing from the queue at \(events) for \(Int(queueSilenceLimitSeconds)) s; is the queue running?")
             }
-            if process.role == .observer, role.isSettled, waiting.isEmpty, sender.outstandingCount == 0 {
+            // Settled is judged from events, so every event an answer named must have been heard
+            // first (after a queue restart, "duplicate" answers outrun the events they name).
+            if process.role == .observer, role.isSettled, waiting.isEmpty, sender.outstandingCount == 0,
+               subscriber.hasDelivered(through: sender.acknowledgedThrough) {
                 logger.info("every device is done and settled", metadata: ["devices": "\(process.deviceIndices.count)", "refusedCommands": "\(rejected)"])
                 return .finished
             }

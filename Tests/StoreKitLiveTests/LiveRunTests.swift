@@ -79,6 +79,21 @@ import StoreKitSimulation
             return (processes.first { $0["name"] as? String == name }?["pid"] as? Int).map(Int32.init)
         }
 
+        /// Waits until the named log partition holds at least `count` events, polling its files, so
+        /// a test acts mid-run however fast or slow the machine is. False when it did not happen in time.
+        func waitForEvents(_ count: Int, partition: String = "queue", seconds: Double = 30) -> Bool {
+            let log = runDirectory.appendingPathComponent("log")
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                var seen = 0
+                // A record being written is a torn tail to a reader: count what is whole, try again.
+                try? PartitionReader(directory: log, partition: partition).forEachRecord { _ in seen += 1 }
+                if seen >= count { return true }
+                usleep(20_000)
+            }
+            return false
+        }
+
         // SKSIM_KEEP_TEST_RUNS=1 keeps the run directories (logs of every process) for a post-mortem.
         deinit { if ProcessInfo.processInfo.environment["SKSIM_KEEP_TEST_RUNS"] == nil { try? FileManager.default.removeItem(at: directory) } }
     }
@@ -106,7 +121,7 @@ import StoreKitSimulation
             victim = try run.pid(of: "observer-1")
         }
         let pid = try #require(victim)
-        usleep(1_000_000)  // Mid-run: purchases are under way.
+        #expect(run.waitForEvents(300), "the run did not get under way")
         #expect(kill(pid, SIGKILL) == 0)
         let result = try #require(try run.wait(seconds: 120), "the run did not end within 120 s")
         #expect(result.failure == nil)
@@ -131,7 +146,7 @@ import StoreKitSimulation
             usleep(100_000)
             victim = try run.pid(of: name)
         }
-        usleep(700_000)  // Mid-run: purchases and downloads are under way.
+        #expect(run.waitForEvents(200), "the run did not get under way")
         #expect(kill(try #require(victim), SIGKILL) == 0)
         let result = try #require(try run.wait(seconds: 120), "the run did not end within 120 s")
         #expect(result.failure == nil, "\(result.failure ?? "")")
@@ -195,7 +210,7 @@ import StoreKitSimulation
             usleep(100_000)
             queue = try run.pid(of: "queue")
         }
-        usleep(500_000)
+        #expect(run.waitForEvents(100), "the run did not get under way")
         #expect(kill(try #require(queue), SIGKILL) == 0)
         let result = try #require(try run.wait(seconds: 60), "the run did not end within 60 s")
         let failure = try #require(result.failure)

@@ -153,7 +153,7 @@ import Testing
             usleep(100_000)
             victim = try run.pid(of: "queue-2")
         }
-        usleep(700_000)  // Mid-run: purchases are under way in both partitions.
+        #expect(run.waitForEvents(150, partition: "queue-1") && run.waitForEvents(150, partition: "queue-2"), "the run did not get under way")
         #expect(kill(try #require(victim), SIGKILL) == 0)
         let result = try #require(try run.wait(seconds: 120), "the run did not end within 120 s")
         #expect(result.failure == nil, "\(result.failure ?? "")")
