@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import StoreKitLive
 import StoreKitModel
 import StoreKitReplay
 import StoreKitRoles
@@ -51,7 +52,9 @@ struct ReplayCommand: AsyncParsableCommand {
             throw UserFacingError("\(error)")
         }
         let result = outcome.result
-        let extra: [(String, JSONValue)] = outcome.partitions.count > 1 ? [("partitions", Self.partitionsJSON(outcome.partitions))] : []
+        // This process's peak resident memory: a replay runs in a process of its own (`sksim bench replay` reads it).
+        var extra: [(String, JSONValue)] = [("peakMemoryMegabytes", .double((Double(peakResidentBytes()) / 1_048_576 * 10).rounded() / 10))]
+        if outcome.partitions.count > 1 { extra.append(("partitions", Self.partitionsJSON(outcome.partitions))) }
         if json {
             printLine(Self.json(result, recording: outcome.recording, logDirectory: outcome.logDirectory, speed: outcome.speed, extra: extra).serialized())
         } else {
