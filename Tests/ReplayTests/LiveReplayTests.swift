@@ -74,6 +74,7 @@ import Testing
         (["--loop", "2"], "--loop"),
         (["--from", "5"], "--from"),
         (["--speed", "0"], "--speed '0'"),
+        (["--partition", "queue-1"], "--partition"),
     ])
     func refusedOptions(arguments: [String], fragment: String) throws {
         let scratch = CLI.Scratch()
