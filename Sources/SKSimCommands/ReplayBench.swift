@@ -40,9 +40,9 @@ struct ReplayBench: AsyncParsableCommand {
         try? FileManager.default.removeItem(at: scratch)
         defer { try? FileManager.default.removeItem(at: scratch) }
 
-        // About 11 events per purchase in the default scenario.
+        // About 8.6 events per purchase in the default scenario (measured: 1,400 devices × 90 purchases, 1,087,571 events).
         let devices = max(1, min(2_000, events / 1_000))
-        let recorded = try Self.record(seed: 1, devices: devices, purchases: max(1, events / devices / 11), in: scratch.appendingPathComponent("full"))
+        let recorded = try Self.record(seed: 1, devices: devices, purchases: max(1, events * 10 / devices / 86), in: scratch.appendingPathComponent("full"))
         let recording = try Recording.open(path: recorded.path)
 
         var baselineSeconds = Double.infinity
