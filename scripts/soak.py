@@ -10,6 +10,10 @@
 3. Log mutations: one byte flipped, or the log cut, at a random place of a real log; `log verify`,
    `log cat` and `log project` must exit 0, 1 or 2 (never crash), and `verify` must flag every
    flip inside a record.
+4. Load memory (`--load-minutes N`, off by default): `sksim load` of topology/load.yaml at one open-model
+   rate (`--load-rate`, default 500/s) for 1 minute and for N minutes; prints the peak RSS of the
+   driver, the coordinator and the queue at both. A trial fails when a peak at N minutes exceeds the
+   1-minute one by more than a quarter plus 8 MB (memory must not follow the run's length).
 Prints one line per trial and a summary; exits 1 if any trial failed.
 """
 import argparse
@@ -233,12 +237,36 @@ def log_mutations(count, rng, scratch):
     return failures
 
 
+def load_memory(minutes, rate, scratch):
+    """Peak RSS of a load's processes after 1 and after `minutes` minutes of the same rate."""
+    peaks = {}
+    for length in (1, minutes):
+        out = os.path.join(scratch, f"load-{length}m")
+        result = sksim("load", os.path.join(ROOT, "topology", "load.yaml"), "--model", "open", "--rate", str(rate),
+                       "--duration", f"{length}m", "--out", out, "--json", timeout=length * 60 + 300)
+        if result.returncode != 0:
+            print(f"load memory: the {length}-minute load exited {result.returncode}: {result.stderr.strip()[-300:]}", flush=True)
+            return 1
+        summary = json.loads(result.stdout)
+        with open(os.path.join(out, "queue-stats.json")) as handle:
+            queue = json.load(handle).get("peakMemoryBytes", 0) / 1048576
+        peaks[length] = {"driver": summary["driverPeakMemoryMegabytes"], "coordinator": summary["coordinatorPeakMemoryMegabytes"],
+                         "queue": round(queue, 1), "lifecycles": summary["lifecycles"]}
+        print(f"load memory: {length:>3} min at {rate}/s, {summary['lifecycles']} lifecycles: peak RSS driver {peaks[length]['driver']:.1f} MB, "
+              f"coordinator {peaks[length]['coordinator']:.1f} MB, queue {peaks[length]['queue']:.1f} MB", flush=True)
+    grown = [name for name in ("driver", "coordinator", "queue") if peaks[minutes][name] > peaks[1][name] * 1.25 + 8]
+    print(f"load memory: {'grew with the length: ' + ', '.join(grown) if grown else 'independent of the length'}", flush=True)
+    return 1 if grown else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=100, help="kill -9 trials, cycling through queue, store, downloader, observer")
     parser.add_argument("--requests", type=int, default=200000, help="fuzzed requests to a real queue")
     parser.add_argument("--mutations", type=int, default=2000, help="mutated copies of a real log")
     parser.add_argument("--seed", type=int, default=1, help="seed of the soak's own random choices")
+    parser.add_argument("--load-minutes", type=int, default=0, help="also measure a load's memory at 1 and at N minutes (0: skip)")
+    parser.add_argument("--load-rate", type=int, default=500, help="open-model lifecycle starts per second of the load-memory trial")
     arguments = parser.parse_args()
     rng = random.Random(arguments.seed)
     scratch = tempfile.mkdtemp(prefix="sksim-soak-")
@@ -250,6 +278,8 @@ def main():
             failures += request_fuzzer(arguments.requests, rng, scratch)
         if arguments.mutations:
             failures += log_mutations(arguments.mutations, rng, scratch)
+        if arguments.load_minutes:
+            failures += load_memory(arguments.load_minutes, arguments.load_rate, scratch)
     finally:
         if failures == 0:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import StoreKitLive
 import StoreKitLoad
+import StoreKitModel
 
 /// The default load topology: topology/load.yaml beside the working directory.
 let defaultLoadTopologyPath = "topology/load.yaml"
@@ -112,6 +113,7 @@ struct DriverCommand: AsyncParsableCommand {
     @Option(help: "This driver's name, unique in the load (its devices are NAME-0, NAME-1, …).") var name: String
     @Option(help: "The coordinator's endpoint (what `sksim load --listen` bound).") var coordinator: String
     @Option(help: "Run directory the queue's ipc endpoints are in (default: out/<topology name>).") var runDirectory: String?
+    @Option(help: "How long to wait for the coordinator's plan, e.g. 30s (default 60s).") var coordinatorTimeout: String?
 
     func run() async throws {
         Shutdown.installSignalHandlers()
@@ -124,6 +126,13 @@ struct DriverCommand: AsyncParsableCommand {
             name: name, coordinatorEndpoint: loaded.resolved(coordinator, runDirectory: directory),
             partitions: loaded.partitionEndpoints(runDirectory: directory))
         configuration.heartbeatMilliseconds = loaded.heartbeatMilliseconds
+        if let coordinatorTimeout {
+            do {
+                configuration.coordinatorTimeoutSeconds = try DurationText.positiveSeconds(coordinatorTimeout)
+            } catch {
+                throw UserFacingError("--coordinator-timeout: \(error)")
+            }
+        }
         do {
             configuration.curve = try loaded.curveClientKeys()
         } catch {

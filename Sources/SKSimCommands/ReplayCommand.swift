@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import StoreKitLive
 import StoreKitModel
 import StoreKitReplay
 import StoreKitRoles
@@ -29,6 +30,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "Replay only these devices, comma-separated: names (device-0003) or numbers and ranges (3, 1-4).") var devices: String?
     @Option(help: "Replay N copies of the recording, device and account names rewritten per copy (NAME~k).") var loop = 1
     @Option(help: "How --loop copies run: side-by-side (all at once) or one-after-another.") var loopLayout = ReplayOptions.LoopLayout.sideBySide.rawValue
+    @Option(help: "Of a recording of several queue partitions, replay only this one (default: every partition).") var partition: String?
     @Flag(help: "Replay over real processes (a topology) instead of the deterministic runtime.") var live = false
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
 
@@ -43,23 +45,43 @@ struct ReplayCommand: AsyncParsableCommand {
                 throw UserFacingError("\(error)")
             }
         }
-        let outcome: (ReplayResult, ReplaySession, URL?)
+        let outcome: Outcome
         do {
             outcome = try replay()
         } catch let error as ReplayInputError {
             throw UserFacingError("\(error)")
         }
-        let (result, session, logDirectory) = outcome
+        let result = outcome.result
+        // This process's peak resident memory: a replay runs in a process of its own (`sksim bench replay` reads it).
+        var extra: [(String, JSONValue)] = [("peakMemoryMegabytes", .double((Double(peakResidentBytes()) / 1_048_576 * 10).rounded() / 10))]
+        if outcome.partitions.count > 1 { extra.append(("partitions", Self.partitionsJSON(outcome.partitions))) }
         if json {
-            printLine(Self.json(result, recording: session.recording, logDirectory: logDirectory, speed: session.options.speed).serialized())
+            printLine(Self.json(result, recording: outcome.recording, logDirectory: outcome.logDirectory, speed: outcome.speed, extra: extra).serialized())
         } else {
-            printLine(Self.text(result, recording: session.recording, logDirectory: logDirectory))
+            var text = Self.text(result, recording: outcome.recording, logDirectory: outcome.logDirectory)
+            if outcome.partitions.count > 1 { text += "\n" + Self.partitionsText(outcome.partitions) }
+            printLine(text)
         }
         if result.divergences > 0 { throw ExitCode(1) }
     }
 
-    private func replay() throws -> (ReplayResult, ReplaySession, URL?) {
-        let recording = try Recording.open(path: run)
+    private struct Outcome {
+        var result: ReplayResult
+        var partitions: [(name: String, result: ReplayResult)]
+        var recording: Recording
+        var logDirectory: URL?
+        var speed: Double?
+    }
+
+    private func replay() throws -> Outcome {
+        var recordings = try Recording.openPartitions(path: run)
+        if let partition {
+            guard let chosen = recordings.first(where: { $0.partition == partition }) else {
+                throw UserFacingError("--partition \(partition): \(recordings[0].location) has no partition '\(partition)'; it has \(recordings.map(\.partition).joined(separator: ", "))")
+            }
+            recordings = [chosen]
+        }
+        let recording = recordings[0]
         var options = ReplayOptions()
         options.speed = try Self.parseSpeed(speed ?? "max")
         if let observers { options.observers = try parseObservers(observers) }
@@ -74,7 +96,6 @@ struct ReplayCommand: AsyncParsableCommand {
             let scenario = try Scenario(header: recording.header)
             options.devices = try Self.parseDevices(devices, names: scenario.deviceNames)
         }
-        var storage: LogStorage = DiscardingLogStorage()
         var logDirectory: URL?
         if let out {
             let directory = URL(fileURLWithPath: out, isDirectory: true).appendingPathComponent("log", isDirectory: true)
@@ -88,15 +109,36 @@ struct ReplayCommand: AsyncParsableCommand {
             }
             do {
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-                storage = try DiskLogStorage(directory: directory, partition: LogProjection.partition, durability: .defaultGroupCommit)
             } catch {
                 throw UserFacingError("cannot write the replayed log to \(directory.path): \(error)")
             }
             logDirectory = directory
         }
-        let session = try ReplaySession(recording: recording, options: options, storage: storage,
-                                        clock: options.speed == nil ? nil : SystemReplayClock())
-        return (try session.run(), session, logDirectory)
+        // Each partition's replayed log goes to the partition of the same name.
+        let replay = try PartitionedReplay(recordings: recordings, options: options) { partition in
+            guard let logDirectory else { return DiscardingLogStorage() }
+            do {
+                return try DiskLogStorage(directory: logDirectory, partition: partition, durability: .defaultGroupCommit)
+            } catch {
+                throw UserFacingError("cannot write the replayed log to \(logDirectory.path): \(error)")
+            }
+        }
+        let (result, partitions) = try replay.run(clock: options.speed == nil ? nil : SystemReplayClock())
+        return Outcome(result: result, partitions: partitions, recording: recording, logDirectory: logDirectory, speed: options.speed)
+    }
+
+    static func partitionsJSON(_ partitions: [(name: String, result: ReplayResult)]) -> JSONValue {
+        .array(partitions.map { name, result in
+            .object([("partition", .string(name)), ("events", .int(result.events)), ("comparedEvents", .int(result.comparedEvents)),
+                     ("identical", .bool(result.identical)), ("divergences", .int(result.divergences)),
+                     ("violationCount", .int(result.violationCount))])
+        })
+    }
+
+    static func partitionsText(_ partitions: [(name: String, result: ReplayResult)]) -> String {
+        partitions.map { name, result in
+            "partition       \(name): \(result.events) events, " + (result.identical ? "identical" : "\(result.divergences) divergences")
+        }.joined(separator: "\n")
     }
 
     static func parseSpeed(_ text: String) throws -> Double? {
@@ -133,6 +175,7 @@ struct ReplayCommand: AsyncParsableCommand {
             .object([
                 ("kind", .string(divergence.kind.rawValue)),
                 ("sequence", .int(divergence.sequence)),
+                ("partition", .optional(divergence.partition)),
                 ("device", .string(divergence.device)),
                 ("track", .optional(divergence.track)),
                 ("recorded", divergence.recorded.map(JSONShapes.event) ?? .null),
@@ -194,7 +237,7 @@ struct ReplayCommand: AsyncParsableCommand {
             lines.append("result          \(result.divergences) divergences: \(result.different) commands had other events, \(result.missing) recorded observer commands were not sent, \(result.extra) commands were sent that the recording does not have")
         }
         if let divergence = result.firstDivergence {
-            lines.append("first divergence at #\(divergence.sequence) on \(divergence.device) (\(divergence.kind.rawValue)):")
+            lines.append("first divergence at #\(divergence.sequence)\(divergence.partition.map { " of partition \($0)" } ?? "") on \(divergence.device) (\(divergence.kind.rawValue)):")
             if let track = divergence.track { lines.append("  track         \(track)") }
             lines.append("  recorded      " + (divergence.recorded.map(LogCommand.Cat.text) ?? "nothing"))
             lines.append("  replayed      " + (divergence.replayed.map(LogCommand.Cat.text) ?? "nothing"))

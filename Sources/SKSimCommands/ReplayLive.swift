@@ -57,8 +57,8 @@ extension ReplayCommand {
     /// a real log), then the new log is compared with the recording track by track
     /// (`LiveComparison`, docs/replay.md).
     func replayLive() throws {
-        if from != nil || to != nil || devices != nil || loop != 1 {
-            throw UserFacingError("--from, --to, --devices and --loop are for deterministic replays; replay the whole recording with --live, or drop --live")
+        if from != nil || to != nil || devices != nil || loop != 1 || partition != nil {
+            throw UserFacingError("--from, --to, --devices, --loop and --partition are for deterministic replays; replay the whole recording with --live, or drop --live")
         }
         let pace: Double
         if speed == nil || speed == "max" {

@@ -113,6 +113,8 @@ public final class LoadCoordinator {
         defer { router.close() }
         router.receiveLimits = LoadWire.limits
         try router.set(.receiveHighWaterMark, 100_000)
+        let security = try DriverEndpointSecurity(topology: topology, context: context, router: router)
+        defer { security?.close() }
         let endpoint = topology.resolved(options.listenEndpoint ?? "ipc://{run}/load.ipc", runDirectory: runDirectory)
         do {
             try router.bind(endpoint)
@@ -141,6 +143,7 @@ public final class LoadCoordinator {
                 throw LoadProtocolError("driver-\(dead + 1) exited at start (status \(localProcesses[dead].terminationStatus)); see \(runDirectory.appendingPathComponent("driver-\(dead + 1).log").path)")
             }
             if let failure = try supervisor.superviseServices() { throw LoadProtocolError(failure) }
+            try security?.admit()
             guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
             switch verb {
             case .hello:
@@ -235,6 +238,7 @@ public final class LoadCoordinator {
             if let silent = drivers.values.first(where: { !$0.isFinal && Double(now - $0.lastHeard) / 1e9 > options.driverSilenceSeconds + intervalSeconds }) {
                 throw LoadProtocolError("driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
             }
+            try security?.admit()
             guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]),
                   let name = byIdentity[frames[0]] else { continue }
             switch verb {

@@ -51,6 +51,8 @@ public final class LoadDriver {
         let coordinator = try context.socket(.dealer)
         coordinator.receiveLimits = LoadWire.limits
         try coordinator.set(.sendHighWaterMark, 10_000)
+        // A secured topology secures the coordinator's endpoint too (`DriverEndpointSecurity`).
+        try configuration.curve?.apply(to: coordinator)
         try coordinator.connect(configuration.coordinatorEndpoint)
         defer { coordinator.close() }
 
@@ -98,7 +100,8 @@ public final class LoadDriver {
             guard received == verb else { continue }
             return try LoadWire.decode(type, frames[1])
         }
-        throw LoadProtocolError("no \(verb.rawValue) from the coordinator at \(configuration.coordinatorEndpoint) within \(Int(configuration.coordinatorTimeoutSeconds)) s; start `sksim load` first, or check the endpoint")
+        throw LoadProtocolError("no \(verb.rawValue) from the coordinator at \(configuration.coordinatorEndpoint) within \(Int(configuration.coordinatorTimeoutSeconds)) s; start `sksim load` first, or check the endpoint"
+            + (configuration.curve == nil ? "" : " and that this host's client key is among the topology's allowedClientKeys"))
     }
 }
 

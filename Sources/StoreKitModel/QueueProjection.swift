@@ -222,6 +222,7 @@ public struct QueueProjection: Sendable {
             modifyDevice(key.device) { state in
                 state.pending[key.number] = nil
                 state.declined.remove(key.number)
+                Self.shrinkIfSparse(&state.pending)
             }
         case .downloadStarted(let key):
             updateDownload(key) { download in
@@ -291,6 +292,18 @@ public struct QueueProjection: Sendable {
 
     private static func downloads(of key: TransactionKey, _ contents: [HostedContent]) -> [Download] {
         contents.enumerated().map { index, content in Download(key: DownloadKey(transaction: key, index: index), content: content) }
+    }
+
+    /// A dictionary keeps the room of its largest size: a device that once held a restore's
+    /// hundreds of transactions would keep that room for the rest of the run, so a long run's
+    /// memory would follow the log, not what is pending. Rebuilt when far emptier than its room
+    /// (rarely: only after most of a large burst was finished).
+    @inline(__always)
+    static func shrinkIfSparse(_ pending: inout [UInt64: PaymentTransaction]) {
+        guard pending.capacity > 32, pending.count * 8 < pending.capacity else { return }
+        var smaller = [UInt64: PaymentTransaction](minimumCapacity: pending.count)
+        for (number, transaction) in pending { smaller[number] = transaction }
+        pending = smaller
     }
 
     /// Changes a registered device in place with one hash lookup (an unknown one is left alone,

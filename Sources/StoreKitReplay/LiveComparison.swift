@@ -29,11 +29,13 @@ public struct LiveComparison {
         case download(TransactionIdentity, index: Int)
         case restore(device: String, restore: UInt64)
         case observer(device: String, observer: String, subject: String)
+        /// The store's later decisions about a purchase: its subscription's expiry, a refund.
+        case laterDecisions(TransactionIdentity)
 
         public var device: String {
             switch self {
             case .device(let device), .restore(let device, _), .observer(let device, _, _): device
-            case .transaction(let identity), .download(let identity, _): identity.device
+            case .transaction(let identity), .download(let identity, _), .laterDecisions(let identity): identity.device
             }
         }
 
@@ -44,6 +46,7 @@ public struct LiveComparison {
             case .download(let identity, let index): "download \(index) of \(identity)"
             case .restore(let device, let restore): "the end of \(device)'s restore \(restore)"
             case .observer(_, let observer, let subject): "what \(observer) did about \(subject)"
+            case .laterDecisions(let identity): "what the store later decided about \(identity)"
             }
         }
     }
@@ -187,9 +190,15 @@ public struct LiveComparison {
         case .downloadFailed(let key, let error): return (download(key), "failed: \(error.code)")
         case .downloadCancelled(let key): return (download(key), "cancelled")
         case .askToBuyDeclined(let key): return (transaction(key), "declined by the parent")
-        // Not compared live: the store's subscription clock decides these, and a live replay's store
-        // sends only the recorded purchase decisions, restores and download reports (docs/replay.md).
-        case .subscriptionRenewed, .subscriptionExpired, .entitlementsRevoked: return nil
+        // The store's later decisions, replayed live from the recording after their recorded delay
+        // from the purchase: a renewal is a transaction of its own; an expiry or a refund is told
+        // on a track of the purchase's own, apart from its outcome (whose finish the app times).
+        case .subscriptionRenewed(let key, _, _, let downloads): return (transaction(key), "renewed with \(downloads.count) downloads")
+        case .subscriptionExpired(let device, let original):
+            return (identities.purchase(named: original.transactionIdentifier).map { .laterDecisions($0) } ?? .device(device), "expired")
+        case .entitlementsRevoked(let device, let original):
+            return (identities.purchase(named: original.transactionIdentifier).map { .laterDecisions($0) } ?? .device(device),
+                    "refunded \(original.payment.productIdentifier)")
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, let observer, let product):

@@ -10,10 +10,12 @@ public enum TransactionIdentity: Hashable, Sendable, CustomStringConvertible {
     case added(device: String, ordinal: Int)
     /// The `ordinal`-th transaction (1-based) restored by the device's restore `restore`.
     case restored(device: String, restore: UInt64, ordinal: Int)
+    /// The `ordinal`-th renewal (1-based) of the subscription `original` started, on `device`.
+    indirect case renewed(device: String, original: TransactionIdentity, ordinal: Int)
 
     public var device: String {
         switch self {
-        case .added(let device, _), .restored(let device, _, _): device
+        case .added(let device, _), .restored(let device, _, _), .renewed(let device, _, _): device
         }
     }
 
@@ -21,6 +23,7 @@ public enum TransactionIdentity: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .added(let device, let ordinal): "\(device) payment \(ordinal)"
         case .restored(let device, let restore, let ordinal): "\(device) restore \(restore) transaction \(ordinal)"
+        case .renewed(_, let original, let ordinal): "renewal \(ordinal) of \(original)"
         }
     }
 }
@@ -34,13 +37,25 @@ struct TransactionIdentities {
 
     private var addedCount: [String: Int] = [:]
     private var restoredCount: [RestoreName: Int] = [:]
+    private var renewedCount: [TransactionIdentity: Int] = [:]
     private var identities: [TransactionKey: TransactionIdentity] = [:]
+    /// Purchases by the transaction identifier the store gave them (what renewals, expiries and
+    /// refunds name as their `original`).
+    private var purchases: [String: TransactionIdentity] = [:]
 
     /// Notes a transaction's first event; returns its identity then (nil for every other event).
     mutating func learn(_ event: Event) -> TransactionIdentity? {
         let identity: TransactionIdentity
         let key: TransactionKey
         switch event {
+        case .transactionPurchased(let purchased, let identifier, _, _):
+            if let known = identities[purchased] { purchases[identifier] = known }
+            return nil
+        case .subscriptionRenewed(let renewed, _, let original, _):
+            guard let started = purchases[original.transactionIdentifier] else { return nil }
+            key = renewed
+            renewedCount[started, default: 0] += 1
+            identity = .renewed(device: renewed.device, original: started, ordinal: renewedCount[started]!)
         case .transactionAdded(let added, _):
             key = added
             addedCount[added.device, default: 0] += 1
@@ -58,6 +73,9 @@ struct TransactionIdentities {
     }
 
     func identity(of key: TransactionKey) -> TransactionIdentity? { identities[key] }
+
+    /// The purchase the store named `identifier` (a renewal's, expiry's or refund's `original`).
+    func purchase(named identifier: String) -> TransactionIdentity? { purchases[identifier] }
 }
 
 /// A recorded command to send again, `delayNanoseconds` of recorded time after what it answers.
@@ -99,6 +117,9 @@ public struct LiveReplayPlan: Sendable {
     public var restoreAnswers: [RestoreName: [PlannedReply]] = [:]
     /// The content servers' reports of each download, one list per time it was started, each timed from that start.
     public var downloadReports: [DownloadName: [[PlannedReply]]] = [:]
+    /// The store's later decisions about a purchase (renewals and expiry of the subscription it
+    /// started, a refund), timed from the purchase; sent with the live run's `original`.
+    public var laterDecisions: [TransactionIdentity: [PlannedReply]] = [:]
     /// Recorded time from the first user action to the last record.
     public var lengthNanoseconds: Int64 = 0
     /// Records read.
@@ -119,6 +140,7 @@ public struct LiveReplayPlan: Sendable {
         var addedAt: [TransactionIdentity: Int64] = [:]
         var restoreStartedAt: [RestoreName: Int64] = [:]
         var downloadStartedAt: [DownloadName: Int64] = [:]
+        var purchasedAt: [TransactionIdentity: Int64] = [:]
         var firstUserTimestamp: Int64?
         var lastTimestamp: Int64 = 0
         var count = 0
@@ -133,6 +155,8 @@ public struct LiveReplayPlan: Sendable {
                 switch recorded.event {
                 case .restoreStarted(let device, let restore, _):
                     restoreStartedAt[RestoreName(device: device, restore: restore)] = recorded.timestamp
+                case .transactionPurchased(let key, _, _, _):
+                    if let identity = identities.identity(of: key) { purchasedAt[identity] = recorded.timestamp }
                 case .downloadStarted(let key):
                     if let identity = identities.identity(of: key.transaction) {
                         let name = DownloadName(transaction: identity, index: key.index)
@@ -160,6 +184,10 @@ public struct LiveReplayPlan: Sendable {
                 case .decidePurchase(let key, _):
                     if let identity = identities.identity(of: key), let added = addedAt[identity] {
                         purchaseDecisions[identity, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - added, body: body))
+                    }
+                case .renewSubscription(_, let original), .expireSubscription(_, let original), .refundPurchase(_, let original):
+                    if let identity = identities.purchase(named: original.transactionIdentifier), let purchased = purchasedAt[identity] {
+                        laterDecisions[identity, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - purchased, body: body))
                     }
                 case .completeRestore(let device, let restore, _, _, _), .failRestore(let device, let restore, _):
                     let name = RestoreName(device: device, restore: restore)
@@ -201,6 +229,16 @@ extension CommandBody {
             .reportDownloadProgress(DownloadKey(transaction: key, index: download.index), progress: progress, timeRemaining: remaining)
         case .completeDownload(let download, let url): .completeDownload(DownloadKey(transaction: key, index: download.index), contentURL: url)
         case .failDownload(let download, let error): .failDownload(DownloadKey(transaction: key, index: download.index), error: error)
+        default: self
+        }
+    }
+
+    /// The same store decision about the live run's purchase `original` (its identifier and date differ).
+    func retargeted(to original: OriginalTransaction) -> CommandBody {
+        switch self {
+        case .renewSubscription(let device, _): .renewSubscription(device: device, original: original)
+        case .expireSubscription(let device, _): .expireSubscription(device: device, original: original)
+        case .refundPurchase(let device, _): .refundPurchase(device: device, original: original)
         default: self
         }
     }

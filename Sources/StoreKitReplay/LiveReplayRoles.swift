@@ -4,7 +4,7 @@ import StoreKitRoles
 /// Replies planned from a recording, each sent after its recorded delay (scaled by the pace)
 /// from what it answers; one chain per timer token.
 struct ReplyChains {
-    private var chains: [TimerToken: (start: Int64, replies: ArraySlice<PlannedReply>, key: TransactionKey?)] = [:]
+    private var chains: [TimerToken: (start: Int64, replies: ArraySlice<PlannedReply>, key: TransactionKey?, original: OriginalTransaction?)] = [:]
     let speed: Double
 
     init(speed: Double) { self.speed = speed }
@@ -13,11 +13,13 @@ struct ReplyChains {
 
     /// Starts a chain at `now`; its first reply's timer.
     /// `skipping` replies already sent before a restart: the rest follow at once, keeping their spacing.
-    mutating func begin(_ token: TimerToken, now: Int64, replies: [PlannedReply], key: TransactionKey?, skipping: Int = 0) -> [Effect] {
+    /// `original`: the live run's purchase that store decisions about a purchase are retargeted to.
+    mutating func begin(_ token: TimerToken, now: Int64, replies: [PlannedReply], key: TransactionKey?, original: OriginalTransaction? = nil,
+                        skipping: Int = 0) -> [Effect] {
         guard skipping < replies.count, chains[token] == nil else { return [] }
         let first = replies[skipping]
         let start = skipping == 0 ? now : now - scaled(first.delayNanoseconds)
-        chains[token] = (start, replies[skipping...], key)
+        chains[token] = (start, replies[skipping...], key, original)
         return [.timer(afterNanoseconds: max(0, start + scaled(first.delayNanoseconds) - now), token)]
     }
 
@@ -27,7 +29,7 @@ struct ReplyChains {
         var effects: [Effect] = []
         while let next = chain.replies.first, chain.start + scaled(next.delayNanoseconds) <= now {
             chain.replies.removeFirst()
-            effects.append(.send(chain.key.map { next.body.retargeted(to: $0) } ?? next.body))
+            effects.append(.send(chain.original.map { next.body.retargeted(to: $0) } ?? chain.key.map { next.body.retargeted(to: $0) } ?? next.body))
         }
         if let next = chain.replies.first {
             chains[token] = chain
@@ -52,6 +54,8 @@ public final class RecordedWorldRole: Role {
     private var chains: ReplyChains
     /// Times each download was started, so the n-th start gets the n-th recorded run of reports.
     private var starts: [DownloadKey: Int] = [:]
+    /// The store's view of the live run (kind `.store`): the purchases its later decisions name.
+    private var store = StoreProjection()
 
     public init(name: String, kind: Kind, plan: LiveReplayPlan, speed: Double) {
         self.name = name
@@ -68,9 +72,14 @@ public final class RecordedWorldRole: Role {
 
     public func catchUp(_ recorded: RecordedEvent) {
         let identity = identities.learn(recorded.event)
+        if kind == .store { store.apply(recorded, catalog: plan.scenario.catalog) }
         switch recorded.event {
         case .transactionAdded, .restoreStarted, .downloadStarted:
             askedBeforeStart.append((recorded.event, identity))
+        case .transactionPurchased(let key, _, _, _):
+            askedBeforeStart.append((recorded.event, identities.identity(of: key)))
+        case .subscriptionRenewed(_, _, let original, _), .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
+            repliesSeen[.subscriptionPeriodEnd(original: original.transactionIdentifier, renewals: 0), default: 0] += 1
             if case .downloadStarted(let key) = recorded.event {
                 starts[key, default: 0] += 1
                 repliesSeen[.downloadTick(key, generation: starts[key]!)] = 0
@@ -96,6 +105,9 @@ public final class RecordedWorldRole: Role {
             case (.store, .transactionAdded(let key, _)):
                 guard let identity, let replies = plan.purchaseDecisions[identity] else { continue }
                 effects += chains.begin(.decidePurchase(key), now: now, replies: replies, key: key, skipping: repliesSeen[.decidePurchase(key)] ?? 0)
+            case (.store, .transactionPurchased(let key, let identifier, _, _)):
+                let token = TimerToken.subscriptionPeriodEnd(original: identifier, renewals: 0)
+                effects += laterDecisions(of: identity, key: key, identifier: identifier, now: now, skipping: repliesSeen[token] ?? 0)
             case (.store, .restoreStarted(let device, let restore, _)):
                 let token = TimerToken.answerRestore(device: device, restore: restore)
                 guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { continue }
@@ -116,9 +128,20 @@ public final class RecordedWorldRole: Role {
         return effects
     }
 
+    /// Starts the chain of the store's later decisions about a live purchase (renewals, expiry, refund).
+    private func laterDecisions(of identity: TransactionIdentity?, key: TransactionKey, identifier: String, now: Int64, skipping: Int = 0) -> [Effect] {
+        guard let identity, let replies = plan.laterDecisions[identity], let account = store.accountOfDevice[key.device],
+              let original = store.history(of: account).purchases.last(where: { $0.transactionIdentifier == identifier }) else { return [] }
+        return chains.begin(.subscriptionPeriodEnd(original: identifier, renewals: 0), now: now, replies: replies, key: nil, original: original,
+                            skipping: skipping)
+    }
+
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
         let identity = identities.learn(recorded.event)
+        if kind == .store { store.apply(recorded, catalog: plan.scenario.catalog) }
         switch (kind, recorded.event) {
+        case (.store, .transactionPurchased(let key, let identifier, _, _)):
+            return laterDecisions(of: identities.identity(of: key), key: key, identifier: identifier, now: now)
         case (.store, .transactionAdded(let key, _)):
             guard let identity, let replies = plan.purchaseDecisions[identity] else { return [] }
             return chains.begin(.decidePurchase(key), now: now, replies: replies, key: key)

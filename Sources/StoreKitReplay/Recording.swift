@@ -18,10 +18,33 @@ public struct Recording {
     public let header: RunHeader
     private let reader: PartitionReader?
     private let storage: LogStorage?
+    /// The log partition it is (`queue` for a run of one queue).
+    public let partition: String
 
     /// Opens the recording in `path` (a run directory or its log folder); throws a one-line
     /// error naming the file when it is missing, not a log, of another format, or damaged.
+    /// A log of several partitions is refused here: open them with `openPartitions(path:)`.
     public static func open(path: String) throws(ReplayInputError) -> Recording {
+        let (directory, partitions) = try locate(path: path)
+        guard partitions.count <= 1 else {
+            throw ReplayInputError("\(directory.path) holds \(partitions.count) partitions (\(partitions.joined(separator: ", "))), recorded by a topology with several queues; this replays one queue: replay it deterministically (without --live), which replays every partition")
+        }
+        return try open(directory: directory, partition: LogProjection.partition)
+    }
+
+    /// Opens every partition of the recording in `path`, in name order: one for a run of one queue,
+    /// one per queue for a topology with several (each the log of its own queue engine, its
+    /// devices routed by account: `PartitionRouting`).
+    public static func openPartitions(path: String) throws(ReplayInputError) -> [Recording] {
+        let (directory, partitions) = try locate(path: path)
+        if partitions.count <= 1 { return [try open(directory: directory, partition: LogProjection.partition)] }
+        var recordings: [Recording] = []
+        for partition in partitions { recordings.append(try open(directory: directory, partition: partition)) }
+        return recordings
+    }
+
+    /// The log folder of `path` and its partitions.
+    private static func locate(path: String) throws(ReplayInputError) -> (URL, [String]) {
         let url = URL(fileURLWithPath: path, isDirectory: true)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
@@ -38,24 +61,23 @@ public struct Recording {
         } catch {
             throw ReplayInputError("\(directory.path) cannot be read as a log: \(error)")
         }
-        // A run of several queues wrote one partition per queue (docs/load-testing.md, "Partitions").
-        // Replay re-drives one queue engine, so such a recording is refused, naming what to do.
-        guard partitions.count <= 1 else {
-            throw ReplayInputError("\(directory.path) holds \(partitions.count) partitions (\(partitions.joined(separator: ", "))), recorded by a topology with several queues; replay re-drives one queue, so record the run with one queue to replay it (`sksim log cat` and `sksim log project` read every partition)")
-        }
-        guard partitions.contains(LogProjection.partition) else {
+        guard partitions.count > 1 || partitions.contains(LogProjection.partition) else {
             throw ReplayInputError("\(directory.path) holds no sksim log (no '\(LogProjection.partition)' partition with .segment files); give the directory of a recorded run")
         }
+        return (directory, partitions)
+    }
+
+    private static func open(directory: URL, partition: String) throws(ReplayInputError) -> Recording {
         let reader: PartitionReader
         do {
-            reader = try PartitionReader(directory: directory, partition: LogProjection.partition)
+            reader = try PartitionReader(directory: directory, partition: partition)
         } catch {
             throw ReplayInputError(describe(error, directory))
         }
         let header = try readHeader(location: directory.path) { body in
             _ = try reader.forEachRecord(from: 1, through: 1) { view in try body(view.sequence, view.timestampNanoseconds, view.payload) }
         }
-        return Recording(location: directory.path, header: header, reader: reader, storage: nil)
+        return Recording(location: directory.path, header: header, reader: reader, storage: nil, partition: partition)
     }
 
     /// A recording held by a `LogStorage` (a run made in memory).
@@ -66,7 +88,7 @@ public struct Recording {
                 try body(sequence, timestamp, payload)
             }
         }
-        return Recording(location: location, header: header, reader: nil, storage: storage)
+        return Recording(location: location, header: header, reader: nil, storage: storage, partition: LogProjection.partition)
     }
 
     private static func readHeader(location: String,

@@ -26,6 +26,8 @@ public struct Divergence: Sendable {
     var handledBefore: Int
     /// Live replays: the track that differs (see `LiveComparison`).
     public var track: String? = nil
+    /// Recordings of several partitions: the partition it is in (`sequence` counts in it).
+    public var partition: String? = nil
 }
 
 /// The device's preceding events and its projection at the point of a divergence.

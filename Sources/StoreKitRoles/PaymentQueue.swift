@@ -276,13 +276,19 @@ public final class PaymentQueue {
     /// unfinished transaction again (R-Q4).
     public func catchUp(_ recorded: RecordedEvent) {
         projection.apply(recorded)
-        if case .appActionRecorded(.contentGranted(let key, _, _)) = recorded.event { granted.insert(key) }
+        switch recorded.event {
+        case .appActionRecorded(.contentGranted(let key, _, _)): granted.insert(key)
+        case .transactionFinished(let key): granted.remove(key)
+        default: break
+        }
     }
 
     /// Applies one event of this device and calls the observers as StoreKit would.
     public func deliver(_ recorded: RecordedEvent) {
         let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }
         projection.apply(recorded)
+        // A finished transaction is never delivered again: its grant need not be remembered.
+        if case .transactionFinished(let key) = recorded.event { granted.remove(key) }
         let cause = recorded.sequence
         if case .appTerminated = recorded.event { awaitingTermination = false }
         guard !awaitingTermination else { return }

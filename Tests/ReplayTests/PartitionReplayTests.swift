@@ -1,0 +1,77 @@
+import Foundation
+import StoreKitTestKit
+import Testing
+
+/// `sksim replay` of a recording from a topology with two queues (two log partitions, devices
+/// routed by account): real processes record it, the replay re-drives each partition's engine.
+@Suite(.serialized) struct PartitionReplayTests {
+    typealias CLI = ReplayCommandLineTests
+
+    static let topology = """
+    name: replay-partitions
+    seed: 23
+    heartbeatMilliseconds: 100
+    scenario:
+      devices: 8
+      devicesPerAccount: 2
+      purchasesPerDevice: 3
+      observers: [downloadThenFinish, audit]
+      restoreProbability: 0.2
+      relaunchProbability: 0.1
+      thinkTimeMilliseconds: {minimum: 1, mean: 5}
+      store: {latencyMilliseconds: {minimum: 1, mean: 5}}
+      downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}
+    processes:
+      - {name: queue-1, role: queue, events: "ipc://{run}/q1-e.ipc", requests: "ipc://{run}/q1-r.ipc"}
+      - {name: queue-2, role: queue, events: "ipc://{run}/q2-e.ipc", requests: "ipc://{run}/q2-r.ipc"}
+      - {name: store, role: store}
+      - {name: downloader, role: downloader}
+      - {name: observer-1, role: observer, devices: "1-4"}
+      - {name: observer-2, role: observer, devices: "5-8"}
+    """
+
+    @Test("A two-partition recording replays byte for byte per partition (exit 0, --out writes both partitions); a changed observer names the partition of its first divergence (exit 1); slices and timed replays ask for --partition")
+    func twoPartitions() throws {
+        let scratch = CLI.Scratch()
+        try Self.topology.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
+        let run = try CLI.sksim(["run", scratch.path("parts.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
+        #expect(run.status == 0, "\(run.output) \(run.error)")
+        let before = try CLI.snapshot(scratch.path("rec/log"))
+
+        let same = try CLI.sksim(["replay", scratch.path("rec"), "--out", scratch.path("same"), "--json"])
+        #expect(same.status == 0, "\(same.output) \(same.error)")
+        #expect(same.json["identical"] as? Bool == true, "\(same.output)")
+        #expect(same.json["divergences"] as? Int == 0)
+        let partitions = try #require(same.json["partitions"] as? [[String: Any]])
+        #expect(partitions.map { $0["partition"] as? String } == ["queue-1", "queue-2"])
+        #expect(partitions.allSatisfy { ($0["events"] as? Int ?? 0) > 1 && $0["identical"] as? Bool == true })
+        #expect(partitions.reduce(0) { $0 + ($1["events"] as? Int ?? 0) } == same.json["events"] as? Int)
+        for name in ["queue-1", "queue-2"] {
+            #expect(try CLI.snapshot(scratch.path("same/log/\(name)")) == CLI.snapshot(scratch.path("rec/log/\(name)")), "\(name)")
+        }
+
+        let changed = try CLI.sksim(["replay", scratch.path("rec"), "--observers", "deliverThenFinish", "--json"])
+        #expect(changed.status == 1, "\(changed.output) \(changed.error)")
+        let first = try #require(changed.json["firstDivergence"] as? [String: Any])
+        let named = try #require(first["partition"] as? String, "\(first)")
+        let changedPartitions = try #require(changed.json["partitions"] as? [[String: Any]])
+        let itsPartition = try #require(changedPartitions.first { $0["partition"] as? String == named }, "\(named)")
+        #expect((itsPartition["divergences"] as? Int ?? 0) > 0)
+        #expect(!(first["recorded"] is NSNull) || !(first["replayed"] is NSNull), "\(first)")
+        #expect(changedPartitions.reduce(0) { $0 + ($1["divergences"] as? Int ?? 0) } == changed.json["divergences"] as? Int)
+
+        let one = try CLI.sksim(["replay", scratch.path("rec"), "--partition", "queue-2", "--from", "2", "--json"])
+        #expect(one.status == 0, "\(one.output) \(one.error)")
+        #expect(one.json["events"] as? Int == partitions[1]["events"] as? Int)
+
+        for arguments in [["--from", "5"], ["--speed", "10"]] {
+            let refused = try CLI.sksim(["replay", scratch.path("rec")] + arguments)
+            #expect(refused.status == 2)
+            #expect(refused.error.contains("--partition NAME"), "\(refused.error)")
+        }
+        let unknown = try CLI.sksim(["replay", scratch.path("rec"), "--partition", "queue-9"])
+        #expect(unknown.status == 2)
+        #expect(unknown.error.contains("it has queue-1, queue-2"), "\(unknown.error)")
+        #expect(try CLI.snapshot(scratch.path("rec/log")) == before)
+    }
+}
