@@ -101,6 +101,7 @@ public struct TraceDiagram {
         case .subscriptionRenewed(let key, _, let original, _): return "\(transaction(key)) renewed \(product(original.payment.productIdentifier))"
         case .subscriptionExpired(_, let original): return "\(product(original.payment.productIdentifier)) subscription expired"
         case .entitlementsRevoked(_, let original): return "\(product(original.payment.productIdentifier)) refunded (entitlement revoked)"
+        case .interruptedPurchaseResumed(let key, let interrupted): return "\(transaction(key)) resumes interrupted \(transaction(interrupted))"
         case .transactionPurchased(let key, _, let downloads, _):
             return "\(transaction(key)) purchased" + (downloads.isEmpty ? "" : " with \(downloads.count) download(s)")
         case .transactionFailed(let key, let error): return "\(transaction(key)) failed (\(error.code))"

@@ -200,7 +200,8 @@ public struct Topology: Sendable {
         if let value = keys["store"] {
             let store = try value.mapping(allowedKeys: ["failureProbability", "deferralProbability", "cancellationProbability",
                                                         "approvalProbability", "restoreFailureProbability", "latencyMilliseconds",
-                                                        "cancellationAtRenewalProbability", "maximumRenewals", "subscriptionTimeRate"])
+                                                        "cancellationAtRenewalProbability", "maximumRenewals", "subscriptionTimeRate",
+                                                        "interruptedPurchaseProbability", "interruptionResolvedProbability"])
             if let item = store["failureProbability"] { scenario.store.failureProbability = try item.double(in: 0...1) }
             if let item = store["deferralProbability"] { scenario.store.deferralProbability = try item.double(in: 0...1) }
             if let item = store["cancellationProbability"] { scenario.store.cancellationProbability = try item.double(in: 0...1) }
@@ -209,6 +210,8 @@ public struct Topology: Sendable {
             if let item = store["cancellationAtRenewalProbability"] { scenario.store.cancellationAtRenewalProbability = try item.double(in: 0...1) }
             if let item = store["maximumRenewals"] { scenario.store.maximumRenewals = try item.integer(in: 0...StoreBehavior.maximumRenewalsLimit) }
             if let item = store["subscriptionTimeRate"] { scenario.store.subscriptionTimeRate = try item.integer(in: 0...15) }
+            if let item = store["interruptedPurchaseProbability"] { scenario.store.interruptedPurchaseProbability = try item.double(in: 0...1) }
+            if let item = store["interruptionResolvedProbability"] { scenario.store.interruptionResolvedProbability = try item.double(in: 0...1) }
             if let item = store["latencyMilliseconds"] {
                 let latency = try item.mapping(allowedKeys: ["minimum", "mean"])
                 let minimum = try latency["minimum"]?.double(in: 0...600_000) ?? 0

@@ -44,6 +44,10 @@ public enum Event: Sendable, Hashable {
     /// The purchase `original` was refunded (F-K1): the app hears
     /// `paymentQueue(_:didRevokeEntitlementsForProductIdentifiers:)` with its product.
     case entitlementsRevoked(device: String, original: OriginalTransaction)
+    /// The user fixed what interrupted the purchase `interrupted` (it failed with paymentCancelled) and
+    /// bought after all (F-I1): the same unit then adds `key` and purchases it, with no `purchasing`
+    /// callback, so observers hear the failure, then a new purchased transaction.
+    case interruptedPurchaseResumed(TransactionKey, interrupted: TransactionKey)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -61,7 +65,7 @@ public enum Event: Sendable, Hashable {
             action.device
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key),
-             .askToBuyDeclined(let key), .subscriptionRenewed(let key, _, _, _):
+             .askToBuyDeclined(let key), .subscriptionRenewed(let key, _, _, _), .interruptedPurchaseResumed(let key, _):
             key.device
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key),
              .downloadResumed(let key), .downloadFinished(let key, _), .downloadFailed(let key, _),
@@ -102,6 +106,7 @@ public enum Event: Sendable, Hashable {
         case .subscriptionRenewed: "subscriptionRenewed"
         case .subscriptionExpired: "subscriptionExpired"
         case .entitlementsRevoked: "entitlementsRevoked"
+        case .interruptedPurchaseResumed: "interruptedPurchaseResumed"
         }
     }
 }
@@ -115,6 +120,7 @@ extension Event {
         "downloadStarted", "downloadProgressed", "downloadPaused", "downloadResumed", "downloadFinished",
         "downloadFailed", "downloadCancelled", "commandRejected", "appActionRecorded",
         "askToBuyDeclined", "subscriptionRenewed", "subscriptionExpired", "entitlementsRevoked",
+        "interruptedPurchaseResumed",
     ]
 
     /// The transaction an event is about (downloads included), if any.

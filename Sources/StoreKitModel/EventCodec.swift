@@ -77,6 +77,8 @@ public enum EventCodec {
             writer.write(tag: 28); writer.write(device); writeOriginal(original, into: &writer)
         case .entitlementsRevoked(let device, let original):
             writer.write(tag: 29); writer.write(device); writeOriginal(original, into: &writer)
+        case .interruptedPurchaseResumed(let key, let interrupted):
+            writer.write(tag: 30); writeKey(key, into: &writer); writeKey(interrupted, into: &writer)
         }
     }
 
@@ -140,6 +142,7 @@ public enum EventCodec {
                                          original: try readOriginal(&reader), downloads: try readContents(&reader))
         case 28: event = .subscriptionExpired(device: try reader.readString(), original: try readOriginal(&reader))
         case 29: event = .entitlementsRevoked(device: try reader.readString(), original: try readOriginal(&reader))
+        case 30: event = .interruptedPurchaseResumed(try readKey(&reader), interrupted: try readKey(&reader))
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -224,6 +227,9 @@ public enum EventCodec {
             writer.write(tag: 22); writer.write(device); writeOriginal(original, into: &writer)
         case .refundPurchase(let device, let original):
             writer.write(tag: 23); writer.write(device); writeOriginal(original, into: &writer)
+        case .resumeInterruptedPurchase(let device, let interrupted, let payment, let charged):
+            writer.write(tag: 24); writer.write(device); writeKey(interrupted, into: &writer)
+            writePayment(payment, into: &writer); writer.write(charged)
         }
     }
 
@@ -283,6 +289,9 @@ public enum EventCodec {
         case 21: body = .renewSubscription(device: try reader.readString(), original: try readOriginal(&reader))
         case 22: body = .expireSubscription(device: try reader.readString(), original: try readOriginal(&reader))
         case 23: body = .refundPurchase(device: try reader.readString(), original: try readOriginal(&reader))
+        case 24:
+            body = .resumeInterruptedPurchase(device: try reader.readString(), interrupted: try readKey(&reader),
+                                              payment: try readPayment(&reader), charged: try reader.readBool())
         default: throw reader.failure("unknown command tag \(tag)")
         }
         return body

@@ -20,11 +20,18 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
     /// `SKTestSession.TimeRate` raw value for catalogs whose `.storekit` file sets no `_timeRate`
     /// (F-U1). nil: 15, a monthly renewal every 30 simulated seconds.
     public var subscriptionTimeRate: Int?
+    /// Chance that a purchase is interrupted (the account needs attention: expired card, new terms):
+    /// it fails with paymentCancelled (F-I1). nil: 0, and nothing is drawn, so older logs stay as they were.
+    public var interruptedPurchaseProbability: Double?
+    /// Of interrupted purchases, how many the user fixes and buys after all (a new purchased
+    /// transaction, F-I1). nil: 0.8.
+    public var interruptionResolvedProbability: Double?
 
     public static let defaultCancellationAtRenewalProbability = 0.2
     public static let defaultMaximumRenewals = 3
     public static let defaultSubscriptionTimeRate = 15
     public static let maximumRenewalsLimit = 1_000
+    public static let defaultInterruptionResolvedProbability = 0.8
 
     public init() {}
 
@@ -36,8 +43,11 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
         for (name, value) in probabilities where !(0...1).contains(value) {
             throw ConfigurationError("store.\(name) is \(value); a probability must be between 0 and 1")
         }
-        if let value = cancellationAtRenewalProbability, !(0...1).contains(value) {
-            throw ConfigurationError("store.cancellationAtRenewalProbability is \(value); a probability must be between 0 and 1")
+        for (name, value) in [("cancellationAtRenewalProbability", cancellationAtRenewalProbability),
+                              ("interruptedPurchaseProbability", interruptedPurchaseProbability),
+                              ("interruptionResolvedProbability", interruptionResolvedProbability)]
+        where !(0...1).contains(value ?? 0) {
+            throw ConfigurationError("store.\(name) is \(value ?? 0); a probability must be between 0 and 1")
         }
         if let value = maximumRenewals, !(0...Self.maximumRenewalsLimit).contains(value) {
             throw ConfigurationError("store.maximumRenewals is \(value); use 0 to \(Self.maximumRenewalsLimit) renewals per subscription")
@@ -138,6 +148,10 @@ public final class StoreRole: Role {
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
         track(recorded)
         switch recorded.event {
+        case .interruptedPurchaseResumed(let key, _):
+            // Purchased in the same unit: there is nothing to decide (F-I1).
+            scheduled.insert(key)
+            return []
         case .transactionAdded(let key, _):
             return scheduleDecision(key)
         case .observerAttached(let device, _):
@@ -249,6 +263,7 @@ public final class StoreRole: Role {
             if let failure = catalog.testSettings.purchaseFailure {
                 return [.send(.decidePurchase(key, .failed(failure)))]
             }
+            if isInterrupted() { return interrupt(key, payment) }
             if catalog.testSettings.askToBuyEnabled == true {
                 return [.send(.decidePurchase(key, .deferred)),
                         .timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key))]
@@ -296,6 +311,28 @@ public final class StoreRole: Role {
         case .downloadTick, .deviceStep:
             return []
         }
+    }
+
+    /// Whether this purchase is interrupted (F-I1): always when the `.storekit` file enables
+    /// interrupted purchases, else a recorded choice, drawn only when the scenario sets a chance.
+    private func isInterrupted() -> Bool {
+        if catalog.testSettings.interruptedPurchasesEnabled == true { return true }
+        guard let probability = behavior.interruptedPurchaseProbability, probability > 0 else { return false }
+        return choices.chance(.interruptedPurchase, probability)
+    }
+
+    /// An interrupted purchase fails with paymentCancelled while the user is sent to fix the account;
+    /// if they do and buy after all, a new purchased transaction follows (F-I1). The app is in the
+    /// background meanwhile and hears both when it returns, so both commands go now, in order.
+    private func interrupt(_ key: TransactionKey, _ payment: Payment) -> [Effect] {
+        let failure = StoreError(.paymentCancelled, "the purchase was interrupted: the user must act on the account (update the payment method or accept new terms) outside the app (F-I1)")
+        var effects: [Effect] = [.send(.decidePurchase(key, .failed(failure)))]
+        let resolved = behavior.interruptionResolvedProbability ?? StoreBehavior.defaultInterruptionResolvedProbability
+        if choices.chance(.interruptionResolved, resolved) {
+            effects.append(.send(.resumeInterruptedPurchase(device: key.device, interrupted: key, payment: payment,
+                                                            charged: isCharged(key, payment))))
+        }
+        return effects
     }
 
     /// Buying again a non-consumable the account owns, or an auto-renewable subscription it

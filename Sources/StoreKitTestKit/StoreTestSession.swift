@@ -25,6 +25,17 @@ public enum StoreTestSession {
         original(of: transaction).map { .expireSubscription(device: transaction.key.device, original: $0) }
     }
 
+    /// `interruptedPurchasesEnabled`, for one purchase: it fails with paymentCancelled as the store's
+    /// interruption does (F-I1); `resolveIssue` then buys it after all.
+    public static func interrupt(_ key: TransactionKey) -> CommandBody {
+        .decidePurchase(key, .failed(StoreError(.paymentCancelled, "the purchase was interrupted by the test session (F-I1)")))
+    }
+    /// `resolveIssueForTransaction` on an interrupted purchase: the user fixed the account, and a new
+    /// transaction for the same payment arrives purchased (F-I1).
+    public static func resolveIssue(_ interrupted: PaymentTransaction, charged: Bool = true) -> CommandBody {
+        .resumeInterruptedPurchase(device: interrupted.key.device, interrupted: interrupted.key, payment: interrupted.payment, charged: charged)
+    }
+
     /// The purchase a transaction stands for: its own, or for a renewal or a restore the first one.
     public static func original(of transaction: PaymentTransaction) -> OriginalTransaction? {
         if let original = transaction.originalTransaction { return original }

@@ -101,3 +101,23 @@ import Testing
         #expect(throws: TopologyError.self) { _ = try Topology.parse(wrong, file: "bad.yaml") }
     }
 }
+
+/// The interrupted-purchase keys of a topology's store (F-I1).
+@Suite struct InterruptedPurchaseTopologyTests {
+    @Test("F-I1: store.interruptedPurchaseProbability and interruptionResolvedProbability are read; out of range is refused with the key path")
+    func interruptionKeys() throws {
+        let text = TopologyTests.valid.replacingOccurrences(
+            of: "scenario: {devices: 2}",
+            with: "scenario: {devices: 2, store: {interruptedPurchaseProbability: 0.25, interruptionResolvedProbability: 0.5}}")
+        let topology = try Topology.parse(text, file: "interrupted.yaml")
+        #expect(topology.scenario.store.interruptedPurchaseProbability == 0.25)
+        #expect(topology.scenario.store.interruptionResolvedProbability == 0.5)
+        let wrong = TopologyTests.valid.replacingOccurrences(of: "scenario: {devices: 2}",
+                                                             with: "scenario: {devices: 2, store: {interruptedPurchaseProbability: 2}}")
+        #expect {
+            _ = try Topology.parse(wrong, file: "bad.yaml")
+        } throws: { error in
+            "\(error)".contains("store.interruptedPurchaseProbability") || "\(error)".contains("interruptedPurchaseProbability")
+        }
+    }
+}
