@@ -87,6 +87,8 @@ enum JSONShapes {
             members += [("device", .string(device)), ("originalTransaction", original(value))]
         case .interruptedPurchaseResumed(let transaction, let interrupted):
             members += [("transaction", key(transaction)), ("interruptedTransaction", key(interrupted))]
+        case .subscriptionBillingRetry(let device, let value, let grace):
+            members += [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
         case .commandRejected(let command, let rejection):
             members += [("device", .string(command.device)), ("rejectedCommand", .string(command.name)),
                         ("body", body(command)),
@@ -147,6 +149,8 @@ enum JSONShapes {
         case .resumeInterruptedPurchase(let device, let interrupted, let value, let charged):
             fields = [("device", .string(device)), ("interruptedTransaction", key(interrupted)), ("payment", payment(value)),
                       ("charged", .bool(charged))]
+        case .beginBillingRetry(let device, let value, let grace):
+            fields = [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
         }
         return .object([("command", .string(command.name))] + fields)
     }

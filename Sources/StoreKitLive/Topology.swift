@@ -201,7 +201,8 @@ public struct Topology: Sendable {
             let store = try value.mapping(allowedKeys: ["failureProbability", "deferralProbability", "cancellationProbability",
                                                         "approvalProbability", "restoreFailureProbability", "latencyMilliseconds",
                                                         "cancellationAtRenewalProbability", "maximumRenewals", "subscriptionTimeRate",
-                                                        "interruptedPurchaseProbability", "interruptionResolvedProbability"])
+                                                        "interruptedPurchaseProbability", "interruptionResolvedProbability",
+                                                        "billingIssueProbability", "billingRecoveryProbability", "billingGracePeriodEnabled"])
             if let item = store["failureProbability"] { scenario.store.failureProbability = try item.double(in: 0...1) }
             if let item = store["deferralProbability"] { scenario.store.deferralProbability = try item.double(in: 0...1) }
             if let item = store["cancellationProbability"] { scenario.store.cancellationProbability = try item.double(in: 0...1) }
@@ -212,6 +213,9 @@ public struct Topology: Sendable {
             if let item = store["subscriptionTimeRate"] { scenario.store.subscriptionTimeRate = try item.integer(in: 0...15) }
             if let item = store["interruptedPurchaseProbability"] { scenario.store.interruptedPurchaseProbability = try item.double(in: 0...1) }
             if let item = store["interruptionResolvedProbability"] { scenario.store.interruptionResolvedProbability = try item.double(in: 0...1) }
+            if let item = store["billingIssueProbability"] { scenario.store.billingIssueProbability = try item.double(in: 0...1) }
+            if let item = store["billingRecoveryProbability"] { scenario.store.billingRecoveryProbability = try item.double(in: 0...1) }
+            if let item = store["billingGracePeriodEnabled"] { scenario.store.billingGracePeriodEnabled = try item.bool() }
             if let item = store["latencyMilliseconds"] {
                 let latency = try item.mapping(allowedKeys: ["minimum", "mean"])
                 let minimum = try latency["minimum"]?.double(in: 0...600_000) ?? 0

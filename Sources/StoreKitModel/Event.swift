@@ -48,6 +48,10 @@ public enum Event: Sendable, Hashable {
     /// bought after all (F-I1): the same unit then adds `key` and purchases it, with no `purchasing`
     /// callback, so observers hear the failure, then a new purchased transaction.
     case interruptedPurchaseResumed(TransactionKey, interrupted: TransactionKey)
+    /// The renewal of the subscription `original` started could not be billed (F-B1): the store retries
+    /// billing, and the user stays entitled for `gracePeriodNanoseconds` of simulated time (0: no grace
+    /// period). No callback; a recovery is a `subscriptionRenewed`, the end a `subscriptionExpired`.
+    case subscriptionBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -57,7 +61,7 @@ public enum Event: Sendable, Hashable {
              .observerAttached(let device, _), .observerDetached(let device, _),
              .paymentsAllowedChanged(let device, _), .restoreStarted(let device, _, _),
              .restoreFinished(let device, _), .restoreFailed(let device, _, _),
-             .subscriptionExpired(let device, _), .entitlementsRevoked(let device, _):
+             .subscriptionExpired(let device, _), .entitlementsRevoked(let device, _), .subscriptionBillingRetry(let device, _, _):
             device
         case .commandRejected(let command, _):
             command.device
@@ -107,6 +111,7 @@ public enum Event: Sendable, Hashable {
         case .subscriptionExpired: "subscriptionExpired"
         case .entitlementsRevoked: "entitlementsRevoked"
         case .interruptedPurchaseResumed: "interruptedPurchaseResumed"
+        case .subscriptionBillingRetry: "subscriptionBillingRetry"
         }
     }
 }
@@ -120,7 +125,7 @@ extension Event {
         "downloadStarted", "downloadProgressed", "downloadPaused", "downloadResumed", "downloadFinished",
         "downloadFailed", "downloadCancelled", "commandRejected", "appActionRecorded",
         "askToBuyDeclined", "subscriptionRenewed", "subscriptionExpired", "entitlementsRevoked",
-        "interruptedPurchaseResumed",
+        "interruptedPurchaseResumed", "subscriptionBillingRetry",
     ]
 
     /// The transaction an event is about (downloads included), if any.

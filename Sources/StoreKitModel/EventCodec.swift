@@ -79,6 +79,8 @@ public enum EventCodec {
             writer.write(tag: 29); writer.write(device); writeOriginal(original, into: &writer)
         case .interruptedPurchaseResumed(let key, let interrupted):
             writer.write(tag: 30); writeKey(key, into: &writer); writeKey(interrupted, into: &writer)
+        case .subscriptionBillingRetry(let device, let original, let grace):
+            writer.write(tag: 31); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
         }
     }
 
@@ -143,6 +145,9 @@ public enum EventCodec {
         case 28: event = .subscriptionExpired(device: try reader.readString(), original: try readOriginal(&reader))
         case 29: event = .entitlementsRevoked(device: try reader.readString(), original: try readOriginal(&reader))
         case 30: event = .interruptedPurchaseResumed(try readKey(&reader), interrupted: try readKey(&reader))
+        case 31:
+            event = .subscriptionBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
+                                              gracePeriodNanoseconds: try reader.readSigned())
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -230,6 +235,8 @@ public enum EventCodec {
         case .resumeInterruptedPurchase(let device, let interrupted, let payment, let charged):
             writer.write(tag: 24); writer.write(device); writeKey(interrupted, into: &writer)
             writePayment(payment, into: &writer); writer.write(charged)
+        case .beginBillingRetry(let device, let original, let grace):
+            writer.write(tag: 25); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
         }
     }
 
@@ -292,6 +299,9 @@ public enum EventCodec {
         case 24:
             body = .resumeInterruptedPurchase(device: try reader.readString(), interrupted: try readKey(&reader),
                                               payment: try readPayment(&reader), charged: try reader.readBool())
+        case 25:
+            body = .beginBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
+                                      gracePeriodNanoseconds: try reader.readSigned())
         default: throw reader.failure("unknown command tag \(tag)")
         }
         return body

@@ -309,6 +309,17 @@ extension QueueProjection {
             }
             return [.entitlementsRevoked(device: name, original: original)]
 
+        case .beginBillingRetry(let name, let original, let grace):
+            let device = try existingDevice(name)
+            _ = try subscriptionProduct(original, catalog: catalog, action: "retry billing for")
+            guard !device.endedSubscriptions.contains(original.transactionIdentifier) else {
+                throw Rejection(.invalidArgument, "the subscription started by \(original.transactionIdentifier) on '\(name)' has expired; there is nothing to bill (F-B1)")
+            }
+            guard grace >= 0 else {
+                throw Rejection(.invalidArgument, "a grace period of \(grace) ns is negative; use 0 for none or a duration (F-B1)")
+            }
+            return [.subscriptionBillingRetry(device: name, original: original, gracePeriodNanoseconds: grace)]
+
         case .resumeInterruptedPurchase(let name, let interrupted, let payment, let charged):
             let device = try existingDevice(name)
             guard interrupted.device == name, interrupted.number < device.nextTransactionNumber else {

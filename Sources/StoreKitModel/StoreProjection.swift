@@ -128,12 +128,18 @@ public struct StoreProjection: Sendable {
             guard var subscription = subscriptions[original.transactionIdentifier] else { return }
             subscription.renewals += 1
             subscription.periodStart = recorded.timestamp
+            // A renewal after billing retry is the recovery; the next period counts from it (F-B1).
+            subscription.billingRetryStart = nil
+            subscription.gracePeriodEnd = nil
             subscriptions[original.transactionIdentifier] = subscription
             // Each renewal is a charge the receipt lists (R-R2).
             accounts[subscription.account, default: AccountHistory()].purchases.append(
                 OriginalTransaction(transactionIdentifier: identifier, payment: original.payment, transactionDate: recorded.timestamp))
         case .subscriptionExpired(_, let original):
             endSubscription(original)
+        case .subscriptionBillingRetry(_, let original, let grace):
+            subscriptions[original.transactionIdentifier]?.billingRetryStart = recorded.timestamp
+            subscriptions[original.transactionIdentifier]?.gracePeriodEnd = grace > 0 ? recorded.timestamp &+ grace : nil
         case .entitlementsRevoked(let device, let original):
             // A refund takes back what the purchase gave (F-K1): ownership, restorability, the subscription.
             endSubscription(original)

@@ -103,6 +103,8 @@ struct LoopRenaming {
         case .refundPurchase(let device, let original): .refundPurchase(device: rename(device), original: rename(original))
         case .resumeInterruptedPurchase(let device, let interrupted, let payment, let charged):
             .resumeInterruptedPurchase(device: rename(device), interrupted: rename(interrupted), payment: rename(payment), charged: charged)
+        case .beginBillingRetry(let device, let original, let grace):
+            .beginBillingRetry(device: rename(device), original: rename(original), gracePeriodNanoseconds: grace)
         }
     }
 
@@ -152,6 +154,8 @@ struct LoopRenaming {
         case .subscriptionExpired(let device, let original): .subscriptionExpired(device: rename(device), original: rename(original))
         case .entitlementsRevoked(let device, let original): .entitlementsRevoked(device: rename(device), original: rename(original))
         case .interruptedPurchaseResumed(let key, let interrupted): .interruptedPurchaseResumed(rename(key), interrupted: rename(interrupted))
+        case .subscriptionBillingRetry(let device, let original, let grace):
+            .subscriptionBillingRetry(device: rename(device), original: rename(original), gracePeriodNanoseconds: grace)
         }
     }
 

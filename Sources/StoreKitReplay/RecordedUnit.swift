@@ -21,7 +21,7 @@ public enum CommandSource: String, Sendable, Hashable {
         case .registerDevice, .launchApp, .terminateApp, .setPaymentsAllowed, .addPayment, .restoreCompletedTransactions:
             .user
         case .decidePurchase, .completeRestore, .failRestore, .renewSubscription, .expireSubscription, .refundPurchase,
-             .resumeInterruptedPurchase:
+             .resumeInterruptedPurchase, .beginBillingRetry:
             .store
         case .reportDownloadProgress, .completeDownload, .failDownload:
             .downloader
@@ -124,6 +124,8 @@ struct CommandReconstruction {
             guard events.count == 3, case .transactionAdded(key, let payment) = events[1].event,
                   case .transactionPurchased(key, _, _, let charged) = events[2].event else { throw failure }
             return .resumeInterruptedPurchase(device: key.device, interrupted: interrupted, payment: payment, charged: charged)
+        case .subscriptionBillingRetry(let device, let original, let grace):
+            return .beginBillingRetry(device: device, original: original, gracePeriodNanoseconds: grace)
         }
     }
 

@@ -26,12 +26,24 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
     /// Of interrupted purchases, how many the user fixes and buys after all (a new purchased
     /// transaction, F-I1). nil: 0.8.
     public var interruptionResolvedProbability: Double?
+    /// Chance that a renewal cannot be billed, so billing retry begins (F-B1). nil: 0 (nothing drawn),
+    /// unless the `.storekit` file sets `_renewalBillingIssuesEnabled`, which fails every renewal's billing.
+    public var billingIssueProbability: Double?
+    /// Chance that one billing retry succeeds (at the grace period's end, and at the retry period's). nil: 0.5.
+    public var billingRecoveryProbability: Double?
+    /// A grace period during billing retry, as the `.storekit` file's `_billingGracePeriodEnabled` gives one. nil: off.
+    public var billingGracePeriodEnabled: Bool?
 
     public static let defaultCancellationAtRenewalProbability = 0.2
     public static let defaultMaximumRenewals = 3
     public static let defaultSubscriptionTimeRate = 15
     public static let maximumRenewalsLimit = 1_000
     public static let defaultInterruptionResolvedProbability = 0.8
+    public static let defaultBillingRecoveryProbability = 0.5
+    /// Apple's billing grace period for monthly and longer subscriptions, and its billing retry period
+    /// (F-B1), as `.storekit` periods: sped up by the time rate like a subscription period.
+    public static let billingGracePeriod = "P16D"
+    public static let billingRetryPeriod = "P60D"
 
     public init() {}
 
@@ -45,7 +57,9 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
         }
         for (name, value) in [("cancellationAtRenewalProbability", cancellationAtRenewalProbability),
                               ("interruptedPurchaseProbability", interruptedPurchaseProbability),
-                              ("interruptionResolvedProbability", interruptionResolvedProbability)]
+                              ("interruptionResolvedProbability", interruptionResolvedProbability),
+                              ("billingIssueProbability", billingIssueProbability),
+                              ("billingRecoveryProbability", billingRecoveryProbability)]
         where !(0...1).contains(value ?? 0) {
             throw ConfigurationError("store.\(name) is \(value ?? 0); a probability must be between 0 and 1")
         }
@@ -119,7 +133,7 @@ public final class StoreRole: Role {
             }
         }
         for identifier in projection.subscriptions.keys.sorted() {
-            effects += schedulePeriodEnd(identifier)
+            effects += projection.subscriptions[identifier]?.billingRetryStart == nil ? schedulePeriodEnd(identifier) : scheduleBillingRetry(identifier)
         }
         for request in projection.restoresAwaiting {
             let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0
@@ -182,6 +196,9 @@ public final class StoreRole: Role {
         case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             periodEndsAwaited.remove(original.transactionIdentifier)
             return []
+        case .subscriptionBillingRetry(_, let original, _):
+            periodEndsAwaited.remove(original.transactionIdentifier)
+            return scheduleBillingRetry(original.transactionIdentifier)
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
             restoresScheduled = restoresScheduled.filter { !($0.device == device && $0.number == number) }
             return []
@@ -202,6 +219,11 @@ public final class StoreRole: Role {
     /// `_timeRate` if it sets one, else the scenario's (F-U1).
     public func renewalNanoseconds(_ productIdentifier: String) -> Int64? {
         guard let period = catalog.product(productIdentifier)?.subscriptionPeriod else { return nil }
+        return periodNanoseconds(period)
+    }
+
+    /// A `.storekit` period (`P16D`) in simulated time at the run's time rate (F-U1).
+    public func periodNanoseconds(_ period: String) -> Int64? {
         let rate = catalog.testSettings.timeRate ?? behavior.subscriptionTimeRate ?? StoreBehavior.defaultSubscriptionTimeRate
         return SubscriptionPeriod.renewalNanoseconds(period, timeRate: rate)
     }
@@ -301,16 +323,54 @@ public final class StoreRole: Role {
             // A timer of an earlier period (the subscription was renewed by a test since) or of one
             // that ended does nothing; one whose command is on its way is not sent again.
             guard let subscription = projection.subscriptions[identifier], subscription.renewals == renewals,
-                  periodEndsAwaited.insert(identifier).inserted else { return [] }
+                  subscription.billingRetryStart == nil, periodEndsAwaited.insert(identifier).inserted else { return [] }
             let limit = behavior.maximumRenewals ?? StoreBehavior.defaultMaximumRenewals
             let cancellation = behavior.cancellationAtRenewalProbability ?? StoreBehavior.defaultCancellationAtRenewalProbability
             if renewals >= limit || choices.chance(.cancellationAtRenewal, cancellation) {
                 return [.send(.expireSubscription(device: subscription.device, original: subscription.original))]
             }
+            if hasBillingIssue() {
+                let grace = isGracePeriodEnabled ? periodNanoseconds(StoreBehavior.billingGracePeriod) ?? 0 : 0
+                return [.send(.beginBillingRetry(device: subscription.device, original: subscription.original, gracePeriodNanoseconds: grace))]
+            }
             return [.send(.renewSubscription(device: subscription.device, original: subscription.original))]
+        case .billingRetry(let identifier, let final):
+            guard let subscription = projection.subscriptions[identifier], let start = subscription.billingRetryStart,
+                  periodEndsAwaited.insert(identifier).inserted else { return [] }
+            if choices.chance(.billingRecovery, behavior.billingRecoveryProbability ?? StoreBehavior.defaultBillingRecoveryProbability) {
+                return [.send(.renewSubscription(device: subscription.device, original: subscription.original))]
+            }
+            if final { return [.send(.expireSubscription(device: subscription.device, original: subscription.original))] }
+            // The grace period ended unbilled: the user loses access, and billing is retried until the retry period ends.
+            periodEndsAwaited.remove(identifier)
+            let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
+            return [.timer(afterNanoseconds: max(0, retryEnd &- (subscription.gracePeriodEnd ?? start)), .billingRetry(original: identifier, final: true))]
         case .downloadTick, .deviceStep:
             return []
         }
+    }
+
+    /// Whether a renewal cannot be billed (F-B1): always when the `.storekit` file enables renewal
+    /// billing issues, else a recorded choice, drawn only when the scenario sets a chance.
+    private func hasBillingIssue() -> Bool {
+        if catalog.testSettings.renewalBillingIssuesEnabled == true { return true }
+        guard let probability = behavior.billingIssueProbability, probability > 0 else { return false }
+        return choices.chance(.billingIssue, probability)
+    }
+
+    private var isGracePeriodEnabled: Bool {
+        catalog.testSettings.billingGracePeriodEnabled ?? behavior.billingGracePeriodEnabled ?? false
+    }
+
+    /// Times the next billing retry from the log (F-B1): the grace period's end if it is still ahead,
+    /// else the retry period's end, where an unbilled subscription expires.
+    private func scheduleBillingRetry(_ identifier: String) -> [Effect] {
+        guard let subscription = projection.subscriptions[identifier], let start = subscription.billingRetryStart else { return [] }
+        if let graceEnd = subscription.gracePeriodEnd, graceEnd > latestEventTimestamp {
+            return [.timer(afterNanoseconds: graceEnd &- latestEventTimestamp, .billingRetry(original: identifier, final: false))]
+        }
+        let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
+        return [.timer(afterNanoseconds: max(0, retryEnd &- latestEventTimestamp), .billingRetry(original: identifier, final: true))]
     }
 
     /// Whether this purchase is interrupted (F-I1): always when the `.storekit` file enables

@@ -36,6 +36,13 @@ public enum StoreTestSession {
         .resumeInterruptedPurchase(device: interrupted.key.device, interrupted: interrupted.key, payment: interrupted.payment, charged: charged)
     }
 
+    /// Xcode's renewal billing issue, for one subscription: billing retry begins now, with a grace
+    /// period of `gracePeriodNanoseconds` (0: none) (F-B1). `forceRenewal` is the recovery
+    /// (SKTestSession's `resolveIssueForTransaction`), `expire` the end.
+    public static func billingIssue(original: OriginalTransaction, device: String, gracePeriodNanoseconds: Int64 = 0) -> CommandBody {
+        .beginBillingRetry(device: device, original: original, gracePeriodNanoseconds: gracePeriodNanoseconds)
+    }
+
     /// The purchase a transaction stands for: its own, or for a renewal or a restore the first one.
     public static func original(of transaction: PaymentTransaction) -> OriginalTransaction? {
         if let original = transaction.originalTransaction { return original }

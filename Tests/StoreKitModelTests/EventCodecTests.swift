@@ -40,6 +40,7 @@ import Testing
         .subscriptionExpired(device: "d", original: original),
         .entitlementsRevoked(device: "d", original: original),
         .interruptedPurchaseResumed(TransactionKey(device: "d", number: 8), interrupted: key),
+        .subscriptionBillingRetry(device: "d", original: original, gracePeriodNanoseconds: 16_000_000_000),
     ]
 
     @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
@@ -71,6 +72,7 @@ import Testing
         .refundPurchase(device: "d", original: original),
         .resumeInterruptedPurchase(device: "d", interrupted: key, payment: Payment(productIdentifier: "p", quantity: 2, applicationUsername: "u"),
                                    charged: false),
+        .beginBillingRetry(device: "d", original: original, gracePeriodNanoseconds: 0),
     ]
 
     @Test("Event.typeNames lists every event kind's name once (log cat --type takes them)")
