@@ -127,8 +127,14 @@ public struct StoreProjection: Sendable {
         case .subscriptionRenewed(_, let identifier, let original, _):
             guard var subscription = subscriptions[original.transactionIdentifier] else { return }
             subscription.renewals += 1
-            subscription.periodStart = recorded.timestamp
-            // A renewal after billing retry is the recovery; the next period counts from it (F-B1).
+            // A renewal after billing retry is the recovery (F-B1). Within the grace period the paid days
+            // go on uninterrupted, so the period counts from the period end billing failed at; after it,
+            // paid service paused, and the next period counts from the recovery.
+            if let start = subscription.billingRetryStart, let graceEnd = subscription.gracePeriodEnd, recorded.timestamp < graceEnd {
+                subscription.periodStart = start
+            } else {
+                subscription.periodStart = recorded.timestamp
+            }
             subscription.billingRetryStart = nil
             subscription.gracePeriodEnd = nil
             subscriptions[original.transactionIdentifier] = subscription

@@ -341,10 +341,10 @@ public final class StoreRole: Role {
                 return [.send(.renewSubscription(device: subscription.device, original: subscription.original))]
             }
             if final { return [.send(.expireSubscription(device: subscription.device, original: subscription.original))] }
-            // The grace period ended unbilled: the user loses access, and billing is retried until the retry period ends.
+            // Unbilled within the grace period: the user loses access at its end, and billing is retried until the retry period ends.
             periodEndsAwaited.remove(identifier)
             let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
-            return [.timer(afterNanoseconds: max(0, retryEnd &- (subscription.gracePeriodEnd ?? start)), .billingRetry(original: identifier, final: true))]
+            return [.timer(afterNanoseconds: max(0, retryEnd &- Self.graceRetryTime(subscription, start)), .billingRetry(original: identifier, final: true))]
         case .downloadTick, .deviceStep:
             return []
         }
@@ -358,16 +358,23 @@ public final class StoreRole: Role {
         return choices.chance(.billingIssue, probability)
     }
 
+    /// The retry within the grace period: halfway through it, so a recovery lands inside it.
+    private static func graceRetryTime(_ subscription: Subscription, _ start: Int64) -> Int64 {
+        start &+ ((subscription.gracePeriodEnd ?? start) &- start) / 2
+    }
+
     private var isGracePeriodEnabled: Bool {
         catalog.testSettings.billingGracePeriodEnabled ?? behavior.billingGracePeriodEnabled ?? false
     }
 
-    /// Times the next billing retry from the log (F-B1): the grace period's end if it is still ahead,
-    /// else the retry period's end, where an unbilled subscription expires.
+    /// Times the next billing retry from the log (F-B1): halfway through the grace period if that is
+    /// still ahead (a recovery within it keeps the renewal date), else the retry period's end, where an
+    /// unbilled subscription expires.
     private func scheduleBillingRetry(_ identifier: String) -> [Effect] {
         guard let subscription = projection.subscriptions[identifier], let start = subscription.billingRetryStart else { return [] }
-        if let graceEnd = subscription.gracePeriodEnd, graceEnd > latestEventTimestamp {
-            return [.timer(afterNanoseconds: graceEnd &- latestEventTimestamp, .billingRetry(original: identifier, final: false))]
+        let graceRetry = Self.graceRetryTime(subscription, start)
+        if subscription.gracePeriodEnd != nil, graceRetry > latestEventTimestamp {
+            return [.timer(afterNanoseconds: graceRetry &- latestEventTimestamp, .billingRetry(original: identifier, final: false))]
         }
         let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
         return [.timer(afterNanoseconds: max(0, retryEnd &- latestEventTimestamp), .billingRetry(original: identifier, final: true))]

@@ -48,19 +48,20 @@ import StoreKitTestKit
         #expect(store.timerFired(.subscriptionPeriodEnd(original: "d.1", renewals: 0), now: periodEnd)
             == [.send(.beginBillingRetry(device: "d", original: first, gracePeriodNanoseconds: Self.grace))])
         let retry = feed(.subscriptionBillingRetry(device: "d", original: first, gracePeriodNanoseconds: Self.grace), periodEnd)
-        #expect(retry == [.timer(afterNanoseconds: Self.grace, .billingRetry(original: "d.1", final: false))])
+        #expect(retry == [.timer(afterNanoseconds: Self.grace / 2, .billingRetry(original: "d.1", final: false))])
         let subscription = store.projection.subscriptions["d.1"]!
         #expect(subscription.renewalState(at: periodEnd + 1) == .inGracePeriod)
         #expect(subscription.renewalState(at: periodEnd + 1).isEntitled)
         #expect(subscription.renewalState(at: periodEnd + Self.grace) == .inBillingRetryPeriod)
         #expect(!subscription.renewalState(at: periodEnd + Self.grace).isEntitled)
-        // Recovery (probability 1) is a renewal; the next period counts from it.
-        #expect(store.timerFired(.billingRetry(original: "d.1", final: false), now: periodEnd + Self.grace)
+        // Recovery (probability 1) within the grace period is a renewal that keeps the renewal date:
+        // the next period counts from the period end that billing failed at.
+        let recovered = periodEnd + Self.grace / 2
+        #expect(store.timerFired(.billingRetry(original: "d.1", final: false), now: recovered)
             == [.send(.renewSubscription(device: "d", original: first))])
-        let next = feed(.subscriptionRenewed(TransactionKey(device: "d", number: 2), identifier: "d.2", original: first, downloads: []),
-                        periodEnd + Self.grace)
-        #expect(next == [.timer(afterNanoseconds: 30_000_000_000, .subscriptionPeriodEnd(original: "d.1", renewals: 1))])
-        #expect(store.projection.subscriptions["d.1"]?.renewalState(at: periodEnd + Self.grace) == .subscribed)
+        let next = feed(.subscriptionRenewed(TransactionKey(device: "d", number: 2), identifier: "d.2", original: first, downloads: []), recovered)
+        #expect(next == [.timer(afterNanoseconds: 30_000_000_000 - Self.grace / 2, .subscriptionPeriodEnd(original: "d.1", renewals: 1))])
+        #expect(store.projection.subscriptions["d.1"]?.renewalState(at: recovered) == .subscribed)
     }
 
     @Test("F-B1: without recovery, billing retry ends the subscription when the retry period ends; without a grace period the user is not entitled meanwhile")
@@ -79,14 +80,23 @@ import StoreKitTestKit
             == [.send(.expireSubscription(device: "d", original: first))])
     }
 
+    @Test("F-B1: a recovery after the grace period (paid service paused) starts the next period at the recovery")
+    func recoveryAfterGraceMovesRenewalDate() {
+        let (store, feed) = store(gracePeriod: false, recovery: 1)
+        let first = subscribe(feed)
+        _ = feed(.subscriptionBillingRetry(device: "d", original: first, gracePeriodNanoseconds: 0), 30_000_000_000)
+        let next = feed(.subscriptionRenewed(TransactionKey(device: "d", number: 2), identifier: "d.2", original: first, downloads: []), 90_000_000_000)
+        #expect(next == [.timer(afterNanoseconds: 30_000_000_000, .subscriptionPeriodEnd(original: "d.1", renewals: 1))])
+    }
+
     @Test("F-B1: a grace period that ends unbilled leaves billing retry running until the retry period's end")
     func graceEndsUnbilled() {
         let (store, feed) = store(gracePeriod: true, recovery: 0)
         let first = subscribe(feed)
         _ = store.timerFired(.subscriptionPeriodEnd(original: "d.1", renewals: 0), now: 30_000_000_000)
         _ = feed(.subscriptionBillingRetry(device: "d", original: first, gracePeriodNanoseconds: Self.grace), 30_000_000_000)
-        #expect(store.timerFired(.billingRetry(original: "d.1", final: false), now: 46_000_000_000)
-            == [.timer(afterNanoseconds: Self.retry - Self.grace, .billingRetry(original: "d.1", final: true))])
+        #expect(store.timerFired(.billingRetry(original: "d.1", final: false), now: 38_000_000_000)
+            == [.timer(afterNanoseconds: Self.retry - Self.grace / 2, .billingRetry(original: "d.1", final: true))])
     }
 
     @Test("F-B1: a restarted store takes billing retry up from the log")
@@ -103,11 +113,12 @@ import StoreKitTestKit
                               (.transactionAdded(TransactionKey(device: "d", number: 1), Payment(productIdentifier: Self.monthly)), 0),
                               (.transactionPurchased(TransactionKey(device: "d", number: 1), identifier: "d.1", downloads: [], charged: true), 0),
                               (.subscriptionBillingRetry(device: "d", original: original, gracePeriodNanoseconds: Self.grace), 30_000_000_000),
-                              (.appLaunched(device: "d"), 40_000_000_000)] {
+                              (.appLaunched(device: "d"), 35_000_000_000)] {
             sequence += 1
             restarted.catchUp(RecordedEvent(sequence: sequence, timestamp: time, commandID: nil, event: event))
         }
-        #expect(restarted.resume(now: 0) == [.timer(afterNanoseconds: 6_000_000_000, .billingRetry(original: "d.1", final: false))])
+        // Halfway through the grace period (38 s) is 3 s after the log's end (35 s).
+        #expect(restarted.resume(now: 0) == [.timer(afterNanoseconds: 3_000_000_000, .billingRetry(original: "d.1", final: false))])
     }
 
     @Test("F-B1: the queue logs beginBillingRetry as subscriptionBillingRetry; not for an expired subscription or a negative grace period")
