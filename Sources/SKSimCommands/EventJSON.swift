@@ -89,6 +89,8 @@ enum JSONShapes {
             members += [("transaction", key(transaction)), ("interruptedTransaction", key(interrupted))]
         case .subscriptionBillingRetry(let device, let value, let grace):
             members += [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
+        case .transactionsCleared(let device):
+            members += [("device", .string(device))]
         case .commandRejected(let command, let rejection):
             members += [("device", .string(command.device)), ("rejectedCommand", .string(command.name)),
                         ("body", body(command)),
@@ -151,6 +153,8 @@ enum JSONShapes {
                       ("charged", .bool(charged))]
         case .beginBillingRetry(let device, let value, let grace):
             fields = [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
+        case .clearTransactions(let device):
+            fields = [("device", .string(device))]
         }
         return .object([("command", .string(command.name))] + fields)
     }

@@ -104,6 +104,7 @@ public struct TraceDiagram {
         case .interruptedPurchaseResumed(let key, let interrupted): return "\(transaction(key)) resumes interrupted \(transaction(interrupted))"
         case .subscriptionBillingRetry(_, let original, let grace):
             return "\(product(original.payment.productIdentifier)) billing retry" + (grace > 0 ? " (grace period)" : "")
+        case .transactionsCleared: return "the store cleared the account's transactions"
         case .transactionPurchased(let key, _, let downloads, _):
             return "\(transaction(key)) purchased" + (downloads.isEmpty ? "" : " with \(downloads.count) download(s)")
         case .transactionFailed(let key, let error): return "\(transaction(key)) failed (\(error.code))"

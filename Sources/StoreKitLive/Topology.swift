@@ -166,7 +166,7 @@ public struct Topology: Sendable {
     private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
         let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers",
                                                   "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader",
-                                                  "restrictedDeviceShare"])
+                                                  "restrictedDeviceShare", "storeActions"])
         guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'") }
         var catalog = Catalog.sample
         var catalogSource = "built-in sample"
@@ -186,6 +186,20 @@ public struct Topology: Sendable {
         if let value = keys["restoreProbability"] { scenario.apps.restoreProbability = try value.double(in: 0...1) }
         if let value = keys["relaunchProbability"] { scenario.apps.relaunchProbability = try value.double(in: 0...1) }
         if let value = keys["restrictedDeviceShare"] { scenario.apps.restrictedDeviceShare = try value.double(in: 0...1) }
+        if let value = keys["storeActions"] {
+            // SKTestSession's controls at set times (F-T2); names are checked against the run below.
+            scenario.store.actions = try value.sequence().map { item throws(TopologyError) in
+                let fields = try item.mapping(allowedKeys: ["atMilliseconds", "action", "device", "product", "error"])
+                func required(_ key: String) throws(TopologyError) -> ConfigurationNode {
+                    guard let node = fields[key] else { throw item.error("missing key '\(key)'") }
+                    return node
+                }
+                let kind = StoreAction.Kind(rawValue: try required("action").oneOf(StoreAction.Kind.allCases.map(\.rawValue)))!
+                return StoreAction(atMilliseconds: try required("atMilliseconds").double(in: 0...86_400_000), action: kind,
+                                   device: try required("device").string(), product: try fields["product"]?.string(),
+                                   error: try fields["error"]?.oneOf(StoreError.Code.allCases.map { "\($0)" }))
+            }
+        }
         if let value = keys["thinkTimeMilliseconds"] {
             let think = try value.mapping(allowedKeys: ["minimum", "mean"])
             scenario.apps.thinkTime = .exponential(minimumMilliseconds: try think["minimum"]?.double(in: 0...3_600_000) ?? 0,

@@ -62,6 +62,8 @@ public enum CommandBody: Sendable, Hashable {
     /// The subscription `original` started could not be billed at its period end (F-B1): billing
     /// retry begins, with a grace period of `gracePeriodNanoseconds` (0: none).
     case beginBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
+    /// SKTestSession's `clearTransactions` (F-T2): the store forgets every purchase of the device's account.
+    case clearTransactions(device: String)
     // The downloader side.
     case reportDownloadProgress(DownloadKey, progress: Double, timeRemaining: Double)
     case completeDownload(DownloadKey, contentURL: String)
@@ -75,7 +77,8 @@ public enum CommandBody: Sendable, Hashable {
              .setPaymentsAllowed(let device, _), .addPayment(let device, _),
              .restoreCompletedTransactions(let device, _), .completeRestore(let device, _, _, _, _),
              .failRestore(let device, _, _), .renewSubscription(let device, _), .expireSubscription(let device, _),
-             .refundPurchase(let device, _), .resumeInterruptedPurchase(let device, _, _, _), .beginBillingRetry(let device, _, _):
+             .refundPurchase(let device, _), .resumeInterruptedPurchase(let device, _, _, _), .beginBillingRetry(let device, _, _),
+             .clearTransactions(let device):
             device
         case .finishTransaction(let key), .decidePurchase(let key, _):
             key.device
@@ -116,6 +119,7 @@ public enum CommandBody: Sendable, Hashable {
         case .refundPurchase: "refundPurchase"
         case .resumeInterruptedPurchase: "resumeInterruptedPurchase"
         case .beginBillingRetry: "beginBillingRetry"
+        case .clearTransactions: "clearTransactions"
         }
     }
 }

@@ -52,6 +52,9 @@ public enum Event: Sendable, Hashable {
     /// billing, and the user stays entitled for `gracePeriodNanoseconds` of simulated time (0: no grace
     /// period). No callback; a recovery is a `subscriptionRenewed`, the end a `subscriptionExpired`.
     case subscriptionBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
+    /// SKTestSession's `clearTransactions` (F-T2): the store forgot every purchase of the device's account
+    /// (nothing is owned, restored or renewed any more). No callback; the queue's unfinished transactions stay.
+    case transactionsCleared(device: String)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -61,7 +64,8 @@ public enum Event: Sendable, Hashable {
              .observerAttached(let device, _), .observerDetached(let device, _),
              .paymentsAllowedChanged(let device, _), .restoreStarted(let device, _, _),
              .restoreFinished(let device, _), .restoreFailed(let device, _, _),
-             .subscriptionExpired(let device, _), .entitlementsRevoked(let device, _), .subscriptionBillingRetry(let device, _, _):
+             .subscriptionExpired(let device, _), .entitlementsRevoked(let device, _), .subscriptionBillingRetry(let device, _, _),
+             .transactionsCleared(let device):
             device
         case .commandRejected(let command, _):
             command.device
@@ -112,6 +116,7 @@ public enum Event: Sendable, Hashable {
         case .entitlementsRevoked: "entitlementsRevoked"
         case .interruptedPurchaseResumed: "interruptedPurchaseResumed"
         case .subscriptionBillingRetry: "subscriptionBillingRetry"
+        case .transactionsCleared: "transactionsCleared"
         }
     }
 }
@@ -125,7 +130,7 @@ extension Event {
         "downloadStarted", "downloadProgressed", "downloadPaused", "downloadResumed", "downloadFinished",
         "downloadFailed", "downloadCancelled", "commandRejected", "appActionRecorded",
         "askToBuyDeclined", "subscriptionRenewed", "subscriptionExpired", "entitlementsRevoked",
-        "interruptedPurchaseResumed", "subscriptionBillingRetry",
+        "interruptedPurchaseResumed", "subscriptionBillingRetry", "transactionsCleared",
     ]
 
     /// The transaction an event is about (downloads included), if any.

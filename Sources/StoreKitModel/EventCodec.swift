@@ -81,6 +81,8 @@ public enum EventCodec {
             writer.write(tag: 30); writeKey(key, into: &writer); writeKey(interrupted, into: &writer)
         case .subscriptionBillingRetry(let device, let original, let grace):
             writer.write(tag: 31); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
+        case .transactionsCleared(let device):
+            writer.write(tag: 32); writer.write(device)
         }
     }
 
@@ -148,6 +150,7 @@ public enum EventCodec {
         case 31:
             event = .subscriptionBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
                                               gracePeriodNanoseconds: try reader.readSigned())
+        case 32: event = .transactionsCleared(device: try reader.readString())
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -237,6 +240,8 @@ public enum EventCodec {
             writePayment(payment, into: &writer); writer.write(charged)
         case .beginBillingRetry(let device, let original, let grace):
             writer.write(tag: 25); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
+        case .clearTransactions(let device):
+            writer.write(tag: 26); writer.write(device)
         }
     }
 
@@ -302,6 +307,7 @@ public enum EventCodec {
         case 25:
             body = .beginBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
                                       gracePeriodNanoseconds: try reader.readSigned())
+        case 26: body = .clearTransactions(device: try reader.readString())
         default: throw reader.failure("unknown command tag \(tag)")
         }
         return body

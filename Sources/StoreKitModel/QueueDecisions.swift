@@ -309,6 +309,10 @@ extension QueueProjection {
             }
             return [.entitlementsRevoked(device: name, original: original)]
 
+        case .clearTransactions(let name):
+            _ = try existingDevice(name)
+            return [.transactionsCleared(device: name)]
+
         case .beginBillingRetry(let name, let original, let grace):
             let device = try existingDevice(name)
             _ = try subscriptionProduct(original, catalog: catalog, action: "retry billing for")

@@ -294,7 +294,7 @@ public struct QueueProjection: Sendable {
                 // The transactionAdded that follows is the store's, not a payment the user added again.
                 state.paymentsAdded -= 1
             }
-        case .subscriptionBillingRetry:
+        case .subscriptionBillingRetry, .transactionsCleared:
             break  // The store's concern: the queue holds no subscription state but ended ones.
         }
     }

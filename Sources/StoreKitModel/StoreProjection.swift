@@ -143,6 +143,11 @@ public struct StoreProjection: Sendable {
                 OriginalTransaction(transactionIdentifier: identifier, payment: original.payment, transactionDate: recorded.timestamp))
         case .subscriptionExpired(_, let original):
             endSubscription(original)
+        case .transactionsCleared(let device):
+            // SKTestSession's clearTransactions (F-T2): the account's history is gone, subscriptions too.
+            guard let account = accountOfDevice[device] else { return }
+            for identifier in subscriptionsOfAccount.removeValue(forKey: account) ?? [] { subscriptions[identifier] = nil }
+            accounts[account] = nil
         case .subscriptionBillingRetry(_, let original, let grace):
             subscriptions[original.transactionIdentifier]?.billingRetryStart = recorded.timestamp
             subscriptions[original.transactionIdentifier]?.gracePeriodEnd = grace > 0 ? recorded.timestamp &+ grace : nil

@@ -189,7 +189,8 @@ public struct LiveComparison {
         case .askToBuyDeclined(let key): return (transaction(key), "declined by the parent")
         // Not compared live: the store's subscription clock decides these, and a live replay's store
         // sends only the recorded purchase decisions, restores and download reports (docs/replay.md).
-        case .subscriptionRenewed, .subscriptionExpired, .entitlementsRevoked, .interruptedPurchaseResumed, .subscriptionBillingRetry: return nil
+        case .subscriptionRenewed, .subscriptionExpired, .entitlementsRevoked, .interruptedPurchaseResumed, .subscriptionBillingRetry,
+             .transactionsCleared: return nil
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, let observer, let product):

@@ -105,6 +105,7 @@ struct LoopRenaming {
             .resumeInterruptedPurchase(device: rename(device), interrupted: rename(interrupted), payment: rename(payment), charged: charged)
         case .beginBillingRetry(let device, let original, let grace):
             .beginBillingRetry(device: rename(device), original: rename(original), gracePeriodNanoseconds: grace)
+        case .clearTransactions(let device): .clearTransactions(device: rename(device))
         }
     }
 
@@ -156,6 +157,7 @@ struct LoopRenaming {
         case .interruptedPurchaseResumed(let key, let interrupted): .interruptedPurchaseResumed(rename(key), interrupted: rename(interrupted))
         case .subscriptionBillingRetry(let device, let original, let grace):
             .subscriptionBillingRetry(device: rename(device), original: rename(original), gracePeriodNanoseconds: grace)
+        case .transactionsCleared(let device): .transactionsCleared(device: rename(device))
         }
     }
 

@@ -21,7 +21,7 @@ public enum CommandSource: String, Sendable, Hashable {
         case .registerDevice, .launchApp, .terminateApp, .setPaymentsAllowed, .addPayment, .restoreCompletedTransactions:
             .user
         case .decidePurchase, .completeRestore, .failRestore, .renewSubscription, .expireSubscription, .refundPurchase,
-             .resumeInterruptedPurchase, .beginBillingRetry:
+             .resumeInterruptedPurchase, .beginBillingRetry, .clearTransactions:
             .store
         case .reportDownloadProgress, .completeDownload, .failDownload:
             .downloader
@@ -126,6 +126,7 @@ struct CommandReconstruction {
             return .resumeInterruptedPurchase(device: key.device, interrupted: interrupted, payment: payment, charged: charged)
         case .subscriptionBillingRetry(let device, let original, let grace):
             return .beginBillingRetry(device: device, original: original, gracePeriodNanoseconds: grace)
+        case .transactionsCleared(let device): return .clearTransactions(device: device)
         }
     }
 

@@ -33,6 +33,8 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
     public var billingRecoveryProbability: Double?
     /// A grace period during billing retry, as the `.storekit` file's `_billingGracePeriodEnabled` gives one. nil: off.
     public var billingGracePeriodEnabled: Bool?
+    /// SKTestSession's controls at set times of the run (F-T2, topology `storeActions:`). nil: none.
+    public var actions: [StoreAction]?
 
     public static let defaultCancellationAtRenewalProbability = 0.2
     public static let defaultMaximumRenewals = 3
@@ -101,6 +103,8 @@ public final class StoreRole: Role {
     private var periodEndsAwaited: Set<String> = []
     /// The log time of the latest event seen, the clock subscription periods are timed by.
     private var latestEventTimestamp: Int64 = 0
+    /// Devices whose next purchase fails, as a `failNext` store action asked (F-T2).
+    private var failNext: [String: StoreError] = [:]
 
     private struct RestoreKey: Hashable {
         var device: String
@@ -134,6 +138,10 @@ public final class StoreRole: Role {
         }
         for identifier in projection.subscriptions.keys.sorted() {
             effects += projection.subscriptions[identifier]?.billingRetryStart == nil ? schedulePeriodEnd(identifier) : scheduleBillingRetry(identifier)
+        }
+        // A restarted store takes up the actions still ahead; those behind the log's end were done.
+        for (index, action) in (behavior.actions ?? []).enumerated() where action.atNanoseconds >= latestEventTimestamp {
+            effects.append(.timer(afterNanoseconds: action.atNanoseconds - latestEventTimestamp, .storeAction(index: index)))
         }
         for request in projection.restoresAwaiting {
             let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0
@@ -280,6 +288,7 @@ public final class StoreRole: Role {
                 scheduled.remove(key)
                 return []
             }
+            if let failure = failNext.removeValue(forKey: key.device) { return [.send(.decidePurchase(key, .failed(failure)))] }
             // The .storekit file's test settings come first, as in Xcode: failing transactions (F-S2),
             // then Ask to Buy (F-S1). They are not chances, so they draw nothing.
             if let failure = catalog.testSettings.purchaseFailure {
@@ -345,8 +354,40 @@ public final class StoreRole: Role {
             periodEndsAwaited.remove(identifier)
             let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
             return [.timer(afterNanoseconds: max(0, retryEnd &- Self.graceRetryTime(subscription, start)), .billingRetry(original: identifier, final: true))]
+        case .storeAction(let index):
+            guard let actions = behavior.actions, actions.indices.contains(index) else { return [] }
+            return perform(actions[index])
         case .downloadTick, .deviceStep:
             return []
+        }
+    }
+
+    /// A scenario's store action (F-T2): the commands SKTestSession's control sends. One that finds
+    /// nothing to act on (no deferred request, no such subscription) does nothing.
+    private func perform(_ action: StoreAction) -> [Effect] {
+        let device = action.device
+        let subscription = projection.subscriptions.values
+            .filter { $0.device == device && $0.productIdentifier == action.product }
+            .min { $0.original.transactionIdentifier < $1.original.transactionIdentifier }
+        switch action.action {
+        case .approve, .decline:
+            return projection.awaitingDecision.keys.filter { $0.device == device && projection.deferred.contains($0) }.sorted().map { key in
+                action.action == .decline ? .send(.decidePurchase(key, .declined))
+                    : .send(.decidePurchase(key, .purchased(charged: isCharged(key, projection.awaitingDecision[key]!))))
+            }
+        case .refund:
+            let account = projection.account(device: device, applicationUsername: nil)
+            let latest = account.flatMap { projection.history(of: $0).purchases.last { $0.payment.productIdentifier == action.product } }
+            return (subscription?.original ?? latest).map { [.send(.refundPurchase(device: device, original: $0))] } ?? []
+        case .expire:
+            return subscription.map { [.send(.expireSubscription(device: device, original: $0.original))] } ?? []
+        case .forceRenew:
+            return subscription.map { [.send(.renewSubscription(device: device, original: $0.original))] } ?? []
+        case .failNext:
+            failNext[device] = action.failure
+            return []
+        case .clearTransactions:
+            return [.send(.clearTransactions(device: device))]
         }
     }
 

@@ -43,6 +43,9 @@ public enum StoreTestSession {
         .beginBillingRetry(device: device, original: original, gracePeriodNanoseconds: gracePeriodNanoseconds)
     }
 
+    /// `clearTransactions`: the store forgets every purchase of the device's account (F-T2).
+    public static func clearTransactions(device: String) -> CommandBody { .clearTransactions(device: device) }
+
     /// The purchase a transaction stands for: its own, or for a renewal or a restore the first one.
     public static func original(of transaction: PaymentTransaction) -> OriginalTransaction? {
         if let original = transaction.originalTransaction { return original }

@@ -41,6 +41,7 @@ import Testing
         .entitlementsRevoked(device: "d", original: original),
         .interruptedPurchaseResumed(TransactionKey(device: "d", number: 8), interrupted: key),
         .subscriptionBillingRetry(device: "d", original: original, gracePeriodNanoseconds: 16_000_000_000),
+        .transactionsCleared(device: "d"),
     ]
 
     @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
@@ -73,6 +74,7 @@ import Testing
         .resumeInterruptedPurchase(device: "d", interrupted: key, payment: Payment(productIdentifier: "p", quantity: 2, applicationUsername: "u"),
                                    charged: false),
         .beginBillingRetry(device: "d", original: original, gracePeriodNanoseconds: 0),
+        .clearTransactions(device: "d"),
     ]
 
     @Test("Event.typeNames lists every event kind's name once (log cat --type takes them)")
