@@ -14,6 +14,12 @@ public struct Subscription: Sendable, Hashable {
     /// grace period ends (nil: none).
     public var billingRetryStart: Int64?
     public var gracePeriodEnd: Int64?
+    /// A downgrade, or a crossgrade to another period, takes effect at the next renewal (F-U3): this
+    /// subscription waits for `startsAfter` to end, and that one is `replacedBy` this one.
+    public var startsAfter: String?
+    public var replacedBy: String?
+    public var period: String?
+    public var level: Int?
 
     public var productIdentifier: String { original.payment.productIdentifier }
 

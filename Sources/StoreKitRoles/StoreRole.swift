@@ -168,6 +168,12 @@ public final class StoreRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        // A subscription that waited for this one to end starts with its end (F-U3).
+        let successor: String? = switch recorded.event {
+        case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
+            projection.subscriptions[original.transactionIdentifier]?.replacedBy
+        default: nil
+        }
         track(recorded)
         switch recorded.event {
         case .interruptedPurchaseResumed(let key, _):
@@ -194,6 +200,8 @@ public final class StoreRole: Role {
             scheduled.remove(key)
             // A charged purchase of an auto-renewable subscription starts one (the projection has it now).
             guard let subscription = projection.subscriptions[identifier], subscription.renewals == 0 else { return [] }
+            // A downgrade (or a crossgrade to another period) waits for the current one's period end (F-U3).
+            guard subscription.startsAfter == nil else { return [] }
             return replaceInGroup(subscription) + schedulePeriodEnd(identifier)
         case .transactionFailed(let key, _), .askToBuyDeclined(let key):
             scheduled.remove(key)
@@ -203,7 +211,7 @@ public final class StoreRole: Role {
             return schedulePeriodEnd(original.transactionIdentifier)
         case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             periodEndsAwaited.remove(original.transactionIdentifier)
-            return []
+            return successor.map { schedulePeriodEnd($0) } ?? []
         case .subscriptionBillingRetry(_, let original, _):
             periodEndsAwaited.remove(original.transactionIdentifier)
             return scheduleBillingRetry(original.transactionIdentifier)
@@ -215,8 +223,10 @@ public final class StoreRole: Role {
         }
     }
 
-    /// One active subscription per group (F-U3): a new one replaces the account's others in its
-    /// group at once. Levels are not read, so every change counts as an upgrade (immediate).
+    /// One active subscription per group (F-U3): an upgrade (a higher level), a crossgrade of the same
+    /// period, or a change between products without levels replaces the account's others in its group
+    /// at once (a downgrade still waiting included); a downgrade or a crossgrade to another period
+    /// waits instead (`Subscription.startsAfter`).
     private func replaceInGroup(_ subscription: Subscription) -> [Effect] {
         guard let group = subscription.group else { return [] }
         return projection.otherSubscriptions(account: subscription.account, group: group, than: subscription.original.transactionIdentifier)
@@ -239,7 +249,7 @@ public final class StoreRole: Role {
     /// Times the period end in log time (nanoseconds since the run started): a live role's `now`
     /// is its own monotonic clock, so the delay counts from the latest event's timestamp.
     private func schedulePeriodEnd(_ identifier: String) -> [Effect] {
-        guard let subscription = projection.subscriptions[identifier],
+        guard let subscription = projection.subscriptions[identifier], subscription.startsAfter == nil,
               let period = renewalNanoseconds(subscription.productIdentifier) else { return [] }
         let delay = max(0, subscription.periodStart &+ period &- latestEventTimestamp)
         return [.timer(afterNanoseconds: delay, .subscriptionPeriodEnd(original: identifier, renewals: subscription.renewals))]
@@ -333,6 +343,10 @@ public final class StoreRole: Role {
             // that ended does nothing; one whose command is on its way is not sent again.
             guard let subscription = projection.subscriptions[identifier], subscription.renewals == renewals,
                   subscription.billingRetryStart == nil, periodEndsAwaited.insert(identifier).inserted else { return [] }
+            // A downgrade or crossgrade bought meanwhile takes over at this period end (F-U3).
+            if subscription.replacedBy != nil {
+                return [.send(.expireSubscription(device: subscription.device, original: subscription.original))]
+            }
             let limit = behavior.maximumRenewals ?? StoreBehavior.defaultMaximumRenewals
             let cancellation = behavior.cancellationAtRenewalProbability ?? StoreBehavior.defaultCancellationAtRenewalProbability
             if renewals >= limit || choices.chance(.cancellationAtRenewal, cancellation) {
