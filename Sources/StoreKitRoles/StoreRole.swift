@@ -105,6 +105,9 @@ public final class StoreRole: Role {
     private var latestEventTimestamp: Int64 = 0
     /// Devices whose next purchase fails, as a `failNext` store action asked (F-T2).
     private var failNext: [String: StoreError] = [:]
+    /// True when the log holds a command of an earlier incarnation of this store (origins are
+    /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
+    private var isRestart = false
 
     private struct RestoreKey: Hashable {
         var device: String
@@ -124,6 +127,9 @@ public final class StoreRole: Role {
 
     public func catchUp(_ recorded: RecordedEvent) {
         track(recorded)
+        if !isRestart, let origin = recorded.commandID?.origin, origin.hasPrefix(name), origin.dropFirst(name.count).first == "." {
+            isRestart = true
+        }
     }
 
     /// Takes up every decision and restore that was waiting when the previous store went away.
@@ -139,9 +145,10 @@ public final class StoreRole: Role {
         for identifier in projection.subscriptions.keys.sorted() {
             effects += projection.subscriptions[identifier]?.billingRetryStart == nil ? schedulePeriodEnd(identifier) : scheduleBillingRetry(identifier)
         }
-        // A restarted store takes up the actions still ahead; those behind the log's end were done.
-        for (index, action) in (behavior.actions ?? []).enumerated() where action.atNanoseconds >= latestEventTimestamp {
-            effects.append(.timer(afterNanoseconds: action.atNanoseconds - latestEventTimestamp, .storeAction(index: index)))
+        // A first start sets every action (one already due runs now: a live store starts after the
+        // queue has logged a little); a restarted store takes up those still ahead of the log's end.
+        for (index, action) in (behavior.actions ?? []).enumerated() where !isRestart || action.atNanoseconds >= latestEventTimestamp {
+            effects.append(.timer(afterNanoseconds: max(0, action.atNanoseconds - latestEventTimestamp), .storeAction(index: index)))
         }
         for request in projection.restoresAwaiting {
             let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0

@@ -89,3 +89,23 @@ import StoreKitTestKit
         #expect(throws: ConfigurationError("storeActions[0].product is missing; expire needs the product it acts on")) { try scenario.validate() }
     }
 }
+
+extension StoreActionTests {
+    @Test("F-T2: a first start sets every action, even one the log's clock has passed; a restart only those still ahead")
+    func firstStartAndRestart() {
+        var behavior = StoreBehavior()
+        behavior.actions = [StoreAction(atMilliseconds: 0, action: .failNext, device: "d"),
+                            StoreAction(atMilliseconds: 9_000, action: .clearTransactions, device: "d")]
+        let header = RecordedEvent(sequence: 1, timestamp: 5_000_000_000, commandID: CommandID(origin: "apps.41", number: 1),
+                                   event: .deviceRegistered(device: "d", account: "a"))
+        let first = StoreRole(name: "store", catalog: .sample, behavior: behavior, choices: SeededChoices(seed: 1))
+        first.catchUp(header)
+        #expect(first.resume(now: 0) == [.timer(afterNanoseconds: 0, .storeAction(index: 0)),
+                                         .timer(afterNanoseconds: 4_000_000_000, .storeAction(index: 1))])
+        let restarted = StoreRole(name: "store", catalog: .sample, behavior: behavior, choices: SeededChoices(seed: 1))
+        restarted.catchUp(header)
+        restarted.catchUp(RecordedEvent(sequence: 2, timestamp: 6_000_000_000, commandID: CommandID(origin: "store.77", number: 1),
+                                        event: .transactionsCleared(device: "x")))
+        #expect(restarted.resume(now: 0) == [.timer(afterNanoseconds: 3_000_000_000, .storeAction(index: 1))])
+    }
+}
