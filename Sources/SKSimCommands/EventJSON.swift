@@ -85,6 +85,12 @@ enum JSONShapes {
                         ("originalTransaction", original(value)), ("downloads", contents(downloads))]
         case .subscriptionExpired(let device, let value), .entitlementsRevoked(let device, let value):
             members += [("device", .string(device)), ("originalTransaction", original(value))]
+        case .interruptedPurchaseResumed(let transaction, let interrupted):
+            members += [("transaction", key(transaction)), ("interruptedTransaction", key(interrupted))]
+        case .subscriptionBillingRetry(let device, let value, let grace):
+            members += [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
+        case .transactionsCleared(let device):
+            members += [("device", .string(device))]
         case .commandRejected(let command, let rejection):
             members += [("device", .string(command.device)), ("rejectedCommand", .string(command.name)),
                         ("body", body(command)),
@@ -142,6 +148,13 @@ enum JSONShapes {
         case .recordAppAction(let action): fields = appAction(action)
         case .renewSubscription(let device, let value), .expireSubscription(let device, let value), .refundPurchase(let device, let value):
             fields = [("device", .string(device)), ("originalTransaction", original(value))]
+        case .resumeInterruptedPurchase(let device, let interrupted, let value, let charged):
+            fields = [("device", .string(device)), ("interruptedTransaction", key(interrupted)), ("payment", payment(value)),
+                      ("charged", .bool(charged))]
+        case .beginBillingRetry(let device, let value, let grace):
+            fields = [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
+        case .clearTransactions(let device):
+            fields = [("device", .string(device))]
         }
         return .object([("command", .string(command.name))] + fields)
     }

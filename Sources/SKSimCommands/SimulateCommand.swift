@@ -35,6 +35,12 @@ struct SimulateCommand: AsyncParsableCommand {
     var maximumRenewals: Int?
     @Option(help: "Chance (0 to 1) that a subscription's user cancelled before a period ends, so it expires, F-U2 (default: 0.2).")
     var cancellationAtRenewalProbability: Double?
+    @Option(help: "Chance (0 to 1) that a purchase is interrupted: it fails with paymentCancelled, then, if the user fixes the account, a new purchased transaction arrives, F-I1 (default: 0).")
+    var interruptedPurchaseProbability: Double?
+    @Option(help: "Chance (0 to 1) that a subscription renewal cannot be billed, so billing retry begins, F-B1 (default: 0).")
+    var billingIssueProbability: Double?
+    @Flag(help: "Keep subscriptions in billing retry entitled for a grace period (16 days, sped up by the time rate), F-B1.")
+    var billingGracePeriod = false
     @Option(help: "Log durability: always (fsync each command), group (fsync batches), os (no fsync).") var durability = "group"
     @Flag(help: "Write downloaded content to real files under the output directory (default: virtual content).") var writeContent = false
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
@@ -48,6 +54,9 @@ struct SimulateCommand: AsyncParsableCommand {
         if let restrictedDeviceShare { scenario.apps.restrictedDeviceShare = restrictedDeviceShare }
         if let maximumRenewals { scenario.store.maximumRenewals = maximumRenewals }
         if let cancellationAtRenewalProbability { scenario.store.cancellationAtRenewalProbability = cancellationAtRenewalProbability }
+        if let interruptedPurchaseProbability { scenario.store.interruptedPurchaseProbability = interruptedPurchaseProbability }
+        if let billingIssueProbability { scenario.store.billingIssueProbability = billingIssueProbability }
+        if billingGracePeriod { scenario.store.billingGracePeriodEnabled = true }
         if let seed { scenario.seed = seed }
         let directory = outputDirectory(out, prefix: "simulate", seed: scenario.seed)
         let report: RunReport

@@ -101,6 +101,10 @@ public struct TraceDiagram {
         case .subscriptionRenewed(let key, _, let original, _): return "\(transaction(key)) renewed \(product(original.payment.productIdentifier))"
         case .subscriptionExpired(_, let original): return "\(product(original.payment.productIdentifier)) subscription expired"
         case .entitlementsRevoked(_, let original): return "\(product(original.payment.productIdentifier)) refunded (entitlement revoked)"
+        case .interruptedPurchaseResumed(let key, let interrupted): return "\(transaction(key)) resumes interrupted \(transaction(interrupted))"
+        case .subscriptionBillingRetry(_, let original, let grace):
+            return "\(product(original.payment.productIdentifier)) billing retry" + (grace > 0 ? " (grace period)" : "")
+        case .transactionsCleared: return "the store cleared the account's transactions"
         case .transactionPurchased(let key, _, let downloads, _):
             return "\(transaction(key)) purchased" + (downloads.isEmpty ? "" : " with \(downloads.count) download(s)")
         case .transactionFailed(let key, let error): return "\(transaction(key)) failed (\(error.code))"

@@ -166,7 +166,7 @@ public struct Topology: Sendable {
     private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
         let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers",
                                                   "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader",
-                                                  "restrictedDeviceShare"])
+                                                  "restrictedDeviceShare", "storeActions"])
         guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'") }
         var catalog = Catalog.sample
         var catalogSource = "built-in sample"
@@ -186,6 +186,20 @@ public struct Topology: Sendable {
         if let value = keys["restoreProbability"] { scenario.apps.restoreProbability = try value.double(in: 0...1) }
         if let value = keys["relaunchProbability"] { scenario.apps.relaunchProbability = try value.double(in: 0...1) }
         if let value = keys["restrictedDeviceShare"] { scenario.apps.restrictedDeviceShare = try value.double(in: 0...1) }
+        if let value = keys["storeActions"] {
+            // SKTestSession's controls at set times (F-T2); names are checked against the run below.
+            scenario.store.actions = try value.sequence().map { item throws(TopologyError) in
+                let fields = try item.mapping(allowedKeys: ["atMilliseconds", "action", "device", "product", "error"])
+                func required(_ key: String) throws(TopologyError) -> ConfigurationNode {
+                    guard let node = fields[key] else { throw item.error("missing key '\(key)'") }
+                    return node
+                }
+                let kind = StoreAction.Kind(rawValue: try required("action").oneOf(StoreAction.Kind.allCases.map(\.rawValue)))!
+                return StoreAction(atMilliseconds: try required("atMilliseconds").double(in: 0...86_400_000), action: kind,
+                                   device: try required("device").string(), product: try fields["product"]?.string(),
+                                   error: try fields["error"]?.oneOf(StoreError.Code.allCases.map { "\($0)" }))
+            }
+        }
         if let value = keys["thinkTimeMilliseconds"] {
             let think = try value.mapping(allowedKeys: ["minimum", "mean"])
             scenario.apps.thinkTime = .exponential(minimumMilliseconds: try think["minimum"]?.double(in: 0...3_600_000) ?? 0,
@@ -200,7 +214,9 @@ public struct Topology: Sendable {
         if let value = keys["store"] {
             let store = try value.mapping(allowedKeys: ["failureProbability", "deferralProbability", "cancellationProbability",
                                                         "approvalProbability", "restoreFailureProbability", "latencyMilliseconds",
-                                                        "cancellationAtRenewalProbability", "maximumRenewals", "subscriptionTimeRate"])
+                                                        "cancellationAtRenewalProbability", "maximumRenewals", "subscriptionTimeRate",
+                                                        "interruptedPurchaseProbability", "interruptionResolvedProbability",
+                                                        "billingIssueProbability", "billingRecoveryProbability", "billingGracePeriodEnabled"])
             if let item = store["failureProbability"] { scenario.store.failureProbability = try item.double(in: 0...1) }
             if let item = store["deferralProbability"] { scenario.store.deferralProbability = try item.double(in: 0...1) }
             if let item = store["cancellationProbability"] { scenario.store.cancellationProbability = try item.double(in: 0...1) }
@@ -209,6 +225,11 @@ public struct Topology: Sendable {
             if let item = store["cancellationAtRenewalProbability"] { scenario.store.cancellationAtRenewalProbability = try item.double(in: 0...1) }
             if let item = store["maximumRenewals"] { scenario.store.maximumRenewals = try item.integer(in: 0...StoreBehavior.maximumRenewalsLimit) }
             if let item = store["subscriptionTimeRate"] { scenario.store.subscriptionTimeRate = try item.integer(in: 0...15) }
+            if let item = store["interruptedPurchaseProbability"] { scenario.store.interruptedPurchaseProbability = try item.double(in: 0...1) }
+            if let item = store["interruptionResolvedProbability"] { scenario.store.interruptionResolvedProbability = try item.double(in: 0...1) }
+            if let item = store["billingIssueProbability"] { scenario.store.billingIssueProbability = try item.double(in: 0...1) }
+            if let item = store["billingRecoveryProbability"] { scenario.store.billingRecoveryProbability = try item.double(in: 0...1) }
+            if let item = store["billingGracePeriodEnabled"] { scenario.store.billingGracePeriodEnabled = try item.bool() }
             if let item = store["latencyMilliseconds"] {
                 let latency = try item.mapping(allowedKeys: ["minimum", "mean"])
                 let minimum = try latency["minimum"]?.double(in: 0...600_000) ?? 0

@@ -149,7 +149,8 @@ extension Catalog {
             displayPrice: price,
             subscriptionGroup: try node.optionalString("subscriptionGroup"),
             subscriptionPeriod: try node.optionalString("subscriptionPeriod"),
-            hostedContent: content
+            hostedContent: content,
+            subscriptionLevel: (try node.child("subscriptionLevel")?.integer()).map { Int(clamping: $0) }
         )
         var keyPaths = ProductKeyPaths.native(base: node.keyPath, product: product)
         keyPaths.hostedContent = contentPaths

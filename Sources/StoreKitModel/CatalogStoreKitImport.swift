@@ -116,7 +116,8 @@ extension Catalog {
             // Hand-written files sometimes omit the price; free is the least surprising default.
             displayPrice: try priceNode?.string() ?? "0",
             subscriptionGroup: group?.name,
-            subscriptionPeriod: kind == .autoRenewableSubscription ? try node.optionalString("recurringSubscriptionPeriod") : nil
+            subscriptionPeriod: kind == .autoRenewableSubscription ? try node.optionalString("recurringSubscriptionPeriod") : nil,
+            subscriptionLevel: kind == .autoRenewableSubscription ? (try node.child("groupNumber")?.integer()).map { Int(clamping: $0) } : nil
         )
         let keyPaths = ProductKeyPaths(
             identifier: node.keyPath(appending: "productID"),

@@ -56,6 +56,14 @@ public enum CommandBody: Sendable, Hashable {
     case expireSubscription(device: String, original: OriginalTransaction)
     /// Refunds the purchase `original` (F-K1); SKTestSession's `refundTransaction`.
     case refundPurchase(device: String, original: OriginalTransaction)
+    /// The user fixed what interrupted the purchase `interrupted` (F-I1): a new transaction for
+    /// `payment`, purchased at once; `charged` as in `decidePurchase` (R-R4).
+    case resumeInterruptedPurchase(device: String, interrupted: TransactionKey, payment: Payment, charged: Bool)
+    /// The subscription `original` started could not be billed at its period end (F-B1): billing
+    /// retry begins, with a grace period of `gracePeriodNanoseconds` (0: none).
+    case beginBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
+    /// SKTestSession's `clearTransactions` (F-T2): the store forgets every purchase of the device's account.
+    case clearTransactions(device: String)
     // The downloader side.
     case reportDownloadProgress(DownloadKey, progress: Double, timeRemaining: Double)
     case completeDownload(DownloadKey, contentURL: String)
@@ -69,7 +77,8 @@ public enum CommandBody: Sendable, Hashable {
              .setPaymentsAllowed(let device, _), .addPayment(let device, _),
              .restoreCompletedTransactions(let device, _), .completeRestore(let device, _, _, _, _),
              .failRestore(let device, _, _), .renewSubscription(let device, _), .expireSubscription(let device, _),
-             .refundPurchase(let device, _):
+             .refundPurchase(let device, _), .resumeInterruptedPurchase(let device, _, _, _), .beginBillingRetry(let device, _, _),
+             .clearTransactions(let device):
             device
         case .finishTransaction(let key), .decidePurchase(let key, _):
             key.device
@@ -108,6 +117,9 @@ public enum CommandBody: Sendable, Hashable {
         case .renewSubscription: "renewSubscription"
         case .expireSubscription: "expireSubscription"
         case .refundPurchase: "refundPurchase"
+        case .resumeInterruptedPurchase: "resumeInterruptedPurchase"
+        case .beginBillingRetry: "beginBillingRetry"
+        case .clearTransactions: "clearTransactions"
         }
     }
 }

@@ -44,6 +44,17 @@ public enum Event: Sendable, Hashable {
     /// The purchase `original` was refunded (F-K1): the app hears
     /// `paymentQueue(_:didRevokeEntitlementsForProductIdentifiers:)` with its product.
     case entitlementsRevoked(device: String, original: OriginalTransaction)
+    /// The user fixed what interrupted the purchase `interrupted` (it failed with paymentCancelled) and
+    /// bought after all (F-I1): the same unit then adds `key` and purchases it, with no `purchasing`
+    /// callback, so observers hear the failure, then a new purchased transaction.
+    case interruptedPurchaseResumed(TransactionKey, interrupted: TransactionKey)
+    /// The renewal of the subscription `original` started could not be billed (F-B1): the store retries
+    /// billing, and the user stays entitled for `gracePeriodNanoseconds` of simulated time (0: no grace
+    /// period). No callback; a recovery is a `subscriptionRenewed`, the end a `subscriptionExpired`.
+    case subscriptionBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
+    /// SKTestSession's `clearTransactions` (F-T2): the store forgot every purchase of the device's account
+    /// (nothing is owned, restored or renewed any more). No callback; the queue's unfinished transactions stay.
+    case transactionsCleared(device: String)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -53,7 +64,8 @@ public enum Event: Sendable, Hashable {
              .observerAttached(let device, _), .observerDetached(let device, _),
              .paymentsAllowedChanged(let device, _), .restoreStarted(let device, _, _),
              .restoreFinished(let device, _), .restoreFailed(let device, _, _),
-             .subscriptionExpired(let device, _), .entitlementsRevoked(let device, _):
+             .subscriptionExpired(let device, _), .entitlementsRevoked(let device, _), .subscriptionBillingRetry(let device, _, _),
+             .transactionsCleared(let device):
             device
         case .commandRejected(let command, _):
             command.device
@@ -61,7 +73,7 @@ public enum Event: Sendable, Hashable {
             action.device
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .transactionFinished(let key),
-             .askToBuyDeclined(let key), .subscriptionRenewed(let key, _, _, _):
+             .askToBuyDeclined(let key), .subscriptionRenewed(let key, _, _, _), .interruptedPurchaseResumed(let key, _):
             key.device
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key),
              .downloadResumed(let key), .downloadFinished(let key, _), .downloadFailed(let key, _),
@@ -102,6 +114,9 @@ public enum Event: Sendable, Hashable {
         case .subscriptionRenewed: "subscriptionRenewed"
         case .subscriptionExpired: "subscriptionExpired"
         case .entitlementsRevoked: "entitlementsRevoked"
+        case .interruptedPurchaseResumed: "interruptedPurchaseResumed"
+        case .subscriptionBillingRetry: "subscriptionBillingRetry"
+        case .transactionsCleared: "transactionsCleared"
         }
     }
 }
@@ -115,6 +130,7 @@ extension Event {
         "downloadStarted", "downloadProgressed", "downloadPaused", "downloadResumed", "downloadFinished",
         "downloadFailed", "downloadCancelled", "commandRejected", "appActionRecorded",
         "askToBuyDeclined", "subscriptionRenewed", "subscriptionExpired", "entitlementsRevoked",
+        "interruptedPurchaseResumed", "subscriptionBillingRetry", "transactionsCleared",
     ]
 
     /// The transaction an event is about (downloads included), if any.

@@ -77,6 +77,12 @@ public enum EventCodec {
             writer.write(tag: 28); writer.write(device); writeOriginal(original, into: &writer)
         case .entitlementsRevoked(let device, let original):
             writer.write(tag: 29); writer.write(device); writeOriginal(original, into: &writer)
+        case .interruptedPurchaseResumed(let key, let interrupted):
+            writer.write(tag: 30); writeKey(key, into: &writer); writeKey(interrupted, into: &writer)
+        case .subscriptionBillingRetry(let device, let original, let grace):
+            writer.write(tag: 31); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
+        case .transactionsCleared(let device):
+            writer.write(tag: 32); writer.write(device)
         }
     }
 
@@ -140,6 +146,11 @@ public enum EventCodec {
                                          original: try readOriginal(&reader), downloads: try readContents(&reader))
         case 28: event = .subscriptionExpired(device: try reader.readString(), original: try readOriginal(&reader))
         case 29: event = .entitlementsRevoked(device: try reader.readString(), original: try readOriginal(&reader))
+        case 30: event = .interruptedPurchaseResumed(try readKey(&reader), interrupted: try readKey(&reader))
+        case 31:
+            event = .subscriptionBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
+                                              gracePeriodNanoseconds: try reader.readSigned())
+        case 32: event = .transactionsCleared(device: try reader.readString())
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -224,6 +235,13 @@ public enum EventCodec {
             writer.write(tag: 22); writer.write(device); writeOriginal(original, into: &writer)
         case .refundPurchase(let device, let original):
             writer.write(tag: 23); writer.write(device); writeOriginal(original, into: &writer)
+        case .resumeInterruptedPurchase(let device, let interrupted, let payment, let charged):
+            writer.write(tag: 24); writer.write(device); writeKey(interrupted, into: &writer)
+            writePayment(payment, into: &writer); writer.write(charged)
+        case .beginBillingRetry(let device, let original, let grace):
+            writer.write(tag: 25); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
+        case .clearTransactions(let device):
+            writer.write(tag: 26); writer.write(device)
         }
     }
 
@@ -283,6 +301,13 @@ public enum EventCodec {
         case 21: body = .renewSubscription(device: try reader.readString(), original: try readOriginal(&reader))
         case 22: body = .expireSubscription(device: try reader.readString(), original: try readOriginal(&reader))
         case 23: body = .refundPurchase(device: try reader.readString(), original: try readOriginal(&reader))
+        case 24:
+            body = .resumeInterruptedPurchase(device: try reader.readString(), interrupted: try readKey(&reader),
+                                              payment: try readPayment(&reader), charged: try reader.readBool())
+        case 25:
+            body = .beginBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
+                                      gracePeriodNanoseconds: try reader.readSigned())
+        case 26: body = .clearTransactions(device: try reader.readString())
         default: throw reader.failure("unknown command tag \(tag)")
         }
         return body

@@ -14,6 +14,9 @@ public struct Product: Sendable, Hashable, Codable {
     public var subscriptionPeriod: String?
     /// Content the store hosts for this product, downloaded after purchase.
     public var hostedContent: [HostedContent]
+    /// The level within its subscription group (the `.storekit` `groupNumber`): 1 is the highest.
+    /// Decides whether a change in the group is an upgrade, a downgrade or a crossgrade (F-U3).
+    public var subscriptionLevel: Int?
 
     /// Whether purchases of this product come back on restore; consumables do not (R-Q9).
     public var isRestorable: Bool { kind.isRestorable }
@@ -26,7 +29,8 @@ public struct Product: Sendable, Hashable, Codable {
         displayPrice: String,
         subscriptionGroup: String? = nil,
         subscriptionPeriod: String? = nil,
-        hostedContent: [HostedContent] = []
+        hostedContent: [HostedContent] = [],
+        subscriptionLevel: Int? = nil
     ) {
         self.identifier = identifier
         self.kind = kind
@@ -35,5 +39,6 @@ public struct Product: Sendable, Hashable, Codable {
         self.subscriptionGroup = subscriptionGroup
         self.subscriptionPeriod = subscriptionPeriod
         self.hostedContent = hostedContent
+        self.subscriptionLevel = subscriptionLevel
     }
 }

@@ -309,6 +309,45 @@ extension QueueProjection {
             }
             return [.entitlementsRevoked(device: name, original: original)]
 
+        case .clearTransactions(let name):
+            _ = try existingDevice(name)
+            return [.transactionsCleared(device: name)]
+
+        case .beginBillingRetry(let name, let original, let grace):
+            let device = try existingDevice(name)
+            _ = try subscriptionProduct(original, catalog: catalog, action: "retry billing for")
+            guard !device.endedSubscriptions.contains(original.transactionIdentifier) else {
+                throw Rejection(.invalidArgument, "the subscription started by \(original.transactionIdentifier) on '\(name)' has expired; there is nothing to bill (F-B1)")
+            }
+            guard grace >= 0 else {
+                throw Rejection(.invalidArgument, "a grace period of \(grace) ns is negative; use 0 for none or a duration (F-B1)")
+            }
+            return [.subscriptionBillingRetry(device: name, original: original, gracePeriodNanoseconds: grace)]
+
+        case .resumeInterruptedPurchase(let name, let interrupted, let payment, let charged):
+            let device = try existingDevice(name)
+            guard interrupted.device == name, interrupted.number < device.nextTransactionNumber else {
+                throw Rejection(.transactionNotFound, "transaction \(interrupted) was never created on device '\(name)'; resume a purchase of this device that the store failed (F-I1)")
+            }
+            if let transaction = device.pending[interrupted.number], transaction.transactionState != .failed {
+                throw Rejection(.transactionNotAwaitingStore, "transaction \(interrupted) is \(transaction.transactionState); only a failed (interrupted) purchase can be resumed (F-I1)")
+            }
+            guard !device.resumedInterruptions.contains(interrupted.number) else {
+                throw Rejection(.invalidArgument, "the interrupted purchase \(interrupted) was resumed already; it resumes once (F-I1)")
+            }
+            guard (1...Payment.maximumQuantity).contains(payment.quantity) else {
+                throw Rejection(.invalidQuantity, "quantity must be 1 to \(Payment.maximumQuantity), got \(payment.quantity) for '\(payment.productIdentifier)' (R-Q7, F-P1)")
+            }
+            guard let product = catalog.product(payment.productIdentifier) else {
+                throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not in the store's catalog; use one of the catalog's product identifiers (R-Q7)")
+            }
+            guard device.pending.count < Self.maximumPendingPerDevice else {
+                throw Rejection(.invalidArgument, "device '\(name)' already has \(device.pending.count) unfinished transactions; finish some before resuming a purchase")
+            }
+            let key = TransactionKey(device: name, number: device.nextTransactionNumber)
+            return [.interruptedPurchaseResumed(key, interrupted: interrupted), .transactionAdded(key, payment),
+                    .transactionPurchased(key, identifier: Self.transactionIdentifier(key), downloads: product.hostedContent, charged: charged)]
+
         case .failDownload(let key, let error):
             let download = try existingDownload(key)
             guard download.downloadState == .active || download.downloadState == .paused else {

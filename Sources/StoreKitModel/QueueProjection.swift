@@ -28,6 +28,8 @@ public struct DeviceState: Sendable, Hashable {
     /// refunded purchases (F-K1): neither happens twice. One entry per subscription or refund.
     public var endedSubscriptions: Set<String> = []
     public var revokedPurchases: Set<String> = []
+    /// Numbers of interrupted purchases the user resumed (F-I1): each resumes once.
+    public var resumedInterruptions: Set<UInt64> = []
 
     public init(device: String, account: String) {
         self.device = device
@@ -287,6 +289,14 @@ public struct QueueProjection: Sendable {
         case .entitlementsRevoked(let device, let original):
             totals.revoked += 1
             modifyDevice(device) { $0.revokedPurchases.insert(original.transactionIdentifier) }
+        case .interruptedPurchaseResumed(let key, let interrupted):
+            modifyDevice(key.device) { state in
+                state.resumedInterruptions.insert(interrupted.number)
+                // The transactionAdded that follows is the store's, not a payment the user added again.
+                state.paymentsAdded -= 1
+            }
+        case .subscriptionBillingRetry, .transactionsCleared:
+            break  // The store's concern: the queue holds no subscription state but ended ones.
         }
     }
 

@@ -72,8 +72,26 @@ public struct StoreProjection: Sendable {
             .sorted { $0.original.transactionIdentifier < $1.original.transactionIdentifier }
     }
 
-    private mutating func endSubscription(_ original: OriginalTransaction) {
+    /// The account's subscription in the same group that `new` takes over from at its next renewal,
+    /// when buying `new` is a downgrade (a lower level: a larger `groupNumber`) or a crossgrade to
+    /// another period (the same level); nil for an upgrade, a crossgrade of the same period, or
+    /// levels the catalog does not give, which take effect at once (F-U3).
+    func changedAtRenewal(_ new: Subscription) -> String? {
+        guard let group = new.group, let level = new.level else { return nil }
+        let current = otherSubscriptions(account: new.account, group: group, than: new.original.transactionIdentifier)
+            .filter { $0.startsAfter == nil && $0.replacedBy == nil }
+        guard let active = current.first, let activeLevel = active.level else { return nil }
+        let atRenewal = level > activeLevel || (level == activeLevel && new.period != active.period)
+        return atRenewal ? active.original.transactionIdentifier : nil
+    }
+
+    private mutating func endSubscription(_ original: OriginalTransaction, at time: Int64 = 0) {
         guard let ended = subscriptions.removeValue(forKey: original.transactionIdentifier) else { return }
+        // The subscription that waited for this one starts now (F-U3).
+        if let successor = ended.replacedBy, subscriptions[successor] != nil {
+            subscriptions[successor]?.startsAfter = nil
+            subscriptions[successor]?.periodStart = time
+        }
         subscriptionsOfAccount[ended.account]?.remove(original.transactionIdentifier)
         // Still active if another subscription of the account is to the same product.
         let others = (subscriptionsOfAccount[ended.account] ?? []).compactMap { subscriptions[$0] }
@@ -114,10 +132,16 @@ public struct StoreProjection: Sendable {
             if let product = catalog.product(payment.productIdentifier) {
                 if product.kind == .nonConsumable { accounts[account, default: AccountHistory()].ownedNonConsumables.insert(product.identifier) }
                 if product.kind == .autoRenewableSubscription {
+                    var subscription = Subscription(device: key.device, account: account, original: original,
+                                                    group: product.subscriptionGroup, renewals: 0, periodStart: recorded.timestamp,
+                                                    period: product.subscriptionPeriod, level: product.subscriptionLevel)
+                    if let current = changedAtRenewal(subscription) {
+                        subscription.startsAfter = current
+                        subscriptions[current]?.replacedBy = identifier
+                    }
                     accounts[account, default: AccountHistory()].activeSubscriptions.insert(product.identifier)
                     subscriptionsOfAccount[account, default: []].insert(identifier)
-                    subscriptions[identifier] = Subscription(device: key.device, account: account, original: original,
-                                                             group: product.subscriptionGroup, renewals: 0, periodStart: recorded.timestamp)
+                    subscriptions[identifier] = subscription
                 }
                 if product.isRestorable { accounts[account, default: AccountHistory()].restorable.append(original) }
             }
@@ -127,16 +151,33 @@ public struct StoreProjection: Sendable {
         case .subscriptionRenewed(_, let identifier, let original, _):
             guard var subscription = subscriptions[original.transactionIdentifier] else { return }
             subscription.renewals += 1
-            subscription.periodStart = recorded.timestamp
+            // A renewal after billing retry is the recovery (F-B1). Within the grace period the paid days
+            // go on uninterrupted, so the period counts from the period end billing failed at; after it,
+            // paid service paused, and the next period counts from the recovery.
+            if let start = subscription.billingRetryStart, let graceEnd = subscription.gracePeriodEnd, recorded.timestamp < graceEnd {
+                subscription.periodStart = start
+            } else {
+                subscription.periodStart = recorded.timestamp
+            }
+            subscription.billingRetryStart = nil
+            subscription.gracePeriodEnd = nil
             subscriptions[original.transactionIdentifier] = subscription
             // Each renewal is a charge the receipt lists (R-R2).
             accounts[subscription.account, default: AccountHistory()].purchases.append(
                 OriginalTransaction(transactionIdentifier: identifier, payment: original.payment, transactionDate: recorded.timestamp))
         case .subscriptionExpired(_, let original):
-            endSubscription(original)
+            endSubscription(original, at: recorded.timestamp)
+        case .transactionsCleared(let device):
+            // SKTestSession's clearTransactions (F-T2): the account's history is gone, subscriptions too.
+            guard let account = accountOfDevice[device] else { return }
+            for identifier in subscriptionsOfAccount.removeValue(forKey: account) ?? [] { subscriptions[identifier] = nil }
+            accounts[account] = nil
+        case .subscriptionBillingRetry(_, let original, let grace):
+            subscriptions[original.transactionIdentifier]?.billingRetryStart = recorded.timestamp
+            subscriptions[original.transactionIdentifier]?.gracePeriodEnd = grace > 0 ? recorded.timestamp &+ grace : nil
         case .entitlementsRevoked(let device, let original):
             // A refund takes back what the purchase gave (F-K1): ownership, restorability, the subscription.
-            endSubscription(original)
+            endSubscription(original, at: recorded.timestamp)
             guard let account = account(device: device, applicationUsername: original.payment.applicationUsername),
                   accounts[account] != nil else { return }
             accounts[account]!.restorable.removeAll { $0.transactionIdentifier == original.transactionIdentifier }

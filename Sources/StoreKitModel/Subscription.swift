@@ -10,8 +10,34 @@ public struct Subscription: Sendable, Hashable {
     public var renewals: Int
     /// When the current period began: the purchase, then each renewal (nanoseconds of the run).
     public var periodStart: Int64
+    /// When billing retry began, if the last period end could not be billed (F-B1), and when its
+    /// grace period ends (nil: none).
+    public var billingRetryStart: Int64?
+    public var gracePeriodEnd: Int64?
+    /// A downgrade, or a crossgrade to another period, takes effect at the next renewal (F-U3): this
+    /// subscription waits for `startsAfter` to end, and that one is `replacedBy` this one.
+    public var startsAfter: String?
+    public var replacedBy: String?
+    public var period: String?
+    public var level: Int?
 
     public var productIdentifier: String { original.payment.productIdentifier }
+
+    /// StoreKit's renewal state at log time `time` (F-B1): subscribed, in its grace period (still
+    /// entitled), or in billing retry (not entitled). An expired subscription is no longer tracked.
+    public func renewalState(at time: Int64) -> RenewalState {
+        guard billingRetryStart != nil else { return .subscribed }
+        if let end = gracePeriodEnd, time < end { return .inGracePeriod }
+        return .inBillingRetryPeriod
+    }
+
+    /// `Product.SubscriptionInfo.RenewalState`'s cases for a subscription still tracked.
+    public enum RenewalState: String, Sendable, Hashable {
+        case subscribed, inGracePeriod, inBillingRetryPeriod
+
+        /// The user has what the subscription gives: while subscribed and in the grace period.
+        public var isEntitled: Bool { self != .inBillingRetryPeriod }
+    }
 }
 
 /// Renewal periods in simulated time: a `.storekit` period (ISO 8601, `P1M`) in days, sped up by

@@ -199,6 +199,8 @@ public struct LiveComparison {
         case .entitlementsRevoked(let device, let original):
             return (identities.purchase(named: original.transactionIdentifier).map { .laterDecisions($0) } ?? .device(device),
                     "refunded \(original.payment.productIdentifier)")
+        // Not compared live: a live replay's store does not send these (docs/replay.md).
+        case .interruptedPurchaseResumed, .subscriptionBillingRetry, .transactionsCleared: return nil
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, let observer, let product):

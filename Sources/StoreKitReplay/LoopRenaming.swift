@@ -101,6 +101,11 @@ struct LoopRenaming {
         case .renewSubscription(let device, let original): .renewSubscription(device: rename(device), original: rename(original))
         case .expireSubscription(let device, let original): .expireSubscription(device: rename(device), original: rename(original))
         case .refundPurchase(let device, let original): .refundPurchase(device: rename(device), original: rename(original))
+        case .resumeInterruptedPurchase(let device, let interrupted, let payment, let charged):
+            .resumeInterruptedPurchase(device: rename(device), interrupted: rename(interrupted), payment: rename(payment), charged: charged)
+        case .beginBillingRetry(let device, let original, let grace):
+            .beginBillingRetry(device: rename(device), original: rename(original), gracePeriodNanoseconds: grace)
+        case .clearTransactions(let device): .clearTransactions(device: rename(device))
         }
     }
 
@@ -149,6 +154,10 @@ struct LoopRenaming {
             .subscriptionRenewed(rename(key), identifier: rename(identifier), original: rename(original), downloads: downloads)
         case .subscriptionExpired(let device, let original): .subscriptionExpired(device: rename(device), original: rename(original))
         case .entitlementsRevoked(let device, let original): .entitlementsRevoked(device: rename(device), original: rename(original))
+        case .interruptedPurchaseResumed(let key, let interrupted): .interruptedPurchaseResumed(rename(key), interrupted: rename(interrupted))
+        case .subscriptionBillingRetry(let device, let original, let grace):
+            .subscriptionBillingRetry(device: rename(device), original: rename(original), gracePeriodNanoseconds: grace)
+        case .transactionsCleared(let device): .transactionsCleared(device: rename(device))
         }
     }
 

@@ -20,7 +20,8 @@ public enum CommandSource: String, Sendable, Hashable {
         switch body {
         case .registerDevice, .launchApp, .terminateApp, .setPaymentsAllowed, .addPayment, .restoreCompletedTransactions:
             .user
-        case .decidePurchase, .completeRestore, .failRestore, .renewSubscription, .expireSubscription, .refundPurchase:
+        case .decidePurchase, .completeRestore, .failRestore, .renewSubscription, .expireSubscription, .refundPurchase,
+             .resumeInterruptedPurchase, .beginBillingRetry, .clearTransactions:
             .store
         case .reportDownloadProgress, .completeDownload, .failDownload:
             .downloader
@@ -118,6 +119,14 @@ struct CommandReconstruction {
         case .subscriptionRenewed(let key, _, let original, _): return .renewSubscription(device: key.device, original: original)
         case .subscriptionExpired(let device, let original): return .expireSubscription(device: device, original: original)
         case .entitlementsRevoked(let device, let original): return .refundPurchase(device: device, original: original)
+        case .interruptedPurchaseResumed(let key, let interrupted):
+            // Followed in the same unit by the new transaction's transactionAdded and transactionPurchased (F-I1).
+            guard events.count == 3, case .transactionAdded(key, let payment) = events[1].event,
+                  case .transactionPurchased(key, _, _, let charged) = events[2].event else { throw failure }
+            return .resumeInterruptedPurchase(device: key.device, interrupted: interrupted, payment: payment, charged: charged)
+        case .subscriptionBillingRetry(let device, let original, let grace):
+            return .beginBillingRetry(device: device, original: original, gracePeriodNanoseconds: grace)
+        case .transactionsCleared(let device): return .clearTransactions(device: device)
         }
     }
 

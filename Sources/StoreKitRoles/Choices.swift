@@ -41,6 +41,12 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     case restrictedDevice
     /// Whether the user cancelled an auto-renewable subscription before its period ends (F-U2).
     case cancellationAtRenewal
+    /// Whether a purchase is interrupted, and whether its user fixes the account and buys after all (F-I1).
+    case interruptedPurchase
+    case interruptionResolved
+    /// Whether a subscription's renewal cannot be billed, and whether a billing retry succeeds (F-B1).
+    case billingIssue
+    case billingRecovery
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

@@ -16,6 +16,13 @@ public protocol ContentStorage: AnyObject {
     /// Copies the content at `path` to `destination` (an app keeping its download, R-D3).
     func copy(_ path: String, to destination: String) throws
     func remove(_ path: String)
+    /// The download at `path` is complete: a storage of real files makes it a hosted-content package
+    /// (F-H1). The default does nothing (virtual content has no package).
+    func completePackage(_ path: String, contentIdentifier: String, contentVersion: String, productIdentifier: String) throws
+}
+
+extension ContentStorage {
+    public func completePackage(_ path: String, contentIdentifier: String, contentVersion: String, productIdentifier: String) throws {}
 }
 
 /// The bytes of hosted content: derived from its identifier and offset only.
@@ -65,7 +72,9 @@ public final class VirtualContentStorage: ContentStorage {
     public func remove(_ path: String) { lengths[path] = nil }
 }
 
-/// Content as real files under a root directory: live runs, and `simulate --write-content`.
+/// Content as real files under a root directory: live runs, and `simulate --write-content`. Each
+/// download is a hosted-content package, as the App Store delivers one (F-H1): the folder at
+/// `contentURL` holds `Contents/<contentIdentifier>` (the bytes) and, once complete, `ContentInfo.plist`.
 public final class FileContentStorage: ContentStorage {
     public let root: URL
 
@@ -75,8 +84,13 @@ public final class FileContentStorage: ContentStorage {
 
     private func url(_ path: String) -> URL { root.appendingPathComponent(path) }
 
+    /// The file in the package that holds the content's bytes.
+    public static func contentsFile(_ package: URL, contentIdentifier: String) -> URL {
+        package.appendingPathComponent("Contents", isDirectory: true).appendingPathComponent(contentIdentifier)
+    }
+
     public func append(_ path: String, contentIdentifier: String, offset: Int64, count: Int64) throws {
-        let url = url(path)
+        let url = Self.contentsFile(url(path), contentIdentifier: contentIdentifier)
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         let seed = ContentBytes.seed(contentIdentifier)
         let bytes = (0..<count).map { ContentBytes.byte(seed: seed, offset: offset + $0) }
@@ -93,10 +107,22 @@ public final class FileContentStorage: ContentStorage {
         try handle.write(contentsOf: bytes)
     }
 
+    /// The bytes in the package's `Contents` folder.
     public func length(_ path: String) -> Int64? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url(path).path),
-              let size = attributes[.size] as? NSNumber else { return nil }
-        return size.int64Value
+        let contents = url(path).appendingPathComponent("Contents", isDirectory: true)
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: contents.path) else { return nil }
+        return names.reduce(Int64(0)) { total, name in
+            let size = (try? FileManager.default.attributesOfItem(atPath: contents.appendingPathComponent(name).path))?[.size] as? NSNumber
+            return total + (size?.int64Value ?? 0)
+        }
+    }
+
+    /// Writes `ContentInfo.plist` with the keys Apple's packages carry, and the identifier.
+    public func completePackage(_ path: String, contentIdentifier: String, contentVersion: String, productIdentifier: String) throws {
+        let info: [String: String] = ["ContentIdentifier": contentIdentifier, "ContentVersion": contentVersion,
+                                      "IAPProductIdentifier": productIdentifier]
+        let data = try PropertyListSerialization.data(fromPropertyList: info, format: .xml, options: 0)
+        try data.write(to: url(path).appendingPathComponent("ContentInfo.plist"))
     }
 
     public func copy(_ path: String, to destination: String) throws {

@@ -54,6 +54,8 @@ public final class DownloaderRole: Role {
     private var underWay: [DownloadKey: (progress: Double, isActive: Bool)] = [:]
     /// Content written per transaction, deleted when it is finished.
     private var files: [TransactionKey: [String]] = [:]
+    /// The product of each transaction that may have content, for its packages' `ContentInfo.plist` (F-H1).
+    private var products: [TransactionKey: String] = [:]
     public private(set) var bytesWritten: Int64 = 0
     public private(set) var fileErrors: [String] = []
 
@@ -69,7 +71,20 @@ public final class DownloaderRole: Role {
         "content/\(key.transaction.device)/\(key.transaction.number)/\(content.contentIdentifier)-\(content.contentVersion)"
     }
 
+    /// Remembers which product a transaction is for while it may download (F-H1).
+    private func trackProduct(_ event: Event) {
+        switch event {
+        case .transactionAdded(let key, let payment): products[key] = payment.productIdentifier
+        case .transactionRestored(let key, _, _, let original, let downloads) where !downloads.isEmpty:
+            products[key] = original.payment.productIdentifier
+        case .transactionPurchased(let key, _, let downloads, _) where downloads.isEmpty: products[key] = nil
+        case .transactionFailed(let key, _), .transactionFinished(let key): products[key] = nil
+        default: break
+        }
+    }
+
     public func catchUp(_ recorded: RecordedEvent) {
+        trackProduct(recorded.event)
         switch recorded.event {
         case .transactionPurchased(let key, _, let downloads, _), .transactionRestored(let key, _, _, _, let downloads):
             if !downloads.isEmpty { contents[key] = downloads }
@@ -111,6 +126,7 @@ public final class DownloaderRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        trackProduct(recorded.event)
         switch recorded.event {
         case .transactionPurchased(let key, _, let downloads, _), .transactionRestored(let key, _, _, _, let downloads):
             if !downloads.isEmpty { contents[key] = downloads }
@@ -162,8 +178,7 @@ public final class DownloaderRole: Role {
         }
         if transfer.bytesWritten >= transfer.content.contentLength {
             // Everything was written and progress 1.0 reported on the previous tick: finish now.
-            transfers[key]!.isActive = false
-            return [.send(.completeDownload(key, contentURL: transfer.path))]
+            return complete(key, transfer)
         }
         let chunk = min(transfer.content.contentLength - transfer.bytesWritten,
                         max(1, Int64(transfer.bytesPerSecond * behavior.tickMilliseconds / 1_000)))
@@ -183,14 +198,28 @@ public final class DownloaderRole: Role {
                 transfers[key]!.reportedProgress = 1
                 return [.send(.reportDownloadProgress(key, progress: 1, timeRemaining: 0)), tick(key)]
             }
-            transfers[key]!.isActive = false
-            return [.send(.completeDownload(key, contentURL: transfer.path))]
+            return complete(key, transfer)
         }
         let progress = Double(written) / Double(transfer.content.contentLength)
         guard progress > transfer.reportedProgress else { return [tick(key)] }
         transfers[key]!.reportedProgress = progress
         let remaining = Double(transfer.content.contentLength - written) / transfer.bytesPerSecond
         return [.send(.reportDownloadProgress(key, progress: progress, timeRemaining: remaining)), tick(key)]
+    }
+}
+
+extension DownloaderRole {
+    /// A transfer that wrote everything: its package is completed (F-H1), then the queue is told.
+    private func complete(_ key: DownloadKey, _ transfer: Transfer) -> [Effect] {
+        transfers[key]!.isActive = false
+        do {
+            try content.completePackage(transfer.path, contentIdentifier: transfer.content.contentIdentifier,
+                                        contentVersion: transfer.content.contentVersion, productIdentifier: products[key.transaction] ?? "")
+        } catch {
+            fileErrors.append("\(transfer.path): \(error)")
+            return [.send(.failDownload(key, error: StoreError(.unknown, "could not complete the package \(transfer.path): \(error)")))]
+        }
+        return [.send(.completeDownload(key, contentURL: transfer.path))]
     }
 }
 

@@ -62,6 +62,12 @@ public final class PaymentQueue {
     private var finishRequested: Set<TransactionKey> = []
     /// Downloads this launch asked to start, so observers that are told twice ask once.
     private var startRequested: Set<DownloadKey> = []
+    /// Restored transactions of the command being delivered, told to the observers in one
+    /// `updatedTransactions` call once that command's events have arrived (F-C1).
+    private var restoredBatch: (command: CommandID, keys: [TransactionKey], cause: UInt64)?
+    /// The transaction a resumed interrupted purchase adds: StoreKit announces it purchased, never
+    /// purchasing (F-I1), so its `transactionAdded` makes no callback.
+    private var resumedPurchase: TransactionKey?
     private let ordering: ObserverOrdering
     private let choices: ChoiceSource
     /// Callbacks made so far, per kind (counted in place: a dictionary keyed by name cost a
@@ -217,6 +223,7 @@ public final class PaymentQueue {
     public func terminateApp() {
         observers.removeAll()
         awaitingTermination = true
+        restoredBatch = nil
         finishRequested.removeAll()
         startRequested.removeAll()
         outbox.append((.terminateApp(device: device), "device"))
@@ -285,6 +292,9 @@ public final class PaymentQueue {
 
     /// Applies one event of this device and calls the observers as StoreKit would.
     public func deliver(_ recorded: RecordedEvent) {
+        // A command's events arrive one after another: one of another command (or its restoreFinished)
+        // means the batch is complete (F-C1).
+        if let batch = restoredBatch, !Self.continues(batch.command, recorded) { flushRestored() }
         let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }
         projection.apply(recorded)
         // A finished transaction is never delivered again: its grant need not be remembered.
@@ -301,17 +311,20 @@ public final class PaymentQueue {
         case .appTerminated:
             finishRequested.removeAll()
             startRequested.removeAll()
+        case .transactionRestored(let key, _, _, _, _):
+            // StoreKit tells a restore's transactions together, several per call (F-C1).
+            guard let command = recorded.commandID else { return updated([key], cause: cause) }
+            if restoredBatch == nil { restoredBatch = (command, [], cause) }
+            restoredBatch?.keys.append(key)
+            // A full piece is a whole command: the store sends the next only once it has seen this one.
+            if restoredBatch?.keys.count == QueueProjection.maximumRestorePiece { flushRestored() }
+        case .interruptedPurchaseResumed(let key, _):
+            resumedPurchase = key
+        case .transactionAdded(let key, _) where key == resumedPurchase:
+            resumedPurchase = nil
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
-             .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .subscriptionRenewed(let key, _, _, _):
-            guard let transaction = projection.transaction(key) else { return }
-            let targets = attachedObservers()
-            call(targets, .updatedTransactions, Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, updatedTransactions: [transaction]) }
-            if duplicateDeliveryProbability > 0, !targets.isEmpty, choices.chance(.duplicateDelivery, duplicateDeliveryProbability) {
-                // StoreKit may tell observers about the same update again; apps must cope.
-                call(attachedObservers(), .updatedTransactions, Self.describe([transaction]) + " (again)", cause: cause) {
-                    $0.paymentQueue(self, updatedTransactions: [transaction])
-                }
-            }
+             .transactionFailed(let key, _), .subscriptionRenewed(let key, _, _, _):
+            updated([key], cause: cause)
         case .transactionFinished(let key):
             finishRequested.remove(key)
             for download in before?.downloads ?? [] { startRequested.remove(download.key) }
@@ -338,6 +351,32 @@ public final class PaymentQueue {
         default:
             break
         }
+    }
+
+    /// Tells the attached observers that `keys` changed, in one `updatedTransactions` call each.
+    private func updated(_ keys: [TransactionKey], cause: UInt64) {
+        let transactions = keys.compactMap { projection.transaction($0) }
+        guard !transactions.isEmpty else { return }
+        let targets = attachedObservers()
+        call(targets, .updatedTransactions, Self.describe(transactions), cause: cause) { $0.paymentQueue(self, updatedTransactions: transactions) }
+        if duplicateDeliveryProbability > 0, !targets.isEmpty, choices.chance(.duplicateDelivery, duplicateDeliveryProbability) {
+            // StoreKit may tell observers about the same update again; apps must cope.
+            call(attachedObservers(), .updatedTransactions, Self.describe(transactions) + " (again)", cause: cause) {
+                $0.paymentQueue(self, updatedTransactions: transactions)
+            }
+        }
+    }
+
+    private func flushRestored() {
+        guard let batch = restoredBatch else { return }
+        restoredBatch = nil
+        updated(batch.keys, cause: batch.cause)
+    }
+
+    /// True when `recorded` is another restored transaction of `command`.
+    private static func continues(_ command: CommandID, _ recorded: RecordedEvent) -> Bool {
+        if case .transactionRestored = recorded.event { return recorded.commandID == command }
+        return false
     }
 
     /// "t3 purchased, t4 restored": transactions as a trace shows them.

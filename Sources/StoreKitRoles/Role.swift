@@ -9,6 +9,10 @@ public enum TimerToken: Sendable, Hashable {
     case deviceStep(device: String)
     /// The end of a subscription's current period (its first purchase's identifier, renewals so far).
     case subscriptionPeriodEnd(original: String, renewals: Int)
+    /// A billing retry of a subscription (F-B1): at the grace period's end, or (`final`) the retry period's.
+    case billingRetry(original: String, final: Bool)
+    /// The scenario's store action at this index (F-T2).
+    case storeAction(index: Int)
 }
 
 /// What a role wants done. Roles never send or sleep themselves: the runtime (the

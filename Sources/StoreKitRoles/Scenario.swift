@@ -36,6 +36,10 @@ public struct Scenario: Sendable {
         guard maximumSimulatedSeconds > 0 else { throw ConfigurationError("maximumSimulatedSeconds must be greater than 0") }
         try apps.validate()
         try store.validate()
+        if let actions = store.actions, !actions.isEmpty {
+            let names = Set(deviceNames)
+            for (index, action) in actions.enumerated() { try action.validate(index: index, devices: names, catalog: catalog) }
+        }
         try downloader.validate()
         try network.validate()
     }

@@ -20,11 +20,32 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
     /// `SKTestSession.TimeRate` raw value for catalogs whose `.storekit` file sets no `_timeRate`
     /// (F-U1). nil: 15, a monthly renewal every 30 simulated seconds.
     public var subscriptionTimeRate: Int?
+    /// Chance that a purchase is interrupted (the account needs attention: expired card, new terms):
+    /// it fails with paymentCancelled (F-I1). nil: 0, and nothing is drawn, so older logs stay as they were.
+    public var interruptedPurchaseProbability: Double?
+    /// Of interrupted purchases, how many the user fixes and buys after all (a new purchased
+    /// transaction, F-I1). nil: 0.8.
+    public var interruptionResolvedProbability: Double?
+    /// Chance that a renewal cannot be billed, so billing retry begins (F-B1). nil: 0 (nothing drawn),
+    /// unless the `.storekit` file sets `_renewalBillingIssuesEnabled`, which fails every renewal's billing.
+    public var billingIssueProbability: Double?
+    /// Chance that one billing retry succeeds (at the grace period's end, and at the retry period's). nil: 0.5.
+    public var billingRecoveryProbability: Double?
+    /// A grace period during billing retry, as the `.storekit` file's `_billingGracePeriodEnabled` gives one. nil: off.
+    public var billingGracePeriodEnabled: Bool?
+    /// SKTestSession's controls at set times of the run (F-T2, topology `storeActions:`). nil: none.
+    public var actions: [StoreAction]?
 
     public static let defaultCancellationAtRenewalProbability = 0.2
     public static let defaultMaximumRenewals = 3
     public static let defaultSubscriptionTimeRate = 15
     public static let maximumRenewalsLimit = 1_000
+    public static let defaultInterruptionResolvedProbability = 0.8
+    public static let defaultBillingRecoveryProbability = 0.5
+    /// Apple's billing grace period for monthly and longer subscriptions, and its billing retry period
+    /// (F-B1), as `.storekit` periods: sped up by the time rate like a subscription period.
+    public static let billingGracePeriod = "P16D"
+    public static let billingRetryPeriod = "P60D"
 
     public init() {}
 
@@ -36,8 +57,13 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
         for (name, value) in probabilities where !(0...1).contains(value) {
             throw ConfigurationError("store.\(name) is \(value); a probability must be between 0 and 1")
         }
-        if let value = cancellationAtRenewalProbability, !(0...1).contains(value) {
-            throw ConfigurationError("store.cancellationAtRenewalProbability is \(value); a probability must be between 0 and 1")
+        for (name, value) in [("cancellationAtRenewalProbability", cancellationAtRenewalProbability),
+                              ("interruptedPurchaseProbability", interruptedPurchaseProbability),
+                              ("interruptionResolvedProbability", interruptionResolvedProbability),
+                              ("billingIssueProbability", billingIssueProbability),
+                              ("billingRecoveryProbability", billingRecoveryProbability)]
+        where !(0...1).contains(value ?? 0) {
+            throw ConfigurationError("store.\(name) is \(value ?? 0); a probability must be between 0 and 1")
         }
         if let value = maximumRenewals, !(0...Self.maximumRenewalsLimit).contains(value) {
             throw ConfigurationError("store.maximumRenewals is \(value); use 0 to \(Self.maximumRenewalsLimit) renewals per subscription")
@@ -77,6 +103,11 @@ public final class StoreRole: Role {
     private var periodEndsAwaited: Set<String> = []
     /// The log time of the latest event seen, the clock subscription periods are timed by.
     private var latestEventTimestamp: Int64 = 0
+    /// Devices whose next purchase fails, as a `failNext` store action asked (F-T2).
+    private var failNext: [String: StoreError] = [:]
+    /// True when the log holds a command of an earlier incarnation of this store (origins are
+    /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
+    private var isRestart = false
 
     private struct RestoreKey: Hashable {
         var device: String
@@ -96,6 +127,9 @@ public final class StoreRole: Role {
 
     public func catchUp(_ recorded: RecordedEvent) {
         track(recorded)
+        if !isRestart, let origin = recorded.commandID?.origin, origin.hasPrefix(name), origin.dropFirst(name.count).first == "." {
+            isRestart = true
+        }
     }
 
     /// Takes up every decision and restore that was waiting when the previous store went away.
@@ -109,7 +143,12 @@ public final class StoreRole: Role {
             }
         }
         for identifier in projection.subscriptions.keys.sorted() {
-            effects += schedulePeriodEnd(identifier)
+            effects += projection.subscriptions[identifier]?.billingRetryStart == nil ? schedulePeriodEnd(identifier) : scheduleBillingRetry(identifier)
+        }
+        // A first start sets every action (one already due runs now: a live store starts after the
+        // queue has logged a little); a restarted store takes up those still ahead of the log's end.
+        for (index, action) in (behavior.actions ?? []).enumerated() where !isRestart || action.atNanoseconds >= latestEventTimestamp {
+            effects.append(.timer(afterNanoseconds: max(0, action.atNanoseconds - latestEventTimestamp), .storeAction(index: index)))
         }
         for request in projection.restoresAwaiting {
             let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0
@@ -136,8 +175,18 @@ public final class StoreRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        // A subscription that waited for this one to end starts with its end (F-U3).
+        let successor: String? = switch recorded.event {
+        case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
+            projection.subscriptions[original.transactionIdentifier]?.replacedBy
+        default: nil
+        }
         track(recorded)
         switch recorded.event {
+        case .interruptedPurchaseResumed(let key, _):
+            // Purchased in the same unit: there is nothing to decide (F-I1).
+            scheduled.insert(key)
+            return []
         case .transactionAdded(let key, _):
             return scheduleDecision(key)
         case .observerAttached(let device, _):
@@ -158,6 +207,8 @@ public final class StoreRole: Role {
             scheduled.remove(key)
             // A charged purchase of an auto-renewable subscription starts one (the projection has it now).
             guard let subscription = projection.subscriptions[identifier], subscription.renewals == 0 else { return [] }
+            // A downgrade (or a crossgrade to another period) waits for the current one's period end (F-U3).
+            guard subscription.startsAfter == nil else { return [] }
             return replaceInGroup(subscription) + schedulePeriodEnd(identifier)
         case .transactionFailed(let key, _), .askToBuyDeclined(let key):
             scheduled.remove(key)
@@ -167,7 +218,10 @@ public final class StoreRole: Role {
             return schedulePeriodEnd(original.transactionIdentifier)
         case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             periodEndsAwaited.remove(original.transactionIdentifier)
-            return []
+            return successor.map { schedulePeriodEnd($0) } ?? []
+        case .subscriptionBillingRetry(_, let original, _):
+            periodEndsAwaited.remove(original.transactionIdentifier)
+            return scheduleBillingRetry(original.transactionIdentifier)
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
             restoresScheduled = restoresScheduled.filter { !($0.device == device && $0.number == number) }
             return []
@@ -176,8 +230,10 @@ public final class StoreRole: Role {
         }
     }
 
-    /// One active subscription per group (F-U3): a new one replaces the account's others in its
-    /// group at once. Levels are not read, so every change counts as an upgrade (immediate).
+    /// One active subscription per group (F-U3): an upgrade (a higher level), a crossgrade of the same
+    /// period, or a change between products without levels replaces the account's others in its group
+    /// at once (a downgrade still waiting included); a downgrade or a crossgrade to another period
+    /// waits instead (`Subscription.startsAfter`).
     private func replaceInGroup(_ subscription: Subscription) -> [Effect] {
         guard let group = subscription.group else { return [] }
         return projection.otherSubscriptions(account: subscription.account, group: group, than: subscription.original.transactionIdentifier)
@@ -188,6 +244,11 @@ public final class StoreRole: Role {
     /// `_timeRate` if it sets one, else the scenario's (F-U1).
     public func renewalNanoseconds(_ productIdentifier: String) -> Int64? {
         guard let period = catalog.product(productIdentifier)?.subscriptionPeriod else { return nil }
+        return periodNanoseconds(period)
+    }
+
+    /// A `.storekit` period (`P16D`) in simulated time at the run's time rate (F-U1).
+    public func periodNanoseconds(_ period: String) -> Int64? {
         let rate = catalog.testSettings.timeRate ?? behavior.subscriptionTimeRate ?? StoreBehavior.defaultSubscriptionTimeRate
         return SubscriptionPeriod.renewalNanoseconds(period, timeRate: rate)
     }
@@ -195,7 +256,7 @@ public final class StoreRole: Role {
     /// Times the period end in log time (nanoseconds since the run started): a live role's `now`
     /// is its own monotonic clock, so the delay counts from the latest event's timestamp.
     private func schedulePeriodEnd(_ identifier: String) -> [Effect] {
-        guard let subscription = projection.subscriptions[identifier],
+        guard let subscription = projection.subscriptions[identifier], subscription.startsAfter == nil,
               let period = renewalNanoseconds(subscription.productIdentifier) else { return [] }
         let delay = max(0, subscription.periodStart &+ period &- latestEventTimestamp)
         return [.timer(afterNanoseconds: delay, .subscriptionPeriodEnd(original: identifier, renewals: subscription.renewals))]
@@ -244,11 +305,13 @@ public final class StoreRole: Role {
                 scheduled.remove(key)
                 return []
             }
+            if let failure = failNext.removeValue(forKey: key.device) { return [.send(.decidePurchase(key, .failed(failure)))] }
             // The .storekit file's test settings come first, as in Xcode: failing transactions (F-S2),
             // then Ask to Buy (F-S1). They are not chances, so they draw nothing.
             if let failure = catalog.testSettings.purchaseFailure {
                 return [.send(.decidePurchase(key, .failed(failure)))]
             }
+            if isInterrupted() { return interrupt(key, payment) }
             if catalog.testSettings.askToBuyEnabled == true {
                 return [.send(.decidePurchase(key, .deferred)),
                         .timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key))]
@@ -286,16 +349,119 @@ public final class StoreRole: Role {
             // A timer of an earlier period (the subscription was renewed by a test since) or of one
             // that ended does nothing; one whose command is on its way is not sent again.
             guard let subscription = projection.subscriptions[identifier], subscription.renewals == renewals,
-                  periodEndsAwaited.insert(identifier).inserted else { return [] }
+                  subscription.billingRetryStart == nil, periodEndsAwaited.insert(identifier).inserted else { return [] }
+            // A downgrade or crossgrade bought meanwhile takes over at this period end (F-U3).
+            if subscription.replacedBy != nil {
+                return [.send(.expireSubscription(device: subscription.device, original: subscription.original))]
+            }
             let limit = behavior.maximumRenewals ?? StoreBehavior.defaultMaximumRenewals
             let cancellation = behavior.cancellationAtRenewalProbability ?? StoreBehavior.defaultCancellationAtRenewalProbability
             if renewals >= limit || choices.chance(.cancellationAtRenewal, cancellation) {
                 return [.send(.expireSubscription(device: subscription.device, original: subscription.original))]
             }
+            if hasBillingIssue() {
+                let grace = isGracePeriodEnabled ? periodNanoseconds(StoreBehavior.billingGracePeriod) ?? 0 : 0
+                return [.send(.beginBillingRetry(device: subscription.device, original: subscription.original, gracePeriodNanoseconds: grace))]
+            }
             return [.send(.renewSubscription(device: subscription.device, original: subscription.original))]
+        case .billingRetry(let identifier, let final):
+            guard let subscription = projection.subscriptions[identifier], let start = subscription.billingRetryStart,
+                  periodEndsAwaited.insert(identifier).inserted else { return [] }
+            if choices.chance(.billingRecovery, behavior.billingRecoveryProbability ?? StoreBehavior.defaultBillingRecoveryProbability) {
+                return [.send(.renewSubscription(device: subscription.device, original: subscription.original))]
+            }
+            if final { return [.send(.expireSubscription(device: subscription.device, original: subscription.original))] }
+            // Unbilled within the grace period: the user loses access at its end, and billing is retried until the retry period ends.
+            periodEndsAwaited.remove(identifier)
+            let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
+            return [.timer(afterNanoseconds: max(0, retryEnd &- Self.graceRetryTime(subscription, start)), .billingRetry(original: identifier, final: true))]
+        case .storeAction(let index):
+            guard let actions = behavior.actions, actions.indices.contains(index) else { return [] }
+            return perform(actions[index])
         case .downloadTick, .deviceStep:
             return []
         }
+    }
+
+    /// A scenario's store action (F-T2): the commands SKTestSession's control sends. One that finds
+    /// nothing to act on (no deferred request, no such subscription) does nothing.
+    private func perform(_ action: StoreAction) -> [Effect] {
+        let device = action.device
+        let subscription = projection.subscriptions.values
+            .filter { $0.device == device && $0.productIdentifier == action.product }
+            .min { $0.original.transactionIdentifier < $1.original.transactionIdentifier }
+        switch action.action {
+        case .approve, .decline:
+            return projection.awaitingDecision.keys.filter { $0.device == device && projection.deferred.contains($0) }.sorted().map { key in
+                action.action == .decline ? .send(.decidePurchase(key, .declined))
+                    : .send(.decidePurchase(key, .purchased(charged: isCharged(key, projection.awaitingDecision[key]!))))
+            }
+        case .refund:
+            let account = projection.account(device: device, applicationUsername: nil)
+            let latest = account.flatMap { projection.history(of: $0).purchases.last { $0.payment.productIdentifier == action.product } }
+            return (subscription?.original ?? latest).map { [.send(.refundPurchase(device: device, original: $0))] } ?? []
+        case .expire:
+            return subscription.map { [.send(.expireSubscription(device: device, original: $0.original))] } ?? []
+        case .forceRenew:
+            return subscription.map { [.send(.renewSubscription(device: device, original: $0.original))] } ?? []
+        case .failNext:
+            failNext[device] = action.failure
+            return []
+        case .clearTransactions:
+            return [.send(.clearTransactions(device: device))]
+        }
+    }
+
+    /// Whether a renewal cannot be billed (F-B1): always when the `.storekit` file enables renewal
+    /// billing issues, else a recorded choice, drawn only when the scenario sets a chance.
+    private func hasBillingIssue() -> Bool {
+        if catalog.testSettings.renewalBillingIssuesEnabled == true { return true }
+        guard let probability = behavior.billingIssueProbability, probability > 0 else { return false }
+        return choices.chance(.billingIssue, probability)
+    }
+
+    /// The retry within the grace period: halfway through it, so a recovery lands inside it.
+    private static func graceRetryTime(_ subscription: Subscription, _ start: Int64) -> Int64 {
+        start &+ ((subscription.gracePeriodEnd ?? start) &- start) / 2
+    }
+
+    private var isGracePeriodEnabled: Bool {
+        catalog.testSettings.billingGracePeriodEnabled ?? behavior.billingGracePeriodEnabled ?? false
+    }
+
+    /// Times the next billing retry from the log (F-B1): halfway through the grace period if that is
+    /// still ahead (a recovery within it keeps the renewal date), else the retry period's end, where an
+    /// unbilled subscription expires.
+    private func scheduleBillingRetry(_ identifier: String) -> [Effect] {
+        guard let subscription = projection.subscriptions[identifier], let start = subscription.billingRetryStart else { return [] }
+        let graceRetry = Self.graceRetryTime(subscription, start)
+        if subscription.gracePeriodEnd != nil, graceRetry > latestEventTimestamp {
+            return [.timer(afterNanoseconds: graceRetry &- latestEventTimestamp, .billingRetry(original: identifier, final: false))]
+        }
+        let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
+        return [.timer(afterNanoseconds: max(0, retryEnd &- latestEventTimestamp), .billingRetry(original: identifier, final: true))]
+    }
+
+    /// Whether this purchase is interrupted (F-I1): always when the `.storekit` file enables
+    /// interrupted purchases, else a recorded choice, drawn only when the scenario sets a chance.
+    private func isInterrupted() -> Bool {
+        if catalog.testSettings.interruptedPurchasesEnabled == true { return true }
+        guard let probability = behavior.interruptedPurchaseProbability, probability > 0 else { return false }
+        return choices.chance(.interruptedPurchase, probability)
+    }
+
+    /// An interrupted purchase fails with paymentCancelled while the user is sent to fix the account;
+    /// if they do and buy after all, a new purchased transaction follows (F-I1). The app is in the
+    /// background meanwhile and hears both when it returns, so both commands go now, in order.
+    private func interrupt(_ key: TransactionKey, _ payment: Payment) -> [Effect] {
+        let failure = StoreError(.paymentCancelled, "the purchase was interrupted: the user must act on the account (update the payment method or accept new terms) outside the app (F-I1)")
+        var effects: [Effect] = [.send(.decidePurchase(key, .failed(failure)))]
+        let resolved = behavior.interruptionResolvedProbability ?? StoreBehavior.defaultInterruptionResolvedProbability
+        if choices.chance(.interruptionResolved, resolved) {
+            effects.append(.send(.resumeInterruptedPurchase(device: key.device, interrupted: key, payment: payment,
+                                                            charged: isCharged(key, payment))))
+        }
+        return effects
     }
 
     /// Buying again a non-consumable the account owns, or an auto-renewable subscription it

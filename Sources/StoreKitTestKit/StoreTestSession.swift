@@ -25,6 +25,27 @@ public enum StoreTestSession {
         original(of: transaction).map { .expireSubscription(device: transaction.key.device, original: $0) }
     }
 
+    /// `interruptedPurchasesEnabled`, for one purchase: it fails with paymentCancelled as the store's
+    /// interruption does (F-I1); `resolveIssue` then buys it after all.
+    public static func interrupt(_ key: TransactionKey) -> CommandBody {
+        .decidePurchase(key, .failed(StoreError(.paymentCancelled, "the purchase was interrupted by the test session (F-I1)")))
+    }
+    /// `resolveIssueForTransaction` on an interrupted purchase: the user fixed the account, and a new
+    /// transaction for the same payment arrives purchased (F-I1).
+    public static func resolveIssue(_ interrupted: PaymentTransaction, charged: Bool = true) -> CommandBody {
+        .resumeInterruptedPurchase(device: interrupted.key.device, interrupted: interrupted.key, payment: interrupted.payment, charged: charged)
+    }
+
+    /// Xcode's renewal billing issue, for one subscription: billing retry begins now, with a grace
+    /// period of `gracePeriodNanoseconds` (0: none) (F-B1). `forceRenewal` is the recovery
+    /// (SKTestSession's `resolveIssueForTransaction`), `expire` the end.
+    public static func billingIssue(original: OriginalTransaction, device: String, gracePeriodNanoseconds: Int64 = 0) -> CommandBody {
+        .beginBillingRetry(device: device, original: original, gracePeriodNanoseconds: gracePeriodNanoseconds)
+    }
+
+    /// `clearTransactions`: the store forgets every purchase of the device's account (F-T2).
+    public static func clearTransactions(device: String) -> CommandBody { .clearTransactions(device: device) }
+
     /// The purchase a transaction stands for: its own, or for a renewal or a restore the first one.
     public static func original(of transaction: PaymentTransaction) -> OriginalTransaction? {
         if let original = transaction.originalTransaction { return original }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import StoreKitLive
+import StoreKitRoles
 
 @Suite struct TopologyTests {
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -99,5 +100,46 @@ import Testing
         let wrong = TopologyTests.valid.replacingOccurrences(of: "scenario: {devices: 2}",
                                                              with: "scenario: {devices: 2, store: {maximumRenewals: 5000}}")
         #expect(throws: TopologyError.self) { _ = try Topology.parse(wrong, file: "bad.yaml") }
+    }
+}
+
+/// The interrupted-purchase keys of a topology's store (F-I1).
+@Suite struct InterruptedPurchaseTopologyTests {
+    @Test("F-I1: store.interruptedPurchaseProbability and interruptionResolvedProbability are read; out of range is refused with the key path")
+    func interruptionKeys() throws {
+        let text = TopologyTests.valid.replacingOccurrences(
+            of: "scenario: {devices: 2}",
+            with: "scenario: {devices: 2, store: {interruptedPurchaseProbability: 0.25, interruptionResolvedProbability: 0.5}}")
+        let topology = try Topology.parse(text, file: "interrupted.yaml")
+        #expect(topology.scenario.store.interruptedPurchaseProbability == 0.25)
+        #expect(topology.scenario.store.interruptionResolvedProbability == 0.5)
+        let wrong = TopologyTests.valid.replacingOccurrences(of: "scenario: {devices: 2}",
+                                                             with: "scenario: {devices: 2, store: {interruptedPurchaseProbability: 2}}")
+        #expect {
+            _ = try Topology.parse(wrong, file: "bad.yaml")
+        } throws: { error in
+            "\(error)".contains("store.interruptedPurchaseProbability") || "\(error)".contains("interruptedPurchaseProbability")
+        }
+    }
+}
+
+/// Timed store actions in a topology's scenario (F-T2).
+@Suite struct StoreActionTopologyTests {
+    @Test("F-T2: scenario.storeActions is read; an unknown action or device is refused with its key path")
+    func storeActionsKey() throws {
+        let text = TopologyTests.valid.replacingOccurrences(
+            of: "scenario: {devices: 2}",
+            with: "scenario: {devices: 2, storeActions: [{atMilliseconds: 500, action: failNext, device: device-0001, error: paymentCancelled}, {atMilliseconds: 9000, action: clearTransactions, device: device-0002}]}")
+        let topology = try Topology.parse(text, file: "actions.yaml")
+        #expect(topology.scenario.store.actions == [
+            StoreAction(atMilliseconds: 500, action: .failNext, device: "device-0001", error: "paymentCancelled"),
+            StoreAction(atMilliseconds: 9000, action: .clearTransactions, device: "device-0002"),
+        ])
+        let unknownAction = TopologyTests.valid.replacingOccurrences(
+            of: "scenario: {devices: 2}", with: "scenario: {devices: 2, storeActions: [{atMilliseconds: 5, action: explode, device: device-0001}]}")
+        #expect { _ = try Topology.parse(unknownAction, file: "bad.yaml") } throws: { "\($0)".contains("scenario.storeActions[0].action") }
+        let unknownDevice = TopologyTests.valid.replacingOccurrences(
+            of: "scenario: {devices: 2}", with: "scenario: {devices: 2, storeActions: [{atMilliseconds: 5, action: approve, device: device-0042}]}")
+        #expect { _ = try Topology.parse(unknownDevice, file: "bad.yaml") } throws: { "\($0)".contains("storeActions[0].device 'device-0042'") }
     }
 }

@@ -39,6 +39,9 @@ import Testing
         .subscriptionRenewed(key, identifier: "d.7", original: original, downloads: []),
         .subscriptionExpired(device: "d", original: original),
         .entitlementsRevoked(device: "d", original: original),
+        .interruptedPurchaseResumed(TransactionKey(device: "d", number: 8), interrupted: key),
+        .subscriptionBillingRetry(device: "d", original: original, gracePeriodNanoseconds: 16_000_000_000),
+        .transactionsCleared(device: "d"),
     ]
 
     @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
@@ -68,6 +71,10 @@ import Testing
         .decidePurchase(key, .declined),
         .renewSubscription(device: "d", original: original), .expireSubscription(device: "d", original: original),
         .refundPurchase(device: "d", original: original),
+        .resumeInterruptedPurchase(device: "d", interrupted: key, payment: Payment(productIdentifier: "p", quantity: 2, applicationUsername: "u"),
+                                   charged: false),
+        .beginBillingRetry(device: "d", original: original, gracePeriodNanoseconds: 0),
+        .clearTransactions(device: "d"),
     ]
 
     @Test("Event.typeNames lists every event kind's name once (log cat --type takes them)")

@@ -144,7 +144,7 @@ import StoreKitRuntime
         for path in kept { #expect(FileManager.default.fileExists(atPath: scratch.url.appendingPathComponent(path).path)) }
     }
 
-    @Test("R-D1, R-T4: downloaded content is a real file of contentLength bytes, deleted once the transaction is finished")
+    @Test("R-D1, R-T4, F-H1: downloaded content is a real package (Contents/<contentIdentifier> of contentLength bytes, ContentInfo.plist), deleted once the transaction is finished")
     func contentFiles() throws {
         let scratch = TemporaryDirectory()
         var scenario = Scenario(seed: 31, devices: 2)
@@ -161,10 +161,16 @@ import StoreKitRuntime
         let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.compactMap { $0 as? BuiltInObserver }.flatMap(\.keptContent) }
         #expect(!kept.isEmpty)
         for path in kept {
-            let data = try Data(contentsOf: scratch.url.appendingPathComponent(path))
             let name = URL(fileURLWithPath: path).lastPathComponent
-            let product = Catalog.sample.products.flatMap(\.hostedContent).first { name == "\($0.contentIdentifier)-\($0.contentVersion)" }
-            let expected = try #require(product)
+            let product = Catalog.sample.products.first { $0.hostedContent.contains { name == "\($0.contentIdentifier)-\($0.contentVersion)" } }
+            let expected = try #require(product?.hostedContent.first { name == "\($0.contentIdentifier)-\($0.contentVersion)" })
+            // A hosted-content package (F-H1): Contents/<contentIdentifier> and ContentInfo.plist.
+            let package = scratch.url.appendingPathComponent(path)
+            let data = try Data(contentsOf: FileContentStorage.contentsFile(package, contentIdentifier: expected.contentIdentifier))
+            let info = try PropertyListSerialization.propertyList(from: Data(contentsOf: package.appendingPathComponent("ContentInfo.plist")),
+                                                                  format: nil) as? [String: String]
+            #expect(info == ["ContentIdentifier": expected.contentIdentifier, "ContentVersion": expected.contentVersion,
+                             "IAPProductIdentifier": product?.identifier ?? ""])
             #expect(Int64(data.count) == expected.contentLength)
             #expect(data.first == ContentBytes.byte(contentIdentifier: expected.contentIdentifier, offset: 0))
             #expect(data.last == ContentBytes.byte(contentIdentifier: expected.contentIdentifier, offset: expected.contentLength - 1))
