@@ -41,7 +41,12 @@ public final class PaymentQueue {
     public let device: String
     public let catalog: Catalog
     private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
-    private var observers: [PaymentTransactionObserver] = []
+    private var observers: [PaymentTransactionObserver] = [] {
+        didSet { attachedCache = nil }
+    }
+    /// The observers both added here and attached in the queue's view, in attach order: made
+    /// again only when either list changes, not for every delivery.
+    private var attachedCache: [PaymentTransactionObserver]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
     private var outbox: [(body: CommandBody, sender: String)] = []
@@ -152,11 +157,11 @@ public final class PaymentQueue {
 
     /// Finishes a transaction (R-Q8). Still purchasing is an error; finishing twice is harmless.
     public func finishTransaction(_ transaction: PaymentTransaction) throws(Rejection) {
-        let current = projection.transaction(transaction.key) ?? transaction
-        guard current.transactionState != .purchasing else {
+        let currentState = projection.transaction(transaction.key)?.transactionState
+        guard (currentState ?? transaction.transactionState) != .purchasing else {
             throw Rejection(.transactionStillPurchasing, "transaction \(transaction.key) is still purchasing; it cannot be finished yet (R-Q8)")
         }
-        guard projection.transaction(transaction.key) != nil, finishRequested.insert(transaction.key).inserted else { return }
+        guard currentState != nil, finishRequested.insert(transaction.key).inserted else { return }
         enqueue(.finishTransaction(transaction.key))
     }
 
@@ -266,9 +271,31 @@ public final class PaymentQueue {
 
     /// Observers attached right now, in this delivery's order (R-Q5).
     private func attachedObservers() -> [PaymentTransactionObserver] {
-        let names = attachedNames
-        let attached = observers.filter { names.contains($0.observerName) }
-        return ordering == .seededShuffle ? choices.shuffled(attached, .observerOrder) : attached
+        let attached: [PaymentTransactionObserver]
+        if let cached = attachedCache {
+            attached = cached
+        } else {
+            let names = attachedNames
+            attached = observers.filter { names.contains($0.observerName) }
+            attachedCache = attached
+        }
+        guard ordering == .seededShuffle, attached.count > 1 else { return attached }
+        // The same draws as `ChoiceSource.shuffled`, written for this one element type: the generic
+        // version is not specialised across the existential and cost a metadata lookup per call.
+        var order = attached
+        for position in 0..<(order.count - 1) {
+            let pick = position + choices.index(.observerOrder, count: order.count - position)
+            if pick != position { order.swapAt(position, pick) }
+        }
+        return order
+    }
+
+    /// Forgets the attached observers when an event changes the queue's list of them.
+    private func noteObserverChanges(_ event: Event) {
+        switch event {
+        case .deviceRegistered, .appLaunched, .appTerminated, .observerAttached, .observerDetached: attachedCache = nil
+        default: break
+        }
     }
 
     /// Applies an event without calling observers: a restarted app catching up on what
@@ -276,6 +303,7 @@ public final class PaymentQueue {
     /// unfinished transaction again (R-Q4).
     public func catchUp(_ recorded: RecordedEvent) {
         projection.apply(recorded)
+        noteObserverChanges(recorded.event)
         if case .appActionRecorded(.contentGranted(let key, _, _)) = recorded.event { granted.insert(key) }
     }
 
@@ -283,6 +311,7 @@ public final class PaymentQueue {
     public func deliver(_ recorded: RecordedEvent) {
         let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }
         projection.apply(recorded)
+        noteObserverChanges(recorded.event)
         let cause = recorded.sequence
         if case .appTerminated = recorded.event { awaitingTermination = false }
         guard !awaitingTermination else { return }
@@ -299,11 +328,12 @@ public final class PaymentQueue {
              .transactionFailed(let key, _), .transactionRestored(let key, _, _, _, _), .subscriptionRenewed(let key, _, _, _):
             guard let transaction = projection.transaction(key) else { return }
             let targets = attachedObservers()
-            call(targets, .updatedTransactions, Self.describe([transaction]), cause: cause) { $0.paymentQueue(self, updatedTransactions: [transaction]) }
+            let updated = [transaction]
+            call(targets, .updatedTransactions, Self.describe(updated), cause: cause) { $0.paymentQueue(self, updatedTransactions: updated) }
             if duplicateDeliveryProbability > 0, !targets.isEmpty, choices.chance(.duplicateDelivery, duplicateDeliveryProbability) {
                 // StoreKit may tell observers about the same update again; apps must cope.
-                call(attachedObservers(), .updatedTransactions, Self.describe([transaction]) + " (again)", cause: cause) {
-                    $0.paymentQueue(self, updatedTransactions: [transaction])
+                call(attachedObservers(), .updatedTransactions, Self.describe(updated) + " (again)", cause: cause) {
+                    $0.paymentQueue(self, updatedTransactions: updated)
                 }
             }
         case .transactionFinished(let key):

@@ -92,14 +92,25 @@ public final class DeterministicRuntime {
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
     private var heldCommands: [Command] = []
-    private var choices: ChoiceSource { environment.choices }
-    private var network: NetworkBehavior { scenario.network }
+    /// Read once: through `environment` and `scenario` every use copied (and retained) them.
+    private let choices: ChoiceSource
+    private let network: NetworkBehavior
+    /// The app-side removal delay (probability, nanoseconds), nil when exploration did not turn it on.
+    private let removalDelay: (probability: Double, nanoseconds: Int64)?
 
     public init(scenario: Scenario, environment: DeterministicEnvironment) throws {
         try scenario.validate()
         self.scenario = scenario
         self.environment = environment
+        choices = environment.choices
+        network = scenario.network
+        if let points = scenario.apps.choicePoints, points.removalDelayProbability > 0 {
+            removalDelay = (points.removalDelayProbability, Int64(points.removalDelayMilliseconds * 1e6))
+        } else {
+            removalDelay = nil
+        }
         engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
+        engine.keepsPayloads = false
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
@@ -171,6 +182,7 @@ public final class DeterministicRuntime {
         case .restartQueue:
             earlierDuplicates += engine.duplicates
             engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
+            engine.keepsPayloads = false
             queueIsDown = false
             // Retried in the order they were sent: a sender's link keeps its order.
             var arrival = now
@@ -221,11 +233,9 @@ public final class DeterministicRuntime {
             counters.eventsLost += 1
             arrival += Int64(network.catchUpMilliseconds * 1e6)
         }
-        if isFinish, slots[index].kind == .apps,
-           let points = scenario.apps.choicePoints, points.removalDelayProbability > 0,
-           choices.chance(.removalDelay, points.removalDelayProbability) {
+        if isFinish, slots[index].kind == .apps, let removalDelay, choices.chance(.removalDelay, removalDelay.probability) {
             // The app hears `removedTransactions` late (and, the link keeping its order, what follows too).
-            arrival += Int64(points.removalDelayMilliseconds * 1e6)
+            arrival += removalDelay.nanoseconds
         }
         slots[index].lastEventArrival = arrival
         scheduler.schedule(at: arrival, .deliver(sequence: sequence, slot: index))
