@@ -40,18 +40,20 @@ public enum ObserverOrdering: String, Sendable, Hashable, Codable {
 public final class PaymentQueue {
     public let device: String
     public let catalog: Catalog
-    private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
+    // Unchecked exclusivity on the hot state: observers call back into the queue only between
+    // accesses (the projection is applied before any callback), never during one.
+    @exclusivity(unchecked) private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
     private var observers: [PaymentTransactionObserver] = [] {
         didSet { attachedCache = nil }
     }
     /// The observers both added here and attached in the queue's view, in attach order: made
     /// again only when either list changes, not for every delivery.
-    private var attachedCache: [PaymentTransactionObserver]?
+    @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
-    private var outbox: [(body: CommandBody, sender: String)] = []
+    @exclusivity(unchecked) private var outbox: [(body: CommandBody, sender: String)] = []
     /// The observer whose callback is running, so its calls are attributed to it.
-    private var calling: String?
+    @exclusivity(unchecked) private var calling: String?
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
     /// being killed (only what was sent before a kill is kept). Rebuilt from the log on catch-up.
     public private(set) var granted: Set<TransactionKey> = []
@@ -71,7 +73,7 @@ public final class PaymentQueue {
     private let choices: ChoiceSource
     /// Callbacks made so far, per kind (counted in place: a dictionary keyed by name cost a
     /// string hash on every delivery).
-    private var callbackTally = [Int](repeating: 0, count: Callback.allCases.count)
+    @exclusivity(unchecked) private var callbackTally = [Int](repeating: 0, count: Callback.allCases.count)
 
     /// Callbacks made so far, per kind, for reports and tests.
     public var callbackCounts: [String: Int] {

@@ -62,9 +62,10 @@ public final class DiskLogStorage: LogStorage {
 /// A partition in memory: payloads in one growing buffer, so a run of a million events
 /// costs its bytes and two integers per record, not an allocation per event.
 public final class MemoryLogStorage: LogStorage {
-    private var bytes: [UInt8] = []
-    private var ends: [Int] = []
-    private var timestamps: [Int64] = []
+    // Unchecked exclusivity: only these methods touch the buffers, one access at a time.
+    @exclusivity(unchecked) private var bytes: [UInt8] = []
+    @exclusivity(unchecked) private var ends: [Int] = []
+    @exclusivity(unchecked) private var timestamps: [Int64] = []
 
     public init() {}
 

@@ -35,16 +35,18 @@ public struct EngineOutcome: Sendable, Hashable {
 public final class QueueEngine {
     public let catalog: Catalog
     public let storage: LogStorage
-    public private(set) var projection: QueueProjection
-    public private(set) var checker = InvariantChecker()
-    public private(set) var duplicates = 0
+    // `@exclusivity(unchecked)`: only the engine's own methods change these, never re-entered, so
+    // the dynamic exclusivity checks (a few per event) only cost time.
+    @exclusivity(unchecked) public private(set) var projection: QueueProjection
+    @exclusivity(unchecked) public private(set) var checker = InvariantChecker()
+    @exclusivity(unchecked) public private(set) var duplicates = 0
     /// Whether each `EngineRecord` carries its payload bytes: the live queue publishes them and
     /// replay compares them; the deterministic runtime needs neither and saves a copy per event.
     public var keepsPayloads = true
-    private var lastTimestamp: Int64 = 0
+    @exclusivity(unchecked) private var lastTimestamp: Int64 = 0
     /// A command's events are encoded one after another into this reused buffer.
-    private var encoder = BinaryWriter(capacity: 1_024)
-    private var ends: [Int] = []
+    @exclusivity(unchecked) private var encoder = BinaryWriter(capacity: 1_024)
+    @exclusivity(unchecked) private var ends: [Int] = []
 
     /// Rebuilds the projection and the invariant check from what `storage` holds.
     public init(catalog: Catalog, storage: LogStorage) throws {

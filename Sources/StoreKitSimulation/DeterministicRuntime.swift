@@ -42,8 +42,8 @@ public struct NetworkCounters: Sendable, Hashable {
 public final class DeterministicRuntime {
     public let scenario: Scenario
     public let environment: DeterministicEnvironment
-    public private(set) var engine: QueueEngine
-    public private(set) var counters = NetworkCounters()
+    @exclusivity(unchecked) public private(set) var engine: QueueEngine
+    @exclusivity(unchecked) public private(set) var counters = NetworkCounters()
     /// The run's first record when already known (exploration runs one scenario thousands of
     /// times, and encoding the scenario and catalog to JSON would cost more than the run).
     public var header: RunHeader?
@@ -74,20 +74,22 @@ public final class DeterministicRuntime {
     }
 
     private let factory: RoleFactory
-    private var slots: [Slot] = []
-    private var scheduler = Scheduler<Action>()
-    private var now: Int64 = 0
-    private var lastDurable: Int64 = 0
-    private var published: UInt64 = 0
+    // `@exclusivity(unchecked)`: the run loop is the only code touching this state, one access at a
+    // time (roles return effects, they never call back), so the dynamic checks only cost time.
+    @exclusivity(unchecked) private var slots: [Slot] = []
+    @exclusivity(unchecked) private var scheduler = Scheduler<Action>()
+    @exclusivity(unchecked) private var now: Int64 = 0
+    @exclusivity(unchecked) private var lastDurable: Int64 = 0
+    @exclusivity(unchecked) private var published: UInt64 = 0
     /// Appended events from `firstHeld` on (the live part starts at `heldStart`), kept until
     /// every role has heard them: a delivery names its sequence, so an event is stored once
     /// rather than copied (with its strings and arrays retained) into each role's delivery.
-    private var held: [RecordedEvent] = []
+    @exclusivity(unchecked) private var held: [RecordedEvent] = []
     /// Whether each held event is a `transactionFinished` (the removal delay applies), so
     /// publishing does not copy the event to look at it.
-    private var heldIsFinish: [Bool] = []
-    private var heldStart = 0
-    private var firstHeld: UInt64 = 1
+    @exclusivity(unchecked) private var heldIsFinish: [Bool] = []
+    @exclusivity(unchecked) private var heldStart = 0
+    @exclusivity(unchecked) private var firstHeld: UInt64 = 1
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
