@@ -34,7 +34,7 @@ extension QueueProjection {
     }
 
     private func existingDevice(_ name: String) throws(Rejection) -> DeviceState {
-        guard let device = devices[name] else {
+        guard let device = self.device(name) else {
             throw Rejection(.unknownDevice, "device '\(name)' is not registered; register it (registerDevice) before sending it commands")
         }
         return device
@@ -61,7 +61,7 @@ extension QueueProjection {
         case .registerDevice(let device, let account):
             try validateName(device, "device")
             try validateName(account, "account")
-            guard devices[device] == nil else {
+            guard !isRegistered(device) else {
                 throw Rejection(.deviceAlreadyRegistered, "device '\(device)' is already registered; each app install registers once (R-Q2)")
             }
             return [.deviceRegistered(device: device, account: account)]

@@ -105,7 +105,26 @@ public struct EventTotals: Sendable, Hashable {
 /// The state of a queue partition: a pure fold over its events. `decide` validates a
 /// command against it and says which events the command causes, or why it is refused.
 public struct QueueProjection: Sendable {
-    public private(set) var devices: [String: DeviceState] = [:]
+    /// Devices in registration order, found by name through `deviceSlots`; the device of the
+    /// last change is compared first (a command's events, and every event an app hears, concern
+    /// one device, and comparing a short name costs less than hashing it).
+    @usableFromInline var deviceStates: [DeviceState] = []
+    @usableFromInline var deviceSlots: [String: Int] = [:]
+    @usableFromInline var lastDeviceName = ""
+    @usableFromInline var lastDeviceSlot = -1
+
+    /// Every registered device by name (built on each call: for reports and tests, not hot paths).
+    public var devices: [String: DeviceState] {
+        Dictionary(uniqueKeysWithValues: deviceStates.map { ($0.device, $0) })
+    }
+
+    /// Devices registered.
+    public var deviceCount: Int { deviceStates.count }
+
+    @inlinable func slot(of name: String) -> Int? {
+        if lastDeviceSlot >= 0, name == lastDeviceName { return lastDeviceSlot }
+        return deviceSlots[name]
+    }
     /// The run's header, boxed: the projection is copied whenever a class reads it to call a
     /// method, and the header's eight strings would each be retained and released.
     private var headerBox: HeaderBox?
@@ -131,7 +150,7 @@ public struct QueueProjection: Sendable {
     }
 
     /// Pending transactions summed over every device.
-    public var pendingCount: Int { devices.values.reduce(0) { $0 + $1.pending.count } }
+    public var pendingCount: Int { deviceStates.reduce(0) { $0 + $1.pending.count } }
 
     /// Notes a command accepted as a harmless no-op (it causes no event, e.g. a second finish,
     /// R-Q8), so its sender's next command does not look as if it skipped ahead of it (a live
@@ -152,7 +171,13 @@ public struct QueueProjection: Sendable {
         case .runStarted(let header):
             headerBox = HeaderBox(header)
         case .deviceRegistered(let device, let account):
-            devices[device] = DeviceState(device: device, account: account)
+            let state = DeviceState(device: device, account: account)
+            if let existing = deviceSlots[device] {
+                deviceStates[existing] = state
+            } else {
+                deviceSlots[device] = deviceStates.count
+                deviceStates.append(state)
+            }
         case .appLaunched(let device):
             modifyDevice(device) { state in
                 state.isRunning = true
@@ -320,8 +345,12 @@ public struct QueueProjection: Sendable {
     /// as `devices[name]?.field = …` would): the fold runs once per event in every runtime.
     @inline(__always)
     private mutating func modifyDevice(_ name: String, _ change: (inout DeviceState) -> Void) {
-        guard let index = devices.index(forKey: name) else { return }
-        change(&devices.values[index])
+        guard let index = slot(of: name) else { return }
+        if index != lastDeviceSlot {
+            lastDeviceSlot = index
+            lastDeviceName = name
+        }
+        change(&deviceStates[index])
     }
 
     private mutating func updateTransaction(_ key: TransactionKey, _ change: (inout PaymentTransaction) -> Void) {
@@ -342,12 +371,18 @@ public struct QueueProjection: Sendable {
 
     // Inlinable so that a class holding a projection (an app's queue, the engine) reads one
     // device instead of copying (retaining and releasing) the whole projection to call these.
-    @inlinable public func device(_ name: String) -> DeviceState? { devices[name] }
+    @inlinable public func device(_ name: String) -> DeviceState? { slot(of: name).map { deviceStates[$0] } }
 
-    @inlinable public func transaction(_ key: TransactionKey) -> PaymentTransaction? { devices[key.device]?.pending[key.number] }
+    @inlinable public func transaction(_ key: TransactionKey) -> PaymentTransaction? {
+        guard let slot = slot(of: key.device) else { return nil }
+        return deviceStates[slot].pending[key.number]
+    }
+
+    /// True when `name` is registered (no copy of its state).
+    @inlinable public func isRegistered(_ name: String) -> Bool { slot(of: name) != nil }
 
     /// Device names in a stable order (dictionary order is random per process).
-    public var deviceNames: [String] { devices.keys.sorted() }
+    public var deviceNames: [String] { deviceStates.map(\.device).sorted() }
 }
 
 /// A bounded memory of applied command ids. Senders number their commands upwards,

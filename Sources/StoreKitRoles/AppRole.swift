@@ -239,6 +239,16 @@ public final class AppRole: Role {
     private let hooks: AppHooks?
     private let choicePoints: ChoicePoints?
     private let choices: ChoiceSource?
+    /// The app of the last event heard: consecutive events mostly concern one device, and
+    /// comparing a short name costs less than hashing it.
+    private var lastApp: DeviceApp?
+
+    @inline(__always)
+    private func app(_ device: String) -> DeviceApp? {
+        if let lastApp, lastApp.device == device { return lastApp }
+        lastApp = apps[device]
+        return lastApp
+    }
 
     public init(name: String = "apps", devices: [DeviceApp], hooks: AppHooks? = nil, choicePoints: ChoicePoints? = nil,
                 choices: ChoiceSource? = nil) {
@@ -252,7 +262,7 @@ public final class AppRole: Role {
 
     /// Applies history silently (a restarted process catching up), without callbacks.
     public func catchUp(_ recorded: RecordedEvent) {
-        guard let device = recorded.event.device, let app = apps[device] else { return }
+        guard let device = recorded.event.device, let app = app(device) else { return }
         app.queue.catchUp(recorded)
     }
 
@@ -283,7 +293,7 @@ public final class AppRole: Role {
     public var isSettled: Bool { apps.values.allSatisfy(\.isSettled) }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
-        guard let device = recorded.event.device, let app = apps[device] else { return [] }
+        guard let device = recorded.event.device, let app = app(device) else { return [] }
         app.queue.deliver(recorded)
         guard let probability = choicePoints?.killProbability, probability > 0, let choices, app.canBeKilled,
               choices.chance(.appKill, probability) else { return send(app) }
@@ -302,7 +312,7 @@ public final class AppRole: Role {
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
-        guard case .deviceStep(let device) = token, let app = apps[device] else { return [] }
+        guard case .deviceStep(let device) = token, let app = app(device) else { return [] }
         app.stepTimerPending = false
         let delay = app.step()
         var effects = send(app)

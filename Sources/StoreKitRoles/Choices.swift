@@ -113,10 +113,11 @@ extension ChoiceSource {
 
 /// Choices drawn from a seed (xoshiro256**), each recorded when `isRecording`.
 public final class SeededChoices: ChoiceSource {
-    private var random: SeededRandom
+    // Unchecked exclusivity: `choose` is the only writer and never re-entered (several draws per event).
+    @exclusivity(unchecked) private var random: SeededRandom
     public let isRecording: Bool
-    public private(set) var recorded: [Choice] = []
-    public private(set) var count = 0
+    @exclusivity(unchecked) public private(set) var recorded: [Choice] = []
+    @exclusivity(unchecked) public private(set) var count = 0
 
     public init(seed: UInt64, stream: String = "run", recording: Bool = false) {
         random = SeededRandom(seed: seed, stream: stream)

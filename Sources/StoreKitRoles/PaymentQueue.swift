@@ -40,13 +40,20 @@ public enum ObserverOrdering: String, Sendable, Hashable, Codable {
 public final class PaymentQueue {
     public let device: String
     public let catalog: Catalog
-    private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
-    private var observers: [PaymentTransactionObserver] = []
+    // Unchecked exclusivity on the hot state: observers call back into the queue only between
+    // accesses (the projection is applied before any callback), never during one.
+    @exclusivity(unchecked) private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
+    private var observers: [PaymentTransactionObserver] = [] {
+        didSet { attachedCache = nil }
+    }
+    /// The observers both added here and attached in the queue's view, in attach order: made
+    /// again only when either list changes, not for every delivery.
+    @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
-    private var outbox: [(body: CommandBody, sender: String)] = []
+    @exclusivity(unchecked) private var outbox: [(body: CommandBody, sender: String)] = []
     /// The observer whose callback is running, so its calls are attributed to it.
-    private var calling: String?
+    @exclusivity(unchecked) private var calling: String?
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
     /// being killed (only what was sent before a kill is kept). Rebuilt from the log on catch-up.
     public private(set) var granted: Set<TransactionKey> = []
@@ -72,7 +79,7 @@ public final class PaymentQueue {
     private let choices: ChoiceSource
     /// Callbacks made so far, per kind (counted in place: a dictionary keyed by name cost a
     /// string hash on every delivery).
-    private var callbackTally = [Int](repeating: 0, count: Callback.allCases.count)
+    @exclusivity(unchecked) private var callbackTally = [Int](repeating: 0, count: Callback.allCases.count)
 
     /// Callbacks made so far, per kind, for reports and tests.
     public var callbackCounts: [String: Int] {
@@ -158,11 +165,11 @@ public final class PaymentQueue {
 
     /// Finishes a transaction (R-Q8). Still purchasing is an error; finishing twice is harmless.
     public func finishTransaction(_ transaction: PaymentTransaction) throws(Rejection) {
-        let current = projection.transaction(transaction.key) ?? transaction
-        guard current.transactionState != .purchasing else {
+        let currentState = projection.transaction(transaction.key)?.transactionState
+        guard (currentState ?? transaction.transactionState) != .purchasing else {
             throw Rejection(.transactionStillPurchasing, "transaction \(transaction.key) is still purchasing; it cannot be finished yet (R-Q8)")
         }
-        guard projection.transaction(transaction.key) != nil, finishRequested.insert(transaction.key).inserted else { return }
+        guard currentState != nil, finishRequested.insert(transaction.key).inserted else { return }
         enqueue(.finishTransaction(transaction.key))
     }
 
@@ -273,9 +280,31 @@ public final class PaymentQueue {
 
     /// Observers attached right now, in this delivery's order (R-Q5).
     private func attachedObservers() -> [PaymentTransactionObserver] {
-        let names = attachedNames
-        let attached = observers.filter { names.contains($0.observerName) }
-        return ordering == .seededShuffle ? choices.shuffled(attached, .observerOrder) : attached
+        let attached: [PaymentTransactionObserver]
+        if let cached = attachedCache {
+            attached = cached
+        } else {
+            let names = attachedNames
+            attached = observers.filter { names.contains($0.observerName) }
+            attachedCache = attached
+        }
+        guard ordering == .seededShuffle, attached.count > 1 else { return attached }
+        // The same draws as `ChoiceSource.shuffled`, written for this one element type: the generic
+        // version is not specialised across the existential and cost a metadata lookup per call.
+        var order = attached
+        for position in 0..<(order.count - 1) {
+            let pick = position + choices.index(.observerOrder, count: order.count - position)
+            if pick != position { order.swapAt(position, pick) }
+        }
+        return order
+    }
+
+    /// Forgets the attached observers when an event changes the queue's list of them.
+    private func noteObserverChanges(_ event: Event) {
+        switch event {
+        case .deviceRegistered, .appLaunched, .appTerminated, .observerAttached, .observerDetached: attachedCache = nil
+        default: break
+        }
     }
 
     /// Applies an event without calling observers: a restarted app catching up on what
@@ -283,6 +312,7 @@ public final class PaymentQueue {
     /// unfinished transaction again (R-Q4).
     public func catchUp(_ recorded: RecordedEvent) {
         projection.apply(recorded)
+        noteObserverChanges(recorded.event)
         switch recorded.event {
         case .appActionRecorded(.contentGranted(let key, _, _)): granted.insert(key)
         case .transactionFinished(let key): granted.remove(key)
@@ -299,6 +329,7 @@ public final class PaymentQueue {
         projection.apply(recorded)
         // A finished transaction is never delivered again: its grant need not be remembered.
         if case .transactionFinished(let key) = recorded.event { granted.remove(key) }
+        noteObserverChanges(recorded.event)
         let cause = recorded.sequence
         if case .appTerminated = recorded.event { awaitingTermination = false }
         guard !awaitingTermination else { return }

@@ -16,9 +16,10 @@ public struct LogProjection {
     public init() {}
 
     /// Decodes one record's payload, naming the record when it is not an event this build reads.
-    public static func decode(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer) throws(LogContentError) -> RecordedEvent {
+    public static func decode(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer,
+                              strings: StringTable? = nil) throws(LogContentError) -> RecordedEvent {
         do throws(DecodingFailure) {
-            let decoded = try EventCodec.decodeEvent(payload)
+            let decoded = try EventCodec.decodeEvent(payload, strings: strings)
             return RecordedEvent(sequence: sequence, timestamp: timestamp, commandID: decoded.commandID, event: decoded.event)
         } catch {
             throw LogContentError(sequence: sequence, failure: error, version: payload.first)
@@ -30,8 +31,9 @@ public struct LogProjection {
                              through: UInt64 = .max, checkInvariants: Bool = true) throws -> LogProjection {
         var result = LogProjection()
         let reader = try PartitionReader(directory: directory, partition: partition)
+        let strings = StringTable()
         let summary = try reader.forEachRecord(from: 1, through: through) { view in
-            let recorded = try decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+            let recorded = try decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload, strings: strings)
             result.projection.apply(recorded)
             if checkInvariants { result.checker.check(recorded) }
             result.recordCount += 1

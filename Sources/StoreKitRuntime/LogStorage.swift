@@ -9,9 +9,23 @@ public protocol LogStorage: AnyObject {
     /// Appends one command's events as one unit: after a crash, all of them or none.
     /// Returns the sequence of the first.
     func appendUnit(_ payloads: [[UInt8]], timestamp: Int64) throws -> UInt64
+    /// The same, with the payloads one after another in `bytes`, each ending at its offset in
+    /// `ends` (the engine encodes a command's events into one reused buffer).
+    func appendUnit(bytes: UnsafeRawBufferPointer, ends: [Int], timestamp: Int64) throws -> UInt64
     /// Calls `body` with every record from `from` on, in order.
     func forEachRecord(from: UInt64, _ body: (_ sequence: UInt64, _ timestamp: Int64, _ payload: UnsafeRawBufferPointer) throws -> Void) throws
     func close() throws
+}
+
+extension LogStorage {
+    public func appendUnit(bytes: UnsafeRawBufferPointer, ends: [Int], timestamp: Int64) throws -> UInt64 {
+        var start = 0
+        let payloads = ends.map { end in
+            defer { start = end }
+            return [UInt8](bytes[start..<end])
+        }
+        return try appendUnit(payloads, timestamp: timestamp)
+    }
 }
 
 /// A partition on disk, through the durable `PartitionWriter`.
@@ -48,9 +62,10 @@ public final class DiskLogStorage: LogStorage {
 /// A partition in memory: payloads in one growing buffer, so a run of a million events
 /// costs its bytes and two integers per record, not an allocation per event.
 public final class MemoryLogStorage: LogStorage {
-    private var bytes: [UInt8] = []
-    private var ends: [Int] = []
-    private var timestamps: [Int64] = []
+    // Unchecked exclusivity: only these methods touch the buffers, one access at a time.
+    @exclusivity(unchecked) private var bytes: [UInt8] = []
+    @exclusivity(unchecked) private var ends: [Int] = []
+    @exclusivity(unchecked) private var timestamps: [Int64] = []
 
     public init() {}
 
@@ -62,6 +77,17 @@ public final class MemoryLogStorage: LogStorage {
         for payload in payloads {
             bytes.append(contentsOf: payload)
             ends.append(bytes.count)
+            timestamps.append(timestamp)
+        }
+        return first
+    }
+
+    public func appendUnit(bytes: UnsafeRawBufferPointer, ends unitEnds: [Int], timestamp: Int64) throws -> UInt64 {
+        let first = UInt64(ends.count + 1)
+        let base = self.bytes.count
+        self.bytes.append(contentsOf: bytes)
+        for end in unitEnds {
+            ends.append(base + end)
             timestamps.append(timestamp)
         }
         return first

@@ -35,10 +35,18 @@ public struct EngineOutcome: Sendable, Hashable {
 public final class QueueEngine {
     public let catalog: Catalog
     public let storage: LogStorage
-    public private(set) var projection: QueueProjection
-    public private(set) var checker = InvariantChecker()
-    public private(set) var duplicates = 0
-    private var lastTimestamp: Int64 = 0
+    // `@exclusivity(unchecked)`: only the engine's own methods change these, never re-entered, so
+    // the dynamic exclusivity checks (a few per event) only cost time.
+    @exclusivity(unchecked) public private(set) var projection: QueueProjection
+    @exclusivity(unchecked) public private(set) var checker = InvariantChecker()
+    @exclusivity(unchecked) public private(set) var duplicates = 0
+    /// Whether each `EngineRecord` carries its payload bytes: the live queue publishes them and
+    /// replay compares them; the deterministic runtime needs neither and saves a copy per event.
+    public var keepsPayloads = true
+    @exclusivity(unchecked) private var lastTimestamp: Int64 = 0
+    /// A command's events are encoded one after another into this reused buffer.
+    @exclusivity(unchecked) private var encoder = BinaryWriter(capacity: 1_024)
+    @exclusivity(unchecked) private var ends: [Int] = []
 
     /// Rebuilds the projection and the invariant check from what `storage` holds.
     public init(catalog: Catalog, storage: LogStorage) throws {
@@ -96,18 +104,26 @@ public final class QueueEngine {
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> [EngineRecord] {
         guard !events.isEmpty else { return [] }
         let time = max(timestamp, lastTimestamp)
-        let payloads = events.map { EventCodec.encode($0, commandID: commandID) }
-        let first = try storage.appendUnit(payloads, timestamp: time)
+        encoder.removeAll()
+        ends.removeAll(keepingCapacity: true)
+        for event in events {
+            EventCodec.encode(event, commandID: commandID, into: &encoder)
+            ends.append(encoder.bytes.count)
+        }
+        let first = try encoder.bytes.withUnsafeBytes { bytes in try storage.appendUnit(bytes: bytes, ends: ends, timestamp: time) }
         precondition(first == projection.lastSequence + 1,
                      "the log gave sequence \(first) after \(projection.lastSequence): something else wrote this partition")
         lastTimestamp = time
         var records: [EngineRecord] = []
         records.reserveCapacity(events.count)
+        var start = 0
         for (offset, event) in events.enumerated() {
             let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
             projection.apply(recorded)
             checker.check(recorded)
-            records.append(EngineRecord(recorded: recorded, payload: payloads[offset]))
+            let payload = keepsPayloads ? [UInt8](encoder.bytes[start..<ends[offset]]) : []
+            start = ends[offset]
+            records.append(EngineRecord(recorded: recorded, payload: payload))
         }
         return records
     }

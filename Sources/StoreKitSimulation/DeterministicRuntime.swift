@@ -42,8 +42,8 @@ public struct NetworkCounters: Sendable, Hashable {
 public final class DeterministicRuntime {
     public let scenario: Scenario
     public let environment: DeterministicEnvironment
-    public private(set) var engine: QueueEngine
-    public private(set) var counters = NetworkCounters()
+    @exclusivity(unchecked) public private(set) var engine: QueueEngine
+    @exclusivity(unchecked) public private(set) var counters = NetworkCounters()
     /// The run's first record when already known (exploration runs one scenario thousands of
     /// times, and encoding the scenario and catalog to JSON would cost more than the run).
     public var header: RunHeader?
@@ -74,32 +74,45 @@ public final class DeterministicRuntime {
     }
 
     private let factory: RoleFactory
-    private var slots: [Slot] = []
-    private var scheduler = Scheduler<Action>()
-    private var now: Int64 = 0
-    private var lastDurable: Int64 = 0
-    private var published: UInt64 = 0
+    // `@exclusivity(unchecked)`: the run loop is the only code touching this state, one access at a
+    // time (roles return effects, they never call back), so the dynamic checks only cost time.
+    @exclusivity(unchecked) private var slots: [Slot] = []
+    @exclusivity(unchecked) private var scheduler = Scheduler<Action>()
+    @exclusivity(unchecked) private var now: Int64 = 0
+    @exclusivity(unchecked) private var lastDurable: Int64 = 0
+    @exclusivity(unchecked) private var published: UInt64 = 0
     /// Appended events from `firstHeld` on (the live part starts at `heldStart`), kept until
     /// every role has heard them: a delivery names its sequence, so an event is stored once
     /// rather than copied (with its strings and arrays retained) into each role's delivery.
-    private var held: [RecordedEvent] = []
+    @exclusivity(unchecked) private var held: [RecordedEvent] = []
     /// Whether each held event is a `transactionFinished` (the removal delay applies), so
     /// publishing does not copy the event to look at it.
-    private var heldIsFinish: [Bool] = []
-    private var heldStart = 0
-    private var firstHeld: UInt64 = 1
+    @exclusivity(unchecked) private var heldIsFinish: [Bool] = []
+    @exclusivity(unchecked) private var heldStart = 0
+    @exclusivity(unchecked) private var firstHeld: UInt64 = 1
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
     private var heldCommands: [Command] = []
-    private var choices: ChoiceSource { environment.choices }
-    private var network: NetworkBehavior { scenario.network }
+    /// Read once: through `environment` and `scenario` every use copied (and retained) them.
+    private let choices: ChoiceSource
+    private let network: NetworkBehavior
+    /// The app-side removal delay (probability, nanoseconds), nil when exploration did not turn it on.
+    private let removalDelay: (probability: Double, nanoseconds: Int64)?
 
     public init(scenario: Scenario, environment: DeterministicEnvironment) throws {
         try scenario.validate()
         self.scenario = scenario
         self.environment = environment
+        choices = environment.choices
+        network = scenario.network
+        if let points = scenario.apps.choicePoints, points.removalDelayProbability > 0 {
+            removalDelay = (points.removalDelayProbability, Int64(points.removalDelayMilliseconds * 1e6))
+        } else {
+            removalDelay = nil
+        }
         engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
+        engine.keepsPayloads = false
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
@@ -171,6 +184,7 @@ public final class DeterministicRuntime {
         case .restartQueue:
             earlierDuplicates += engine.duplicates
             engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
+            engine.keepsPayloads = false
             queueIsDown = false
             // Retried in the order they were sent: a sender's link keeps its order.
             var arrival = now
@@ -221,11 +235,9 @@ public final class DeterministicRuntime {
             counters.eventsLost += 1
             arrival += Int64(network.catchUpMilliseconds * 1e6)
         }
-        if isFinish, slots[index].kind == .apps,
-           let points = scenario.apps.choicePoints, points.removalDelayProbability > 0,
-           choices.chance(.removalDelay, points.removalDelayProbability) {
+        if isFinish, slots[index].kind == .apps, let removalDelay, choices.chance(.removalDelay, removalDelay.probability) {
             // The app hears `removedTransactions` late (and, the link keeping its order, what follows too).
-            arrival += Int64(points.removalDelayMilliseconds * 1e6)
+            arrival += removalDelay.nanoseconds
         }
         slots[index].lastEventArrival = arrival
         scheduler.schedule(at: arrival, .deliver(sequence: sequence, slot: index))
