@@ -271,6 +271,18 @@ struct BusBench: AsyncParsableCommand {
                     ("halfLoadLifecyclesPerSecond", .double(figure.halfLoad.lifecyclesPerSecond.rounded())),
                     ("halfLoadLatencyP50Microseconds", .double(figure.halfLoad.latencyMicroseconds.p50.rounded())),
                     ("halfLoadLatencyP99Microseconds", .double(figure.halfLoad.latencyMicroseconds.p99.rounded())),
+                    ("halfLoadOfferedPerSecond", .double((figure.halfLoad.offeredPerSecond ?? 0).rounded())),
+                    ("halfLoadUnfinished", .int(figure.halfLoad.unfinished)),
+                    // Where the closed loop's time went: each process's CPU (in cores) and the waits.
+                    ("queueCores", .double((result.queueCores * 100).rounded() / 100)),
+                    ("storeCores", .double((result.storeCores * 100).rounded() / 100)),
+                    ("driverCores", .double((result.driverCores * 100).rounded() / 100)),
+                    ("durabilityRounds", .int(result.durabilityRounds)),
+                    ("retriesSent", .int(result.retriesSent)),
+                    ("queueAnsweredUnavailable", .int(result.queueAnsweredUnavailable)),
+                    ("queueDuplicates", .int(result.queueDuplicates)),
+                    ("repliesDropped", .int(result.repliesDropped)),
+                    ("gapsRecovered", .int(result.gapsRecovered)),
                 ])
             })),
         ])
@@ -288,9 +300,12 @@ struct BusBench: AsyncParsableCommand {
             printLine(String(format: "%@: one lifecycle alone p50 %.0f µs (p99 %.0f µs); floor %.0f µs (3 × write+fdatasync %.0f µs + 3 × round trip %.0f µs); ratio to floor %.2f",
                              result.transport, figure.unloaded.latencyMicroseconds.p50, figure.unloaded.latencyMicroseconds.p99,
                              figure.floor.floorMicroseconds, figure.floor.fsyncMicroseconds, figure.floor.roundTripMicroseconds, figure.ratioToFloor))
-            printLine(String(format: "%@: at half the throughput (%.0f/s offered, open model): p50 %.0f µs, p99 %.0f µs from the intended start",
-                             result.transport, figure.halfLoad.lifecyclesPerSecond, figure.halfLoad.latencyMicroseconds.p50,
-                             figure.halfLoad.latencyMicroseconds.p99))
+            printLine(String(format: "%@: CPU in cores: queue %.2f, store %.2f, drivers %.2f; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
+                             result.transport, result.queueCores, result.storeCores, result.driverCores, result.durabilityRounds,
+                             Int(result.records), result.retriesSent, result.queueAnsweredUnavailable, result.queueDuplicates, result.repliesDropped, result.gapsRecovered))
+            printLine(String(format: "%@: at half the throughput (%.0f/s offered, open model, %d lifecycles finished, %d unfinished): p50 %.0f µs, p99 %.0f µs from the intended start",
+                             result.transport, figure.halfLoad.offeredPerSecond ?? 0, figure.halfLoad.lifecycles, figure.halfLoad.unfinished,
+                             figure.halfLoad.latencyMicroseconds.p50, figure.halfLoad.latencyMicroseconds.p99))
         }
     }
 }

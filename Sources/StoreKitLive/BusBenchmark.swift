@@ -36,6 +36,28 @@ public enum BusBenchmark {
         public var averageEventBytes: Double
         public var rawMessagesPerSecond: Double
         public var subscribers: Int
+        /// Open model: lifecycles started per second (intended starts in the window); nil for the closed loop.
+        public var offeredPerSecond: Double?
+        /// Open model: lifecycles started in the window still unfinished when the drain gave up (each
+        /// counted in the percentiles with the latency it had reached then, a lower bound).
+        public var unfinished = 0
+        /// Why the bus waits instead of working: command retries the drivers sent (no ACK in time, or
+        /// answered `unavailable`), commands the queue answered `unavailable` and duplicates it ignored.
+        public var retriesSent = 0
+        public var queueAnsweredUnavailable = 0
+        public var queueDuplicates = 0
+        /// Replies the queue dropped because a peer's reply queue was full.
+        public var repliesDropped = 0
+        /// Gaps in the drivers' event streams filled by FETCH (PUB dropped at its high-water mark).
+        public var gapsRecovered = 0
+        /// CPU used during the measured window, in cores (1 = one core busy all the time): the
+        /// queue process, the store process, and this process (the drivers).
+        public var queueCores: Double = 0
+        public var storeCores: Double = 0
+        public var driverCores: Double = 0
+        /// Group-commit fsyncs of the queue's log over its life, and the records it wrote.
+        public var durabilityRounds = 0
+        public var records: UInt64 = 0
         /// Commands (3), their acknowledgements (3), and events (3) to each subscriber (the
         /// store and every driver).
         public var busMessagesPerLifecycle: Double { Double(6 + 3 * subscribers) }
@@ -114,14 +136,29 @@ public enum BusBenchmark {
         for driver in drivers {
             finished.enter()
             Thread.detachNewThread {
-                driver.run(warmUp: warmUp, end: end)
+                driver.run(warmUp: warmUp, end: end, drainUntil: end + drainNanoseconds)
                 finished.leave()
             }
         }
+        // Each process's CPU over the measured window (the clock, not a synchronisation: the drivers
+        // keep their own time).
+        func sleepUntil(_ instant: Int64) {
+            let left = instant - LiveClock.monotonicNanoseconds()
+            if left > 0 { usleep(useconds_t(left / 1_000)) }
+        }
+        func cpu() -> [Int64] { children.map { processCPUNanoseconds(pid: $0.processIdentifier) ?? 0 } + [processCPUNanoseconds()] }
+        sleepUntil(warmUp)
+        let cpuBefore = cpu()
+        sleepUntil(end)
+        let cpuAfter = cpu()
         guard finished.wait(timeout: .now() + configuration.seconds + 30) == .success else {
             throw RoleProcessError("bench: the load drivers did not stop in time")
         }
         for driver in drivers { if let failure = driver.failure { throw RoleProcessError("bench: \(failure)") } }
+        // The queue writes its statistics when it stops.
+        children[0].terminate()
+        children[0].waitUntilExit()
+        let statistics = QueueStatistics.read(in: directory, partition: QueueProcess.partition)
         var latencies = drivers.flatMap(\.latencies)
         let completed = drivers.reduce(0) { $0 + $1.completed }
         let eventBytes = drivers.reduce(0) { $0 + $1.eventBytes }
@@ -135,11 +172,28 @@ public enum BusBenchmark {
         let averageBytes = eventCount > 0 ? Double(eventBytes) / Double(eventCount) : 128
         let raw = try rawPublishSubscribe(transport: transport, directory: directory, messages: configuration.rawMessages,
                                           bytes: Int(averageBytes.rounded()))
-        return Measurement(transport: transport, lifecycles: completed, seconds: seconds,
-                           lifecyclesPerSecond: Double(completed) / seconds,
-                           latencyMicroseconds: (percentile(0.5), percentile(0.99), percentile(0.999)),
-                           averageEventBytes: averageBytes, rawMessagesPerSecond: raw, subscribers: configuration.drivers + 1)
+        var measurement = Measurement(transport: transport, lifecycles: completed, seconds: seconds,
+                                      lifecyclesPerSecond: Double(completed) / seconds,
+                                      latencyMicroseconds: (percentile(0.5), percentile(0.99), percentile(0.999)),
+                                      averageEventBytes: averageBytes, rawMessagesPerSecond: raw, subscribers: configuration.drivers + 1)
+        if configuration.rate != nil {
+            measurement.offeredPerSecond = Double(drivers.reduce(0) { $0 + $1.startedInWindow }) / seconds
+        }
+        measurement.unfinished = drivers.reduce(0) { $0 + $1.unfinished }
+        measurement.retriesSent = drivers.reduce(0) { $0 + $1.sender.retriesSent }
+        measurement.gapsRecovered = drivers.reduce(0) { $0 + $1.subscriber.counters.gapsRecovered }
+        measurement.queueAnsweredUnavailable = statistics?.commandsAnsweredUnavailable ?? 0
+        measurement.queueDuplicates = statistics?.duplicateCommands ?? 0
+        measurement.repliesDropped = statistics?.repliesDropped ?? 0
+        measurement.durabilityRounds = statistics?.durabilityRounds ?? 0
+        measurement.records = statistics?.records ?? 0
+        let cores = zip(cpuBefore, cpuAfter).map { Double($1 - $0) / Double(end - warmUp) }
+        (measurement.queueCores, measurement.storeCores, measurement.driverCores) = (cores[0], cores[1], cores[2])
+        return measurement
     }
+
+    /// Open model: how long after the window the drivers wait for the lifecycles started in it.
+    static let drainNanoseconds: Int64 = 10_000_000_000
 
     /// Waits (bounded) for the queue's ready note: it has bound its endpoints.
     private static func waitUntilReady(_ process: Process, name: String, directory: URL) throws {
@@ -263,6 +317,10 @@ public enum BusBenchmark {
         var completed = 0
         var eventBytes = 0
         var eventCount = 0
+        /// Open model: lifecycles whose intended start fell in the window, and those of them not
+        /// finished when the drain ended.
+        var startedInWindow = 0
+        var unfinished = 0
         var failure: String?
 
         init(index: Int, context: ZeroMQContext, events: String, requests: String, devices: Int, inFlight: Int, rate: Double?) throws {
@@ -277,19 +335,23 @@ public enum BusBenchmark {
             latencies.reserveCapacity(1 << 19)
         }
 
-        func run(warmUp: Int64, end: Int64) {
+        func run(warmUp: Int64, end: Int64, drainUntil: Int64) {
             defer {
                 subscriber.close()
                 sender.close()
             }
             do {
-                try drive(warmUp: warmUp, end: end)
+                try drive(warmUp: warmUp, end: end, drainUntil: drainUntil)
             } catch {
                 failure = "\(error)"
             }
         }
 
-        private func drive(warmUp: Int64, end: Int64) throws {
+        /// The closed loop counts the lifecycles that start and finish inside the window. The open
+        /// model counts every lifecycle whose intended start is inside it, however late it finishes:
+        /// after the window it starts no more and waits (up to `drainUntil`) for those to finish, so
+        /// a system that falls behind shows as latency, not as fewer samples.
+        private func drive(warmUp: Int64, end: Int64, drainUntil: Int64) throws {
             for device in devices {
                 try sender.submit(.registerDevice(device: device, account: "account-\(device)"))
                 try sender.submit(.launchApp(device: device))
@@ -302,12 +364,23 @@ public enum BusBenchmark {
             var inFlight = 0
             let payment = Payment(productIdentifier: "com.example.sksim.coins.small")
             var nextIntended = LiveClock.monotonicNanoseconds()
+            func inWindow(_ start: Int64) -> Bool { start >= warmUp && start < end }
             while true {
                 let now = LiveClock.monotonicNanoseconds()
-                if now > end { return }
+                if now > end {
+                    guard interval != nil, completed < startedInWindow else { return }
+                    if now > drainUntil {
+                        // Still unfinished (some perhaps not even added yet): the latency reached so far.
+                        let waiting = started.values.filter(inWindow) + submittedAt[submittedHead...].filter(inWindow)
+                        latencies.append(contentsOf: waiting.map { now - $0 })
+                        unfinished = waiting.count
+                        return
+                    }
+                }
                 // Closed loop: keep inFlightLimit going. Open model: start what is due, timed from
                 // when it was due (a stalled queue shows as latency, not as fewer samples).
-                while inFlight < inFlightLimit && sender.hasCapacity && (interval == nil || nextIntended <= now) {
+                while inFlight < inFlightLimit && sender.hasCapacity && (interval == nil || (nextIntended <= now && nextIntended < end)) {
+                    if interval != nil && inWindow(nextIntended) { startedInWindow += 1 }
                     try sender.submit(.addPayment(device: devices[nextDevice], payment: payment))
                     submittedAt.append(interval == nil ? now : nextIntended)
                     nextIntended += interval ?? 0
@@ -317,7 +390,8 @@ public enum BusBenchmark {
                 for completion in try sender.poll(timeout: .zero) {
                     if case .failed(_, let error) = completion { throw error }
                 }
-                let wait: Duration = interval == nil ? .milliseconds(1) : .nanoseconds(max(0, min(1_000_000, nextIntended - LiveClock.monotonicNanoseconds())))
+                let wait: Duration = interval == nil || now > end ? .milliseconds(1)
+                    : .nanoseconds(max(0, min(1_000_000, nextIntended - LiveClock.monotonicNanoseconds())))
                 for record in try subscriber.receiveRecords(timeout: wait) {
                     // Every driver hears the whole partition; each handles its own devices.
                     guard let device = record.device, device.hasPrefix(prefix) else { continue }
@@ -340,7 +414,7 @@ public enum BusBenchmark {
                     case .transactionFinished(let key):
                         inFlight -= 1
                         let finishedAt = LiveClock.monotonicNanoseconds()
-                        if let start = started.removeValue(forKey: key), start >= warmUp, finishedAt <= end {
+                        if let start = started.removeValue(forKey: key), start >= warmUp, interval == nil ? finishedAt <= end : start < end {
                             latencies.append(finishedAt - start)
                             completed += 1
                         }

@@ -19,3 +19,15 @@ public func peakResidentBytes() -> Int64 {
           let kilobytes = Int64(line.split(separator: " ").dropFirst().first ?? "") else { return -1 }
     return kilobytes * 1_024
 }
+
+/// CPU time (user + system) another process of this machine has used so far, in nanoseconds,
+/// from /proc/<pid>/stat; nil when it cannot be read (the process is gone).
+public func processCPUNanoseconds(pid: Int32) -> Int64? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return nil }
+    // After the command name (which may hold spaces): state is field 3; utime and stime are 14 and 15.
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return nil }
+    let ticksPerSecond = Int64(sysconf(Int32(_SC_CLK_TCK)))
+    return (user + system) * 1_000_000_000 / max(1, ticksPerSecond)
+}

@@ -108,7 +108,9 @@ public final class QueueProcess {
         try? QueueStatistics(duplicateCommands: engine.duplicates, commandsHandled: counters.commandsHandled,
                              refusedFrames: counters.refused.total, cpuSeconds: Double(processCPUNanoseconds()) / 1e9,
                              peakMemoryBytes: peakResidentBytes(), durabilityRounds: durabilityRounds.load(ordering: .relaxed),
-                             records: engine.projection.lastSequence).write(in: runDirectory, partition: partition)
+                             records: engine.projection.lastSequence,
+                             commandsAnsweredUnavailable: counters.commandsRefusedAsUnavailable,
+                             repliesDropped: counters.repliesDropped).write(in: runDirectory, partition: partition)
     }
 }
 

@@ -57,9 +57,14 @@ public struct QueueStatistics: Codable, Sendable {
     public var peakMemoryBytes: Int64?
     public var durabilityRounds: Int?
     public var records: UInt64?
+    /// Commands answered `unavailable` (overload, or ahead of an earlier one of their sender): each is sent again.
+    public var commandsAnsweredUnavailable: Int?
+    /// Replies dropped because the peer's reply queue was full (`replyHighWaterMark`): the sender retries.
+    public var repliesDropped: Int?
 
     public init(duplicateCommands: Int = 0, commandsHandled: Int = 0, refusedFrames: Int = 0, cpuSeconds: Double? = nil,
-                peakMemoryBytes: Int64? = nil, durabilityRounds: Int? = nil, records: UInt64? = nil) {
+                peakMemoryBytes: Int64? = nil, durabilityRounds: Int? = nil, records: UInt64? = nil,
+                commandsAnsweredUnavailable: Int? = nil, repliesDropped: Int? = nil) {
         self.duplicateCommands = duplicateCommands
         self.commandsHandled = commandsHandled
         self.refusedFrames = refusedFrames
@@ -67,6 +72,8 @@ public struct QueueStatistics: Codable, Sendable {
         self.peakMemoryBytes = peakMemoryBytes
         self.durabilityRounds = durabilityRounds
         self.records = records
+        self.commandsAnsweredUnavailable = commandsAnsweredUnavailable
+        self.repliesDropped = repliesDropped
     }
 
     static func file(in runDirectory: URL, partition: String) -> URL { runDirectory.appendingPathComponent("\(partition)-stats.json") }

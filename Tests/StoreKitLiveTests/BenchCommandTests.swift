@@ -16,10 +16,19 @@ import Testing
         let transport = try #require((object["transports"] as? [[String: Any]])?.first)
         for field in ["lifecyclesPerSecond", "latencyP50Microseconds", "latencyP99Microseconds", "rawMessagesPerSecond", "ratioToBaseline",
                       "unloadedLatencyP50Microseconds", "floorMicroseconds", "ratioToFloor", "halfLoadLatencyP99Microseconds",
-                      "fsyncMicroseconds", "roundTripMicroseconds"] {
+                      "fsyncMicroseconds", "roundTripMicroseconds", "halfLoadOfferedPerSecond", "queueCores", "storeCores", "driverCores"] {
             #expect(transport[field] is Double, "\(field) missing")
         }
+        for field in ["halfLoadUnfinished", "retriesSent", "queueAnsweredUnavailable", "queueDuplicates", "repliesDropped", "durabilityRounds"] {
+            #expect(transport[field] is Int, "\(field) missing")
+        }
         #expect((transport["floorMicroseconds"] as? Double ?? 0) > 0)
+        // The half load drains: every lifecycle started in its window is counted, however late it ends.
+        #expect((transport["halfLoadOfferedPerSecond"] as? Double ?? 0) > 0)
+        #expect((transport["halfLoadLifecyclesPerSecond"] as? Double ?? 0) > 0)
+        // The queue's CPU is read from the kernel while it works, and its statistics after it stops.
+        #expect((transport["queueCores"] as? Double ?? 0) > 0)
+        #expect((transport["durabilityRounds"] as? Int ?? 0) > 0)
     }
 
     @Test("bench simulate emits events/s beside its baseline")
