@@ -12,8 +12,7 @@ public struct CommandSenderConfiguration: Sendable {
     public var firstNumber: UInt64 = 1
     /// Most commands awaiting an ACK; `submit` refuses more (back-pressure).
     public var window: Int = 4_096
-    /// First retry after this long without an ACK, or after the ACK time measured recently if that
-    /// is longer (`RetryTimer`); doubles per attempt up to `maximumRetryInterval`.
+    /// First retry after this long without an ACK; doubles per attempt up to `maximumRetryInterval`.
     public var retryInterval: Duration = .milliseconds(500)
     public var maximumRetryInterval: Duration = .seconds(2)
     /// A command still unacknowledged this long after its first send is given up.
@@ -97,7 +96,6 @@ public final class CommandSender {
     private let poller = Poller()
     private var outstanding: [UInt64: Outstanding] = [:]
     private var nextRetryScan: ContinuousClock.Instant = .now
-    private var retryTimer: RetryTimer
     private let commandVerb = Array(BusWire.RequestVerb.command.rawValue.utf8)
     private let acknowledgementVerb = Array(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
 
@@ -112,7 +110,6 @@ public final class CommandSender {
     public init(context: ZeroMQContext, configuration: CommandSenderConfiguration) throws(ZeroMQError) {
         self.configuration = configuration
         nextNumber = configuration.firstNumber
-        retryTimer = RetryTimer(minimum: configuration.retryInterval, maximum: configuration.maximumRetryInterval)
         dealer = try context.socket(.dealer)
         if let curve = configuration.curve { try curve.apply(to: dealer) }
         // Room for the whole window plus its retries in both directions.
@@ -132,9 +129,6 @@ public final class CommandSender {
     /// Commands awaiting an ACK.
     public var outstandingCount: Int { outstanding.count }
 
-    /// How long a new command waits for its ACK before its first retry (see `RetryTimer`).
-    public var firstRetryInterval: Duration { retryTimer.interval }
-
     /// Whether `submit` would accept another command now.
     public var hasCapacity: Bool { outstanding.count < configuration.window }
 
@@ -152,10 +146,10 @@ public final class CommandSender {
         } catch {
             throw .transport(error)
         }
-        let interval = retryTimer.interval
         outstanding[nextNumber] = Outstanding(
-            payload: payload, firstSent: now, nextAttempt: now + interval, interval: interval, attempts: 1)
-        nextRetryScan = min(nextRetryScan, now + interval)
+            payload: payload, firstSent: now, nextAttempt: now + configuration.retryInterval,
+            interval: configuration.retryInterval, attempts: 1)
+        nextRetryScan = min(nextRetryScan, now + configuration.retryInterval)
         nextNumber += 1
         return command.id
     }
@@ -212,9 +206,6 @@ public final class CommandSender {
                 continue
             }
             outstanding[commandID.number] = nil
-            // Only a command sent once says how long an answer takes (Karn's rule: a retried one's
-            // ACK may answer any of its copies).
-            if pending.attempts == 1 { retryTimer.record(.now - pending.firstSent) }
             if acknowledgement.status == .duplicate && pending.attempts == 1 {
                 // Sent once, so no earlier copy of ours can have been applied: someone else's was.
                 completions.append(.failed(commandID, .duplicateOfUnsentCommand(
@@ -263,41 +254,5 @@ public final class CommandSender {
                 commandID: commandID, endpoint: configuration.requestsEndpoint, attempts: pending.attempts,
                 elapsed: now - pending.firstSent)))
         }
-    }
-}
-
-/// When to retry a command that has no ACK yet, from the ACK times measured (RFC 6298's
-/// retransmission timer, as TCP does): the smoothed time plus four times its variation, at
-/// least `minimum` and at most `maximum`. A queue that is only busy answers late, not never:
-/// retrying at a fixed 500 ms once answers take longer than that sent a whole window again,
-/// which the queue then had to answer as duplicates on top of its work (docs/performance.md).
-/// Pure value; the sender feeds it the ACK time of each command it sent once.
-public struct RetryTimer: Sendable, Equatable {
-    public let minimum: Duration
-    public let maximum: Duration
-    private var smoothed: Duration?
-    private var variation: Duration = .zero
-
-    public init(minimum: Duration, maximum: Duration) {
-        self.minimum = minimum
-        self.maximum = max(minimum, maximum)
-    }
-
-    /// The first retry interval of a command sent now.
-    public var interval: Duration {
-        guard let smoothed else { return minimum }
-        return min(maximum, max(minimum, smoothed + variation * 4))
-    }
-
-    /// Notes how long one command sent once took to be acknowledged.
-    public mutating func record(_ sample: Duration) {
-        guard let previous = smoothed else {
-            smoothed = sample
-            variation = sample / 2
-            return
-        }
-        let difference = previous > sample ? previous - sample : sample - previous
-        variation = variation * 0.75 + difference * 0.25
-        smoothed = previous * 0.875 + sample * 0.125
     }
 }

@@ -57,11 +57,13 @@ public struct QueueEndpointConfiguration: Sendable {
     /// about 200 bytes of its own, so 10,000 bound one to about 2 MB.
     public var sendHighWaterMark: Int = 10_000
     /// Replies (ACK, BATCH, PONG) queued in libzmq per requesting peer. One group commit can make
-    /// a whole window of a sender's commands durable at once, a burst of ACKs larger than this
-    /// (a window is 4,096 by default): ACKs that find the queue full wait in the endpoint
-    /// (`maximumHeldAcknowledgementsPerPeer`) instead of being dropped, since a dropped ACK costs
-    /// its sender a retry interval. BATCH and PONG replies beyond it are dropped and counted.
-    public var replyHighWaterMark: Int = 1_000
+    /// a whole window of a sender's commands durable at once, a burst of that many ACKs, and a
+    /// dropped ACK costs its sender a retry interval: so it holds the largest window our clients
+    /// use (16,384, a load driver's; 4,096 by default). A peer that stops reading costs at most
+    /// this many ACKs of about 450 bytes (7 frames of libzmq's 64-byte message), about 7 MB.
+    /// Beyond it replies are dropped and counted (ACKs may wait in the endpoint instead,
+    /// `maximumHeldAcknowledgementsPerPeer`).
+    public var replyHighWaterMark: Int = 16_384
     /// ACKs held in the endpoint, per peer, while that peer's reply queue is full; sent in order
     /// as it drains. Beyond it (a peer that does not read) they are dropped and counted, and the
     /// sender retries. About 250 bytes each. Off (0) by default for now: with 65,536 the closed
