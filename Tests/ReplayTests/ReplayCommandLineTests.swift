@@ -16,7 +16,7 @@ import Testing
     final class Scratch {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-replay-\(UUID().uuidString.prefix(8))")
         init() { try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
-        deinit { try? FileManager.default.removeItem(at: url) }
+        deinit { if ProcessInfo.processInfo.environment["SKSIM_KEEP_TEST_RUNS"] == nil { try? FileManager.default.removeItem(at: url) } }
         func path(_ name: String) -> String { url.appendingPathComponent(name).path }
     }
 
