@@ -122,7 +122,7 @@ struct BusTests {
         configuration.retryInterval = .milliseconds(40)
         configuration.maximumRetryInterval = .milliseconds(40)
         let sender = try CommandSender(context: context, configuration: configuration)
-        queue.perform { _, _ in Thread.sleep(forTimeInterval: 0.3) }
+        queue.stall(for: .milliseconds(300))
         let id = try sender.submit(.launchApp(device: "d2"))
         var completions: [CommandCompletion] = []
         let deadline = ContinuousClock.now + .seconds(3)

@@ -140,6 +140,18 @@ final class QueueHarness: @unchecked Sendable {
         shared.withLock { $0.tasks.append(task) }
     }
 
+    /// Stalls the loop thread for `duration`; returns once the stall has begun, so that a request
+    /// sent afterwards is certain to wait behind it.
+    func stall(for duration: Duration) {
+        let begun = DispatchSemaphore(value: 0)
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+        perform { _, _ in
+            begun.signal()
+            Thread.sleep(forTimeInterval: seconds)  // The stall under test, not a synchronisation.
+        }
+        begun.wait()
+    }
+
     /// Appends `count` sample events outside any command and hands them to the endpoint.
     func appendEvents(_ count: Int, startingAt first: Int = 0) {
         perform { endpoint, appender in
