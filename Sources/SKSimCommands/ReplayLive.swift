@@ -87,6 +87,7 @@ extension ReplayCommand {
         options.durationSeconds = Double(plan.lengthNanoseconds) / pace / 1e9 + 60
         // A restarted process would replay its inputs again from the start: a crash fails the replay.
         options.maximumRestarts = 0
+        options.relaunchObserversForLateTransactions = false
         options.childArguments = ["--seed", "\(scenario.seed)", "--devices", "\(scenario.devices)",
                                   "--replay", URL(fileURLWithPath: recording.location).standardizedFileURL.path, "--replay-speed", "\(pace)"]
             + (observers.map { ["--replay-observers", $0] } ?? [])

@@ -18,6 +18,10 @@ public final class Supervisor {
         /// Passed to every child after its role arguments (e.g. `--seed 5 --devices 3`), so each
         /// process reads the same topology the supervisor runs.
         public var childArguments: [String] = []
+        /// Whether an observer process is launched again, once the apps are done and the store is
+        /// stopped, for transactions the store sent after its apps were done (a renewal). A live
+        /// replay turns it off: a relaunched process would replay its inputs from the start.
+        public var relaunchObserversForLateTransactions = true
         public init() {}
     }
 
@@ -228,14 +232,35 @@ public final class Supervisor {
         var failure: String?
         var finished = false
         var stoppedAtLimit = false
+        var storeStopped = false
         while !Shutdown.isRequested {
             if let message = try superviseOnce() {
                 failure = message
                 break
             }
             if children.filter({ $0.specification.role == .observer }).allSatisfy(\.done) {
-                finished = true
-                break
+                if storeStopped {
+                    finished = true
+                    break
+                }
+                // The apps are done, but the store may have decided something after an app was done
+                // (a renewal falls due at any time). Stop the store so nothing more comes, then give
+                // what came late to the apps' next launch, as StoreKit does (R-Q4).
+                storeStopped = true
+                stopStores()
+                let late = options.relaunchObserversForLateTransactions ? try observersOfLateTransactions() : []
+                if late.isEmpty {
+                    finished = true
+                    break
+                }
+                for child in late {
+                    logger.info("relaunching an observer for transactions that came after its apps were done",
+                                metadata: ["name": "\(child.specification.name)"])
+                    child.done = false
+                    child.process = try launch(child.specification)
+                }
+                try? writeRunFile()
+                continue
             }
             if Double(LiveClock.monotonicNanoseconds() - start) / 1e9 > options.durationSeconds {
                 logger.notice("duration reached; stopping", metadata: ["seconds": "\(options.durationSeconds)"])
@@ -295,6 +320,36 @@ public final class Supervisor {
                                        logFile: child.logFile.path).description
         }
         return nil
+    }
+
+    /// Stops the store processes (bounded), so that they decide nothing more; they are not restarted.
+    private func stopStores() {
+        let stores = children.filter { $0.specification.role == .store }
+        for child in stores {
+            child.done = true
+            if child.process.isRunning { child.process.terminate() }
+        }
+        waitOrKill(stores)
+    }
+
+    /// The finished observer processes that host a device with a transaction its app could finish
+    /// (purchased, failed or restored) but has not: the store sent it after that app was done.
+    private func observersOfLateTransactions() throws -> [Child] {
+        let built = try PartitionedLogProjection.build(directory: runDirectory.appendingPathComponent("log", isDirectory: true),
+                                                       partitions: topology.queues.map { $0.partition! })
+        var waiting: Set<String> = []
+        for (_, partition) in built.partitions {
+            for device in partition.projection.devices.values
+            where device.pending.values.contains(where: \.transactionState.isComplete) {
+                waiting.insert(device.device)
+            }
+        }
+        guard !waiting.isEmpty else { return [] }
+        let names = topology.scenario.deviceNames
+        return children.filter { child in
+            child.specification.role == .observer && child.done
+                && child.specification.deviceIndices.contains { names.indices.contains($0) && waiting.contains(names[$0]) }
+        }
     }
 
     /// SIGTERM to everyone but the queue, then the queue (so late commands still land),

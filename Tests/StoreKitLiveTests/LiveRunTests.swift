@@ -7,6 +7,7 @@ import Bus
 import ZeroMQ
 import StoreKitModel
 import StoreKitSimulation
+import StoreKitRuntime
 @testable import StoreKitLive
 
 /// End-to-end: real `sksim` processes talking over real ZeroMQ sockets.
@@ -49,9 +50,11 @@ import StoreKitSimulation
         private var outcome: Result<Supervisor.Result, any Error>?
         private var supervisor: Supervisor?
 
-        init(topologyText: String, options: Supervisor.Options = Supervisor.Options()) throws {
+        /// `catalog` is written beside the topology file, under its name, for a topology that names it.
+        init(topologyText: String, options: Supervisor.Options = Supervisor.Options(), catalog: (name: String, text: String)? = nil) throws {
             directory = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-live-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            if let catalog { try catalog.text.write(to: directory.appendingPathComponent(catalog.name), atomically: true, encoding: .utf8) }
             let path = directory.appendingPathComponent("topology.yaml").path
             try topologyText.write(toFile: path, atomically: true, encoding: .utf8)
             let topology = try Topology.load(path: path)
@@ -197,6 +200,94 @@ import StoreKitSimulation
         #expect(failure.contains("although this sender sent it only once"), "\(failure)")
         #expect(result.restarts["observer-1"] == nil, "restarting cannot help a run whose log holds forged commands")
         #expect(result.exitStatus == 2)
+    }
+
+    @Test("R-Q4: a renewal the store sends after its app was done is finished at the app's next launch, so the run ends with nothing pending")
+    func lateRenewalFinishedAtNextLaunch() throws {
+        let catalog = """
+        {"format": "sksim-catalog", "version": 1, "products": [
+          {"identifier": "com.example.late.monthly", "kind": "autoRenewableSubscription", "displayPrice": "2.99",
+           "subscriptionGroup": "Late", "subscriptionPeriod": "P1M"}]}
+        """
+        let text = """
+        name: late-renewal
+        seed: 3
+        heartbeatMilliseconds: 100
+        scenario:
+          catalog: late.json
+          devices: 2
+          devicesPerAccount: 1
+          purchasesPerDevice: 1
+          observers: [downloadThenFinish]
+          relaunchProbability: 0
+          restoreProbability: 0
+          store: {latencyMilliseconds: {minimum: 1, mean: 5}, failureProbability: 0, deferralProbability: 0, cancellationProbability: 0}
+        processes:
+          - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
+          - {name: store, role: store}
+          - {name: downloader, role: downloader}
+          - {name: observer-1, role: observer, devices: "1"}
+          - {name: observer-2, role: observer, devices: "2"}
+        """
+        let run = try BackgroundRun(topologyText: text, catalog: ("late.json", catalog))
+        // Hold observer-2 so the run goes on after observer-1's app is done.
+        var held: Int32?
+        let deadline = Date().addingTimeInterval(20)
+        while held == nil && Date() < deadline {
+            held = try run.pid(of: "observer-2")
+            if held == nil { usleep(20_000) }
+        }
+        let observer2 = try #require(held)
+        #expect(kill(observer2, SIGSTOP) == 0)
+        defer { kill(observer2, SIGCONT) }
+        let observer1 = try #require(try run.pid(of: "observer-1"))
+        while kill(observer1, 0) == 0 && Date() < deadline.addingTimeInterval(30) { usleep(20_000) }
+        #expect(kill(observer1, 0) != 0, "observer-1 never finished")
+
+        // Now, as the store would at a period end, renew device-0001's subscription.
+        let log = run.runDirectory.appendingPathComponent("log")
+        var original: OriginalTransaction?
+        try PartitionReader(directory: log, partition: "queue").forEachRecord { view in
+            let recorded = try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+            if case .transactionAdded(let key, let payment) = recorded.event, key.device == "device-0001" {
+                original = OriginalTransaction(transactionIdentifier: "", payment: payment, transactionDate: 0)
+            }
+            if case .transactionPurchased(let key, let identifier, _, _) = recorded.event, key.device == "device-0001", let payment = original?.payment {
+                original = OriginalTransaction(transactionIdentifier: identifier, payment: payment, transactionDate: recorded.timestamp)
+            }
+        }
+        let renewed = try #require(original, "device-0001 bought nothing")
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let sender = try CommandSender(context: context, configuration: CommandSenderConfiguration(
+            origin: "test-store", requestsEndpoint: "ipc://\(run.runDirectory.path)/r.ipc"))
+        defer { sender.close() }
+        _ = try sender.submit(.renewSubscription(device: "device-0001", original: renewed))
+        var completions: [CommandCompletion] = []
+        let answerDeadline = ContinuousClock.now + .seconds(10)
+        while completions.isEmpty, ContinuousClock.now < answerDeadline { completions += try sender.poll(timeout: .milliseconds(20)) }
+        guard case .acknowledged(let answer) = try #require(completions.first) else { Issue.record("\(completions)"); return }
+        #expect(answer.status == .accepted, "\(answer)")
+        kill(observer2, SIGCONT)
+
+        let result = try #require(try run.wait(seconds: 60), "the run did not end within 60 s")
+        #expect(result.failure == nil, "\(result.failure ?? "")")
+        #expect(result.report.totals.renewed == 1)
+        #expect(result.report.pending == 0, "the renewal was left pending")
+        var launches = 0
+        var renewalFinished = false
+        var renewalKey: TransactionKey?
+        try PartitionReader(directory: log, partition: "queue").forEachRecord { view in
+            let recorded = try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+            switch recorded.event {
+            case .appLaunched(let device) where device == "device-0001": launches += 1
+            case .subscriptionRenewed(let key, _, _, _): renewalKey = key
+            case .transactionFinished(let key) where key == renewalKey: renewalFinished = true
+            default: break
+            }
+        }
+        #expect(launches == 2, "device-0001's app was launched \(launches) times; the relaunch delivers the renewal")
+        #expect(renewalFinished)
     }
 
     @Test("A queue that dies for good (no restarts left) ends the run with an error naming it")
