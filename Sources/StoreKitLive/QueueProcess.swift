@@ -66,9 +66,8 @@ public final class QueueProcess {
             // A sender's commands are applied in its order: one that arrives ahead of an earlier one
             // still being retried (after a restart of this queue) is answered "retry later", for a while.
             let window = engine.projection.recentCommands
-            let highest = window.highest(of: command.id.origin)
-            if order.mustWait(command.id, highest: highest, skipsAhead: window.skipsAhead(command.id) && !window.isFarAhead(command.id),
-                              now: LiveClock.monotonicNanoseconds()) {
+            if order.mustWait(command.id, window: window, now: LiveClock.monotonicNanoseconds()) {
+                let highest = window.highest(of: command.id.origin)
                 return .retryLater("command \(command.id) arrived before \(command.id.origin):\(highest + 1); send it again after the earlier ones")
             }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).

@@ -24,6 +24,12 @@ public struct SenderOrderGate: Sendable {
         self.patienceNanoseconds = patienceNanoseconds
     }
 
+    /// Whether `id` must be answered "retry later" now, judged against the commands `window` holds
+    /// as applied (`CommandWindow.skipsAhead`: even a sender's first command must be number 1).
+    public mutating func mustWait(_ id: CommandID, window: CommandWindow, now: Int64) -> Bool {
+        mustWait(id, highest: window.highest(of: id.origin), skipsAhead: window.skipsAhead(id), now: now)
+    }
+
     /// Whether `id` must be answered "retry later" now. `highest` is the highest number applied
     /// for its origin; `skipsAhead` whether `id` is more than one above it.
     public mutating func mustWait(_ id: CommandID, highest: UInt64, skipsAhead: Bool, now: Int64) -> Bool {

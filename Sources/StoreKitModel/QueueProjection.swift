@@ -478,13 +478,13 @@ public struct CommandWindow: Sendable {
     /// Senders remembered.
     public var originCount: Int { windows.count }
 
-    /// True when the number skips past the next one expected from a known origin: an earlier
-    /// command of that sender is still on its way (lost with a queue that restarted and being
-    /// retried). Senders number their commands 1, 2, 3, … and their commands depend on each
-    /// other's effects (a payment on its device's registration), so such a command waits.
+    /// True when the number skips past the next one expected from its origin: an earlier command
+    /// of that sender is still on its way (lost with a queue that restarted and being retried).
+    /// Senders number their commands 1, 2, 3, … from 1, and their commands depend on each other's
+    /// effects (a payment on its device's registration), so such a command waits. An origin not
+    /// seen yet expects 1. A number beyond the window's reach does not skip ahead: it is forged.
     public func skipsAhead(_ id: CommandID) -> Bool {
-        guard let slot = slot(of: id.origin) else { return false }
-        return id.number > windows[slot].highest &+ 1
+        id.number > highest(of: id.origin) &+ 1 && !isFarAhead(id)
     }
 
     /// The highest number applied for an origin (0 for an unknown one).

@@ -66,7 +66,7 @@ import Testing
         #expect(csv.contains { $0.contains(",removed,") })
         let log = try String(contentsOf: report.appendingPathComponent("histograms.hlog"), encoding: .utf8)
         #expect(log.hasPrefix("#[Histogram log format version 1.3]"))
-        #expect(log.contains("Tag=removed,0.000,1.000,"))
+        #expect(log.contains("Tag=added,0.000,1.000,"))
         try checkLogWithPython(log: report.appendingPathComponent("histograms.hlog"), csv: csv.map(String.init))
         try checkReportRendersInChromium(report.appendingPathComponent("report.html"))
     }

@@ -46,4 +46,24 @@ import Testing
         #expect(!waits9)
         #expect(gate.waitingSenders == SenderOrderGate.maximumWaitingSenders)
     }
+
+    @Test("a sender's first command must be number 1: a higher one from an origin the queue never saw waits (its earlier ones were lost with a restarted queue)")
+    func unknownOriginStartsAtOne() {
+        var gate = SenderOrderGate()
+        var window = CommandWindow(capacity: 64)
+        let late = CommandID(origin: "observer-1.23938@queue-2", number: 9)
+        let waits = gate.mustWait(late, window: window, now: 0)
+        #expect(waits)
+        let first = gate.mustWait(CommandID(origin: late.origin, number: 1), window: window, now: second)
+        #expect(!first)
+        window.insert(CommandID(origin: late.origin, number: 1), sequence: 1)
+        let stillWaits = gate.mustWait(late, window: window, now: 2 * second)
+        #expect(stillWaits, "numbers 2 to 8 are still on their way")
+        for number in UInt64(2)...8 { window.insert(CommandID(origin: late.origin, number: number), sequence: number) }
+        let applied = gate.mustWait(late, window: window, now: 2 * second)
+        #expect(!applied)
+        // An id beyond the window's reach is not held here (the engine refuses it as forged).
+        let forged = gate.mustWait(CommandID(origin: "stranger", number: 1_000_000), window: window, now: 0)
+        #expect(!forged)
+    }
 }

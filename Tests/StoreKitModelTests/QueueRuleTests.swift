@@ -197,7 +197,9 @@ import Testing
     @Test("A command that skips ahead of its sender's next number is recognised (the live queue answers it 'retry later')")
     func skipsAhead() {
         var window = CommandWindow(capacity: 64)
-        #expect(!window.skipsAhead(CommandID(origin: "o", number: 9)), "a new sender may start anywhere")
+        #expect(window.skipsAhead(CommandID(origin: "o", number: 9)), "a sender starts at 1: 1 to 8 are on their way")
+        #expect(!window.skipsAhead(CommandID(origin: "o", number: 1)))
+        #expect(!window.skipsAhead(CommandID(origin: "o", number: 1_000)), "beyond the window's reach: a forged id, refused, not held")
         window.insert(CommandID(origin: "o", number: 1))
         #expect(!window.skipsAhead(CommandID(origin: "o", number: 2)))
         #expect(window.skipsAhead(CommandID(origin: "o", number: 3)), "command 2 is still on its way")
