@@ -96,7 +96,8 @@ public final class RoleProcess {
             for effect in effects {
                 switch effect {
                 case .send(let body): waiting.append(body)
-                case .timer(let delay, let token): timers.schedule(at: now + max(0, delay), token)
+                // A negative delay is a time already past: it fires at once, in order with other past ones.
+                case .timer(let delay, let token): timers.schedule(at: now + delay, token)
                 }
             }
         }

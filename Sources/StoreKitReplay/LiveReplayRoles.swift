@@ -11,23 +11,28 @@ struct ReplyChains {
 
     func scaled(_ nanoseconds: Int64) -> Int64 { Int64(Double(nanoseconds) / speed) }
 
-    /// Starts a chain at `now`; its first reply's timer.
+    /// Starts a chain at `startingAt` (the moment of the event it answers; `now` when not given);
+    /// its first reply's timer.
     /// `skipping` replies already sent before a restart: the rest follow at once, keeping their spacing.
     /// `original`: the live run's purchase that store decisions about a purchase are retargeted to.
-    mutating func begin(_ token: TimerToken, now: Int64, replies: [PlannedReply], key: TransactionKey?, original: OriginalTransaction? = nil,
-                        skipping: Int = 0) -> [Effect] {
+    mutating func begin(_ token: TimerToken, now: Int64, startingAt: Int64? = nil, replies: [PlannedReply], key: TransactionKey?,
+                        original: OriginalTransaction? = nil, skipping: Int = 0) -> [Effect] {
         guard skipping < replies.count, chains[token] == nil else { return [] }
         let first = replies[skipping]
-        let start = skipping == 0 ? now : now - scaled(first.delayNanoseconds)
+        let origin = min(startingAt ?? now, now)
+        let start = skipping == 0 ? origin : origin - scaled(first.delayNanoseconds)
         chains[token] = (start, replies[skipping...], key, original)
-        return [.timer(afterNanoseconds: max(0, start + scaled(first.delayNanoseconds) - now), token)]
+        // A due time already past stays negative: replies overdue together are then sent in the
+        // order they were due (the recorded order), not in the order their events were heard.
+        return [.timer(afterNanoseconds: start + scaled(first.delayNanoseconds) - now, token)]
     }
 
-    /// Sends every reply of the chain that is due, and sets the timer of the next one.
+    /// Sends the chain's next reply if it is due, and sets the timer of the one after it (at its
+    /// own due time, even a past one, so that overdue replies of several chains interleave in order).
     mutating func fire(_ token: TimerToken, now: Int64) -> [Effect] {
         guard var chain = chains[token] else { return [] }
         var effects: [Effect] = []
-        while let next = chain.replies.first, chain.start + scaled(next.delayNanoseconds) <= now {
+        if let next = chain.replies.first, chain.start + scaled(next.delayNanoseconds) <= now {
             chain.replies.removeFirst()
             effects.append(.send(chain.original.map { next.body.retargeted(to: $0) } ?? chain.key.map { next.body.retargeted(to: $0) } ?? next.body))
         }
@@ -69,6 +74,8 @@ public final class RecordedWorldRole: Role {
     private var askedBeforeStart: [(event: Event, identity: TransactionIdentity?)] = []
     private var repliesSeen: [TimerToken: Int] = [:]
     private var restorePieces: [TimerToken: Set<CommandID>] = [:]
+    /// The smallest (hearing time on this process's clock − event timestamp) seen: see `receive`.
+    private var clockOffset: Int64?
 
     public func catchUp(_ recorded: RecordedEvent) {
         let identity = identities.learn(recorded.event)
@@ -129,31 +136,40 @@ public final class RecordedWorldRole: Role {
     }
 
     /// Starts the chain of the store's later decisions about a live purchase (renewals, expiry, refund).
-    private func laterDecisions(of identity: TransactionIdentity?, key: TransactionKey, identifier: String, now: Int64, skipping: Int = 0) -> [Effect] {
+    private func laterDecisions(of identity: TransactionIdentity?, key: TransactionKey, identifier: String, now: Int64, startingAt: Int64? = nil,
+                                skipping: Int = 0) -> [Effect] {
         guard let identity, let replies = plan.laterDecisions[identity], let account = store.accountOfDevice[key.device],
               let original = store.history(of: account).purchases.last(where: { $0.transactionIdentifier == identifier }) else { return [] }
-        return chains.begin(.subscriptionPeriodEnd(original: identifier, renewals: 0), now: now, replies: replies, key: nil, original: original,
-                            skipping: skipping)
+        return chains.begin(.subscriptionPeriodEnd(original: identifier, renewals: 0), now: now, startingAt: startingAt, replies: replies, key: nil,
+                            original: original, skipping: skipping)
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
         let identity = identities.learn(recorded.event)
         if kind == .store { store.apply(recorded, catalog: plan.scenario.catalog) }
+        // A reply's recorded delay counts from the event it answers, not from when this process
+        // heard it: a busy machine hears two events at once, and timing both from then would
+        // reorder their replies (a restore begun second answered first). The event's moment on
+        // this clock is its timestamp plus the smallest offset seen (the least lagged hearing).
+        let offset = min(clockOffset ?? .max, now - recorded.timestamp)
+        clockOffset = offset
+        let happened = recorded.timestamp + offset
         switch (kind, recorded.event) {
         case (.store, .transactionPurchased(let key, let identifier, _, _)):
-            return laterDecisions(of: identities.identity(of: key), key: key, identifier: identifier, now: now)
+            return laterDecisions(of: identities.identity(of: key), key: key, identifier: identifier, now: now, startingAt: happened)
         case (.store, .transactionAdded(let key, _)):
             guard let identity, let replies = plan.purchaseDecisions[identity] else { return [] }
-            return chains.begin(.decidePurchase(key), now: now, replies: replies, key: key)
+            return chains.begin(.decidePurchase(key), now: now, startingAt: happened, replies: replies, key: key)
         case (.store, .restoreStarted(let device, let restore, _)):
             guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { return [] }
-            return chains.begin(.answerRestore(device: device, restore: restore), now: now, replies: replies, key: nil)
+            return chains.begin(.answerRestore(device: device, restore: restore), now: now, startingAt: happened, replies: replies, key: nil)
         case (.downloader, .downloadStarted(let key)):
             guard let transaction = identities.identity(of: key.transaction),
                   let runs = plan.downloadReports[LiveReplayPlan.DownloadName(transaction: transaction, index: key.index)] else { return [] }
             starts[key, default: 0] += 1
             guard starts[key]! <= runs.count else { return [] }
-            return chains.begin(.downloadTick(key, generation: starts[key]!), now: now, replies: runs[starts[key]! - 1], key: key.transaction)
+            return chains.begin(.downloadTick(key, generation: starts[key]!), now: now, startingAt: happened, replies: runs[starts[key]! - 1],
+                                key: key.transaction)
         default:
             return []
         }

@@ -71,3 +71,49 @@ import StoreKitRoles
         #expect(role.isSettled)
     }
 }
+
+/// The recorded store of a live replay times each reply from the event it answers. Time is injected.
+@Suite struct LiveReplayReplyTimingTests {
+    @Test("Events heard together (a busy machine) are answered in their recorded order: delays count from each event's own moment")
+    func repliesKeepTheirRecordedOrderWhenHeardLate() throws {
+        let recording = try recordInMemory(seed: 7, devices: 2, purchases: 8)
+        let plan = try LiveReplayPlan(recording: recording)
+        let events = try recordedEvents(recording)
+        let fromStore = { (recorded: RecordedEvent) in recorded.commandID?.origin.hasPrefix("store") == true }
+        var recordedDecisions: [TransactionKey] = []
+        for recorded in events where fromStore(recorded) {
+            switch recorded.event {
+            case .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _), .transactionDeferred(let key), .askToBuyDeclined(let key):
+                recordedDecisions.append(key)
+            default: break
+            }
+        }
+        let role = RecordedWorldRole(name: "store", kind: .store, plan: plan, speed: 1)
+        var timers: [(due: Int64, token: TimerToken)] = []
+        var decisions: [TransactionKey] = []
+        func take(_ effects: [Effect], now: Int64) {
+            for effect in effects {
+                switch effect {
+                case .timer(let after, let token): timers.append((now + after, token))
+                case .send(.decidePurchase(let key, _)): decisions.append(key)
+                default: break
+                }
+            }
+        }
+        take(role.resume(now: 0), now: 0)
+        // The first event the apps caused is heard as it happens (this process's clock is the
+        // run's); then the machine stalls, and every later one is heard at one moment, a second
+        // after the last of them.
+        let apps = events.filter { !fromStore($0) && $0.commandID != nil }
+        let first = try #require(apps.first)
+        take(role.receive(first, now: first.timestamp), now: first.timestamp)
+        let heard = try #require(apps.last).timestamp + 1_000_000_000
+        for recorded in apps.dropFirst() { take(role.receive(recorded, now: heard), now: heard) }
+        while let next = timers.indices.min(by: { timers[$0].due < timers[$1].due }) {
+            let (due, token) = timers.remove(at: next)
+            take(role.timerFired(token, now: due), now: due)
+        }
+        #expect(recordedDecisions.count > 8)
+        #expect(decisions == recordedDecisions)
+    }
+}
