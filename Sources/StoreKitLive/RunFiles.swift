@@ -145,11 +145,26 @@ public func describeError(_ error: any Error) -> String {
         case NSFileWriteNoPermissionError, NSFileReadNoPermissionError: reason = "permission denied"
         case NSFileNoSuchFileError, NSFileReadNoSuchFileError: reason = "no such file or directory"
         case NSFileWriteFileExistsError: reason = "a file is in the way"
+        case NSFileWriteUnknownError:
+            reason = (nsError.userInfo[NSFilePathErrorKey] as? String).flatMap(fileInTheWay).map { "\($0) is a file, not a folder" }
+                ?? "could not be written"
         default: reason = nsError.localizedDescription
         }
     }
     if let path = nsError.userInfo[NSFilePathErrorKey] as? String { reason = "\(path): \(reason)" }
     return reason
+}
+
+/// The nearest existing ancestor of `path` (or `path` itself) when it is not a folder: what stops
+/// a folder from being created there.
+private func fileInTheWay(_ path: String) -> String? {
+    var url = URL(fileURLWithPath: path)
+    while url.path != "/" {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) { return isFolder.boolValue ? nil : url.path }
+        url.deleteLastPathComponent()
+    }
+    return nil
 }
 
 /// `<run>/<queue>.ready`: written by the queue once it has bound its endpoints, holding its pid.

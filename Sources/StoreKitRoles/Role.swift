@@ -43,8 +43,13 @@ public protocol Role: AnyObject {
     /// True when the role has nothing more to do unless someone else acts (an app whose
     /// users are done and whose queue holds nothing unfinished). Servers are always settled.
     var isSettled: Bool { get }
+    /// What the role's environment failed to do that it cannot simulate around (content it could
+    /// not write: a full disk, a folder without permission), with the path involved. A live
+    /// process stops with it, loudly, instead of letting the run go on as if nothing happened.
+    var environmentFailure: (path: String, error: any Error)? { get }
 }
 
 extension Role {
     public var isSettled: Bool { true }
+    public var environmentFailure: (path: String, error: any Error)? { nil }
 }

@@ -215,6 +215,23 @@ import Testing
         return true
     }()
 
+    @Test("hosted content that cannot be written stops the downloader with the path and the cause; nothing fake is logged (exit 2)")
+    func contentUnwritable() throws {
+        let scratch = CommandLineTests.Scratch()
+        let run = scratch.path("run")
+        try FileManager.default.createDirectory(atPath: run, withIntermediateDirectories: true)
+        try Data("not a folder".utf8).write(to: URL(fileURLWithPath: run + "/content"))
+        let outcome = try CommandLineTests.sksim(["run", "--devices", "10", "--out", run, "--maximum-restarts", "0"], in: scratch.url)
+        #expect(outcome.status == 2, "\(outcome.output) \(outcome.error)")
+        #expect(outcome.error.contains("the downloader process 'downloader'"), "\(outcome.error)")
+        #expect(outcome.error.contains("could not write \(run)/content/"), "\(outcome.error)")
+        #expect(!outcome.error.contains("NSCocoaErrorDomain"), "\(outcome.error)")
+        // The failed write was not turned into a simulated download failure.
+        let failures = try CommandLineTests.sksim(["log", "cat", run, "--type", "downloadFailed"], in: scratch.url)
+        #expect(failures.status == 0)
+        #expect(failures.output.isEmpty, "\(failures.output)")
+    }
+
     @Test("a full disk: the queue exits with the error and the path, and sksim run prints that cause (exit 2)",
           .enabled(if: canMount, "needs root to mount a small tmpfs"))
     func diskFull() throws {
