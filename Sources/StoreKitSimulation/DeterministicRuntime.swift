@@ -182,7 +182,12 @@ public final class DeterministicRuntime {
             precondition(sequence == slots[index].delivered + 1,
                          "\(slots[index].kind) heard \(sequence) after \(slots[index].delivered): a link lost its order")
             slots[index].delivered = sequence
-            perform(slots[index].role.receive(heldEvent(sequence), now: now), slot: index)
+            let role = slots[index].role
+            let position = heldStart + Int(sequence - firstHeld)
+            // Read in place: nothing changes `held` while a role reacts (roles return effects and
+            // never call back), so the event is lent to the role, not copied with every string retained.
+            let effects = held.withUnsafeBufferPointer { events in role.receive(events[position], now: now) }
+            perform(effects, slot: index)
         case .timer(let token, let index, let incarnation):
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
             perform(slots[index].role.timerFired(token, now: now), slot: index)
@@ -217,10 +222,6 @@ public final class DeterministicRuntime {
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
         scheduler.schedule(at: durable, .publish(first: first, last: last))
-    }
-
-    private func heldEvent(_ sequence: UInt64) -> RecordedEvent {
-        held[heldStart + Int(sequence - firstHeld)]
     }
 
     /// Forgets the events every role has heard (a role that is down holds them until it is back).
