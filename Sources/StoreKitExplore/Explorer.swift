@@ -145,21 +145,22 @@ public struct Explorer {
         let environment = DeterministicEnvironment(storage: storage, content: VirtualContentStorage(), choices: recording, logDescription: "memory")
         let runtime = try DeterministicRuntime(scenario: scenario, environment: environment)
         if runScenario == nil || headers.isVariant(scenario, of: self.scenario) { runtime.header = headers.header(for: scenario) }
+        // The invariants read each event as the engine appends it (in log order, the same values
+        // the log decodes to), so the log is not decoded a second time.
+        let checked = CheckedEvents(keepEvents: keepEvents)
+        runtime.eventAppended = { checked.add($0) }
         _ = try runtime.run()
-        var monitor = AppInvariantMonitor()
         var digest: UInt64 = 0xCBF2_9CE4_8422_2325
         var steps = 0
-        var events: [RecordedEvent] = []
-        try storage.forEachRecord(from: 1) { sequence, timestamp, payload in
-            let recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
-            monitor.check(recorded)
+        try storage.forEachRecord(from: 1) { _, timestamp, payload in
             steps += 1
             digest = (digest ^ UInt64(bitPattern: timestamp)) &* 0x0000_0100_0000_01B3
             for byte in payload { digest = (digest ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-            if keepEvents { events.append(recorded) }
         }
-        monitor.finish()
-        return ScheduleRun(choices: recording.values, violations: monitor.violations, steps: steps, logDigest: digest, events: events)
+        precondition(steps == checked.count, "the log holds \(steps) events, the runtime appended \(checked.count)")
+        checked.monitor.finish()
+        return ScheduleRun(choices: recording.values, violations: checked.monitor.violations, steps: steps, logDigest: digest,
+                           events: checked.events)
     }
 
     /// The seed of schedule `index` of an exploration seeded with `seed` (SplitMix64).
@@ -402,6 +403,23 @@ final class HashingLogStorage: LogStorage {
     }
 
     func close() throws {}
+}
+
+/// The app invariant monitor fed by the runtime as events are appended (a class: the runtime
+/// keeps the closure that feeds it).
+final class CheckedEvents {
+    var monitor = AppInvariantMonitor()
+    var events: [RecordedEvent] = []
+    var count = 0
+    let keepEvents: Bool
+
+    init(keepEvents: Bool) { self.keepEvents = keepEvents }
+
+    func add(_ recorded: RecordedEvent) {
+        monitor.check(recorded)
+        count += 1
+        if keepEvents { events.append(recorded) }
+    }
 }
 
 /// The run header of an explorer's scenario, encoded once per size: the scenario's JSON and the

@@ -79,37 +79,6 @@ public struct BinaryWriter: Sendable {
     }
 }
 
-/// Strings a reader decoded recently, so that a fold over a log does not allocate the same
-/// product identifier or content id again for every event. Only strings of 16 bytes or more
-/// go through it: shorter ASCII strings are stored inside the `String` value and cost no
-/// allocation. Direct-mapped (a new string replaces the one in its slot), so it is bounded.
-/// Not shared between threads: each reader of a log makes its own.
-public final class StringTable {
-    private var slots: [String]
-    private static let slotCount = 512
-
-    public init() {
-        slots = Array(repeating: "", count: Self.slotCount)
-    }
-
-    /// The string with these bytes (valid UTF-8, checked by the caller).
-    @inline(__always)
-    func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        let base = UnsafeRawPointer(bytes.baseAddress!)
-        let count = bytes.count
-        let head = base.loadUnaligned(as: UInt64.self)
-        let tail = base.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
-        let mixed = (head ^ (tail &<< 29 | tail &>> 35) ^ UInt64(count)) &* 0x9E37_79B9_7F4A_7C15
-        let slot = Int(truncatingIfNeeded: mixed >> 55) & (Self.slotCount - 1)
-        var cached = slots[slot]
-        let same = cached.utf8.count == count && cached.withUTF8 { utf8 in memcmp(utf8.baseAddress!, base, count) == 0 }
-        if same { return cached }
-        let string = String(decoding: bytes, as: UTF8.self)
-        slots[slot] = string
-        return string
-    }
-}
-
 /// Reads what `BinaryWriter` wrote, checking every bound. Use it only inside the
 /// scope that keeps `buffer` alive (`withUnsafeBytes`).
 public struct BinaryReader {
@@ -117,12 +86,8 @@ public struct BinaryReader {
     public private(set) var offset: Int = 0
     /// Strings and byte arrays longer than this are refused rather than allocated.
     public static let maximumLength = 1 << 20
-    /// Where long strings are looked up before being allocated (nil: always allocated).
-    public var strings: StringTable?
-
-    public init(_ buffer: UnsafeRawBufferPointer, strings: StringTable? = nil) {
+    public init(_ buffer: UnsafeRawBufferPointer) {
         self.buffer = buffer
-        self.strings = strings
     }
 
     public var isAtEnd: Bool { offset == buffer.count }
@@ -191,11 +156,7 @@ public struct BinaryReader {
         if Self.isASCII(bytes) {
             // ASCII is valid UTF-8: the concrete, non-generic initializer is several times faster
             // than the validating one (which looks up generic metadata on every call).
-            if length >= 16, let strings {
-                string = strings.string(bytes)
-            } else {
-                string = String(decoding: bytes, as: UTF8.self)
-            }
+            string = String(decoding: bytes, as: UTF8.self)
         } else {
             guard let validated = String(validating: bytes, as: UTF8.self) else { throw failure("string is not valid UTF-8") }
             string = validated

@@ -93,9 +93,8 @@ public enum EventCodec {
     }
 
     /// Decodes one event payload; throws on anything malformed, never traps.
-    /// `strings`: a table of recent long strings, for a reader that decodes many events (a fold).
-    public static func decodeEvent(_ buffer: UnsafeRawBufferPointer, strings: StringTable? = nil) throws(DecodingFailure) -> (commandID: CommandID?, event: Event) {
-        var reader = BinaryReader(buffer, strings: strings)
+    public static func decodeEvent(_ buffer: UnsafeRawBufferPointer) throws(DecodingFailure) -> (commandID: CommandID?, event: Event) {
+        var reader = BinaryReader(buffer)
         try readVersion(&reader)
         let commandID = try readCommandID(&reader)
         let tag = try reader.readByte()

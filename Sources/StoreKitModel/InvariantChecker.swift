@@ -24,7 +24,8 @@ public struct InvariantChecker: Sendable {
 
     private var lastSequence: UInt64 = 0
     private var states: [TransactionKey: TransactionState] = [:]
-    private var downloads: [DownloadKey: (state: DownloadState, progress: Double, started: Bool, cancelledBy: CommandID?)] = [:]
+    private typealias DownloadEntry = (state: DownloadState, progress: Double, started: Bool, cancelledBy: CommandID?)
+    private var downloads: [DownloadKey: DownloadEntry] = [:]
     /// Keys are numbered upwards per device, so the highest seen tells a reused key.
     private var highestNumber: [String: UInt64] = [:]
     /// Identifiers of unfinished transactions; with increasing keys that suffices to
@@ -116,15 +117,15 @@ public struct InvariantChecker: Sendable {
             if let identifier = identifierOfKey.removeValue(forKey: key) { identifiers[identifier] = nil }
         case .downloadStarted(let key):
             guard checkDownloadAllowed(key, sequence) else { return }
-            moveDownload(key, to: .active, allowedFrom: [.waiting], sequence)
-            downloads[key]?.started = true
+            if let index = moveDownload(key, to: .active, allowedFrom: [.waiting], sequence) { downloads.values[index].started = true }
         case .downloadProgressed(let key, let progress, _):
-            guard let download = downloads[key] else { return report(sequence, "R-D1", "progress for unknown download \(key)") }
+            guard let index = downloads.index(forKey: key) else { return report(sequence, "R-D1", "progress for unknown download \(key)") }
+            let download = downloads.values[index]
             if download.state != .active { report(sequence, "R-D2", "download \(key) progressed while \(download.state)") }
             if !(0...1).contains(progress) || progress < download.progress {
                 report(sequence, "R-D1", "download \(key) progress went from \(download.progress) to \(progress)")
             }
-            downloads[key]?.progress = progress
+            downloads.values[index].progress = progress
         case .downloadPaused(let key):
             moveDownload(key, to: .paused, allowedFrom: [.active], sequence)
         case .downloadResumed(let key):
@@ -135,8 +136,9 @@ public struct InvariantChecker: Sendable {
         case .downloadFailed(let key, _):
             moveDownload(key, to: .failed, allowedFrom: [.active, .paused], sequence)
         case .downloadCancelled(let key):
-            moveDownload(key, to: .cancelled, allowedFrom: [.waiting, .active, .paused], sequence)
-            downloads[key]?.cancelledBy = recorded.commandID
+            if let index = moveDownload(key, to: .cancelled, allowedFrom: [.waiting, .active, .paused], sequence) {
+                downloads.values[index].cancelledBy = recorded.commandID
+            }
         case .askToBuyDeclined(let key):
             // Only an Ask to Buy request waiting for the parent can be declined; it stays deferred (F-A1).
             if let state = states[key], state != .deferred {
@@ -147,14 +149,17 @@ public struct InvariantChecker: Sendable {
         }
     }
 
+    // Each transition finds its entry once (`index(forKey:)`) rather than hashing the key to read
+    // and again to write: the check runs on every event.
     private mutating func transition(_ key: TransactionKey, to state: TransactionState, allowedFrom: [TransactionState], _ sequence: UInt64) {
-        guard let current = states[key] else {
+        guard let index = states.index(forKey: key) else {
             return report(sequence, "R-T1", "transaction \(key) became \(state) but is not in the queue")
         }
+        let current = states.values[index]
         if !allowedFrom.contains(current) {
             report(sequence, "R-T1", "transaction \(key) went from \(current) to \(state); a completed transaction never changes state")
         }
-        states[key] = state
+        states.values[index] = state
     }
 
     private mutating func registerIdentifier(_ identifier: String, _ key: TransactionKey, _ sequence: UInt64) {
@@ -193,13 +198,19 @@ public struct InvariantChecker: Sendable {
         return true
     }
 
-    private mutating func moveDownload(_ key: DownloadKey, to state: DownloadState, allowedFrom: [DownloadState], _ sequence: UInt64) {
-        guard let current = downloads[key] else {
-            return report(sequence, "R-D2", "download \(key) became \(state) but does not exist (or its transaction was finished)")
+    /// Moves a download to `state`; returns its entry's index (for a further change without hashing again).
+    @discardableResult
+    private mutating func moveDownload(_ key: DownloadKey, to state: DownloadState, allowedFrom: [DownloadState],
+                                       _ sequence: UInt64) -> Dictionary<DownloadKey, DownloadEntry>.Index? {
+        guard let index = downloads.index(forKey: key) else {
+            report(sequence, "R-D2", "download \(key) became \(state) but does not exist (or its transaction was finished)")
+            return nil
         }
-        if !allowedFrom.contains(current.state) {
-            report(sequence, "R-D2", "download \(key) went from \(current.state) to \(state)")
+        let current = downloads.values[index].state
+        if !allowedFrom.contains(current) {
+            report(sequence, "R-D2", "download \(key) went from \(current) to \(state)")
         }
-        downloads[key]?.state = state
+        downloads.values[index].state = state
+        return index
     }
 }

@@ -291,12 +291,16 @@ public final class PaymentQueue {
         guard ordering == .seededShuffle, attached.count > 1 else { return attached }
         // The same draws as `ChoiceSource.shuffled`, written for this one element type: the generic
         // version is not specialised across the existential and cost a metadata lookup per call.
-        var order = attached
-        for position in 0..<(order.count - 1) {
-            let pick = position + choices.index(.observerOrder, count: order.count - position)
-            if pick != position { order.swapAt(position, pick) }
+        // The copy is made only when a draw moves an observer (the cached array is shared otherwise).
+        var order: [PaymentTransactionObserver]?
+        for position in 0..<(attached.count - 1) {
+            let pick = position + choices.index(.observerOrder, count: attached.count - position)
+            if pick != position {
+                if order == nil { order = attached }
+                order!.swapAt(position, pick)
+            }
         }
-        return order
+        return order ?? attached
     }
 
     /// Forgets the attached observers when an event changes the queue's list of them.

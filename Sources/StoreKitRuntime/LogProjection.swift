@@ -16,10 +16,9 @@ public struct LogProjection {
     public init() {}
 
     /// Decodes one record's payload, naming the record when it is not an event this build reads.
-    public static func decode(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer,
-                              strings: StringTable? = nil) throws(LogContentError) -> RecordedEvent {
+    public static func decode(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer) throws(LogContentError) -> RecordedEvent {
         do throws(DecodingFailure) {
-            let decoded = try EventCodec.decodeEvent(payload, strings: strings)
+            let decoded = try EventCodec.decodeEvent(payload)
             return RecordedEvent(sequence: sequence, timestamp: timestamp, commandID: decoded.commandID, event: decoded.event)
         } catch {
             throw LogContentError(sequence: sequence, failure: error, version: payload.first)
@@ -29,15 +28,22 @@ public struct LogProjection {
     /// Folds the partition's records up to and including `through`.
     public static func build(directory: URL, partition: String = LogProjection.partition,
                              through: UInt64 = .max, checkInvariants: Bool = true) throws -> LogProjection {
-        var result = LogProjection()
         let reader = try PartitionReader(directory: directory, partition: partition)
-        let strings = StringTable()
+        // Local state, not fields of a captured `LogProjection`: a struct the closure captures
+        // is boxed and every access to it checked for exclusivity at run time (once per field per event).
+        var projection = QueueProjection()
+        var checker = InvariantChecker()
+        var recordCount: UInt64 = 0
         let summary = try reader.forEachRecord(from: 1, through: through) { view in
-            let recorded = try decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload, strings: strings)
-            result.projection.apply(recorded)
-            if checkInvariants { result.checker.check(recorded) }
-            result.recordCount += 1
+            let recorded = try decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+            projection.apply(recorded)
+            if checkInvariants { checker.check(recorded) }
+            recordCount += 1
         }
+        var result = LogProjection()
+        result.projection = projection
+        result.checker = checker
+        result.recordCount = recordCount
         result.tornTail = summary.tornTail.map { "\($0)" }
         return result
     }

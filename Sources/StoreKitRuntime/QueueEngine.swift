@@ -95,6 +95,27 @@ public final class QueueEngine {
         }
     }
 
+    /// Decides, appends and applies one command as `handle(_:timestamp:)` does, adding its
+    /// events to `events` rather than returning records: the deterministic runtime keeps every
+    /// event in one reused array, so a command costs no array of its own and each event is
+    /// copied once.
+    public func handle(_ command: Command, timestamp: Int64, appendingTo events: inout [RecordedEvent]) throws -> EngineOutcome.Decision {
+        switch Self.decide(command, catalog: catalog, against: &projection) {
+        case .duplicate:
+            duplicates += 1
+            return .duplicate
+        case .accept(let accepted):
+            if accepted.isEmpty { projection.noteNoOperation(command.id) }
+            try append(accepted, commandID: command.id, timestamp: timestamp) { recorded, _ in events.append(recorded) }
+            return .accepted
+        case .reject(let rejection):
+            try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp) { recorded, _ in
+                events.append(recorded)
+            }
+            return .rejected(rejection)
+        }
+    }
+
     /// Decides through an exclusive (inout) access: called on the stored property directly,
     /// the class would copy the whole projection (retaining every field) for the call.
     private static func decide(_ command: Command, catalog: Catalog, against projection: inout QueueProjection) -> Decision {
@@ -102,7 +123,21 @@ public final class QueueEngine {
     }
 
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> [EngineRecord] {
-        guard !events.isEmpty else { return [] }
+        var records: [EngineRecord] = []
+        records.reserveCapacity(events.count)
+        try append(events, commandID: commandID, timestamp: timestamp) { recorded, bytes in
+            let payload = keepsPayloads ? [UInt8](encoder.bytes[bytes]) : []
+            records.append(EngineRecord(recorded: recorded, payload: payload))
+        }
+        return records
+    }
+
+    /// Encodes `events` into one unit, appends it, then applies and checks each event and hands
+    /// it to `record` with the range of its bytes in `encoder`.
+    @inline(__always)
+    private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64,
+                        _ record: (RecordedEvent, Range<Int>) -> Void) throws {
+        guard !events.isEmpty else { return }
         let time = max(timestamp, lastTimestamp)
         encoder.removeAll()
         ends.removeAll(keepingCapacity: true)
@@ -114,17 +149,13 @@ public final class QueueEngine {
         precondition(first == projection.lastSequence + 1,
                      "the log gave sequence \(first) after \(projection.lastSequence): something else wrote this partition")
         lastTimestamp = time
-        var records: [EngineRecord] = []
-        records.reserveCapacity(events.count)
         var start = 0
         for (offset, event) in events.enumerated() {
             let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
             projection.apply(recorded)
             checker.check(recorded)
-            let payload = keepsPayloads ? [UInt8](encoder.bytes[start..<ends[offset]]) : []
+            record(recorded, start..<ends[offset])
             start = ends[offset]
-            records.append(EngineRecord(recorded: recorded, payload: payload))
         }
-        return records
     }
 }

@@ -47,6 +47,9 @@ public final class DeterministicRuntime {
     /// The run's first record when already known (exploration runs one scenario thousands of
     /// times, and encoding the scenario and catalog to JSON would cost more than the run).
     public var header: RunHeader?
+    /// Called with every event as it is appended, in log order: a checker of the whole log
+    /// (exploration's invariants) reads the events as they are made instead of decoding the log again.
+    public var eventAppended: ((RecordedEvent) -> Void)?
 
     private struct Slot {
         var kind: RoleFactory.Kind
@@ -127,7 +130,9 @@ public final class DeterministicRuntime {
         }
         let header = self.header ?? scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
         let started = try engine.start(header)
-        appended(started)
+        let first = held.count
+        for record in started { held.append(record.recorded) }
+        appended(from: first)
         for index in slots.indices { perform(slots[index].role.resume(now: 0), slot: index) }
         let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
         var stoppedAtLimit = false
@@ -158,7 +163,9 @@ public final class DeterministicRuntime {
                 counters.commandsHeldWhileQueueDown += 1
                 return
             }
-            appended(try engine.handle(command, timestamp: now).records)
+            let first = held.count
+            _ = try engine.handle(command, timestamp: now, appendingTo: &held)
+            appended(from: first)
         case .publish(let first, let last):
             releaseHeard()
             for sequence in first...last {
@@ -175,7 +182,12 @@ public final class DeterministicRuntime {
             precondition(sequence == slots[index].delivered + 1,
                          "\(slots[index].kind) heard \(sequence) after \(slots[index].delivered): a link lost its order")
             slots[index].delivered = sequence
-            perform(slots[index].role.receive(heldEvent(sequence), now: now), slot: index)
+            let role = slots[index].role
+            let position = heldStart + Int(sequence - firstHeld)
+            // Read in place: nothing changes `held` while a role reacts (roles return effects and
+            // never call back), so the event is lent to the role, not copied with every string retained.
+            let effects = held.withUnsafeBufferPointer { events in role.receive(events[position], now: now) }
+            perform(effects, slot: index)
         case .timer(let token, let index, let incarnation):
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
             perform(slots[index].role.timerFired(token, now: now), slot: index)
@@ -196,21 +208,20 @@ public final class DeterministicRuntime {
         }
     }
 
-    /// Appended events become durable after the log's latency (in append order), then are published.
-    private func appended(_ records: [EngineRecord]) {
-        guard let first = records.first?.recorded.sequence, let last = records.last?.recorded.sequence else { return }
-        for record in records {
-            held.append(record.recorded)
-            let isFinish = if case .transactionFinished = record.recorded.event { true } else { false }
+    /// The events the engine added to `held` from index `start` become durable after the log's
+    /// latency (in append order), then are published.
+    private func appended(from start: Int) {
+        guard start < held.count else { return }
+        let first = held[start].sequence
+        let last = held[held.count - 1].sequence
+        for index in start..<held.count {
+            let isFinish = if case .transactionFinished = held[index].event { true } else { false }
             heldIsFinish.append(isFinish)
+            eventAppended?(held[index])
         }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
         scheduler.schedule(at: durable, .publish(first: first, last: last))
-    }
-
-    private func heldEvent(_ sequence: UInt64) -> RecordedEvent {
-        held[heldStart + Int(sequence - firstHeld)]
     }
 
     /// Forgets the events every role has heard (a role that is down holds them until it is back).
