@@ -11,6 +11,8 @@ public struct StoreProjection: Sendable {
         public var purchaseCount = 0
         /// Every charged purchase, consumables too: what the receipt lists (R-R2).
         public var purchases: [OriginalTransaction] = []
+        /// Consumable purchases the app finished: they leave the receipt (R-R2).
+        public var finishedConsumables: Set<String> = []
     }
 
     /// The app receipt: every purchase of the account on any device (R-R2).
@@ -33,6 +35,21 @@ public struct StoreProjection: Sendable {
     public private(set) var subscriptions: [String: Subscription] = [:]
     /// The same, by account, so a purchase looks only at its own account's (not every account's).
     private var subscriptionsOfAccount: [String: Set<String>] = [:]
+    /// Charged consumable purchases not finished yet, by transaction identifier, with their account:
+    /// the receipt lists them until the app finishes them (R-R2).
+    private var unfinishedConsumables: [String: String] = [:]
+    /// Receipt refreshes asked for and not yet answered (R-R2), oldest first.
+    public private(set) var receiptRefreshesAwaiting: [ReceiptRequest] = []
+
+    public struct ReceiptRequest: Sendable, Hashable {
+        public var device: String
+        public var number: UInt64
+
+        public init(device: String, number: UInt64) {
+            self.device = device
+            self.number = number
+        }
+    }
 
     public struct RestoreRequest: Sendable, Hashable {
         public var device: String
@@ -57,9 +74,14 @@ public struct StoreProjection: Sendable {
     public func history(of account: String) -> AccountHistory { accounts[account] ?? AccountHistory() }
 
     /// Refreshing the receipt reads the account's history; it creates no transactions,
-    /// so refreshing many times equals refreshing once (R-R2).
+    /// so refreshing many times equals refreshing once (R-R2). A consumable is listed until the
+    /// app finishes its transaction ("consumable products … are added to the receipt when they're
+    /// paid for and remain in the receipt until you finish the transaction").
     public func receipt(of account: String) -> Receipt {
-        Receipt(account: account, purchases: history(of: account).purchases)
+        let history = history(of: account)
+        let listed = history.finishedConsumables.isEmpty ? history.purchases
+            : history.purchases.filter { !history.finishedConsumables.contains($0.transactionIdentifier) }
+        return Receipt(account: account, purchases: listed)
     }
 
     /// While no observer is attached the queue does not sync with the store (R-Q3).
@@ -144,7 +166,17 @@ public struct StoreProjection: Sendable {
                     subscriptions[identifier] = subscription
                 }
                 if product.isRestorable { accounts[account, default: AccountHistory()].restorable.append(original) }
+                if product.kind == .consumable { unfinishedConsumables[identifier] = account }
             }
+        case .transactionFinished(let key):
+            // A finished consumable leaves the receipt (R-R2). Only consumables are looked up by identifier.
+            guard !unfinishedConsumables.isEmpty,
+                  let account = unfinishedConsumables.removeValue(forKey: QueueProjection.transactionIdentifier(key)) else { return }
+            accounts[account]?.finishedConsumables.insert(QueueProjection.transactionIdentifier(key))
+        case .receiptRefreshStarted(let device, let number):
+            receiptRefreshesAwaiting.append(ReceiptRequest(device: device, number: number))
+        case .receiptDelivered(let device, let number, _, _, let isLast):
+            if isLast { receiptRefreshesAwaiting.removeAll { $0.device == device && $0.number == number } }
         case .transactionFailed(let key, _):
             deferred.remove(key)
             awaitingDecision[key] = nil
@@ -172,6 +204,7 @@ public struct StoreProjection: Sendable {
             guard let account = accountOfDevice[device] else { return }
             for identifier in subscriptionsOfAccount.removeValue(forKey: account) ?? [] { subscriptions[identifier] = nil }
             accounts[account] = nil
+            unfinishedConsumables = unfinishedConsumables.filter { $0.value != account }
         case .subscriptionBillingRetry(_, let original, let grace):
             subscriptions[original.transactionIdentifier]?.billingRetryStart = recorded.timestamp
             subscriptions[original.transactionIdentifier]?.gracePeriodEnd = grace > 0 ? recorded.timestamp &+ grace : nil

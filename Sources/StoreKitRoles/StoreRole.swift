@@ -99,6 +99,9 @@ public final class StoreRole: Role {
     private var restoresScheduled: Set<StoreProjection.RestoreRequest> = []
     /// Restored transactions delivered so far per restore in progress; the next piece starts there.
     private var restoredSoFar: [RestoreKey: Int] = [:]
+    /// Receipt entries delivered so far per refresh in progress (R-R2); the next piece starts there.
+    private var receiptDeliveredSoFar: [StoreProjection.ReceiptRequest: Int] = [:]
+    private var receiptRefreshesScheduled: Set<StoreProjection.ReceiptRequest> = []
     /// Subscriptions whose renewal or expiry was sent and not yet heard back.
     private var periodEndsAwaited: Set<String> = []
     /// The log time of the latest event seen, the clock subscription periods are timed by.
@@ -150,6 +153,10 @@ public final class StoreRole: Role {
         for (index, action) in (behavior.actions ?? []).enumerated() where !isRestart || action.atNanoseconds >= latestEventTimestamp {
             effects.append(.timer(afterNanoseconds: max(0, action.atNanoseconds - latestEventTimestamp), .storeAction(index: index)))
         }
+        for request in projection.receiptRefreshesAwaiting {
+            let done = receiptDeliveredSoFar[request] ?? 0
+            effects += done > 0 ? nextReceiptPiece(request, from: done) : scheduleReceiptRefresh(request)
+        }
         for request in projection.restoresAwaiting {
             let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0
             if done > 0 {
@@ -169,6 +176,10 @@ public final class StoreRole: Role {
             restoredSoFar[RestoreKey(device: key.device, number: restore), default: 0] += 1
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
             restoredSoFar[RestoreKey(device: device, number: number)] = nil
+        case .receiptDelivered(let device, let number, _, let entries, let isLast):
+            let request = StoreProjection.ReceiptRequest(device: device, number: number)
+            receiptDeliveredSoFar[request] = isLast ? nil : (receiptDeliveredSoFar[request] ?? 0) + entries.count
+            if isLast { receiptRefreshesScheduled.remove(request) }
         default:
             break
         }
@@ -194,6 +205,13 @@ public final class StoreRole: Role {
             return projection.awaitingDecision.keys.filter { $0.device == device && !projection.deferred.contains($0) }
                 .sorted().flatMap { scheduleDecision($0) }
                 + restoresWaiting(device).flatMap { scheduleRestore($0) }
+        case .receiptRefreshStarted(let device, let number):
+            return scheduleReceiptRefresh(StoreProjection.ReceiptRequest(device: device, number: number))
+        case .receiptDelivered(let device, let number, _, _, let isLast):
+            // The previous piece has landed: send the next (R-R2).
+            let request = StoreProjection.ReceiptRequest(device: device, number: number)
+            guard !isLast, let done = receiptDeliveredSoFar[request] else { return [] }
+            return nextReceiptPiece(request, from: done)
         case .restoreStarted(let device, let number, let username):
             return scheduleRestore(StoreProjection.RestoreRequest(device: device, number: number, applicationUsername: username))
         case .transactionRestored(let key, let restore, _, _, _):
@@ -296,8 +314,27 @@ public final class StoreRole: Role {
                                        originals: Array(originals[first..<end]), isLast: end == originals.count))]
     }
 
+    private func scheduleReceiptRefresh(_ request: StoreProjection.ReceiptRequest) -> [Effect] {
+        guard receiptRefreshesScheduled.insert(request).inserted else { return [] }
+        return [.timer(afterNanoseconds: behavior.restoreLatency.sampleNanoseconds(choices),
+                       .answerReceiptRefresh(device: request.device, request: request.number))]
+    }
+
+    /// The receipt of the device's account from `start`, one piece (R-R2): bounded like a restore's.
+    private func nextReceiptPiece(_ request: StoreProjection.ReceiptRequest, from start: Int) -> [Effect] {
+        let entries = projection.accountOfDevice[request.device].map { projection.receipt(of: $0).purchases } ?? []
+        let first = min(start, entries.count)
+        let end = min(entries.count, first + Self.restorePieceSize)
+        return [.send(.deliverReceipt(device: request.device, request: request.number, firstIndex: first,
+                                      entries: Array(entries[first..<end]), isLast: end == entries.count))]
+    }
+
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
         switch token {
+        case .answerReceiptRefresh(let device, let number):
+            let request = StoreProjection.ReceiptRequest(device: device, number: number)
+            guard projection.receiptRefreshesAwaiting.contains(request) else { return [] }
+            return nextReceiptPiece(request, from: 0)
         case .decidePurchase(let key):
             guard let payment = projection.awaitingDecision[key] else { return [] }
             guard projection.isSyncing(key.device) else {
