@@ -22,6 +22,8 @@ public struct StoreProjection: Sendable {
     }
 
     public private(set) var accountOfDevice: [String: String] = [:]
+    /// Devices signed in to each account, in registration order: a renewal reaches every one (F-U4).
+    public private(set) var devicesOfAccount: [String: [String]] = [:]
     public private(set) var accounts: [String: AccountHistory] = [:]
     /// Transactions waiting for the store, with their payment (purchasing or deferred).
     public private(set) var awaitingDecision: [TransactionKey: Payment] = [:]
@@ -75,8 +77,8 @@ public struct StoreProjection: Sendable {
 
     /// Refreshing the receipt reads the account's history; it creates no transactions,
     /// so refreshing many times equals refreshing once (R-R2). A consumable is listed until the
-    /// app finishes its transaction ("consumable products … are added to the receipt when they're
-    /// paid for and remain in the receipt until you finish the transaction").
+    /// app finishes its transaction (Receipt Validation Programming Guide: "kept in the receipt until
+    /// your app finishes that transaction").
     public func receipt(of account: String) -> Receipt {
         let history = history(of: account)
         let listed = history.finishedConsumables.isEmpty ? history.purchases
@@ -125,7 +127,7 @@ public struct StoreProjection: Sendable {
     public mutating func apply(_ recorded: RecordedEvent, catalog: Catalog) {
         switch recorded.event {
         case .deviceRegistered(let device, let account):
-            accountOfDevice[device] = account
+            if accountOfDevice.updateValue(account, forKey: device) == nil { devicesOfAccount[account, default: []].append(device) }
         case .observerAttached(let device, _):
             observerCount[device, default: 0] += 1
         case .observerDetached(let device, _):
@@ -180,8 +182,9 @@ public struct StoreProjection: Sendable {
         case .transactionFailed(let key, _):
             deferred.remove(key)
             awaitingDecision[key] = nil
-        case .subscriptionRenewed(_, let identifier, let original, _):
-            guard var subscription = subscriptions[original.transactionIdentifier] else { return }
+        case .subscriptionRenewed(let key, let identifier, let original, _):
+            // The renewal on the device that bought it counts; its copies on the account's other devices do not (F-U4).
+            guard var subscription = subscriptions[original.transactionIdentifier], key.device == subscription.device else { return }
             subscription.renewals += 1
             // A renewal after billing retry is the recovery (F-B1). Within the grace period the paid days
             // go on uninterrupted, so the period counts from the period end billing failed at; after it,

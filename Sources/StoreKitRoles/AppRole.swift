@@ -156,7 +156,7 @@ public final class DeviceApp {
     /// this device: nothing more will happen unless someone acts.
     public var isSettled: Bool {
         guard isDone, let state = queue.state else { return isDone && queue.state == nil }
-        return state.onlyDeclinedPending && state.restoresInProgress.isEmpty
+        return state.onlyDeclinedPending && state.restoresInProgress.isEmpty && state.receiptRefreshesInProgress.isEmpty
     }
 
     /// Picks the script up after the app's process was restarted, from what the queue

@@ -231,9 +231,11 @@ public final class StoreRole: Role {
         case .transactionFailed(let key, _), .askToBuyDeclined(let key):
             scheduled.remove(key)
             return []
-        case .subscriptionRenewed(_, _, let original, _):
+        case .subscriptionRenewed(let key, _, let original, _):
+            // A copy on another device of the account (below) changes nothing of the subscription.
+            guard let subscription = projection.subscriptions[original.transactionIdentifier], key.device == subscription.device else { return [] }
             periodEndsAwaited.remove(original.transactionIdentifier)
-            return schedulePeriodEnd(original.transactionIdentifier)
+            return schedulePeriodEnd(original.transactionIdentifier) + renewalCopies(subscription)
         case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             periodEndsAwaited.remove(original.transactionIdentifier)
             return successor.map { schedulePeriodEnd($0) } ?? []
@@ -278,6 +280,15 @@ public final class StoreRole: Role {
               let period = renewalNanoseconds(subscription.productIdentifier) else { return [] }
         let delay = max(0, subscription.periodStart &+ period &- latestEventTimestamp)
         return [.timer(afterNanoseconds: delay, .subscriptionPeriodEnd(original: identifier, renewals: subscription.renewals))]
+    }
+
+    /// A renewal reaches every device signed in to the account, not only the one that bought the
+    /// subscription (F-U4): the same renewal, a new transaction on each, whether or not that device
+    /// restored it, delivered when its app has an observer (R-Q3, R-Q4).
+    private func renewalCopies(_ subscription: Subscription) -> [Effect] {
+        guard let account = projection.accountOfDevice[subscription.device] else { return [] }
+        return (projection.devicesOfAccount[account] ?? []).filter { $0 != subscription.device }
+            .map { .send(.renewSubscription(device: $0, original: subscription.original)) }
     }
 
     private func restoresWaiting(_ device: String) -> [StoreProjection.RestoreRequest] {

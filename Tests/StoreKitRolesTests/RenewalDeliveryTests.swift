@@ -1,0 +1,72 @@
+import Testing
+import StoreKitModel
+@testable import StoreKitRoles
+import StoreKitRuntime
+import StoreKitSimulation
+import StoreKitTestKit
+
+/// A renewal reaches every device of the account (F-U4), so a device that restored an
+/// auto-renewable subscription hears its renewals too; docs/storekit-fidelity.md.
+@Suite struct RenewalDeliveryTests {
+    @Test("F-U4: the store copies each renewal to the account's other devices; a copy renews nothing itself")
+    func storeCopiesRenewals() {
+        let store = StoreRole(catalog: .sample, behavior: StoreBehavior(), choices: SeededChoices(seed: 1))
+        var sequence: UInt64 = 0
+        func feed(_ event: Event) -> [Effect] {
+            sequence += 1
+            return store.receive(RecordedEvent(sequence: sequence, timestamp: Int64(sequence), commandID: nil, event: event), now: 0)
+        }
+        _ = feed(.deviceRegistered(device: "d1", account: "a"))
+        _ = feed(.deviceRegistered(device: "d2", account: "a"))
+        _ = feed(.deviceRegistered(device: "d3", account: "b"))
+        let bought = TransactionKey(device: "d1", number: 1)
+        _ = feed(.transactionAdded(bought, Payment(productIdentifier: SampleProducts.monthly)))
+        _ = feed(.transactionPurchased(bought, identifier: "d1.1", downloads: [], charged: true))
+        let original = try! #require(store.projection.subscriptions["d1.1"]).original
+        let effects = feed(.subscriptionRenewed(TransactionKey(device: "d1", number: 2), identifier: "d1.2", original: original, downloads: []))
+        let sent = effects.compactMap { if case .send(let body) = $0 { body } else { nil } }
+        #expect(sent == [.renewSubscription(device: "d2", original: original)])
+        #expect(effects.contains { if case .timer(_, .subscriptionPeriodEnd("d1.1", 1)) = $0 { true } else { false } })
+        // The copy on d2: no further copies, no new period, the count stays one renewal.
+        #expect(feed(.subscriptionRenewed(TransactionKey(device: "d2", number: 5), identifier: "d2.5", original: original, downloads: [])) == [])
+        #expect(store.projection.subscriptions["d1.1"]?.renewals == 1)
+        #expect(store.projection.history(of: "a").purchases.map(\.transactionIdentifier) == ["d1.1", "d1.2"])
+    }
+
+    @Test("F-U4: in a whole run every renewal reaches both devices of the account (the second one restored the subscription) and each finishes it")
+    func wholeRunReachesEveryDevice() throws {
+        var scenario = Scenario(seed: 7, devices: 6)
+        scenario.apps.purchasesPerDevice = 6
+        let environment = DeterministicEnvironment.inMemory(seed: scenario.seed)
+        let report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+        #expect(report.violations.isEmpty)
+        var renewalsOn: [String: [String]] = [:]  // original identifier → devices its renewals reached, in order
+        var restoredOn: [String: Set<String>] = [:]
+        var renewals: Set<TransactionKey> = []
+        var finished: Set<TransactionKey> = []
+        try environment.storage.forEachRecord(from: 1) { _, _, payload in
+            switch try EventCodec.decodeEvent(payload).event {
+            case .subscriptionRenewed(let key, _, let original, _):
+                renewalsOn[original.transactionIdentifier, default: []].append(key.device)
+                renewals.insert(key)
+            case .transactionRestored(let key, _, _, let original, _):
+                restoredOn[original.transactionIdentifier, default: []].insert(key.device)
+            case .transactionFinished(let key):
+                finished.insert(key)
+            default:
+                break
+            }
+        }
+        #expect(!renewalsOn.isEmpty)
+        for (original, devices) in renewalsOn {
+            // Devices pair up on accounts: device-0001 and -0002, -0003 and -0004, …
+            let buyer = String(original.split(separator: ".")[0])
+            let number = Int(buyer.dropFirst("device-".count))!
+            let partner = "device-" + String(format: "%04d", number % 2 == 1 ? number + 1 : number - 1)
+            #expect(devices.filter { $0 == buyer }.count == devices.filter { $0 == partner }.count, "\(original): \(devices)")
+            #expect(Set(devices) == [buyer, partner])
+        }
+        #expect(renewalsOn.keys.contains { restoredOn[$0] != nil }, "no renewed subscription was restored on another device")
+        #expect(renewals.isSubset(of: finished))
+    }
+}
