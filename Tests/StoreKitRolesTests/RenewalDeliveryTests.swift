@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import StoreKitModel
 @testable import StoreKitRoles
@@ -68,5 +69,51 @@ import StoreKitTestKit
         }
         #expect(renewalsOn.keys.contains { restoredOn[$0] != nil }, "no renewed subscription was restored on another device")
         #expect(renewals.isSubset(of: finished))
+    }
+}
+
+/// Hosted content belongs to non-consumable products only (F-H2): renewals, like consumables, never
+/// list downloads, so the downloader, observers and invariants treat every listed download alike.
+@Suite struct HostedContentKindTests {
+    @Test("F-H2: a catalog giving hosted content to an auto-renewable subscription or a consumable is refused with its key path")
+    func onlyNonConsumablesHostContent() throws {
+        for kind in ["autoRenewableSubscription", "consumable", "nonRenewingSubscription"] {
+            let period = kind == "autoRenewableSubscription" ? #", "subscriptionGroup": "G", "subscriptionPeriod": "P1M""# : ""
+            let document = #"""
+            {"format": "sksim-catalog", "version": 1, "products": [{"identifier": "plus", "kind": "\#(kind)", "displayPrice": "1"\#(period),
+             "hostedContent": [{"contentIdentifier": "plus.data", "contentLength": 10, "contentVersion": "1.0"}]}]}
+            """#
+            let result = Result { () throws(CatalogError) in try Catalog.parseNativeCatalog(Data(document.utf8), source: "shop.json") }
+            guard case .failure(let error) = result else { Issue.record("\(kind) with hosted content was accepted"); continue }
+            #expect(error.keyPath == "products[0].hostedContent[0]")
+            #expect(error.description.contains("Apple hosts content for non-consumable products only"))
+        }
+    }
+
+    @Test("F-H2: in a whole run no renewal lists downloads, and every listed download of a purchase or restore is started")
+    func renewalsListNoDownloads() throws {
+        var scenario = Scenario(seed: 7, devices: 6)
+        scenario.apps.purchasesPerDevice = 6
+        let environment = DeterministicEnvironment.inMemory(seed: scenario.seed)
+        let report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
+        #expect(report.violations.isEmpty)
+        var listed: Set<DownloadKey> = []
+        var started: Set<DownloadKey> = []
+        var renewals = 0
+        try environment.storage.forEachRecord(from: 1) { _, _, payload in
+            switch try EventCodec.decodeEvent(payload).event {
+            case .subscriptionRenewed(_, _, _, let downloads):
+                renewals += 1
+                #expect(downloads.isEmpty)
+            case .transactionPurchased(let key, _, let downloads, _), .transactionRestored(let key, _, _, _, let downloads):
+                for index in downloads.indices { listed.insert(DownloadKey(transaction: key, index: index)) }
+            case .downloadStarted(let key):
+                started.insert(key)
+            default:
+                break
+            }
+        }
+        #expect(renewals > 0 && !listed.isEmpty)
+        #expect(started.isSubset(of: listed))
     }
 }
