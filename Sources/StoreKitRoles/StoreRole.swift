@@ -108,6 +108,13 @@ public final class StoreRole: Role {
     private var latestEventTimestamp: Int64 = 0
     /// Devices whose next purchase fails, as a `failNext` store action asked (F-T2).
     private var failNext: [String: StoreError] = [:]
+    /// Indices of `failNext` actions whose failure the log shows (a failed transaction with the action's
+    /// own error), so a restarted store knows which armed ones are still to be used (F-T3).
+    private var failNextUsed: Set<Int> = []
+    /// The `failNext` actions by the error they fail with, looked up for each failed transaction.
+    private lazy var failNextByError: [StoreError: [Int]] = Dictionary(grouping: (behavior.actions ?? []).indices.filter {
+        behavior.actions![$0].action == .failNext
+    }) { behavior.actions![$0].failure }
     /// True when the log holds a command of an earlier incarnation of this store (origins are
     /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
     private var isRestart = false
@@ -153,6 +160,7 @@ public final class StoreRole: Role {
         for (index, action) in (behavior.actions ?? []).enumerated() where !isRestart || action.atNanoseconds >= latestEventTimestamp {
             effects.append(.timer(afterNanoseconds: max(0, action.atNanoseconds - latestEventTimestamp), .storeAction(index: index)))
         }
+        if isRestart { rearmFailNext() }
         for request in projection.receiptRefreshesAwaiting {
             let done = receiptDeliveredSoFar[request] ?? 0
             effects += done > 0 ? nextReceiptPiece(request, from: done) : scheduleReceiptRefresh(request)
@@ -168,10 +176,26 @@ public final class StoreRole: Role {
         return effects
     }
 
+    /// A restarted store takes up what `failNext` actions an earlier incarnation armed (F-T3): the log holds
+    /// no event for arming, but the recorded scenario holds the actions and the log their use. Per device,
+    /// the last action whose time the log has passed is armed, unless a failed transaction used it.
+    private func rearmFailNext() {
+        let passed = (behavior.actions ?? []).indices.filter {
+            behavior.actions![$0].action == .failNext && behavior.actions![$0].atNanoseconds < latestEventTimestamp
+        }
+        var last: [String: Int] = [:]
+        for index in passed.sorted(by: { (behavior.actions![$0].atNanoseconds, $0) < (behavior.actions![$1].atNanoseconds, $1) }) {
+            last[behavior.actions![index].device] = index
+        }
+        for (device, index) in last where !failNextUsed.contains(index) { failNext[device] = behavior.actions![index].failure }
+    }
+
     private func track(_ recorded: RecordedEvent) {
         latestEventTimestamp = max(latestEventTimestamp, recorded.timestamp)
         projection.apply(recorded, catalog: catalog)
         switch recorded.event {
+        case .transactionFailed(let key, let error) where !failNextByError.isEmpty:
+            for index in failNextByError[error] ?? [] where behavior.actions![index].device == key.device { failNextUsed.insert(index) }
         case .transactionRestored(let key, let restore, _, _, _):
             restoredSoFar[RestoreKey(device: key.device, number: restore), default: 0] += 1
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
