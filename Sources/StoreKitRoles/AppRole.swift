@@ -25,10 +25,6 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     /// Chance, per purchase step, that the app refreshes its receipt (SKReceiptRefreshRequest, R-R2).
     /// nil: 0, and nothing is drawn, so older scenarios' logs stay as they were.
     public var receiptRefreshProbability: Double?
-    /// Chance that the user picks a restored product's hosted content to download again, for the
-    /// `restoreThenFinish` observer (selective restore, R-R5). nil: 0.5.
-    public var restorePickProbability: Double?
-    public static let defaultRestorePickProbability = 0.5
 
     public init() {}
 
@@ -38,8 +34,7 @@ public struct AppBehavior: Sendable, Hashable, Codable {
         guard !observers.isEmpty else { throw ConfigurationError("at least one observer per device is needed to complete purchases") }
         for (name, value) in [("restoreProbability", restoreProbability), ("relaunchProbability", relaunchProbability),
                               ("restrictedDeviceShare", restrictedDeviceShare ?? 0),
-                              ("receiptRefreshProbability", receiptRefreshProbability ?? 0),
-                              ("restorePickProbability", restorePickProbability ?? 0)]
+                              ("receiptRefreshProbability", receiptRefreshProbability ?? 0)]
         where !(0...1).contains(value) {
             throw ConfigurationError("apps.\(name) is \(value); a probability must be between 0 and 1")
         }
@@ -119,10 +114,7 @@ public final class DeviceApp {
         if let factory = hooks?.observerFactory { return factory(device) }
         return behavior.observers.enumerated().map { index, observerBehavior in
             BuiltInObserver(name: "\(observerBehavior.rawValue)-\(index + 1)", behavior: observerBehavior,
-                            storage: storage, persistentFolder: "apps/\(device)",
-                            picksRestoredContent: observerBehavior == .restoreThenFinish ? { [choices, behavior] _ in
-                                choices.chance(.restorePick, behavior.restorePickProbability ?? AppBehavior.defaultRestorePickProbability)
-                            } : nil)
+                            storage: storage, persistentFolder: "apps/\(device)")
         }
     }
 

@@ -49,8 +49,6 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     case billingRecovery
     /// Whether the app refreshes its receipt at one step (SKReceiptRefreshRequest, R-R2).
     case receiptRefresh
-    /// Whether the user picks a restored product's content to download again (R-R5, restoreThenFinish).
-    case restorePick
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

@@ -10,9 +10,9 @@ public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable 
     case deliverThenFinish
     /// Download every piece of hosted content, keep it, grant, then finish (R-D3).
     case downloadThenFinish
-    /// Selective restore (R-R5): of the restored transactions with content, downloads only those
-    /// the user picks (`apps.restorePickProbability`, a recorded choice), granting and finishing
-    /// every other restored transaction at once; purchases as downloadThenFinish.
+    /// Selective restore (R-R5): of the restored transactions with content, downloads only those whose
+    /// content the user does not have on the device yet, granting and finishing every other restored
+    /// transaction at once; purchases as downloadThenFinish.
     case restoreThenFinish
     /// Only watches and counts; never finishes (a second observer, R-Q5).
     case audit
@@ -50,7 +50,7 @@ public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable 
         switch self {
         case .deliverThenFinish: "grants the product, then finishes (ignores hosted content)"
         case .downloadThenFinish: "downloads every piece of hosted content, keeps it, grants, then finishes"
-        case .restoreThenFinish: "selective restore: downloads the content of the restored products the user picks, finishes the other restored transactions at once"
+        case .restoreThenFinish: "selective restore: downloads the restored content the device lacks, finishes the other restored transactions at once"
         case .audit: "only watches and counts; never finishes (a second observer)"
         case .finishBeforeDownloads: "buggy: finishes right after starting downloads, losing content"
         case .sdkFinishesEarly: "buggy: a second SDK that finishes what it hears before the app granted it"
@@ -94,19 +94,14 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     private var restoreEnded = false
     /// Transactions `deferredAsFailed` gave up on.
     private var forgotten: Set<TransactionKey> = []
-    /// `restoreThenFinish`: whether the user picks a restored transaction's content to download again
-    /// (R-R5). Asked once per restored transaction with content; nil picks every one.
-    private let picksRestoredContent: ((PaymentTransaction) -> Bool)?
     /// Restored transactions whose content the user passed over: granted and finished without downloading.
     private var passedOver: Set<TransactionKey> = []
 
-    public init(name: String, behavior: ObserverBehavior, storage: ContentStorage?, persistentFolder: String = "apps",
-                picksRestoredContent: ((PaymentTransaction) -> Bool)? = nil) {
+    public init(name: String, behavior: ObserverBehavior, storage: ContentStorage?, persistentFolder: String = "apps") {
         self.observerName = name
         self.behavior = behavior
         self.storage = storage
         self.persistentFolder = persistentFolder
-        self.picksRestoredContent = picksRestoredContent
     }
 
     public func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
@@ -126,10 +121,10 @@ public final class BuiltInObserver: PaymentTransactionObserver {
             case .purchased, .restored:
                 if transaction.transactionState == .restored && !transaction.downloads.isEmpty && behavior.wantsContent {
                     restoredOutstanding.insert(transaction.key)
-                    // Selective restore (R-R5): content the user did not pick is not downloaded again. Asked
-                    // once, before any download started (a redelivered one keeps its answer).
-                    if behavior == .restoreThenFinish, !passedOver.contains(transaction.key),
-                       transaction.downloads.allSatisfy({ !$0.started }), let picks = picksRestoredContent, !picks(transaction) {
+                    // Selective restore (R-R5): the user picks only content the device lacks; what the app
+                    // already kept is not downloaded again. Decided before any download started.
+                    if behavior == .restoreThenFinish, transaction.downloads.allSatisfy({ !$0.started }),
+                       queue.hasKeptContent(of: transaction.payment.productIdentifier) {
                         passedOver.insert(transaction.key)
                     }
                 }

@@ -61,6 +61,9 @@ public final class PaymentQueue {
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
     /// being killed (only what was sent before a kill is kept). Rebuilt from the log on catch-up.
     public private(set) var granted: Set<TransactionKey> = []
+    /// Products whose hosted content the app kept on this device (its own storage: survives quitting;
+    /// rebuilt from the log on catch-up). A selective restore does not download them again (R-R5).
+    public private(set) var productsWithKeptContent: Set<String> = []
     /// The restore whose `restoreCompletedTransactionsFinished` was delivered last.
     public private(set) var lastFinishedRestore: UInt64?
     /// Chance that one update is delivered to the observers twice (StoreKit may redeliver).
@@ -328,9 +331,18 @@ public final class PaymentQueue {
         noteObserverChanges(recorded.event)
         switch recorded.event {
         case .appActionRecorded(.contentGranted(let key, _, _)): granted.insert(key)
+        case .appActionRecorded(.contentKept(let key, _)): noteKept(key)
         case .transactionFinished(let key): granted.remove(key)
         default: break
         }
+    }
+
+    /// Whether the app already kept the hosted content of `product` on this device (R-R5).
+    public func hasKeptContent(of product: String) -> Bool { productsWithKeptContent.contains(product) }
+
+    private func noteKept(_ key: DownloadKey) {
+        // Kept before its transaction is finished, so the transaction is still in the queue.
+        if let product = projection.transaction(key.transaction)?.payment.productIdentifier { productsWithKeptContent.insert(product) }
     }
 
     /// Applies one event of this device and calls the observers as StoreKit would.
@@ -342,6 +354,7 @@ public final class PaymentQueue {
         projection.apply(recorded)
         // A finished transaction is never delivered again: its grant need not be remembered.
         if case .transactionFinished(let key) = recorded.event { granted.remove(key) }
+        if case .appActionRecorded(.contentKept(let key, _)) = recorded.event { noteKept(key) }
         noteObserverChanges(recorded.event)
         let cause = recorded.sequence
         if case .appTerminated = recorded.event { awaitingTermination = false }

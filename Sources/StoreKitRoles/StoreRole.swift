@@ -112,9 +112,10 @@ public final class StoreRole: Role {
     /// own error), so a restarted store knows which armed ones are still to be used (F-T3).
     private var failNextUsed: Set<Int> = []
     /// The `failNext` actions by the error they fail with, looked up for each failed transaction.
-    private lazy var failNextByError: [StoreError: [Int]] = Dictionary(grouping: (behavior.actions ?? []).indices.filter {
-        behavior.actions![$0].action == .failNext
-    }) { behavior.actions![$0].failure }
+    private lazy var failNextByError: [StoreError: [Int]] = {
+        let actions = behavior.actions ?? []
+        return Dictionary(grouping: actions.indices.filter { actions[$0].action == .failNext }) { actions[$0].failure }
+    }()
     /// True when the log holds a command of an earlier incarnation of this store (origins are
     /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
     private var isRestart = false
@@ -180,14 +181,13 @@ public final class StoreRole: Role {
     /// no event for arming, but the recorded scenario holds the actions and the log their use. Per device,
     /// the last action whose time the log has passed is armed, unless a failed transaction used it.
     private func rearmFailNext() {
-        let passed = (behavior.actions ?? []).indices.filter {
-            behavior.actions![$0].action == .failNext && behavior.actions![$0].atNanoseconds < latestEventTimestamp
-        }
+        let actions = behavior.actions ?? []
         var last: [String: Int] = [:]
-        for index in passed.sorted(by: { (behavior.actions![$0].atNanoseconds, $0) < (behavior.actions![$1].atNanoseconds, $1) }) {
-            last[behavior.actions![index].device] = index
+        for index in actions.indices.sorted(by: { (actions[$0].atNanoseconds, $0) < (actions[$1].atNanoseconds, $1) })
+        where actions[index].action == .failNext && actions[index].atNanoseconds < latestEventTimestamp {
+            last[actions[index].device] = index
         }
-        for (device, index) in last where !failNextUsed.contains(index) { failNext[device] = behavior.actions![index].failure }
+        for (device, index) in last where !failNextUsed.contains(index) { failNext[device] = actions[index].failure }
     }
 
     private func track(_ recorded: RecordedEvent) {
@@ -195,7 +195,7 @@ public final class StoreRole: Role {
         projection.apply(recorded, catalog: catalog)
         switch recorded.event {
         case .transactionFailed(let key, let error) where !failNextByError.isEmpty:
-            for index in failNextByError[error] ?? [] where behavior.actions![index].device == key.device { failNextUsed.insert(index) }
+            for index in failNextByError[error] ?? [] where behavior.actions?[index].device == key.device { failNextUsed.insert(index) }
         case .transactionRestored(let key, let restore, _, _, _):
             restoredSoFar[RestoreKey(device: key.device, number: restore), default: 0] += 1
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
