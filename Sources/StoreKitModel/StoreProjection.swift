@@ -37,9 +37,9 @@ public struct StoreProjection: Sendable {
     public private(set) var subscriptions: [String: Subscription] = [:]
     /// The same, by account, so a purchase looks only at its own account's (not every account's).
     private var subscriptionsOfAccount: [String: Set<String>] = [:]
-    /// Charged consumable purchases not finished yet, by transaction identifier, with their account:
-    /// the receipt lists them until the app finishes them (R-R2).
-    private var unfinishedConsumables: [String: String] = [:]
+    /// Charged consumable purchases not finished yet, with their account and identifier: the receipt
+    /// lists them until the app finishes them (R-R2).
+    private var unfinishedConsumables: [TransactionKey: (account: String, identifier: String)] = [:]
     /// Receipt refreshes asked for and not yet answered (R-R2), oldest first.
     public private(set) var receiptRefreshesAwaiting: [ReceiptRequest] = []
 
@@ -168,13 +168,12 @@ public struct StoreProjection: Sendable {
                     subscriptions[identifier] = subscription
                 }
                 if product.isRestorable { accounts[account, default: AccountHistory()].restorable.append(original) }
-                if product.kind == .consumable { unfinishedConsumables[identifier] = account }
+                if product.kind == .consumable { unfinishedConsumables[key] = (account, identifier) }
             }
         case .transactionFinished(let key):
-            // A finished consumable leaves the receipt (R-R2). Only consumables are looked up by identifier.
-            guard !unfinishedConsumables.isEmpty,
-                  let account = unfinishedConsumables.removeValue(forKey: QueueProjection.transactionIdentifier(key)) else { return }
-            accounts[account]?.finishedConsumables.insert(QueueProjection.transactionIdentifier(key))
+            // A finished consumable leaves the receipt (R-R2).
+            guard let consumable = unfinishedConsumables.removeValue(forKey: key) else { return }
+            accounts[consumable.account]?.finishedConsumables.insert(consumable.identifier)
         case .receiptRefreshStarted(let device, let number):
             receiptRefreshesAwaiting.append(ReceiptRequest(device: device, number: number))
         case .receiptDelivered(let device, let number, _, _, let isLast):
@@ -207,7 +206,7 @@ public struct StoreProjection: Sendable {
             guard let account = accountOfDevice[device] else { return }
             for identifier in subscriptionsOfAccount.removeValue(forKey: account) ?? [] { subscriptions[identifier] = nil }
             accounts[account] = nil
-            unfinishedConsumables = unfinishedConsumables.filter { $0.value != account }
+            unfinishedConsumables = unfinishedConsumables.filter { $0.value.account != account }
         case .subscriptionBillingRetry(_, let original, let grace):
             subscriptions[original.transactionIdentifier]?.billingRetryStart = recorded.timestamp
             subscriptions[original.transactionIdentifier]?.gracePeriodEnd = grace > 0 ? recorded.timestamp &+ grace : nil
