@@ -102,6 +102,9 @@ public final class StoreRole: Role {
     /// Receipt entries delivered so far per refresh in progress (R-R2); the next piece starts there.
     private var receiptDeliveredSoFar: [StoreProjection.ReceiptRequest: Int] = [:]
     private var receiptRefreshesScheduled: Set<StoreProjection.ReceiptRequest> = []
+    /// The devices each subscription's latest renewal is still to be copied to (F-U4), so a restarted
+    /// store sends the copies an earlier incarnation did not get into the log.
+    private var copiesOwed: [String: [String]] = [:]
     /// Subscriptions whose renewal or expiry was sent and not yet heard back.
     private var periodEndsAwaited: Set<String> = []
     /// The log time of the latest event seen, the clock subscription periods are timed by.
@@ -162,6 +165,11 @@ public final class StoreRole: Role {
             effects.append(.timer(afterNanoseconds: max(0, action.atNanoseconds - latestEventTimestamp), .storeAction(index: index)))
         }
         if isRestart { rearmFailNext() }
+        // Copies of a renewal the earlier store did not get into the log (F-U4).
+        for identifier in copiesOwed.keys.sorted() {
+            guard let original = projection.subscriptions[identifier]?.original else { continue }
+            effects += (copiesOwed[identifier] ?? []).map { .send(.renewSubscription(device: $0, original: original)) }
+        }
         for request in projection.receiptRefreshesAwaiting {
             let done = receiptDeliveredSoFar[request] ?? 0
             effects += done > 0 ? nextReceiptPiece(request, from: done) : scheduleReceiptRefresh(request)
@@ -194,6 +202,16 @@ public final class StoreRole: Role {
         latestEventTimestamp = max(latestEventTimestamp, recorded.timestamp)
         projection.apply(recorded, catalog: catalog)
         switch recorded.event {
+        case .subscriptionRenewed(let key, _, let original, _):
+            let identifier = original.transactionIdentifier
+            if let subscription = projection.subscriptions[identifier], key.device == subscription.device {
+                copiesOwed[identifier] = copyTargets(subscription)
+            } else {
+                copiesOwed[identifier]?.removeAll { $0 == key.device }
+            }
+            if copiesOwed[identifier]?.isEmpty == true { copiesOwed[identifier] = nil }
+        case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
+            copiesOwed[original.transactionIdentifier] = nil
         case .transactionFailed(let key, let error) where !failNextByError.isEmpty:
             for index in failNextByError[error] ?? [] where behavior.actions?[index].device == key.device { failNextUsed.insert(index) }
         case .transactionRestored(let key, let restore, _, _, _):
@@ -310,9 +328,13 @@ public final class StoreRole: Role {
     /// subscription (F-U4): the same renewal, a new transaction on each, whether or not that device
     /// restored it, delivered when its app has an observer (R-Q3, R-Q4).
     private func renewalCopies(_ subscription: Subscription) -> [Effect] {
+        copyTargets(subscription).map { .send(.renewSubscription(device: $0, original: subscription.original)) }
+    }
+
+    /// The account's devices other than the buying one, in registration order.
+    private func copyTargets(_ subscription: Subscription) -> [String] {
         guard let account = projection.accountOfDevice[subscription.device] else { return [] }
         return (projection.devicesOfAccount[account] ?? []).filter { $0 != subscription.device }
-            .map { .send(.renewSubscription(device: $0, original: subscription.original)) }
     }
 
     private func restoresWaiting(_ device: String) -> [StoreProjection.RestoreRequest] {

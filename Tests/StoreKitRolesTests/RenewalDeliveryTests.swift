@@ -34,6 +34,29 @@ import StoreKitTestKit
         #expect(store.projection.history(of: "a").purchases.map(\.transactionIdentifier) == ["d1.1", "d1.2"])
     }
 
+    @Test("F-U4: a restarted store sends the copies of the latest renewal the log lacks, not to a device registered after it")
+    func restartSendsMissingCopies() throws {
+        let monthly = Payment(productIdentifier: SampleProducts.monthly)
+        let original = OriginalTransaction(transactionIdentifier: "d1.1", payment: monthly, transactionDate: 2)
+        let events: [Event] = [
+            .deviceRegistered(device: "d1", account: "a"), .deviceRegistered(device: "d2", account: "a"),
+            .deviceRegistered(device: "d3", account: "a"),
+            .transactionAdded(TransactionKey(device: "d1", number: 1), monthly),
+            .transactionPurchased(TransactionKey(device: "d1", number: 1), identifier: "d1.1", downloads: [], charged: true),
+            .subscriptionRenewed(TransactionKey(device: "d1", number: 2), identifier: "d1.2", original: original, downloads: []),
+            .subscriptionRenewed(TransactionKey(device: "d2", number: 1), identifier: "d2.1", original: original, downloads: []),
+            .deviceRegistered(device: "d4", account: "a"),
+        ]
+        let store = StoreRole(name: "store", catalog: .sample, behavior: StoreBehavior(), choices: SeededChoices(seed: 1))
+        for (index, event) in events.enumerated() {
+            // The renewals are the earlier store's commands: this start is a restart.
+            let origin = if case .subscriptionRenewed = event { "store.9" } else { "apps.1" }
+            store.catchUp(RecordedEvent(sequence: UInt64(index + 1), timestamp: Int64(index + 1) * 1_000, commandID: CommandID(origin: origin, number: UInt64(index + 1)), event: event))
+        }
+        let sent = store.resume(now: 0).compactMap { if case .send(let body) = $0 { body } else { nil } }
+        #expect(sent == [.renewSubscription(device: "d3", original: try #require(store.projection.subscriptions["d1.1"]).original)])
+    }
+
     @Test("F-U4: in a whole run every renewal reaches both devices of the account (the second one restored the subscription) and each finishes it")
     func wholeRunReachesEveryDevice() throws {
         var scenario = Scenario(seed: 7, devices: 6)
