@@ -91,6 +91,11 @@ enum JSONShapes {
             members += [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
         case .transactionsCleared(let device):
             members += [("device", .string(device))]
+        case .receiptRefreshStarted(let device, let request):
+            members += [("device", .string(device)), ("request", .int(request))]
+        case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
+            members += [("device", .string(device)), ("request", .int(request)), ("firstIndex", .int(firstIndex)),
+                        ("entries", .array(entries.map(original))), ("isLast", .bool(isLast))]
         case .commandRejected(let command, let rejection):
             members += [("device", .string(command.device)), ("rejectedCommand", .string(command.name)),
                         ("body", body(command)),
@@ -153,8 +158,11 @@ enum JSONShapes {
                       ("charged", .bool(charged))]
         case .beginBillingRetry(let device, let value, let grace):
             fields = [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
-        case .clearTransactions(let device):
+        case .clearTransactions(let device), .refreshReceipt(let device):
             fields = [("device", .string(device))]
+        case .deliverReceipt(let device, let request, let firstIndex, let entries, let isLast):
+            fields = [("device", .string(device)), ("request", .int(request)), ("firstIndex", .int(firstIndex)),
+                      ("entries", .array(entries.map(original))), ("isLast", .bool(isLast))]
         }
         return .object([("command", .string(command.name))] + fields)
     }
@@ -204,12 +212,16 @@ enum JSONShapes {
                                             ("cancelled", .int(totals.downloadsCancelled))])
         let restores: JSONValue = .object([("finished", .int(totals.restoresFinished)), ("failed", .int(totals.restoresFailed))])
         let simulatedSeconds = (Double(report.simulatedNanoseconds) / 1e9 * 1000).rounded() / 1000
+        // Only runs whose apps refreshed receipts (R-R2) have the key, so earlier runs print as they did.
+        let receipts: [(String, JSONValue)] = totals.receiptsRefreshed == 0 && totals.receiptEntries == 0 ? []
+            : [("receipts", .object([("refreshed", .int(totals.receiptsRefreshed)), ("entries", .int(totals.receiptEntries))]))]
         return .object([
             ("seed", .unsigned(report.seed)),
             ("events", .int(totals.events)),
             ("transactions", transactions),
             ("downloads", downloads),
             ("restores", restores),
+        ] + receipts + [
             ("errors", errors),
             ("rejections", .int(totals.rejections)),
             ("duplicateCommands", .int(report.duplicateCommands)),
@@ -229,6 +241,9 @@ enum JSONShapes {
             "transactions    \(totals.purchased) purchased, \(totals.failed) failed, \(totals.restored) restored, \(totals.deferred) deferred, \(totals.declined) declined, \(totals.finished) finished, \(report.pending) pending, \(totals.renewed) renewed, \(totals.expired) expired, \(totals.revoked) refunded",
             "downloads       \(totals.downloadsFinished) finished, \(totals.downloadsFailed) failed, \(totals.downloadsCancelled) cancelled",
             "restores        \(totals.restoresFinished) finished, \(totals.restoresFailed) failed",
+        ] + (totals.receiptsRefreshed == 0 && totals.receiptEntries == 0 ? [] : [
+            "receipts        \(totals.receiptsRefreshed) refreshed, \(totals.receiptEntries) entries",
+        ]) + [
             "errors          " + (totals.failuresByCode.isEmpty ? "none" : StoreError.Code.allCases.compactMap { code in
                 totals.failuresByCode[code].map { "\($0) \(code) (SKError \(code.rawValue))" }
             }.joined(separator: ", ")),

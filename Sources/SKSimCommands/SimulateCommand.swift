@@ -31,6 +31,8 @@ struct SimulateCommand: AsyncParsableCommand {
     var observers: String?
     @Option(help: "Share of devices (0 to 1) whose user may not authorise payments; their payments fail with paymentNotAllowed, R-Q1 (default: 0).")
     var restrictedDeviceShare: Double?
+    @Option(help: "Chance (0 to 1), per purchase, that the app also refreshes its receipt (SKReceiptRefreshRequest), R-R2 (default: 0).")
+    var receiptRefreshProbability: Double?
     @Option(help: "Renewals of one auto-renewable subscription at most before it expires, F-U1 (default: 3).")
     var maximumRenewals: Int?
     @Option(help: "Chance (0 to 1) that a subscription's user cancelled before a period ends, so it expires, F-U2 (default: 0.2).")
@@ -52,6 +54,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if let devicesPerAccount { scenario.apps.devicesPerAccount = devicesPerAccount }
         if let observers { scenario.apps.observers = try parseObservers(observers) }
         if let restrictedDeviceShare { scenario.apps.restrictedDeviceShare = restrictedDeviceShare }
+        if let receiptRefreshProbability { scenario.apps.receiptRefreshProbability = receiptRefreshProbability }
         if let maximumRenewals { scenario.store.maximumRenewals = maximumRenewals }
         if let cancellationAtRenewalProbability { scenario.store.cancellationAtRenewalProbability = cancellationAtRenewalProbability }
         if let interruptedPurchaseProbability { scenario.store.interruptedPurchaseProbability = interruptedPurchaseProbability }

@@ -105,6 +105,9 @@ public struct TraceDiagram {
         case .subscriptionBillingRetry(_, let original, let grace):
             return "\(product(original.payment.productIdentifier)) billing retry" + (grace > 0 ? " (grace period)" : "")
         case .transactionsCleared: return "the store cleared the account's transactions"
+        case .receiptRefreshStarted(_, let request): return "receipt refresh \(request) asked for"
+        case .receiptDelivered(_, let request, _, let entries, let isLast):
+            return "receipt refresh \(request): \(entries.count) entries" + (isLast ? " (done)" : "")
         case .transactionPurchased(let key, _, let downloads, _):
             return "\(transaction(key)) purchased" + (downloads.isEmpty ? "" : " with \(downloads.count) download(s)")
         case .transactionFailed(let key, let error): return "\(transaction(key)) failed (\(error.code))"

@@ -166,7 +166,7 @@ public struct Topology: Sendable {
     private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
         let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers",
                                                   "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader",
-                                                  "restrictedDeviceShare", "storeActions"])
+                                                  "restrictedDeviceShare", "storeActions", "receiptRefreshProbability"])
         guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'") }
         var catalog = Catalog.sample
         var catalogSource = "built-in sample"
@@ -186,6 +186,7 @@ public struct Topology: Sendable {
         if let value = keys["restoreProbability"] { scenario.apps.restoreProbability = try value.double(in: 0...1) }
         if let value = keys["relaunchProbability"] { scenario.apps.relaunchProbability = try value.double(in: 0...1) }
         if let value = keys["restrictedDeviceShare"] { scenario.apps.restrictedDeviceShare = try value.double(in: 0...1) }
+        if let value = keys["receiptRefreshProbability"] { scenario.apps.receiptRefreshProbability = try value.double(in: 0...1) }
         if let value = keys["storeActions"] {
             // SKTestSession's controls at set times (F-T2); names are checked against the run below.
             scenario.store.actions = try value.sequence().map { item throws(TopologyError) in

@@ -148,6 +148,13 @@ extension Catalog {
                               "Expected an ISO 8601 duration such as \"P1W\", \"P1M\" or \"P1Y\" for product \"\(product.identifier)\", found \"\(period)\".",
                               "Write the period as P followed by counts of years (Y), months (M), weeks (W) or days (D).")
             }
+            // Apple hosts content for non-consumable products only (F-H2), so a renewal, a consumable
+            // or a non-renewing subscription never lists downloads.
+            if !product.hostedContent.isEmpty && product.kind != .nonConsumable {
+                throw failure(.invalidValue, paths.hostedContent.first ?? "hostedContent of product \"\(product.identifier)\"",
+                              "Product \"\(product.identifier)\" is a \(product.kind) with hosted content; Apple hosts content for non-consumable products only.",
+                              "Remove its hostedContent, or make the product nonConsumable.")
+            }
             for (contentIndex, content) in product.hostedContent.enumerated() {
                 let contentPath = contentIndex < paths.hostedContent.count
                     ? paths.hostedContent[contentIndex]

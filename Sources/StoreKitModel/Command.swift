@@ -64,6 +64,12 @@ public enum CommandBody: Sendable, Hashable {
     case beginBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
     /// SKTestSession's `clearTransactions` (F-T2): the store forgets every purchase of the device's account.
     case clearTransactions(device: String)
+    /// SKReceiptRefreshRequest (R-R2): the app asks the store for the latest receipt. The queue
+    /// numbers the request; the store answers it with `deliverReceipt` pieces.
+    case refreshReceipt(device: String)
+    /// One piece of a receipt refresh's answer (R-R2): the receipt's entries from `firstIndex` on, at
+    /// most `QueueProjection.maximumRestorePiece` of them, like a restore's; the last piece ends the request.
+    case deliverReceipt(device: String, request: UInt64, firstIndex: Int, entries: [OriginalTransaction], isLast: Bool)
     // The downloader side.
     case reportDownloadProgress(DownloadKey, progress: Double, timeRemaining: Double)
     case completeDownload(DownloadKey, contentURL: String)
@@ -78,7 +84,7 @@ public enum CommandBody: Sendable, Hashable {
              .restoreCompletedTransactions(let device, _), .completeRestore(let device, _, _, _, _),
              .failRestore(let device, _, _), .renewSubscription(let device, _), .expireSubscription(let device, _),
              .refundPurchase(let device, _), .resumeInterruptedPurchase(let device, _, _, _), .beginBillingRetry(let device, _, _),
-             .clearTransactions(let device):
+             .clearTransactions(let device), .refreshReceipt(let device), .deliverReceipt(let device, _, _, _, _):
             device
         case .finishTransaction(let key), .decidePurchase(let key, _):
             key.device
@@ -120,6 +126,8 @@ public enum CommandBody: Sendable, Hashable {
         case .resumeInterruptedPurchase: "resumeInterruptedPurchase"
         case .beginBillingRetry: "beginBillingRetry"
         case .clearTransactions: "clearTransactions"
+        case .refreshReceipt: "refreshReceipt"
+        case .deliverReceipt: "deliverReceipt"
         }
     }
 }

@@ -55,6 +55,12 @@ public enum Event: Sendable, Hashable {
     /// SKTestSession's `clearTransactions` (F-T2): the store forgot every purchase of the device's account
     /// (nothing is owned, restored or renewed any more). No callback; the queue's unfinished transactions stay.
     case transactionsCleared(device: String)
+    /// The app asked for the latest receipt (SKReceiptRefreshRequest, R-R2); `request` numbers it on the device.
+    case receiptRefreshStarted(device: String, request: UInt64)
+    /// One piece of the refreshed receipt (R-R2): every charged purchase of the account on any device,
+    /// consumables only until the app finished them, from `firstIndex` on. No transaction is created;
+    /// with the last piece the observers hear `requestDidFinish` with the whole receipt.
+    case receiptDelivered(device: String, request: UInt64, firstIndex: Int, entries: [OriginalTransaction], isLast: Bool)
 
     /// The device the event concerns, or nil for run-wide events.
     public var device: String? {
@@ -65,7 +71,7 @@ public enum Event: Sendable, Hashable {
              .paymentsAllowedChanged(let device, _), .restoreStarted(let device, _, _),
              .restoreFinished(let device, _), .restoreFailed(let device, _, _),
              .subscriptionExpired(let device, _), .entitlementsRevoked(let device, _), .subscriptionBillingRetry(let device, _, _),
-             .transactionsCleared(let device):
+             .transactionsCleared(let device), .receiptRefreshStarted(let device, _), .receiptDelivered(let device, _, _, _, _):
             device
         case .commandRejected(let command, _):
             command.device
@@ -117,6 +123,8 @@ public enum Event: Sendable, Hashable {
         case .interruptedPurchaseResumed: "interruptedPurchaseResumed"
         case .subscriptionBillingRetry: "subscriptionBillingRetry"
         case .transactionsCleared: "transactionsCleared"
+        case .receiptRefreshStarted: "receiptRefreshStarted"
+        case .receiptDelivered: "receiptDelivered"
         }
     }
 }
@@ -131,6 +139,7 @@ extension Event {
         "downloadFailed", "downloadCancelled", "commandRejected", "appActionRecorded",
         "askToBuyDeclined", "subscriptionRenewed", "subscriptionExpired", "entitlementsRevoked",
         "interruptedPurchaseResumed", "subscriptionBillingRetry", "transactionsCleared",
+        "receiptRefreshStarted", "receiptDelivered",
     ]
 
     /// The transaction an event is about (downloads included), if any.

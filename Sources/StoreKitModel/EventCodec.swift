@@ -83,6 +83,10 @@ public enum EventCodec {
             writer.write(tag: 31); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
         case .transactionsCleared(let device):
             writer.write(tag: 32); writer.write(device)
+        case .receiptRefreshStarted(let device, let request):
+            writer.write(tag: 33); writer.write(device); writer.write(varint: request)
+        case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
+            writer.write(tag: 34); writeReceiptPiece(device, request, firstIndex, entries, isLast, into: &writer)
         }
     }
 
@@ -151,6 +155,10 @@ public enum EventCodec {
             event = .subscriptionBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
                                               gracePeriodNanoseconds: try reader.readSigned())
         case 32: event = .transactionsCleared(device: try reader.readString())
+        case 33: event = .receiptRefreshStarted(device: try reader.readString(), request: try reader.readVarint())
+        case 34:
+            let piece = try readReceiptPiece(&reader)
+            event = .receiptDelivered(device: piece.device, request: piece.request, firstIndex: piece.firstIndex, entries: piece.entries, isLast: piece.isLast)
         default:
             throw reader.failure("unknown event tag \(tag)")
         }
@@ -242,6 +250,10 @@ public enum EventCodec {
             writer.write(tag: 25); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
         case .clearTransactions(let device):
             writer.write(tag: 26); writer.write(device)
+        case .refreshReceipt(let device):
+            writer.write(tag: 27); writer.write(device)
+        case .deliverReceipt(let device, let request, let firstIndex, let entries, let isLast):
+            writer.write(tag: 28); writeReceiptPiece(device, request, firstIndex, entries, isLast, into: &writer)
         }
     }
 
@@ -308,6 +320,10 @@ public enum EventCodec {
             body = .beginBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
                                       gracePeriodNanoseconds: try reader.readSigned())
         case 26: body = .clearTransactions(device: try reader.readString())
+        case 27: body = .refreshReceipt(device: try reader.readString())
+        case 28:
+            let piece = try readReceiptPiece(&reader)
+            body = .deliverReceipt(device: piece.device, request: piece.request, firstIndex: piece.firstIndex, entries: piece.entries, isLast: piece.isLast)
         default: throw reader.failure("unknown command tag \(tag)")
         }
         return body
@@ -324,6 +340,27 @@ public enum EventCodec {
     }
 
     // MARK: Parts
+
+    /// A receipt piece (R-R2), the same in its command and its event: laid out like a restore piece.
+    private static func writeReceiptPiece(_ device: String, _ request: UInt64, _ firstIndex: Int, _ entries: [OriginalTransaction],
+                                          _ isLast: Bool, into writer: inout BinaryWriter) {
+        writer.write(device); writer.write(varint: request); writer.write(varint: UInt64(firstIndex)); writer.write(isLast)
+        writer.write(varint: UInt64(entries.count))
+        for entry in entries { writeOriginal(entry, into: &writer) }
+    }
+
+    private static func readReceiptPiece(_ reader: inout BinaryReader) throws(DecodingFailure)
+        -> (device: String, request: UInt64, firstIndex: Int, entries: [OriginalTransaction], isLast: Bool) {
+        let device = try reader.readString()
+        let request = try reader.readVarint()
+        let firstIndex = try readCount(&reader, maximum: Int(Int32.max))
+        let isLast = try reader.readBool()
+        let count = try readCount(&reader, maximum: QueueProjection.maximumRestorePiece)
+        var entries: [OriginalTransaction] = []
+        entries.reserveCapacity(count)
+        for _ in 0..<count { entries.append(try readOriginal(&reader)) }
+        return (device, request, firstIndex, entries, isLast)
+    }
 
     private static func writeAppAction(_ action: AppAction, into writer: inout BinaryWriter) {
         switch action {

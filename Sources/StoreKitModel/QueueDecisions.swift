@@ -313,6 +313,31 @@ extension QueueProjection {
             _ = try existingDevice(name)
             return [.transactionsCleared(device: name)]
 
+        case .refreshReceipt(let name):
+            let device = try runningDevice(name)
+            guard device.receiptRefreshesInProgress.count < Self.maximumReceiptRefreshesInProgress else {
+                throw Rejection(.invalidArgument, "device '\(name)' already waits for \(device.receiptRefreshesInProgress.count) receipt refreshes; wait for requestDidFinish before asking again (R-R2)")
+            }
+            return [.receiptRefreshStarted(device: name, request: device.nextReceiptRefreshNumber)]
+
+        case .deliverReceipt(let name, let request, let firstIndex, let entries, let isLast):
+            let device = try existingDevice(name)
+            guard let delivered = device.receiptRefreshesInProgress[request] else {
+                throw Rejection(.invalidArgument, "receipt refresh \(request) of device '\(name)' is not in progress; it was never asked for or already answered (R-R2)")
+            }
+            guard entries.count <= Self.maximumRestorePiece else {
+                throw Rejection(.invalidArgument, "a receipt piece holds at most \(Self.maximumRestorePiece) entries, got \(entries.count); send the rest in further pieces")
+            }
+            // A piece that landed already (a restarted store sending it again) changes nothing.
+            if firstIndex < delivered && firstIndex + entries.count <= delivered && !isLast { return [] }
+            guard firstIndex == delivered else {
+                throw Rejection(.invalidArgument, "receipt refresh \(request) of device '\(name)' has \(delivered) entries delivered; the next piece starts at \(delivered), not \(firstIndex)")
+            }
+            for entry in entries where catalog.product(entry.payment.productIdentifier) == nil {
+                throw Rejection(.unknownProduct, "receipt entry \(entry.transactionIdentifier) names product '\(entry.payment.productIdentifier)', which is not in the catalog")
+            }
+            return [.receiptDelivered(device: name, request: request, firstIndex: firstIndex, entries: entries, isLast: isLast)]
+
         case .beginBillingRetry(let name, let original, let grace):
             let device = try existingDevice(name)
             _ = try subscriptionProduct(original, catalog: catalog, action: "retry billing for")
@@ -360,6 +385,9 @@ extension QueueProjection {
     /// The identifier the store gives a purchased or restored transaction (R-T3): unique
     /// per processed payment, a restored one getting its own.
     public static func transactionIdentifier(_ key: TransactionKey) -> String { "\(key.device).\(key.number)" }
+
+    /// The most receipt refreshes one device may wait for at once (R-R2), so the queue's memory stays bounded.
+    public static let maximumReceiptRefreshesInProgress = 16
 
     /// The auto-renewable product a renewal or expiry names (F-U1, F-U2).
     private func subscriptionProduct(_ original: OriginalTransaction, catalog: Catalog, action: String) throws(Rejection) -> Product {

@@ -30,6 +30,9 @@ public struct DeviceState: Sendable, Hashable {
     public var revokedPurchases: Set<String> = []
     /// Numbers of interrupted purchases the user resumed (F-I1): each resumes once.
     public var resumedInterruptions: Set<UInt64> = []
+    /// Receipt refreshes asked for and not yet answered (R-R2): entries delivered so far, by request.
+    public var receiptRefreshesInProgress: [UInt64: Int] = [:]
+    public var nextReceiptRefreshNumber: UInt64 = 1
 
     public init(device: String, account: String) {
         self.device = device
@@ -77,6 +80,9 @@ public struct EventTotals: Sendable, Hashable {
     public var expired = 0
     /// Purchases refunded, their entitlements revoked (F-K1).
     public var revoked = 0
+    /// Receipt refreshes answered (R-R2), and the entries their receipts listed.
+    public var receiptsRefreshed = 0
+    public var receiptEntries = 0
 
     public init() {}
 
@@ -98,6 +104,8 @@ public struct EventTotals: Sendable, Hashable {
         renewed += other.renewed
         expired += other.expired
         revoked += other.revoked
+        receiptsRefreshed += other.receiptsRefreshed
+        receiptEntries += other.receiptEntries
         failuresByCode.merge(other.failuresByCode, uniquingKeysWith: +)
     }
 }
@@ -319,6 +327,17 @@ public struct QueueProjection: Sendable {
                 state.resumedInterruptions.insert(interrupted.number)
                 // The transactionAdded that follows is the store's, not a payment the user added again.
                 state.paymentsAdded -= 1
+            }
+        case .receiptRefreshStarted(let device, let request):
+            modifyDevice(device) { state in
+                state.receiptRefreshesInProgress[request] = 0
+                state.nextReceiptRefreshNumber = max(state.nextReceiptRefreshNumber, request + 1)
+            }
+        case .receiptDelivered(let device, let request, _, let entries, let isLast):
+            totals.receiptEntries += entries.count
+            if isLast { totals.receiptsRefreshed += 1 }
+            modifyDevice(device) { state in
+                if isLast { state.receiptRefreshesInProgress[request] = nil } else { state.receiptRefreshesInProgress[request]? += entries.count }
             }
         case .subscriptionBillingRetry, .transactionsCleared:
             break  // The store's concern: the queue holds no subscription state but ended ones.

@@ -11,6 +11,8 @@ public struct StoreProjection: Sendable {
         public var purchaseCount = 0
         /// Every charged purchase, consumables too: what the receipt lists (R-R2).
         public var purchases: [OriginalTransaction] = []
+        /// Consumable purchases the app finished: they leave the receipt (R-R2).
+        public var finishedConsumables: Set<String> = []
     }
 
     /// The app receipt: every purchase of the account on any device (R-R2).
@@ -20,6 +22,8 @@ public struct StoreProjection: Sendable {
     }
 
     public private(set) var accountOfDevice: [String: String] = [:]
+    /// Devices signed in to each account, in registration order: a renewal reaches every one (F-U4).
+    public private(set) var devicesOfAccount: [String: [String]] = [:]
     public private(set) var accounts: [String: AccountHistory] = [:]
     /// Transactions waiting for the store, with their payment (purchasing or deferred).
     public private(set) var awaitingDecision: [TransactionKey: Payment] = [:]
@@ -33,6 +37,21 @@ public struct StoreProjection: Sendable {
     public private(set) var subscriptions: [String: Subscription] = [:]
     /// The same, by account, so a purchase looks only at its own account's (not every account's).
     private var subscriptionsOfAccount: [String: Set<String>] = [:]
+    /// Charged consumable purchases not finished yet, with their account and identifier: the receipt
+    /// lists them until the app finishes them (R-R2).
+    private var unfinishedConsumables: [TransactionKey: (account: String, identifier: String)] = [:]
+    /// Receipt refreshes asked for and not yet answered (R-R2), oldest first.
+    public private(set) var receiptRefreshesAwaiting: [ReceiptRequest] = []
+
+    public struct ReceiptRequest: Sendable, Hashable {
+        public var device: String
+        public var number: UInt64
+
+        public init(device: String, number: UInt64) {
+            self.device = device
+            self.number = number
+        }
+    }
 
     public struct RestoreRequest: Sendable, Hashable {
         public var device: String
@@ -57,9 +76,14 @@ public struct StoreProjection: Sendable {
     public func history(of account: String) -> AccountHistory { accounts[account] ?? AccountHistory() }
 
     /// Refreshing the receipt reads the account's history; it creates no transactions,
-    /// so refreshing many times equals refreshing once (R-R2).
+    /// so refreshing many times equals refreshing once (R-R2). A consumable is listed until the
+    /// app finishes its transaction (Receipt Validation Programming Guide: "kept in the receipt until
+    /// your app finishes that transaction").
     public func receipt(of account: String) -> Receipt {
-        Receipt(account: account, purchases: history(of: account).purchases)
+        let history = history(of: account)
+        let listed = history.finishedConsumables.isEmpty ? history.purchases
+            : history.purchases.filter { !history.finishedConsumables.contains($0.transactionIdentifier) }
+        return Receipt(account: account, purchases: listed)
     }
 
     /// While no observer is attached the queue does not sync with the store (R-Q3).
@@ -103,7 +127,7 @@ public struct StoreProjection: Sendable {
     public mutating func apply(_ recorded: RecordedEvent, catalog: Catalog) {
         switch recorded.event {
         case .deviceRegistered(let device, let account):
-            accountOfDevice[device] = account
+            if accountOfDevice.updateValue(account, forKey: device) == nil { devicesOfAccount[account, default: []].append(device) }
         case .observerAttached(let device, _):
             observerCount[device, default: 0] += 1
         case .observerDetached(let device, _):
@@ -144,12 +168,22 @@ public struct StoreProjection: Sendable {
                     subscriptions[identifier] = subscription
                 }
                 if product.isRestorable { accounts[account, default: AccountHistory()].restorable.append(original) }
+                if product.kind == .consumable { unfinishedConsumables[key] = (account, identifier) }
             }
+        case .transactionFinished(let key):
+            // A finished consumable leaves the receipt (R-R2).
+            guard let consumable = unfinishedConsumables.removeValue(forKey: key) else { return }
+            accounts[consumable.account]?.finishedConsumables.insert(consumable.identifier)
+        case .receiptRefreshStarted(let device, let number):
+            receiptRefreshesAwaiting.append(ReceiptRequest(device: device, number: number))
+        case .receiptDelivered(let device, let number, _, _, let isLast):
+            if isLast { receiptRefreshesAwaiting.removeAll { $0.device == device && $0.number == number } }
         case .transactionFailed(let key, _):
             deferred.remove(key)
             awaitingDecision[key] = nil
-        case .subscriptionRenewed(_, let identifier, let original, _):
-            guard var subscription = subscriptions[original.transactionIdentifier] else { return }
+        case .subscriptionRenewed(let key, let identifier, let original, _):
+            // The renewal on the device that bought it counts; its copies on the account's other devices do not (F-U4).
+            guard var subscription = subscriptions[original.transactionIdentifier], key.device == subscription.device else { return }
             subscription.renewals += 1
             // A renewal after billing retry is the recovery (F-B1). Within the grace period the paid days
             // go on uninterrupted, so the period counts from the period end billing failed at; after it,
@@ -172,6 +206,7 @@ public struct StoreProjection: Sendable {
             guard let account = accountOfDevice[device] else { return }
             for identifier in subscriptionsOfAccount.removeValue(forKey: account) ?? [] { subscriptions[identifier] = nil }
             accounts[account] = nil
+            unfinishedConsumables = unfinishedConsumables.filter { $0.value.account != account }
         case .subscriptionBillingRetry(_, let original, let grace):
             subscriptions[original.transactionIdentifier]?.billingRetryStart = recorded.timestamp
             subscriptions[original.transactionIdentifier]?.gracePeriodEnd = grace > 0 ? recorded.timestamp &+ grace : nil

@@ -200,7 +200,7 @@ public struct LiveComparison {
             return (identities.purchase(named: original.transactionIdentifier).map { .laterDecisions($0) } ?? .device(device),
                     "refunded \(original.payment.productIdentifier)")
         // Not compared live: a live replay's store does not send these (docs/replay.md).
-        case .interruptedPurchaseResumed, .subscriptionBillingRetry, .transactionsCleared: return nil
+        case .interruptedPurchaseResumed, .subscriptionBillingRetry, .transactionsCleared, .receiptRefreshStarted, .receiptDelivered: return nil
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, let observer, let product):

@@ -37,7 +37,12 @@ struct TransactionIdentities {
 
     private var addedCount: [String: Int] = [:]
     private var restoredCount: [RestoreName: Int] = [:]
-    private var renewedCount: [TransactionIdentity: Int] = [:]
+    /// Renewals so far per purchase and device: each renewal also reaches the account's other devices (F-U4).
+    private var renewedCount: [RenewalCount: Int] = [:]
+    private struct RenewalCount: Hashable {
+        var device: String
+        var original: TransactionIdentity
+    }
     private var identities: [TransactionKey: TransactionIdentity] = [:]
     /// Purchases by the transaction identifier the store gave them (what renewals, expiries and
     /// refunds name as their `original`).
@@ -54,8 +59,9 @@ struct TransactionIdentities {
         case .subscriptionRenewed(let renewed, _, let original, _):
             guard let started = purchases[original.transactionIdentifier] else { return nil }
             key = renewed
-            renewedCount[started, default: 0] += 1
-            identity = .renewed(device: renewed.device, original: started, ordinal: renewedCount[started]!)
+            let count = RenewalCount(device: renewed.device, original: started)
+            renewedCount[count, default: 0] += 1
+            identity = .renewed(device: renewed.device, original: started, ordinal: renewedCount[count]!)
         case .transactionAdded(let added, _):
             key = added
             addedCount[added.device, default: 0] += 1

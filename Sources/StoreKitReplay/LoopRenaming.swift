@@ -106,6 +106,9 @@ struct LoopRenaming {
         case .beginBillingRetry(let device, let original, let grace):
             .beginBillingRetry(device: rename(device), original: rename(original), gracePeriodNanoseconds: grace)
         case .clearTransactions(let device): .clearTransactions(device: rename(device))
+        case .refreshReceipt(let device): .refreshReceipt(device: rename(device))
+        case .deliverReceipt(let device, let request, let firstIndex, let entries, let isLast):
+            .deliverReceipt(device: rename(device), request: request, firstIndex: firstIndex, entries: entries.map(rename), isLast: isLast)
         }
     }
 
@@ -158,6 +161,9 @@ struct LoopRenaming {
         case .subscriptionBillingRetry(let device, let original, let grace):
             .subscriptionBillingRetry(device: rename(device), original: rename(original), gracePeriodNanoseconds: grace)
         case .transactionsCleared(let device): .transactionsCleared(device: rename(device))
+        case .receiptRefreshStarted(let device, let request): .receiptRefreshStarted(device: rename(device), request: request)
+        case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
+            .receiptDelivered(device: rename(device), request: request, firstIndex: firstIndex, entries: entries.map(rename), isLast: isLast)
         }
     }
 

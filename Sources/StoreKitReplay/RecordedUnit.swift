@@ -18,10 +18,10 @@ public enum CommandSource: String, Sendable, Hashable {
 
     public static func of(_ body: CommandBody) -> CommandSource {
         switch body {
-        case .registerDevice, .launchApp, .terminateApp, .setPaymentsAllowed, .addPayment, .restoreCompletedTransactions:
+        case .registerDevice, .launchApp, .terminateApp, .setPaymentsAllowed, .addPayment, .restoreCompletedTransactions, .refreshReceipt:
             .user
         case .decidePurchase, .completeRestore, .failRestore, .renewSubscription, .expireSubscription, .refundPurchase,
-             .resumeInterruptedPurchase, .beginBillingRetry, .clearTransactions:
+             .resumeInterruptedPurchase, .beginBillingRetry, .clearTransactions, .deliverReceipt:
             .store
         case .reportDownloadProgress, .completeDownload, .failDownload:
             .downloader
@@ -127,6 +127,9 @@ struct CommandReconstruction {
         case .subscriptionBillingRetry(let device, let original, let grace):
             return .beginBillingRetry(device: device, original: original, gracePeriodNanoseconds: grace)
         case .transactionsCleared(let device): return .clearTransactions(device: device)
+        case .receiptRefreshStarted(let device, _): return .refreshReceipt(device: device)
+        case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
+            return .deliverReceipt(device: device, request: request, firstIndex: firstIndex, entries: entries, isLast: isLast)
         }
     }
 

@@ -22,6 +22,9 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     /// Share of devices whose user may not authorise payments (parental restrictions, R-Q1):
     /// their payments fail with `paymentNotAllowed`. nil (none) keeps older scenarios' logs as they were.
     public var restrictedDeviceShare: Double?
+    /// Chance, per purchase step, that the app refreshes its receipt (SKReceiptRefreshRequest, R-R2).
+    /// nil: 0, and nothing is drawn, so older scenarios' logs stay as they were.
+    public var receiptRefreshProbability: Double?
 
     public init() {}
 
@@ -30,7 +33,8 @@ public struct AppBehavior: Sendable, Hashable, Codable {
         guard devicesPerAccount >= 1 else { throw ConfigurationError("devicesPerAccount must be 1 or more") }
         guard !observers.isEmpty else { throw ConfigurationError("at least one observer per device is needed to complete purchases") }
         for (name, value) in [("restoreProbability", restoreProbability), ("relaunchProbability", relaunchProbability),
-                              ("restrictedDeviceShare", restrictedDeviceShare ?? 0)]
+                              ("restrictedDeviceShare", restrictedDeviceShare ?? 0),
+                              ("receiptRefreshProbability", receiptRefreshProbability ?? 0)]
         where !(0...1).contains(value) {
             throw ConfigurationError("apps.\(name) is \(value); a probability must be between 0 and 1")
         }
@@ -152,7 +156,7 @@ public final class DeviceApp {
     /// this device: nothing more will happen unless someone acts.
     public var isSettled: Bool {
         guard isDone, let state = queue.state else { return isDone && queue.state == nil }
-        return state.onlyDeclinedPending && state.restoresInProgress.isEmpty
+        return state.onlyDeclinedPending && state.restoresInProgress.isEmpty && state.receiptRefreshesInProgress.isEmpty
     }
 
     /// Picks the script up after the app's process was restarted, from what the queue
@@ -189,6 +193,9 @@ public final class DeviceApp {
                 buy()
                 if choices.chance(.userRestore, behavior.restoreProbability) {
                     queue.restoreCompletedTransactions(applicationUsername: account)
+                }
+                if let chance = behavior.receiptRefreshProbability, chance > 0, choices.chance(.receiptRefresh, chance) {
+                    queue.refreshReceipt()
                 }
                 if choices.chance(.userRelaunch, behavior.relaunchProbability) {
                     relaunch()

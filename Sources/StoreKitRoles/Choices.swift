@@ -47,6 +47,8 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     /// Whether a subscription's renewal cannot be billed, and whether a billing retry succeeds (F-B1).
     case billingIssue
     case billingRecovery
+    /// Whether the app refreshes its receipt at one step (SKReceiptRefreshRequest, R-R2).
+    case receiptRefresh
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

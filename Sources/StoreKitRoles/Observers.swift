@@ -10,8 +10,9 @@ public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable 
     case deliverThenFinish
     /// Download every piece of hosted content, keep it, grant, then finish (R-D3).
     case downloadThenFinish
-    /// Like downloadThenFinish for restored transactions with content, and finish every
-    /// other restored transaction at once (R-R5's selective restore).
+    /// Selective restore (R-R5): of the restored transactions with content, downloads only those whose
+    /// content the user does not have on the device yet, granting and finishing every other restored
+    /// transaction at once; purchases as downloadThenFinish.
     case restoreThenFinish
     /// Only watches and counts; never finishes (a second observer, R-Q5).
     case audit
@@ -49,7 +50,7 @@ public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable 
         switch self {
         case .deliverThenFinish: "grants the product, then finishes (ignores hosted content)"
         case .downloadThenFinish: "downloads every piece of hosted content, keeps it, grants, then finishes"
-        case .restoreThenFinish: "like downloadThenFinish, but finishes restored transactions without content at once (selective restore)"
+        case .restoreThenFinish: "selective restore: downloads the restored content the device lacks, finishes the other restored transactions at once"
         case .audit: "only watches and counts; never finishes (a second observer)"
         case .finishBeforeDownloads: "buggy: finishes right after starting downloads, losing content"
         case .sdkFinishesEarly: "buggy: a second SDK that finishes what it hears before the app granted it"
@@ -93,6 +94,8 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     private var restoreEnded = false
     /// Transactions `deferredAsFailed` gave up on.
     private var forgotten: Set<TransactionKey> = []
+    /// Restored transactions whose content the user passed over: granted and finished without downloading.
+    private var passedOver: Set<TransactionKey> = []
 
     public init(name: String, behavior: ObserverBehavior, storage: ContentStorage?, persistentFolder: String = "apps") {
         self.observerName = name
@@ -118,6 +121,17 @@ public final class BuiltInObserver: PaymentTransactionObserver {
             case .purchased, .restored:
                 if transaction.transactionState == .restored && !transaction.downloads.isEmpty && behavior.wantsContent {
                     restoredOutstanding.insert(transaction.key)
+                    // Selective restore (R-R5): the user picks only content the device lacks; what the app
+                    // already kept is not downloaded again. Decided before any download started.
+                    if behavior == .restoreThenFinish, transaction.downloads.allSatisfy({ !$0.started }),
+                       queue.hasKeptContent(of: transaction.payment.productIdentifier) {
+                        passedOver.insert(transaction.key)
+                    }
+                }
+                if passedOver.contains(transaction.key) {
+                    grant(transaction, on: queue)
+                    finish(transaction, on: queue)
+                    continue
                 }
                 process(transaction, on: queue)
             }

@@ -17,6 +17,9 @@ public protocol PaymentTransactionObserver: AnyObject {
     func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download])
     /// Purchases were refunded: the app takes back what they gave (F-K1).
     func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String])
+    /// A receipt refresh the app asked for (`refreshReceipt`) finished: SKRequestDelegate's
+    /// `requestDidFinish`, with the receipt's entries as the app would read them from it (R-R2).
+    func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction])
 }
 
 extension PaymentTransactionObserver {
@@ -25,6 +28,7 @@ extension PaymentTransactionObserver {
     public func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {}
     public func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {}
     public func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {}
+    public func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {}
 }
 
 /// In which order a queue calls its observers. StoreKit guarantees none (R-Q5), so the
@@ -57,6 +61,9 @@ public final class PaymentQueue {
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
     /// being killed (only what was sent before a kill is kept). Rebuilt from the log on catch-up.
     public private(set) var granted: Set<TransactionKey> = []
+    /// Products whose hosted content the app kept on this device (its own storage: survives quitting;
+    /// rebuilt from the log on catch-up). A selective restore does not download them again (R-R5).
+    public private(set) var productsWithKeptContent: Set<String> = []
     /// The restore whose `restoreCompletedTransactionsFinished` was delivered last.
     public private(set) var lastFinishedRestore: UInt64?
     /// Chance that one update is delivered to the observers twice (StoreKit may redeliver).
@@ -75,6 +82,8 @@ public final class PaymentQueue {
     /// The transaction a resumed interrupted purchase adds: StoreKit announces it purchased, never
     /// purchasing (F-I1), so its `transactionAdded` makes no callback.
     private var resumedPurchase: TransactionKey?
+    /// Receipt pieces of refreshes still arriving, by request (R-R2); the last piece completes one.
+    private var receiptPieces: [UInt64: [OriginalTransaction]] = [:]
     private let ordering: ObserverOrdering
     private let choices: ChoiceSource
     /// Callbacks made so far, per kind (counted in place: a dictionary keyed by name cost a
@@ -91,7 +100,7 @@ public final class PaymentQueue {
     /// The observer callbacks, named as StoreKit names them (traces and `callbackCounts`).
     enum Callback: String, CaseIterable {
         case updatedTransactions, removedTransactions, restoreCompletedTransactionsFinished, restoreCompletedTransactionsFailed, updatedDownloads,
-             didRevokeEntitlementsForProductIdentifiers
+             didRevokeEntitlementsForProductIdentifiers, requestDidFinish
         var index: Int {
             switch self {
             case .updatedTransactions: 0
@@ -100,6 +109,7 @@ public final class PaymentQueue {
             case .restoreCompletedTransactionsFailed: 3
             case .updatedDownloads: 4
             case .didRevokeEntitlementsForProductIdentifiers: 5
+            case .requestDidFinish: 6
             }
         }
     }
@@ -176,6 +186,12 @@ public final class PaymentQueue {
     /// Asks the store to restore the account's completed purchases (R-Q9, R-Q10).
     public func restoreCompletedTransactions(applicationUsername: String? = nil) {
         enqueue(.restoreCompletedTransactions(device: device, applicationUsername: applicationUsername))
+    }
+
+    /// SKReceiptRefreshRequest's `start()` (R-R2): the store sends the latest receipt; the observers
+    /// hear `receiptRefreshFinished` once all of it arrived. Creates no transactions.
+    public func refreshReceipt() {
+        enqueue(.refreshReceipt(device: device))
     }
 
     /// Starts downloads (R-Q11); ones this launch already asked for are not asked for again.
@@ -319,9 +335,18 @@ public final class PaymentQueue {
         noteObserverChanges(recorded.event)
         switch recorded.event {
         case .appActionRecorded(.contentGranted(let key, _, _)): granted.insert(key)
+        case .appActionRecorded(.contentKept(let key, _)): noteKept(key)
         case .transactionFinished(let key): granted.remove(key)
         default: break
         }
+    }
+
+    /// Whether the app already kept the hosted content of `product` on this device (R-R5).
+    public func hasKeptContent(of product: String) -> Bool { productsWithKeptContent.contains(product) }
+
+    private func noteKept(_ key: DownloadKey) {
+        // Kept before its transaction is finished, so the transaction is still in the queue.
+        if let product = projection.transaction(key.transaction)?.payment.productIdentifier { productsWithKeptContent.insert(product) }
     }
 
     /// Applies one event of this device and calls the observers as StoreKit would.
@@ -333,6 +358,7 @@ public final class PaymentQueue {
         projection.apply(recorded)
         // A finished transaction is never delivered again: its grant need not be remembered.
         if case .transactionFinished(let key) = recorded.event { granted.remove(key) }
+        if case .appActionRecorded(.contentKept(let key, _)) = recorded.event { noteKept(key) }
         noteObserverChanges(recorded.event)
         let cause = recorded.sequence
         if case .appTerminated = recorded.event { awaitingTermination = false }
@@ -344,6 +370,7 @@ public final class PaymentQueue {
                   let pending = projection.device(device)?.pendingTransactions, !pending.isEmpty else { return }
             call([observer], .updatedTransactions, Self.describe(pending), cause: cause) { $0.paymentQueue(self, updatedTransactions: pending) }
         case .appTerminated:
+            receiptPieces.removeAll()
             finishRequested.removeAll()
             startRequested.removeAll()
         case .transactionRestored(let key, _, _, _, _):
@@ -369,6 +396,14 @@ public final class PaymentQueue {
             let products = [original.payment.productIdentifier]
             call(attachedObservers(), .didRevokeEntitlementsForProductIdentifiers, products.joined(separator: ","), cause: cause) {
                 $0.paymentQueue(self, didRevokeEntitlementsForProductIdentifiers: products)
+            }
+        case .receiptDelivered(_, let request, let firstIndex, let entries, let isLast):
+            // A refresh asked for by an earlier launch died with it, as an SKRequest does.
+            guard firstIndex == receiptPieces[request]?.count ?? 0 else { receiptPieces[request] = nil; return }
+            receiptPieces[request, default: []] += entries
+            guard isLast, let receipt = receiptPieces.removeValue(forKey: request) else { return }
+            call(attachedObservers(), .requestDidFinish, "receipt \(request): \(receipt.count) entries", cause: cause) {
+                $0.paymentQueue(self, receiptRefreshFinished: receipt)
             }
         case .restoreFinished(_, let restore):
             lastFinishedRestore = restore

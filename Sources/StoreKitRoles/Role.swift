@@ -13,6 +13,8 @@ public enum TimerToken: Sendable, Hashable {
     case billingRetry(original: String, final: Bool)
     /// The scenario's store action at this index (F-T2).
     case storeAction(index: Int)
+    /// The store's answer to a receipt refresh (R-R2).
+    case answerReceiptRefresh(device: String, request: UInt64)
 }
 
 /// What a role wants done. Roles never send or sleep themselves: the runtime (the

@@ -99,12 +99,26 @@ public final class StoreRole: Role {
     private var restoresScheduled: Set<StoreProjection.RestoreRequest> = []
     /// Restored transactions delivered so far per restore in progress; the next piece starts there.
     private var restoredSoFar: [RestoreKey: Int] = [:]
+    /// Receipt entries delivered so far per refresh in progress (R-R2); the next piece starts there.
+    private var receiptDeliveredSoFar: [StoreProjection.ReceiptRequest: Int] = [:]
+    private var receiptRefreshesScheduled: Set<StoreProjection.ReceiptRequest> = []
+    /// The devices each subscription's latest renewal is still to be copied to (F-U4), so a restarted
+    /// store sends the copies an earlier incarnation did not get into the log.
+    private var copiesOwed: [String: [String]] = [:]
     /// Subscriptions whose renewal or expiry was sent and not yet heard back.
     private var periodEndsAwaited: Set<String> = []
     /// The log time of the latest event seen, the clock subscription periods are timed by.
     private var latestEventTimestamp: Int64 = 0
     /// Devices whose next purchase fails, as a `failNext` store action asked (F-T2).
     private var failNext: [String: StoreError] = [:]
+    /// Indices of `failNext` actions whose failure the log shows (a failed transaction with the action's
+    /// own error), so a restarted store knows which armed ones are still to be used (F-T3).
+    private var failNextUsed: Set<Int> = []
+    /// The `failNext` actions by the error they fail with, looked up for each failed transaction.
+    private lazy var failNextByError: [StoreError: [Int]] = {
+        let actions = behavior.actions ?? []
+        return Dictionary(grouping: actions.indices.filter { actions[$0].action == .failNext }) { actions[$0].failure }
+    }()
     /// True when the log holds a command of an earlier incarnation of this store (origins are
     /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
     private var isRestart = false
@@ -150,6 +164,16 @@ public final class StoreRole: Role {
         for (index, action) in (behavior.actions ?? []).enumerated() where !isRestart || action.atNanoseconds >= latestEventTimestamp {
             effects.append(.timer(afterNanoseconds: max(0, action.atNanoseconds - latestEventTimestamp), .storeAction(index: index)))
         }
+        if isRestart { rearmFailNext() }
+        // Copies of a renewal the earlier store did not get into the log (F-U4).
+        for identifier in copiesOwed.keys.sorted() {
+            guard let original = projection.subscriptions[identifier]?.original else { continue }
+            effects += (copiesOwed[identifier] ?? []).map { .send(.renewSubscription(device: $0, original: original)) }
+        }
+        for request in projection.receiptRefreshesAwaiting {
+            let done = receiptDeliveredSoFar[request] ?? 0
+            effects += done > 0 ? nextReceiptPiece(request, from: done) : scheduleReceiptRefresh(request)
+        }
         for request in projection.restoresAwaiting {
             let done = restoredSoFar[RestoreKey(device: request.device, number: request.number)] ?? 0
             if done > 0 {
@@ -161,14 +185,43 @@ public final class StoreRole: Role {
         return effects
     }
 
+    /// A restarted store takes up what `failNext` actions an earlier incarnation armed (F-T3): the log holds
+    /// no event for arming, but the recorded scenario holds the actions and the log their use. Per device,
+    /// the last action whose time the log has passed is armed, unless a failed transaction used it.
+    private func rearmFailNext() {
+        let actions = behavior.actions ?? []
+        var last: [String: Int] = [:]
+        for index in actions.indices.sorted(by: { (actions[$0].atNanoseconds, $0) < (actions[$1].atNanoseconds, $1) })
+        where actions[index].action == .failNext && actions[index].atNanoseconds < latestEventTimestamp {
+            last[actions[index].device] = index
+        }
+        for (device, index) in last where !failNextUsed.contains(index) { failNext[device] = actions[index].failure }
+    }
+
     private func track(_ recorded: RecordedEvent) {
         latestEventTimestamp = max(latestEventTimestamp, recorded.timestamp)
         projection.apply(recorded, catalog: catalog)
         switch recorded.event {
+        case .subscriptionRenewed(let key, _, let original, _):
+            let identifier = original.transactionIdentifier
+            if let subscription = projection.subscriptions[identifier], key.device == subscription.device {
+                copiesOwed[identifier] = copyTargets(subscription)
+            } else {
+                copiesOwed[identifier]?.removeAll { $0 == key.device }
+            }
+            if copiesOwed[identifier]?.isEmpty == true { copiesOwed[identifier] = nil }
+        case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
+            copiesOwed[original.transactionIdentifier] = nil
+        case .transactionFailed(let key, let error) where !failNextByError.isEmpty:
+            for index in failNextByError[error] ?? [] where behavior.actions?[index].device == key.device { failNextUsed.insert(index) }
         case .transactionRestored(let key, let restore, _, _, _):
             restoredSoFar[RestoreKey(device: key.device, number: restore), default: 0] += 1
         case .restoreFinished(let device, let number), .restoreFailed(let device, let number, _):
             restoredSoFar[RestoreKey(device: device, number: number)] = nil
+        case .receiptDelivered(let device, let number, _, let entries, let isLast):
+            let request = StoreProjection.ReceiptRequest(device: device, number: number)
+            receiptDeliveredSoFar[request] = isLast ? nil : (receiptDeliveredSoFar[request] ?? 0) + entries.count
+            if isLast { receiptRefreshesScheduled.remove(request) }
         default:
             break
         }
@@ -194,6 +247,13 @@ public final class StoreRole: Role {
             return projection.awaitingDecision.keys.filter { $0.device == device && !projection.deferred.contains($0) }
                 .sorted().flatMap { scheduleDecision($0) }
                 + restoresWaiting(device).flatMap { scheduleRestore($0) }
+        case .receiptRefreshStarted(let device, let number):
+            return scheduleReceiptRefresh(StoreProjection.ReceiptRequest(device: device, number: number))
+        case .receiptDelivered(let device, let number, _, _, let isLast):
+            // The previous piece has landed: send the next (R-R2).
+            let request = StoreProjection.ReceiptRequest(device: device, number: number)
+            guard !isLast, let done = receiptDeliveredSoFar[request] else { return [] }
+            return nextReceiptPiece(request, from: done)
         case .restoreStarted(let device, let number, let username):
             return scheduleRestore(StoreProjection.RestoreRequest(device: device, number: number, applicationUsername: username))
         case .transactionRestored(let key, let restore, _, _, _):
@@ -213,9 +273,11 @@ public final class StoreRole: Role {
         case .transactionFailed(let key, _), .askToBuyDeclined(let key):
             scheduled.remove(key)
             return []
-        case .subscriptionRenewed(_, _, let original, _):
+        case .subscriptionRenewed(let key, _, let original, _):
+            // A copy on another device of the account (below) changes nothing of the subscription.
+            guard let subscription = projection.subscriptions[original.transactionIdentifier], key.device == subscription.device else { return [] }
             periodEndsAwaited.remove(original.transactionIdentifier)
-            return schedulePeriodEnd(original.transactionIdentifier)
+            return schedulePeriodEnd(original.transactionIdentifier) + renewalCopies(subscription)
         case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             periodEndsAwaited.remove(original.transactionIdentifier)
             return successor.map { schedulePeriodEnd($0) } ?? []
@@ -262,6 +324,19 @@ public final class StoreRole: Role {
         return [.timer(afterNanoseconds: delay, .subscriptionPeriodEnd(original: identifier, renewals: subscription.renewals))]
     }
 
+    /// A renewal reaches every device signed in to the account, not only the one that bought the
+    /// subscription (F-U4): the same renewal, a new transaction on each, whether or not that device
+    /// restored it, delivered when its app has an observer (R-Q3, R-Q4).
+    private func renewalCopies(_ subscription: Subscription) -> [Effect] {
+        copyTargets(subscription).map { .send(.renewSubscription(device: $0, original: subscription.original)) }
+    }
+
+    /// The account's devices other than the buying one, in registration order.
+    private func copyTargets(_ subscription: Subscription) -> [String] {
+        guard let account = projection.accountOfDevice[subscription.device] else { return [] }
+        return (projection.devicesOfAccount[account] ?? []).filter { $0 != subscription.device }
+    }
+
     private func restoresWaiting(_ device: String) -> [StoreProjection.RestoreRequest] {
         projection.restoresAwaiting.filter { $0.device == device }
     }
@@ -296,8 +371,27 @@ public final class StoreRole: Role {
                                        originals: Array(originals[first..<end]), isLast: end == originals.count))]
     }
 
+    private func scheduleReceiptRefresh(_ request: StoreProjection.ReceiptRequest) -> [Effect] {
+        guard receiptRefreshesScheduled.insert(request).inserted else { return [] }
+        return [.timer(afterNanoseconds: behavior.restoreLatency.sampleNanoseconds(choices),
+                       .answerReceiptRefresh(device: request.device, request: request.number))]
+    }
+
+    /// The receipt of the device's account from `start`, one piece (R-R2): bounded like a restore's.
+    private func nextReceiptPiece(_ request: StoreProjection.ReceiptRequest, from start: Int) -> [Effect] {
+        let entries = projection.accountOfDevice[request.device].map { projection.receipt(of: $0).purchases } ?? []
+        let first = min(start, entries.count)
+        let end = min(entries.count, first + Self.restorePieceSize)
+        return [.send(.deliverReceipt(device: request.device, request: request.number, firstIndex: first,
+                                      entries: Array(entries[first..<end]), isLast: end == entries.count))]
+    }
+
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
         switch token {
+        case .answerReceiptRefresh(let device, let number):
+            let request = StoreProjection.ReceiptRequest(device: device, number: number)
+            guard projection.receiptRefreshesAwaiting.contains(request) else { return [] }
+            return nextReceiptPiece(request, from: 0)
         case .decidePurchase(let key):
             guard let payment = projection.awaitingDecision[key] else { return [] }
             guard projection.isSyncing(key.device) else {

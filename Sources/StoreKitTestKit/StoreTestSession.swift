@@ -46,6 +46,32 @@ public enum StoreTestSession {
     /// `clearTransactions`: the store forgets every purchase of the device's account (F-T2).
     public static func clearTransactions(device: String) -> CommandBody { .clearTransactions(device: device) }
 
+    /// SKReceiptRefreshRequest (R-R2), as the app sends it: the store answers with `deliverReceipt` pieces.
+    public static func refreshReceipt(device: String) -> CommandBody { .refreshReceipt(device: device) }
+
+    /// The store's answer to receipt refresh `request` with `entries`, in pieces of at most
+    /// `QueueProjection.maximumRestorePiece` (an empty receipt is one empty last piece) (R-R2).
+    public static func deliverReceipt(device: String, request: UInt64, entries: [OriginalTransaction]) -> [CommandBody] {
+        let size = QueueProjection.maximumRestorePiece
+        return stride(from: 0, through: max(0, entries.count - 1), by: size).map { first in
+            let end = min(entries.count, first + size)
+            return .deliverReceipt(device: device, request: request, firstIndex: first, entries: Array(entries[first..<end]),
+                                   isLast: end == entries.count)
+        }
+    }
+
+    /// The receipt refresh `request` of `device` delivered, assembled from its pieces in `events`; nil
+    /// until its last piece is there (R-R2).
+    public static func receipt(in events: [Event], device: String, request: UInt64) -> [OriginalTransaction]? {
+        var entries: [OriginalTransaction] = []
+        for event in events {
+            guard case .receiptDelivered(device, request, _, let piece, let isLast) = event else { continue }
+            entries += piece
+            if isLast { return entries }
+        }
+        return nil
+    }
+
     /// The purchase a transaction stands for: its own, or for a renewal or a restore the first one.
     public static func original(of transaction: PaymentTransaction) -> OriginalTransaction? {
         if let original = transaction.originalTransaction { return original }

@@ -42,6 +42,8 @@ import Testing
         .interruptedPurchaseResumed(TransactionKey(device: "d", number: 8), interrupted: key),
         .subscriptionBillingRetry(device: "d", original: original, gracePeriodNanoseconds: 16_000_000_000),
         .transactionsCleared(device: "d"),
+        .receiptRefreshStarted(device: "d", request: 3),
+        .receiptDelivered(device: "d", request: 3, firstIndex: 100, entries: [original, original], isLast: true),
     ]
 
     @Test("Every event kind survives encoding and decoding unchanged", arguments: everyEvent)
@@ -75,6 +77,8 @@ import Testing
                                    charged: false),
         .beginBillingRetry(device: "d", original: original, gracePeriodNanoseconds: 0),
         .clearTransactions(device: "d"),
+        .refreshReceipt(device: "d"),
+        .deliverReceipt(device: "d", request: 2, firstIndex: 0, entries: [original], isLast: false),
     ]
 
     @Test("Event.typeNames lists every event kind's name once (log cat --type takes them)")

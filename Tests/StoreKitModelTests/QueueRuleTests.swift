@@ -257,9 +257,10 @@ import Testing
         totals.finished = 6; totals.downloadsFinished = 7; totals.downloadsFailed = 8; totals.downloadsCancelled = 9
         totals.rejections = 10; totals.restoresFinished = 11; totals.restoresFailed = 12; totals.declined = 13
         totals.renewed = 16; totals.expired = 17; totals.revoked = 18
+        totals.receiptsRefreshed = 19; totals.receiptEntries = 20
         totals.failuresByCode = [.unknown: 14, .paymentNotAllowed: 15]
         let fields = Mirror(reflecting: totals).children.count
-        #expect(fields == 17, "EventTotals has \(fields) fields: set the new one here and sum it in EventTotals.add")
+        #expect(fields == 19, "EventTotals has \(fields) fields: set the new one here and sum it in EventTotals.add")
         var sum = EventTotals()
         sum.add(totals)
         #expect(sum == totals)

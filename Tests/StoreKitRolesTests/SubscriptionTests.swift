@@ -242,9 +242,10 @@ import StoreKitTestKit
                 if charged, products[key].map({ scenario.catalog.product($0)?.kind == .autoRenewableSubscription }) == true {
                     started.insert(identifier)
                 }
-            case .subscriptionRenewed(_, _, let original, _):
+            case .subscriptionRenewed(let key, _, let original, _):
                 #expect(started.contains(original.transactionIdentifier))
-                renewalsOf[original.transactionIdentifier, default: 0] += 1
+                // Counted per device: each renewal also reaches the account's other devices (F-U4).
+                renewalsOf[original.transactionIdentifier + " on " + key.device, default: 0] += 1
             case .subscriptionExpired(_, let original):
                 #expect(expired.insert(original.transactionIdentifier).inserted)
             default:

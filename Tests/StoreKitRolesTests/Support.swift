@@ -46,6 +46,10 @@ final class RecordingObserver: PaymentTransactionObserver {
         calls.append("restoreFailed:\(error.code)")
     }
 
+    func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {
+        calls.append("receipt:\(receipt.map(\.transactionIdentifier).joined(separator: ","))")
+    }
+
     func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {
         calls.append("downloads:\(downloads.map { "\($0.key.index)=\($0.downloadState)" }.joined(separator: ","))")
         self.downloads += downloads
