@@ -38,6 +38,15 @@ public enum ObserverOrdering: String, Sendable, Hashable, Codable {
     case seededShuffle
 }
 
+/// SKStorefront: the App Store country of a queue (`PaymentQueue.storefront`). Apple's numeric
+/// storefront identifiers are not published as a table, so `identifier` is the country code too.
+public struct Storefront: Sendable, Hashable {
+    /// ISO 3166-1 alpha-3, e.g. "USA", as a `.storekit` file's `_storefront` gives it.
+    public var countryCode: String
+    public var identifier: String { countryCode }
+    public init(countryCode: String) { self.countryCode = countryCode }
+}
+
 /// SKPaymentQueue: the default queue of one device (app install, R-Q2). Apps never
 /// create it; the runtime hands each device's app its queue. Calls that change state
 /// become commands to the queue role; callbacks come when the resulting events arrive.
@@ -125,6 +134,10 @@ public final class PaymentQueue {
 
     /// False when the user may not authorise payments (R-Q1).
     public var canMakePayments: Bool { projection.device(device)?.canMakePayments ?? true }
+
+    /// SKPaymentQueue's `storefront`: the App Store country the user buys in, the catalog's
+    /// `_storefront` test setting (F-S4); nil when the catalog sets none.
+    public var storefront: Storefront? { catalog.testSettings.storefront.map(Storefront.init(countryCode:)) }
 
     /// Pending (unfinished) transactions; undefined (empty here) while no observer is attached (R-Q6).
     public var transactions: [PaymentTransaction] {
