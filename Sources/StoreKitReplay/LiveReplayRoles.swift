@@ -176,9 +176,17 @@ public final class ReplayAppsRole: Role {
     private var nextStep: [String: Int] = [:]
     private var start: Int64 = 0
     private var gaveUpWaiting = false
-    /// After the recording's last record (scaled), how long a device may stay unsettled before
-    /// the process stops waiting for it (a changed observer that never finishes).
+    /// When an event of these devices was last heard or a user's action last sent.
+    private var lastActivity: Int64 = 0
+    /// The identities of these devices' transactions, to look their recorded answers up.
+    private var identities = TransactionIdentities()
+    /// After the recording's last record (scaled) and this long without an event of its
+    /// devices, the process stops waiting for devices that stay unsettled (a changed observer
+    /// that never finishes), unless one waits for an answer the recording holds.
     public static let settleGraceNanoseconds: Int64 = 3_000_000_000
+    /// How long without any event a device may wait for the recorded store or content servers
+    /// before the process gives up on it anyway (an answer the live queue refused).
+    public static let worldStallNanoseconds: Int64 = 30_000_000_000
     private static let deadlineToken = TimerToken.deviceStep(device: "")
 
     public init(name: String, plan: LiveReplayPlan, speed: Double, deviceIndices: [Int], choices: ChoiceSource) {
@@ -197,11 +205,13 @@ public final class ReplayAppsRole: Role {
 
     public func catchUp(_ recorded: RecordedEvent) {
         guard let device = recorded.event.device, let queue = queues[device] else { return }
+        _ = identities.learn(recorded.event)
         queue.catchUp(recorded)
     }
 
     public func resume(now: Int64) -> [Effect] {
         start = now
+        lastActivity = now
         var effects: [Effect] = [.timer(afterNanoseconds: scaled(plan.lengthNanoseconds) + Self.settleGraceNanoseconds, Self.deadlineToken)]
         for device in devices {
             if let first = plan.steps(of: device).first {
@@ -213,16 +223,27 @@ public final class ReplayAppsRole: Role {
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
         guard let device = recorded.event.device, let queue = queues[device] else { return [] }
+        lastActivity = max(lastActivity, now)
+        _ = identities.learn(recorded.event)
         queue.deliver(recorded)
         return queue.drainOutbox().map { .send($0) }
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
         if token == Self.deadlineToken {
-            gaveUpWaiting = true
-            return []
+            // Measured from the last event, not from the start: on a loaded machine the store or
+            // the queue may lag the recording by seconds, and a device waiting for the store's
+            // recorded decision is not an observer that never finishes (it would end the replay
+            // before that decision, leaving the observers' reactions to it `missing`).
+            let quiet = now - lastActivity
+            if quiet >= Self.settleGraceNanoseconds, quiet >= Self.worldStallNanoseconds || !devices.contains(where: awaitsRecordedAnswer) {
+                gaveUpWaiting = true
+                return []
+            }
+            return [.timer(afterNanoseconds: max(Self.settleGraceNanoseconds - quiet, 100_000_000), Self.deadlineToken)]
         }
         guard case .deviceStep(let device) = token, let queue = queues[device] else { return [] }
+        lastActivity = max(lastActivity, now)
         let steps = plan.steps(of: device)
         var index = nextStep[device] ?? 0
         while index < steps.count, start + scaled(steps[index].offsetNanoseconds) <= now {
@@ -254,6 +275,23 @@ public final class ReplayAppsRole: Role {
         case .attachLate(let name):
             guard let index = lateObservers[device]?.firstIndex(where: { $0.observerName == name }) else { return }
             queue.add(lateObservers[device]!.remove(at: index))
+        }
+    }
+
+    /// The device waits for the recorded outside world: a purchase the store has still to
+    /// decide, a restore it has still to answer, a download the content servers still report.
+    private func awaitsRecordedAnswer(_ device: String) -> Bool {
+        guard let state = queues[device]?.state else { return false }
+        if state.restoresInProgress.keys.contains(where: { plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: $0)] != nil }) {
+            return true
+        }
+        return state.pending.values.contains { transaction in
+            guard let identity = identities.identity(of: transaction.key) else { return false }
+            if transaction.transactionState == .purchasing { return plan.purchaseDecisions[identity] != nil }
+            return transaction.downloads.indices.contains { index in
+                transaction.downloads[index].downloadState == .active
+                    && plan.downloadReports[LiveReplayPlan.DownloadName(transaction: identity, index: index)] != nil
+            }
         }
     }
 
