@@ -130,20 +130,35 @@ public struct LiveReplayPlan: Sendable {
 
     /// Streams `recording` once and keeps its inputs.
     public init(recording: Recording) throws {
+        try self.init(recordings: [recording])
+    }
+
+    /// Streams every partition of a recording of several queues once and keeps their inputs.
+    /// Every account's devices are in one partition, so each device's steps and every answer
+    /// are timed within its own partition's log (offsets from that partition's first user action).
+    public init(recordings: [Recording]) throws {
+        precondition(!recordings.isEmpty, "a recording has at least one partition")
         do {
-            scenario = try Scenario(header: recording.header)
+            scenario = try Scenario(header: recordings[0].header)
         } catch {
-            throw ReplayInputError("\(recording.location): \(error)")
+            throw ReplayInputError("\(recordings[0].location): \(error)")
         }
-        let lateNames = Set(scenario.apps.observers.enumerated().filter { $0.element.attachesLate }.map { "\($0.element.rawValue)-\($0.offset + 1)" })
+        var count = 0
         var identities = TransactionIdentities()
+        for recording in recordings {
+            try add(recording, identities: &identities, count: &count)
+        }
+        records = count
+    }
+
+    private mutating func add(_ recording: Recording, identities: inout TransactionIdentities, count: inout Int) throws {
+        let lateNames = Set(scenario.apps.observers.enumerated().filter { $0.element.attachesLate }.map { "\($0.element.rawValue)-\($0.offset + 1)" })
         var addedAt: [TransactionIdentity: Int64] = [:]
         var restoreStartedAt: [RestoreName: Int64] = [:]
         var downloadStartedAt: [DownloadName: Int64] = [:]
         var purchasedAt: [TransactionIdentity: Int64] = [:]
         var firstUserTimestamp: Int64?
         var lastTimestamp: Int64 = 0
-        var count = 0
         try recording.forEachUnit { unit in
             count += unit.events.count
             guard count <= Self.maximumRecords else {
@@ -212,8 +227,7 @@ public struct LiveReplayPlan: Sendable {
                 }
             }
         }
-        records = count
-        lengthNanoseconds = max(0, lastTimestamp - (firstUserTimestamp ?? 0))
+        lengthNanoseconds = max(lengthNanoseconds, lastTimestamp - (firstUserTimestamp ?? 0))
     }
 
     /// The devices' steps sorted by offset (a late attachment recorded among user actions keeps its place).

@@ -7,25 +7,7 @@ import Testing
 @Suite(.serialized) struct LiveReplayTests {
     typealias CLI = ReplayCommandLineTests
 
-    static let topology = """
-    name: replay-live
-    seed: 11
-    heartbeatMilliseconds: 100
-    scenario:
-      devices: 4
-      purchasesPerDevice: 4
-      observers: [downloadThenFinish, audit]
-      relaunchProbability: 0
-      thinkTimeMilliseconds: {minimum: 1, mean: 10}
-      store: {latencyMilliseconds: {minimum: 1, mean: 5}}
-      downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}
-    processes:
-      - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
-      - {name: store, role: store}
-      - {name: downloader, role: downloader}
-      - {name: observer-1, role: observer, devices: "1-2"}
-      - {name: observer-2, role: observer, devices: "3-4"}
-    """
+    static let topology = ReplayTopology(seed: 11, purchasesPerDevice: 4, relaunchProbability: 0).text
 
     // No relaunches here: a user's quit is sent at its recorded time, and live it can fall before or
     // after an observer's action that it followed or preceded in the recording (docs/replay.md).
