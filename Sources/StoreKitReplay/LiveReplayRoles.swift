@@ -74,16 +74,18 @@ public final class RecordedWorldRole: Role {
         let identity = identities.learn(recorded.event)
         if kind == .store { store.apply(recorded, catalog: plan.scenario.catalog) }
         switch recorded.event {
-        case .transactionAdded, .restoreStarted, .downloadStarted:
+        case .transactionAdded, .restoreStarted:
             askedBeforeStart.append((recorded.event, identity))
+        case .downloadStarted(let key):
+            // (This was once nested under the subscription case below, where it never ran: a
+            // downloader that started after the apps never sent the reports of earlier downloads.)
+            askedBeforeStart.append((recorded.event, identity))
+            starts[key, default: 0] += 1
+            repliesSeen[.downloadTick(key, generation: starts[key]!)] = 0
         case .transactionPurchased(let key, _, _, _):
             askedBeforeStart.append((recorded.event, identities.identity(of: key)))
         case .subscriptionRenewed(_, _, let original, _), .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             repliesSeen[.subscriptionPeriodEnd(original: original.transactionIdentifier, renewals: 0), default: 0] += 1
-            if case .downloadStarted(let key) = recorded.event {
-                starts[key, default: 0] += 1
-                repliesSeen[.downloadTick(key, generation: starts[key]!)] = 0
-            }
         case .transactionDeferred(let key), .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _):
             repliesSeen[.decidePurchase(key), default: 0] += 1
         case .transactionRestored(let key, let restore, _, _, _):
