@@ -74,8 +74,10 @@ public final class RecordedWorldRole: Role {
         let identity = identities.learn(recorded.event)
         if kind == .store { store.apply(recorded, catalog: plan.scenario.catalog) }
         switch recorded.event {
-        case .transactionAdded, .restoreStarted:
+        case .transactionAdded, .restoreStarted, .deviceRegistered:
             askedBeforeStart.append((recorded.event, identity))
+        case .transactionsCleared(let device):
+            repliesSeen[.deviceStep(device: device), default: 0] += 1
         case .downloadStarted(let key):
             // (This was once nested under the subscription case below, where it never ran: a
             // downloader that started after the apps never sent the reports of earlier downloads.)
@@ -107,6 +109,10 @@ public final class RecordedWorldRole: Role {
             case (.store, .transactionAdded(let key, _)):
                 guard let identity, let replies = plan.purchaseDecisions[identity] else { continue }
                 effects += chains.begin(.decidePurchase(key), now: now, replies: replies, key: key, skipping: repliesSeen[.decidePurchase(key)] ?? 0)
+            case (.store, .deviceRegistered(let device, _)):
+                guard let replies = plan.accountActions[device] else { continue }
+                effects += chains.begin(.deviceStep(device: device), now: now, replies: replies, key: nil,
+                                        skipping: repliesSeen[.deviceStep(device: device)] ?? 0)
             case (.store, .transactionPurchased(let key, let identifier, _, _)):
                 let token = TimerToken.subscriptionPeriodEnd(original: identifier, renewals: 0)
                 effects += laterDecisions(of: identity, key: key, identifier: identifier, now: now, skipping: repliesSeen[token] ?? 0)
@@ -147,6 +153,9 @@ public final class RecordedWorldRole: Role {
         case (.store, .transactionAdded(let key, _)):
             guard let identity, let replies = plan.purchaseDecisions[identity] else { return [] }
             return chains.begin(.decidePurchase(key), now: now, replies: replies, key: key)
+        case (.store, .deviceRegistered(let device, _)):
+            guard let replies = plan.accountActions[device] else { return [] }
+            return chains.begin(.deviceStep(device: device), now: now, replies: replies, key: nil)
         case (.store, .restoreStarted(let device, let restore, _)):
             guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { return [] }
             return chains.begin(.answerRestore(device: device, restore: restore), now: now, replies: replies, key: nil)

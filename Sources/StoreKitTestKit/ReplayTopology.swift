@@ -11,6 +11,10 @@ public struct ReplayTopology: Sendable {
     public var restoreProbability: Double?
     public var relaunchProbability: Double
     public var thinkTimeMeanMilliseconds = 10
+    /// The store's chance to interrupt a purchase (F-I1); nil: none.
+    public var interruptedPurchaseProbability: Double?
+    /// The scenario's `storeActions` (F-T2), as YAML flow text, e.g. `[{atMilliseconds: 400, action: clearTransactions, device: device-0002}]`.
+    public var storeActions: String?
     public var queues = 1
 
     public init(seed: UInt64, purchasesPerDevice: Int, relaunchProbability: Double) {
@@ -32,8 +36,9 @@ public struct ReplayTopology: Sendable {
             "  observers: [downloadThenFinish, audit]",
             restoreProbability.map { "  restoreProbability: \($0)" },
             "  relaunchProbability: \(relaunchProbability)",
+            storeActions.map { "  storeActions: \($0)" },
             "  thinkTimeMilliseconds: {minimum: 1, mean: \(thinkTimeMeanMilliseconds)}",
-            "  store: {latencyMilliseconds: {minimum: 1, mean: 5}}",
+            "  store: {latencyMilliseconds: {minimum: 1, mean: 5}\(interruptedPurchaseProbability.map { ", interruptedPurchaseProbability: \($0)" } ?? "")}",
             "  downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}",
         ].compactMap { $0 }
         return (["name: \(name)", "seed: \(seed)", "heartbeatMilliseconds: 100", "scenario:"] + scenario + ["processes:"] + queueLines + [

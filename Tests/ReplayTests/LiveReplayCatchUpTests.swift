@@ -19,4 +19,20 @@ import StoreKitRoles
         let effects = downloader.resume(now: 0)
         #expect(effects.contains { if case .timer(_, .downloadTick(key, generation: 1)) = $0 { true } else { false } }, "\(effects)")
     }
+
+    @Test("A live replay's plan holds the store's billing retries among a purchase's later decisions, sent with the live run's purchase")
+    func billingRetriesArePlanned() throws {
+        let recording = try recordInMemory(seed: 7, devices: 6, purchases: 6) { $0.store.billingIssueProbability = 0.6 }
+        let retries = try recordedEvents(recording).filter { if case .subscriptionBillingRetry = $0.event { true } else { false } }
+        try #require(!retries.isEmpty, "the recording has no billing retry")
+        let plan = try LiveReplayPlan(recording: recording)
+        let planned = plan.laterDecisions.values.joined().filter { if case .beginBillingRetry = $0.body { true } else { false } }
+        #expect(planned.count == retries.count)
+        let original = OriginalTransaction(transactionIdentifier: "live.1", payment: Payment(productIdentifier: "x", quantity: 1, applicationUsername: nil), transactionDate: 7)
+        guard case .beginBillingRetry(_, let sent, _)? = planned.first?.body.retargeted(to: original) else {
+            Issue.record("not a billing retry")
+            return
+        }
+        #expect(sent == original)
+    }
 }
