@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import StoreKitLoad
 import StoreKitModel
 import StoreKitReplay
 import StoreKitRoles
@@ -18,10 +19,12 @@ struct ReplayBench: AsyncParsableCommand {
             two each: the baseline (PartitionReader over the log, every payload decoded, nothing else) and `replay --speed \
             max` of it (rebuilding each command, the queue engine, the observers, the comparison; the replayed log is \
             counted, not kept). Peak RSS is that of `sksim replay` of the same recording in a process of its own. Timed: replays a --timed-devices recording (or \
-            --timed-recording DIR, e.g. a live run) at 1x and 10x and reports lateness p50/p99/max and p99 over the \
+            --timed-recording DIR, e.g. a live run) at 1x and 10x, each at normal priority (the baseline) and with a \
+            real-time priority where allowed (as `sksim replay` runs), and reports lateness p50/p99/max and p99 over the \
             first and the last tenth. JSON fields: events, baselineEventsPerSecond, eventsPerSecond, ratioToBaseline, \
             peakMemoryMegabytes, divergences, timed[] {speed, commands, p50Microseconds, p99Microseconds, maxMicroseconds, \
-            firstTenthP99Microseconds, lastTenthP99Microseconds, divergences}.
+            firstTenthP99Microseconds, lastTenthP99Microseconds, scheduling (realTime or normal), machineBusyFraction, \
+            stealFraction (a virtual machine's cores taken by its hypervisor), divergences}.
             """)
 
     @Option(help: "Events in the recording replayed at full speed.") var events = 1_000_000
@@ -71,11 +74,24 @@ struct ReplayBench: AsyncParsableCommand {
         let timedDirectory = try timedRecording.map { path in URL(fileURLWithPath: path) }
             ?? Self.record(seed: 2, devices: timedDevices, purchases: 5, in: scratch.appendingPathComponent("timed"))
         let timedSource = try Recording.open(path: timedDirectory.path)
+        // Each speed twice: at normal priority (the baseline) and as `sksim replay` runs, with a
+        // real-time priority where the system allows it (SystemReplayClock).
+        // The machine's load and a virtual machine's steal time (cores taken by the hypervisor,
+        // which no priority inside can win back) during each, to read the tail by.
         var timed: [(Double, ReplayResult)] = []
+        var conditions: [(busy: Double, steal: Double)] = []
         for speed in [1.0, 10.0] {
-            var options = ReplayOptions()
-            options.speed = speed
-            timed.append((speed, try ReplaySession(recording: timedSource, options: options, clock: SystemReplayClock()).run()))
+            for realTime in [false, true] {
+                var options = ReplayOptions()
+                options.speed = speed
+                let clock = SystemReplayClock(realTime: realTime)
+                let before = LoadBenchmark.CPUTimes.read()
+                var result = try ReplaySession(recording: timedSource, options: options, clock: clock).run()
+                let after = LoadBenchmark.CPUTimes.read()
+                conditions.append((LoadBenchmark.CPUTimes.busyFraction(from: before, to: after), LoadBenchmark.CPUTimes.stealFraction(from: before, to: after)))
+                result.lateness?.scheduling = clock.scheduling.rawValue
+                timed.append((speed, result))
+            }
         }
 
         let soak = try Self.soak(seeds: soakSeeds)
@@ -88,7 +104,8 @@ struct ReplayBench: AsyncParsableCommand {
                 ("ratioToBaseline", .double((replayed.eventsPerSecond / baseline * 1000).rounded() / 1000)),
                 ("peakMemoryMegabytes", .double((memory * 10).rounded() / 10)),
                 ("divergences", .int(replayed.divergences)),
-                ("timed", .array(timed.map { speed, result in
+                ("timed", .array(zip(timed, conditions).map { run, condition in
+                    let (speed, result) = run
                     let lateness = result.lateness
                     return .object([
                         ("speed", .double(speed)), ("recording", .string(timedSource.location)), ("commands", .int(lateness?.samples ?? 0)),
@@ -97,6 +114,9 @@ struct ReplayBench: AsyncParsableCommand {
                         ("maxMicroseconds", ReplayCommand.microseconds(lateness?.maximumNanoseconds ?? 0)),
                         ("firstTenthP99Microseconds", ReplayCommand.microseconds(lateness?.firstTenthP99Nanoseconds ?? 0)),
                         ("lastTenthP99Microseconds", ReplayCommand.microseconds(lateness?.lastTenthP99Nanoseconds ?? 0)),
+                        ("scheduling", .optional(lateness?.scheduling)),
+                        ("machineBusyFraction", .double((condition.busy * 1000).rounded() / 1000)),
+                        ("stealFraction", .double((condition.steal * 1000).rounded() / 1000)),
                         ("divergences", .int(result.divergences)),
                     ])
                 })),
@@ -112,12 +132,14 @@ struct ReplayBench: AsyncParsableCommand {
                          replayed.events, replayed.seconds, replayed.eventsPerSecond, replayed.divergences, memory))
         printLine(String(format: "baseline (read and decode the same log): %d events in %.3f s: %.0f events/s; ratio %.3f",
                          decoded, baselineSeconds, baseline, replayed.eventsPerSecond / baseline))
-        for (speed, result) in timed {
+        for ((speed, result), condition) in zip(timed, conditions) {
             guard let lateness = result.lateness else { continue }
-            printLine(String(format: "replay --speed %g of %@: %d commands over %.3f s, lateness p50 %.1f µs p99 %.1f µs max %.1f µs; p99 first tenth %.1f µs, last tenth %.1f µs; %d divergences",
+            printLine(String(format: "replay --speed %g of %@: %d commands over %.3f s, lateness p50 %.1f µs p99 %.1f µs max %.1f µs; p99 first tenth %.1f µs, last tenth %.1f µs; %d divergences (%@ priority; cores %.0f %% busy, %.1f %% stolen)",
                              speed, timedSource.location, lateness.samples, result.seconds, Double(lateness.p50Nanoseconds) / 1e3,
                              Double(lateness.p99Nanoseconds) / 1e3, Double(lateness.maximumNanoseconds) / 1e3,
-                             Double(lateness.firstTenthP99Nanoseconds) / 1e3, Double(lateness.lastTenthP99Nanoseconds) / 1e3, result.divergences))
+                             Double(lateness.firstTenthP99Nanoseconds) / 1e3, Double(lateness.lastTenthP99Nanoseconds) / 1e3, result.divergences,
+                             lateness.scheduling == SystemReplayClock.Scheduling.realTime.rawValue ? "real-time" : "normal",
+                             condition.busy * 100, condition.steal * 100))
         }
     }
 

@@ -123,7 +123,9 @@ struct ReplayCommand: AsyncParsableCommand {
                 throw UserFacingError("cannot write the replayed log to \(logDirectory.path): \(error)")
             }
         }
-        let (result, partitions) = try replay.run(clock: options.speed == nil ? nil : SystemReplayClock())
+        let clock = SystemReplayClock()
+        var (result, partitions) = try replay.run(clock: options.speed == nil ? nil : clock)
+        result.lateness?.scheduling = clock.scheduling.rawValue
         return Outcome(result: result, partitions: partitions, recording: recording, logDirectory: logDirectory, speed: options.speed)
     }
 
@@ -191,7 +193,8 @@ struct ReplayCommand: AsyncParsableCommand {
             .object([("p50Microseconds", microseconds(value.p50Nanoseconds)), ("p99Microseconds", microseconds(value.p99Nanoseconds)),
                      ("maxMicroseconds", microseconds(value.maximumNanoseconds)), ("samples", .int(value.samples)),
                      ("firstTenthP99Microseconds", microseconds(value.firstTenthP99Nanoseconds)),
-                     ("lastTenthP99Microseconds", microseconds(value.lastTenthP99Nanoseconds))])
+                     ("lastTenthP99Microseconds", microseconds(value.lastTenthP99Nanoseconds)),
+                     ("scheduling", .optional(value.scheduling))])
         } ?? .null
         return .object([
             ("recording", .string(recording.location)),
@@ -257,9 +260,10 @@ struct ReplayCommand: AsyncParsableCommand {
             }
         }
         if let lateness = result.lateness {
-            lines.append(String(format: "lateness        p50 %.1f µs, p99 %.1f µs, max %.1f µs over %d commands (p99 first tenth %.1f µs, last tenth %.1f µs)",
+            lines.append(String(format: "lateness        p50 %.1f µs, p99 %.1f µs, max %.1f µs over %d commands (p99 first tenth %.1f µs, last tenth %.1f µs)%@",
                                 Double(lateness.p50Nanoseconds) / 1e3, Double(lateness.p99Nanoseconds) / 1e3, Double(lateness.maximumNanoseconds) / 1e3,
-                                lateness.samples, Double(lateness.firstTenthP99Nanoseconds) / 1e3, Double(lateness.lastTenthP99Nanoseconds) / 1e3))
+                                lateness.samples, Double(lateness.firstTenthP99Nanoseconds) / 1e3, Double(lateness.lastTenthP99Nanoseconds) / 1e3,
+                                lateness.scheduling == "normal" ? "; normal priority (real-time refused)" : ""))
         }
         lines.append("log             " + (logDirectory?.path ?? "not kept (give --out DIR to keep it)"))
         lines.append(result.violationCount == 0 ? "violations      none" : "violations      \(result.violationCount) (first: \(result.violations.first.map { "\($0)" } ?? ""))")

@@ -18,7 +18,7 @@ struct LiveReplayChildOptions: ParsableArguments {
     func replayed(_ topology: Topology) throws -> Topology {
         guard let recording else { return topology }
         var replayed = topology
-        replayed.scenario = try LiveReplay.scenario(of: Recording.open(path: recording), observers: observers)
+        replayed.scenario = try LiveReplay.scenario(of: Recording.openPartitions(path: recording)[0], observers: observers)
         return replayed
     }
 
@@ -26,7 +26,7 @@ struct LiveReplayChildOptions: ParsableArguments {
     /// recorded downloader, or apps with the recorded users and the observers under test.
     func role(for process: ProcessSpecification, topology: Topology) throws -> Role? {
         guard let recording else { return nil }
-        var plan = try LiveReplayPlan(recording: Recording.open(path: recording))
+        var plan = try LiveReplayPlan(recordings: Recording.openPartitions(path: recording))
         plan.scenario = topology.scenario
         switch process.role {
         case .store: return RecordedWorldRole(name: process.name, kind: .store, plan: plan, speed: speed)
@@ -69,17 +69,24 @@ extension ReplayCommand {
         } else {
             pace = try Self.parseSpeed(speed!)!
         }
-        let recording = try Recording.open(path: run)
+        let recordings = try Recording.openPartitions(path: run)
+        let recording = recordings[0]
         let scenario = try LiveReplay.scenario(of: recording, observers: observers)
         var topology = try loadTopology(liveTopology, seed: scenario.seed, devices: scenario.devices)
         topology.scenario = scenario
         let topologyPath = liveTopology.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? Topology.builtInName
+        // Each recorded partition is replayed by the topology's queue of the same partition name
+        // (devices are routed by account over the queues' order, as when it was recorded).
+        let replayedPartitions = topology.partitionEndpoints(runDirectory: URL(fileURLWithPath: "/")).map(\.partition)
+        guard replayedPartitions.sorted() == recordings.map(\.partition).sorted() else {
+            throw UserFacingError("\(recording.location) holds the partitions \(recordings.map(\.partition).joined(separator: ", ")), and the topology \(topology.name) has queues for \(replayedPartitions.joined(separator: ", ")); replay it over the topology it was recorded with (or one with the same queues)")
+        }
         do {
             try Supervisor.checkAllLocal(topology, topologyPath: liveTopology ?? Topology.builtInName)
         } catch {
             throw UserFacingError("\(error)")
         }
-        let plan = try LiveReplayPlan(recording: recording)
+        let plan = try LiveReplayPlan(recordings: recordings)
         let runDirectory = try liveRunDirectory(recording: recording)
         var options = Supervisor.Options()
         options.showProgress = false
@@ -103,8 +110,19 @@ extension ReplayCommand {
         }
         if let failure = run.failure { throw UserFacingError("the live replay failed: \(failure); its processes' logs are in \(runDirectory.path)") }
         let logDirectory = runDirectory.appendingPathComponent("log", isDirectory: true)
-        let comparison = try LiveComparison.compare(recording: recording, replayed: Recording.open(path: logDirectory.path))
-        var result = comparison.result
+        // Each partition compared with its own recording, reported as one (as deterministic replays of several queues are).
+        let replayedLogs = try Recording.openPartitions(path: logDirectory.path)
+        var comparisons: [(name: String, comparison: LiveComparison.Outcome)] = []
+        for recorded in recordings {
+            guard let replayed = replayedLogs.first(where: { $0.partition == recorded.partition }) else {
+                throw UserFacingError("the live replay wrote no partition '\(recorded.partition)' in \(logDirectory.path); its processes' logs are in \(runDirectory.path)")
+            }
+            comparisons.append((recorded.partition, try LiveComparison.compare(recording: recorded, replayed: replayed)))
+        }
+        let partitions = comparisons.map { (name: $0.name, result: $0.comparison.result) }
+        let comparison = (tracks: comparisons.reduce(0) { $0 + $1.comparison.tracks },
+                          differingTracks: comparisons.flatMap(\.comparison.differingTracks))
+        var result = PartitionedReplay.merge(partitions)
         result.header = recording.header
         result.observers = scenario.apps.observers
         result.seconds = run.wallSeconds
@@ -118,11 +136,12 @@ extension ReplayCommand {
                 ("firstTrack", .optional(result.firstDivergence?.track)),
                 ("processes", .int(topology.processes.count)), ("settled", .bool(run.finished)),
             ])),
-        ]
+        ] + (partitions.count > 1 ? [("partitions", Self.partitionsJSON(partitions))] : [])
         if json {
             printLine(Self.json(result, recording: recording, logDirectory: logDirectory, speed: pace, extra: extra).serialized())
         } else {
             printLine(Self.text(result, recording: recording, logDirectory: logDirectory, live: true))
+            if partitions.count > 1 { printLine(Self.partitionsText(partitions)) }
             printLine("live            \(topology.processes.count) processes of \(topology.name); \(comparison.tracks) tracks compared, \(comparison.differingTracks.count) differ")
         }
         if result.divergences > 0 { throw ExitCode(1) }

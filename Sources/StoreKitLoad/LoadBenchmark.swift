@@ -87,21 +87,29 @@ public enum LoadBenchmark {
     }
 
     /// The kernel's cumulative CPU times of all cores (/proc/stat), in clock ticks.
-    struct CPUTimes {
+    public struct CPUTimes: Sendable {
         var busy: Int64
         var total: Int64
+        /// Time a virtual machine's processors were runnable but the hypervisor ran something else.
+        var steal: Int64 = 0
 
-        static func read() -> CPUTimes? {
+        public static func read() -> CPUTimes? {
             guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
                   let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
             let fields = line.split(separator: " ").dropFirst().compactMap { Int64($0) }
             guard fields.count >= 5 else { return nil }
             // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
             let total = fields.prefix(8).reduce(0, +)
-            return CPUTimes(busy: total - fields[3] - fields[4], total: total)
+            return CPUTimes(busy: total - fields[3] - fields[4], total: total, steal: fields.count > 7 ? fields[7] : 0)
         }
 
-        static func busyFraction(from before: CPUTimes?, to after: CPUTimes?) -> Double {
+        /// The share of all cores' time the hypervisor took (steal) between two readings.
+        public static func stealFraction(from before: CPUTimes?, to after: CPUTimes?) -> Double {
+            guard let before, let after, after.total > before.total else { return 0 }
+            return Double(after.steal - before.steal) / Double(after.total - before.total)
+        }
+
+        public static func busyFraction(from before: CPUTimes?, to after: CPUTimes?) -> Double {
             guard let before, let after, after.total > before.total else { return 0 }
             return Double(after.busy - before.busy) / Double(after.total - before.total)
         }

@@ -29,12 +29,14 @@ public struct LiveComparison {
         case download(TransactionIdentity, index: Int)
         case restore(device: String, restore: UInt64)
         case observer(device: String, observer: String, subject: String)
-        /// The store's later decisions about a purchase: its subscription's expiry, a refund.
+        /// The store's later decisions about a purchase: its subscription's expiry, a refund, a billing retry.
         case laterDecisions(TransactionIdentity)
+        /// The store's actions about a device's account (its transactions cleared), apart from the app's events.
+        case storeActions(device: String)
 
         public var device: String {
             switch self {
-            case .device(let device), .restore(let device, _), .observer(let device, _, _): device
+            case .device(let device), .restore(let device, _), .observer(let device, _, _), .storeActions(let device): device
             case .transaction(let identity), .download(let identity, _), .laterDecisions(let identity): identity.device
             }
         }
@@ -47,6 +49,7 @@ public struct LiveComparison {
             case .restore(let device, let restore): "the end of \(device)'s restore \(restore)"
             case .observer(_, let observer, let subject): "what \(observer) did about \(subject)"
             case .laterDecisions(let identity): "what the store later decided about \(identity)"
+            case .storeActions(let device): "the store's actions about \(device)'s account"
             }
         }
     }
@@ -171,6 +174,8 @@ public struct LiveComparison {
         case .observerDetached(let device, let observer): return (.device(device), "detached \(observer)")
         case .paymentsAllowedChanged(let device, let allowed): return (.device(device), "payments allowed \(allowed)")
         case .transactionAdded(let key, let payment):
+            // A resumed interrupted purchase is the store's addition: on its own track, not among the user's payments.
+            if case .resumed(_, _)? = identities.identity(of: key) { return (transaction(key), "added \(payment.productIdentifier) ×\(payment.quantity)") }
             return (.device(key.device), "added \(payment.productIdentifier) ×\(payment.quantity)")
         case .restoreStarted(let device, let restore, _): return (.device(device), "restore \(restore) started")
         case .transactionDeferred(let key): return (transaction(key), "deferred")
@@ -199,8 +204,15 @@ public struct LiveComparison {
         case .entitlementsRevoked(let device, let original):
             return (identities.purchase(named: original.transactionIdentifier).map { .laterDecisions($0) } ?? .device(device),
                     "refunded \(original.payment.productIdentifier)")
-        // Not compared live: a live replay's store does not send these (docs/replay.md).
-        case .interruptedPurchaseResumed, .subscriptionBillingRetry, .transactionsCleared, .receiptRefreshStarted, .receiptDelivered: return nil
+        // The store's recorded decisions, sent by a live replay too: an interruption's resumption on the
+        // resumed purchase's track, a billing retry among the purchase's later decisions, a clearing on
+        // the account's device's track of the store's actions.
+        case .interruptedPurchaseResumed(let key, _): return (transaction(key), "resumed")
+        case .subscriptionBillingRetry(let device, let original, _):
+            return (identities.purchase(named: original.transactionIdentifier).map { .laterDecisions($0) } ?? .device(device), "billing retry")
+        case .transactionsCleared(let device): return (.storeActions(device: device), "transactions cleared")
+        // Not compared live: a live replay's store does not answer receipt refreshes (docs/replay.md).
+        case .receiptRefreshStarted, .receiptDelivered: return nil
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, let observer, let product):

@@ -12,10 +12,14 @@ public enum TransactionIdentity: Hashable, Sendable, CustomStringConvertible {
     case restored(device: String, restore: UInt64, ordinal: Int)
     /// The `ordinal`-th renewal (1-based) of the subscription `original` started, on `device`.
     indirect case renewed(device: String, original: TransactionIdentity, ordinal: Int)
+    /// The purchase the store added when the user fixed what interrupted `interrupted` (F-I1).
+    /// Not a payment the user added: the device's later payments keep their ordinals whenever
+    /// the store's resumption lands among them.
+    indirect case resumed(device: String, interrupted: TransactionIdentity)
 
     public var device: String {
         switch self {
-        case .added(let device, _), .restored(let device, _, _), .renewed(let device, _, _): device
+        case .added(let device, _), .restored(let device, _, _), .renewed(let device, _, _), .resumed(let device, _): device
         }
     }
 
@@ -24,6 +28,7 @@ public enum TransactionIdentity: Hashable, Sendable, CustomStringConvertible {
         case .added(let device, let ordinal): "\(device) payment \(ordinal)"
         case .restored(let device, let restore, let ordinal): "\(device) restore \(restore) transaction \(ordinal)"
         case .renewed(_, let original, let ordinal): "renewal \(ordinal) of \(original)"
+        case .resumed(_, let interrupted): "resumption of \(interrupted)"
         }
     }
 }
@@ -62,6 +67,11 @@ struct TransactionIdentities {
             let count = RenewalCount(device: renewed.device, original: started)
             renewedCount[count, default: 0] += 1
             identity = .renewed(device: renewed.device, original: started, ordinal: renewedCount[count]!)
+        case .interruptedPurchaseResumed(let resumed, let interrupted):
+            if let original = identities[interrupted] { identities[resumed] = .resumed(device: resumed.device, interrupted: original) }
+            return nil
+        case .transactionAdded(let added, _) where identities[added].map({ if case .resumed = $0 { true } else { false } }) == true:
+            return identities[added]
         case .transactionAdded(let added, _):
             key = added
             addedCount[added.device, default: 0] += 1
@@ -117,8 +127,11 @@ public struct LiveReplayPlan: Sendable {
     public var scenario: Scenario
     /// Per device, its app's steps and their offsets from the recording's first user action.
     public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep)]] = [:]
-    /// The store's decisions of each transaction, timed from the transaction's addition.
+    /// The store's decisions of each transaction, timed from the transaction's addition (an
+    /// interrupted purchase's resumption, the user's fix told by the store, among them).
     public var purchaseDecisions: [TransactionIdentity: [PlannedReply]] = [:]
+    /// The store's actions about a device's account (clearing its transactions), timed from the device's registration.
+    public var accountActions: [String: [PlannedReply]] = [:]
     /// The store's answers to each restore, timed from the restore's start.
     public var restoreAnswers: [RestoreName: [PlannedReply]] = [:]
     /// The content servers' reports of each download, one list per time it was started, each timed from that start.
@@ -136,20 +149,36 @@ public struct LiveReplayPlan: Sendable {
 
     /// Streams `recording` once and keeps its inputs.
     public init(recording: Recording) throws {
+        try self.init(recordings: [recording])
+    }
+
+    /// Streams every partition of a recording of several queues once and keeps their inputs.
+    /// Every account's devices are in one partition, so each device's steps and every answer
+    /// are timed within its own partition's log (offsets from that partition's first user action).
+    public init(recordings: [Recording]) throws {
+        precondition(!recordings.isEmpty, "a recording has at least one partition")
         do {
-            scenario = try Scenario(header: recording.header)
+            scenario = try Scenario(header: recordings[0].header)
         } catch {
-            throw ReplayInputError("\(recording.location): \(error)")
+            throw ReplayInputError("\(recordings[0].location): \(error)")
         }
-        let lateNames = Set(scenario.apps.observers.enumerated().filter { $0.element.attachesLate }.map { "\($0.element.rawValue)-\($0.offset + 1)" })
+        var count = 0
         var identities = TransactionIdentities()
+        for recording in recordings {
+            try add(recording, identities: &identities, count: &count)
+        }
+        records = count
+    }
+
+    private mutating func add(_ recording: Recording, identities: inout TransactionIdentities, count: inout Int) throws {
+        let lateNames = Set(scenario.apps.observers.enumerated().filter { $0.element.attachesLate }.map { "\($0.element.rawValue)-\($0.offset + 1)" })
         var addedAt: [TransactionIdentity: Int64] = [:]
         var restoreStartedAt: [RestoreName: Int64] = [:]
         var downloadStartedAt: [DownloadName: Int64] = [:]
         var purchasedAt: [TransactionIdentity: Int64] = [:]
+        var registeredAt: [String: Int64] = [:]
         var firstUserTimestamp: Int64?
         var lastTimestamp: Int64 = 0
-        var count = 0
         try recording.forEachUnit { unit in
             count += unit.events.count
             guard count <= Self.maximumRecords else {
@@ -159,6 +188,8 @@ public struct LiveReplayPlan: Sendable {
             for recorded in unit.events {
                 if let identity = identities.learn(recorded.event), case .transactionAdded = recorded.event { addedAt[identity] = recorded.timestamp }
                 switch recorded.event {
+                case .deviceRegistered(let device, _):
+                    registeredAt[device] = recorded.timestamp
                 case .restoreStarted(let device, let restore, _):
                     restoreStartedAt[RestoreName(device: device, restore: restore)] = recorded.timestamp
                 case .transactionPurchased(let key, _, _, _):
@@ -187,11 +218,16 @@ public struct LiveReplayPlan: Sendable {
                 }
             case .store:
                 switch body {
-                case .decidePurchase(let key, _):
+                case .decidePurchase(let key, _), .resumeInterruptedPurchase(_, let key, _, _):
                     if let identity = identities.identity(of: key), let added = addedAt[identity] {
                         purchaseDecisions[identity, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - added, body: body))
                     }
-                case .renewSubscription(_, let original), .expireSubscription(_, let original), .refundPurchase(_, let original):
+                case .clearTransactions(let device):
+                    if let registered = registeredAt[device] {
+                        accountActions[device, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - registered, body: body))
+                    }
+                case .renewSubscription(_, let original), .expireSubscription(_, let original), .refundPurchase(_, let original),
+                     .beginBillingRetry(_, let original, _):
                     if let identity = identities.purchase(named: original.transactionIdentifier), let purchased = purchasedAt[identity] {
                         laterDecisions[identity, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - purchased, body: body))
                     }
@@ -218,8 +254,7 @@ public struct LiveReplayPlan: Sendable {
                 }
             }
         }
-        records = count
-        lengthNanoseconds = max(0, lastTimestamp - (firstUserTimestamp ?? 0))
+        lengthNanoseconds = max(lengthNanoseconds, lastTimestamp - (firstUserTimestamp ?? 0))
     }
 
     /// The devices' steps sorted by offset (a late attachment recorded among user actions keeps its place).
@@ -231,6 +266,8 @@ extension CommandBody {
     func retargeted(to key: TransactionKey) -> CommandBody {
         switch self {
         case .decidePurchase(_, let decision): .decidePurchase(key, decision)
+        case .resumeInterruptedPurchase(let device, _, let payment, let charged):
+            .resumeInterruptedPurchase(device: device, interrupted: key, payment: payment, charged: charged)
         case .reportDownloadProgress(let download, let progress, let remaining):
             .reportDownloadProgress(DownloadKey(transaction: key, index: download.index), progress: progress, timeRemaining: remaining)
         case .completeDownload(let download, let url): .completeDownload(DownloadKey(transaction: key, index: download.index), contentURL: url)
@@ -245,6 +282,7 @@ extension CommandBody {
         case .renewSubscription(let device, _): .renewSubscription(device: device, original: original)
         case .expireSubscription(let device, _): .expireSubscription(device: device, original: original)
         case .refundPurchase(let device, _): .refundPurchase(device: device, original: original)
+        case .beginBillingRetry(let device, _, let grace): .beginBillingRetry(device: device, original: original, gracePeriodNanoseconds: grace)
         default: self
         }
     }

@@ -81,16 +81,20 @@ public final class RecordedWorldRole: Role {
         let identity = identities.learn(recorded.event)
         if kind == .store { store.apply(recorded, catalog: plan.scenario.catalog) }
         switch recorded.event {
-        case .transactionAdded, .restoreStarted, .downloadStarted:
+        case .transactionAdded, .restoreStarted, .deviceRegistered:
             askedBeforeStart.append((recorded.event, identity))
+        case .transactionsCleared(let device):
+            repliesSeen[.deviceStep(device: device), default: 0] += 1
+        case .downloadStarted(let key):
+            // (This was once nested under the subscription case below, where it never ran: a
+            // downloader that started after the apps never sent the reports of earlier downloads.)
+            askedBeforeStart.append((recorded.event, identity))
+            starts[key, default: 0] += 1
+            repliesSeen[.downloadTick(key, generation: starts[key]!)] = 0
         case .transactionPurchased(let key, _, _, _):
             askedBeforeStart.append((recorded.event, identities.identity(of: key)))
         case .subscriptionRenewed(_, _, let original, _), .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             repliesSeen[.subscriptionPeriodEnd(original: original.transactionIdentifier, renewals: 0), default: 0] += 1
-            if case .downloadStarted(let key) = recorded.event {
-                starts[key, default: 0] += 1
-                repliesSeen[.downloadTick(key, generation: starts[key]!)] = 0
-            }
         case .transactionDeferred(let key), .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _):
             repliesSeen[.decidePurchase(key), default: 0] += 1
         case .transactionRestored(let key, let restore, _, _, _):
@@ -112,6 +116,10 @@ public final class RecordedWorldRole: Role {
             case (.store, .transactionAdded(let key, _)):
                 guard let identity, let replies = plan.purchaseDecisions[identity] else { continue }
                 effects += chains.begin(.decidePurchase(key), now: now, replies: replies, key: key, skipping: repliesSeen[.decidePurchase(key)] ?? 0)
+            case (.store, .deviceRegistered(let device, _)):
+                guard let replies = plan.accountActions[device] else { continue }
+                effects += chains.begin(.deviceStep(device: device), now: now, replies: replies, key: nil,
+                                        skipping: repliesSeen[.deviceStep(device: device)] ?? 0)
             case (.store, .transactionPurchased(let key, let identifier, _, _)):
                 let token = TimerToken.subscriptionPeriodEnd(original: identifier, renewals: 0)
                 effects += laterDecisions(of: identity, key: key, identifier: identifier, now: now, skipping: repliesSeen[token] ?? 0)
@@ -160,6 +168,9 @@ public final class RecordedWorldRole: Role {
         case (.store, .transactionAdded(let key, _)):
             guard let identity, let replies = plan.purchaseDecisions[identity] else { return [] }
             return chains.begin(.decidePurchase(key), now: now, startingAt: happened, replies: replies, key: key)
+        case (.store, .deviceRegistered(let device, _)):
+            guard let replies = plan.accountActions[device] else { return [] }
+            return chains.begin(.deviceStep(device: device), now: now, startingAt: happened, replies: replies, key: nil)
         case (.store, .restoreStarted(let device, let restore, _)):
             guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { return [] }
             return chains.begin(.answerRestore(device: device, restore: restore), now: now, startingAt: happened, replies: replies, key: nil)

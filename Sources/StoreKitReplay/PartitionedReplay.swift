@@ -44,7 +44,7 @@ public final class PartitionedReplay {
     /// One result for several partitions: counts summed, identical when every partition is, the
     /// first divergence the earliest in recorded time (ties: the partition named first), each
     /// violation naming its partition.
-    static func merge(_ partitions: [(name: String, result: ReplayResult)]) -> ReplayResult {
+    public static func merge(_ partitions: [(name: String, result: ReplayResult)]) -> ReplayResult {
         guard partitions.count > 1 else { return partitions[0].result }
         var merged = ReplayResult()
         merged.header = partitions[0].result.header

@@ -27,7 +27,7 @@ public struct Recording {
     public static func open(path: String) throws(ReplayInputError) -> Recording {
         let (directory, partitions) = try locate(path: path)
         guard partitions.count <= 1 else {
-            throw ReplayInputError("\(directory.path) holds \(partitions.count) partitions (\(partitions.joined(separator: ", "))), recorded by a topology with several queues; this replays one queue: replay it deterministically (without --live), which replays every partition")
+            throw ReplayInputError("\(directory.path) holds \(partitions.count) partitions (\(partitions.joined(separator: ", "))), recorded by a topology with several queues; this reads one queue: give a recording of one queue")
         }
         return try open(directory: directory, partition: LogProjection.partition)
     }

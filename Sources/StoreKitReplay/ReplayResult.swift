@@ -48,6 +48,8 @@ public struct Lateness: Sendable {
     /// The same over the first and the last tenth of the replay (growth would show here).
     public var firstTenthP99Nanoseconds: Int64
     public var lastTenthP99Nanoseconds: Int64
+    /// What the waits ran under (`SystemReplayClock.Scheduling`'s name), set by whoever made the clock.
+    public var scheduling: String?
 
     init?(_ samples: [Int64]) {
         guard !samples.isEmpty else { return nil }

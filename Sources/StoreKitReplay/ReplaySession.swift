@@ -113,7 +113,10 @@ public final class ReplaySession {
     public func run() throws -> ReplayResult {
         let wall = SystemReplayClock()
         let started = wall.nanoseconds()
-        try replay()
+        do {
+            defer { clock?.finish() }
+            try replay()
+        }
         result.seconds = Double(wall.nanoseconds() - started) / 1e9
         result.header = recording.header
         result.observers = scenario.apps.observers

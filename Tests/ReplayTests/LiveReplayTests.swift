@@ -7,25 +7,7 @@ import Testing
 @Suite(.serialized) struct LiveReplayTests {
     typealias CLI = ReplayCommandLineTests
 
-    static let topology = """
-    name: replay-live
-    seed: 11
-    heartbeatMilliseconds: 100
-    scenario:
-      devices: 4
-      purchasesPerDevice: 4
-      observers: [downloadThenFinish, audit]
-      relaunchProbability: 0
-      thinkTimeMilliseconds: {minimum: 1, mean: 10}
-      store: {latencyMilliseconds: {minimum: 1, mean: 5}}
-      downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}
-    processes:
-      - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
-      - {name: store, role: store}
-      - {name: downloader, role: downloader}
-      - {name: observer-1, role: observer, devices: "1-2"}
-      - {name: observer-2, role: observer, devices: "3-4"}
-    """
+    static let topology = ReplayTopology(seed: 11, purchasesPerDevice: 4, relaunchProbability: 0).text
 
     // No relaunches here: a user's quit is sent at its recorded time, and live it can fall before or
     // after an observer's action that it followed or preceded in the recording (docs/replay.md).
@@ -69,6 +51,26 @@ import Testing
         #expect((first["recorded"] as? [String: Any])?["observer"] as? String == "downloadThenFinish-1")
         #expect((first["replayed"] as? [String: Any])?["observer"] as? String == "deliverThenFinish-1")
         #expect(try CLI.snapshot(scratch.path("rec/log")) == before)
+    }
+
+    @Test("Interrupted purchases the user resumed (the store's recorded decisions) are sent by a live replay and compared: 0 divergences")
+    func resumedInterruptions() throws {
+        let scratch = CLI.Scratch()
+        var topology = ReplayTopology(seed: 11, purchasesPerDevice: 8, relaunchProbability: 0)
+        topology.interruptedPurchaseProbability = 0.3
+        // No restores: a restore's "shown done" can race live with its downloads (an open race, docs/replay.md).
+        topology.restoreProbability = 0
+        try topology.text.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
+        let run = try CLI.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
+        #expect(run.status == 0, "\(run.output) \(run.error)")
+        let resumed = try CLI.sksim(["log", "cat", scratch.path("rec"), "--type", "interruptedPurchaseResumed"]).output
+        #expect(!resumed.isEmpty, "the recording has no resumed interruption; pick another seed")
+
+        let same = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("live.yaml"), "--out", scratch.path("same"), "--json"])
+        #expect(same.status == 0, "\(same.output) \(same.error)")
+        #expect(same.json["divergences"] as? Int == 0, "\(same.output)")
+        let replayedResumed = try CLI.sksim(["log", "cat", scratch.path("same"), "--type", "interruptedPurchaseResumed"]).output
+        #expect(replayedResumed.split(separator: "\n").count == resumed.split(separator: "\n").count)
     }
 
     @Test("--live refuses options it does not take, with one clear line and exit 2", arguments: [

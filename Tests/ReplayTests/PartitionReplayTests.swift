@@ -7,33 +7,21 @@ import Testing
 @Suite(.serialized) struct PartitionReplayTests {
     typealias CLI = ReplayCommandLineTests
 
-    static let topology = """
-    name: replay-partitions
-    seed: 23
-    heartbeatMilliseconds: 100
-    scenario:
-      devices: 8
-      devicesPerAccount: 2
-      purchasesPerDevice: 3
-      observers: [downloadThenFinish, audit]
-      restoreProbability: 0.2
-      relaunchProbability: 0.1
-      thinkTimeMilliseconds: {minimum: 1, mean: 5}
-      store: {latencyMilliseconds: {minimum: 1, mean: 5}}
-      downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}
-    processes:
-      - {name: queue-1, role: queue, events: "ipc://{run}/q1-e.ipc", requests: "ipc://{run}/q1-r.ipc"}
-      - {name: queue-2, role: queue, events: "ipc://{run}/q2-e.ipc", requests: "ipc://{run}/q2-r.ipc"}
-      - {name: store, role: store}
-      - {name: downloader, role: downloader}
-      - {name: observer-1, role: observer, devices: "1-4"}
-      - {name: observer-2, role: observer, devices: "5-8"}
-    """
+    static let topology = {
+        var topology = ReplayTopology(seed: 23, purchasesPerDevice: 3, relaunchProbability: 0.1)
+        topology.name = "replay-partitions"
+        topology.devices = 8
+        topology.devicesPerAccount = 2
+        topology.restoreProbability = 0.2
+        topology.thinkTimeMeanMilliseconds = 5
+        topology.queues = 2
+        return topology
+    }()
 
     @Test("A two-partition recording replays byte for byte per partition (exit 0, --out writes both partitions); a changed observer names the partition of its first divergence (exit 1); slices and timed replays ask for --partition")
     func twoPartitions() throws {
         let scratch = CLI.Scratch()
-        try Self.topology.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
+        try Self.topology.text.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
         let run = try CLI.sksim(["run", scratch.path("parts.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
         #expect(run.status == 0, "\(run.output) \(run.error)")
         let before = try CLI.snapshot(scratch.path("rec/log"))
@@ -72,6 +60,40 @@ import Testing
         let unknown = try CLI.sksim(["replay", scratch.path("rec"), "--partition", "queue-9"])
         #expect(unknown.status == 2)
         #expect(unknown.error.contains("it has queue-1, queue-2"), "\(unknown.error)")
+        #expect(try CLI.snapshot(scratch.path("rec/log")) == before)
+    }
+
+    @Test("A two-queue live recording replays live over its topology's two queues with 0 divergences, compared per partition and reported as one; over a one-queue topology it is refused (exit 2)")
+    func liveReplayOfTwoPartitions() throws {
+        let scratch = CLI.Scratch()
+        var topology = Self.topology
+        // No relaunches or restores: a quit sent at its recorded time races live with observers' actions, and a
+        // restore's "shown done" with its downloads (open races, docs/replay.md).
+        topology.relaunchProbability = 0
+        topology.restoreProbability = 0
+        try topology.text.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
+        let run = try CLI.sksim(["run", scratch.path("parts.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
+        #expect(run.status == 0, "\(run.output) \(run.error)")
+        let before = try CLI.snapshot(scratch.path("rec/log"))
+
+        let same = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("parts.yaml"), "--out", scratch.path("same"), "--json"])
+        #expect(same.status == 0, "\(same.output) \(same.error)")
+        #expect(same.json["divergences"] as? Int == 0, "\(same.output)")
+        let live = try #require(same.json["live"] as? [String: Any])
+        #expect(live["processes"] as? Int == 6)
+        #expect(live["settled"] as? Bool == true)
+        let partitions = try #require(same.json["partitions"] as? [[String: Any]], "\(same.output)")
+        #expect(partitions.map { $0["partition"] as? String } == ["queue-1", "queue-2"])
+        #expect(partitions.allSatisfy { ($0["events"] as? Int ?? 0) > 10 && $0["divergences"] as? Int == 0 })
+        #expect(partitions.reduce(0) { $0 + ($1["events"] as? Int ?? 0) } == same.json["events"] as? Int)
+        for name in ["queue-1", "queue-2"] { #expect(FileManager.default.fileExists(atPath: scratch.path("same/log/\(name)")), "\(name)") }
+
+        var oneQueue = topology
+        oneQueue.queues = 1
+        try oneQueue.text.write(toFile: scratch.path("one.yaml"), atomically: true, encoding: .utf8)
+        let refused = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("one.yaml")])
+        #expect(refused.status == 2, "\(refused.output) \(refused.error)")
+        #expect(refused.error.contains("queue-1, queue-2"), "\(refused.error)")
         #expect(try CLI.snapshot(scratch.path("rec/log")) == before)
     }
 }

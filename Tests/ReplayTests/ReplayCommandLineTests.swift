@@ -92,25 +92,9 @@ import Testing
     @Test("A live recording (real processes over ZeroMQ) replays deterministically with 0 divergences, also timed at 10x")
     func liveRecording() throws {
         let scratch = Scratch()
-        let topology = """
-        name: replay-live
-        seed: 9
-        heartbeatMilliseconds: 100
-        scenario:
-          devices: 4
-          purchasesPerDevice: 8
-          observers: [downloadThenFinish, audit]
-          relaunchProbability: 0.2
-          thinkTimeMilliseconds: {minimum: 1, mean: 5}
-          store: {latencyMilliseconds: {minimum: 1, mean: 5}}
-          downloader: {minimumBytesPerSecond: 5000000, maximumBytesPerSecond: 20000000, tickMilliseconds: 5}
-        processes:
-          - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
-          - {name: store, role: store}
-          - {name: downloader, role: downloader}
-          - {name: observer-1, role: observer, devices: "1-2"}
-          - {name: observer-2, role: observer, devices: "3-4"}
-        """
+        var live = ReplayTopology(seed: 9, purchasesPerDevice: 8, relaunchProbability: 0.2)
+        live.thinkTimeMeanMilliseconds = 5
+        let topology = live.text
         try topology.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
         let run = try Self.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("live"), "--duration", "60"])
         #expect(run.status == 0, "\(run.output) \(run.error)")
