@@ -215,6 +215,13 @@ public final class ReplayAppsRole: Role {
     /// before the process gives up on it anyway (an answer the live queue refused).
     public static let worldStallNanoseconds: Int64 = 30_000_000_000
     private static let deadlineToken = TimerToken.deviceStep(device: "")
+    /// Fires when the recording's last event is due (plus the lateness of the users' actions):
+    /// until then the recorded world may still act on these devices (a subscription that expires
+    /// after the apps were done), so no device counts as settled before it.
+    private static let recordingEndToken = TimerToken.deviceStep(device: "#recording-end")
+    private var recordingElapsed = false
+    /// The most a user's action was sent after its recorded offset: the live run's lag behind the recording.
+    private var stepLateness: Int64 = 0
 
     public init(name: String, plan: LiveReplayPlan, speed: Double, deviceIndices: [Int], choices: ChoiceSource) {
         self.name = name
@@ -239,7 +246,8 @@ public final class ReplayAppsRole: Role {
     public func resume(now: Int64) -> [Effect] {
         start = now
         lastActivity = now
-        var effects: [Effect] = [.timer(afterNanoseconds: scaled(plan.lengthNanoseconds) + Self.settleGraceNanoseconds, Self.deadlineToken)]
+        var effects: [Effect] = [.timer(afterNanoseconds: scaled(plan.lengthNanoseconds) + Self.settleGraceNanoseconds, Self.deadlineToken),
+                                 .timer(afterNanoseconds: scaled(plan.lengthNanoseconds), Self.recordingEndToken)]
         for device in devices {
             if let first = plan.steps(of: device).first {
                 effects.append(.timer(afterNanoseconds: scaled(first.offsetNanoseconds), .deviceStep(device: device)))
@@ -269,11 +277,20 @@ public final class ReplayAppsRole: Role {
             }
             return [.timer(afterNanoseconds: max(Self.settleGraceNanoseconds - quiet, 100_000_000), Self.deadlineToken)]
         }
+        if token == Self.recordingEndToken {
+            let due = start + scaled(plan.lengthNanoseconds) + stepLateness
+            if now >= due {
+                recordingElapsed = true
+                return []
+            }
+            return [.timer(afterNanoseconds: due - now, Self.recordingEndToken)]
+        }
         guard case .deviceStep(let device) = token, let queue = queues[device] else { return [] }
         lastActivity = max(lastActivity, now)
         let steps = plan.steps(of: device)
         var index = nextStep[device] ?? 0
         while index < steps.count, start + scaled(steps[index].offsetNanoseconds) <= now {
+            stepLateness = max(stepLateness, now - (start + scaled(steps[index].offsetNanoseconds)))
             perform(steps[index].step, queue: queue, device: device)
             index += 1
         }
@@ -322,10 +339,12 @@ public final class ReplayAppsRole: Role {
         }
     }
 
-    /// Every recorded action is sent and every device settled (nothing unfinished), or the
-    /// recording's length and a grace period have passed.
+    /// The recording's length has passed (the recorded world is done with these devices), every
+    /// recorded action is sent and every device settled (nothing unfinished); or the recording's
+    /// length and a grace period have passed.
     public var isSettled: Bool {
-        devices.allSatisfy { device in
+        guard recordingElapsed || gaveUpWaiting else { return false }
+        return devices.allSatisfy { device in
             guard nextStep[device] ?? 0 >= plan.steps(of: device).count else { return false }
             if gaveUpWaiting { return true }
             guard let state = queues[device]?.state else { return false }

@@ -59,6 +59,25 @@ import StoreKitRoles
         #expect(role.isSettled)
     }
 
+    @Test("Apps whose devices are done wait until the recording's end: the recorded store may still act on them (an expiry after the apps were done)")
+    func waitsForTheRecordingsEnd() throws {
+        let recording = try recordInMemory(seed: 3, devices: 1, purchases: 3) { $0.store.maximumRenewals = 0 }
+        let plan = try LiveReplayPlan(recording: recording)
+        let role = ReplayAppsRole(name: "observer-1", plan: plan, speed: 1, deviceIndices: [0], choices: SeededChoices(seed: 3, stream: "observer-1"))
+        let timers = role.resume(now: 0).compactMap { effect -> (Int64, TimerToken)? in
+            if case .timer(let after, let token) = effect { return (after, token) } else { return nil }
+        }
+        let recordingEnd = try #require(timers.first { $0.0 == plan.lengthNanoseconds && $0.1 != .deviceStep(device: "device-0001") })
+        // Every user action sent on time and every event heard: the device has nothing unfinished.
+        for step in plan.steps(of: "device-0001") { _ = role.timerFired(.deviceStep(device: "device-0001"), now: step.offsetNanoseconds) }
+        for recorded in try recordedEvents(recording) where recorded.event.device == "device-0001" {
+            _ = role.receive(recorded, now: plan.lengthNanoseconds - 1)
+        }
+        #expect(!role.isSettled, "settled before the recording's last event was due")
+        _ = role.timerFired(recordingEnd.1, now: plan.lengthNanoseconds)
+        #expect(role.isSettled)
+    }
+
     @Test("The grace counts from the last event heard, not from the start")
     func graceFromLastEvent() throws {
         let (role, deadline, end) = try apps(heardUntil: Self.waitsForItsObserversOnly)
