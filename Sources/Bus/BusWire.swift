@@ -1,4 +1,5 @@
 import StoreKitModel
+import ZeroMQ
 
 /// The bus wire format: frame layouts, verbs and limits shared by the queue endpoint,
 /// subscribers and command senders. docs/wire-format.md is the normative description;
@@ -25,6 +26,17 @@ public enum BusWire {
     /// The topic of an event: `evt.<device>`, or `evt.*` for device-less events.
     public static func eventTopic(device: String?) -> [UInt8] {
         eventTopicPrefix + Array((device ?? deviceLessTopicSuffix).utf8)
+    }
+
+    /// Appends an event's three frames (topic, header, payload) to `message`, for the hot publish
+    /// path: the same bytes as `eventTopic`, `encodeHeader` and the payload, without allocating.
+    public static func appendEvent(_ record: BusRecord, to message: inout OutgoingMessage) {
+        message.appendFrame { bytes in
+            bytes.append(contentsOf: eventTopicPrefix)
+            bytes.append(contentsOf: (record.device ?? deviceLessTopicSuffix).utf8)
+        }
+        message.appendFrame { appendHeader(Header(kind: .event, sequence: record.sequence, timestamp: record.timestamp), to: &$0) }
+        message.appendFrame(record.payload)
     }
 
     /// Request verbs (first frame a DEALER sends).
@@ -303,6 +315,20 @@ public struct CommandAcknowledgement: Sendable, Hashable {
             BusWire.littleEndianBytes(lastSequence),
             Array(message.utf8),
         ]
+    }
+
+    /// Appends the reply frames (as `encodedFrames`) to `outgoing`, without allocating.
+    public func appendFrames(to outgoing: inout OutgoingMessage) {
+        outgoing.appendFrame(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
+        outgoing.appendFrame(CollectionOfOne(status.rawValue))
+        outgoing.appendFrame((commandID?.origin ?? "").utf8)
+        if let commandID {
+            outgoing.appendFrame(littleEndian: commandID.number)
+        } else {
+            outgoing.appendFrame(EmptyCollection<UInt8>())
+        }
+        outgoing.appendFrame(littleEndian: lastSequence)
+        outgoing.appendFrame(message.utf8)
     }
 
     /// Decodes the frames of an ACK reply (verb included).

@@ -61,17 +61,8 @@ public struct QueueEndpointConfiguration: Sendable {
     /// dropped ACK costs its sender a retry interval: so it holds the largest window our clients
     /// use (16,384, a load driver's; 4,096 by default). A peer that stops reading costs at most
     /// this many ACKs of about 450 bytes (7 frames of libzmq's 64-byte message), about 7 MB.
-    /// Beyond it replies are dropped and counted (ACKs may wait in the endpoint instead,
-    /// `maximumHeldAcknowledgementsPerPeer`).
+    /// Beyond it replies are dropped and counted; the sender retries.
     public var replyHighWaterMark: Int = 16_384
-    /// ACKs held in the endpoint, per peer, while that peer's reply queue is full; sent in order
-    /// as it drains. Beyond it (a peer that does not read) they are dropped and counted, and the
-    /// sender retries. About 250 bytes each. Off (0) by default for now: with 65,536 the closed
-    /// loop of `sksim bench bus` filled its driver's window of 5,300 commands awaiting ACKs on a
-    /// quiet machine (ACKs lagged far behind events; not understood yet, docs/performance.md).
-    public var maximumHeldAcknowledgementsPerPeer: Int = 0
-    /// ACKs held for all peers together (about 50 MB at most).
-    public var maximumHeldAcknowledgements: Int = 200_000
     /// Requests queued per peer before libzmq stops reading its connection (back-pressure,
     /// nothing lost): at most this many requests of `maximumCommandBytes` wait per peer.
     public var requestHighWaterMark: Int = 256
@@ -128,11 +119,8 @@ public struct QueueEndpointCounters: Sendable, Hashable {
     public var fetchReadFailures = 0
     /// FETCHes dropped unanswered because the peer (or all peers) had too many BATCH bytes unread.
     public var fetchesDroppedForUnreadReplies = 0
-    /// Replies dropped because the peer's reply queue was at `replyHighWaterMark` (and, for ACKs,
-    /// the endpoint already held its maximum for the peer or for all peers).
+    /// Replies dropped because the peer's reply queue was at `replyHighWaterMark`.
     public var repliesDropped = 0
-    /// ACKs that found their peer's reply queue full and were held, then sent when it drained.
-    public var acknowledgementsHeld = 0
     /// Replies to peers that had disconnected meanwhile.
     public var repliesToDepartedPeers = 0
     /// Connections refused during the handshake: over `maximumPeers`, or a client key not allowed.
@@ -187,10 +175,8 @@ public final class QueueEndpoint {
     private var recent: RecentRecords
     private var unpublished = FirstInFirstOut<BusRecord>()
     private var pendingAcknowledgements = FirstInFirstOut<PendingAcknowledgement>()
-    /// ACKs waiting for room in their peer's reply queue, in order, per routing id.
-    private var heldAcknowledgements: [[UInt8]: FirstInFirstOut<[[UInt8]]>] = [:]
-    /// ACKs held while their peers' reply queues are full.
-    public private(set) var heldAcknowledgementCount = 0
+    /// Where every event and ACK is composed before it is sent: one buffer, reused.
+    private var outgoing = OutgoingMessage()
     private var lastEnqueuedSequence: UInt64
     private var lastPublishedTimestamp: Int64 = 0
     private var nextHeartbeat: ContinuousClock.Instant
@@ -310,13 +296,10 @@ public final class QueueEndpoint {
     public func step(timeout: Duration) throws(ZeroMQError) {
         var wait = min(timeout, max(.zero, nextHeartbeat - .now))
         if wakeupIndex == nil, !unpublished.isEmpty || !pendingAcknowledgements.isEmpty { wait = min(wait, .milliseconds(1)) }
-        // A ROUTER cannot say when one peer's queue drains, so held ACKs are tried again every millisecond.
-        if heldAcknowledgementCount > 0 { wait = min(wait, .milliseconds(1)) }
         try poller.poll(timeout: wait)
         if let wakeupIndex, poller.isReadable(at: wakeupIndex) { configuration.durabilityWakeup?.drain() }
         // Connections first: counts must be current before the handler judges new ones.
         for watch in peerWatch { try watch.update() }
-        if heldAcknowledgementCount > 0 { sendHeldAcknowledgements() }
         try authentication.answerPending(authenticate)
         var handled = 0
         while handled < configuration.requestsPerStep {
@@ -544,8 +527,9 @@ public final class QueueEndpoint {
             let durable = writer.durableSequence
             while let record = unpublished.first, record.sequence <= durable {
                 unpublished.removeFirst()
-                let header = BusWire.encodeHeader(BusWire.Header(kind: .event, sequence: record.sequence, timestamp: record.timestamp))
-                try publisher.send([BusWire.eventTopic(device: record.device), header, record.payload], mode: .nonBlocking)
+                outgoing.removeAll()
+                BusWire.appendEvent(record, to: &outgoing)
+                try publisher.send(outgoing, mode: .nonBlocking)
                 recent.append(record)
                 publishedSequence = max(publishedSequence, record.sequence)
                 lastPublishedTimestamp = record.timestamp
@@ -576,49 +560,13 @@ public final class QueueEndpoint {
     // MARK: Replies
 
     private func acknowledge(_ routingID: [UInt8], _ acknowledgement: CommandAcknowledgement) {
-        let frames = [routingID] + acknowledgement.encodedFrames()
-        // Behind ACKs already held for this peer: keep its order.
-        if heldAcknowledgements[routingID] != nil {
-            hold(frames, for: routingID)
-            return
-        }
+        outgoing.removeAll()
+        outgoing.appendFrame(routingID)
+        acknowledgement.appendFrames(to: &outgoing)
         do {
-            if try !router.send(frames, mode: .nonBlocking) { hold(frames, for: routingID) }
+            if try !router.send(outgoing, mode: .nonBlocking) { counters.repliesDropped += 1 }
         } catch {
             counters.repliesToDepartedPeers += 1
-        }
-    }
-
-    /// Keeps an ACK whose peer's reply queue is full, within the bounds; drops it beyond them.
-    private func hold(_ frames: [[UInt8]], for routingID: [UInt8]) {
-        guard heldAcknowledgementCount < configuration.maximumHeldAcknowledgements,
-              heldAcknowledgements[routingID, default: FirstInFirstOut()].count < configuration.maximumHeldAcknowledgementsPerPeer else {
-            counters.repliesDropped += 1
-            return
-        }
-        heldAcknowledgements[routingID, default: FirstInFirstOut()].append(frames)
-        heldAcknowledgementCount += 1
-        counters.acknowledgementsHeld += 1
-    }
-
-    /// Sends held ACKs, per peer in order, until each peer's reply queue is full again.
-    private func sendHeldAcknowledgements() {
-        for routingID in Array(heldAcknowledgements.keys) {
-            while let frames = heldAcknowledgements[routingID]?.first {
-                do {
-                    guard try router.send(frames, mode: .nonBlocking) else { break }
-                } catch {
-                    // The peer is gone: nobody will read the rest.
-                    let count = heldAcknowledgements[routingID]?.count ?? 0
-                    counters.repliesToDepartedPeers += count
-                    heldAcknowledgementCount -= count
-                    heldAcknowledgements[routingID] = nil
-                    break
-                }
-                heldAcknowledgements[routingID]?.removeFirst()
-                heldAcknowledgementCount -= 1
-            }
-            if heldAcknowledgements[routingID]?.isEmpty ?? false { heldAcknowledgements[routingID] = nil }
         }
     }
 

@@ -65,10 +65,11 @@ public final class QueueProcess {
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
             // A sender's commands are applied in its order: one that arrives ahead of an earlier one
             // still being retried (after a restart of this queue) is answered "retry later", for a while.
+            // (The sender's highest number and the clock are looked up only for a command that skips ahead, which is rare.)
             let window = engine.projection.recentCommands
-            let highest = window.highest(of: command.id.origin)
-            if order.mustWait(command.id, highest: highest, skipsAhead: window.skipsAhead(command.id) && !window.isFarAhead(command.id),
-                              now: LiveClock.monotonicNanoseconds()) {
+            let skipsAhead = window.skipsAhead(command.id) && !window.isFarAhead(command.id)
+            let highest = skipsAhead ? window.highest(of: command.id.origin) : 0
+            if order.mustWait(command.id, highest: highest, skipsAhead: skipsAhead, now: skipsAhead ? LiveClock.monotonicNanoseconds() : 0) {
                 return .retryLater("command \(command.id) arrived before \(command.id.origin):\(highest + 1); send it again after the earlier ones")
             }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).

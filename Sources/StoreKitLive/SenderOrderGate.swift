@@ -28,7 +28,8 @@ public struct SenderOrderGate: Sendable {
     /// for its origin; `skipsAhead` whether `id` is more than one above it.
     public mutating func mustWait(_ id: CommandID, highest: UInt64, skipsAhead: Bool, now: Int64) -> Bool {
         guard skipsAhead else {
-            waiting[id.origin] = nil
+            // Almost always empty: the common case hashes nothing.
+            if !waiting.isEmpty { waiting[id.origin] = nil }
             return false
         }
         let expected = highest &+ 1
