@@ -89,12 +89,6 @@ public struct QueueEndpointConfiguration: Sendable {
     public var maximumUnpublishedRecords: Int = 200_000
     /// Most requests handled per `step`, so publishing and heartbeats are never starved.
     public var requestsPerStep: Int = 4_096
-    /// A step that handled fewer commands than this (a lightly loaded queue) makes them durable
-    /// itself at once (`PartitionWriter.flush`) and publishes them in the same step, instead of
-    /// handing the fsync to the log's flusher thread and waiting to be woken by it: two thread
-    /// hand-offs fewer on each of a lone lifecycle's three appends. Under load (more commands per
-    /// step) the flusher batches as before, while this thread goes on deciding. 0 turns it off.
-    public var synchronousFlushBelowCommands: Int = 16
     /// Set to make both sockets CURVE servers; clients then need the matching public key.
     public var curveServerSecretKey: CurveKey?
     /// With CURVE: the client public keys let in; any other key is refused during the
@@ -309,7 +303,6 @@ public final class QueueEndpoint {
         for watch in peerWatch { try watch.update() }
         try authentication.answerPending(authenticate)
         var handled = 0
-        let commandsBefore = counters.commandsHandled
         while handled < configuration.requestsPerStep {
             let received: Bool
             do {
@@ -324,15 +317,6 @@ public final class QueueEndpoint {
             handled += 1
             // Publish as durability advances, so subscribers are not held up by a long burst.
             if handled % 256 == 0 { try releaseDurable() }
-        }
-        let commands = counters.commandsHandled - commandsBefore
-        if commands > 0, commands < configuration.synchronousFlushBelowCommands, !unpublished.isEmpty, handlerFailure == nil {
-            do {
-                try writer.flush()
-            } catch {
-                // The log refused the fsync: the owner stops and reports it, as for a failed append.
-                handlerFailure = error
-            }
         }
         try releaseDurable()
         if ContinuousClock.now >= nextHeartbeat { try sendHeartbeat() }
