@@ -9,50 +9,58 @@ import Darwin
 /// allocates nothing per message (`send(_ frames: [[UInt8]])` needs an array per frame and one
 /// for the list). Clear it with `removeAll()` and compose the next message in the same storage.
 ///
-/// Not Sendable by intent: one per sending thread.
+/// Not Sendable by intent: one per sending thread. Its appends are inlinable, so callers in other
+/// modules get them specialized for their sequence types (not generic calls with metadata lookups).
 public struct OutgoingMessage {
     /// Every frame's bytes, back to back.
-    public private(set) var bytes: [UInt8] = []
+    public var bytes: [UInt8] { storage }
+    @usableFromInline var storage: [UInt8] = []
     /// Where each frame ends in `bytes`.
-    fileprivate private(set) var ends: [Int] = []
+    @usableFromInline var ends: [Int] = []
 
     public init() {
-        bytes.reserveCapacity(1_024)
+        storage.reserveCapacity(1_024)
         ends.reserveCapacity(16)
     }
 
     /// Number of frames.
+    @inlinable
     public var frameCount: Int { ends.count }
 
     /// Empties the message, keeping its storage.
+    @inlinable
     public mutating func removeAll() {
-        bytes.removeAll(keepingCapacity: true)
+        storage.removeAll(keepingCapacity: true)
         ends.removeAll(keepingCapacity: true)
     }
 
     /// Appends a frame holding `frame`'s bytes.
+    @inlinable
     public mutating func appendFrame(_ frame: some Sequence<UInt8>) {
-        bytes.append(contentsOf: frame)
-        ends.append(bytes.count)
+        storage.append(contentsOf: frame)
+        ends.append(storage.count)
     }
 
     /// Appends a frame holding these bytes.
+    @inlinable
     public mutating func appendFrame(_ frame: UnsafeRawBufferPointer) {
-        bytes.append(contentsOf: frame)
-        ends.append(bytes.count)
+        storage.append(contentsOf: frame)
+        ends.append(storage.count)
     }
 
     /// Appends a frame that `write` fills by appending to the buffer it is handed (the bytes of
     /// earlier frames come before; `write` must only append).
+    @inlinable
     public mutating func appendFrame(_ write: (inout [UInt8]) -> Void) {
-        write(&bytes)
-        ends.append(bytes.count)
+        write(&storage)
+        ends.append(storage.count)
     }
 
     /// Appends a frame of the little-endian bytes of `value`.
+    @inlinable
     public mutating func appendFrame<Value: FixedWidthInteger>(littleEndian value: Value) {
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
-        ends.append(bytes.count)
+        withUnsafeBytes(of: value.littleEndian) { storage.append(contentsOf: $0) }
+        ends.append(storage.count)
     }
 }
 
@@ -66,7 +74,7 @@ extension Socket {
         }
         let handle = try openHandle("send")
         // The index of the frame that failed, or nil when every frame was queued.
-        let failedFrame: Int? = message.bytes.withUnsafeBytes { buffer in
+        let failedFrame: Int? = message.storage.withUnsafeBytes { buffer in
             var start = 0
             for (index, end) in message.ends.enumerated() {
                 var flags: Int32 = index == message.ends.count - 1 ? 0 : ZMQ_SNDMORE
