@@ -89,6 +89,11 @@ public struct QueueEndpointConfiguration: Sendable {
     public var maximumUnpublishedRecords: Int = 200_000
     /// Most requests handled per `step`, so publishing and heartbeats are never starved.
     public var requestsPerStep: Int = 4_096
+    /// With a writer whose `ownerRequestsSyncs` is set: a step that handled fewer commands than this
+    /// (a lightly loaded queue) makes them durable itself and publishes them in the same step, with
+    /// no thread hand-off; at this many commands in one step it hands the sync to the log's flusher
+    /// and goes on deciding while it runs (group commit under load).
+    public var synchronousSyncBelowCommands: Int = 16
     /// Set to make both sockets CURVE servers; clients then need the matching public key.
     public var curveServerSecretKey: CurveKey?
     /// With CURVE: the client public keys let in; any other key is refused during the
@@ -303,6 +308,7 @@ public final class QueueEndpoint {
         for watch in peerWatch { try watch.update() }
         try authentication.answerPending(authenticate)
         var handled = 0
+        let commandsBefore = counters.commandsHandled
         while handled < configuration.requestsPerStep {
             let received: Bool
             do {
@@ -315,8 +321,22 @@ public final class QueueEndpoint {
             }
             guard received else { break }
             handled += 1
+            // Under load the flusher syncs while this thread goes on.
+            if counters.commandsHandled - commandsBefore == configuration.synchronousSyncBelowCommands { writer.requestSync() }
             // Publish as durability advances, so subscribers are not held up by a long burst.
             if handled % 256 == 0 { try releaseDurable() }
+        }
+        let commands = counters.commandsHandled - commandsBefore
+        if commands > 0, commands < configuration.synchronousSyncBelowCommands, writer.configuration.ownerRequestsSyncs, handlerFailure == nil {
+            do {
+                try writer.flush()
+            } catch {
+                // The log refused the fsync: the owner stops and reports it, as for a failed append.
+                handlerFailure = error
+            }
+        } else if commands > 0 {
+            // Appends after the flusher's last wake-up in this step.
+            writer.requestSync()
         }
         try releaseDurable()
         if ContinuousClock.now >= nextHeartbeat { try sendHeartbeat() }
