@@ -1,4 +1,5 @@
 import StoreKitModel
+import ZeroMQ
 
 /// The bus wire format: frame layouts, verbs and limits shared by the queue endpoint,
 /// subscribers and command senders. docs/wire-format.md is the normative description;
@@ -25,6 +26,17 @@ public enum BusWire {
     /// The topic of an event: `evt.<device>`, or `evt.*` for device-less events.
     public static func eventTopic(device: String?) -> [UInt8] {
         eventTopicPrefix + Array((device ?? deviceLessTopicSuffix).utf8)
+    }
+
+    /// Appends an event's three frames (topic, header, payload) to `message`, for the hot publish
+    /// path: the same bytes as `eventTopic`, `encodeHeader` and the payload, without allocating.
+    public static func appendEvent(_ record: BusRecord, to message: inout OutgoingMessage) {
+        message.appendFrame { bytes in
+            bytes.append(contentsOf: eventTopicPrefix)
+            bytes.append(contentsOf: (record.device ?? deviceLessTopicSuffix).utf8)
+        }
+        message.appendFrame { appendHeader(Header(kind: .event, sequence: record.sequence, timestamp: record.timestamp), to: &$0) }
+        message.appendFrame(record.payload)
     }
 
     /// Request verbs (first frame a DEALER sends).
@@ -89,6 +101,11 @@ public enum BusWire {
 
     /// Decodes the header at the start of `bytes` (which may hold more, as fetched records do).
     public static func decodeHeader(_ bytes: [UInt8]) throws(WireFailure) -> Header {
+        try bytes.withUnsafeBytes { buffer in Result { () throws(WireFailure) in try decodeHeader(buffer) } }.get()
+    }
+
+    /// Decodes the header at the start of `bytes`, borrowed where they were received.
+    public static func decodeHeader(_ bytes: UnsafeRawBufferPointer) throws(WireFailure) -> Header {
         guard bytes.count >= headerByteCount else {
             throw WireFailure(.truncatedHeader, "record header has \(bytes.count) bytes, expected \(headerByteCount)")
         }
@@ -103,8 +120,8 @@ public enum BusWire {
         }
         return Header(
             kind: kind,
-            sequence: readLittleEndian(bytes, at: 8),
-            timestamp: Int64(bitPattern: readLittleEndian(bytes, at: 16)))
+            sequence: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self).littleEndian,
+            timestamp: Int64(bitPattern: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self).littleEndian))
     }
 
     // MARK: Integers
@@ -305,24 +322,67 @@ public struct CommandAcknowledgement: Sendable, Hashable {
         ]
     }
 
+    /// Appends the reply frames (as `encodedFrames`) to `outgoing`, without allocating.
+    public func appendFrames(to outgoing: inout OutgoingMessage) {
+        outgoing.appendFrame(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
+        outgoing.appendFrame(CollectionOfOne(status.rawValue))
+        outgoing.appendFrame((commandID?.origin ?? "").utf8)
+        if let commandID {
+            outgoing.appendFrame(littleEndian: commandID.number)
+        } else {
+            outgoing.appendFrame(EmptyCollection<UInt8>())
+        }
+        outgoing.appendFrame(littleEndian: lastSequence)
+        outgoing.appendFrame(message.utf8)
+    }
+
     /// Decodes the frames of an ACK reply (verb included).
     public static func decode(_ frames: [[UInt8]]) throws(WireFailure) -> CommandAcknowledgement {
-        guard frames.count == 6 else { throw WireFailure(.wrongFrameCount, "ACK has \(frames.count) frames, expected 6") }
-        guard frames[1].count == 1, let status = AcknowledgementStatus(rawValue: frames[1][0]) else {
+        // The frames are only read during the call, so their storage may be borrowed.
+        var result: Result<CommandAcknowledgement, WireFailure>!
+        withFrameBuffers(frames) { buffers in
+            result = Result { () throws(WireFailure) in try decode(frameCount: buffers.count) { buffers[$0] } }
+        }
+        return try result.get()
+    }
+
+    /// Decodes an ACK from frames borrowed where they were received (`Socket.receiveMessage`),
+    /// without copying them into arrays; `frame(i)` is frame `i` of `frameCount` (verb included).
+    public static func decode(frameCount: Int, frame: (Int) -> UnsafeRawBufferPointer) throws(WireFailure) -> CommandAcknowledgement {
+        guard frameCount == 6 else { throw WireFailure(.wrongFrameCount, "ACK has \(frameCount) frames, expected 6") }
+        let statusFrame = frame(1)
+        guard statusFrame.count == 1, let status = AcknowledgementStatus(rawValue: statusFrame[0]) else {
             throw WireFailure(.malformedBody, "ACK status frame is not one known status byte")
         }
-        guard let origin = String(validating: frames[2], as: UTF8.self) else {
+        guard let origin = String(validating: frame(2), as: UTF8.self) else {
             throw WireFailure(.malformedBody, "ACK origin is not UTF-8")
         }
+        let numberFrame = frame(3)
         let commandID: CommandID?
-        switch frames[3].count {
+        switch numberFrame.count {
         case 0: commandID = nil
-        case 8: commandID = CommandID(origin: origin, number: BusWire.readLittleEndian(frames[3], at: 0))
-        default: throw WireFailure(.malformedBody, "ACK command number has \(frames[3].count) bytes, expected 8 or 0")
+        case 8: commandID = CommandID(origin: origin, number: numberFrame.loadUnaligned(as: UInt64.self).littleEndian)
+        default: throw WireFailure(.malformedBody, "ACK command number has \(numberFrame.count) bytes, expected 8 or 0")
         }
-        guard frames[4].count == 8 else { throw WireFailure(.malformedBody, "ACK last sequence is not 8 bytes") }
+        let sequenceFrame = frame(4)
+        guard sequenceFrame.count == 8 else { throw WireFailure(.malformedBody, "ACK last sequence is not 8 bytes") }
+        let messageFrame = frame(5)
         return CommandAcknowledgement(
-            status: status, commandID: commandID, lastSequence: BusWire.readLittleEndian(frames[4], at: 0),
-            message: String(decoding: frames[5], as: UTF8.self))
+            status: status, commandID: commandID, lastSequence: sequenceFrame.loadUnaligned(as: UInt64.self).littleEndian,
+            message: messageFrame.isEmpty ? "" : String(decoding: messageFrame, as: UTF8.self))
     }
+}
+
+/// Calls `body` with raw buffers over each array's storage (valid only during the call).
+private func withFrameBuffers(_ frames: [[UInt8]], _ body: ([UnsafeRawBufferPointer]) -> Void) {
+    func nest(_ index: Int, _ buffers: inout [UnsafeRawBufferPointer]) {
+        guard index < frames.count else { return body(buffers) }
+        frames[index].withUnsafeBytes { buffer in
+            buffers.append(buffer)
+            nest(index + 1, &buffers)
+        }
+    }
+    var buffers: [UnsafeRawBufferPointer] = []
+    buffers.reserveCapacity(frames.count)
+    nest(0, &buffers)
 }

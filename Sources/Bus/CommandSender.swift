@@ -172,24 +172,29 @@ public final class CommandSender {
 
     private func drainAcknowledgements(into completions: inout [CommandCompletion]) throws(ZeroMQError) {
         while true {
-            let frames: [[UInt8]]
+            // Decoded where libzmq received it: no array per frame.
+            let decoded: Result<CommandAcknowledgement, WireFailure>
             do {
-                guard let received = try dealer.receive(timeout: .zero) else { return }
-                frames = received
+                let verb = acknowledgementVerb
+                guard let received = try dealer.receiveMessage(timeout: .zero, { message -> Result<CommandAcknowledgement, WireFailure> in
+                    guard message.count > 0, message[0].elementsEqual(verb) else {
+                        return .failure(WireFailure(.unknownVerb, "reply is not an ACK"))
+                    }
+                    return Result { () throws(WireFailure) in
+                        try CommandAcknowledgement.decode(frameCount: message.count) { message[$0] }
+                    }
+                }) else { return }
+                decoded = received
             } catch {
                 guard case .messageTooLarge = error.kind else { throw error }
                 malformed.record(.oversized)
                 continue
             }
-            guard frames.first == acknowledgementVerb else {
-                malformed.record(.unknownVerb)
-                continue
-            }
             let acknowledgement: CommandAcknowledgement
-            do {
-                acknowledgement = try CommandAcknowledgement.decode(frames)
-            } catch {
-                malformed.record(error.reason)
+            switch decoded {
+            case .success(let value): acknowledgement = value
+            case .failure(let failure):
+                malformed.record(failure.reason)
                 continue
             }
             guard let commandID = acknowledgement.commandID, commandID.origin == configuration.origin,

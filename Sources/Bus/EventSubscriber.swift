@@ -172,43 +172,56 @@ public final class EventSubscriber {
 
     private func drainSubscriber(into delivered: inout [BusRecord]) throws(ZeroMQError) {
         for _ in 0..<configuration.messagesPerReceive {
-            let frames: [[UInt8]]
+            // Read where libzmq received it: only the payload is copied (a record keeps it).
+            let outcome: Result<Published, WireFailure>
             do {
-                guard let received = try subscriber.receive(timeout: .zero) else { return }
-                frames = received
+                guard let received = try subscriber.receiveMessage(timeout: .zero, { message in
+                    Result { () throws(WireFailure) in try Self.decodePublished(message) }
+                }) else { return }
+                outcome = received
             } catch {
                 guard case .messageTooLarge(let frameCount, let byteCount) = error.kind else { throw error }
                 refuse(WireFailure(.oversized, "published message of \(frameCount) frames and \(byteCount) bytes exceeds the limits"))
                 continue
             }
             heard()
-            do {
-                try handlePublished(frames, into: &delivered)
-            } catch {
-                refuse(error)
+            switch outcome {
+            case .success(.heartbeat(let sequence)):
+                noteAnnounced(through: sequence)
+            case .success(.event(let record)):
+                accept(record, into: &delivered)
+                if record.sequence > nextSequence { noteAnnounced(through: record.sequence - 1) }
+                knownPublishedSequence = max(knownPublishedSequence, record.sequence)
+            case .failure(let failure):
+                refuse(failure)
             }
         }
     }
 
-    private func handlePublished(_ frames: [[UInt8]], into delivered: inout [BusRecord]) throws(WireFailure) {
-        guard frames.count == 3 else { throw WireFailure(.wrongFrameCount, "published message has \(frames.count) frames, expected 3") }
-        let header = try BusWire.decodeHeader(frames[1])
-        guard frames[1].count == BusWire.headerByteCount else {
-            throw WireFailure(.malformedHeader, "published header has \(frames[1].count) bytes, expected \(BusWire.headerByteCount)")
+    /// What one published message says.
+    private enum Published {
+        case heartbeat(through: UInt64)
+        case event(BusRecord)
+    }
+
+    private static func decodePublished(_ message: borrowing ReceivedMessage) throws(WireFailure) -> Published {
+        guard message.count == 3 else { throw WireFailure(.wrongFrameCount, "published message has \(message.count) frames, expected 3") }
+        let topic = message[0]
+        let headerFrame = message[1]
+        let header = try BusWire.decodeHeader(headerFrame)
+        guard headerFrame.count == BusWire.headerByteCount else {
+            throw WireFailure(.malformedHeader, "published header has \(headerFrame.count) bytes, expected \(BusWire.headerByteCount)")
         }
         switch header.kind {
         case .heartbeat:
-            guard frames[0] == BusWire.heartbeatTopic else { throw WireFailure(.malformedHeader, "heartbeat on an event topic") }
-            noteAnnounced(through: header.sequence)
+            guard topic.elementsEqual(BusWire.heartbeatTopic) else { throw WireFailure(.malformedHeader, "heartbeat on an event topic") }
+            return .heartbeat(through: header.sequence)
         case .event:
-            guard frames[0].starts(with: BusWire.eventTopicPrefix) else { throw WireFailure(.malformedHeader, "event on a non-event topic") }
-            let device = String(decoding: frames[0].dropFirst(BusWire.eventTopicPrefix.count), as: UTF8.self)
-            let record = BusRecord(
-                sequence: header.sequence, timestamp: header.timestamp, payload: frames[2],
-                device: device == BusWire.deviceLessTopicSuffix ? nil : device)
-            accept(record, into: &delivered)
-            if header.sequence > nextSequence { noteAnnounced(through: header.sequence - 1) }
-            knownPublishedSequence = max(knownPublishedSequence, header.sequence)
+            guard topic.starts(with: BusWire.eventTopicPrefix) else { throw WireFailure(.malformedHeader, "event on a non-event topic") }
+            let device = String(decoding: UnsafeRawBufferPointer(rebasing: topic[BusWire.eventTopicPrefix.count...]), as: UTF8.self)
+            return .event(BusRecord(
+                sequence: header.sequence, timestamp: header.timestamp, payload: Array(message[2]),
+                device: device == BusWire.deviceLessTopicSuffix ? nil : device))
         }
     }
 

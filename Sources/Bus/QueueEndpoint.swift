@@ -61,17 +61,8 @@ public struct QueueEndpointConfiguration: Sendable {
     /// dropped ACK costs its sender a retry interval: so it holds the largest window our clients
     /// use (16,384, a load driver's; 4,096 by default). A peer that stops reading costs at most
     /// this many ACKs of about 450 bytes (7 frames of libzmq's 64-byte message), about 7 MB.
-    /// Beyond it replies are dropped and counted (ACKs may wait in the endpoint instead,
-    /// `maximumHeldAcknowledgementsPerPeer`).
+    /// Beyond it replies are dropped and counted; the sender retries.
     public var replyHighWaterMark: Int = 16_384
-    /// ACKs held in the endpoint, per peer, while that peer's reply queue is full; sent in order
-    /// as it drains. Beyond it (a peer that does not read) they are dropped and counted, and the
-    /// sender retries. About 250 bytes each. Off (0) by default for now: with 65,536 the closed
-    /// loop of `sksim bench bus` filled its driver's window of 5,300 commands awaiting ACKs on a
-    /// quiet machine (ACKs lagged far behind events; not understood yet, docs/performance.md).
-    public var maximumHeldAcknowledgementsPerPeer: Int = 0
-    /// ACKs held for all peers together (about 50 MB at most).
-    public var maximumHeldAcknowledgements: Int = 200_000
     /// Requests queued per peer before libzmq stops reading its connection (back-pressure,
     /// nothing lost): at most this many requests of `maximumCommandBytes` wait per peer.
     public var requestHighWaterMark: Int = 256
@@ -98,6 +89,11 @@ public struct QueueEndpointConfiguration: Sendable {
     public var maximumUnpublishedRecords: Int = 200_000
     /// Most requests handled per `step`, so publishing and heartbeats are never starved.
     public var requestsPerStep: Int = 4_096
+    /// With a writer whose `ownerRequestsSyncs` is set: a step that handled fewer commands than this
+    /// (a lightly loaded queue) makes them durable itself and publishes them in the same step, with
+    /// no thread hand-off; at this many commands in one step it hands the sync to the log's flusher
+    /// and goes on deciding while it runs (group commit under load).
+    public var synchronousSyncBelowCommands: Int = 16
     /// Set to make both sockets CURVE servers; clients then need the matching public key.
     public var curveServerSecretKey: CurveKey?
     /// With CURVE: the client public keys let in; any other key is refused during the
@@ -128,11 +124,8 @@ public struct QueueEndpointCounters: Sendable, Hashable {
     public var fetchReadFailures = 0
     /// FETCHes dropped unanswered because the peer (or all peers) had too many BATCH bytes unread.
     public var fetchesDroppedForUnreadReplies = 0
-    /// Replies dropped because the peer's reply queue was at `replyHighWaterMark` (and, for ACKs,
-    /// the endpoint already held its maximum for the peer or for all peers).
+    /// Replies dropped because the peer's reply queue was at `replyHighWaterMark`.
     public var repliesDropped = 0
-    /// ACKs that found their peer's reply queue full and were held, then sent when it drained.
-    public var acknowledgementsHeld = 0
     /// Replies to peers that had disconnected meanwhile.
     public var repliesToDepartedPeers = 0
     /// Connections refused during the handshake: over `maximumPeers`, or a client key not allowed.
@@ -187,10 +180,9 @@ public final class QueueEndpoint {
     private var recent: RecentRecords
     private var unpublished = FirstInFirstOut<BusRecord>()
     private var pendingAcknowledgements = FirstInFirstOut<PendingAcknowledgement>()
-    /// ACKs waiting for room in their peer's reply queue, in order, per routing id.
-    private var heldAcknowledgements: [[UInt8]: FirstInFirstOut<[[UInt8]]>] = [:]
-    /// ACKs held while their peers' reply queues are full.
-    public private(set) var heldAcknowledgementCount = 0
+    /// Where every event and ACK is composed before it is sent: one buffer, reused.
+    private var outgoing = OutgoingMessage()
+    private var lastRoutingID: [UInt8] = []
     private var lastEnqueuedSequence: UInt64
     private var lastPublishedTimestamp: Int64 = 0
     private var nextHeartbeat: ContinuousClock.Instant
@@ -310,15 +302,13 @@ public final class QueueEndpoint {
     public func step(timeout: Duration) throws(ZeroMQError) {
         var wait = min(timeout, max(.zero, nextHeartbeat - .now))
         if wakeupIndex == nil, !unpublished.isEmpty || !pendingAcknowledgements.isEmpty { wait = min(wait, .milliseconds(1)) }
-        // A ROUTER cannot say when one peer's queue drains, so held ACKs are tried again every millisecond.
-        if heldAcknowledgementCount > 0 { wait = min(wait, .milliseconds(1)) }
         try poller.poll(timeout: wait)
         if let wakeupIndex, poller.isReadable(at: wakeupIndex) { configuration.durabilityWakeup?.drain() }
         // Connections first: counts must be current before the handler judges new ones.
         for watch in peerWatch { try watch.update() }
-        if heldAcknowledgementCount > 0 { sendHeldAcknowledgements() }
         try authentication.answerPending(authenticate)
         var handled = 0
+        let commandsBefore = counters.commandsHandled
         while handled < configuration.requestsPerStep {
             let received: Bool
             do {
@@ -331,8 +321,22 @@ public final class QueueEndpoint {
             }
             guard received else { break }
             handled += 1
+            // Under load the flusher syncs while this thread goes on.
+            if counters.commandsHandled - commandsBefore == configuration.synchronousSyncBelowCommands { writer.requestSync() }
             // Publish as durability advances, so subscribers are not held up by a long burst.
             if handled % 256 == 0 { try releaseDurable() }
+        }
+        let commands = counters.commandsHandled - commandsBefore
+        if commands > 0, commands < configuration.synchronousSyncBelowCommands, writer.configuration.ownerRequestsSyncs, handlerFailure == nil {
+            do {
+                try writer.flush()
+            } catch {
+                // The log refused the fsync: the owner stops and reports it, as for a failed append.
+                handlerFailure = error
+            }
+        } else if commands > 0 {
+            // Appends after the flusher's last wake-up in this step.
+            writer.requestSync()
         }
         try releaseDurable()
         if ContinuousClock.now >= nextHeartbeat { try sendHeartbeat() }
@@ -373,7 +377,7 @@ public final class QueueEndpoint {
             refuse(nil, WireFailure(.wrongFrameCount, "request has \(message.count) frames; expected a routing id and a verb"))
             return
         }
-        let routingID = Array(message[0])
+        let routingID = routingID(message[0])
         let verbFrame = message[1]
         guard let verb = BusWire.RequestVerb(frame: verbFrame) else {
             refuse(routingID, WireFailure(.unknownVerb, "unknown request verb (\(verbFrame.count) bytes); expected CMD, FETCH or PING"))
@@ -399,6 +403,14 @@ public final class QueueEndpoint {
             }
             reply(routingID, [BusWire.ReplyVerb.pong.bytes, partitionBytes, BusWire.littleEndianBytes(publishedSequence)])
         }
+    }
+
+    /// The routing id as an array, shared with the previous request's when the same peer sent it
+    /// (the usual case in a burst), so a request costs no allocation for it.
+    private func routingID(_ frame: UnsafeRawBufferPointer) -> [UInt8] {
+        if lastRoutingID.count == frame.count, lastRoutingID.elementsEqual(frame) { return lastRoutingID }
+        lastRoutingID = Array(frame)
+        return lastRoutingID
     }
 
     private func handleCommand(routingID: [UInt8], payload: UnsafeRawBufferPointer) {
@@ -544,8 +556,9 @@ public final class QueueEndpoint {
             let durable = writer.durableSequence
             while let record = unpublished.first, record.sequence <= durable {
                 unpublished.removeFirst()
-                let header = BusWire.encodeHeader(BusWire.Header(kind: .event, sequence: record.sequence, timestamp: record.timestamp))
-                try publisher.send([BusWire.eventTopic(device: record.device), header, record.payload], mode: .nonBlocking)
+                outgoing.removeAll()
+                BusWire.appendEvent(record, to: &outgoing)
+                try publisher.send(outgoing, mode: .nonBlocking)
                 recent.append(record)
                 publishedSequence = max(publishedSequence, record.sequence)
                 lastPublishedTimestamp = record.timestamp
@@ -576,49 +589,13 @@ public final class QueueEndpoint {
     // MARK: Replies
 
     private func acknowledge(_ routingID: [UInt8], _ acknowledgement: CommandAcknowledgement) {
-        let frames = [routingID] + acknowledgement.encodedFrames()
-        // Behind ACKs already held for this peer: keep its order.
-        if heldAcknowledgements[routingID] != nil {
-            hold(frames, for: routingID)
-            return
-        }
+        outgoing.removeAll()
+        outgoing.appendFrame(routingID)
+        acknowledgement.appendFrames(to: &outgoing)
         do {
-            if try !router.send(frames, mode: .nonBlocking) { hold(frames, for: routingID) }
+            if try !router.send(outgoing, mode: .nonBlocking) { counters.repliesDropped += 1 }
         } catch {
             counters.repliesToDepartedPeers += 1
-        }
-    }
-
-    /// Keeps an ACK whose peer's reply queue is full, within the bounds; drops it beyond them.
-    private func hold(_ frames: [[UInt8]], for routingID: [UInt8]) {
-        guard heldAcknowledgementCount < configuration.maximumHeldAcknowledgements,
-              heldAcknowledgements[routingID, default: FirstInFirstOut()].count < configuration.maximumHeldAcknowledgementsPerPeer else {
-            counters.repliesDropped += 1
-            return
-        }
-        heldAcknowledgements[routingID, default: FirstInFirstOut()].append(frames)
-        heldAcknowledgementCount += 1
-        counters.acknowledgementsHeld += 1
-    }
-
-    /// Sends held ACKs, per peer in order, until each peer's reply queue is full again.
-    private func sendHeldAcknowledgements() {
-        for routingID in Array(heldAcknowledgements.keys) {
-            while let frames = heldAcknowledgements[routingID]?.first {
-                do {
-                    guard try router.send(frames, mode: .nonBlocking) else { break }
-                } catch {
-                    // The peer is gone: nobody will read the rest.
-                    let count = heldAcknowledgements[routingID]?.count ?? 0
-                    counters.repliesToDepartedPeers += count
-                    heldAcknowledgementCount -= count
-                    heldAcknowledgements[routingID] = nil
-                    break
-                }
-                heldAcknowledgements[routingID]?.removeFirst()
-                heldAcknowledgementCount -= 1
-            }
-            if heldAcknowledgements[routingID]?.isEmpty ?? false { heldAcknowledgements[routingID] = nil }
         }
     }
 

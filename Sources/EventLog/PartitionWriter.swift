@@ -211,6 +211,11 @@ public final class PartitionWriter: @unchecked Sendable {
         return true
     }
 
+    /// Wakes the flusher to sync what is pending (for `ownerRequestsSyncs`); returns at once.
+    public func requestSync() {
+        lock.withLock { if pendingRecords > 0 { flusherWake.signal() } }
+    }
+
     /// Writes buffered records and fsyncs now.
     public func flush() throws(LogError) {
         lock.lock()
@@ -323,7 +328,7 @@ public final class PartitionWriter: @unchecked Sendable {
         pendingRecords += records
         if oldestPendingNanoseconds == 0 {
             oldestPendingNanoseconds = monotonicNanoseconds()
-            flusherWake.signal()
+            if !configuration.ownerRequestsSyncs { flusherWake.signal() }
         }
     }
 

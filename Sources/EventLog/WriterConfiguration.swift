@@ -43,6 +43,11 @@ public struct PartitionWriterConfiguration: Sendable {
     /// next sync while it runs, so keep it cheap (e.g. signal a waiting consumer instead of polling) and do not
     /// call `close()` from it.
     public var onDurable: (@Sendable (UInt64) -> Void)?
+    /// Group commit only: appends do not wake the flusher; the owner either makes them durable itself
+    /// (`flush()`, where a lone append is synced on the thread that made it, with no hand-off) or hands
+    /// them to the flusher (`requestSync()`). The flusher still syncs whatever it finds pending when it
+    /// wakes on its own (at least every 100 ms), so nothing waits for ever. Off by default.
+    public var ownerRequestsSyncs = false
 
     public init(
         durability: DurabilityPolicy = .defaultGroupCommit,

@@ -58,6 +58,13 @@ public enum BusBenchmark {
         /// Group-commit fsyncs of the queue's log over its life, and the records it wrote.
         public var durabilityRounds = 0
         public var records: UInt64 = 0
+        /// Where a finished lifecycle's time went, p50 and p99 in microseconds of each stage: the
+        /// driver's lag (intended start to send), send to `transactionAdded`, to `transactionPurchased`,
+        /// and to `transactionFinished` (the finish command's round trip through the queue).
+        public var stages: [(name: String, p50: Double, p99: Double)] = []
+        /// The open model's latency over the window: the largest latency of the lifecycles intended
+        /// to start in each tenth of it, in microseconds (a backlog grows; a stall is a spike).
+        public var timeline: [Double] = []
         /// Commands (3), their acknowledgements (3), and events (3) to each subscriber (the
         /// store and every driver).
         public var busMessagesPerLifecycle: Double { Double(6 + 3 * subscribers) }
@@ -117,7 +124,9 @@ public enum BusBenchmark {
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
             try process.run()
             children.append(process)
-            if name == "queue" { try waitUntilReady(process, name: name, directory: directory) }
+            // The queue first (the store connects to it); the store before any load, so that its start-up
+            // (catching up on the log) is not measured as the latency of the first lifecycles.
+            try waitUntilReady(process, name: name, directory: directory)
         }
 
         let context = try ZeroMQContext()
@@ -180,6 +189,24 @@ public enum BusBenchmark {
             measurement.offeredPerSecond = Double(drivers.reduce(0) { $0 + $1.startedInWindow }) / seconds
         }
         measurement.unfinished = drivers.reduce(0) { $0 + $1.unfinished }
+        let samples = drivers.flatMap(\.stageSamples)
+        func stage(_ name: String, _ value: ((intended: Int64, lag: Int64, added: Int64, purchased: Int64, finished: Int64)) -> Int64)
+            -> (name: String, p50: Double, p99: Double) {
+            let sorted = samples.map(value).sorted()
+            guard !sorted.isEmpty else { return (name, 0, 0) }
+            return (name, Double(sorted[sorted.count / 2]) / 1_000, Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1_000)
+        }
+        measurement.stages = [stage("driver lag") { $0.lag }, stage("to added") { $0.added }, stage("to purchased") { $0.purchased },
+                              stage("to finished") { $0.finished }]
+        if configuration.rate != nil {
+            let tenth = max(1, (end - warmUp) / 10)
+            var largest = [Int64](repeating: 0, count: 10)
+            for sample in samples {
+                let bucket = Int(min(9, max(0, (sample.intended - warmUp) / tenth)))
+                largest[bucket] = max(largest[bucket], sample.lag + sample.added + sample.purchased + sample.finished)
+            }
+            measurement.timeline = largest.map { Double($0) / 1_000 }
+        }
         measurement.retriesSent = drivers.reduce(0) { $0 + $1.sender.retriesSent }
         measurement.gapsRecovered = drivers.reduce(0) { $0 + $1.subscriber.counters.gapsRecovered }
         measurement.queueAnsweredUnavailable = statistics?.commandsAnsweredUnavailable ?? 0
@@ -195,7 +222,8 @@ public enum BusBenchmark {
     /// Open model: how long after the window the drivers wait for the lifecycles started in it.
     static let drainNanoseconds: Int64 = 10_000_000_000
 
-    /// Waits (bounded) for the queue's ready note: it has bound its endpoints.
+    /// Waits (bounded) for a process's ready note: the queue has bound its endpoints, the store has
+    /// caught up and reacts to events.
     private static func waitUntilReady(_ process: Process, name: String, directory: URL) throws {
         let deadline = LiveClock.monotonicNanoseconds() + 10_000_000_000
         while ReadyNote.pid(process: name, runDirectory: directory) != process.processIdentifier {
@@ -314,6 +342,8 @@ public enum BusBenchmark {
         /// Nanoseconds between intended starts in the open model; nil for the closed loop.
         let interval: Int64?
         var latencies: [Int64] = []
+        /// Per finished lifecycle: intended start, and the stage durations (see `Measurement.stages`).
+        var stageSamples: [(intended: Int64, lag: Int64, added: Int64, purchased: Int64, finished: Int64)] = []
         var completed = 0
         var eventBytes = 0
         var eventCount = 0
@@ -358,6 +388,9 @@ public enum BusBenchmark {
                 try sender.submit(.attachObserver(device: device, observer: "bench"))
             }
             var started: [TransactionKey: Int64] = [:]
+            // When each lifecycle was really sent and when its transaction was added and purchased.
+            var progress: [TransactionKey: (sent: Int64, added: Int64, purchased: Int64)] = [:]
+            var sentAt: [Int64] = []
             var submittedAt: [Int64] = []
             var submittedHead = 0
             var nextDevice = 0
@@ -383,6 +416,7 @@ public enum BusBenchmark {
                     if interval != nil && inWindow(nextIntended) { startedInWindow += 1 }
                     try sender.submit(.addPayment(device: devices[nextDevice], payment: payment))
                     submittedAt.append(interval == nil ? now : nextIntended)
+                    sentAt.append(LiveClock.monotonicNanoseconds())
                     nextIntended += interval ?? 0
                     nextDevice = (nextDevice + 1) % devices.count
                     inFlight += 1
@@ -403,20 +437,28 @@ public enum BusBenchmark {
                         // oldest unmatched send is this transaction's.
                         if submittedHead < submittedAt.count {
                             started[key] = submittedAt[submittedHead]
+                            progress[key] = (sentAt[submittedHead], LiveClock.monotonicNanoseconds(), 0)
                             submittedHead += 1
                             if submittedHead > 65_536 {
                                 submittedAt.removeFirst(submittedHead)
+                                sentAt.removeFirst(submittedHead)
                                 submittedHead = 0
                             }
                         }
                     case .transactionPurchased(let key, _, _, _):
+                        progress[key]?.purchased = LiveClock.monotonicNanoseconds()
                         try sender.submit(.finishTransaction(key))
                     case .transactionFinished(let key):
                         inFlight -= 1
                         let finishedAt = LiveClock.monotonicNanoseconds()
+                        let stages = progress.removeValue(forKey: key)
                         if let start = started.removeValue(forKey: key), start >= warmUp, interval == nil ? finishedAt <= end : start < end {
                             latencies.append(finishedAt - start)
                             completed += 1
+                            if let stages {
+                                stageSamples.append((start, stages.sent - start, stages.added - stages.sent,
+                                                     stages.purchased - stages.added, finishedAt - stages.purchased))
+                            }
                         }
                     default:
                         break

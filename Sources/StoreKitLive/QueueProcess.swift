@@ -35,13 +35,13 @@ public final class QueueProcess {
         // The log wakes the endpoint when durability advances: no timer on a lifecycle's critical path.
         let wakeup = try PollWakeup()
         let durabilityRounds = Atomic<Int>(0)
-        let writer = try PartitionWriter(directory: logDirectory, partition: partition,
-                                         configuration: PartitionWriterConfiguration(
-                                             durability: topology.durability,
-                                             onDurable: { _ in
-                                                 durabilityRounds.add(1, ordering: .relaxed)
-                                                 wakeup.signal()
-                                             }))
+        var writerConfiguration = PartitionWriterConfiguration(durability: topology.durability, onDurable: { _ in
+            durabilityRounds.add(1, ordering: .relaxed)
+            wakeup.signal()
+        })
+        // The endpoint syncs a lightly loaded step itself, with no hand-off, and wakes the flusher under load.
+        writerConfiguration.ownerRequestsSyncs = true
+        let writer = try PartitionWriter(directory: logDirectory, partition: partition, configuration: writerConfiguration)
         for recovery in writer.recoveries { logger.warning("recovered the log's torn tail", metadata: ["recovery": "\(recovery)"]) }
         // The engine rebuilds its projection from the log, so a restarted queue carries on.
         let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))

@@ -108,6 +108,9 @@ public final class RoleProcess {
         lastHeard = LiveClock.monotonicNanoseconds()
         logger.info("caught up", metadata: ["events": "\(caughtUp)"])
         perform(role.resume(now: LiveClock.monotonicNanoseconds()), now: LiveClock.monotonicNanoseconds())
+        // Caught up and reacting from here on: a benchmark starts its measured load only now, so that
+        // this process's start-up is not counted as the latency of the lifecycles that wait for it.
+        try? ReadyNote.write(process: process.name, runDirectory: runDirectory)
 
         while !Shutdown.isRequested {
             let now = LiveClock.monotonicNanoseconds()

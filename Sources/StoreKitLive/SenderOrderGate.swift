@@ -26,15 +26,19 @@ public struct SenderOrderGate: Sendable {
 
     /// Whether `id` must be answered "retry later" now, judged against the commands `window` holds
     /// as applied (`CommandWindow.skipsAhead`: even a sender's first command must be number 1).
-    public mutating func mustWait(_ id: CommandID, window: CommandWindow, now: Int64) -> Bool {
-        mustWait(id, highest: window.highest(of: id.origin), skipsAhead: window.skipsAhead(id), now: now)
+    /// The origin's highest number and the clock are looked up only for a command that skips
+    /// ahead, which is rare.
+    public mutating func mustWait(_ id: CommandID, window: CommandWindow, now: @autoclosure () -> Int64) -> Bool {
+        guard window.skipsAhead(id) else { return mustWait(id, highest: 0, skipsAhead: false, now: 0) }
+        return mustWait(id, highest: window.highest(of: id.origin), skipsAhead: true, now: now())
     }
 
     /// Whether `id` must be answered "retry later" now. `highest` is the highest number applied
     /// for its origin; `skipsAhead` whether `id` is more than one above it.
     public mutating func mustWait(_ id: CommandID, highest: UInt64, skipsAhead: Bool, now: Int64) -> Bool {
         guard skipsAhead else {
-            waiting[id.origin] = nil
+            // Almost always empty: the common case hashes nothing.
+            if !waiting.isEmpty { waiting[id.origin] = nil }
             return false
         }
         let expected = highest &+ 1

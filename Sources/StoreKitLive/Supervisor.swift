@@ -432,11 +432,34 @@ extension Supervisor {
         let context = try ZeroMQContext()
         defer { context.terminate() }
         try launchQueues(context: context, thisHost: thisHost)
+        var services: [Child] = []
         for specification in topology.processes where specification.role != .queue && specification.role != .observer && localHosts.contains(specification.host) {
-            children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
+            services.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
         }
+        children.append(contentsOf: services)
         try writeRunFile()
+        try waitUntilCaughtUp(services)
         return topology.partitionEndpoints(runDirectory: runDirectory)
+    }
+
+    /// Waits (bounded) until each service has caught up on the log and reacts (its ready note), so
+    /// a load's first lifecycles do not wait for the store's start-up and count it as latency.
+    private func waitUntilCaughtUp(_ services: [Child]) throws {
+        let deadline = LiveClock.monotonicNanoseconds() + 30_000_000_000
+        for service in services {
+            while ReadyNote.pid(process: service.specification.name, runDirectory: runDirectory) != service.process.processIdentifier {
+                if !service.process.isRunning {
+                    let cause = FailureNote.take(process: service.specification.name, runDirectory: runDirectory)
+                        ?? "it exited with status \(service.process.terminationStatus)"
+                    throw Failure.startFailed("the \(service.specification.role.rawValue) '\(service.specification.name)' could not start: \(cause) (its log: \(service.logFile.path))")
+                }
+                guard LiveClock.monotonicNanoseconds() < deadline else {
+                    logger.warning("a service had not caught up on the log within 30 s; starting the load anyway", metadata: ["name": "\(service.specification.name)"])
+                    return
+                }
+                usleep(5_000)
+            }
+        }
     }
 
     /// Checks the services once, restarting a dead one from the log; a message when one died for good.

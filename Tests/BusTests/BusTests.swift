@@ -41,6 +41,26 @@ struct BusTests {
         #expect(queue.loopFailure == nil)
     }
 
+    @Test("the allocation-free encoders write the wire's frames: an event's topic, header and payload, and an ACK's six frames")
+    func composedFramesMatchTheWire() {
+        var message = OutgoingMessage()
+        for record in [BusRecord(sequence: 42, timestamp: -7, payload: [1, 2, 3], device: "device-1"),
+                       BusRecord(sequence: 1, timestamp: 0, payload: [], device: nil)] {
+            message.removeAll()
+            BusWire.appendEvent(record, to: &message)
+            #expect(message.bytes == BusWire.eventTopic(device: record.device)
+                + BusWire.encodeHeader(BusWire.Header(kind: .event, sequence: record.sequence, timestamp: record.timestamp)) + record.payload)
+            #expect(message.frameCount == 3)
+        }
+        for acknowledgement in [CommandAcknowledgement(status: .rejected, commandID: CommandID(origin: "o", number: 9), lastSequence: 5, message: "why"),
+                                CommandAcknowledgement(status: .malformed, commandID: nil, lastSequence: 0, message: "")] {
+            message.removeAll()
+            acknowledgement.appendFrames(to: &message)
+            #expect(message.bytes == acknowledgement.encodedFrames().flatMap { $0 })
+            #expect(message.frameCount == 6)
+        }
+    }
+
     @Test("a late joiner receives the 500 events published before it started, in order", .timeLimit(.minutes(1)))
     func lateJoiner() throws {
         let queue = try QueueHarness(context: context) { _, _ in .duplicate(lastSequence: 0) }

@@ -64,7 +64,6 @@ final class QueueHarness: @unchecked Sendable {
         var stop = false
         var counters = QueueEndpointCounters()
         var queuedFetchBytes = 0
-        var heldAcknowledgements = 0
         var connectedPeers = (subscribers: 0, requesters: 0)
         var refusals: [WireFailure] = []
         var failure: String?
@@ -119,10 +118,8 @@ final class QueueHarness: @unchecked Sendable {
                 }
                 let counters = endpoint.counters
                 let (queuedFetchBytes, connectedPeers) = (endpoint.queuedFetchByteCount, endpoint.connectedPeers)
-                let heldAcknowledgements = endpoint.heldAcknowledgementCount
                 shared.withLock {
                     $0.counters = counters
-                    $0.heldAcknowledgements = heldAcknowledgements
                     $0.queuedFetchBytes = queuedFetchBytes
                     $0.connectedPeers = connectedPeers
                 }
@@ -167,8 +164,6 @@ final class QueueHarness: @unchecked Sendable {
     var counters: QueueEndpointCounters { shared.withLock { $0.counters } }
     /// BATCH bytes the endpoint had queued at its last step.
     var queuedFetchBytes: Int { shared.withLock { $0.queuedFetchBytes } }
-    /// ACKs the endpoint held at its last step, waiting for room in their peers' reply queues.
-    var heldAcknowledgements: Int { shared.withLock { $0.heldAcknowledgements } }
     var connectedPeers: (subscribers: Int, requesters: Int) { shared.withLock { $0.connectedPeers } }
 
     /// Waits until `condition` holds for the endpoint's counters (checked after each of its

@@ -45,6 +45,28 @@ final class DurabilityRecorder: @unchecked Sendable {
         }
     }
 
+    @Test("with ownerRequestsSyncs, the owner syncs on its own thread with flush, or hands the sync to the flusher with requestSync")
+    func ownerRequestsSyncs() throws {
+        try withTemporaryDirectory { directory in
+            let recorder = DurabilityRecorder()
+            var configuration = smallSegments(
+                maximumSegmentBytes: 1 << 20, durability: .groupCommit(maximumRecords: 1_000, maximumDelayMilliseconds: 600_000))
+            configuration.ownerRequestsSyncs = true
+            configuration.onDurable = { recorder.record($0) }
+            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
+            try writer.append(payload: samplePayload(1), timestampNanoseconds: sampleTimestamp(1))
+            try writer.flush()
+            #expect(writer.durableSequence == 1)
+            for number in 2...4 { try writer.append(payload: samplePayload(number), timestampNanoseconds: sampleTimestamp(number)) }
+            writer.requestSync()
+            #expect(try writer.waitUntilDurable(4, timeoutMilliseconds: 30_000))
+            try writer.close()
+            #expect(recorder.recorded.first == 1)
+            #expect(recorder.recorded.last == 4)
+            #expect(try readAll(directory) == expectedRecords(1...4))
+        }
+    }
+
     @Test("the operating-system policy fsyncs only on flush and close")
     func operatingSystem() throws {
         try withTemporaryDirectory { directory in

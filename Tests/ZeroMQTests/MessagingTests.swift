@@ -35,6 +35,29 @@ struct MessagingTests {
         #expect(try subscriber.receive(timeout: .seconds(2)) == message)
     }
 
+    @Test("a message composed in a reused OutgoingMessage arrives with the same frames as the array form", .timeLimit(.minutes(1)))
+    func outgoingMessageFrames() throws {
+        let dealer = try context.socket(.dealer)
+        let router = try context.socket(.router)
+        let endpoint = try bind(router, on: .ipc)
+        try dealer.connect(endpoint)
+        var message = OutgoingMessage()
+        for round in 0..<3 {
+            // Reused: each round replaces the previous message, empty frames included.
+            message.removeAll()
+            message.appendFrame("verb".bytes)
+            message.appendFrame([UInt8]())
+            message.appendFrame(littleEndian: UInt64(round))
+            message.appendFrame { $0.append(contentsOf: repeatElement(UInt8(round), count: 100 * round)) }
+            #expect(message.frameCount == 4)
+            #expect(try dealer.send(message))
+            let received = try #require(try router.receive(timeout: .seconds(2)))
+            #expect(Array(received.dropFirst()) == ["verb".bytes, [], withUnsafeBytes(of: UInt64(round).littleEndian) { Array($0) },
+                                                    [UInt8](repeating: UInt8(round), count: 100 * round)])
+        }
+        #expect(throws: ZeroMQError.self) { try dealer.send(OutgoingMessage()) }
+    }
+
     @Test("SUB receives only topics matching its prefix", .timeLimit(.minutes(1)), arguments: Transport.allCases)
     func subscriptionFiltering(transport: Transport) throws {
         let publisher = try context.socket(.publisher)
