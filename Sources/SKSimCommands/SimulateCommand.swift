@@ -78,6 +78,9 @@ struct SimulateCommand: AsyncParsableCommand {
             report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
         } catch let error as ConfigurationError {
             throw UserFacingError("invalid simulation: \(error)")
+        } catch let failure as EnvironmentFailure {
+            let path = directory.appendingPathComponent(failure.path).path
+            throw UserFacingError("the \(failure.role) could not write \(path): \(describeError(failure.underlying)); free some space or fix the folder's permissions, then simulate again into a new --out directory")
         }
         if json {
             printLine(JSONShapes.report(report).serialized())

@@ -51,6 +51,20 @@ public protocol Role: AnyObject {
     var environmentFailure: (path: String, error: any Error)? { get }
 }
 
+/// A role's `environmentFailure`, thrown by a runtime that stops on it.
+public struct EnvironmentFailure: Error, CustomStringConvertible {
+    public var role: String
+    /// Relative to the content root, as `contentURL` holds it.
+    public var path: String
+    public var underlying: any Error
+    public init(role: String, path: String, underlying: any Error) {
+        self.role = role
+        self.path = path
+        self.underlying = underlying
+    }
+    public var description: String { "\(role) could not write \(path): \(underlying)" }
+}
+
 extension Role {
     public var isSettled: Bool { true }
     public var environmentFailure: (path: String, error: any Error)? { nil }

@@ -143,6 +143,11 @@ public final class DeterministicRuntime {
             }
             now = time
             try carryOut(action)
+            // Content files that cannot be written (`--write-content` on a full disk) stop the run:
+            // they are the simulator's own files, not a simulated download failure.
+            if let downloader, let failure = slots[downloader].role.environmentFailure {
+                throw EnvironmentFailure(role: slots[downloader].role.name, path: failure.path, underlying: failure.error)
+            }
             if network.crashProbability > 0, choices.chance(.crash, network.crashProbability) { crashOne() }
         }
         try environment.storage.close()
@@ -151,6 +156,9 @@ public final class DeterministicRuntime {
                          logDirectory: environment.logDescription, simulatedNanoseconds: now,
                          duplicateCommands: earlierDuplicates + engine.duplicates, stoppedAtTimeLimit: stoppedAtLimit)
     }
+
+    /// The downloader's slot: the one role whose environment can fail (its content files).
+    private lazy var downloader: Int? = slots.firstIndex { $0.kind == .downloader }
 
     /// The role hosting the apps (devices), for tests and reports.
     public var apps: AppRole? { slots.first { $0.kind == .apps }?.role as? AppRole }

@@ -232,6 +232,19 @@ import Testing
         #expect(failures.output.isEmpty, "\(failures.output)")
     }
 
+    @Test("simulate --write-content stops, with the path and the cause, when content cannot be written (exit 2), instead of logging a download failure")
+    func simulatedContentUnwritable() throws {
+        let scratch = CommandLineTests.Scratch()
+        let out = scratch.path("sim")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        try Data("not a folder".utf8).write(to: URL(fileURLWithPath: out + "/content"))
+        let outcome = try CommandLineTests.sksim(["simulate", "--devices", "4", "--seed", "3", "--write-content", "--out", out], in: scratch.url)
+        #expect(outcome.status == 2, "\(outcome.output) \(outcome.error)")
+        #expect(outcome.error.contains("the downloader could not write \(out)/content/"), "\(outcome.error)")
+        #expect(outcome.error.contains("is a file, not a folder"), "\(outcome.error)")
+        #expect(!outcome.error.contains("NSCocoaErrorDomain"), "\(outcome.error)")
+    }
+
     @Test("a full disk: the queue exits with the error and the path, and sksim run prints that cause (exit 2)",
           .enabled(if: canMount, "needs root to mount a small tmpfs"))
     func diskFull() throws {
