@@ -52,11 +52,8 @@ import StoreKitTestKit
     /// A store fed a purchase history: a consumable finished, one not, a non-consumable, on two devices of one account.
     static func storeWithHistory() -> (StoreRole, (Event) -> [Effect]) {
         let store = StoreRole(catalog: .sample, behavior: StoreBehavior(), choices: SeededChoices(seed: 1))
-        var sequence: UInt64 = 0
-        func feed(_ event: Event) -> [Effect] {
-            sequence += 1
-            return store.receive(RecordedEvent(sequence: sequence, timestamp: Int64(sequence), commandID: nil, event: event), now: 0)
-        }
+        let feeder = RoleFeeder(store)
+        @discardableResult func feed(_ event: Event) -> [Effect] { feeder.feed(event) }
         _ = feed(.deviceRegistered(device: "d1", account: "a"))
         _ = feed(.deviceRegistered(device: "d2", account: "a"))
         for (number, product) in [(1, SampleProducts.coins), (2, SampleProducts.coins), (3, SampleProducts.removeAds)] {
@@ -93,12 +90,8 @@ import StoreKitTestKit
     @Test("R-R2: a long receipt goes in pieces of 100, the next sent once the previous landed; a restarted store takes up where it was")
     func piecesAndRestart() {
         let store = StoreRole(catalog: .sample, behavior: StoreBehavior(), choices: SeededChoices(seed: 1))
-        var records: [RecordedEvent] = []
-        func feed(_ event: Event) -> [Effect] {
-            let recorded = RecordedEvent(sequence: UInt64(records.count + 1), timestamp: Int64(records.count + 1), commandID: nil, event: event)
-            records.append(recorded)
-            return store.receive(recorded, now: 0)
-        }
+        let feeder = RoleFeeder(store)
+        @discardableResult func feed(_ event: Event) -> [Effect] { feeder.feed(event) }
         _ = feed(.deviceRegistered(device: "d1", account: "a"))
         for number in 1...230 {
             let key = TransactionKey(device: "d1", number: UInt64(number))
@@ -116,7 +109,7 @@ import StoreKitTestKit
         _ = feed(.receiptDelivered(device: "d1", request: 1, firstIndex: 100, entries: second, isLast: false))
         // The store goes away here; a new one reads the log and sends the third piece.
         let restarted = StoreRole(catalog: .sample, behavior: StoreBehavior(), choices: SeededChoices(seed: 1))
-        for recorded in records { restarted.catchUp(recorded) }
+        for recorded in feeder.fed { restarted.catchUp(recorded) }
         let resumed = restarted.resume(now: 0).filter { if case .send(.deliverReceipt) = $0 { true } else { false } }
         guard case .send(.deliverReceipt(_, _, 200, let third, true)) = resumed.first else { Issue.record("not resumed: \(resumed)"); return }
         #expect(third.count == 30)

@@ -12,11 +12,8 @@ import StoreKitTestKit
     @Test("F-U4: the store copies each renewal to the account's other devices; a copy renews nothing itself")
     func storeCopiesRenewals() {
         let store = StoreRole(catalog: .sample, behavior: StoreBehavior(), choices: SeededChoices(seed: 1))
-        var sequence: UInt64 = 0
-        func feed(_ event: Event) -> [Effect] {
-            sequence += 1
-            return store.receive(RecordedEvent(sequence: sequence, timestamp: Int64(sequence), commandID: nil, event: event), now: 0)
-        }
+        let feeder = RoleFeeder(store)
+        @discardableResult func feed(_ event: Event) -> [Effect] { feeder.feed(event) }
         _ = feed(.deviceRegistered(device: "d1", account: "a"))
         _ = feed(.deviceRegistered(device: "d2", account: "a"))
         _ = feed(.deviceRegistered(device: "d3", account: "b"))

@@ -1,5 +1,6 @@
 import EventLog
 import Foundation
+import StoreKitTestKit
 import Testing
 import StoreKitModel
 import StoreKitRoles
@@ -202,11 +203,8 @@ import StoreKitRuntime
     @Test("R-Q3: while no observer is attached the store does not process the device's payments; it does once one attaches")
     func noSyncWithoutObserver() {
         let store = StoreRole(catalog: .sample, behavior: StoreBehavior(), choices: SeededChoices(seed: 1))
-        var sequence: UInt64 = 0
-        func feed(_ event: Event) -> [Effect] {
-            sequence += 1
-            return store.receive(RecordedEvent(sequence: sequence, timestamp: 0, commandID: nil, event: event), now: 0)
-        }
+        let feeder = RoleFeeder(store)
+        @discardableResult func feed(_ event: Event) -> [Effect] { feeder.feed(event) }
         _ = feed(.deviceRegistered(device: "d", account: "a"))
         _ = feed(.appLaunched(device: "d"))
         let key = TransactionKey(device: "d", number: 1)
@@ -227,11 +225,8 @@ import StoreKitRuntime
         behavior.cancellationProbability = 0
         behavior.deferralProbability = 0
         let store = StoreRole(catalog: .sample, behavior: behavior, choices: SeededChoices(seed: 1))
-        var sequence: UInt64 = 0
-        func feed(_ event: Event) {
-            sequence += 1
-            _ = store.receive(RecordedEvent(sequence: sequence, timestamp: 0, commandID: nil, event: event), now: 0)
-        }
+        let feeder = RoleFeeder(store)
+        @discardableResult func feed(_ event: Event) -> [Effect] { feeder.feed(event) }
         feed(.deviceRegistered(device: "d", account: "a"))
         feed(.observerAttached(device: "d", observer: "o"))
         let payment = Payment(productIdentifier: "com.example.sksim.removeads")

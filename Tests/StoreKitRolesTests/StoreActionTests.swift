@@ -15,11 +15,8 @@ import StoreKitTestKit
         behavior.cancellationProbability = 0
         behavior.deferralProbability = 0
         let store = StoreRole(catalog: .sample, behavior: behavior, choices: SeededChoices(seed: 1))
-        var sequence: UInt64 = 0
-        func feed(_ event: Event) {
-            sequence += 1
-            _ = store.receive(RecordedEvent(sequence: sequence, timestamp: Int64(sequence), commandID: nil, event: event), now: 0)
-        }
+        let feeder = RoleFeeder(store)
+        @discardableResult func feed(_ event: Event) -> [Effect] { feeder.feed(event) }
         feed(.deviceRegistered(device: "d", account: "a"))
         feed(.observerAttached(device: "d", observer: "o"))
         let first = TransactionKey(device: "d", number: 1)

@@ -1,0 +1,20 @@
+import StoreKitModel
+import StoreKitRoles
+
+/// Hands a role events as a log would: sequences 1, 2, 3, … with the sequence as timestamp, so a
+/// test of one role's pure logic needs no runtime. Keeps what it fed, for a restarted role's catch-up.
+public final class RoleFeeder {
+    public let role: any Role
+    public private(set) var fed: [RecordedEvent] = []
+
+    public init(_ role: any Role) { self.role = role }
+
+    /// Delivers `event` as the next record; returns the role's reaction.
+    @discardableResult
+    public func feed(_ event: Event, now: Int64 = 0) -> [Effect] {
+        let sequence = UInt64(fed.count + 1)
+        let recorded = RecordedEvent(sequence: sequence, timestamp: Int64(sequence), commandID: nil, event: event)
+        fed.append(recorded)
+        return role.receive(recorded, now: now)
+    }
+}
