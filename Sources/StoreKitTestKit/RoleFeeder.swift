@@ -9,12 +9,13 @@ public final class RoleFeeder {
 
     public init(_ role: any Role) { self.role = role }
 
-    /// Delivers `event` as the next record; returns the role's reaction.
+    /// Delivers `event` as the next record, heard at `time` (also its timestamp; without one the
+    /// timestamp is the sequence and the role hears it at 0); returns the role's reaction.
     @discardableResult
-    public func feed(_ event: Event, now: Int64 = 0) -> [Effect] {
+    public func feed(_ event: Event, at time: Int64? = nil) -> [Effect] {
         let sequence = UInt64(fed.count + 1)
-        let recorded = RecordedEvent(sequence: sequence, timestamp: Int64(sequence), commandID: nil, event: event)
+        let recorded = RecordedEvent(sequence: sequence, timestamp: time ?? Int64(sequence), commandID: nil, event: event)
         fed.append(recorded)
-        return role.receive(recorded, now: now)
+        return role.receive(recorded, now: time ?? 0)
     }
 }

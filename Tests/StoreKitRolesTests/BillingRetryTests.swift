@@ -22,11 +22,8 @@ import StoreKitTestKit
         behavior.cancellationAtRenewalProbability = 0
         behavior.billingRecoveryProbability = recovery
         let store = StoreRole(catalog: catalog, behavior: behavior, choices: SeededChoices(seed: 1))
-        var sequence: UInt64 = 0
-        return (store, { event, now in
-            sequence += 1
-            return store.receive(RecordedEvent(sequence: sequence, timestamp: now, commandID: nil, event: event), now: now)
-        })
+        let feeder = RoleFeeder(store)
+        return (store, { event, now in feeder.feed(event, at: now) })
     }
 
     /// Buys the monthly subscription at time 0 and returns its first purchase.

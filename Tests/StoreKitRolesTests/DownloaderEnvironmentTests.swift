@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitModel
 import StoreKitRoles
+import StoreKitTestKit
 import Testing
 
 /// A downloader whose content cannot be written (a full disk, a folder that is a file) reports it
@@ -15,10 +16,9 @@ import Testing
         let downloader = DownloaderRole(content: FileContentStorage(root: file), behavior: DownloaderBehavior(), choices: SeededChoices(seed: 1))
         let key = TransactionKey(device: "device-0001", number: 1)
         let hosted = HostedContent(contentIdentifier: "com.example.levels", contentLength: 10_000, contentVersion: "1")
-        _ = downloader.receive(RecordedEvent(sequence: 1, timestamp: 0, commandID: nil,
-                                             event: .transactionPurchased(key, identifier: "device-0001.1", downloads: [hosted], charged: true)), now: 0)
-        var effects = downloader.receive(RecordedEvent(sequence: 2, timestamp: 0, commandID: nil,
-                                                       event: .downloadStarted(DownloadKey(transaction: key, index: 0))), now: 0)
+        let feeder = RoleFeeder(downloader)
+        feeder.feed(.transactionPurchased(key, identifier: "device-0001.1", downloads: [hosted], charged: true))
+        var effects = feeder.feed(.downloadStarted(DownloadKey(transaction: key, index: 0)))
         #expect(downloader.environmentFailure == nil)
         var now: Int64 = 0
         for _ in 0..<10 where downloader.environmentFailure == nil {

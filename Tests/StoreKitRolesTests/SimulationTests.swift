@@ -250,11 +250,8 @@ import StoreKitRuntime
         behavior.deferralProbability = deferAll ? 1 : 0
         behavior.approvalProbability = approval
         let store = StoreRole(catalog: .sample, behavior: behavior, choices: SeededChoices(seed: 1))
-        var sequence: UInt64 = 0
-        return (store, { event in
-            sequence += 1
-            return store.receive(RecordedEvent(sequence: sequence, timestamp: 0, commandID: nil, event: event), now: 0)
-        })
+        let feeder = RoleFeeder(store)
+        return (store, { event in feeder.feed(event) })
     }
 
     @Test("R-R4: re-buying an auto-renewable subscription the account pays for is not charged again; a non-renewing one is")

@@ -20,18 +20,16 @@ import StoreKitTestKit
 
     final class Feed {
         let store: StoreRole
-        var sequence: UInt64 = 0
+        let feeder: RoleFeeder
         var number: UInt64 = 0
         init() throws {
             var behavior = StoreBehavior()
             behavior.cancellationAtRenewalProbability = 0
             store = StoreRole(catalog: try SubscriptionLevelTests.catalog(), behavior: behavior, choices: SeededChoices(seed: 1))
+            feeder = RoleFeeder(store)
             _ = receive(.deviceRegistered(device: "d", account: "a"), at: 0)
         }
-        func receive(_ event: Event, at time: Int64) -> [Effect] {
-            sequence += 1
-            return store.receive(RecordedEvent(sequence: sequence, timestamp: time, commandID: nil, event: event), now: time)
-        }
+        func receive(_ event: Event, at time: Int64) -> [Effect] { feeder.feed(event, at: time) }
         /// A charged purchase of `product` at `time`: what the store does, and the purchase.
         func buy(_ product: String, at time: Int64) -> ([Effect], OriginalTransaction) {
             number += 1

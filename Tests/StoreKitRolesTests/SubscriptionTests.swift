@@ -95,11 +95,8 @@ import StoreKitTestKit
         behavior.cancellationAtRenewalProbability = cancellation
         behavior.maximumRenewals = maximumRenewals
         let store = StoreRole(catalog: .sample, behavior: behavior, choices: SeededChoices(seed: 1))
-        var sequence: UInt64 = 0
-        return (store, { event, now in
-            sequence += 1
-            return store.receive(RecordedEvent(sequence: sequence, timestamp: now, commandID: nil, event: event), now: now)
-        })
+        let feeder = RoleFeeder(store)
+        return (store, { event, now in feeder.feed(event, at: now) })
     }
 
     func original(_ number: UInt64, _ product: String, at time: Int64 = 0) -> OriginalTransaction {
