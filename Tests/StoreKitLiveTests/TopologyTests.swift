@@ -32,6 +32,11 @@ import StoreKitRoles
       - {name: apps, role: observer, devices: "1-2"}
     """
 
+    /// `valid` with more keys in its scenario, e.g. `store: {maximumRenewals: 5}`.
+    static func valid(scenario keys: String) -> String {
+        valid.replacingOccurrences(of: "scenario: {devices: 2}", with: "scenario: {devices: 2, \(keys)}")
+    }
+
     static let invalidTopologies: [(String, String, String)] = [
             ("scenario: {devices: 2}\nprocesses: []\nbogus: 1", "bogus", "unknown key"),
             ("processes: []", "(top level)", "missing key 'scenario'"),
@@ -90,15 +95,12 @@ import StoreKitRoles
 @Suite struct SubscriptionTopologyTests {
     @Test("F-U1, F-U2: store.maximumRenewals, cancellationAtRenewalProbability and subscriptionTimeRate are read; out of range is refused")
     func subscriptionKeys() throws {
-        let text = TopologyTests.valid.replacingOccurrences(
-            of: "scenario: {devices: 2}",
-            with: "scenario: {devices: 2, store: {maximumRenewals: 5, cancellationAtRenewalProbability: 0.5, subscriptionTimeRate: 6}}")
+        let text = TopologyTests.valid(scenario: "store: {maximumRenewals: 5, cancellationAtRenewalProbability: 0.5, subscriptionTimeRate: 6}")
         let topology = try Topology.parse(text, file: "subscriptions.yaml")
         #expect(topology.scenario.store.maximumRenewals == 5)
         #expect(topology.scenario.store.cancellationAtRenewalProbability == 0.5)
         #expect(topology.scenario.store.subscriptionTimeRate == 6)
-        let wrong = TopologyTests.valid.replacingOccurrences(of: "scenario: {devices: 2}",
-                                                             with: "scenario: {devices: 2, store: {maximumRenewals: 5000}}")
+        let wrong = TopologyTests.valid(scenario: "store: {maximumRenewals: 5000}")
         #expect(throws: TopologyError.self) { _ = try Topology.parse(wrong, file: "bad.yaml") }
     }
 }
@@ -107,19 +109,12 @@ import StoreKitRoles
 @Suite struct InterruptedPurchaseTopologyTests {
     @Test("F-I1: store.interruptedPurchaseProbability and interruptionResolvedProbability are read; out of range is refused with the key path")
     func interruptionKeys() throws {
-        let text = TopologyTests.valid.replacingOccurrences(
-            of: "scenario: {devices: 2}",
-            with: "scenario: {devices: 2, store: {interruptedPurchaseProbability: 0.25, interruptionResolvedProbability: 0.5}}")
+        let text = TopologyTests.valid(scenario: "store: {interruptedPurchaseProbability: 0.25, interruptionResolvedProbability: 0.5}")
         let topology = try Topology.parse(text, file: "interrupted.yaml")
         #expect(topology.scenario.store.interruptedPurchaseProbability == 0.25)
         #expect(topology.scenario.store.interruptionResolvedProbability == 0.5)
-        let wrong = TopologyTests.valid.replacingOccurrences(of: "scenario: {devices: 2}",
-                                                             with: "scenario: {devices: 2, store: {interruptedPurchaseProbability: 2}}")
-        #expect {
-            _ = try Topology.parse(wrong, file: "bad.yaml")
-        } throws: { error in
-            "\(error)".contains("store.interruptedPurchaseProbability") || "\(error)".contains("interruptedPurchaseProbability")
-        }
+        let wrong = TopologyTests.valid(scenario: "store: {interruptedPurchaseProbability: 2}")
+        #expect { _ = try Topology.parse(wrong, file: "bad.yaml") } throws: { "\($0)".contains("store.interruptedPurchaseProbability") }
     }
 }
 
@@ -127,19 +122,15 @@ import StoreKitRoles
 @Suite struct StoreActionTopologyTests {
     @Test("F-T2: scenario.storeActions is read; an unknown action or device is refused with its key path")
     func storeActionsKey() throws {
-        let text = TopologyTests.valid.replacingOccurrences(
-            of: "scenario: {devices: 2}",
-            with: "scenario: {devices: 2, storeActions: [{atMilliseconds: 500, action: failNext, device: device-0001, error: paymentCancelled}, {atMilliseconds: 9000, action: clearTransactions, device: device-0002}]}")
+        let text = TopologyTests.valid(scenario: "storeActions: [{atMilliseconds: 500, action: failNext, device: device-0001, error: paymentCancelled}, {atMilliseconds: 9000, action: clearTransactions, device: device-0002}]")
         let topology = try Topology.parse(text, file: "actions.yaml")
         #expect(topology.scenario.store.actions == [
             StoreAction(atMilliseconds: 500, action: .failNext, device: "device-0001", error: "paymentCancelled"),
             StoreAction(atMilliseconds: 9000, action: .clearTransactions, device: "device-0002"),
         ])
-        let unknownAction = TopologyTests.valid.replacingOccurrences(
-            of: "scenario: {devices: 2}", with: "scenario: {devices: 2, storeActions: [{atMilliseconds: 5, action: explode, device: device-0001}]}")
+        let unknownAction = TopologyTests.valid(scenario: "storeActions: [{atMilliseconds: 5, action: explode, device: device-0001}]")
         #expect { _ = try Topology.parse(unknownAction, file: "bad.yaml") } throws: { "\($0)".contains("scenario.storeActions[0].action") }
-        let unknownDevice = TopologyTests.valid.replacingOccurrences(
-            of: "scenario: {devices: 2}", with: "scenario: {devices: 2, storeActions: [{atMilliseconds: 5, action: approve, device: device-0042}]}")
+        let unknownDevice = TopologyTests.valid(scenario: "storeActions: [{atMilliseconds: 5, action: approve, device: device-0042}]")
         #expect { _ = try Topology.parse(unknownDevice, file: "bad.yaml") } throws: { "\($0)".contains("storeActions[0].device 'device-0042'") }
     }
 }
