@@ -79,8 +79,7 @@ struct SimulateCommand: AsyncParsableCommand {
         } catch let error as ConfigurationError {
             throw UserFacingError("invalid simulation: \(error)")
         } catch let failure as EnvironmentFailure {
-            let path = directory.appendingPathComponent(failure.path).path
-            throw UserFacingError("the \(failure.role) could not write \(path): \(describeError(failure.underlying)); free some space or fix the folder's permissions, then simulate again into a new --out directory")
+            throw UserFacingError("the " + failure.message(contentRoot: directory, then: "simulate again into a new --out directory"))
         }
         if json {
             printLine(JSONShapes.report(report).serialized())

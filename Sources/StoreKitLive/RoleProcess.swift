@@ -155,8 +155,7 @@ public final class RoleProcess {
             // download) is not a simulated outcome and must not reach the log. A restarted
             // process takes the work up again from the log.
             if let failure = role.environmentFailure {
-                let path = runDirectory.appendingPathComponent(failure.path).path
-                throw RoleProcessError("\(process.name) could not write \(path): \(describeError(failure.error)); free some space or fix the folder's permissions, then run again")
+                throw RoleProcessError(failure.message(contentRoot: runDirectory, then: "run again"))
             }
             if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
                 throw RoleProcessError("\(process.name) heard nothing from the queue at \(events) for \(Int(queueSilenceLimitSeconds)) s; is the queue running?")

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitRoles
 
 /// `<run>/run.json`: what `sksim run` started, for people and tools (kill a role, read its log).
 public struct RunFile: Codable, Sendable {
@@ -153,6 +154,14 @@ public func describeError(_ error: any Error) -> String {
     }
     if let path = nsError.userInfo[NSFilePathErrorKey] as? String { reason = "\(path): \(reason)" }
     return reason
+}
+
+extension EnvironmentFailure {
+    /// One line for people: what could not be written (under the content root `root`), why, and what
+    /// to do (`then`: how to go on, e.g. "run again").
+    public func message(contentRoot root: URL, then: String) -> String {
+        "\(role) could not write \(root.appendingPathComponent(path).path): \(describeError(underlying)); free some space or fix the folder's permissions, then \(then)"
+    }
 }
 
 /// The nearest existing ancestor of `path` (or `path` itself) when it is not a folder: what stops

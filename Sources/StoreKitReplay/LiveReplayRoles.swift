@@ -84,7 +84,7 @@ public final class RecordedWorldRole: Role {
         case .transactionAdded, .restoreStarted, .deviceRegistered:
             askedBeforeStart.append((recorded.event, identity))
         case .transactionsCleared(let device):
-            repliesSeen[.deviceStep(device: device), default: 0] += 1
+            repliesSeen[.replayAccountActions(device: device), default: 0] += 1
         case .downloadStarted(let key):
             // (This was once nested under the subscription case below, where it never ran: a
             // downloader that started after the apps never sent the reports of earlier downloads.)
@@ -118,8 +118,8 @@ public final class RecordedWorldRole: Role {
                 effects += chains.begin(.decidePurchase(key), now: now, replies: replies, key: key, skipping: repliesSeen[.decidePurchase(key)] ?? 0)
             case (.store, .deviceRegistered(let device, _)):
                 guard let replies = plan.accountActions[device] else { continue }
-                effects += chains.begin(.deviceStep(device: device), now: now, replies: replies, key: nil,
-                                        skipping: repliesSeen[.deviceStep(device: device)] ?? 0)
+                effects += chains.begin(.replayAccountActions(device: device), now: now, replies: replies, key: nil,
+                                        skipping: repliesSeen[.replayAccountActions(device: device)] ?? 0)
             case (.store, .transactionPurchased(let key, let identifier, _, _)):
                 let token = TimerToken.subscriptionPeriodEnd(original: identifier, renewals: 0)
                 effects += laterDecisions(of: identity, key: key, identifier: identifier, now: now, skipping: repliesSeen[token] ?? 0)
@@ -170,7 +170,7 @@ public final class RecordedWorldRole: Role {
             return chains.begin(.decidePurchase(key), now: now, startingAt: happened, replies: replies, key: key)
         case (.store, .deviceRegistered(let device, _)):
             guard let replies = plan.accountActions[device] else { return [] }
-            return chains.begin(.deviceStep(device: device), now: now, startingAt: happened, replies: replies, key: nil)
+            return chains.begin(.replayAccountActions(device: device), now: now, startingAt: happened, replies: replies, key: nil)
         case (.store, .restoreStarted(let device, let restore, _)):
             guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { return [] }
             return chains.begin(.answerRestore(device: device, restore: restore), now: now, startingAt: happened, replies: replies, key: nil)
@@ -214,11 +214,9 @@ public final class ReplayAppsRole: Role {
     /// How long without any event a device may wait for the recorded store or content servers
     /// before the process gives up on it anyway (an answer the live queue refused).
     public static let worldStallNanoseconds: Int64 = 30_000_000_000
-    private static let deadlineToken = TimerToken.deviceStep(device: "")
-    /// Fires when the recording's last event is due (plus the lateness of the users' actions):
+    /// Set when the recording's last event is due (plus the lateness of the users' actions):
     /// until then the recorded world may still act on these devices (a subscription that expires
     /// after the apps were done), so no device counts as settled before it.
-    private static let recordingEndToken = TimerToken.deviceStep(device: "#recording-end")
     private var recordingElapsed = false
     /// The most a user's action was sent after its recorded offset: the live run's lag behind the recording.
     private var stepLateness: Int64 = 0
@@ -246,8 +244,8 @@ public final class ReplayAppsRole: Role {
     public func resume(now: Int64) -> [Effect] {
         start = now
         lastActivity = now
-        var effects: [Effect] = [.timer(afterNanoseconds: scaled(plan.lengthNanoseconds) + Self.settleGraceNanoseconds, Self.deadlineToken),
-                                 .timer(afterNanoseconds: scaled(plan.lengthNanoseconds), Self.recordingEndToken)]
+        var effects: [Effect] = [.timer(afterNanoseconds: scaled(plan.lengthNanoseconds) + Self.settleGraceNanoseconds, .replaySettleDeadline),
+                                 .timer(afterNanoseconds: scaled(plan.lengthNanoseconds), .replayRecordingEnd)]
         for device in devices {
             if let first = plan.steps(of: device).first {
                 effects.append(.timer(afterNanoseconds: scaled(first.offsetNanoseconds), .deviceStep(device: device)))
@@ -265,7 +263,7 @@ public final class ReplayAppsRole: Role {
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
-        if token == Self.deadlineToken {
+        if token == .replaySettleDeadline {
             // Measured from the last event, not from the start: on a loaded machine the store or
             // the queue may lag the recording by seconds, and a device waiting for the store's
             // recorded decision is not an observer that never finishes (it would end the replay
@@ -275,15 +273,15 @@ public final class ReplayAppsRole: Role {
                 gaveUpWaiting = true
                 return []
             }
-            return [.timer(afterNanoseconds: max(Self.settleGraceNanoseconds - quiet, 100_000_000), Self.deadlineToken)]
+            return [.timer(afterNanoseconds: max(Self.settleGraceNanoseconds - quiet, 100_000_000), .replaySettleDeadline)]
         }
-        if token == Self.recordingEndToken {
+        if token == .replayRecordingEnd {
             let due = start + scaled(plan.lengthNanoseconds) + stepLateness
             if now >= due {
                 recordingElapsed = true
                 return []
             }
-            return [.timer(afterNanoseconds: due - now, Self.recordingEndToken)]
+            return [.timer(afterNanoseconds: due - now, .replayRecordingEnd)]
         }
         guard case .deviceStep(let device) = token, let queue = queues[device] else { return [] }
         lastActivity = max(lastActivity, now)

@@ -58,7 +58,7 @@ public final class DownloaderRole: Role {
     private var products: [TransactionKey: String] = [:]
     public private(set) var bytesWritten: Int64 = 0
     /// The first content write that failed (see `Role.environmentFailure`).
-    public private(set) var environmentFailure: (path: String, error: any Error)?
+    public private(set) var environmentFailure: EnvironmentFailure?
 
     public init(name: String = "downloader", content: ContentStorage, behavior: DownloaderBehavior, choices: ChoiceSource) {
         self.name = name
@@ -188,7 +188,7 @@ public final class DownloaderRole: Role {
                                offset: transfer.bytesWritten, count: chunk)
         } catch {
             transfers[key]!.isActive = false
-            if environmentFailure == nil { environmentFailure = (transfer.path, error) }
+            if environmentFailure == nil { environmentFailure = EnvironmentFailure(role: name, path: transfer.path, underlying: error) }
             return [.send(.failDownload(key, error: StoreError(.unknown, "could not write \(transfer.path): \(error)")))]
         }
         let written = transfer.bytesWritten + chunk
@@ -217,7 +217,7 @@ extension DownloaderRole {
             try content.completePackage(transfer.path, contentIdentifier: transfer.content.contentIdentifier,
                                         contentVersion: transfer.content.contentVersion, productIdentifier: products[key.transaction] ?? "")
         } catch {
-            if environmentFailure == nil { environmentFailure = (transfer.path, error) }
+            if environmentFailure == nil { environmentFailure = EnvironmentFailure(role: name, path: transfer.path, underlying: error) }
             return [.send(.failDownload(key, error: StoreError(.unknown, "could not complete the package \(transfer.path): \(error)")))]
         }
         return [.send(.completeDownload(key, contentURL: transfer.path))]

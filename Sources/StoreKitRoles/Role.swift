@@ -15,6 +15,14 @@ public enum TimerToken: Sendable, Hashable {
     case storeAction(index: Int)
     /// The store's answer to a receipt refresh (R-R2).
     case answerReceiptRefresh(device: String, request: UInt64)
+    /// A live replay's apps: the recording's length and a grace have passed; stop waiting for
+    /// devices that stay unsettled.
+    case replaySettleDeadline
+    /// A live replay's apps: the recording's last event is due.
+    case replayRecordingEnd
+    /// A live replay's store: the recorded store actions on a device's account (clearings), timed
+    /// from the device's registration.
+    case replayAccountActions(device: String)
 }
 
 /// What a role wants done. Roles never send or sleep themselves: the runtime (the
@@ -48,7 +56,7 @@ public protocol Role: AnyObject {
     /// What the role's environment failed to do that it cannot simulate around (content it could
     /// not write: a full disk, a folder without permission), with the path involved. A live
     /// process stops with it, loudly, instead of letting the run go on as if nothing happened.
-    var environmentFailure: (path: String, error: any Error)? { get }
+    var environmentFailure: EnvironmentFailure? { get }
 }
 
 /// A role's `environmentFailure`, thrown by a runtime that stops on it.
@@ -67,5 +75,5 @@ public struct EnvironmentFailure: Error, CustomStringConvertible {
 
 extension Role {
     public var isSettled: Bool { true }
-    public var environmentFailure: (path: String, error: any Error)? { nil }
+    public var environmentFailure: EnvironmentFailure? { nil }
 }

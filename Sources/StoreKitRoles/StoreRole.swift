@@ -467,12 +467,11 @@ public final class StoreRole: Role {
             if final { return [.send(.expireSubscription(device: subscription.device, original: subscription.original))] }
             // Unbilled within the grace period: the user loses access at its end, and billing is retried until the retry period ends.
             periodEndsAwaited.remove(identifier)
-            let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
-            return [.timer(afterNanoseconds: max(0, retryEnd &- Self.graceRetryTime(subscription, start)), .billingRetry(original: identifier, final: true))]
+            return [.timer(afterNanoseconds: max(0, retryEnd(start) &- Self.graceRetryTime(subscription, start)), .billingRetry(original: identifier, final: true))]
         case .storeAction(let index):
             guard let actions = behavior.actions, actions.indices.contains(index) else { return [] }
             return perform(actions[index])
-        case .downloadTick, .deviceStep:
+        case .downloadTick, .deviceStep, .replaySettleDeadline, .replayRecordingEnd, .replayAccountActions:
             return []
         }
     }
@@ -532,8 +531,12 @@ public final class StoreRole: Role {
         if subscription.gracePeriodEnd != nil, graceRetry > latestEventTimestamp {
             return [.timer(afterNanoseconds: graceRetry &- latestEventTimestamp, .billingRetry(original: identifier, final: false))]
         }
-        let retryEnd = start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
-        return [.timer(afterNanoseconds: max(0, retryEnd &- latestEventTimestamp), .billingRetry(original: identifier, final: true))]
+        return [.timer(afterNanoseconds: max(0, retryEnd(start) &- latestEventTimestamp), .billingRetry(original: identifier, final: true))]
+    }
+
+    /// The end of the billing retry period begun at `start`, where an unbilled subscription expires (F-B1).
+    private func retryEnd(_ start: Int64) -> Int64 {
+        start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
     }
 
     /// Whether this purchase is interrupted (F-I1): always when the `.storekit` file enables

@@ -145,9 +145,7 @@ public final class DeterministicRuntime {
             try carryOut(action)
             // Content files that cannot be written (`--write-content` on a full disk) stop the run:
             // they are the simulator's own files, not a simulated download failure.
-            if let downloader, let failure = slots[downloader].role.environmentFailure {
-                throw EnvironmentFailure(role: slots[downloader].role.name, path: failure.path, underlying: failure.error)
-            }
+            if let downloader, let failure = slots[downloader].role.environmentFailure { throw failure }
             if network.crashProbability > 0, choices.chance(.crash, network.crashProbability) { crashOne() }
         }
         try environment.storage.close()

@@ -67,7 +67,8 @@ import StoreKitRoles
         let timers = role.resume(now: 0).compactMap { effect -> (Int64, TimerToken)? in
             if case .timer(let after, let token) = effect { return (after, token) } else { return nil }
         }
-        let recordingEnd = try #require(timers.first { $0.0 == plan.lengthNanoseconds && $0.1 != .deviceStep(device: "device-0001") })
+        let recordingEnd = try #require(timers.first { $0.1 == .replayRecordingEnd })
+        #expect(recordingEnd.0 == plan.lengthNanoseconds)
         // Every user action sent on time and every event heard: the device has nothing unfinished.
         for step in plan.steps(of: "device-0001") { _ = role.timerFired(.deviceStep(device: "device-0001"), now: step.offsetNanoseconds) }
         for recorded in try recordedEvents(recording) where recorded.event.device == "device-0001" {

@@ -30,6 +30,6 @@ import Testing
         }
         let failure = try #require(downloader.environmentFailure)
         #expect(failure.path == DownloaderRole.contentPath(DownloadKey(transaction: key, index: 0), hosted))
-        #expect(!"\(failure.error)".isEmpty)
+        #expect(!"\(failure.underlying)".isEmpty)
     }
 }
