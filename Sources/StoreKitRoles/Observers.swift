@@ -89,9 +89,13 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     public private(set) var errors: [String] = []
     public private(set) var restoresFinished = 0
     public private(set) var restoresFailed = 0
-    /// Restored transactions not yet handled, and whether StoreKit already said the restore ended.
+    /// Restored transactions not yet handled that were delivered since the last restore ended: they
+    /// belong to the next restore to end (StoreKit tells a restore's transactions before its end).
     private var restoredOutstanding: Set<TransactionKey> = []
-    private var restoreEnded = false
+    /// Restores that ended before their restored transactions were handled, oldest first: each is
+    /// shown done once its own transactions are (R-O3). Kept apart so that a second restore started
+    /// meanwhile neither delays nor swallows the first one's.
+    private var restoresWaiting: [(restore: UInt64, outstanding: Set<TransactionKey>)] = []
     /// Transactions `deferredAsFailed` gave up on.
     private var forgotten: Set<TransactionKey> = []
     /// Restored transactions whose content the user passed over: granted and finished without downloading.
@@ -194,9 +198,15 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     private func grant(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         unlocked.insert(transaction.payment.productIdentifier)
         if behavior == .creditEveryDelivery || !queue.wasGranted(transaction) { queue.contentGranted(transaction) }
-        if restoredOutstanding.remove(transaction.key) != nil, restoredOutstanding.isEmpty, restoreEnded {
-            restoreEnded = false
-            queue.restoreShownDone()
+        restoredOutstanding.remove(transaction.key)
+        guard !restoresWaiting.isEmpty else { return }
+        var index = 0
+        while index < restoresWaiting.count {
+            if restoresWaiting[index].outstanding.remove(transaction.key) != nil, restoresWaiting[index].outstanding.isEmpty {
+                queue.restoreShownDone(restore: restoresWaiting.remove(at: index).restore)
+            } else {
+                index += 1
+            }
         }
     }
 
@@ -231,9 +241,10 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         guard behavior != .audit, behavior != .sdkFinishesEarly else { return }
         if restoredOutstanding.isEmpty || behavior == .restoreDoneEarly {
             queue.restoreShownDone()
-        } else {
-            restoreEnded = true
+        } else if let restore = queue.lastFinishedRestore {
+            restoresWaiting.append((restore, restoredOutstanding))
         }
+        restoredOutstanding = []
     }
 
     public func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {

@@ -247,6 +247,11 @@ public final class PaymentQueue {
     /// The app told the user that the last finished restore is done (R-O3).
     public func restoreShownDone() {
         guard let restore = lastFinishedRestore else { return }
+        restoreShownDone(restore: restore)
+    }
+
+    /// The app told the user that an earlier restore (its `lastFinishedRestore` when it ended) is done.
+    public func restoreShownDone(restore: UInt64) {
         enqueue(.recordAppAction(.restoreShownDone(device: device, restore: restore, observer: calling ?? "app")))
     }
 
