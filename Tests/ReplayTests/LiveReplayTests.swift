@@ -58,8 +58,6 @@ import Testing
         let scratch = CLI.Scratch()
         var topology = ReplayTopology(seed: 11, purchasesPerDevice: 8, relaunchProbability: 0)
         topology.interruptedPurchaseProbability = 0.3
-        // No restores: a restore's "shown done" can race live with its downloads (an open race, docs/replay.md).
-        topology.restoreProbability = 0
         try topology.text.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
         let run = try CLI.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
         #expect(run.status == 0, "\(run.output) \(run.error)")

@@ -67,10 +67,8 @@ import Testing
     func liveReplayOfTwoPartitions() throws {
         let scratch = CLI.Scratch()
         var topology = Self.topology
-        // No relaunches or restores: a quit sent at its recorded time races live with observers' actions, and a
-        // restore's "shown done" with its downloads (open races, docs/replay.md).
+        // No relaunches: a quit sent at its recorded time races live with observers' actions (docs/replay.md).
         topology.relaunchProbability = 0
-        topology.restoreProbability = 0
         try topology.text.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
         let run = try CLI.sksim(["run", scratch.path("parts.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
         #expect(run.status == 0, "\(run.output) \(run.error)")
