@@ -157,7 +157,11 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         if behavior == .finishBeforeDownloads {
             finish(transaction, on: queue)
         } else if transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) {
-            // Delivered again after a relaunch with everything already downloaded (R-Q4).
+            // Delivered again after a relaunch with everything already downloaded (R-Q4): what finished
+            // while the app was not running is kept first, as it would have been (R-D3).
+            for download in transaction.downloads where download.downloadState == .finished && !queue.wasKept(download) {
+                if let url = download.contentURL { keep(url, download, on: queue) }
+            }
             completeIfDone(transaction.key, on: queue)
         }
     }

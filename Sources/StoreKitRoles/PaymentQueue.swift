@@ -73,6 +73,9 @@ public final class PaymentQueue {
     /// Products whose hosted content the app kept on this device (its own storage: survives quitting;
     /// rebuilt from the log on catch-up). A selective restore does not download them again (R-R5).
     public private(set) var productsWithKeptContent: Set<String> = []
+    /// Downloads of unfinished transactions whose files the app kept, by transaction (its own
+    /// storage: survives quitting; rebuilt from the log on catch-up).
+    public private(set) var keptDownloads: [TransactionKey: Set<Int>] = [:]
     /// The restore whose `restoreCompletedTransactionsFinished` was delivered last.
     public private(set) var lastFinishedRestore: UInt64?
     /// Chance that one update is delivered to the observers twice (StoreKit may redeliver).
@@ -241,7 +244,13 @@ public final class PaymentQueue {
 
     /// The app moved a finished download's file to its own storage (R-D3).
     public func contentKept(_ download: Download) {
+        keptDownloads[download.key.transaction, default: []].insert(download.key.index)
         enqueue(.recordAppAction(.contentKept(download.key, observer: calling ?? "app")))
+    }
+
+    /// True when the app's storage says it kept `download`'s file (also across relaunches).
+    public func wasKept(_ download: Download) -> Bool {
+        keptDownloads[download.key.transaction]?.contains(download.key.index) ?? false
     }
 
     /// The app told the user that the last finished restore is done (R-O3).
@@ -286,16 +295,21 @@ public final class PaymentQueue {
         // on every call, and each of a replay's thousands of apps would hold one.
         defer { outbox = [] }
         guard count < outbox.count else { return outbox }
-        for (body, _) in outbox[count...] {
-            if case .recordAppAction(.contentGranted(let key, _, _)) = body { granted.remove(key) }
-        }
+        for (body, _) in outbox[count...] { forgetUnsent(body) }
         return Array(outbox[..<count])
     }
 
     /// A command the app made is not sent after all (a replay drops what the recorded app lost
     /// as it quit): a grant it carried is not in the app's storage, as with `drainOutbox(keepingFirst:)`.
-    public func withdraw(_ body: CommandBody) {
-        if case .recordAppAction(.contentGranted(let key, _, _)) = body { granted.remove(key) }
+    public func withdraw(_ body: CommandBody) { forgetUnsent(body) }
+
+    /// What an unsent command said the app did is not in its storage.
+    private func forgetUnsent(_ body: CommandBody) {
+        switch body {
+        case .recordAppAction(.contentGranted(let key, _, _)): granted.remove(key)
+        case .recordAppAction(.contentKept(let key, _)): keptDownloads[key.transaction]?.remove(key.index)
+        default: break
+        }
     }
 
     /// Calls `body` on each observer as StoreKit would, attributing what they do to them.
@@ -354,7 +368,7 @@ public final class PaymentQueue {
         switch recorded.event {
         case .appActionRecorded(.contentGranted(let key, _, _)): granted.insert(key)
         case .appActionRecorded(.contentKept(let key, _)): noteKept(key)
-        case .transactionFinished(let key): granted.remove(key)
+        case .transactionFinished(let key): forgetFinished(key)
         default: break
         }
     }
@@ -362,7 +376,14 @@ public final class PaymentQueue {
     /// Whether the app already kept the hosted content of `product` on this device (R-R5).
     public func hasKeptContent(of product: String) -> Bool { productsWithKeptContent.contains(product) }
 
+    /// A finished transaction is never delivered again: what the app noted about it need not be remembered.
+    private func forgetFinished(_ key: TransactionKey) {
+        granted.remove(key)
+        if !keptDownloads.isEmpty { keptDownloads[key] = nil }
+    }
+
     private func noteKept(_ key: DownloadKey) {
+        keptDownloads[key.transaction, default: []].insert(key.index)
         // Kept before its transaction is finished, so the transaction is still in the queue.
         if let product = projection.transaction(key.transaction)?.payment.productIdentifier { productsWithKeptContent.insert(product) }
     }
@@ -374,8 +395,7 @@ public final class PaymentQueue {
         if let batch = restoredBatch, !Self.continues(batch.command, recorded) { flushRestored() }
         let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }
         projection.apply(recorded)
-        // A finished transaction is never delivered again: its grant need not be remembered.
-        if case .transactionFinished(let key) = recorded.event { granted.remove(key) }
+        if case .transactionFinished(let key) = recorded.event { forgetFinished(key) }
         if case .appActionRecorded(.contentKept(let key, _)) = recorded.event { noteKept(key) }
         noteObserverChanges(recorded.event)
         let cause = recorded.sequence

@@ -1,0 +1,63 @@
+import Testing
+import StoreKitModel
+@testable import StoreKitRoles
+import StoreKitTestKit
+
+/// R-D3, R-Q4: a download that finishes while the app is not running is kept at the next launch,
+/// before the transaction is granted and finished; one kept before the quit is not kept again.
+@Suite struct RelaunchKeepsContentTests {
+    let forest = "com.example.sksim.levelpack.forest"
+    let key = TransactionKey(device: "d1", number: 1)
+
+    /// The app's recorded actions about the transaction, in log order, and whether it was finished.
+    func actions(_ device: LoopbackDevice) -> [String] {
+        device.events.compactMap { recorded -> String? in
+            switch recorded.event {
+            case .appActionRecorded(.contentKept(let download, _)): "kept \(download.index)"
+            case .appActionRecorded(.contentGranted): "granted"
+            case .transactionFinished: "finished"
+            default: nil
+            }
+        }
+    }
+
+    func purchaseAndStartDownloads(_ device: LoopbackDevice) throws -> [Download] {
+        device.launch(with: BuiltInObserver(name: "downloadThenFinish-1", behavior: .downloadThenFinish, storage: nil))
+        try device.buy(forest)
+        device.send(.decidePurchase(key, .purchased(charged: true)))
+        let downloads = try #require(device.paymentQueue.transactions.first?.downloads)
+        #expect(!downloads.isEmpty && downloads.allSatisfy(\.started), "the observer starts the downloads")
+        return downloads
+    }
+
+    func relaunch(_ device: LoopbackDevice) {
+        device.paymentQueue.enqueue(.launchApp(device: "d1"))
+        device.paymentQueue.add(BuiltInObserver(name: "downloadThenFinish-1", behavior: .downloadThenFinish, storage: nil))
+        device.pump()
+    }
+
+    @Test("Downloads that finished while the app was quit are kept at the relaunch, then granted and finished")
+    func finishedWhileQuit() throws {
+        let device = LoopbackDevice()
+        let downloads = try purchaseAndStartDownloads(device)
+        device.paymentQueue.terminateApp()
+        device.pump()
+        for download in downloads { device.send(.completeDownload(download.key, contentURL: "content/\(download.key.index)")) }
+        #expect(actions(device).isEmpty, "nobody is running to keep or grant")
+        relaunch(device)
+        #expect(actions(device) == downloads.map { "kept \($0.key.index)" } + ["granted", "finished"])
+    }
+
+    @Test("A download kept before the quit is not kept again at the relaunch")
+    func keptBeforeQuit() throws {
+        let device = LoopbackDevice()
+        let downloads = try purchaseAndStartDownloads(device)
+        try #require(downloads.count >= 1)
+        device.send(.completeDownload(downloads[0].key, contentURL: "content/0"))
+        device.paymentQueue.terminateApp()
+        device.pump()
+        for download in downloads.dropFirst() { device.send(.completeDownload(download.key, contentURL: "content/\(download.key.index)")) }
+        relaunch(device)
+        #expect(actions(device) == downloads.map { "kept \($0.key.index)" } + ["granted", "finished"])
+    }
+}
