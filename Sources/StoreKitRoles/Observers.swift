@@ -156,13 +156,11 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         queue.start(notStarted)
         if behavior == .finishBeforeDownloads {
             finish(transaction, on: queue)
-        } else if transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) {
-            // Delivered again after a relaunch with everything already downloaded (R-Q4): what finished
-            // while the app was not running is kept first, as it would have been (R-D3).
-            for download in transaction.downloads where download.downloadState == .finished && !queue.wasKept(download) {
-                if let url = download.contentURL { keep(url, download, on: queue) }
-            }
-            completeIfDone(transaction.key, on: queue)
+        } else {
+            // Delivered again after a relaunch (R-Q4): what finished while the app was not running is
+            // kept now, as it would have been when it finished (R-D3).
+            keepFinished(transaction.key, on: queue)
+            if transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) { completeIfDone(transaction.key, on: queue) }
         }
     }
 
@@ -175,7 +173,7 @@ public final class BuiltInObserver: PaymentTransactionObserver {
                 continue
             }
             guard download.downloadState.isFinal else { continue }
-            if download.downloadState == .finished, let url = download.contentURL { keep(url, download, on: queue) }
+            if download.downloadState == .finished { keepFinished(download.key.transaction, on: queue) }
             if behavior == .finishOnFirstDownload {
                 complete(download.key.transaction, on: queue)
             } else {
@@ -211,6 +209,15 @@ public final class BuiltInObserver: PaymentTransactionObserver {
             } else {
                 index += 1
             }
+        }
+    }
+
+    /// Keeps each finished download of the transaction not kept yet, in index order: the one just
+    /// reported, and any that finished while the app was not running (R-D3, R-Q4).
+    private func keepFinished(_ key: TransactionKey, on queue: PaymentQueue) {
+        guard let transaction = queue.transaction(key) else { return }
+        for download in transaction.downloads where download.downloadState == .finished && !queue.wasKept(download) {
+            if let url = download.contentURL { keep(url, download, on: queue) }
         }
     }
 
