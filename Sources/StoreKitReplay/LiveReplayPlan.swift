@@ -98,6 +98,16 @@ struct TransactionIdentities {
 public struct PlannedReply: Sendable, Hashable {
     public var delayNanoseconds: Int64
     public var body: CommandBody
+    /// The launches and quits of the reply's device logged before it in the recording: a live
+    /// replay holds the reply until its own log has as many, so that the app hears it running, or
+    /// not, as the recorded app did (a restore that ended while the recorded app was quit).
+    public var lifecyclesBefore = 0
+
+    public init(delayNanoseconds: Int64, body: CommandBody, lifecyclesBefore: Int = 0) {
+        self.delayNanoseconds = delayNanoseconds
+        self.body = body
+        self.lifecyclesBefore = lifecyclesBefore
+    }
 }
 
 /// One step of a device's app: a user's action, or a late observer attaching (its time is the
@@ -179,6 +189,7 @@ public struct LiveReplayPlan: Sendable {
         var registeredAt: [String: Int64] = [:]
         var firstUserTimestamp: Int64?
         var lastTimestamp: Int64 = 0
+        var lifecycles: [String: Int] = [:]
         try recording.forEachUnit { unit in
             count += unit.events.count
             guard count <= Self.maximumRecords else {
@@ -190,6 +201,8 @@ public struct LiveReplayPlan: Sendable {
                 switch recorded.event {
                 case .deviceRegistered(let device, _):
                     registeredAt[device] = recorded.timestamp
+                case .appLaunched(let device), .appTerminated(let device):
+                    lifecycles[device, default: 0] += 1
                 case .restoreStarted(let device, let restore, _):
                     restoreStartedAt[RestoreName(device: device, restore: restore)] = recorded.timestamp
                 case .transactionPurchased(let key, _, _, _):
@@ -205,6 +218,9 @@ public struct LiveReplayPlan: Sendable {
                 }
             }
             guard let body = unit.body else { return }
+            func reply(after moment: Int64) -> PlannedReply {
+                PlannedReply(delayNanoseconds: unit.timestamp - moment, body: body, lifecyclesBefore: lifecycles[body.device] ?? 0)
+            }
             switch unit.source {
             case .header:
                 break
@@ -220,21 +236,21 @@ public struct LiveReplayPlan: Sendable {
                 switch body {
                 case .decidePurchase(let key, _), .resumeInterruptedPurchase(_, let key, _, _):
                     if let identity = identities.identity(of: key), let added = addedAt[identity] {
-                        purchaseDecisions[identity, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - added, body: body))
+                        purchaseDecisions[identity, default: []].append(reply(after: added))
                     }
                 case .clearTransactions(let device):
                     if let registered = registeredAt[device] {
-                        accountActions[device, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - registered, body: body))
+                        accountActions[device, default: []].append(reply(after: registered))
                     }
                 case .renewSubscription(_, let original), .expireSubscription(_, let original), .refundPurchase(_, let original),
                      .beginBillingRetry(_, let original, _):
                     if let identity = identities.purchase(named: original.transactionIdentifier), let purchased = purchasedAt[identity] {
-                        laterDecisions[identity, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - purchased, body: body))
+                        laterDecisions[identity, default: []].append(reply(after: purchased))
                     }
                 case .completeRestore(let device, let restore, _, _, _), .failRestore(let device, let restore, _):
                     let name = RestoreName(device: device, restore: restore)
                     if let started = restoreStartedAt[name] {
-                        restoreAnswers[name, default: []].append(PlannedReply(delayNanoseconds: unit.timestamp - started, body: body))
+                        restoreAnswers[name, default: []].append(reply(after: started))
                     }
                 default:
                     break
@@ -246,7 +262,7 @@ public struct LiveReplayPlan: Sendable {
                         let name = DownloadName(transaction: identity, index: key.index)
                         if let started = downloadStartedAt[name], !(downloadReports[name]?.isEmpty ?? true) {
                             downloadReports[name]![downloadReports[name]!.count - 1]
-                                .append(PlannedReply(delayNanoseconds: unit.timestamp - started, body: body))
+                                .append(reply(after: started))
                         }
                     }
                 default:

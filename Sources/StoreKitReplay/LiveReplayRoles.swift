@@ -6,6 +6,16 @@ import StoreKitRoles
 struct ReplyChains {
     private var chains: [TimerToken: (start: Int64, replies: ArraySlice<PlannedReply>, key: TransactionKey?, original: OriginalTransaction?)] = [:]
     let speed: Double
+    /// Launches and quits of each device logged so far in the live run, and the counts a held
+    /// reply stopped waiting for (see `PlannedReply.lifecyclesBefore`).
+    private var lifecycles: [String: Int] = [:]
+    private var forgiven: [String: Int] = [:]
+    /// Chains whose due reply waits for its device's launch or quit, by device, and since when.
+    private var waiting: [String: [TimerToken]] = [:]
+    private var holdingSince: [TimerToken: Int64] = [:]
+    /// The longest a reply waits for a launch or quit: the live run's users act at their recorded
+    /// times, so one that does not come within this is not coming (the reply goes out anyway).
+    static let maximumHoldNanoseconds: Int64 = 1_000_000_000
 
     init(speed: Double) { self.speed = speed }
 
@@ -33,6 +43,7 @@ struct ReplyChains {
         guard var chain = chains[token] else { return [] }
         var effects: [Effect] = []
         if let next = chain.replies.first, chain.start + scaled(next.delayNanoseconds) <= now {
+            if let wait = hold(next, token, now: now) { return [.timer(afterNanoseconds: wait, token)] }
             chain.replies.removeFirst()
             effects.append(.send(chain.original.map { next.body.retargeted(to: $0) } ?? chain.key.map { next.body.retargeted(to: $0) } ?? next.body))
         }
@@ -43,6 +54,31 @@ struct ReplyChains {
             chains[token] = nil
         }
         return effects
+    }
+
+    /// How long `reply` still waits for its device's recorded launches and quits; nil: send it.
+    private mutating func hold(_ reply: PlannedReply, _ token: TimerToken, now: Int64) -> Int64? {
+        let device = reply.body.device
+        guard max(lifecycles[device] ?? 0, forgiven[device] ?? 0) < reply.lifecyclesBefore else {
+            holdingSince[token] = nil
+            return nil
+        }
+        let since = holdingSince[token] ?? now
+        guard now - since < Self.maximumHoldNanoseconds else {
+            forgiven[device] = reply.lifecyclesBefore
+            holdingSince[token] = nil
+            return nil
+        }
+        holdingSince[token] = since
+        if !(waiting[device]?.contains(token) ?? false) { waiting[device, default: []].append(token) }
+        return since + Self.maximumHoldNanoseconds - now
+    }
+
+    /// The live run logged a launch or quit of `device`: replies held for it go out, oldest hold first.
+    mutating func noteLifecycle(of device: String, now: Int64?) -> [Effect] {
+        lifecycles[device, default: 0] += 1
+        guard let now, let tokens = waiting.removeValue(forKey: device) else { return [] }
+        return tokens.flatMap { fire($0, now: now) }
     }
 }
 
@@ -81,6 +117,8 @@ public final class RecordedWorldRole: Role {
         let identity = identities.learn(recorded.event)
         if kind == .store { store.apply(recorded, catalog: plan.scenario.catalog) }
         switch recorded.event {
+        case .appLaunched(let device), .appTerminated(let device):
+            _ = chains.noteLifecycle(of: device, now: nil)
         case .transactionAdded, .restoreStarted, .deviceRegistered:
             askedBeforeStart.append((recorded.event, identity))
         case .transactionsCleared(let device):
@@ -163,6 +201,8 @@ public final class RecordedWorldRole: Role {
         clockOffset = offset
         let happened = recorded.timestamp + offset
         switch (kind, recorded.event) {
+        case (_, .appLaunched(let device)), (_, .appTerminated(let device)):
+            return chains.noteLifecycle(of: device, now: now)
         case (.store, .transactionPurchased(let key, let identifier, _, _)):
             return laterDecisions(of: identities.identity(of: key), key: key, identifier: identifier, now: now, startingAt: happened)
         case (.store, .transactionAdded(let key, _)):

@@ -1,0 +1,73 @@
+import Testing
+import StoreKitModel
+import StoreKitRoles
+@testable import StoreKitReplay
+
+/// A live replay sends a store or content-server reply only once the live run has logged as many
+/// launches and quits of its device as the recording had before it, so that the app hears it while
+/// running, or not, as the recorded app did (a restore that ended while the recorded app was quit
+/// was shown done live when the live quit came a few milliseconds late). Time is injected.
+@Suite struct LiveReplayLifecycleHoldTests {
+    let device = "device-0001"
+    let token = TimerToken.replayAccountActions(device: "device-0001")
+
+    func chains(needing lifecycles: Int, heard: Int) -> (ReplyChains, [Effect]) {
+        var chains = ReplyChains(speed: 1)
+        for _ in 0..<heard { _ = chains.noteLifecycle(of: device, now: nil) }
+        let reply = PlannedReply(delayNanoseconds: 10, body: .clearTransactions(device: device), lifecyclesBefore: lifecycles)
+        let effects = chains.begin(token, now: 0, replies: [reply], key: nil)
+        return (chains, effects)
+    }
+
+    func sent(_ effects: [Effect]) -> Int {
+        effects.filter { if case .send = $0 { true } else { false } }.count
+    }
+
+    @Test("A reply recorded after the device's quit waits for the live quit, then goes out at once")
+    func waitsForTheQuit() {
+        var (chains, started) = chains(needing: 2, heard: 1)
+        #expect(sent(started) == 0)
+        let due = chains.fire(token, now: 10)
+        #expect(sent(due) == 0, "held: the live run has logged one launch, the recording two lifecycle events")
+        #expect(due.contains { if case .timer(let after, _) = $0 { after > 0 && after <= ReplyChains.maximumHoldNanoseconds } else { false } })
+        #expect(sent(chains.noteLifecycle(of: "device-0002", now: 20)) == 0, "another device's quit changes nothing")
+        #expect(sent(chains.noteLifecycle(of: device, now: 30)) == 1)
+        #expect(sent(chains.fire(token, now: 40)) == 0, "sent once")
+    }
+
+    @Test("A reply whose launches and quits are already logged goes out when due")
+    func noWaitWhenCaughtUp() {
+        var (chains, _) = chains(needing: 2, heard: 2)
+        #expect(sent(chains.fire(token, now: 10)) == 1)
+    }
+
+    @Test("A quit that does not come holds a reply at most maximumHoldNanoseconds")
+    func boundedHold() {
+        var (chains, _) = chains(needing: 3, heard: 0)
+        #expect(sent(chains.fire(token, now: 10)) == 0)
+        #expect(sent(chains.fire(token, now: 10 + ReplyChains.maximumHoldNanoseconds - 1)) == 0)
+        #expect(sent(chains.fire(token, now: 10 + ReplyChains.maximumHoldNanoseconds)) == 1)
+    }
+
+    @Test("The plan counts each reply's device's recorded launches and quits before it")
+    func planCountsLifecycles() throws {
+        let recording = try recordInMemory(seed: 5, devices: 2, purchases: 8) { $0.apps.relaunchProbability = 0.4 }
+        let plan = try LiveReplayPlan(recording: recording)
+        var counted: [String: Int] = [:]
+        var expected: [CommandBody: [Int]] = [:]
+        for recorded in try recordedEvents(recording) {
+            switch recorded.event {
+            case .appLaunched(let device), .appTerminated(let device): counted[device, default: 0] += 1
+            case .transactionPurchased(let key, _, _, _) where recorded.commandID?.origin.hasPrefix("store") == true:
+                expected[.decidePurchase(key, .purchased(charged: true)), default: []].append(counted[key.device] ?? 0)
+            default: break
+            }
+        }
+        let replies = plan.purchaseDecisions.values.flatMap { $0 }.filter { if case .decidePurchase(_, .purchased(charged: true)) = $0.body { true } else { false } }
+        #expect(!replies.isEmpty)
+        #expect(replies.contains { $0.lifecyclesBefore > 1 }, "the recording relaunches apps before some decisions")
+        for reply in replies {
+            #expect(expected[reply.body]?.contains(reply.lifecyclesBefore) == true, "\(reply.body): \(reply.lifecyclesBefore)")
+        }
+    }
+}
