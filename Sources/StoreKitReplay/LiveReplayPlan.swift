@@ -135,8 +135,10 @@ public struct LiveReplayPlan: Sendable {
 
     /// The recorded scenario (`--observers` applied by the caller).
     public var scenario: Scenario
-    /// Per device, its app's steps and their offsets from the recording's first user action.
-    public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep)]] = [:]
+    /// Per device, its app's steps, their offsets from the recording's first user action, and how
+    /// many of the device's planned replies (below) the recording logged before each: a live replay
+    /// holds a step until its own log has as many, as replies wait for launches and quits.
+    public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int)]] = [:]
     /// The store's decisions of each transaction, timed from the transaction's addition (an
     /// interrupted purchase's resumption, the user's fix told by the store, among them).
     public var purchaseDecisions: [TransactionIdentity: [PlannedReply]] = [:]
@@ -190,6 +192,7 @@ public struct LiveReplayPlan: Sendable {
         var firstUserTimestamp: Int64?
         var lastTimestamp: Int64 = 0
         var lifecycles: [String: Int] = [:]
+        var replies: [String: Int] = [:]
         try recording.forEachUnit { unit in
             count += unit.events.count
             guard count <= Self.maximumRecords else {
@@ -219,7 +222,8 @@ public struct LiveReplayPlan: Sendable {
             }
             guard let body = unit.body else { return }
             func reply(after moment: Int64) -> PlannedReply {
-                PlannedReply(delayNanoseconds: unit.timestamp - moment, body: body, lifecyclesBefore: lifecycles[body.device] ?? 0)
+                replies[body.device, default: 0] += 1
+                return PlannedReply(delayNanoseconds: unit.timestamp - moment, body: body, lifecyclesBefore: lifecycles[body.device] ?? 0)
             }
             switch unit.source {
             case .header:
@@ -227,10 +231,10 @@ public struct LiveReplayPlan: Sendable {
             case .user:
                 let first = firstUserTimestamp ?? unit.timestamp
                 firstUserTimestamp = first
-                appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body)))
+                appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body), replies[unit.device] ?? 0))
             case .observer:
                 if case .attachObserver(let device, let observer) = body, lateNames.contains(observer), let first = firstUserTimestamp {
-                    appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer)))
+                    appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer), replies[device] ?? 0))
                 }
             case .store:
                 switch body {
@@ -274,7 +278,7 @@ public struct LiveReplayPlan: Sendable {
     }
 
     /// The devices' steps sorted by offset (a late attachment recorded among user actions keeps its place).
-    func steps(of device: String) -> [(offsetNanoseconds: Int64, step: PlannedAppStep)] { appSteps[device] ?? [] }
+    func steps(of device: String) -> [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int)] { appSteps[device] ?? [] }
 }
 
 extension CommandBody {

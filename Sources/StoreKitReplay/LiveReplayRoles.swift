@@ -260,6 +260,16 @@ public final class ReplayAppsRole: Role {
     private var recordingElapsed = false
     /// The most a user's action was sent after its recorded offset: the live run's lag behind the recording.
     private var stepLateness: Int64 = 0
+    /// Per device: the recorded world's commands logged so far in the live run (distinct command
+    /// ids not of this process), the last one counted, the count a held step stopped waiting for,
+    /// and since when its next step waits (see `LiveReplayPlan.appSteps`).
+    private var worldCommands: [String: Int] = [:]
+    private var lastWorldCommand: [String: CommandID] = [:]
+    private var forgivenWorldCommands: [String: Int] = [:]
+    private var holdingSince: [String: Int64] = [:]
+    /// The earliest step timer set and not yet fired, per device: a step taken early (a held one,
+    /// released by an event) must not leave a second chain of timers behind.
+    private var stepTimerDue: [String: Int64] = [:]
 
     public init(name: String, plan: LiveReplayPlan, speed: Double, deviceIndices: [Int], choices: ChoiceSource) {
         self.name = name
@@ -278,7 +288,16 @@ public final class ReplayAppsRole: Role {
     public func catchUp(_ recorded: RecordedEvent) {
         guard let device = recorded.event.device, let queue = queues[device] else { return }
         _ = identities.learn(recorded.event)
+        noteWorldCommand(recorded, device: device)
         queue.catchUp(recorded)
+    }
+
+    /// Counts a command of the recorded world (the store, the content servers) about `device`.
+    private func noteWorldCommand(_ recorded: RecordedEvent, device: String) {
+        guard let command = recorded.commandID, !command.origin.hasPrefix(name + "."), command.origin != name,
+              lastWorldCommand[device] != command else { return }
+        lastWorldCommand[device] = command
+        worldCommands[device, default: 0] += 1
     }
 
     public func resume(now: Int64) -> [Effect] {
@@ -287,8 +306,8 @@ public final class ReplayAppsRole: Role {
         var effects: [Effect] = [.timer(afterNanoseconds: scaled(plan.lengthNanoseconds) + Self.settleGraceNanoseconds, .replaySettleDeadline),
                                  .timer(afterNanoseconds: scaled(plan.lengthNanoseconds), .replayRecordingEnd)]
         for device in devices {
-            if let first = plan.steps(of: device).first {
-                effects.append(.timer(afterNanoseconds: scaled(first.offsetNanoseconds), .deviceStep(device: device)))
+            if let first = plan.steps(of: device).first, let timer = stepTimer(device, due: now + scaled(first.offsetNanoseconds), now: now) {
+                effects.append(timer)
             }
         }
         return effects
@@ -298,8 +317,11 @@ public final class ReplayAppsRole: Role {
         guard let device = recorded.event.device, let queue = queues[device] else { return [] }
         lastActivity = max(lastActivity, now)
         _ = identities.learn(recorded.event)
+        noteWorldCommand(recorded, device: device)
         queue.deliver(recorded)
-        return queue.drainOutbox().map { .send($0) }
+        var effects: [Effect] = queue.drainOutbox().map { .send($0) }
+        if holdingSince[device] != nil { effects += takeSteps(of: device, queue: queue, now: now) }
+        return effects
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
@@ -324,19 +346,44 @@ public final class ReplayAppsRole: Role {
             return [.timer(afterNanoseconds: due - now, .replayRecordingEnd)]
         }
         guard case .deviceStep(let device) = token, let queue = queues[device] else { return [] }
+        if let due = stepTimerDue[device], due <= now { stepTimerDue[device] = nil }
+        return takeSteps(of: device, queue: queue, now: now)
+    }
+
+    /// A step timer due at `due`, unless one set earlier fires first (that one sets the next).
+    private func stepTimer(_ device: String, due: Int64, now: Int64) -> Effect? {
+        if let pending = stepTimerDue[device], pending <= due { return nil }
+        stepTimerDue[device] = due
+        return .timer(afterNanoseconds: due - now, .deviceStep(device: device))
+    }
+
+    /// Takes the device's steps that are due, each once the live run has logged the recorded world's
+    /// replies the recording logged before it (at most `ReplyChains.maximumHoldNanoseconds` late):
+    /// a relaunch recorded after a restore's end is not made before the live restore ends.
+    private func takeSteps(of device: String, queue: PaymentQueue, now: Int64) -> [Effect] {
         lastActivity = max(lastActivity, now)
         let steps = plan.steps(of: device)
         var index = nextStep[device] ?? 0
+        var held: Int64?
         while index < steps.count, start + scaled(steps[index].offsetNanoseconds) <= now {
+            if max(worldCommands[device] ?? 0, forgivenWorldCommands[device] ?? 0) < steps[index].repliesBefore {
+                let since = holdingSince[device] ?? now
+                if now - since < ReplyChains.maximumHoldNanoseconds {
+                    holdingSince[device] = since
+                    held = since + ReplyChains.maximumHoldNanoseconds - now
+                    break
+                }
+                forgivenWorldCommands[device] = steps[index].repliesBefore
+            }
+            holdingSince[device] = nil
             stepLateness = max(stepLateness, now - (start + scaled(steps[index].offsetNanoseconds)))
             perform(steps[index].step, queue: queue, device: device)
             index += 1
         }
         nextStep[device] = index
         var effects: [Effect] = queue.drainOutbox().map { .send($0) }
-        if index < steps.count {
-            effects.append(.timer(afterNanoseconds: start + scaled(steps[index].offsetNanoseconds) - now, .deviceStep(device: device)))
-        }
+        let due = held.map { now + $0 } ?? (index < steps.count ? start + scaled(steps[index].offsetNanoseconds) : nil)
+        if let due, let timer = stepTimer(device, due: due, now: now) { effects.append(timer) }
         return effects
     }
 

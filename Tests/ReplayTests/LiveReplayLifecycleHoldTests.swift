@@ -71,3 +71,44 @@ import StoreKitRoles
         }
     }
 }
+
+/// The other direction: a user's action the recording logged after a reply of the recorded world
+/// (the store, the content servers) waits until the live run has logged as many of the device's
+/// replies (a relaunch recorded after a restore's end is not made before the live restore ends).
+@Suite struct LiveReplayStepHoldTests {
+    @Test("A user's action recorded after store replies waits for the live replies, at most maximumHoldNanoseconds")
+    func stepWaitsForTheReply() throws {
+        let recording = try recordInMemory(seed: 7, devices: 1, purchases: 4)
+        let plan = try LiveReplayPlan(recording: recording)
+        let steps = plan.steps(of: "device-0001")
+        let held = try #require(steps.firstIndex { $0.repliesBefore >= 1 }, "a step after a store reply")
+        guard case .user(let body) = steps[held].step else { Issue.record("\(steps[held].step)"); return }
+        // The recorded world's first replies about the device, one event of each command.
+        var replies: [RecordedEvent] = []
+        for recorded in try recordedEvents(recording) where recorded.event.device == "device-0001" {
+            guard let command = recorded.commandID, command.origin.hasPrefix("store") || command.origin.hasPrefix("downloader"),
+                  replies.last?.commandID != command else { continue }
+            replies.append(recorded)
+        }
+        try #require(replies.count >= steps[held].repliesBefore)
+        func sendsStep(_ effects: [Effect]) -> Bool { effects.contains { if case .send(let sent) = $0 { sent == body } else { false } } }
+        let due = steps[held].offsetNanoseconds
+
+        let role = ReplayAppsRole(name: "observer-1", plan: plan, speed: 1, deviceIndices: [0], choices: SeededChoices(seed: 7, stream: "observer-1"))
+        _ = role.resume(now: 0)
+        #expect(!sendsStep(role.timerFired(.deviceStep(device: "device-0001"), now: due)), "held: no reply logged yet")
+        var released = false
+        for (index, reply) in replies.prefix(steps[held].repliesBefore).enumerated() {
+            #expect(!released, "released after \(index) of \(steps[held].repliesBefore) replies")
+            released = sendsStep(role.receive(reply, now: due + 1 + Int64(index)))
+        }
+        #expect(released, "the last reply recorded before the step releases it")
+
+        // Without the replies, the step goes after the bound.
+        let other = ReplayAppsRole(name: "observer-1", plan: plan, speed: 1, deviceIndices: [0], choices: SeededChoices(seed: 7, stream: "observer-1"))
+        _ = other.resume(now: 0)
+        #expect(!sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due)))
+        #expect(!sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due + ReplyChains.maximumHoldNanoseconds - 1)))
+        #expect(sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due + ReplyChains.maximumHoldNanoseconds)))
+    }
+}

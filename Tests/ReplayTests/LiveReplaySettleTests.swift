@@ -12,22 +12,41 @@ import StoreKitRoles
     /// An apps role of device-0001 after every recorded user action, having heard the recorded
     /// events up to the first point where the device's state matches `stop`; its deadline timer
     /// and the time its last user action was sent (the grace counts from there).
-    func apps(heardUntil stop: (DeviceState) -> Bool) throws -> (ReplayAppsRole, TimerToken, Int64) {
+    func apps(heardUntil stop: @escaping (DeviceState) -> Bool) throws -> (ReplayAppsRole, TimerToken, Int64) {
         let recording = try recordInMemory(seed: 7, devices: 1, purchases: 3)
         let plan = try LiveReplayPlan(recording: recording)
         let role = ReplayAppsRole(name: "observer-1", plan: plan, speed: 1, deviceIndices: [0], choices: SeededChoices(seed: 7, stream: "observer-1"))
         let effects = role.resume(now: 0)
         guard case .timer(_, let deadline) = try #require(effects.first) else { throw CancellationError() }
-        let afterRecording = plan.lengthNanoseconds + 1
-        _ = role.timerFired(.deviceStep(device: "device-0001"), now: afterRecording)
-        var projection = QueueProjection()
-        for recorded in try recordedEvents(recording) where recorded.event.device == "device-0001" {
-            _ = role.receive(recorded, now: 0)
-            projection.apply(recorded)
-            if let state = projection.device("device-0001"), stop(state) { return (role, deadline, afterRecording) }
+        var now = try play(recording, plan: plan, into: role, until: stop)
+        // The user's remaining actions: each waits for the store's replies recorded before it, which
+        // will not come, at most `maximumHoldNanoseconds`, then goes.
+        now = max(now, plan.lengthNanoseconds + 1)
+        for _ in 0...plan.steps(of: "device-0001").count {
+            _ = role.timerFired(.deviceStep(device: "device-0001"), now: now)
+            now += ReplyChains.maximumHoldNanoseconds
         }
-        Issue.record("the recording never reached the state asked for")
-        return (role, deadline, afterRecording)
+        return (role, deadline, now)
+    }
+
+    /// Plays device-0001's recording into `role` as a live run would: every step timer at its time,
+    /// every recorded event heard at its own offset from the first user action; up to the first event
+    /// after which `stop` holds for the device's state (nil: all of it). Returns the time reached.
+    @discardableResult
+    func play(_ recording: Recording, plan: LiveReplayPlan, into role: ReplayAppsRole, until stop: ((DeviceState) -> Bool)?) throws -> Int64 {
+        let events = try recordedEvents(recording).filter { $0.event.device == "device-0001" }
+        let base = try #require(events.first { $0.commandID != nil }).timestamp
+        var projection = QueueProjection()
+        var now: Int64 = 0
+        for recorded in events {
+            now = max(now, recorded.timestamp - base)
+            _ = role.timerFired(.deviceStep(device: "device-0001"), now: now)
+            _ = role.receive(recorded, now: now)
+            projection.apply(recorded)
+            if let stop, let state = projection.device("device-0001"), stop(state) { return now }
+        }
+        if stop != nil { Issue.record("the recording never reached the state asked for") }
+        return now
     }
 
     /// A payment purchasing (its recorded decision not heard yet), and nothing else.
@@ -70,10 +89,7 @@ import StoreKitRoles
         let recordingEnd = try #require(timers.first { $0.1 == .replayRecordingEnd })
         #expect(recordingEnd.0 == plan.lengthNanoseconds)
         // Every user action sent on time and every event heard: the device has nothing unfinished.
-        for step in plan.steps(of: "device-0001") { _ = role.timerFired(.deviceStep(device: "device-0001"), now: step.offsetNanoseconds) }
-        for recorded in try recordedEvents(recording) where recorded.event.device == "device-0001" {
-            _ = role.receive(recorded, now: plan.lengthNanoseconds - 1)
-        }
+        try play(recording, plan: plan, into: role, until: nil)
         #expect(!role.isSettled, "settled before the recording's last event was due")
         _ = role.timerFired(recordingEnd.1, now: plan.lengthNanoseconds)
         #expect(role.isSettled)
