@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Folds encoded events (log payloads) into a `QueueProjection` without building `Event` values:
 /// the rebuild of a log's state (`LogProjection.build`), where decoding every event whole and
 /// copying it into `apply(_:)` cost most of the time.
@@ -136,10 +130,7 @@ public struct EncodedEventFold: Sendable {
     }
 
     private mutating func commandOrigin(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        if bytes.count == originBytes.count,
-           bytes.isEmpty || originBytes.withUnsafeBufferPointer({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
-            return origin
-        }
+        if originBytes.withUnsafeBufferPointer({ StringInterner.equal($0, bytes) }) { return origin }
         guard let string = BinaryReader.string(bytes) else { return nil }
         originBytes = Array(bytes)
         origin = string
@@ -262,8 +253,9 @@ struct EncodedDeviceIndex: Sendable {
     private func matches(_ entry: Int, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         let (start, count, _) = entries[entry]
         guard count == bytes.count else { return false }
-        guard count > 0 else { return true }
-        return names.withUnsafeBufferPointer { all in memcmp(all.baseAddress! + start, bytes.baseAddress!, count) == 0 }
+        return names.withUnsafeBufferPointer { all in
+            StringInterner.equal(UnsafeBufferPointer(rebasing: all[start..<(start + count)]), bytes)
+        }
     }
 }
 
@@ -293,9 +285,28 @@ struct StringInterner: Sendable {
     @inline(__always)
     private static func equals(_ string: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var string = string
-        return string.withUTF8 { stored in
-            stored.count == bytes.count && (bytes.isEmpty || memcmp(stored.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
+        return string.withUTF8 { stored in equal(stored, bytes) }
+    }
+
+    /// Byte-wise equality, eight bytes at a time: names and identifiers are short, and a call to
+    /// `memcmp` for each costs more than comparing them here.
+    @inline(__always)
+    static func equal(_ first: UnsafeBufferPointer<UInt8>, _ second: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard first.count == second.count else { return false }
+        guard let left = first.baseAddress, let right = second.baseAddress else { return true }
+        let count = first.count
+        var index = 0
+        while index + 8 <= count {
+            if UnsafeRawPointer(left + index).loadUnaligned(as: UInt64.self) != UnsafeRawPointer(right + index).loadUnaligned(as: UInt64.self) {
+                return false
+            }
+            index += 8
         }
+        while index < count {
+            if left[index] != right[index] { return false }
+            index += 1
+        }
+        return true
     }
 
     /// A fast, well-mixing hash of a short byte string. Not keyed: names that collide on purpose
