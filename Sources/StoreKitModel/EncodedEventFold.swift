@@ -29,7 +29,7 @@ public struct EncodedEventFold: Sendable {
         projection.apply(RecordedEvent(sequence: sequence, timestamp: timestamp, commandID: decoded.commandID, event: decoded.event))
     }
 
-    /// True when the payload was read and applied here; false (nothing changed) for the plain path.
+    /// True when the payload was read and applied here; false (the projection unchanged) for the plain path.
     private mutating func applyDirectly(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer) -> Bool {
         var reader = BinaryReader(payload)
         do {
