@@ -10,12 +10,11 @@ int sksim_crc32c_hardware_available(void) {
 
 __attribute__((target("sse4.2")))
 uint32_t sksim_crc32c_hardware(uint32_t crc, const void *bytes, size_t length) {
+    // Eight bytes per instruction from the first byte (x86-64 loads unaligned words at full speed), then
+    // the last 0-7 bytes in at most three steps: each crc32 instruction waits for the previous one, so a
+    // log record's checksum costs about as many instructions as it has words, not one per byte at its ends.
     const unsigned char *pointer = (const unsigned char *)bytes;
     uint64_t value = (uint32_t)~crc;
-    while (length > 0 && ((uintptr_t)pointer & 7) != 0) {
-        value = _mm_crc32_u8((uint32_t)value, *pointer++);
-        length--;
-    }
     while (length >= 8) {
         uint64_t word;
         __builtin_memcpy(&word, pointer, 8);
@@ -23,11 +22,23 @@ uint32_t sksim_crc32c_hardware(uint32_t crc, const void *bytes, size_t length) {
         pointer += 8;
         length -= 8;
     }
-    while (length > 0) {
-        value = _mm_crc32_u8((uint32_t)value, *pointer++);
-        length--;
+    uint32_t rest = (uint32_t)value;
+    if (length >= 4) {
+        uint32_t word;
+        __builtin_memcpy(&word, pointer, 4);
+        rest = _mm_crc32_u32(rest, word);
+        pointer += 4;
+        length -= 4;
     }
-    return ~(uint32_t)value;
+    if (length >= 2) {
+        uint16_t word;
+        __builtin_memcpy(&word, pointer, 2);
+        rest = _mm_crc32_u16(rest, word);
+        pointer += 2;
+        length -= 2;
+    }
+    if (length > 0) rest = _mm_crc32_u8(rest, *pointer);
+    return ~rest;
 }
 #else
 int sksim_crc32c_hardware_available(void) { return 0; }

@@ -73,7 +73,11 @@ public struct PartitionReader: Sendable {
             }
             var lastInSegment = header.baseSequence - 1
             var skipped: UInt64 = 0
-            func visit(_ record: LogRecordView, _ offset: UInt64) throws -> Bool {
+            // The state it changes is passed in, not captured: a local function that captures a `var` and
+            // is passed as a closure makes every access to it a run-time exclusivity check (per record).
+            func visit(
+                _ record: LogRecordView, _ summary: inout ReadSummary, _ lastInSegment: inout UInt64, _ skipped: inout UInt64
+            ) throws -> Bool {
                 if record.sequence > through { return false }
                 lastInSegment = record.sequence
                 if record.sequence < start {
@@ -94,16 +98,21 @@ public struct PartitionReader: Sendable {
                     segmentSize: file.size)
             }
             if let index, let seek = index.entry(atOrBefore: start), seek.sequence > header.baseSequence {
-                end = try file.scan(header: header, from: seek.byteOffset, expectedSequence: seek.sequence, visit)
+                end = try file.scan(header: header, from: seek.byteOffset, expectedSequence: seek.sequence) { record, _ in
+                    try visit(record, &summary, &lastInSegment, &skipped)
+                }
                 // The index is never trusted over the segment: if its offset leads nowhere, scan from the start.
                 if case .damage(let problem) = end, problem.byteOffset == seek.byteOffset, summary.recordCount == 0 {
                     skipped = 0
                     end = try file.scan(
-                        header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence, visit)
+                        header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence
+                    ) { record, _ in try visit(record, &summary, &lastInSegment, &skipped) }
                     if !isLast { rebuildIndex(file: file, header: header, entry: entry, interval: index.intervalRecords) }
                 }
             } else {
-                end = try file.scan(header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence, visit)
+                end = try file.scan(header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence) { record, _ in
+                    try visit(record, &summary, &lastInSegment, &skipped)
+                }
             }
             if position == startSegment && !isLast && start > header.baseSequence {
                 let interval = index?.intervalRecords ?? LogDirectory.indexIntervalHint(segments)

@@ -94,6 +94,7 @@ public struct BinaryReader {
 
     public func failure(_ reason: String) -> DecodingFailure { DecodingFailure(offset: offset, reason: reason) }
 
+    @inline(__always)
     public mutating func readByte() throws(DecodingFailure) -> UInt8 {
         guard offset < buffer.count else { throw failure("unexpected end of data") }
         let byte = buffer[offset]
@@ -101,7 +102,17 @@ public struct BinaryReader {
         return byte
     }
 
+    @inline(__always)
     public mutating func readVarint() throws(DecodingFailure) -> UInt64 {
+        // One byte (below 128) is the usual case: lengths, tags, small numbers.
+        if offset < buffer.count, buffer[offset] < 0x80 {
+            offset += 1
+            return UInt64(buffer[offset - 1])
+        }
+        return try readLongVarint()
+    }
+
+    private mutating func readLongVarint() throws(DecodingFailure) -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -125,6 +136,7 @@ public struct BinaryReader {
         return result
     }
 
+    @inline(__always)
     public mutating func readBool() throws(DecodingFailure) -> Bool {
         switch try readByte() {
         case 0: return false
@@ -141,6 +153,7 @@ public struct BinaryReader {
         return Double(bitPattern: bits)
     }
 
+    @inline(__always)
     private mutating func readLength() throws(DecodingFailure) -> Int {
         let length = try readVarint()
         guard length <= UInt64(Self.maximumLength) else { throw failure("length \(length) exceeds \(Self.maximumLength)") }
@@ -149,24 +162,45 @@ public struct BinaryReader {
     }
 
     public mutating func readString() throws(DecodingFailure) -> String {
-        let length = try readLength()
-        let bytes = UnsafeBufferPointer(start: buffer.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: UInt8.self) },
-                                        count: length)
-        let string: String
-        if Self.isASCII(bytes) {
-            // ASCII is valid UTF-8: the concrete, non-generic initializer is several times faster
-            // than the validating one (which looks up generic metadata on every call).
-            string = String(decoding: bytes, as: UTF8.self)
-        } else {
-            guard let validated = String(validating: bytes, as: UTF8.self) else { throw failure("string is not valid UTF-8") }
-            string = validated
+        let bytes = try readStringBytes()
+        guard let string = Self.string(bytes) else {
+            offset -= bytes.count
+            throw failure("string is not valid UTF-8")
         }
-        offset += length
         return string
     }
 
+    /// A length-prefixed string's bytes, not yet checked to be UTF-8 (`string(_:)` does),
+    /// valid as long as the buffer is.
+    @inline(__always)
+    public mutating func readStringBytes() throws(DecodingFailure) -> UnsafeBufferPointer<UInt8> {
+        let length = try readLength()
+        let bytes = UnsafeBufferPointer(start: buffer.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: UInt8.self) },
+                                        count: length)
+        offset += length
+        return bytes
+    }
+
+    /// The string of these bytes, or nil when they are not valid UTF-8.
+    @inline(__always)
+    public static func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        if isASCII(bytes) {
+            // ASCII is valid UTF-8: the concrete, non-generic initializer is several times faster
+            // than the validating one (which looks up generic metadata on every call).
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    /// True when the bytes are valid UTF-8, without making a string of ASCII (the usual case).
+    @inline(__always)
+    public static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        isASCII(bytes) || String(validating: bytes, as: UTF8.self) != nil
+    }
+
     /// True when every byte is below 0x80; eight at a time.
-    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    @usableFromInline
+    static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let base = bytes.baseAddress else { return true }
         var index = 0
         var combined: UInt64 = 0

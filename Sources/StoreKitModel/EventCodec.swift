@@ -419,9 +419,13 @@ public enum EventCodec {
 
     private static func readDownloadKey(_ reader: inout BinaryReader) throws(DecodingFailure) -> DownloadKey {
         let transaction = try readKey(&reader)
+        return DownloadKey(transaction: transaction, index: try readDownloadIndex(&reader))
+    }
+
+    static func readDownloadIndex(_ reader: inout BinaryReader) throws(DecodingFailure) -> Int {
         let index = try reader.readVarint()
         guard index < 1 << 16 else { throw reader.failure("download index \(index) is out of range") }
-        return DownloadKey(transaction: transaction, index: Int(index))
+        return Int(index)
     }
 
     private static func writeDownloadKeys(_ keys: [DownloadKey], into writer: inout BinaryWriter) {
@@ -437,7 +441,7 @@ public enum EventCodec {
         return keys
     }
 
-    private static func readCount(_ reader: inout BinaryReader, maximum: Int) throws(DecodingFailure) -> Int {
+    static func readCount(_ reader: inout BinaryReader, maximum: Int) throws(DecodingFailure) -> Int {
         let count = try reader.readVarint()
         guard count <= UInt64(maximum) else { throw reader.failure("count \(count) exceeds the limit of \(maximum)") }
         return Int(count)
@@ -466,7 +470,7 @@ public enum EventCodec {
         writer.write(error.code.rawValue); writer.write(error.message)
     }
 
-    private static func readError(_ reader: inout BinaryReader) throws(DecodingFailure) -> StoreError {
+    static func readError(_ reader: inout BinaryReader) throws(DecodingFailure) -> StoreError {
         let raw = try reader.readByte()
         guard let code = StoreError.Code(loggedValue: raw) else { throw reader.failure("unknown store error code \(raw)") }
         return StoreError(code, try reader.readString())
@@ -483,6 +487,9 @@ public enum EventCodec {
                             transactionDate: try reader.readSigned())
     }
 
+    /// The most hosted contents one transaction's event may list.
+    static let maximumContents = 1_000
+
     private static func writeContents(_ contents: [HostedContent], into writer: inout BinaryWriter) {
         writer.write(varint: UInt64(contents.count))
         for content in contents {
@@ -493,7 +500,7 @@ public enum EventCodec {
     }
 
     private static func readContents(_ reader: inout BinaryReader) throws(DecodingFailure) -> [HostedContent] {
-        let count = try readCount(&reader, maximum: 1_000)
+        let count = try readCount(&reader, maximum: maximumContents)
         var contents: [HostedContent] = []
         contents.reserveCapacity(count)
         for _ in 0..<count {

@@ -170,11 +170,7 @@ public struct QueueProjection: Sendable {
     // MARK: Folding
 
     public mutating func apply(_ recorded: RecordedEvent) {
-        lastSequence = recorded.sequence
-        totals.events += 1
-        if tracksCommands, let id = recorded.commandID, !recorded.event.isOutOfWindowRejection {
-            recentCommands.insert(id, sequence: recorded.sequence)
-        }
+        noteEvent(sequence: recorded.sequence, commandID: recorded.event.isOutOfWindowRejection ? nil : recorded.commandID)
         switch recorded.event {
         case .runStarted(let header):
             headerBox = HeaderBox(header)
@@ -187,46 +183,27 @@ public struct QueueProjection: Sendable {
                 deviceStates.append(state)
             }
         case .appLaunched(let device):
-            modifyDevice(device) { state in
-                state.isRunning = true
-                state.launchCount += 1
-            }
+            launchApp(device: slot(of: device))
         case .appTerminated(let device):
             modifyDevice(device) { state in
                 state.isRunning = false
                 state.observers.removeAll()
             }
         case .observerAttached(let device, let observer):
-            modifyDevice(device) { $0.observers.append(observer) }
+            attachObserver(device: slot(of: device), observer)
         case .observerDetached(let device, let observer):
             modifyDevice(device) { $0.observers.removeAll { $0 == observer } }
         case .paymentsAllowedChanged(let device, let allowed):
             modifyDevice(device) { $0.canMakePayments = allowed }
         case .transactionAdded(let key, let payment):
-            modifyDevice(key.device) { state in
-                state.pending[key.number] = PaymentTransaction(key: key, payment: payment)
-                state.paymentsAdded += 1
-                state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
-            }
+            addTransaction(device: slot(of: key.device), key, payment)
         case .transactionDeferred(let key):
-            totals.deferred += 1
-            updateTransaction(key) { $0.transactionState = .deferred }
+            deferTransaction(device: slot(of: key.device), number: key.number)
         case .transactionPurchased(let key, let identifier, let contents, let charged):
-            totals.purchased += 1
-            updateTransaction(key) { transaction in
-                transaction.transactionState = .purchased
-                transaction.transactionIdentifier = identifier
-                transaction.transactionDate = recorded.timestamp
-                transaction.charged = charged
-                transaction.downloads = Self.downloads(of: key, contents)
-            }
+            purchaseTransaction(device: slot(of: key.device), key, identifier: identifier, date: recorded.timestamp,
+                                contents: contents, charged: charged)
         case .transactionFailed(let key, let error):
-            totals.failed += 1
-            totals.failuresByCode[error.code, default: 0] += 1
-            updateTransaction(key) { transaction in
-                transaction.transactionState = .failed
-                transaction.error = error
-            }
+            failTransaction(device: slot(of: key.device), number: key.number, error: error)
         case .restoreStarted(let device, let number, let username):
             modifyDevice(device) { state in
                 state.restoresInProgress[number] = RestoreProgress(number: number, applicationUsername: username)
@@ -253,47 +230,21 @@ public struct QueueProjection: Sendable {
             totals.restoresFailed += 1
             modifyDevice(device) { $0.restoresInProgress[restore] = nil }
         case .transactionFinished(let key):
-            totals.finished += 1
-            modifyDevice(key.device) { state in
-                state.pending[key.number] = nil
-                state.declined.remove(key.number)
-                Self.shrinkIfSparse(&state.pending)
-            }
+            finishTransaction(device: slot(of: key.device), number: key.number)
         case .downloadStarted(let key):
-            updateDownload(key) { download in
-                download.started = true
-                download.downloadState = .active
-            }
+            changeDownload(device: slot(of: key.transaction.device), key, .started)
         case .downloadProgressed(let key, let progress, let timeRemaining):
-            updateDownload(key) { download in
-                download.progress = progress
-                download.timeRemaining = timeRemaining
-            }
+            changeDownload(device: slot(of: key.transaction.device), key, .progressed(progress: progress, timeRemaining: timeRemaining))
         case .downloadPaused(let key):
-            updateDownload(key) { $0.downloadState = .paused }
+            changeDownload(device: slot(of: key.transaction.device), key, .paused)
         case .downloadResumed(let key):
-            updateDownload(key) { $0.downloadState = .active }
+            changeDownload(device: slot(of: key.transaction.device), key, .resumed)
         case .downloadFinished(let key, let contentURL):
-            totals.downloadsFinished += 1
-            updateDownload(key) { download in
-                download.downloadState = .finished
-                download.progress = 1
-                download.timeRemaining = 0
-                download.contentURL = contentURL
-            }
+            changeDownload(device: slot(of: key.transaction.device), key, .finished(contentURL: contentURL))
         case .downloadFailed(let key, let error):
-            totals.downloadsFailed += 1
-            updateDownload(key) { download in
-                download.downloadState = .failed
-                download.error = error
-                download.timeRemaining = Download.timeRemainingUnknown
-            }
+            changeDownload(device: slot(of: key.transaction.device), key, .failed(error))
         case .downloadCancelled(let key):
-            totals.downloadsCancelled += 1
-            updateDownload(key) { download in
-                download.downloadState = .cancelled
-                download.timeRemaining = Download.timeRemainingUnknown
-            }
+            changeDownload(device: slot(of: key.transaction.device), key, .cancelled)
         case .commandRejected:
             totals.rejections += 1
         case .appActionRecorded:
@@ -344,6 +295,134 @@ public struct QueueProjection: Sendable {
         }
     }
 
+    // MARK: Fold steps
+    // The events of a purchase's lifecycle, each in one place: `apply(_:)` finds the device by
+    // name, `EncodedEventFold` by its encoded bytes, and both then take these same steps. A
+    // device that is not registered (`nil`) changes nothing but the totals.
+
+    /// What every event does first: its sequence, its count, and its command id (nil: not remembered).
+    @inline(__always)
+    mutating func noteEvent(sequence: UInt64, commandID: CommandID?) {
+        lastSequence = sequence
+        totals.events += 1
+        if tracksCommands, let commandID { recentCommands.insert(commandID, sequence: sequence) }
+    }
+
+    /// The name of the device in `slot`, the same string the projection keeps.
+    @inline(__always)
+    func deviceName(at slot: Int) -> String { deviceStates[slot].device }
+
+    mutating func launchApp(device slot: Int?) {
+        guard let slot else { return }
+        modifyDevice(at: slot) { state in
+            state.isRunning = true
+            state.launchCount += 1
+        }
+    }
+
+    mutating func attachObserver(device slot: Int?, _ observer: String) {
+        guard let slot else { return }
+        modifyDevice(at: slot) { $0.observers.append(observer) }
+    }
+
+    mutating func addTransaction(device slot: Int?, _ key: TransactionKey, _ payment: Payment) {
+        guard let slot else { return }
+        modifyDevice(at: slot) { state in
+            state.pending[key.number] = PaymentTransaction(key: key, payment: payment)
+            state.paymentsAdded += 1
+            state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
+        }
+    }
+
+    mutating func deferTransaction(device slot: Int?, number: UInt64) {
+        totals.deferred += 1
+        updateTransaction(device: slot, number: number) { $0.transactionState = .deferred }
+    }
+
+    mutating func purchaseTransaction(device slot: Int?, _ key: TransactionKey, identifier: String, date: Int64,
+                                      contents: [HostedContent], charged: Bool) {
+        totals.purchased += 1
+        updateTransaction(device: slot, number: key.number) { transaction in
+            transaction.transactionState = .purchased
+            transaction.transactionIdentifier = identifier
+            transaction.transactionDate = date
+            transaction.charged = charged
+            transaction.downloads = Self.downloads(of: key, contents)
+        }
+    }
+
+    mutating func failTransaction(device slot: Int?, number: UInt64, error: StoreError) {
+        totals.failed += 1
+        totals.failuresByCode[error.code, default: 0] += 1
+        updateTransaction(device: slot, number: number) { transaction in
+            transaction.transactionState = .failed
+            transaction.error = error
+        }
+    }
+
+    mutating func finishTransaction(device slot: Int?, number: UInt64) {
+        totals.finished += 1
+        guard let slot else { return }
+        modifyDevice(at: slot) { state in
+            state.pending[number] = nil
+            // Removing from an empty set still hashes the number; most devices have no declined request.
+            if !state.declined.isEmpty { state.declined.remove(number) }
+            Self.shrinkIfSparse(&state.pending)
+        }
+    }
+
+    /// What a download event does to its download.
+    enum DownloadChange {
+        case started
+        case progressed(progress: Double, timeRemaining: Double)
+        case paused
+        case resumed
+        case finished(contentURL: String)
+        case failed(StoreError)
+        case cancelled
+    }
+
+    mutating func changeDownload(device slot: Int?, _ key: DownloadKey, _ change: DownloadChange) {
+        switch change {
+        case .finished: totals.downloadsFinished += 1
+        case .failed: totals.downloadsFailed += 1
+        case .cancelled: totals.downloadsCancelled += 1
+        case .started, .progressed, .paused, .resumed: break
+        }
+        updateTransaction(device: slot, number: key.transaction.number) { transaction in
+            guard transaction.downloads.indices.contains(key.index) else { return }
+            Self.change(&transaction.downloads[key.index], change)
+        }
+    }
+
+    @inline(__always)
+    private static func change(_ download: inout Download, _ change: DownloadChange) {
+        switch change {
+        case .started:
+            download.started = true
+            download.downloadState = .active
+        case .progressed(let progress, let timeRemaining):
+            download.progress = progress
+            download.timeRemaining = timeRemaining
+        case .paused:
+            download.downloadState = .paused
+        case .resumed:
+            download.downloadState = .active
+        case .finished(let contentURL):
+            download.downloadState = .finished
+            download.progress = 1
+            download.timeRemaining = 0
+            download.contentURL = contentURL
+        case .failed(let error):
+            download.downloadState = .failed
+            download.error = error
+            download.timeRemaining = Download.timeRemainingUnknown
+        case .cancelled:
+            download.downloadState = .cancelled
+            download.timeRemaining = Download.timeRemainingUnknown
+        }
+    }
+
     private static func downloads(of key: TransactionKey, _ contents: [HostedContent]) -> [Download] {
         contents.enumerated().map { index, content in Download(key: DownloadKey(transaction: key, index: index), content: content) }
     }
@@ -365,24 +444,24 @@ public struct QueueProjection: Sendable {
     @inline(__always)
     private mutating func modifyDevice(_ name: String, _ change: (inout DeviceState) -> Void) {
         guard let index = slot(of: name) else { return }
+        modifyDevice(at: index, change)
+    }
+
+    @inline(__always)
+    private mutating func modifyDevice(at index: Int, _ change: (inout DeviceState) -> Void) {
         if index != lastDeviceSlot {
             lastDeviceSlot = index
-            lastDeviceName = name
+            lastDeviceName = deviceStates[index].device
         }
         change(&deviceStates[index])
     }
 
-    private mutating func updateTransaction(_ key: TransactionKey, _ change: (inout PaymentTransaction) -> Void) {
-        modifyDevice(key.device) { state in
-            guard let index = state.pending.index(forKey: key.number) else { return }
+    @inline(__always)
+    private mutating func updateTransaction(device slot: Int?, number: UInt64, _ change: (inout PaymentTransaction) -> Void) {
+        guard let slot else { return }
+        modifyDevice(at: slot) { state in
+            guard let index = state.pending.index(forKey: number) else { return }
             change(&state.pending.values[index])
-        }
-    }
-
-    private mutating func updateDownload(_ key: DownloadKey, _ change: (inout Download) -> Void) {
-        updateTransaction(key.transaction) { transaction in
-            guard transaction.downloads.indices.contains(key.index) else { return }
-            change(&transaction.downloads[key.index])
         }
     }
 
@@ -457,7 +536,8 @@ public struct CommandWindow: Sendable {
             } else if highest - number >= capacity {
                 return
             }
-            let slot = Int(number % capacity)
+            // The window's capacity is a power of two unless chosen otherwise: a mask instead of a division.
+            let slot = Int(capacity & (capacity - 1) == 0 ? number & (capacity - 1) : number % capacity)
             if slot >> 6 >= bits.count { bits.append(contentsOf: repeatElement(0, count: (slot >> 6) + 1 - bits.count)) }
             bits[slot >> 6] |= 1 << UInt64(slot & 63)
             let recentSlot = Int(number % UInt64(CommandWindow.recentSequences))
@@ -535,8 +615,10 @@ public struct CommandWindow: Sendable {
             windows.append(OriginWindow())
             slots[id.origin] = slot
         }
-        lastOrigin = id.origin
-        lastSlot = slot
+        if slot != lastSlot {
+            lastOrigin = id.origin
+            lastSlot = slot
+        }
         windows[slot].record(id.number, sequence: sequence, capacity: UInt64(capacity))
     }
 }

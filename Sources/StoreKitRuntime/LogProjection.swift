@@ -31,14 +31,32 @@ public struct LogProjection {
         let reader = try PartitionReader(directory: directory, partition: partition)
         // Local state, not fields of a captured `LogProjection`: a struct the closure captures
         // is boxed and every access to it checked for exclusivity at run time (once per field per event).
-        var projection = QueueProjection()
         var checker = InvariantChecker()
         var recordCount: UInt64 = 0
-        let summary = try reader.forEachRecord(from: 1, through: through) { view in
-            let recorded = try decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
-            projection.apply(recorded)
-            if checkInvariants { checker.check(recorded) }
-            recordCount += 1
+        let summary: ReadSummary
+        let projection: QueueProjection
+        if checkInvariants {
+            // The checker reads whole events, so each is decoded once and handed to both.
+            var folded = QueueProjection()
+            summary = try reader.forEachRecord(from: 1, through: through) { view in
+                let recorded = try decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+                folded.apply(recorded)
+                checker.check(recorded)
+                recordCount += 1
+            }
+            projection = folded
+        } else {
+            // The projection alone: folded from the encoded payloads, with the same result (EncodedEventFold).
+            var fold = EncodedEventFold()
+            summary = try reader.forEachRecord(from: 1, through: through) { view in
+                do throws(DecodingFailure) {
+                    try fold.apply(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+                } catch {
+                    throw LogContentError(sequence: view.sequence, failure: error, version: view.payload.first)
+                }
+                recordCount += 1
+            }
+            projection = fold.projection
         }
         var result = LogProjection()
         result.projection = projection
