@@ -66,9 +66,7 @@ import Testing
     @Test("A two-queue live recording replays live over its topology's two queues with 0 divergences, compared per partition and reported as one; over a one-queue topology it is refused (exit 2)")
     func liveReplayOfTwoPartitions() throws {
         let scratch = CLI.Scratch()
-        var topology = Self.topology
-        // No relaunches: a quit sent at its recorded time races live with observers' actions (docs/replay.md).
-        topology.relaunchProbability = 0
+        let topology = Self.topology
         try topology.text.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
         let run = try CLI.sksim(["run", scratch.path("parts.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
         #expect(run.status == 0, "\(run.output) \(run.error)")
