@@ -124,6 +124,9 @@ public struct Explorer {
     public var progress: ((_ schedules: Int, _ seconds: Double) -> Void)?
     /// Run headers of this explorer's scenario per size (seeds differ only in the header's seed).
     private let headers = HeaderCache()
+    /// The in-memory log the schedules of a search and of a shrink are written to, one after
+    /// another (emptied before each, its capacity kept).
+    private let reusedLog = MemoryLogStorage()
 
     /// Most schedules and seconds one shrink may spend (the result is then smaller, not minimal).
     public var shrinkRunLimit = 20_000
@@ -188,7 +191,8 @@ public struct Explorer {
             }
             var runScenario = scenario
             runScenario.seed = scheduleSeed
-            let result = try run(choices: source, scenario: runScenario)
+            reusedLog.removeAll()
+            let result = try run(choices: source, scenario: runScenario, storage: reusedLog)
             schedules += 1
             longest = max(longest, result.choices.count)
             if schedules % 256 == 0 { progress?(schedules, monotonicSeconds() - start) }
@@ -254,7 +258,8 @@ public struct Explorer {
     /// True when `choices` (on `scenario`) still breaks `invariant`.
     private func fails(_ choices: [UInt64], _ invariant: AppInvariant, _ scenario: Scenario, runs: inout Int) throws -> ScheduleRun? {
         runs += 1
-        let result = try run(choices: ReplayedChoices(choices), scenario: scenario)
+        reusedLog.removeAll()
+        let result = try run(choices: ReplayedChoices(choices), scenario: scenario, storage: reusedLog)
         return result.violations.contains { $0.invariant == invariant } ? result : nil
     }
 

@@ -287,6 +287,20 @@ public final class PaymentQueue {
         return Array(outbox[..<count])
     }
 
+    /// `drainOutbox(keepingFirst:)` handing each kept command to `body`, in order, without an
+    /// array of its own; the outbox keeps its capacity (the deterministic runtime drains an app
+    /// after every reaction). `body` must not call back into this queue.
+    public func drainOutbox(keepingFirst count: Int, _ body: (_ command: CommandBody, _ sender: String) -> Void) {
+        for index in outbox.indices {
+            if index < count {
+                body(outbox[index].body, outbox[index].sender)
+            } else if case .recordAppAction(.contentGranted(let key, _, _)) = outbox[index].body {
+                granted.remove(key)
+            }
+        }
+        outbox.removeAll(keepingCapacity: true)
+    }
+
     /// A command the app made is not sent after all (a replay drops what the recorded app lost
     /// as it quit): a grant it carried is not in the app's storage, as with `drainOutbox(keepingFirst:)`.
     public func withdraw(_ body: CommandBody) {
@@ -388,7 +402,7 @@ public final class PaymentQueue {
             startRequested.removeAll()
         case .transactionRestored(let key, _, _, _, _):
             // StoreKit tells a restore's transactions together, several per call (F-C1).
-            guard let command = recorded.commandID else { return updated([key], cause: cause) }
+            guard let command = recorded.commandID else { return updated(key, cause: cause) }
             if restoredBatch == nil { restoredBatch = (command, [], cause) }
             restoredBatch?.keys.append(key)
             // A full piece is a whole command: the store sends the next only once it has seen this one.
@@ -399,7 +413,7 @@ public final class PaymentQueue {
             resumedPurchase = nil
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .subscriptionRenewed(let key, _, _, _):
-            updated([key], cause: cause)
+            updated(key, cause: cause)
         case .transactionFinished(let key):
             finishRequested.remove(key)
             for download in before?.downloads ?? [] { startRequested.remove(download.key) }
@@ -436,9 +450,14 @@ public final class PaymentQueue {
         }
     }
 
-    /// Tells the attached observers that `keys` changed, in one `updatedTransactions` call each.
-    private func updated(_ keys: [TransactionKey], cause: UInt64) {
-        let transactions = keys.compactMap { projection.transaction($0) }
+    /// Tells the attached observers that `key` changed.
+    private func updated(_ key: TransactionKey, cause: UInt64) {
+        guard let transaction = projection.transaction(key) else { return }
+        updated([transaction], cause: cause)
+    }
+
+    /// Tells the attached observers that `transactions` changed, in one `updatedTransactions` call each.
+    private func updated(_ transactions: [PaymentTransaction], cause: UInt64) {
         guard !transactions.isEmpty else { return }
         let targets = attachedObservers()
         call(targets, .updatedTransactions, Self.describe(transactions), cause: cause) { $0.paymentQueue(self, updatedTransactions: transactions) }
@@ -453,7 +472,7 @@ public final class PaymentQueue {
     private func flushRestored() {
         guard let batch = restoredBatch else { return }
         restoredBatch = nil
-        updated(batch.keys, cause: batch.cause)
+        updated(batch.keys.compactMap { projection.transaction($0) }, cause: batch.cause)
     }
 
     /// True when `recorded` is another restored transaction of `command`.

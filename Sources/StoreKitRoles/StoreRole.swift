@@ -119,6 +119,9 @@ public final class StoreRole: Role {
         let actions = behavior.actions ?? []
         return Dictionary(grouping: actions.indices.filter { actions[$0].action == .failNext }) { actions[$0].failure }
     }()
+    /// Each product's renewal period in simulated time, parsed from its `.storekit` period once
+    /// (parsing it at every subscription purchase showed in exploration's profile).
+    private var renewalByProduct: [String: Int64?] = [:]
     /// True when the log holds a command of an earlier incarnation of this store (origins are
     /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
     private var isRestart = false
@@ -305,8 +308,10 @@ public final class StoreRole: Role {
     /// The renewal period of a subscription's product in simulated time: the `.storekit` file's
     /// `_timeRate` if it sets one, else the scenario's (F-U1).
     public func renewalNanoseconds(_ productIdentifier: String) -> Int64? {
-        guard let period = catalog.product(productIdentifier)?.subscriptionPeriod else { return nil }
-        return periodNanoseconds(period)
+        if let known = renewalByProduct[productIdentifier] { return known }
+        let renewal = catalog.product(productIdentifier)?.subscriptionPeriod.flatMap { periodNanoseconds($0) }
+        renewalByProduct[productIdentifier] = .some(renewal)
+        return renewal
     }
 
     /// A `.storekit` period (`P16D`) in simulated time at the run's time rate (F-U1).
