@@ -64,7 +64,13 @@ public final class PaymentQueue {
     @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
-    @exclusivity(unchecked) private var outbox: [(body: CommandBody, sender: String)] = []
+    @exclusivity(unchecked) private var outbox: [OutgoingCommand] = []
+    /// A struct rather than a tuple: an array of tuples is copied and destroyed through the
+    /// runtime's generic tuple witnesses, which showed in exploration's profile.
+    private struct OutgoingCommand {
+        var body: CommandBody
+        var sender: String
+    }
     /// The observer whose callback is running, so its calls are attributed to it.
     @exclusivity(unchecked) private var calling: String?
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
@@ -224,7 +230,7 @@ public final class PaymentQueue {
     // MARK: The app's side of the runtime
 
     /// Sends app-lifecycle commands that have no StoreKit method (the OS does these).
-    public func enqueue(_ command: CommandBody) { outbox.append((command, calling ?? "device")) }
+    public func enqueue(_ command: CommandBody) { outbox.append(OutgoingCommand(body: command, sender: calling ?? "device")) }
 
     // MARK: What the app did (recorded in the log, so invariants about apps can be checked)
 
@@ -262,7 +268,7 @@ public final class PaymentQueue {
         restoredBatch = nil
         finishRequested.removeAll()
         startRequested.removeAll()
-        outbox.append((.terminateApp(device: device), "device"))
+        outbox.append(OutgoingCommand(body: .terminateApp(device: device), sender: "device"))
     }
 
     /// Commands made and not yet drained.
@@ -276,15 +282,13 @@ public final class PaymentQueue {
     /// The first `count` commands produced since the last call, with who made each; the rest
     /// are dropped (the app was killed before sending them), and so are their grants.
     public func drainOutbox(keepingFirst count: Int) -> [(body: CommandBody, sender: String)] {
-        // A new empty outbox, not `removeAll(keepingCapacity:)`: the returned array shares the
-        // buffer, so keeping capacity would allocate a copy as large as the largest burst so far
-        // on every call, and each of a replay's thousands of apps would hold one.
+        // A new empty outbox, not `removeAll(keepingCapacity:)`: each of a replay's thousands of
+        // apps would otherwise hold one as large as its largest burst so far.
         defer { outbox = [] }
-        guard count < outbox.count else { return outbox }
-        for (body, _) in outbox[count...] {
-            if case .recordAppAction(.contentGranted(let key, _, _)) = body { granted.remove(key) }
+        for command in outbox[min(count, outbox.count)...] {
+            if case .recordAppAction(.contentGranted(let key, _, _)) = command.body { granted.remove(key) }
         }
-        return Array(outbox[..<count])
+        return outbox[..<min(count, outbox.count)].map { ($0.body, $0.sender) }
     }
 
     /// `drainOutbox(keepingFirst:)` handing each kept command to `body`, in order, without an

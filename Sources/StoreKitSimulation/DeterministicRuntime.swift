@@ -125,6 +125,7 @@ public final class DeterministicRuntime {
         engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
         engine.keepsPayloads = false
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
+        downloader = RoleFactory.Kind.allCases.firstIndex(of: .downloader)
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
             slots.append(Slot(kind: kind, role: role, origin: "\(role.name).0"))
@@ -164,7 +165,7 @@ public final class DeterministicRuntime {
     }
 
     /// The downloader's slot: the one role whose environment can fail (its content files).
-    private lazy var downloader: Int? = slots.firstIndex { $0.kind == .downloader }
+    private let downloader: Int?
 
     /// The role hosting the apps (devices), for tests and reports.
     public var apps: AppRole? { slots.first { $0.kind == .apps }?.role as? AppRole }
