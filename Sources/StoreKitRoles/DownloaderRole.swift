@@ -128,6 +128,8 @@ public final class DownloaderRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        // The apps' actions (a quarter of all events) mean nothing to the downloader.
+        if case .appActionRecorded = recorded.event { return [] }
         trackProduct(recorded.event)
         switch recorded.event {
         case .transactionPurchased(let key, _, let downloads, _), .transactionRestored(let key, _, _, _, let downloads):
