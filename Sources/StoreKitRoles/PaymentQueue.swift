@@ -385,14 +385,23 @@ public final class PaymentQueue {
         // A command's events arrive one after another: one of another command (or its restoreFinished)
         // means the batch is complete (F-C1).
         if let batch = restoredBatch, !Self.continues(batch.command, recorded) { flushRestored() }
-        let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }
+        // One look at the event before the projection changes (each `if case` with a binding
+        // copies the whole event out, and this runs for every event of the device).
+        var finished: TransactionKey?
+        var kept: DownloadKey?
+        switch recorded.event {
+        case .transactionFinished(let key): finished = key
+        case .appActionRecorded(.contentKept(let key, _)): kept = key
+        case .appTerminated: awaitingTermination = false
+        default: break
+        }
+        let before = finished.flatMap { projection.transaction($0) }
         projection.apply(recorded)
         // A finished transaction is never delivered again: its grant need not be remembered.
-        if case .transactionFinished(let key) = recorded.event { granted.remove(key) }
-        if case .appActionRecorded(.contentKept(let key, _)) = recorded.event { noteKept(key) }
+        if let finished { granted.remove(finished) }
+        if let kept { noteKept(kept) }
         noteObserverChanges(recorded.event)
         let cause = recorded.sequence
-        if case .appTerminated = recorded.event { awaitingTermination = false }
         guard !awaitingTermination else { return }
         switch recorded.event {
         case .observerAttached(_, let name):
