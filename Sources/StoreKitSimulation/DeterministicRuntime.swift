@@ -125,7 +125,7 @@ public final class DeterministicRuntime {
         engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
         engine.keepsPayloads = false
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
-        downloader = RoleFactory.Kind.allCases.firstIndex(of: .downloader)
+        downloader = RoleFactory.Kind.allCases.firstIndex(of: .downloader)  // Slots are made in this order.
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
             slots.append(Slot(kind: kind, role: role, origin: "\(role.name).0"))
