@@ -55,8 +55,10 @@ struct ExploreBench: AsyncParsableCommand {
         var runSeconds = 0.0
         var foldSeconds = 0.0
         var events = 0
+        // One log for every schedule, emptied before each (as `Explorer.explore` does).
+        let storage = MemoryLogStorage()
         for index in 0..<schedules {
-            let storage = MemoryLogStorage()
+            storage.removeAll()
             var scenario = explorer.scenario
             scenario.seed = Explorer.scheduleSeed(1, index)
             let start = ProjectionBenchmark.monotonicSeconds()

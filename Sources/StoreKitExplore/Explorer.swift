@@ -124,6 +124,9 @@ public struct Explorer {
     public var progress: ((_ schedules: Int, _ seconds: Double) -> Void)?
     /// Run headers of this explorer's scenario per size (seeds differ only in the header's seed).
     private let headers = HeaderCache()
+    /// The in-memory log the schedules of a search and of a shrink are written to, one after
+    /// another (emptied before each, its capacity kept).
+    private let reusedLog = MemoryLogStorage()
 
     /// Most schedules and seconds one shrink may spend (the result is then smaller, not minimal).
     public var shrinkRunLimit = 20_000
@@ -139,6 +142,27 @@ public struct Explorer {
     /// Runs one schedule driven by `choices` and checks every invariant over its log.
     public func run(choices source: ChoiceSource, scenario runScenario: Scenario? = nil, trace: AppTrace? = nil,
                     keepEvents: Bool = false, storage: LogStorage = MemoryLogStorage()) throws -> ScheduleRun {
+        let outcome = try execute(choices: source, scenario: runScenario, trace: trace, keepEvents: keepEvents, storage: storage)
+        var digest: UInt64 = 0xCBF2_9CE4_8422_2325
+        try storage.forEachRecord(from: 1) { _, timestamp, payload in
+            digest = (digest ^ UInt64(bitPattern: timestamp)) &* 0x0000_0100_0000_01B3
+            for byte in payload { digest = (digest ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        }
+        return ScheduleRun(choices: outcome.choices, violations: outcome.violations, steps: outcome.steps, logDigest: digest,
+                           events: outcome.events)
+    }
+
+    /// What the search and the shrink need of a schedule: `run` without the log's digest (which
+    /// reads every byte of the log again).
+    struct ScheduleOutcome {
+        var choices: [UInt64]
+        var violations: [AppViolation]
+        var steps: Int
+        var events: [RecordedEvent]
+    }
+
+    func execute(choices source: ChoiceSource, scenario runScenario: Scenario? = nil, trace: AppTrace? = nil,
+                 keepEvents: Bool = false, storage: LogStorage) throws -> ScheduleOutcome {
         var scenario = runScenario ?? self.scenario
         if observerFactory != nil || trace != nil { scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace) }
         let recording = RecordingChoices(source)
@@ -150,17 +174,10 @@ public struct Explorer {
         let checked = CheckedEvents(keepEvents: keepEvents)
         runtime.eventAppended = { checked.add($0) }
         _ = try runtime.run()
-        var digest: UInt64 = 0xCBF2_9CE4_8422_2325
-        var steps = 0
-        try storage.forEachRecord(from: 1) { _, timestamp, payload in
-            steps += 1
-            digest = (digest ^ UInt64(bitPattern: timestamp)) &* 0x0000_0100_0000_01B3
-            for byte in payload { digest = (digest ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        }
+        let steps = Int(storage.lastSequence)
         precondition(steps == checked.count, "the log holds \(steps) events, the runtime appended \(checked.count)")
         checked.monitor.finish()
-        return ScheduleRun(choices: recording.values, violations: checked.monitor.violations, steps: steps, logDigest: digest,
-                           events: checked.events)
+        return ScheduleOutcome(choices: recording.values, violations: checked.monitor.violations, steps: steps, events: checked.events)
     }
 
     /// The seed of schedule `index` of an exploration seeded with `seed` (SplitMix64).
@@ -188,7 +205,8 @@ public struct Explorer {
             }
             var runScenario = scenario
             runScenario.seed = scheduleSeed
-            let result = try run(choices: source, scenario: runScenario)
+            reusedLog.removeAll()
+            let result = try execute(choices: source, scenario: runScenario, storage: reusedLog)
             schedules += 1
             longest = max(longest, result.choices.count)
             if schedules % 256 == 0 { progress?(schedules, monotonicSeconds() - start) }
@@ -225,7 +243,7 @@ public struct Explorer {
             }
             let storage = HashingLogStorage()
             let source = ExhaustiveChoices(prefix: prefix, space: space, storage: storage)
-            let result = try run(choices: source, scenario: runScenario, storage: storage)
+            let result = try execute(choices: source, scenario: runScenario, storage: storage)
             schedules += 1
             if schedules % 256 == 0 { progress?(schedules, monotonicSeconds() - start) }
             if let violation = result.violations.first {
@@ -252,9 +270,10 @@ public struct Explorer {
     // MARK: Shrinking
 
     /// True when `choices` (on `scenario`) still breaks `invariant`.
-    private func fails(_ choices: [UInt64], _ invariant: AppInvariant, _ scenario: Scenario, runs: inout Int) throws -> ScheduleRun? {
+    private func fails(_ choices: [UInt64], _ invariant: AppInvariant, _ scenario: Scenario, runs: inout Int) throws -> ScheduleOutcome? {
         runs += 1
-        let result = try run(choices: ReplayedChoices(choices), scenario: scenario)
+        reusedLog.removeAll()
+        let result = try execute(choices: ReplayedChoices(choices), scenario: scenario, storage: reusedLog)
         return result.violations.contains { $0.invariant == invariant } ? result : nil
     }
 
@@ -342,7 +361,7 @@ public struct Explorer {
         return result
     }
 
-    private func shrinkAndDraw(_ violation: AppViolation, _ original: ScheduleRun, scenario: Scenario, schedules: Int,
+    private func shrinkAndDraw(_ violation: AppViolation, _ original: ScheduleOutcome, scenario: Scenario, schedules: Int,
                                seconds: Double) throws -> FoundViolation {
         let shrinkStart = monotonicSeconds()
         let shrunk = try shrink(original.choices, invariant: violation.invariant, scenario: scenario)
@@ -408,9 +427,10 @@ final class HashingLogStorage: LogStorage {
 /// The app invariant monitor fed by the runtime as events are appended (a class: the runtime
 /// keeps the closure that feeds it).
 final class CheckedEvents {
-    var monitor = AppInvariantMonitor()
-    var events: [RecordedEvent] = []
-    var count = 0
+    // Unchecked exclusivity: only `add` changes these, once per appended event, never re-entered.
+    @exclusivity(unchecked) var monitor = AppInvariantMonitor()
+    @exclusivity(unchecked) var events: [RecordedEvent] = []
+    @exclusivity(unchecked) var count = 0
     let keepEvents: Bool
 
     init(keepEvents: Bool) { self.keepEvents = keepEvents }

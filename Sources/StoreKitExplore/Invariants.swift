@@ -103,11 +103,9 @@ public struct AppInvariantMonitor: Sendable {
         case .transactionAdded(let key, _):
             transactions[key] = Tracked()
         case .transactionDeferred(let key):
-            transactions[key]?.state = .deferred
-            transactions[key]?.wasDeferred = true
+            modify(key) { $0.state = .deferred; $0.wasDeferred = true }
         case .transactionPurchased(let key, _, let contents, _):
-            transactions[key]?.state = .purchased
-            transactions[key]?.downloads = contents.map { _ in TrackedDownload() }
+            modify(key) { $0.state = .purchased; $0.downloads = contents.map { _ in TrackedDownload() } }
         case .subscriptionRenewed(let key, _, _, let contents):
             // A renewal is a purchase the app must deliver like any other (F-U1).
             transactions[key] = Tracked(state: .purchased, downloads: contents.map { _ in TrackedDownload() })
@@ -115,7 +113,7 @@ public struct AppInvariantMonitor: Sendable {
             transactions[key] = Tracked(state: .restored, downloads: contents.map { _ in TrackedDownload() })
             restored[RestoreID(device: key.device, number: restore), default: []].append(key)
         case .transactionFailed(let key, _):
-            transactions[key]?.state = .failed
+            modify(key) { $0.state = .failed }
         case .askToBuyDeclined(let key):
             // Declined stays deferred for good and is never delivered (F-A1): nothing is owed to the user.
             transactions[key] = nil
@@ -150,9 +148,17 @@ public struct AppInvariantMonitor: Sendable {
         }
     }
 
+    /// Changes a tracked transaction in place: one hash of its key, no copy of its downloads.
+    private mutating func modify(_ key: TransactionKey, _ change: (inout Tracked) -> Void) {
+        guard let index = transactions.index(forKey: key) else { return }
+        change(&transactions.values[index])
+    }
+
     private mutating func update(_ key: DownloadKey, _ change: (inout TrackedDownload) -> Void) {
-        guard let tracked = transactions[key.transaction], tracked.downloads.indices.contains(key.index) else { return }
-        change(&transactions[key.transaction]!.downloads[key.index])
+        modify(key.transaction) { tracked in
+            guard tracked.downloads.indices.contains(key.index) else { return }
+            change(&tracked.downloads[key.index])
+        }
     }
 
     /// A download still under way at 1.0: what an app that infers completion from progress acts on.

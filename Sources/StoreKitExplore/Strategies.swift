@@ -30,7 +30,8 @@ public enum ExplorationStrategy: Sendable, Hashable, CustomStringConvertible {
 /// Records every value another source gave, so a schedule's choices can be written down and shrunk.
 final class RecordingChoices: ChoiceSource {
     let inner: ChoiceSource
-    private(set) var values: [UInt64] = []
+    // Unchecked exclusivity: `choose` is the only writer, never re-entered (several draws per event).
+    @exclusivity(unchecked) private(set) var values: [UInt64] = []
 
     init(_ inner: ChoiceSource) {
         self.inner = inner

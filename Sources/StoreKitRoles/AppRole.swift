@@ -112,11 +112,17 @@ public final class DeviceApp {
     /// New observer instances for a launch: the user's own, or the built-in behaviours.
     private func makeObservers() -> [PaymentTransactionObserver] {
         if let factory = hooks?.observerFactory { return factory(device) }
-        return behavior.observers.enumerated().map { index, observerBehavior in
-            BuiltInObserver(name: "\(observerBehavior.rawValue)-\(index + 1)", behavior: observerBehavior,
-                            storage: storage, persistentFolder: "apps/\(device)")
+        if builtInObserverNames.isEmpty {
+            builtInObserverNames = behavior.observers.enumerated().map { index, observerBehavior in "\(observerBehavior.rawValue)-\(index + 1)" }
+        }
+        let folder = "apps/" + device
+        return behavior.observers.indices.map { index in
+            BuiltInObserver(name: builtInObserverNames[index], behavior: behavior.observers[index], storage: storage, persistentFolder: folder)
         }
     }
+
+    /// The built-in observers' names, made at the first launch rather than formatted at every one.
+    private var builtInObserverNames: [String] = []
 
     /// Launches the app: new observers, attached now (or, for a late one, a few steps later).
     private func launch() {
@@ -280,53 +286,63 @@ public final class AppRole: Role {
         for device in deviceNames {
             guard let app = apps[device] else { continue }
             app.resumeAfterRestart()
-            effects += send(app)
+            send(app, into: &effects)
             app.stepTimerPending = true
             effects.append(.timer(afterNanoseconds: 0, .deviceStep(device: device)))
         }
         return effects
     }
 
-    /// The app's commands, as effects (and in the trace, with who made each).
-    private func send(_ app: DeviceApp, keepingFirst count: Int = .max) -> [Effect] {
-        let commands = app.queue.drainOutbox(keepingFirst: count)
-        if let trace = hooks?.trace {
-            for command in commands { trace.sent(device: app.device, sender: command.sender, body: command.body) }
+    /// The app's commands, as effects added to `effects` (and in the trace, with who made each).
+    private func send(_ app: DeviceApp, keepingFirst count: Int = .max, into effects: inout [Effect]) {
+        let trace = hooks?.trace
+        app.queue.drainOutbox(keepingFirst: count) { body, sender in
+            trace?.sent(device: app.device, sender: sender, body: body)
+            effects.append(.send(body))
         }
-        return commands.map { .send($0.body) }
     }
 
     /// Every device's script is done and nothing is left unfinished.
     public var isSettled: Bool { apps.values.allSatisfy(\.isSettled) }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
-        guard let device = recorded.event.device, let app = app(device) else { return [] }
+        var effects: [Effect] = []
+        receive(recorded, now: now, into: &effects)
+        return effects
+    }
+
+    public func receive(_ recorded: RecordedEvent, now: Int64, into effects: inout [Effect]) {
+        guard let device = recorded.event.device, let app = app(device) else { return }
         app.queue.deliver(recorded)
         guard let probability = choicePoints?.killProbability, probability > 0, let choices, app.canBeKilled,
-              choices.chance(.appKill, probability) else { return send(app) }
+              choices.chance(.appKill, probability) else { return send(app, into: &effects) }
         // Killed after handling this update, between two of the commands it made (or after all).
         let made = app.queue.pendingCommandCount
         let kept = made == 0 ? 0 : choices.index(.appKill, count: made + 1)
-        var effects = send(app, keepingFirst: kept)
+        send(app, keepingFirst: kept, into: &effects)
         hooks?.trace?.killed(device: device, dropped: made - kept, afterCause: recorded.sequence)
         app.kill()
-        effects += send(app)
+        send(app, into: &effects)
         if !app.stepTimerPending {
             app.stepTimerPending = true
             effects.append(.timer(afterNanoseconds: 0, .deviceStep(device: device)))
         }
-        return effects
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
-        guard case .deviceStep(let device) = token, let app = app(device) else { return [] }
+        var effects: [Effect] = []
+        timerFired(token, now: now, into: &effects)
+        return effects
+    }
+
+    public func timerFired(_ token: TimerToken, now: Int64, into effects: inout [Effect]) {
+        guard case .deviceStep(let device) = token, let app = app(device) else { return }
         app.stepTimerPending = false
         let delay = app.step()
-        var effects = send(app)
+        send(app, into: &effects)
         if let delay {
             app.stepTimerPending = true
             effects.append(.timer(afterNanoseconds: delay, .deviceStep(device: device)))
         }
-        return effects
     }
 }

@@ -58,7 +58,8 @@ public final class DownloaderRole: Role {
     private var products: [TransactionKey: String] = [:]
     public private(set) var bytesWritten: Int64 = 0
     /// The first content write that failed (see `Role.environmentFailure`).
-    public private(set) var environmentFailure: EnvironmentFailure?
+    // Unchecked exclusivity: read after every step of a deterministic run, written once, by this role only.
+    @exclusivity(unchecked) public private(set) var environmentFailure: EnvironmentFailure?
 
     public init(name: String = "downloader", content: ContentStorage, behavior: DownloaderBehavior, choices: ChoiceSource) {
         self.name = name
@@ -127,6 +128,8 @@ public final class DownloaderRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        // The apps' actions (a quarter of all events) mean nothing to the downloader.
+        if case .appActionRecorded = recorded.event { return [] }
         trackProduct(recorded.event)
         switch recorded.event {
         case .transactionPurchased(let key, _, let downloads, _), .transactionRestored(let key, _, _, _, let downloads):

@@ -64,7 +64,13 @@ public final class PaymentQueue {
     @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
-    @exclusivity(unchecked) private var outbox: [(body: CommandBody, sender: String)] = []
+    @exclusivity(unchecked) private var outbox: [OutgoingCommand] = []
+    /// A struct rather than a tuple: an array of tuples is copied and destroyed through the
+    /// runtime's generic tuple witnesses, which showed in exploration's profile.
+    private struct OutgoingCommand {
+        var body: CommandBody
+        var sender: String
+    }
     /// The observer whose callback is running, so its calls are attributed to it.
     @exclusivity(unchecked) private var calling: String?
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
@@ -227,7 +233,7 @@ public final class PaymentQueue {
     // MARK: The app's side of the runtime
 
     /// Sends app-lifecycle commands that have no StoreKit method (the OS does these).
-    public func enqueue(_ command: CommandBody) { outbox.append((command, calling ?? "device")) }
+    public func enqueue(_ command: CommandBody) { outbox.append(OutgoingCommand(body: command, sender: calling ?? "device")) }
 
     // MARK: What the app did (recorded in the log, so invariants about apps can be checked)
 
@@ -276,7 +282,7 @@ public final class PaymentQueue {
         restoredBatch = nil
         finishRequested.removeAll()
         startRequested.removeAll()
-        outbox.append((.terminateApp(device: device), "device"))
+        outbox.append(OutgoingCommand(body: .terminateApp(device: device), sender: "device"))
     }
 
     /// Commands made and not yet drained.
@@ -290,13 +296,25 @@ public final class PaymentQueue {
     /// The first `count` commands produced since the last call, with who made each; the rest
     /// are dropped (the app was killed before sending them), and so are their grants.
     public func drainOutbox(keepingFirst count: Int) -> [(body: CommandBody, sender: String)] {
-        // A new empty outbox, not `removeAll(keepingCapacity:)`: the returned array shares the
-        // buffer, so keeping capacity would allocate a copy as large as the largest burst so far
-        // on every call, and each of a replay's thousands of apps would hold one.
+        // A new empty outbox, not `removeAll(keepingCapacity:)`: each of a replay's thousands of
+        // apps would otherwise hold one as large as its largest burst so far.
         defer { outbox = [] }
-        guard count < outbox.count else { return outbox }
-        for (body, _) in outbox[count...] { forgetUnsent(body) }
-        return Array(outbox[..<count])
+        for command in outbox[min(count, outbox.count)...] { forgetUnsent(command.body) }
+        return outbox[..<min(count, outbox.count)].map { ($0.body, $0.sender) }
+    }
+
+    /// `drainOutbox(keepingFirst:)` handing each kept command to `body`, in order, without an
+    /// array of its own; the outbox keeps its capacity (the deterministic runtime drains an app
+    /// after every reaction). `body` must not call back into this queue.
+    public func drainOutbox(keepingFirst count: Int, _ body: (_ command: CommandBody, _ sender: String) -> Void) {
+        for index in outbox.indices {
+            if index < count {
+                body(outbox[index].body, outbox[index].sender)
+            } else {
+                forgetUnsent(outbox[index].body)
+            }
+        }
+        outbox.removeAll(keepingCapacity: true)
     }
 
     /// A command the app made is not sent after all (a replay drops what the recorded app lost
@@ -393,13 +411,22 @@ public final class PaymentQueue {
         // A command's events arrive one after another: one of another command (or its restoreFinished)
         // means the batch is complete (F-C1).
         if let batch = restoredBatch, !Self.continues(batch.command, recorded) { flushRestored() }
-        let before: PaymentTransaction? = if case .transactionFinished(let key) = recorded.event { projection.transaction(key) } else { nil }
+        // One look at the event before the projection changes (each `if case` with a binding
+        // copies the whole event out, and this runs for every event of the device).
+        var finished: TransactionKey?
+        var kept: DownloadKey?
+        switch recorded.event {
+        case .transactionFinished(let key): finished = key
+        case .appActionRecorded(.contentKept(let key, _)): kept = key
+        case .appTerminated: awaitingTermination = false
+        default: break
+        }
+        let before = finished.flatMap { projection.transaction($0) }
         projection.apply(recorded)
-        if case .transactionFinished(let key) = recorded.event { forgetFinished(key) }
-        if case .appActionRecorded(.contentKept(let key, _)) = recorded.event { noteKept(key) }
+        if let finished { forgetFinished(finished) }
+        if let kept { noteKept(kept) }
         noteObserverChanges(recorded.event)
         let cause = recorded.sequence
-        if case .appTerminated = recorded.event { awaitingTermination = false }
         guard !awaitingTermination else { return }
         switch recorded.event {
         case .observerAttached(_, let name):
@@ -413,7 +440,7 @@ public final class PaymentQueue {
             startRequested.removeAll()
         case .transactionRestored(let key, _, _, _, _):
             // StoreKit tells a restore's transactions together, several per call (F-C1).
-            guard let command = recorded.commandID else { return updated([key], cause: cause) }
+            guard let command = recorded.commandID else { return updated(key, cause: cause) }
             if restoredBatch == nil { restoredBatch = (command, [], cause) }
             restoredBatch?.keys.append(key)
             // A full piece is a whole command: the store sends the next only once it has seen this one.
@@ -424,7 +451,7 @@ public final class PaymentQueue {
             resumedPurchase = nil
         case .transactionAdded(let key, _), .transactionDeferred(let key), .transactionPurchased(let key, _, _, _),
              .transactionFailed(let key, _), .subscriptionRenewed(let key, _, _, _):
-            updated([key], cause: cause)
+            updated(key, cause: cause)
         case .transactionFinished(let key):
             finishRequested.remove(key)
             for download in before?.downloads ?? [] { startRequested.remove(download.key) }
@@ -461,9 +488,14 @@ public final class PaymentQueue {
         }
     }
 
-    /// Tells the attached observers that `keys` changed, in one `updatedTransactions` call each.
-    private func updated(_ keys: [TransactionKey], cause: UInt64) {
-        let transactions = keys.compactMap { projection.transaction($0) }
+    /// Tells the attached observers that `key` changed.
+    private func updated(_ key: TransactionKey, cause: UInt64) {
+        guard let transaction = projection.transaction(key) else { return }
+        updated([transaction], cause: cause)
+    }
+
+    /// Tells the attached observers that `transactions` changed, in one `updatedTransactions` call each.
+    private func updated(_ transactions: [PaymentTransaction], cause: UInt64) {
         guard !transactions.isEmpty else { return }
         let targets = attachedObservers()
         call(targets, .updatedTransactions, Self.describe(transactions), cause: cause) { $0.paymentQueue(self, updatedTransactions: transactions) }
@@ -478,7 +510,7 @@ public final class PaymentQueue {
     private func flushRestored() {
         guard let batch = restoredBatch else { return }
         restoredBatch = nil
-        updated(batch.keys, cause: batch.cause)
+        updated(batch.keys.compactMap { projection.transaction($0) }, cause: batch.cause)
     }
 
     /// True when `recorded` is another restored transaction of `command`.

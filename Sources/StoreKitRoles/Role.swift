@@ -46,6 +46,11 @@ public protocol Role: AnyObject {
     var name: String { get }
     func receive(_ event: RecordedEvent, now: Int64) -> [Effect]
     func timerFired(_ token: TimerToken, now: Int64) -> [Effect]
+    /// `receive`, adding the effects to `effects` (a buffer the deterministic runtime reuses for
+    /// every reaction) instead of returning an array of their own. Defaults to `receive`.
+    func receive(_ event: RecordedEvent, now: Int64, into effects: inout [Effect])
+    /// `timerFired`, adding the effects to `effects`. Defaults to `timerFired`.
+    func timerFired(_ token: TimerToken, now: Int64, into effects: inout [Effect])
     /// Applies history without reacting (a restarted role reading the log).
     func catchUp(_ event: RecordedEvent)
     /// After `catchUp`: what to do again. Called once, also for a first start.
@@ -74,6 +79,12 @@ public struct EnvironmentFailure: Error, CustomStringConvertible {
 }
 
 extension Role {
+    public func receive(_ event: RecordedEvent, now: Int64, into effects: inout [Effect]) {
+        effects.append(contentsOf: receive(event, now: now))
+    }
+    public func timerFired(_ token: TimerToken, now: Int64, into effects: inout [Effect]) {
+        effects.append(contentsOf: timerFired(token, now: now))
+    }
     public var isSettled: Bool { true }
     public var environmentFailure: EnvironmentFailure? { nil }
 }

@@ -119,6 +119,9 @@ public final class StoreRole: Role {
         let actions = behavior.actions ?? []
         return Dictionary(grouping: actions.indices.filter { actions[$0].action == .failNext }) { actions[$0].failure }
     }()
+    /// Each product's renewal period in simulated time, parsed from its `.storekit` period once
+    /// (parsing it at every subscription purchase showed in exploration's profile).
+    private var renewalByProduct: [String: Int64?] = [:]
     /// True when the log holds a command of an earlier incarnation of this store (origins are
     /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
     private var isRestart = false
@@ -228,6 +231,13 @@ public final class StoreRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        // Most events (the apps' actions, download progress: about four in ten) mean nothing to
+        // the store: only its clock moves. Told apart by their case alone, without copying them
+        // out through the several switches below.
+        if Self.meansNothingToTheStore(recorded.event) {
+            latestEventTimestamp = max(latestEventTimestamp, recorded.timestamp)
+            return []
+        }
         // A subscription that waited for this one to end starts with its end (F-U3).
         let successor: String? = switch recorded.event {
         case .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
@@ -292,6 +302,17 @@ public final class StoreRole: Role {
         }
     }
 
+    /// Events that neither the store's projection, nor `track`, nor `receive` acts on.
+    private static func meansNothingToTheStore(_ event: Event) -> Bool {
+        switch event {
+        case .appActionRecorded, .downloadStarted, .downloadProgressed, .downloadPaused, .downloadResumed, .downloadFinished,
+             .downloadFailed, .downloadCancelled, .appLaunched:
+            true
+        default:
+            false
+        }
+    }
+
     /// One active subscription per group (F-U3): an upgrade (a higher level), a crossgrade of the same
     /// period, or a change between products without levels replaces the account's others in its group
     /// at once (a downgrade still waiting included); a downgrade or a crossgrade to another period
@@ -305,8 +326,10 @@ public final class StoreRole: Role {
     /// The renewal period of a subscription's product in simulated time: the `.storekit` file's
     /// `_timeRate` if it sets one, else the scenario's (F-U1).
     public func renewalNanoseconds(_ productIdentifier: String) -> Int64? {
-        guard let period = catalog.product(productIdentifier)?.subscriptionPeriod else { return nil }
-        return periodNanoseconds(period)
+        if let known = renewalByProduct[productIdentifier] { return known }
+        let renewal = catalog.product(productIdentifier)?.subscriptionPeriod.flatMap { periodNanoseconds($0) }
+        renewalByProduct[productIdentifier] = .some(renewal)
+        return renewal
     }
 
     /// A `.storekit` period (`P16D`) in simulated time at the run's time rate (F-U1).

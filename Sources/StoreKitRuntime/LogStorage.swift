@@ -72,6 +72,14 @@ public final class MemoryLogStorage: LogStorage {
     public var lastSequence: UInt64 { UInt64(ends.count) }
     public var byteCount: Int { bytes.count }
 
+    /// Empties the log, keeping its buffers' capacity: exploration writes thousands of short logs
+    /// one after another into one storage instead of growing a new one for each.
+    public func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        ends.removeAll(keepingCapacity: true)
+        timestamps.removeAll(keepingCapacity: true)
+    }
+
     public func appendUnit(_ payloads: [[UInt8]], timestamp: Int64) throws -> UInt64 {
         let first = UInt64(ends.count + 1)
         for payload in payloads {

@@ -2,7 +2,7 @@
 /// source of ordering, and the timer queue of live roles. Ties go to the earlier
 /// insertion, so the same choices give the same order.
 ///
-/// The heap moves only small entries (time, order, slot); actions stay in a slab, so a
+/// The heap moves only small entries (time, order, slot); actions stay in a `Slab`, so a
 /// large action is never copied while the heap is reordered.
 public struct Scheduler<Action> {
     @usableFromInline struct Entry {
@@ -20,8 +20,7 @@ public struct Scheduler<Action> {
     }
 
     @usableFromInline var heap: [Entry] = []
-    @usableFromInline var actions: [Action?] = []
-    @usableFromInline var freeSlots: [Int] = []
+    @usableFromInline var actions = Slab<Action>()
     @usableFromInline var inserted: UInt64 = 0
 
     public init() {}
@@ -31,15 +30,8 @@ public struct Scheduler<Action> {
     @inlinable public var nextTime: Int64? { heap.first?.time }
 
     @inlinable
-    public mutating func schedule(at time: Int64, _ action: Action) {
-        let slot: Int
-        if let free = freeSlots.popLast() {
-            slot = free
-            actions[slot] = action
-        } else {
-            slot = actions.count
-            actions.append(action)
-        }
+    public mutating func schedule(at time: Int64, _ action: consuming Action) {
+        let slot = actions.insert(action)
         let entry = Entry(time: time, order: inserted, slot: slot)
         inserted += 1
         heap.append(entry)
@@ -72,8 +64,34 @@ public struct Scheduler<Action> {
             }
             heap[parent] = last
         }
-        let action = actions[top.slot].take()!
-        freeSlots.append(top.slot)
-        return (top.time, action)
+        return (top.time, actions.remove(top.slot))
+    }
+}
+
+/// Values kept by a small integer (a slot) until taken out; freed slots are used again, so the
+/// storage grows to the most values held at once. What the scheduler's heap and the
+/// deterministic runtime's actions refer to, so that large values are not moved around.
+public struct Slab<Element> {
+    @usableFromInline var elements: [Element?] = []
+    @usableFromInline var freeSlots: [Int] = []
+
+    public init() {}
+
+    /// Keeps `element`; returns its slot.
+    @inlinable
+    public mutating func insert(_ element: consuming Element) -> Int {
+        if let free = freeSlots.popLast() {
+            elements[free] = element
+            return free
+        }
+        elements.append(element)
+        return elements.count - 1
+    }
+
+    /// Takes the element out of `slot` (which becomes free).
+    @inlinable
+    public mutating func remove(_ slot: Int) -> Element {
+        freeSlots.append(slot)
+        return elements[slot].take()!
     }
 }

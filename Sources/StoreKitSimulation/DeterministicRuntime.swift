@@ -66,12 +66,16 @@ public final class DeterministicRuntime {
         var lastEventArrival: Int64 = 0
     }
 
+    /// What the scheduler holds: small and trivially copied (no reference counting as it moves
+    /// through the scheduler); a command and a timer's token wait in slabs of their own.
     private enum Action {
-        case command(Command)
+        /// The command in `commandsInFlight` at this slot.
+        case command(Int)
         case publish(first: UInt64, last: UInt64)
         /// The event is held in `held` (see there), not copied into every delivery.
         case deliver(sequence: UInt64, slot: Int)
-        case timer(TimerToken, slot: Int, incarnation: Int)
+        /// The token in `timerTokens` at this slot, for the role at `slot`.
+        case timer(Int, slot: Int, incarnation: Int)
         case restart(slot: Int)
         case restartQueue
     }
@@ -81,6 +85,8 @@ public final class DeterministicRuntime {
     // time (roles return effects, they never call back), so the dynamic checks only cost time.
     @exclusivity(unchecked) private var slots: [Slot] = []
     @exclusivity(unchecked) private var scheduler = Scheduler<Action>()
+    @exclusivity(unchecked) private var commandsInFlight = Slab<Command>()
+    @exclusivity(unchecked) private var timerTokens = Slab<TimerToken>()
     @exclusivity(unchecked) private var now: Int64 = 0
     @exclusivity(unchecked) private var lastDurable: Int64 = 0
     @exclusivity(unchecked) private var published: UInt64 = 0
@@ -92,6 +98,8 @@ public final class DeterministicRuntime {
     /// publishing does not copy the event to look at it.
     @exclusivity(unchecked) private var heldIsFinish: [Bool] = []
     @exclusivity(unchecked) private var heldStart = 0
+    /// See `takeReactionBuffer`.
+    @exclusivity(unchecked) private var reaction: [Effect] = []
     @exclusivity(unchecked) private var firstHeld: UInt64 = 1
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
@@ -117,6 +125,7 @@ public final class DeterministicRuntime {
         engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
         engine.keepsPayloads = false
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
+        downloader = RoleFactory.Kind.allCases.firstIndex(of: .downloader)  // Slots are made in this order.
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
             slots.append(Slot(kind: kind, role: role, origin: "\(role.name).0"))
@@ -156,14 +165,15 @@ public final class DeterministicRuntime {
     }
 
     /// The downloader's slot: the one role whose environment can fail (its content files).
-    private lazy var downloader: Int? = slots.firstIndex { $0.kind == .downloader }
+    private let downloader: Int?
 
     /// The role hosting the apps (devices), for tests and reports.
     public var apps: AppRole? { slots.first { $0.kind == .apps }?.role as? AppRole }
 
     private func carryOut(_ action: Action) throws {
         switch action {
-        case .command(let command):
+        case .command(let commandSlot):
+            let command = commandsInFlight.remove(commandSlot)
             guard !queueIsDown else {
                 heldCommands.append(command)
                 counters.commandsHeldWhileQueueDown += 1
@@ -190,13 +200,19 @@ public final class DeterministicRuntime {
             slots[index].delivered = sequence
             let role = slots[index].role
             let position = heldStart + Int(sequence - firstHeld)
+            var effects = takeReactionBuffer()
             // Read in place: nothing changes `held` while a role reacts (roles return effects and
             // never call back), so the event is lent to the role, not copied with every string retained.
-            let effects = held.withUnsafeBufferPointer { events in role.receive(events[position], now: now) }
+            held.withUnsafeBufferPointer { events in role.receive(events[position], now: now, into: &effects) }
             perform(effects, slot: index)
-        case .timer(let token, let index, let incarnation):
+            reaction = effects
+        case .timer(let tokenSlot, let index, let incarnation):
+            let token = timerTokens.remove(tokenSlot)
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
-            perform(slots[index].role.timerFired(token, now: now), slot: index)
+            var effects = takeReactionBuffer()
+            slots[index].role.timerFired(token, now: now, into: &effects)
+            perform(effects, slot: index)
+            reaction = effects
         case .restart(let index):
             try restart(index)
         case .restartQueue:
@@ -212,6 +228,16 @@ public final class DeterministicRuntime {
             }
             heldCommands.removeAll()
         }
+    }
+
+    /// The reused buffer a role's reaction is written into, emptied (its capacity kept): a
+    /// reaction costs no array of its own. Given back (`reaction = effects`) once carried out.
+    @inline(__always)
+    private func takeReactionBuffer() -> [Effect] {
+        var effects: [Effect] = []
+        swap(&effects, &reaction)
+        effects.removeAll(keepingCapacity: true)
+        return effects
     }
 
     /// The events the engine added to `held` from index `start` become durable after the log's
@@ -281,13 +307,15 @@ public final class DeterministicRuntime {
                     scheduleCommand(command, arrival: copy)
                 }
             case .timer(let delay, let token):
-                scheduler.schedule(at: now + max(0, delay), .timer(token, slot: index, incarnation: slots[index].incarnation))
+                let tokenSlot = timerTokens.insert(token)
+                scheduler.schedule(at: now + max(0, delay), .timer(tokenSlot, slot: index, incarnation: slots[index].incarnation))
             }
         }
     }
 
     private func scheduleCommand(_ command: Command, arrival: Int64) {
-        scheduler.schedule(at: arrival, .command(command))
+        let commandSlot = commandsInFlight.insert(command)
+        scheduler.schedule(at: arrival, .command(commandSlot))
     }
 
     /// One role (or the queue) goes down; it comes back after the restart latency.
