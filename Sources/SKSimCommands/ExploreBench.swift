@@ -27,7 +27,9 @@ struct ExploreBench: AsyncParsableCommand {
     @Option(help: "Random schedules for the throughput figure.") var schedules = 20_000
     @Option(help: "Random schedules per correct behaviour.") var correctSchedules = 20_000
     @Option(help: "Budget in seconds of the exhaustive search.") var exhaustiveSeconds = 30.0
+    @Option(help: "Buggy behaviours to find, comma-separated (default: every built-in buggy one).") var buggy: String?
     @Flag(help: "Print one JSON object.") var json = false
+    @OptionGroup var results: BenchResultsOptions
 
     /// Each built-in buggy behaviour, with the observers it runs beside.
     static let buggySetups: [(ObserverBehavior, [ObserverBehavior])] = [
@@ -47,6 +49,10 @@ struct ExploreBench: AsyncParsableCommand {
         BenchCommand.warnIfDebug()
         guard schedules >= 1, correctSchedules >= 0, exhaustiveSeconds > 0 else {
             throw UserFacingError("--schedules must be at least 1, --correct-schedules at least 0, --exhaustive-seconds above 0")
+        }
+        let chosen = try buggy.map(parseObservers)
+        if let chosen, let unknown = chosen.first(where: { behavior in !Self.buggySetups.contains { $0.0 == behavior } }) {
+            throw UserFacingError("--buggy: \(unknown.rawValue) is not one of the buggy behaviours (\(Self.buggySetups.map(\.0.rawValue).joined(separator: ", ")))")
         }
         var output: [(String, JSONValue)] = []
 
@@ -95,13 +101,13 @@ struct ExploreBench: AsyncParsableCommand {
         if !json { printLine("exhaustive: " + exhaustive.summary.replacingOccurrences(of: "\n", with: "; ")) }
 
         // Each buggy behaviour: found, and shrunk.
-        var buggy: [JSONValue] = []
-        for (behavior, observers) in Self.buggySetups {
+        var buggyFigures: [JSONValue] = []
+        for (behavior, observers) in Self.buggySetups where chosen?.contains(behavior) ?? true {
             for strategy in [ExplorationStrategy.pct(depth: 3), .random] {
                 let report = try Explorer(scenario: .exploration(observers: observers))
                     .explore(strategy: strategy, budget: ExplorationBudget(schedules: 2_000, seconds: 10), seed: 1)
                 let found = report.violations.first
-                buggy.append(.object([
+                buggyFigures.append(.object([
                     ("behavior", .string(behavior.rawValue)), ("strategy", .string(strategy.description)), ("found", .bool(found != nil)),
                     ("invariant", found.map { .string($0.invariant.rawValue) } ?? .null),
                     ("schedules", .int(report.schedules)), ("seconds", .double((report.seconds * 1000).rounded() / 1000)),
@@ -123,7 +129,7 @@ struct ExploreBench: AsyncParsableCommand {
                 }
             }
         }
-        output.append(("buggy", .array(buggy)))
+        output.append(("buggy", .array(buggyFigures)))
 
         // Correct behaviours: no violation.
         var correct: [JSONValue] = []
@@ -137,6 +143,8 @@ struct ExploreBench: AsyncParsableCommand {
             if !json { printLine("correct \(names): " + report.summary.replacingOccurrences(of: "\n", with: "; ")) }
         }
         output.append(("correct", .array(correct)))
-        if json { printLine(JSONValue.object(output).serialized()) }
+        let object = JSONValue.object(output)
+        if json { printLine(object.serialized()) }
+        results.record(bench: "explore", figures: object)
     }
 }

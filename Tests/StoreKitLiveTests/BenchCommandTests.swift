@@ -39,6 +39,25 @@ import Testing
         }
     }
 
+    @Test("bench explore emits throughput beside its baseline, the exhaustive search, each buggy behaviour asked for and the correct ones")
+    func explore() throws {
+        let object = try Self.object(["bench", "explore", "--schedules", "10", "--correct-schedules", "3", "--exhaustive-seconds", "0.5",
+                                      "--buggy", "sdkFinishesEarly"])
+        let throughput = try #require(object["throughput"] as? [String: Any])
+        for field in ["seconds", "schedulesPerSecond", "baselineSchedulesPerSecond", "ratioToBaseline"] {
+            #expect(throughput[field] is Double, "\(field) missing")
+        }
+        #expect(throughput["schedules"] as? Int == 10)
+        let exhaustive = try #require(object["exhaustive"] as? [String: Any])
+        #expect(exhaustive["exhausted"] is Bool && exhaustive["distinctStates"] is Int)
+        let buggy = try #require(object["buggy"] as? [[String: Any]])
+        #expect(buggy.count == 2 && buggy.allSatisfy { $0["behavior"] as? String == "sdkFinishesEarly" }, "pct and random, of the behaviour asked for")
+        #expect(buggy.allSatisfy { $0["found"] as? Bool == true && $0["invariant"] is String && $0["stepsAfterShrinking"] is Int })
+        #expect((object["correct"] as? [[String: Any]])?.count == 3)
+        let refused = try CommandLineTests.sksim(["bench", "explore", "--buggy", "downloadThenFinish", "--no-results"])
+        #expect(refused.status != 0 && refused.error.contains("--buggy: downloadThenFinish is not one of the buggy behaviours"), "\(refused.error)")
+    }
+
     @Test("a bench run is recorded as one JSON file with the commit and the machine")
     func recorded() throws {
         let scratch = CommandLineTests.Scratch()
