@@ -38,10 +38,19 @@ public final class ReplaySession {
         var claimed: CommandBody?
     }
 
-    private var window: [Slot] = []
+    /// Recorded units read ahead of the one being replayed, by absolute number.
+    private var window = UnitWindow<Slot>()
+    /// Absolute number of the next unit to replay; units before it are gone from the window.
     private var head = 0
-    /// Absolute number of `window[0]`.
-    private var base = 0
+    /// The slice, read once (`options` is a struct of arrays and sets: reading a field of it
+    /// for every command costs a copy).
+    private let sliceFrom: UInt64
+    private let sliceTo: UInt64
+    private let deviceFilter: Set<String>?
+    private let speed: Double?
+    private let lookaheadUnits: Int
+    private let matchHorizonNanoseconds: Int64
+    private let relaunchHorizonNanoseconds: Int64
     /// Per device, absolute numbers of recorded observer commands not yet claimed, in order.
     private var unclaimed: [String: IndexQueue] = [:]
     /// Per device, the origin (app process incarnation) of its last recorded app-side command.
@@ -80,6 +89,13 @@ public final class ReplaySession {
         self.options = options
         self.storage = storage
         self.clock = clock
+        sliceFrom = options.from
+        sliceTo = options.to
+        deviceFilter = options.devices
+        speed = options.speed
+        lookaheadUnits = options.lookaheadUnits
+        matchHorizonNanoseconds = options.matchHorizonNanoseconds
+        relaunchHorizonNanoseconds = options.relaunchHorizonNanoseconds
         let recorded: Scenario
         do {
             recorded = try Scenario(header: recording.header)
@@ -171,11 +187,11 @@ public final class ReplaySession {
             }
             append(header)
         } else {
-            if let devices = options.devices, !devices.contains(unit.device) { return }
-            if unit.sequence > options.to {
+            if let deviceFilter, !deviceFilter.contains(unit.device) { return }
+            if unit.sequence > sliceTo {
                 // Read a little past the slice, so that commands sent near its end find their place.
                 unitsBeyondSlice += 1
-                if unit.timestamp + timeOffset > lastInSliceTimestamp + options.relaunchHorizonNanoseconds || unitsBeyondSlice > options.lookaheadUnits {
+                if unit.timestamp + timeOffset > lastInSliceTimestamp + relaunchHorizonNanoseconds || unitsBeyondSlice > lookaheadUnits {
                     throw StopReading()
                 }
             } else {
@@ -190,7 +206,7 @@ public final class ReplaySession {
     }
 
     private func append(_ unit: RecordedUnit) {
-        let absolute = base + window.count
+        let absolute = window.end
         if unit.source == .observer { unclaimed[unit.device, default: IndexQueue()].append(absolute) }
         lastIngestedTimestamp = unit.timestamp
         window.append(Slot(unit: unit, claimed: nil))
@@ -198,47 +214,40 @@ public final class ReplaySession {
 
     /// Handles recorded commands while enough of the recording is read ahead of them.
     private func processReady() throws {
-        while head < window.count {
-            let ahead = window.count - head
-            guard draining || ahead > options.lookaheadUnits
-                    || lastIngestedTimestamp - window[head].unit.timestamp > options.relaunchHorizonNanoseconds else { break }
+        while head < window.end {
+            let ahead = window.end - head
+            guard draining || ahead > lookaheadUnits
+                    || lastIngestedTimestamp - window[head].unit.timestamp > relaunchHorizonNanoseconds else { break }
             try processHead()
-            // Slots behind the head are never read again: drop them often, so the window holds
-            // little more than the lookahead.
-            if head >= 4_096 {
-                window.removeFirst(head)
-                base += head
-                head = 0
-            }
         }
     }
 
     private func processHead() throws {
-        let absolute = base + head
-        let ahead = window[head].unit
-        if ahead.source == .observer, window[head].claimed == nil, ahead.sequence >= options.from, ahead.sequence <= options.to {
-            launchEarly(for: ahead)
+        let absolute = head
+        if window[head].unit.source == .observer, window[head].claimed == nil {
+            let sequence = window[head].unit.sequence
+            if sequence >= sliceFrom, sequence <= sliceTo { launchEarly(for: head) }
+            if case .attachObserver(let device, let observer) = window[head].unit.body, sequence <= sliceTo,
+               apps.attachLate(device: device, observer: observer) {
+                // A late observer attaches at its recorded place (the app's own choice of when is not in
+                // the log), so its command is matched from there, not from the last command's time.
+                now = window[head].unit.timestamp
+                collectReactions(of: device, compared: sequence >= sliceFrom)
+            }
         }
-        if case .attachObserver(let device, let observer) = ahead.body, ahead.source == .observer, window[head].claimed == nil,
-           ahead.sequence <= options.to, apps.attachLate(device: device, observer: observer) {
-            // A late observer attaches at its recorded place (the app's own choice of when is not in
-            // the log), so its command is matched from there, not from the last command's time.
-            now = ahead.timestamp
-            collectReactions(of: device, compared: ahead.sequence >= options.from)
-        }
-        let slot = window[head]
-        window[head].unit.events = []
-        window[head].unit.payloads = []
+        // Taken out of the window, not copied: nothing reads a unit behind the head again.
+        let slot = window.removeFirst()
         head += 1
         let unit = slot.unit
         let isUnclaimedObserverCommand = unit.source == .observer && unclaimed[unit.device, default: IndexQueue()].popFront(ifEqual: absolute)
-        guard unit.sequence <= options.to else { return }
-        let compared = unit.sequence >= options.from
+        guard unit.sequence <= sliceTo else { return }
+        let compared = unit.sequence >= sliceFrom
         if compared { waitForSchedule(unit.timestamp) }
         now = unit.timestamp
         switch unit.source {
         case .header:
             let records = try engine.start(replayHeader)
+            result.events += records.count
             if compared { result.comparedEvents += 1 }
             check(records, against: unit, compared: compared)
         case .observer:
@@ -246,22 +255,36 @@ public final class ReplaySession {
                 noteMissing(unit)
                 return
             }
-            appOrigin[unit.device] = unit.commandID?.origin
+            noteAppOrigin(unit)
             // The history before the slice is the recording's own; in the slice, the replayed observers' command.
             try handleRecorded(compared ? slot.claimed ?? unit.body! : unit.body!, unit, compared: compared)
         case .user, .store, .downloader:
             let body = unit.body!
-            if unit.source == .user { appOrigin[unit.device] = unit.commandID?.origin }
+            if unit.source == .user { noteAppOrigin(unit) }
             apps.beforeUserAction(body)
             try handleRecorded(body, unit, compared: compared)
-            if launchedEarly.remove(absolute) == nil { apps.afterUserAction(body) }
+            if launchedEarly.isEmpty || launchedEarly.remove(absolute) == nil { apps.afterUserAction(body) }
             collectReactions(of: body.device, compared: compared)
         }
         try handleReactions(compared: compared)
     }
 
+    /// The app process incarnation of the device's last app-side command (written only when it
+    /// changes: a device's commands mostly come from one incarnation).
+    private func noteAppOrigin(_ unit: RecordedUnit) {
+        guard let origin = unit.commandID?.origin else {
+            appOrigin[unit.device] = nil
+            return
+        }
+        if let index = appOrigin.index(forKey: unit.device) {
+            if appOrigin.values[index] != origin { appOrigin.values[index] = origin }
+        } else {
+            appOrigin[unit.device] = origin
+        }
+    }
+
     private func waitForSchedule(_ timestamp: Int64) {
-        guard let speed = options.speed, let clock else { return }
+        guard let speed, let clock else { return }
         let start = timedStart ?? (clock.nanoseconds(), timestamp)
         timedStart = start
         let due = start.monotonic + Int64(Double(timestamp - start.recorded) / speed)
@@ -274,7 +297,7 @@ public final class ReplaySession {
         handled += 1
         result.commands += 1
         let records = try engine.handle(command, timestamp: now).records
-        result.events = Int(engine.projection.lastSequence)
+        result.events += records.count
         if firstNeedsReplayed, let first = records.first {
             result.firstDivergence?.replayed = first.recorded
             firstNeedsReplayed = false
@@ -335,12 +358,19 @@ public final class ReplaySession {
 
     /// Lets the apps hear appended events, then takes what their observers sent.
     private func deliver(_ records: [EngineRecord], compared: Bool) {
-        var devices: [String] = []
+        // A command's events almost always concern one device: others are listed only when seen.
+        var first: String?
+        var others: [String] = []
         for record in records {
-            apps.deliver(record.recorded)
-            if let device = record.recorded.event.device, !devices.contains(device) { devices.append(device) }
+            guard let device = apps.deliver(record.recorded) else { continue }
+            if first == nil {
+                first = device
+            } else if device != first, !others.contains(device) {
+                others.append(device)
+            }
         }
-        for device in devices { collectReactions(of: device, compared: compared) }
+        if let first { collectReactions(of: first, compared: compared) }
+        for device in others { collectReactions(of: device, compared: compared) }
     }
 
     private func collectReactions(of device: String, compared: Bool) {
@@ -357,27 +387,23 @@ public final class ReplaySession {
 
     /// Gives a command the replayed observers sent the place of an equal recorded one ahead.
     private func claim(_ body: CommandBody) -> Bool {
-        let device = body.device
-        guard var queue = unclaimed[device] else { return false }
-        let horizon = now + options.matchHorizonNanoseconds
-        var found = false
-        var position = queue.start
-        while position < queue.items.count {
-            let absolute = queue.items[position]
-            if absolute >= 0 {
-                let slot = window[absolute - base]
-                if slot.unit.timestamp > horizon { break }
-                if Self.matches(body, slot.unit.body!) {
-                    window[absolute - base].claimed = body
-                    queue.items[position] = -1
-                    found = true
-                    break
+        // Changed in place: a copy of the device's queue would copy its array on the first write.
+        guard let index = unclaimed.index(forKey: body.device) else { return false }
+        let horizon = now + matchHorizonNanoseconds
+        var position = unclaimed.values[index].start
+        while position < unclaimed.values[index].items.count {
+            let absolute = unclaimed.values[index].items[position]
+            if absolute >= head {
+                if window[absolute].unit.timestamp > horizon { return false }
+                if Self.matches(body, window[absolute].unit.body!) {
+                    window[absolute].claimed = body
+                    unclaimed.values[index].items[position] = -1
+                    return true
                 }
             }
             position += 1
         }
-        if found { unclaimed[device] = queue }
-        return found
+        return false
     }
 
     /// An app that quits drops its observers at once, while events already on their way are
@@ -385,10 +411,10 @@ public final class ReplaySession {
     /// so its observers may ask early for what the relaunched ones ask again. A command
     /// that already holds a recorded place ahead is that same request, sent twice.
     private func isAlreadyClaimed(_ body: CommandBody) -> Bool {
-        let horizon = now + options.matchHorizonNanoseconds
-        for slot in window[head...] {
-            if slot.unit.timestamp > horizon { return false }
-            if slot.claimed == body { return true }
+        let horizon = now + matchHorizonNanoseconds
+        for absolute in head..<window.end {
+            if window[absolute].unit.timestamp > horizon { return false }
+            if window[absolute].claimed == body { return true }
         }
         return false
     }
@@ -397,13 +423,15 @@ public final class ReplaySession {
     /// to the queue before the launch (they are then refused). When a recorded observer command
     /// nobody sent yet comes before a launch of the same app process, the launch's app side
     /// happens now, so its attachments can take their recorded places.
-    private func launchEarly(for unit: RecordedUnit) {
-        let horizon = unit.timestamp + options.matchHorizonNanoseconds
-        for (offset, slot) in window[head...].enumerated() {
+    private func launchEarly(for absoluteUnit: Int) {
+        let unit = window[absoluteUnit].unit
+        let horizon = unit.timestamp + matchHorizonNanoseconds
+        for absolute in head..<window.end {
+            let slot = window[absolute]
             if slot.unit.timestamp > horizon { return }
             guard slot.unit.device == unit.device, slot.unit.source == .user, slot.unit.commandID?.origin == unit.commandID?.origin else { continue }
-            guard case .launchApp = slot.unit.body, !launchedEarly.contains(base + head + offset) else { return }
-            launchedEarly.insert(base + head + offset)
+            guard case .launchApp = slot.unit.body, !launchedEarly.contains(absolute) else { return }
+            launchedEarly.insert(absolute)
             apps.afterUserAction(slot.unit.body!)
             collectReactions(of: unit.device, compared: true)
             return
@@ -416,8 +444,9 @@ public final class ReplaySession {
     /// loss), and what they would have sent went with them.
     private func appGoneAhead(_ device: String) -> Bool {
         guard let current = appOrigin[device] else { return false }
-        let horizon = now + options.matchHorizonNanoseconds
-        for slot in window[head...] {
+        let horizon = now + matchHorizonNanoseconds
+        for absolute in head..<window.end {
+            let slot = window[absolute]
             if slot.unit.timestamp > horizon { return false }
             guard slot.unit.device == device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
             if case .terminateApp = slot.unit.body { return true }
@@ -436,9 +465,10 @@ public final class ReplaySession {
     /// after relaunching. The replayed app forgets it now and makes it again after its relaunch.
     private func madeAgainAfterRelaunch(_ body: CommandBody) -> Bool {
         guard let current = appOrigin[body.device] else { return false }
-        let horizon = now + options.relaunchHorizonNanoseconds
+        let horizon = now + relaunchHorizonNanoseconds
         var quit = false
-        for slot in window[head...] {
+        for absolute in head..<window.end {
+            let slot = window[absolute]
             if slot.unit.timestamp > horizon { return false }
             guard slot.unit.device == body.device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
             if case .terminateApp = slot.unit.body { quit = true }
@@ -480,7 +510,7 @@ public final class ReplaySession {
                 result.extra += 1
                 verbatim = false
                 if result.firstDivergence == nil {
-                    let next = window[head...].first { $0.unit.sequence <= options.to && !$0.unit.events.isEmpty }
+                    let next = (head..<window.end).lazy.map { self.window[$0] }.first { $0.unit.sequence <= self.sliceTo && !$0.unit.events.isEmpty }
                     result.firstDivergence = Divergence(kind: .extra, sequence: records[0].recorded.sequence, recorded: next?.unit.events.first,
                                                         replayed: records[0].recorded, device: body.device, context: nil,
                                                         handledBefore: handled - 1)
@@ -502,7 +532,7 @@ struct IndexQueue {
     mutating func popFront(ifEqual value: Int) -> Bool {
         while start < items.count && items[start] < 0 { start += 1 }
         defer {
-            if start >= 1_024 && start * 2 >= items.count {
+            if start >= 64 && start * 2 >= items.count {
                 items.removeFirst(start)
                 start = 0
             }
@@ -524,4 +554,46 @@ public final class DiscardingLogStorage: LogStorage {
     }
     public func forEachRecord(from: UInt64, _ body: (UInt64, Int64, UnsafeRawBufferPointer) throws -> Void) throws {}
     public func close() throws {}
+}
+
+/// Recorded units held ahead of the replay, numbered from 0 in the order they were read: a
+/// ring, so taking the first moves nothing, and its room is that of the most units held at
+/// once (the lookahead), whatever the recording's length.
+struct UnitWindow<Element> {
+    private var storage: [Element?] = Array(repeating: nil, count: 64)
+    /// Number of the first element held.
+    private(set) var start = 0
+    /// Number the next element appended gets.
+    private(set) var end = 0
+
+    var count: Int { end - start }
+
+    /// The element numbered `number` (`start <= number < end`).
+    subscript(number: Int) -> Element {
+        _read { yield storage[number & (storage.count - 1)]! }
+        _modify {
+            precondition(number >= start && number < end, "unit \(number) is not in the window \(start)..<\(end)")
+            yield &storage[number & (storage.count - 1)]!
+        }
+    }
+
+    mutating func append(_ element: Element) {
+        if count == storage.count { grow() }
+        storage[end & (storage.count - 1)] = element
+        end += 1
+    }
+
+    /// Takes out the first element (moved, not copied).
+    mutating func removeFirst() -> Element {
+        precondition(start < end, "the window is empty")
+        let element = storage[start & (storage.count - 1)].take()!
+        start += 1
+        return element
+    }
+
+    private mutating func grow() {
+        var larger = [Element?](repeating: nil, count: storage.count * 2)
+        for number in start..<end { larger[number & (larger.count - 1)] = storage[number & (storage.count - 1)].take() }
+        storage = larger
+    }
 }
