@@ -39,7 +39,8 @@ public final class ReplaySession {
     }
 
     /// Recorded units read ahead of the one being replayed, by absolute number.
-    private var window = UnitWindow<Slot>()
+    private var window = UnitWindow(vacant: Slot(unit: RecordedUnit(sequence: 0, timestamp: 0, commandID: nil, events: [], payloads: [], body: nil,
+                                                                     source: .header, device: ""), claimed: nil))
     /// Absolute number of the next unit to replay; units before it are gone from the window.
     private var head = 0
     /// The slice, read once (`options` is a struct of arrays and sets: reading a field of it
@@ -51,6 +52,7 @@ public final class ReplaySession {
     private let lookaheadUnits: Int
     private let matchHorizonNanoseconds: Int64
     private let relaunchHorizonNanoseconds: Int64
+    private let maximumReactionCommands: Int
     /// Per device, absolute numbers of recorded observer commands not yet claimed, in order.
     private var unclaimed: [String: IndexQueue] = [:]
     /// Per device, the origin (app process incarnation) of its last recorded app-side command.
@@ -78,6 +80,24 @@ public final class ReplaySession {
     private var contextDevice: String?
     private var contextRing: [RecordedEvent] = []
 
+    /// The most the session held at once of what could grow with the recording's length: each
+    /// bounded by the lookahead or by the devices, never by the number of events (`ReplayTests`).
+    public struct Retention: Sendable, Equatable {
+        /// Recorded units held ahead of the one replayed (at most `lookaheadUnits` + `loop`, and no
+        /// more than `relaunchHorizonNanoseconds` of recorded time beyond it).
+        public var windowUnits = 0
+        /// Numbers of recorded observer commands kept per device for matching (sampled every
+        /// 1,024 units read): those ahead of the one replayed, and up to 64 behind per device
+        /// before they are dropped.
+        public var unclaimedEntries = 0
+        /// Launches replayed early and not reached yet (at most the window's).
+        public var launchesEarly = 0
+    }
+
+    /// What this session held at most (see `Retention`).
+    public private(set) var retention = Retention()
+    private var appendedUnits = 0
+
     private struct StopReading: Error {}
     private struct StopForContext: Error {}
 
@@ -96,6 +116,7 @@ public final class ReplaySession {
         lookaheadUnits = options.lookaheadUnits
         matchHorizonNanoseconds = options.matchHorizonNanoseconds
         relaunchHorizonNanoseconds = options.relaunchHorizonNanoseconds
+        maximumReactionCommands = options.maximumReactionCommands
         let recorded: Scenario
         do {
             recorded = try Scenario(header: recording.header)
@@ -174,6 +195,7 @@ public final class ReplaySession {
         }
         draining = true
         try processReady()
+        noteRetention()
     }
 
     private func ingest(_ unit: RecordedUnit, firstPass: Bool) throws {
@@ -197,9 +219,13 @@ public final class ReplaySession {
             } else {
                 lastInSliceTimestamp = unit.timestamp + timeOffset
             }
-            for index in renamings.indices {
-                for recorded in unit.events { renamings[index].learn(recorded.event) }
-                append(renamings[index].rename(unit, timeOffset: timeOffset))
+            if renamings.count == 1 && renamings[0].copy == 1 && timeOffset == 0 {
+                append(unit) // the recording as it is: nothing to rename
+            } else {
+                for index in renamings.indices {
+                    for recorded in unit.events { renamings[index].learn(recorded.event) }
+                    append(renamings[index].rename(unit, timeOffset: timeOffset))
+                }
             }
         }
         try processReady()
@@ -210,6 +236,14 @@ public final class ReplaySession {
         if unit.source == .observer { unclaimed[unit.device, default: IndexQueue()].append(absolute) }
         lastIngestedTimestamp = unit.timestamp
         window.append(Slot(unit: unit, claimed: nil))
+        retention.windowUnits = max(retention.windowUnits, window.count)
+        appendedUnits += 1
+        if appendedUnits % 1_024 == 0 { noteRetention() }
+    }
+
+    private func noteRetention() {
+        retention.unclaimedEntries = max(retention.unclaimedEntries, unclaimed.values.reduce(0) { $0 + $1.items.count })
+        retention.launchesEarly = max(retention.launchesEarly, launchedEarly.count)
     }
 
     /// Handles recorded commands while enough of the recording is read ahead of them.
@@ -238,7 +272,11 @@ public final class ReplaySession {
         // Taken out of the window, not copied: nothing reads a unit behind the head again.
         let slot = window.removeFirst()
         head += 1
-        let unit = slot.unit
+        // The unit is lent to `replay`, not copied out of the slot.
+        try replayUnit(slot.unit, claimed: slot.claimed, absolute: absolute)
+    }
+
+    private func replayUnit(_ unit: RecordedUnit, claimed: CommandBody?, absolute: Int) throws {
         let isUnclaimedObserverCommand = unit.source == .observer && unclaimed[unit.device, default: IndexQueue()].popFront(ifEqual: absolute)
         guard unit.sequence <= sliceTo else { return }
         let compared = unit.sequence >= sliceFrom
@@ -257,7 +295,7 @@ public final class ReplaySession {
             }
             noteAppOrigin(unit)
             // The history before the slice is the recording's own; in the slice, the replayed observers' command.
-            try handleRecorded(compared ? slot.claimed ?? unit.body! : unit.body!, unit, compared: compared)
+            try handleRecorded(compared ? claimed ?? unit.body! : unit.body!, unit, compared: compared)
         case .user, .store, .downloader:
             let body = unit.body!
             if unit.source == .user { noteAppOrigin(unit) }
@@ -499,7 +537,7 @@ public final class ReplaySession {
         while !reactions.isEmpty {
             let body = reactions.removeFirst()
             count += 1
-            if count > options.maximumReactionCommands {
+            if count > maximumReactionCommands {
                 result.stoppedRunawayObserver = true
                 reactions.removeAll()
                 return
@@ -558,22 +596,32 @@ public final class DiscardingLogStorage: LogStorage {
 
 /// Recorded units held ahead of the replay, numbered from 0 in the order they were read: a
 /// ring, so taking the first moves nothing, and its room is that of the most units held at
-/// once (the lookahead), whatever the recording's length.
+/// once (the lookahead), whatever the recording's length. Free places hold `vacant` (not
+/// optionals: reading through an optional's unwrapping copies the element).
 struct UnitWindow<Element> {
-    private var storage: [Element?] = Array(repeating: nil, count: 64)
+    private let vacant: Element
+    private var storage: [Element]
     /// Number of the first element held.
     private(set) var start = 0
     /// Number the next element appended gets.
     private(set) var end = 0
 
+    init(vacant: Element) {
+        self.vacant = vacant
+        storage = Array(repeating: vacant, count: 64)
+    }
+
     var count: Int { end - start }
 
     /// The element numbered `number` (`start <= number < end`).
     subscript(number: Int) -> Element {
-        _read { yield storage[number & (storage.count - 1)]! }
+        _read {
+            precondition(number >= start && number < end, "unit \(number) is not in the window \(start)..<\(end)")
+            yield storage[number & (storage.count - 1)]
+        }
         _modify {
             precondition(number >= start && number < end, "unit \(number) is not in the window \(start)..<\(end)")
-            yield &storage[number & (storage.count - 1)]!
+            yield &storage[number & (storage.count - 1)]
         }
     }
 
@@ -586,14 +634,15 @@ struct UnitWindow<Element> {
     /// Takes out the first element (moved, not copied).
     mutating func removeFirst() -> Element {
         precondition(start < end, "the window is empty")
-        let element = storage[start & (storage.count - 1)].take()!
+        var element = vacant
+        swap(&element, &storage[start & (storage.count - 1)])
         start += 1
         return element
     }
 
     private mutating func grow() {
-        var larger = [Element?](repeating: nil, count: storage.count * 2)
-        for number in start..<end { larger[number & (larger.count - 1)] = storage[number & (storage.count - 1)].take() }
+        var larger = Array(repeating: vacant, count: storage.count * 2)
+        for number in start..<end { swap(&larger[number & (larger.count - 1)], &storage[number & (storage.count - 1)]) }
         storage = larger
     }
 }
