@@ -364,7 +364,7 @@ public final class ReplaySession {
         var firstDifference = same ? records.count : min(records.count, unit.events.count)
         for index in 0..<min(records.count, unit.events.count) {
             let record = records[index]
-            let equal = record.payload == unit.payloads[index] && record.recorded.timestamp == unit.events[index].timestamp
+            let equal = Self.sameBytes(record.payload, unit.payloads[index]) && record.recorded.timestamp == unit.events[index].timestamp
             if !equal && same {
                 same = false
                 firstDifference = index
@@ -381,6 +381,16 @@ public final class ReplaySession {
             recorded: unit.events.indices.contains(firstDifference) ? unit.events[firstDifference] : nil,
             replayed: replayed, device: unit.device, context: nil, handledBefore: handled - 1)
         firstNeedsReplayed = replayed == nil
+    }
+
+    /// Byte arrays compared as memory (`==` on arrays compares element by element).
+    static func sameBytes(_ left: [UInt8], _ right: [UInt8]) -> Bool {
+        guard left.count == right.count else { return false }
+        return left.withUnsafeBytes { leftBytes in
+            right.withUnsafeBytes { rightBytes in
+                leftBytes.count == 0 || memcmp(leftBytes.baseAddress!, rightBytes.baseAddress!, leftBytes.count) == 0
+            }
+        }
     }
 
     private func noteMissing(_ unit: RecordedUnit) {
