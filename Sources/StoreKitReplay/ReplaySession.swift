@@ -87,8 +87,8 @@ public final class ReplaySession {
         /// more than `relaunchHorizonNanoseconds` of recorded time beyond it).
         public var windowUnits = 0
         /// Numbers of recorded observer commands kept per device for matching (sampled every
-        /// 1,024 units read): those ahead of the one replayed, and up to 64 behind per device
-        /// before they are dropped.
+        /// 1,024 units read): those in the window, and behind them fewer than 64 or than the
+        /// device has ahead (`IndexQueue` drops them in halves).
         public var unclaimedEntries = 0
         /// Launches replayed early and not reached yet (at most the window's).
         public var launchesEarly = 0

@@ -280,8 +280,8 @@ func recordingStorage(_ recording: Recording) throws -> LogStorage? {
             // One unit beyond the lookahead is read before the head is replayed.
             #expect(retention.windowUnits <= options.lookaheadUnits + 1)
             #expect(retention.windowUnits > 0)
-            // Per device: the commands ahead in the window, and fewer than 128 behind it before they are dropped.
-            #expect(retention.unclaimedEntries <= options.lookaheadUnits + 4 * 128)
+            // Per device: its commands in the window, and behind them fewer than 64 or than it has ahead.
+            #expect(retention.unclaimedEntries <= 2 * (options.lookaheadUnits + 1) + 4 * 64)
             #expect(retention.launchesEarly <= options.lookaheadUnits)
         }
         #expect(retained[1].windowUnits <= options.lookaheadUnits + 1)
