@@ -55,6 +55,12 @@ public final class ReplaySession {
     private let maximumReactionCommands: Int
     /// Per device, absolute numbers of recorded observer commands not yet claimed, in order.
     private var unclaimed: [String: IndexQueue] = [:]
+    /// Per device, absolute numbers of its user and observer units in the window, in order: the
+    /// rules that look ahead at one app's commands read these, not every device's units.
+    private var appUnitsByDevice: [String: IndexQueue] = [:]
+    /// Recorded times never went back so far (true of every log a queue writes); where they do, the
+    /// look-ahead rules scan the whole window as they did before `appUnitsByDevice`.
+    private var timestampsIncrease = true
     /// Per device, the origin (app process incarnation) of its last recorded app-side command.
     private var appOrigin: [String: String] = [:]
     /// Launches whose app side already ran (see `launchEarly`).
@@ -234,6 +240,8 @@ public final class ReplaySession {
     private func append(_ unit: RecordedUnit) {
         let absolute = window.end
         if unit.source == .observer { unclaimed[unit.device, default: IndexQueue()].append(absolute) }
+        if unit.source == .observer || unit.source == .user { appUnitsByDevice[unit.device, default: IndexQueue()].append(absolute) }
+        if unit.timestamp < lastIngestedTimestamp { timestampsIncrease = false }
         lastIngestedTimestamp = unit.timestamp
         window.append(Slot(unit: unit, claimed: nil))
         retention.windowUnits = max(retention.windowUnits, window.count)
@@ -278,6 +286,7 @@ public final class ReplaySession {
 
     private func replayUnit(_ unit: RecordedUnit, claimed: CommandBody?, absolute: Int) throws {
         let isUnclaimedObserverCommand = unit.source == .observer && unclaimed[unit.device, default: IndexQueue()].popFront(ifEqual: absolute)
+        if unit.source == .observer || unit.source == .user { _ = appUnitsByDevice[unit.device]?.popFront(ifEqual: absolute) }
         guard unit.sequence <= sliceTo else { return }
         let compared = unit.sequence >= sliceFrom
         if compared { waitForSchedule(unit.timestamp) }
@@ -459,12 +468,44 @@ public final class ReplaySession {
     /// so its observers may ask early for what the relaunched ones ask again. A command
     /// that already holds a recorded place ahead is that same request, sent twice.
     private func isAlreadyClaimed(_ body: CommandBody) -> Bool {
-        let horizon = now + matchHorizonNanoseconds
-        for absolute in head..<window.end {
-            if window[absolute].unit.timestamp > horizon { return false }
-            if window[absolute].claimed == body { return true }
-        }
+        // Only a unit of the command's device can hold it (`claim` looks among the device's own).
+        for absolute in appUnits(of: body.device, through: now + matchHorizonNanoseconds) where window[absolute].claimed == body { return true }
         return false
+    }
+
+    /// The window's user and observer units of `device` from the head, in order, up to the first
+    /// unit (of any device) recorded after `horizon`.
+    private func appUnits(of device: String, through horizon: Int64) -> [Int] {
+        var numbers: [Int] = []
+        guard timestampsIncrease else {
+            for absolute in head..<window.end {
+                if window[absolute].unit.timestamp > horizon { break }
+                let source = window[absolute].unit.source
+                if window[absolute].unit.device == device, source == .user || source == .observer { numbers.append(absolute) }
+            }
+            return numbers
+        }
+        guard let index = appUnitsByDevice.index(forKey: device) else { return [] }
+        let limit = firstUnit(after: horizon)
+        let units = appUnitsByDevice.values[index]
+        for position in units.start..<units.items.count {
+            let absolute = units.items[position]
+            if absolute >= limit { break }
+            if absolute >= head { numbers.append(absolute) }
+        }
+        return numbers
+    }
+
+    /// The first unit from the head recorded after `horizon` (`window.end` if none), found by
+    /// halving: recorded times do not decrease (`timestampsIncrease`).
+    private func firstUnit(after horizon: Int64) -> Int {
+        var low = head
+        var high = window.end
+        while low < high {
+            let middle = (low + high) / 2
+            if window[middle].unit.timestamp > horizon { high = middle } else { low = middle + 1 }
+        }
+        return low
     }
 
     /// An app attaches its observers as it launches; the network may deliver those attachments
@@ -472,16 +513,14 @@ public final class ReplaySession {
     /// nobody sent yet comes before a launch of the same app process, the launch's app side
     /// happens now, so its attachments can take their recorded places.
     private func launchEarly(for absoluteUnit: Int) {
-        let unit = window[absoluteUnit].unit
-        let horizon = unit.timestamp + matchHorizonNanoseconds
-        for absolute in head..<window.end {
-            let slot = window[absolute]
-            if slot.unit.timestamp > horizon { return }
-            guard slot.unit.device == unit.device, slot.unit.source == .user, slot.unit.commandID?.origin == unit.commandID?.origin else { continue }
-            guard case .launchApp = slot.unit.body, !launchedEarly.contains(absolute) else { return }
+        let device = window[absoluteUnit].unit.device
+        let origin = window[absoluteUnit].unit.commandID?.origin
+        for absolute in appUnits(of: device, through: window[absoluteUnit].unit.timestamp + matchHorizonNanoseconds) {
+            guard window[absolute].unit.source == .user, window[absolute].unit.commandID?.origin == origin else { continue }
+            guard case .launchApp = window[absolute].unit.body, !launchedEarly.contains(absolute) else { return }
             launchedEarly.insert(absolute)
-            apps.afterUserAction(slot.unit.body!)
-            collectReactions(of: unit.device, compared: true)
+            apps.afterUserAction(window[absolute].unit.body!)
+            collectReactions(of: device, compared: true)
             return
         }
     }
@@ -492,11 +531,8 @@ public final class ReplaySession {
     /// loss), and what they would have sent went with them.
     private func appGoneAhead(_ device: String) -> Bool {
         guard let current = appOrigin[device] else { return false }
-        let horizon = now + matchHorizonNanoseconds
-        for absolute in head..<window.end {
+        for absolute in appUnits(of: device, through: now + matchHorizonNanoseconds) {
             let slot = window[absolute]
-            if slot.unit.timestamp > horizon { return false }
-            guard slot.unit.device == device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
             if case .terminateApp = slot.unit.body { return true }
             if slot.unit.commandID?.origin != current { return true }
             // Attaching is the app's launch, not its observers reacting to what they heard.
@@ -513,12 +549,9 @@ public final class ReplaySession {
     /// after relaunching. The replayed app forgets it now and makes it again after its relaunch.
     private func madeAgainAfterRelaunch(_ body: CommandBody) -> Bool {
         guard let current = appOrigin[body.device] else { return false }
-        let horizon = now + relaunchHorizonNanoseconds
         var quit = false
-        for absolute in head..<window.end {
+        for absolute in appUnits(of: body.device, through: now + relaunchHorizonNanoseconds) {
             let slot = window[absolute]
-            if slot.unit.timestamp > horizon { return false }
-            guard slot.unit.device == body.device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
             if case .terminateApp = slot.unit.body { quit = true }
             if slot.unit.commandID?.origin != current { quit = true }
             if quit, slot.unit.source == .observer, slot.claimed == nil, Self.matches(body, slot.unit.body!) { return true }
