@@ -96,6 +96,9 @@ public final class ReplaySession {
         /// 1,024 units read): those in the window, and behind them fewer than 64 or than the
         /// device has ahead (`IndexQueue` drops them in halves).
         public var unclaimedEntries = 0
+        /// Numbers of user and observer units kept per device for the look-ahead rules (sampled
+        /// likewise, bounded likewise).
+        public var appUnitEntries = 0
         /// Launches replayed early and not reached yet (at most the window's).
         public var launchesEarly = 0
     }
@@ -251,6 +254,7 @@ public final class ReplaySession {
 
     private func noteRetention() {
         retention.unclaimedEntries = max(retention.unclaimedEntries, unclaimed.values.reduce(0) { $0 + $1.items.count })
+        retention.appUnitEntries = max(retention.appUnitEntries, appUnitsByDevice.values.reduce(0) { $0 + $1.items.count })
         retention.launchesEarly = max(retention.launchesEarly, launchedEarly.count)
     }
 

@@ -282,6 +282,8 @@ func recordingStorage(_ recording: Recording) throws -> LogStorage? {
             #expect(retention.windowUnits > 0)
             // Per device: its commands in the window, and behind them fewer than 64 or than it has ahead.
             #expect(retention.unclaimedEntries <= 2 * (options.lookaheadUnits + 1) + 4 * 64)
+            #expect(retention.appUnitEntries <= 2 * (options.lookaheadUnits + 1) + 4 * 64)
+            #expect(retention.appUnitEntries > 0)
             #expect(retention.launchesEarly <= options.lookaheadUnits)
         }
         #expect(retained[1].windowUnits <= options.lookaheadUnits + 1)
