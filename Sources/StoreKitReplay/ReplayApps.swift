@@ -12,6 +12,8 @@ final class ReplayApps {
     private let catalog: Catalog
     private let choices: ChoiceSource
     private var devices: [String: Device] = [:]
+    /// The app found last: a command's events, and the reactions drained after them, are its.
+    private var last: (name: String, app: Device)?
 
     final class Device {
         let queue: PaymentQueue
@@ -33,10 +35,22 @@ final class ReplayApps {
     }
 
     private func device(_ name: String) -> Device {
-        if let existing = devices[name] { return existing }
-        let created = Device(queue: PaymentQueue(device: name, catalog: catalog, ordering: ordering, choices: choices))
-        devices[name] = created
-        return created
+        if let last, last.name == name { return last.app }
+        let app: Device
+        if let existing = devices[name] {
+            app = existing
+        } else {
+            app = Device(queue: PaymentQueue(device: name, catalog: catalog, ordering: ordering, choices: choices))
+            devices[name] = app
+        }
+        last = (name, app)
+        return app
+    }
+
+    /// The app of `name` if it has one (made by a delivery or a user's action).
+    private func existingDevice(_ name: String) -> Device? {
+        if let last, last.name == name { return last.app }
+        return devices[name]
     }
 
     /// New observer instances for a launch, as the simulator's apps make them (quitting loses
@@ -69,26 +83,35 @@ final class ReplayApps {
 
     /// Attaches the late observer of this launch named `observer`, if there is one; true if so.
     func attachLate(device name: String, observer: String) -> Bool {
-        guard let app = devices[name], let index = app.lateObservers.firstIndex(where: { $0.observerName == observer }) else { return false }
+        guard let app = existingDevice(name), let index = app.lateObservers.firstIndex(where: { $0.observerName == observer }) else { return false }
         app.queue.add(app.lateObservers.remove(at: index))
         return true
     }
 
-    /// Delivers one appended event to its device's app, calling the observers as StoreKit would.
-    func deliver(_ recorded: RecordedEvent) {
-        guard let name = recorded.event.device, !name.isEmpty else { return }
+    /// Delivers one appended event to its device's app, calling the observers as StoreKit would;
+    /// returns the device (nil: the event concerns none).
+    @discardableResult
+    func deliver(_ recorded: RecordedEvent) -> String? {
+        guard let name = recorded.event.device, !name.isEmpty else { return nil }
         device(name).queue.deliver(recorded)
+        return name
     }
 
     /// What the observer code of `device` sent since the last call, in order.
     func drainObserverCommands(_ name: String) -> [CommandBody] {
-        guard let app = devices[name] else { return [] }
-        return app.queue.drainOutbox().filter { CommandSource.of($0) == .observer }
+        guard let app = existingDevice(name) else { return [] }
+        // Most events make the observers send nothing: no array is built for those.
+        let drained = app.queue.drainOutbox(keepingFirst: .max)
+        if drained.isEmpty { return [] }
+        var commands: [CommandBody] = []
+        commands.reserveCapacity(drained.count)
+        for (body, _) in drained where CommandSource.of(body) == .observer { commands.append(body) }
+        return commands
     }
 
     /// A command drained from `device`'s app that the replay does not send.
     func withdraw(_ body: CommandBody, device name: String) {
-        devices[name]?.queue.withdraw(body)
+        existingDevice(name)?.queue.withdraw(body)
     }
 
     /// The devices whose outbox may hold commands.

@@ -38,12 +38,29 @@ public final class ReplaySession {
         var claimed: CommandBody?
     }
 
-    private var window: [Slot] = []
+    /// Recorded units read ahead of the one being replayed, by absolute number.
+    private var window = UnitWindow(vacant: Slot(unit: RecordedUnit(sequence: 0, timestamp: 0, commandID: nil, events: [], payloads: [], body: nil,
+                                                                     source: .header, device: ""), claimed: nil))
+    /// Absolute number of the next unit to replay; units before it are gone from the window.
     private var head = 0
-    /// Absolute number of `window[0]`.
-    private var base = 0
+    /// The slice, read once (`options` is a struct of arrays and sets: reading a field of it
+    /// for every command costs a copy).
+    private let sliceFrom: UInt64
+    private let sliceTo: UInt64
+    private let deviceFilter: Set<String>?
+    private let speed: Double?
+    private let lookaheadUnits: Int
+    private let matchHorizonNanoseconds: Int64
+    private let relaunchHorizonNanoseconds: Int64
+    private let maximumReactionCommands: Int
     /// Per device, absolute numbers of recorded observer commands not yet claimed, in order.
     private var unclaimed: [String: IndexQueue] = [:]
+    /// Per device, absolute numbers of its user and observer units in the window, in order: the
+    /// rules that look ahead at one app's commands read these, not every device's units.
+    private var appUnitsByDevice: [String: IndexQueue] = [:]
+    /// Recorded times never went back so far (true of every log a queue writes); where they do, the
+    /// look-ahead rules scan the whole window as they did before `appUnitsByDevice`.
+    private var timestampsIncrease = true
     /// Per device, the origin (app process incarnation) of its last recorded app-side command.
     private var appOrigin: [String: String] = [:]
     /// Launches whose app side already ran (see `launchEarly`).
@@ -69,6 +86,27 @@ public final class ReplaySession {
     private var contextDevice: String?
     private var contextRing: [RecordedEvent] = []
 
+    /// The most the session held at once of what could grow with the recording's length: each
+    /// bounded by the lookahead or by the devices, never by the number of events (`ReplayTests`).
+    public struct Retention: Sendable, Equatable {
+        /// Recorded units held ahead of the one replayed (at most `lookaheadUnits` + `loop`, and no
+        /// more than `relaunchHorizonNanoseconds` of recorded time beyond it).
+        public var windowUnits = 0
+        /// Numbers of recorded observer commands kept per device for matching (sampled every
+        /// 1,024 units read): those in the window, and behind them fewer than 64 or than the
+        /// device has ahead (`IndexQueue` drops them in halves).
+        public var unclaimedEntries = 0
+        /// Numbers of user and observer units kept per device for the look-ahead rules (sampled
+        /// likewise, bounded likewise).
+        public var appUnitEntries = 0
+        /// Launches replayed early and not reached yet (at most the window's).
+        public var launchesEarly = 0
+    }
+
+    /// What this session held at most (see `Retention`).
+    public private(set) var retention = Retention()
+    private var appendedUnits = 0
+
     private struct StopReading: Error {}
     private struct StopForContext: Error {}
 
@@ -80,6 +118,14 @@ public final class ReplaySession {
         self.options = options
         self.storage = storage
         self.clock = clock
+        sliceFrom = options.from
+        sliceTo = options.to
+        deviceFilter = options.devices
+        speed = options.speed
+        lookaheadUnits = options.lookaheadUnits
+        matchHorizonNanoseconds = options.matchHorizonNanoseconds
+        relaunchHorizonNanoseconds = options.relaunchHorizonNanoseconds
+        maximumReactionCommands = options.maximumReactionCommands
         let recorded: Scenario
         do {
             recorded = try Scenario(header: recording.header)
@@ -158,6 +204,7 @@ public final class ReplaySession {
         }
         draining = true
         try processReady()
+        noteRetention()
     }
 
     private func ingest(_ unit: RecordedUnit, firstPass: Bool) throws {
@@ -171,74 +218,87 @@ public final class ReplaySession {
             }
             append(header)
         } else {
-            if let devices = options.devices, !devices.contains(unit.device) { return }
-            if unit.sequence > options.to {
+            if let deviceFilter, !deviceFilter.contains(unit.device) { return }
+            if unit.sequence > sliceTo {
                 // Read a little past the slice, so that commands sent near its end find their place.
                 unitsBeyondSlice += 1
-                if unit.timestamp + timeOffset > lastInSliceTimestamp + options.relaunchHorizonNanoseconds || unitsBeyondSlice > options.lookaheadUnits {
+                if unit.timestamp + timeOffset > lastInSliceTimestamp + relaunchHorizonNanoseconds || unitsBeyondSlice > lookaheadUnits {
                     throw StopReading()
                 }
             } else {
                 lastInSliceTimestamp = unit.timestamp + timeOffset
             }
-            for index in renamings.indices {
-                for recorded in unit.events { renamings[index].learn(recorded.event) }
-                append(renamings[index].rename(unit, timeOffset: timeOffset))
+            if renamings.count == 1 && renamings[0].copy == 1 && timeOffset == 0 {
+                append(unit) // the recording as it is: nothing to rename
+            } else {
+                for index in renamings.indices {
+                    for recorded in unit.events { renamings[index].learn(recorded.event) }
+                    append(renamings[index].rename(unit, timeOffset: timeOffset))
+                }
             }
         }
         try processReady()
     }
 
     private func append(_ unit: RecordedUnit) {
-        let absolute = base + window.count
+        let absolute = window.end
         if unit.source == .observer { unclaimed[unit.device, default: IndexQueue()].append(absolute) }
+        if unit.source == .observer || unit.source == .user { appUnitsByDevice[unit.device, default: IndexQueue()].append(absolute) }
+        if unit.timestamp < lastIngestedTimestamp { timestampsIncrease = false }
         lastIngestedTimestamp = unit.timestamp
         window.append(Slot(unit: unit, claimed: nil))
+        retention.windowUnits = max(retention.windowUnits, window.count)
+        appendedUnits += 1
+        if appendedUnits % 1_024 == 0 { noteRetention() }
+    }
+
+    private func noteRetention() {
+        retention.unclaimedEntries = max(retention.unclaimedEntries, unclaimed.values.reduce(0) { $0 + $1.items.count })
+        retention.appUnitEntries = max(retention.appUnitEntries, appUnitsByDevice.values.reduce(0) { $0 + $1.items.count })
+        retention.launchesEarly = max(retention.launchesEarly, launchedEarly.count)
     }
 
     /// Handles recorded commands while enough of the recording is read ahead of them.
     private func processReady() throws {
-        while head < window.count {
-            let ahead = window.count - head
-            guard draining || ahead > options.lookaheadUnits
-                    || lastIngestedTimestamp - window[head].unit.timestamp > options.relaunchHorizonNanoseconds else { break }
+        while head < window.end {
+            let ahead = window.end - head
+            guard draining || ahead > lookaheadUnits
+                    || lastIngestedTimestamp - window[head].unit.timestamp > relaunchHorizonNanoseconds else { break }
             try processHead()
-            // Slots behind the head are never read again: drop them often, so the window holds
-            // little more than the lookahead.
-            if head >= 4_096 {
-                window.removeFirst(head)
-                base += head
-                head = 0
-            }
         }
     }
 
     private func processHead() throws {
-        let absolute = base + head
-        let ahead = window[head].unit
-        if ahead.source == .observer, window[head].claimed == nil, ahead.sequence >= options.from, ahead.sequence <= options.to {
-            launchEarly(for: ahead)
+        let absolute = head
+        if window[head].unit.source == .observer, window[head].claimed == nil {
+            let sequence = window[head].unit.sequence
+            if sequence >= sliceFrom, sequence <= sliceTo { launchEarly(for: head) }
+            if case .attachObserver(let device, let observer) = window[head].unit.body, sequence <= sliceTo,
+               apps.attachLate(device: device, observer: observer) {
+                // A late observer attaches at its recorded place (the app's own choice of when is not in
+                // the log), so its command is matched from there, not from the last command's time.
+                now = window[head].unit.timestamp
+                collectReactions(of: device, compared: sequence >= sliceFrom)
+            }
         }
-        if case .attachObserver(let device, let observer) = ahead.body, ahead.source == .observer, window[head].claimed == nil,
-           ahead.sequence <= options.to, apps.attachLate(device: device, observer: observer) {
-            // A late observer attaches at its recorded place (the app's own choice of when is not in
-            // the log), so its command is matched from there, not from the last command's time.
-            now = ahead.timestamp
-            collectReactions(of: device, compared: ahead.sequence >= options.from)
-        }
-        let slot = window[head]
-        window[head].unit.events = []
-        window[head].unit.payloads = []
+        // Taken out of the window, not copied: nothing reads a unit behind the head again.
+        let slot = window.removeFirst()
         head += 1
-        let unit = slot.unit
+        // The unit is lent to `replay`, not copied out of the slot.
+        try replayUnit(slot.unit, claimed: slot.claimed, absolute: absolute)
+    }
+
+    private func replayUnit(_ unit: RecordedUnit, claimed: CommandBody?, absolute: Int) throws {
         let isUnclaimedObserverCommand = unit.source == .observer && unclaimed[unit.device, default: IndexQueue()].popFront(ifEqual: absolute)
-        guard unit.sequence <= options.to else { return }
-        let compared = unit.sequence >= options.from
+        if unit.source == .observer || unit.source == .user { _ = appUnitsByDevice[unit.device]?.popFront(ifEqual: absolute) }
+        guard unit.sequence <= sliceTo else { return }
+        let compared = unit.sequence >= sliceFrom
         if compared { waitForSchedule(unit.timestamp) }
         now = unit.timestamp
         switch unit.source {
         case .header:
             let records = try engine.start(replayHeader)
+            result.events += records.count
             if compared { result.comparedEvents += 1 }
             check(records, against: unit, compared: compared)
         case .observer:
@@ -246,22 +306,36 @@ public final class ReplaySession {
                 noteMissing(unit)
                 return
             }
-            appOrigin[unit.device] = unit.commandID?.origin
+            noteAppOrigin(unit)
             // The history before the slice is the recording's own; in the slice, the replayed observers' command.
-            try handleRecorded(compared ? slot.claimed ?? unit.body! : unit.body!, unit, compared: compared)
+            try handleRecorded(compared ? claimed ?? unit.body! : unit.body!, unit, compared: compared)
         case .user, .store, .downloader:
             let body = unit.body!
-            if unit.source == .user { appOrigin[unit.device] = unit.commandID?.origin }
+            if unit.source == .user { noteAppOrigin(unit) }
             apps.beforeUserAction(body)
             try handleRecorded(body, unit, compared: compared)
-            if launchedEarly.remove(absolute) == nil { apps.afterUserAction(body) }
+            if launchedEarly.isEmpty || launchedEarly.remove(absolute) == nil { apps.afterUserAction(body) }
             collectReactions(of: body.device, compared: compared)
         }
         try handleReactions(compared: compared)
     }
 
+    /// The app process incarnation of the device's last app-side command (written only when it
+    /// changes: a device's commands mostly come from one incarnation).
+    private func noteAppOrigin(_ unit: RecordedUnit) {
+        guard let origin = unit.commandID?.origin else {
+            appOrigin[unit.device] = nil
+            return
+        }
+        if let index = appOrigin.index(forKey: unit.device) {
+            if appOrigin.values[index] != origin { appOrigin.values[index] = origin }
+        } else {
+            appOrigin[unit.device] = origin
+        }
+    }
+
     private func waitForSchedule(_ timestamp: Int64) {
-        guard let speed = options.speed, let clock else { return }
+        guard let speed, let clock else { return }
         let start = timedStart ?? (clock.nanoseconds(), timestamp)
         timedStart = start
         let due = start.monotonic + Int64(Double(timestamp - start.recorded) / speed)
@@ -274,7 +348,7 @@ public final class ReplaySession {
         handled += 1
         result.commands += 1
         let records = try engine.handle(command, timestamp: now).records
-        result.events = Int(engine.projection.lastSequence)
+        result.events += records.count
         if firstNeedsReplayed, let first = records.first {
             result.firstDivergence?.replayed = first.recorded
             firstNeedsReplayed = false
@@ -303,7 +377,7 @@ public final class ReplaySession {
         var firstDifference = same ? records.count : min(records.count, unit.events.count)
         for index in 0..<min(records.count, unit.events.count) {
             let record = records[index]
-            let equal = record.payload == unit.payloads[index] && record.recorded.timestamp == unit.events[index].timestamp
+            let equal = Self.sameBytes(record.payload, unit.payloads[index]) && record.recorded.timestamp == unit.events[index].timestamp
             if !equal && same {
                 same = false
                 firstDifference = index
@@ -322,6 +396,16 @@ public final class ReplaySession {
         firstNeedsReplayed = replayed == nil
     }
 
+    /// Byte arrays compared as memory (`==` on arrays compares element by element).
+    static func sameBytes(_ left: [UInt8], _ right: [UInt8]) -> Bool {
+        guard left.count == right.count else { return false }
+        return left.withUnsafeBytes { leftBytes in
+            right.withUnsafeBytes { rightBytes in
+                leftBytes.count == 0 || memcmp(leftBytes.baseAddress!, rightBytes.baseAddress!, leftBytes.count) == 0
+            }
+        }
+    }
+
     private func noteMissing(_ unit: RecordedUnit) {
         result.missing += 1
         verbatim = false
@@ -335,12 +419,19 @@ public final class ReplaySession {
 
     /// Lets the apps hear appended events, then takes what their observers sent.
     private func deliver(_ records: [EngineRecord], compared: Bool) {
-        var devices: [String] = []
+        // A command's events almost always concern one device: others are listed only when seen.
+        var first: String?
+        var others: [String] = []
         for record in records {
-            apps.deliver(record.recorded)
-            if let device = record.recorded.event.device, !devices.contains(device) { devices.append(device) }
+            guard let device = apps.deliver(record.recorded) else { continue }
+            if first == nil {
+                first = device
+            } else if device != first, !others.contains(device) {
+                others.append(device)
+            }
         }
-        for device in devices { collectReactions(of: device, compared: compared) }
+        if let first { collectReactions(of: first, compared: compared) }
+        for device in others { collectReactions(of: device, compared: compared) }
     }
 
     private func collectReactions(of device: String, compared: Bool) {
@@ -357,27 +448,23 @@ public final class ReplaySession {
 
     /// Gives a command the replayed observers sent the place of an equal recorded one ahead.
     private func claim(_ body: CommandBody) -> Bool {
-        let device = body.device
-        guard var queue = unclaimed[device] else { return false }
-        let horizon = now + options.matchHorizonNanoseconds
-        var found = false
-        var position = queue.start
-        while position < queue.items.count {
-            let absolute = queue.items[position]
-            if absolute >= 0 {
-                let slot = window[absolute - base]
-                if slot.unit.timestamp > horizon { break }
-                if Self.matches(body, slot.unit.body!) {
-                    window[absolute - base].claimed = body
-                    queue.items[position] = -1
-                    found = true
-                    break
+        // Changed in place: a copy of the device's queue would copy its array on the first write.
+        guard let index = unclaimed.index(forKey: body.device) else { return false }
+        let horizon = now + matchHorizonNanoseconds
+        var position = unclaimed.values[index].start
+        while position < unclaimed.values[index].items.count {
+            let absolute = unclaimed.values[index].items[position]
+            if absolute >= head {
+                if window[absolute].unit.timestamp > horizon { return false }
+                if Self.matches(body, window[absolute].unit.body!) {
+                    window[absolute].claimed = body
+                    unclaimed.values[index].items[position] = -1
+                    return true
                 }
             }
             position += 1
         }
-        if found { unclaimed[device] = queue }
-        return found
+        return false
     }
 
     /// An app that quits drops its observers at once, while events already on their way are
@@ -385,27 +472,59 @@ public final class ReplaySession {
     /// so its observers may ask early for what the relaunched ones ask again. A command
     /// that already holds a recorded place ahead is that same request, sent twice.
     private func isAlreadyClaimed(_ body: CommandBody) -> Bool {
-        let horizon = now + options.matchHorizonNanoseconds
-        for slot in window[head...] {
-            if slot.unit.timestamp > horizon { return false }
-            if slot.claimed == body { return true }
-        }
+        // Only a unit of the command's device can hold it (`claim` looks among the device's own).
+        for absolute in appUnits(of: body.device, through: now + matchHorizonNanoseconds) where window[absolute].claimed == body { return true }
         return false
+    }
+
+    /// The window's user and observer units of `device` from the head, in order, up to the first
+    /// unit (of any device) recorded after `horizon`.
+    private func appUnits(of device: String, through horizon: Int64) -> [Int] {
+        var numbers: [Int] = []
+        guard timestampsIncrease else {
+            for absolute in head..<window.end {
+                if window[absolute].unit.timestamp > horizon { break }
+                let source = window[absolute].unit.source
+                if window[absolute].unit.device == device, source == .user || source == .observer { numbers.append(absolute) }
+            }
+            return numbers
+        }
+        guard let index = appUnitsByDevice.index(forKey: device) else { return [] }
+        let limit = firstUnit(after: horizon)
+        let units = appUnitsByDevice.values[index]
+        for position in units.start..<units.items.count {
+            let absolute = units.items[position]
+            if absolute >= limit { break }
+            if absolute >= head { numbers.append(absolute) }
+        }
+        return numbers
+    }
+
+    /// The first unit from the head recorded after `horizon` (`window.end` if none), found by
+    /// halving: recorded times do not decrease (`timestampsIncrease`).
+    private func firstUnit(after horizon: Int64) -> Int {
+        var low = head
+        var high = window.end
+        while low < high {
+            let middle = (low + high) / 2
+            if window[middle].unit.timestamp > horizon { high = middle } else { low = middle + 1 }
+        }
+        return low
     }
 
     /// An app attaches its observers as it launches; the network may deliver those attachments
     /// to the queue before the launch (they are then refused). When a recorded observer command
     /// nobody sent yet comes before a launch of the same app process, the launch's app side
     /// happens now, so its attachments can take their recorded places.
-    private func launchEarly(for unit: RecordedUnit) {
-        let horizon = unit.timestamp + options.matchHorizonNanoseconds
-        for (offset, slot) in window[head...].enumerated() {
-            if slot.unit.timestamp > horizon { return }
-            guard slot.unit.device == unit.device, slot.unit.source == .user, slot.unit.commandID?.origin == unit.commandID?.origin else { continue }
-            guard case .launchApp = slot.unit.body, !launchedEarly.contains(base + head + offset) else { return }
-            launchedEarly.insert(base + head + offset)
-            apps.afterUserAction(slot.unit.body!)
-            collectReactions(of: unit.device, compared: true)
+    private func launchEarly(for absoluteUnit: Int) {
+        let device = window[absoluteUnit].unit.device
+        let origin = window[absoluteUnit].unit.commandID?.origin
+        for absolute in appUnits(of: device, through: window[absoluteUnit].unit.timestamp + matchHorizonNanoseconds) {
+            guard window[absolute].unit.source == .user, window[absolute].unit.commandID?.origin == origin else { continue }
+            guard case .launchApp = window[absolute].unit.body, !launchedEarly.contains(absolute) else { return }
+            launchedEarly.insert(absolute)
+            apps.afterUserAction(window[absolute].unit.body!)
+            collectReactions(of: device, compared: true)
             return
         }
     }
@@ -416,10 +535,8 @@ public final class ReplaySession {
     /// loss), and what they would have sent went with them.
     private func appGoneAhead(_ device: String) -> Bool {
         guard let current = appOrigin[device] else { return false }
-        let horizon = now + options.matchHorizonNanoseconds
-        for slot in window[head...] {
-            if slot.unit.timestamp > horizon { return false }
-            guard slot.unit.device == device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
+        for absolute in appUnits(of: device, through: now + matchHorizonNanoseconds) {
+            let slot = window[absolute]
             if case .terminateApp = slot.unit.body { return true }
             if slot.unit.commandID?.origin != current { return true }
             // Attaching is the app's launch, not its observers reacting to what they heard.
@@ -436,11 +553,9 @@ public final class ReplaySession {
     /// after relaunching. The replayed app forgets it now and makes it again after its relaunch.
     private func madeAgainAfterRelaunch(_ body: CommandBody) -> Bool {
         guard let current = appOrigin[body.device] else { return false }
-        let horizon = now + options.relaunchHorizonNanoseconds
         var quit = false
-        for slot in window[head...] {
-            if slot.unit.timestamp > horizon { return false }
-            guard slot.unit.device == body.device, slot.unit.source == .user || slot.unit.source == .observer else { continue }
+        for absolute in appUnits(of: body.device, through: now + relaunchHorizonNanoseconds) {
+            let slot = window[absolute]
             if case .terminateApp = slot.unit.body { quit = true }
             if slot.unit.commandID?.origin != current { quit = true }
             if quit, slot.unit.source == .observer, slot.claimed == nil, Self.matches(body, slot.unit.body!) { return true }
@@ -469,7 +584,7 @@ public final class ReplaySession {
         while !reactions.isEmpty {
             let body = reactions.removeFirst()
             count += 1
-            if count > options.maximumReactionCommands {
+            if count > maximumReactionCommands {
                 result.stoppedRunawayObserver = true
                 reactions.removeAll()
                 return
@@ -480,7 +595,7 @@ public final class ReplaySession {
                 result.extra += 1
                 verbatim = false
                 if result.firstDivergence == nil {
-                    let next = window[head...].first { $0.unit.sequence <= options.to && !$0.unit.events.isEmpty }
+                    let next = (head..<window.end).lazy.map { self.window[$0] }.first { $0.unit.sequence <= self.sliceTo && !$0.unit.events.isEmpty }
                     result.firstDivergence = Divergence(kind: .extra, sequence: records[0].recorded.sequence, recorded: next?.unit.events.first,
                                                         replayed: records[0].recorded, device: body.device, context: nil,
                                                         handledBefore: handled - 1)
@@ -502,7 +617,7 @@ struct IndexQueue {
     mutating func popFront(ifEqual value: Int) -> Bool {
         while start < items.count && items[start] < 0 { start += 1 }
         defer {
-            if start >= 1_024 && start * 2 >= items.count {
+            if start >= 64 && start * 2 >= items.count {
                 items.removeFirst(start)
                 start = 0
             }
@@ -524,4 +639,57 @@ public final class DiscardingLogStorage: LogStorage {
     }
     public func forEachRecord(from: UInt64, _ body: (UInt64, Int64, UnsafeRawBufferPointer) throws -> Void) throws {}
     public func close() throws {}
+}
+
+/// Recorded units held ahead of the replay, numbered from 0 in the order they were read: a
+/// ring, so taking the first moves nothing, and its room is that of the most units held at
+/// once (the lookahead), whatever the recording's length. Free places hold `vacant` (not
+/// optionals: reading through an optional's unwrapping copies the element).
+struct UnitWindow<Element> {
+    private let vacant: Element
+    private var storage: [Element]
+    /// Number of the first element held.
+    private(set) var start = 0
+    /// Number the next element appended gets.
+    private(set) var end = 0
+
+    init(vacant: Element) {
+        self.vacant = vacant
+        storage = Array(repeating: vacant, count: 64)
+    }
+
+    var count: Int { end - start }
+
+    /// The element numbered `number` (`start <= number < end`).
+    subscript(number: Int) -> Element {
+        _read {
+            precondition(number >= start && number < end, "unit \(number) is not in the window \(start)..<\(end)")
+            yield storage[number & (storage.count - 1)]
+        }
+        _modify {
+            precondition(number >= start && number < end, "unit \(number) is not in the window \(start)..<\(end)")
+            yield &storage[number & (storage.count - 1)]
+        }
+    }
+
+    mutating func append(_ element: Element) {
+        if count == storage.count { grow() }
+        storage[end & (storage.count - 1)] = element
+        end += 1
+    }
+
+    /// Takes out the first element (moved, not copied).
+    mutating func removeFirst() -> Element {
+        precondition(start < end, "the window is empty")
+        var element = vacant
+        swap(&element, &storage[start & (storage.count - 1)])
+        start += 1
+        return element
+    }
+
+    private mutating func grow() {
+        var larger = Array(repeating: vacant, count: storage.count * 2)
+        for number in start..<end { swap(&larger[number & (larger.count - 1)], &storage[number & (storage.count - 1)]) }
+        storage = larger
+    }
 }

@@ -258,3 +258,34 @@ func recordingStorage(_ recording: Recording) throws -> LogStorage? {
     }
     return storage
 }
+
+/// Memory bounded by the projection, not the log: what the session holds does not grow with the
+/// recording's length (asserted on what it holds, not on the process's memory).
+@Suite struct ReplayRetentionTests {
+    @Test("A four times longer recording is replayed holding no more: the window stays within the lookahead, the matching state within the devices")
+    func retentionDoesNotGrowWithTheRecording() throws {
+        var options = ReplayOptions()
+        options.lookaheadUnits = 256
+        var retained: [ReplaySession.Retention] = []
+        var events: [Int] = []
+        for purchases in [20, 80] {
+            let session = try ReplaySession(recording: try recordInMemory(seed: 9, devices: 4, purchases: purchases), options: options)
+            let result = try session.run()
+            #expect(result.identical && result.divergences == 0)
+            events.append(result.events)
+            retained.append(session.retention)
+        }
+        #expect(events[1] > 3 * events[0])
+        for retention in retained {
+            // One unit beyond the lookahead is read before the head is replayed.
+            #expect(retention.windowUnits <= options.lookaheadUnits + 1)
+            #expect(retention.windowUnits > 0)
+            // Per device: its commands in the window, and behind them fewer than 64 or than it has ahead.
+            #expect(retention.unclaimedEntries <= 2 * (options.lookaheadUnits + 1) + 4 * 64)
+            #expect(retention.appUnitEntries <= 2 * (options.lookaheadUnits + 1) + 4 * 64)
+            #expect(retention.appUnitEntries > 0)
+            #expect(retention.launchesEarly <= options.lookaheadUnits)
+        }
+        #expect(retained[1].windowUnits <= options.lookaheadUnits + 1)
+    }
+}
