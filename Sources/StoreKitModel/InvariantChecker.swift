@@ -33,7 +33,10 @@ public struct InvariantChecker: Sendable {
     private var identifiers: [String: TransactionKey] = [:]
     private var identifierOfKey: [TransactionKey: String] = [:]
     private var openRestores: Set<RestoreID> = []
-    private var endedRestores: Set<RestoreID> = []
+    /// The highest restore number that ended, per device: the queue numbers a device's restores
+    /// upwards, so one not open at or below it has ended (a set of every ended restore grew for the
+    /// life of a queue).
+    private var highestEndedRestore: [String: UInt64] = [:]
 
     private struct RestoreID: Hashable { var device: String; var number: UInt64 }
 
@@ -67,10 +70,10 @@ public struct InvariantChecker: Sendable {
             openRestores.insert(RestoreID(device: device, number: number))
         case .transactionRestored(let key, let restore, let identifier, let original, let contents):
             let id = RestoreID(device: key.device, number: restore)
-            if endedRestores.contains(id) {
-                report(sequence, "R-Q9", "transaction \(key) was restored by restore \(restore) after that restore had ended")
-            } else if !openRestores.contains(id) {
-                report(sequence, "R-Q9", "transaction \(key) was restored by restore \(restore), which was never started")
+            if !openRestores.contains(id) {
+                let ended = restore <= highestEndedRestore[key.device] ?? 0
+                report(sequence, "R-Q9", ended ? "transaction \(key) was restored by restore \(restore) after that restore had ended"
+                                                : "transaction \(key) was restored by restore \(restore), which was never started")
             }
             checkNewKey(key, sequence)
             if identifier == original.transactionIdentifier {
@@ -93,7 +96,7 @@ public struct InvariantChecker: Sendable {
             if openRestores.remove(id) == nil {
                 report(sequence, "R-Q9", "restore \(number) of \(device) ended without having started, or ended twice")
             }
-            endedRestores.insert(id)
+            highestEndedRestore[device] = max(highestEndedRestore[device] ?? 0, number)
         case .transactionFinished(let key):
             guard let state = states[key] else {
                 report(sequence, "R-Q8", "transaction \(key) was finished but is not in the queue")

@@ -58,6 +58,22 @@ import Testing
                                 .restoreFinished(device: "d", restore: 1),
                                 .transactionRestored(key, restore: 1, identifier: "n", original: original, downloads: [])])
         #expect(violations.map(\.rule) == ["R-Q9"])
+        #expect(violations.first?.message.contains("after that restore had ended") == true)
+    }
+
+    @Test("R-Q9: restores are told apart by number: one still open while a later one ended is fine; one never started is named so")
+    func restoresByNumber() {
+        let original = OriginalTransaction(transactionIdentifier: "o", payment: payment, transactionDate: 0)
+        let second = TransactionKey(device: "d", number: 2)
+        let third = TransactionKey(device: "d", number: 3)
+        let violations = check([.restoreStarted(device: "d", restore: 1, applicationUsername: nil),
+                                .restoreStarted(device: "d", restore: 2, applicationUsername: nil),
+                                .restoreFinished(device: "d", restore: 2),
+                                .transactionRestored(key, restore: 1, identifier: "n1", original: original, downloads: []),
+                                .transactionRestored(second, restore: 2, identifier: "n2", original: original, downloads: []),
+                                .transactionRestored(third, restore: 5, identifier: "n3", original: original, downloads: [])])
+        #expect(violations.map(\.message) == ["transaction d#2 was restored by restore 2 after that restore had ended",
+                                               "transaction d#3 was restored by restore 5, which was never started"])
     }
 
     @Test("R-T3 and R-Q11: duplicate identifiers and downloads of unpaid transactions are violations")
