@@ -176,9 +176,10 @@ private func fileInTheWay(_ path: String) -> String? {
     return nil
 }
 
-/// `<run>/<queue>.ready`: written by the queue once it has bound its endpoints, holding its pid.
-/// `sksim run` waits for it, so a queue of another run answering on the same tcp port is never
-/// taken for its own.
+/// `<run>/<name>.ready`, holding the process's pid: written by the queue once it has bound its
+/// endpoints (`sksim run` waits for it, so a queue of another run answering on the same tcp port
+/// is never taken for its own), and by a role process once it has caught up on the log (loads
+/// and benches wait for the services' before their first lifecycle).
 public enum ReadyNote {
     static func file(for name: String, in runDirectory: URL) -> URL { runDirectory.appendingPathComponent("\(name).ready") }
 

@@ -1,21 +1,48 @@
 import StoreKitModel
 import StoreKitRoles
 
+/// Keeps the recording's order between a device's events of one kind and what a live replay
+/// sends: an action the recording logged after `n` of them waits until the live log has `n`, at
+/// most `maximumNanoseconds` (past that it goes, and that count is no longer waited for: what
+/// did not come is not coming). Replies wait for launches and quits, user actions for replies.
+struct RecordedOrderHold {
+    static let maximumNanoseconds: Int64 = 1_000_000_000
+    /// Per device, the events counted so far in the live log, and the counts given up on.
+    private var counts: [String: Int] = [:]
+    private var forgiven: [String: Int] = [:]
+    /// Since when each held action waits.
+    private var since: [TimerToken: Int64] = [:]
+
+    mutating func count(_ device: String) { counts[device, default: 0] += 1 }
+
+    func isHolding(_ key: TimerToken) -> Bool { since[key] != nil }
+
+    /// nil: `key`'s action may go now; else how long it may still wait.
+    mutating func wait(_ key: TimerToken, device: String, needs required: Int, now: Int64) -> Int64? {
+        guard max(counts[device] ?? 0, forgiven[device] ?? 0) < required else {
+            since[key] = nil
+            return nil
+        }
+        let start = since[key] ?? now
+        guard now - start < Self.maximumNanoseconds else {
+            forgiven[device] = required
+            since[key] = nil
+            return nil
+        }
+        since[key] = start
+        return start + Self.maximumNanoseconds - now
+    }
+}
+
 /// Replies planned from a recording, each sent after its recorded delay (scaled by the pace)
 /// from what it answers; one chain per timer token.
 struct ReplyChains {
     private var chains: [TimerToken: (start: Int64, replies: ArraySlice<PlannedReply>, key: TransactionKey?, original: OriginalTransaction?)] = [:]
     let speed: Double
-    /// Launches and quits of each device logged so far in the live run, and the counts a held
-    /// reply stopped waiting for (see `PlannedReply.lifecyclesBefore`).
-    private var lifecycles: [String: Int] = [:]
-    private var forgiven: [String: Int] = [:]
-    /// Chains whose due reply waits for its device's launch or quit, by device, and since when.
+    /// Replies waiting for their device's launches and quits (`PlannedReply.lifecyclesBefore`),
+    /// and the chains held, by device.
+    private var hold = RecordedOrderHold()
     private var waiting: [String: [TimerToken]] = [:]
-    private var holdingSince: [TimerToken: Int64] = [:]
-    /// The longest a reply waits for a launch or quit: the live run's users act at their recorded
-    /// times, so one that does not come within this is not coming (the reply goes out anyway).
-    static let maximumHoldNanoseconds: Int64 = 1_000_000_000
 
     init(speed: Double) { self.speed = speed }
 
@@ -43,7 +70,11 @@ struct ReplyChains {
         guard var chain = chains[token] else { return [] }
         var effects: [Effect] = []
         if let next = chain.replies.first, chain.start + scaled(next.delayNanoseconds) <= now {
-            if let wait = hold(next, token, now: now) { return [.timer(afterNanoseconds: wait, token)] }
+            let device = next.body.device
+            if let wait = hold.wait(token, device: device, needs: next.lifecyclesBefore, now: now) {
+                if !(waiting[device]?.contains(token) ?? false) { waiting[device, default: []].append(token) }
+                return [.timer(afterNanoseconds: wait, token)]
+            }
             chain.replies.removeFirst()
             effects.append(.send(chain.original.map { next.body.retargeted(to: $0) } ?? chain.key.map { next.body.retargeted(to: $0) } ?? next.body))
         }
@@ -56,27 +87,9 @@ struct ReplyChains {
         return effects
     }
 
-    /// How long `reply` still waits for its device's recorded launches and quits; nil: send it.
-    private mutating func hold(_ reply: PlannedReply, _ token: TimerToken, now: Int64) -> Int64? {
-        let device = reply.body.device
-        guard max(lifecycles[device] ?? 0, forgiven[device] ?? 0) < reply.lifecyclesBefore else {
-            holdingSince[token] = nil
-            return nil
-        }
-        let since = holdingSince[token] ?? now
-        guard now - since < Self.maximumHoldNanoseconds else {
-            forgiven[device] = reply.lifecyclesBefore
-            holdingSince[token] = nil
-            return nil
-        }
-        holdingSince[token] = since
-        if !(waiting[device]?.contains(token) ?? false) { waiting[device, default: []].append(token) }
-        return since + Self.maximumHoldNanoseconds - now
-    }
-
     /// The live run logged a launch or quit of `device`: replies held for it go out, oldest hold first.
     mutating func noteLifecycle(of device: String, now: Int64?) -> [Effect] {
-        lifecycles[device, default: 0] += 1
+        hold.count(device)
         guard let now, let tokens = waiting.removeValue(forKey: device) else { return [] }
         return tokens.flatMap { fire($0, now: now) }
     }
@@ -260,13 +273,11 @@ public final class ReplayAppsRole: Role {
     private var recordingElapsed = false
     /// The most a user's action was sent after its recorded offset: the live run's lag behind the recording.
     private var stepLateness: Int64 = 0
-    /// Per device: the recorded world's commands logged so far in the live run (distinct command
-    /// ids not of this process), the last one counted, the count a held step stopped waiting for,
-    /// and since when its next step waits (see `LiveReplayPlan.appSteps`).
-    private var worldCommands: [String: Int] = [:]
+    /// Each device's next step waiting for the recorded world's commands about it logged in the
+    /// live run (distinct command ids not of this process; see `LiveReplayPlan.appSteps`), and the
+    /// last one counted.
+    private var hold = RecordedOrderHold()
     private var lastWorldCommand: [String: CommandID] = [:]
-    private var forgivenWorldCommands: [String: Int] = [:]
-    private var holdingSince: [String: Int64] = [:]
     /// The earliest step timer set and not yet fired, per device: a step taken early (a held one,
     /// released by an event) must not leave a second chain of timers behind.
     private var stepTimerDue: [String: Int64] = [:]
@@ -297,7 +308,7 @@ public final class ReplayAppsRole: Role {
         guard let command = recorded.commandID, !command.origin.hasPrefix(name + "."), command.origin != name,
               lastWorldCommand[device] != command else { return }
         lastWorldCommand[device] = command
-        worldCommands[device, default: 0] += 1
+        hold.count(device)
     }
 
     public func resume(now: Int64) -> [Effect] {
@@ -320,7 +331,7 @@ public final class ReplayAppsRole: Role {
         noteWorldCommand(recorded, device: device)
         queue.deliver(recorded)
         var effects: [Effect] = queue.drainOutbox().map { .send($0) }
-        if holdingSince[device] != nil { effects += takeSteps(of: device, queue: queue, now: now) }
+        if hold.isHolding(.deviceStep(device: device)) { effects += takeSteps(of: device, queue: queue, now: now) }
         return effects
     }
 
@@ -358,7 +369,7 @@ public final class ReplayAppsRole: Role {
     }
 
     /// Takes the device's steps that are due, each once the live run has logged the recorded world's
-    /// replies the recording logged before it (at most `ReplyChains.maximumHoldNanoseconds` late):
+    /// replies the recording logged before it (at most `RecordedOrderHold.maximumNanoseconds` late):
     /// a relaunch recorded after a restore's end is not made before the live restore ends.
     private func takeSteps(of device: String, queue: PaymentQueue, now: Int64) -> [Effect] {
         lastActivity = max(lastActivity, now)
@@ -366,16 +377,10 @@ public final class ReplayAppsRole: Role {
         var index = nextStep[device] ?? 0
         var held: Int64?
         while index < steps.count, start + scaled(steps[index].offsetNanoseconds) <= now {
-            if max(worldCommands[device] ?? 0, forgivenWorldCommands[device] ?? 0) < steps[index].repliesBefore {
-                let since = holdingSince[device] ?? now
-                if now - since < ReplyChains.maximumHoldNanoseconds {
-                    holdingSince[device] = since
-                    held = since + ReplyChains.maximumHoldNanoseconds - now
-                    break
-                }
-                forgivenWorldCommands[device] = steps[index].repliesBefore
+            if let wait = hold.wait(.deviceStep(device: device), device: device, needs: steps[index].repliesBefore, now: now) {
+                held = wait
+                break
             }
-            holdingSince[device] = nil
             stepLateness = max(stepLateness, now - (start + scaled(steps[index].offsetNanoseconds)))
             perform(steps[index].step, queue: queue, device: device)
             index += 1

@@ -29,7 +29,7 @@ import StoreKitRoles
         #expect(sent(started) == 0)
         let due = chains.fire(token, now: 10)
         #expect(sent(due) == 0, "held: the live run has logged one launch, the recording two lifecycle events")
-        #expect(due.contains { if case .timer(let after, _) = $0 { after > 0 && after <= ReplyChains.maximumHoldNanoseconds } else { false } })
+        #expect(due.contains { if case .timer(let after, _) = $0 { after > 0 && after <= RecordedOrderHold.maximumNanoseconds } else { false } })
         #expect(sent(chains.noteLifecycle(of: "device-0002", now: 20)) == 0, "another device's quit changes nothing")
         #expect(sent(chains.noteLifecycle(of: device, now: 30)) == 1)
         #expect(sent(chains.fire(token, now: 40)) == 0, "sent once")
@@ -45,8 +45,8 @@ import StoreKitRoles
     func boundedHold() {
         var (chains, _) = chains(needing: 3, heard: 0)
         #expect(sent(chains.fire(token, now: 10)) == 0)
-        #expect(sent(chains.fire(token, now: 10 + ReplyChains.maximumHoldNanoseconds - 1)) == 0)
-        #expect(sent(chains.fire(token, now: 10 + ReplyChains.maximumHoldNanoseconds)) == 1)
+        #expect(sent(chains.fire(token, now: 10 + RecordedOrderHold.maximumNanoseconds - 1)) == 0)
+        #expect(sent(chains.fire(token, now: 10 + RecordedOrderHold.maximumNanoseconds)) == 1)
     }
 
     @Test("The plan counts each reply's device's recorded launches and quits before it")
@@ -108,7 +108,7 @@ import StoreKitRoles
         let other = ReplayAppsRole(name: "observer-1", plan: plan, speed: 1, deviceIndices: [0], choices: SeededChoices(seed: 7, stream: "observer-1"))
         _ = other.resume(now: 0)
         #expect(!sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due)))
-        #expect(!sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due + ReplyChains.maximumHoldNanoseconds - 1)))
-        #expect(sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due + ReplyChains.maximumHoldNanoseconds)))
+        #expect(!sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due + RecordedOrderHold.maximumNanoseconds - 1)))
+        #expect(sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due + RecordedOrderHold.maximumNanoseconds)))
     }
 }

@@ -24,7 +24,7 @@ import StoreKitRoles
         now = max(now, plan.lengthNanoseconds + 1)
         for _ in 0...plan.steps(of: "device-0001").count {
             _ = role.timerFired(.deviceStep(device: "device-0001"), now: now)
-            now += ReplyChains.maximumHoldNanoseconds
+            now += RecordedOrderHold.maximumNanoseconds
         }
         return (role, deadline, now)
     }
