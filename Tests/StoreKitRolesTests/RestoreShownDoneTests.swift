@@ -28,7 +28,6 @@ import StoreKitSimulation
         var shown: [RestoreID: Int] = [:]
         var restoredWithContent: Set<TransactionKey> = []
         var endedBeforeItsDownloads = 0
-        var lastEndedRestore: [String: RestoreID] = [:]
         var unfinishedRestored: [String: Set<TransactionKey>] = [:]
         try environment.storage.forEachRecord(from: 1) { _, _, payload in
             switch try EventCodec.decodeEvent(payload).event {
@@ -41,7 +40,6 @@ import StoreKitSimulation
                 let id = RestoreID(device: device, number: number)
                 finished.insert(id)
                 if !(unfinishedRestored[device] ?? []).isEmpty { endedBeforeItsDownloads += 1 }
-                lastEndedRestore[device] = id
             case .appActionRecorded(.restoreShownDone(let device, let number, let observer)):
                 #expect(observer.hasPrefix("downloadThenFinish"), "only the downloading observer shows restores done")
                 shown[RestoreID(device: device, number: number), default: 0] += 1
