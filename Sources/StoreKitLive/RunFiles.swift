@@ -192,7 +192,7 @@ public enum ReadyNote {
     }
 
     /// The pid the named process wrote, if it is ready.
-    static func pid(process name: String, runDirectory: URL) -> Int32? {
+    public static func pid(process name: String, runDirectory: URL) -> Int32? {
         guard let data = FileManager.default.contents(atPath: file(for: name, in: runDirectory).path) else { return nil }
         return Int32(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }

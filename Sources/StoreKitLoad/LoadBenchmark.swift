@@ -18,6 +18,9 @@ public enum LoadBenchmark {
         /// Queue partitions, one load per entry (and duration): 1 and 2 compare partitioned throughput.
         public var partitions: [Int] = [1]
         public var baselineSeconds = 4.0
+        /// Each queue process limited to this many cores by the kernel (`CPULimit`), so that the
+        /// queue is the bottleneck even on a machine with fewer cores than processes; nil: no limit.
+        public var queueCores: Double?
         public init(executable: URL, directory: URL) {
             self.executable = executable
             self.directory = directory
@@ -35,6 +38,17 @@ public enum LoadBenchmark {
         /// and how many cores it has: beside each queue's CPU, it says whether CPU is what limits.
         public var machineBusyFraction: Double
         public var cores: Int
+        /// The limit on each queue's CPU, in cores, if there was one.
+        public var queueCoresLimit: Double?
+        /// Lifecycles completed per second while starts were still offered (the whole seconds of the load,
+        /// the first left out as warm-up): the rate the system sustains, without the drain after the load,
+        /// whose completions `lifecyclesPerSecond` also counts.
+        public var sustainedLifecyclesPerSecond: Double {
+            let interval = Double(result.plan.intervalNanoseconds) / 1e9
+            let rows = result.rows.filter { $0.startSeconds >= interval && $0.startSeconds + interval <= result.figures.loadSeconds + 1e-9 }
+            guard !rows.isEmpty, interval > 0 else { return result.figures.lifecyclesPerSecond }
+            return Double(rows.reduce(0) { $0 + $1.counters.completed }) / (Double(rows.count) * interval)
+        }
         public var startsPerSecond: Double { result.figures.loadSeconds > 0 ? Double(result.figures.counters.started) / result.figures.loadSeconds : 0 }
         public var driverCPUMicrosecondsPerLifecycle: Double {
             result.figures.counters.started > 0 ? result.driversCPUSeconds * 1e6 / Double(result.figures.counters.started) : 0
@@ -58,18 +72,34 @@ public enum LoadBenchmark {
             options.plan.devicesPerDriver = configuration.devices
             options.plan.drainNanoseconds = 5_000_000_000
             options.showLiveView = false
+            let names = topology.queues.map { $0.partition! }
+            // One group per queue: each partition gets its own share, as on a host of its own.
+            let limits = try configuration.queueCores.map { cores in
+                try names.map { try CPULimit(name: "sksim-\(getpid())-\(index)-\($0)", cores: cores) }
+            } ?? []
+            defer { for limit in limits { limit.remove() } }
+            if !limits.isEmpty {
+                let queues = topology.queues.map(\.name)
+                options.servicesStarted = { runDirectory in
+                    for (queue, limit) in zip(queues, limits) {
+                        guard let pid = ReadyNote.pid(process: queue, runDirectory: runDirectory) else {
+                            throw CPULimit.Failure(description: "the queue '\(queue)' wrote no ready note with its pid, so its CPU cannot be limited")
+                        }
+                        try limit.add(pid: pid)
+                    }
+                }
+            }
             let coordinator = LoadCoordinator(topology: topology, topologyPath: topologyPath, runDirectory: directory.appendingPathComponent("run"),
                                               executable: configuration.executable, options: options, logger: logger)
             let before = CPUTimes.read()
             let result = try coordinator.run()
             let after = CPUTimes.read()
-            let names = topology.queues.map { $0.partition! }
             let queues = names.map { QueueStatistics.read(in: directory.appendingPathComponent("run"), partition: $0)
                 ?? QueueStatistics(duplicateCommands: 0, commandsHandled: 0, refusedFrames: 0) }
             measurements.append(Measurement(durationSeconds: Double(duration) / 1e9, partitions: partitions, result: result, queues: queues,
                                             queuePartitions: names,
                                             machineBusyFraction: CPUTimes.busyFraction(from: before, to: after),
-                                            cores: ProcessInfo.processInfo.activeProcessorCount))
+                                            cores: ProcessInfo.processInfo.activeProcessorCount, queueCoresLimit: configuration.queueCores))
         }
         return measurements
     }

@@ -28,6 +28,9 @@ public final class LoadCoordinator {
         public var thisHost: String?
         /// A driver silent this long (no report) fails the run.
         public var driverSilenceSeconds = 15.0
+        /// Called once the queue, store and downloader are up (their ready notes, with their pids, are
+        /// in the run directory) and before any driver starts: `bench load --queue-cores` caps the queues here.
+        public var servicesStarted: (@Sendable (_ runDirectory: URL) throws -> Void)?
         public init() {}
     }
 
@@ -106,6 +109,7 @@ public final class LoadCoordinator {
         }
         try supervisor.startServices(thisHost: options.thisHost)
         servicesRunning = true
+        try options.servicesStarted?(runDirectory)
 
         let context = try ZeroMQContext()
         defer { context.terminate() }

@@ -31,6 +31,34 @@ import Testing
         #expect((transport["durabilityRounds"] as? Int ?? 0) > 0)
     }
 
+    @Test("bench load emits the baseline and, per partition count, starts, lifecycles, the driver's CPU and each queue's figures")
+    func load() throws {
+        let object = try Self.object(["bench", "load", "--durations", "1s", "--rate", "200", "--devices", "20", "--baseline-seconds", "0.5",
+                                      "--partitions", "1,2"])
+        let baseline = try #require(object["baseline"] as? [String: Any])
+        for field in ["lifecyclesPerSecond", "latencyP50Microseconds", "latencyP99Microseconds"] { #expect(baseline[field] is Double, "\(field) missing") }
+        let runs = try #require(object["runs"] as? [[String: Any]])
+        #expect(runs.compactMap { $0["partitions"] as? Int } == [1, 2])
+        for run in runs {
+            for field in ["durationSeconds", "ratePerSecond", "startsPerSecond", "lifecyclesPerSecond", "sustainedLifecyclesPerSecond",
+                          "driverCpuMicrosecondsPerLifecycle", "coordinatorCpuSeconds", "driverPeakMemoryMegabytes",
+                          "coordinatorPeakMemoryMegabytes", "ratioToBaseline", "machineBusyPercent"] {
+                #expect(run[field] is Double, "\(field) missing")
+            }
+            for field in ["started", "missedStarts", "lifecycles", "removedP50Microseconds", "removedP99Microseconds", "cores"] {
+                #expect(run[field] is Int, "\(field) missing")
+            }
+            // No --queue-cores: no limit, and JSON says so with null rather than leaving the field out.
+            #expect(run["queueCoresLimit"] is NSNull)
+            #expect((run["started"] as? Int ?? 0) > 0 && (run["lifecycles"] as? Int ?? 0) > 0)
+            let queues = try #require(run["queues"] as? [[String: Any]])
+            #expect(queues.count == run["partitions"] as? Int)
+            #expect(queues.allSatisfy { $0["partition"] is String && $0["cpuSeconds"] is Double && ($0["records"] as? Int ?? 0) > 0 })
+        }
+        let refused = try CommandLineTests.sksim(["bench", "load", "--queue-cores", "0", "--no-results"])
+        #expect(refused.status != 0 && refused.error.contains("--queue-cores 0.0 is out of range"), "\(refused.error)")
+    }
+
     @Test("bench simulate emits events/s beside its baseline")
     func simulate() throws {
         let object = try Self.object(["bench", "simulate", "--runs", "1", "--devices", "3"])
