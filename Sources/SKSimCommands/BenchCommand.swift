@@ -349,7 +349,7 @@ struct LoadBench: AsyncParsableCommand {
             {durationSeconds, ratePerSecond, started, startsPerSecond, missedStarts, lifecycles, lifecyclesPerSecond, sustainedLifecyclesPerSecond, \
             driverCpuMicrosecondsPerLifecycle, coordinatorCpuSeconds, driverPeakMemoryMegabytes, \
             coordinatorPeakMemoryMegabytes, removedP50Microseconds, removedP99Microseconds, ratioToBaseline, partitions, \
-            machineBusyPercent, cores, queueCoresLimit (null without --queue-cores), queues[] {partition, cpuSeconds, cpuPercent, fsyncsPerSecond, records}}.
+            machineBusyPercent, cores, queueCoresLimit (null without --queue-cores), maximumInFlight, queues[] {partition, cpuSeconds, cpuPercent, fsyncsPerSecond, records}}.
             """)
 
     @Option(help: "Lifecycle starts per second offered to the one driver.") var rate: Double = 25_000
@@ -359,6 +359,8 @@ struct LoadBench: AsyncParsableCommand {
     @Option(help: "Seconds of the bus baseline.") var baselineSeconds: Double = 4
     @Option(help: "Limit each queue process to this many cores (e.g. 0.25; a cgroup, needs root), so that the queue is the bottleneck.")
     var queueCores: Double?
+    @Option(help: "Lifecycles the driver keeps in flight at most; starts beyond are missed. With a rate above what the queue sustains, a bound such as 2000 measures its throughput, not a backlog that grows all run long.")
+    var maximumInFlight = 50_000
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions
 
@@ -373,6 +375,8 @@ struct LoadBench: AsyncParsableCommand {
         configuration.devices = devices
         configuration.baselineSeconds = baselineSeconds
         configuration.queueCores = queueCores
+        guard (1...1_000_000).contains(maximumInFlight) else { throw UserFacingError("--maximum-in-flight must be between 1 and 1,000,000") }
+        configuration.maximumInFlight = maximumInFlight
         do {
             configuration.durationsNanoseconds = try durations.split(separator: ",").map { try DurationText.nanoseconds(String($0)) }
         } catch {
@@ -419,7 +423,7 @@ struct LoadBench: AsyncParsableCommand {
                         ("partitions", .int(run.partitions)),
                         ("machineBusyPercent", rounded(run.machineBusyFraction * 100)),
                         ("cores", .int(run.cores)),
-                        ("queueCoresLimit", queueLimit),
+                        ("queueCoresLimit", queueLimit), ("maximumInFlight", .int(configuration.maximumInFlight)),
                         ("queues", .array(queues)),
                     ])
                 })),

@@ -21,6 +21,9 @@ public enum LoadBenchmark {
         /// Each queue process limited to this many cores by the kernel (`CPULimit`), so that the
         /// queue is the bottleneck even on a machine with fewer cores than processes; nil: no limit.
         public var queueCores: Double?
+        /// Lifecycles the driver keeps in flight at most (starts beyond are missed): bounded, a rate above
+        /// what the system sustains measures its throughput instead of a backlog that grows for the whole run.
+        public var maximumInFlight = 50_000
         public init(executable: URL, directory: URL) {
             self.executable = executable
             self.directory = directory
@@ -70,6 +73,7 @@ public enum LoadBenchmark {
             options.plan.model = .open
             options.plan.schedule = .constant(perSecond: configuration.ratePerSecond, durationNanoseconds: duration)
             options.plan.devicesPerDriver = configuration.devices
+            options.plan.maximumInFlight = configuration.maximumInFlight
             options.plan.drainNanoseconds = 5_000_000_000
             options.showLiveView = false
             let names = topology.queues.map { $0.partition! }

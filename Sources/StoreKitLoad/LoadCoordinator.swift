@@ -168,6 +168,7 @@ public final class LoadCoordinator {
             case .ready:
                 guard let name = byIdentity[frames[0]] else { continue }
                 drivers[name]?.ready = true
+                drivers[name]?.lastHeard = LiveClock.monotonicNanoseconds()
             case .failed:
                 throw LoadProtocolError("a driver failed: \(String(decoding: frames[2], as: UTF8.self))")
             default:
@@ -180,6 +181,9 @@ public final class LoadCoordinator {
         let startMonotonic = LiveClock.monotonicNanoseconds() + 300_000_000
         for driver in drivers.values {
             _ = try router.send([driver.identity] + LoadWire.frames(.start, LoadStart(startAtUnixNanoseconds: startUnix)), mode: .nonBlocking)
+            // Silence counts from the start: setting up a driver's devices (before its ready) may take
+            // longer than the silence bound, and it sends no report until the load runs.
+            drivers[driver.name]?.lastHeard = startMonotonic
         }
         let logURL = runDirectory.appendingPathComponent("histograms.hlog")
         var histogramLog = HistogramLogWriter(startUnixNanoseconds: startUnix)
