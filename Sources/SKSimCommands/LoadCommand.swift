@@ -5,8 +5,14 @@ import StoreKitLive
 import StoreKitLoad
 import StoreKitModel
 
-/// The default load topology: topology/load.yaml beside the working directory.
-let defaultLoadTopologyPath = "topology/load.yaml"
+/// The default load topology: built in (byte for byte topology/load.yaml), so `sksim load` runs
+/// from any directory; its processes are told `built-in:load` instead of a path.
+let defaultLoadTopologyPath = Topology.builtInLoadName
+
+/// What a load's processes are given as `--topology`: the built-in name, or the file's absolute path.
+func loadTopologyPath(_ topology: String) -> String {
+    Topology.builtInText(topology) != nil ? topology : URL(fileURLWithPath: topology).path
+}
 
 struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -20,7 +26,8 @@ struct LoadCommand: AsyncParsableCommand {
             A failed threshold exits 99 (after the report is written). See docs/load-testing.md.
             """)
 
-    @Argument(help: "Topology file (default: topology/load.yaml).") var topology: String = defaultLoadTopologyPath
+    @Argument(help: "Topology file (default: the built-in load topology, the same as topology/load.yaml; `sksim topology show load` prints it).")
+    var topology: String = defaultLoadTopologyPath
     @Option(help: "open (arrivals at a rate) or closed (devices with think times).") var model: LoadModel?
     @Option(help: "Open model: lifecycle starts per second, e.g. 2000 or 2000/s.") var rate: String?
     @Option(help: "Closed model: the devices; open model: the device pool lifecycles are spread over.") var devices: Int?
@@ -81,7 +88,7 @@ struct LoadCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "sksim.load")
         if logger.logLevel > .debug { logger.logLevel = .warning }
-        let coordinator = LoadCoordinator(topology: loaded, topologyPath: URL(fileURLWithPath: topology).path, runDirectory: directory,
+        let coordinator = LoadCoordinator(topology: loaded, topologyPath: loadTopologyPath(topology), runDirectory: directory,
                                           executable: currentExecutable(), options: options, logger: logger)
         let result: LoadCoordinator.Result
         do {
@@ -109,7 +116,7 @@ struct DriverCommand: AsyncParsableCommand {
         commandName: "driver",
         abstract: "A load driver: plays many devices against the queue for a `sksim load` coordinator.")
 
-    @Option(help: "Topology file (the queue's endpoints and CURVE keys).") var topology: String = defaultLoadTopologyPath
+    @Option(help: "Topology file (the queue's endpoints and CURVE keys; default: the built-in load topology).") var topology: String = defaultLoadTopologyPath
     @Option(help: "This driver's name, unique in the load (its devices are NAME-0, NAME-1, …).") var name: String
     @Option(help: "The coordinator's endpoint (what `sksim load --listen` bound).") var coordinator: String
     @Option(help: "Run directory the queue's ipc endpoints are in (default: out/<topology name>).") var runDirectory: String?

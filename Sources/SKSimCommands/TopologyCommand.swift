@@ -11,10 +11,14 @@ struct TopologyCommand: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print the built-in local topology (what `sksim run` runs without a file); save it to start your own.")
+            abstract: "Print a built-in topology: `local` (what `sksim run` runs without a file) or `load` (what `sksim load` runs); save it to start your own.")
+        @Argument(help: "Which built-in topology: local or load.") var name = "local"
 
         func run() async throws {
-            FileHandle.standardOutput.write(Data(BuiltInTopology.local.utf8))
+            guard let text = Topology.builtInText("built-in:\(name)") else {
+                throw UserFacingError("there is no built-in topology '\(name)'; choose local (sksim run's) or load (sksim load's)")
+            }
+            FileHandle.standardOutput.write(Data(text.utf8))
         }
     }
 

@@ -1,5 +1,5 @@
-// The default topology of `sksim run`, built in so the main job needs no checkout.
-// Kept byte for byte equal to topology/local.yaml (a test compares them).
+// The default topologies of `sksim run` and `sksim load`, built in so neither needs a checkout.
+// Kept byte for byte equal to topology/local.yaml and topology/load.yaml (tests compare them).
 
 public enum BuiltInTopology {
     public static let local = """
@@ -37,6 +37,34 @@ processes:
   - {name: downloader, role: downloader}
   - {name: observer-1, role: observer, devices: "1-5"}
   - {name: observer-2, role: observer, devices: "6-10"}
+
+"""
+
+    /// The default topology of `sksim load` and `sksim driver`, byte for byte topology/load.yaml.
+    public static let load = """
+# The default topology of `sksim load`: a queue, a store and a downloader on this machine;
+# load drivers play the devices (the observer below is not started by `sksim load`; it keeps
+# this file usable by `sksim run` too). Settings under `load:` are defaults the command
+# line overrides; see docs/load-testing.md.
+name: load
+seed: 1
+durability: group
+heartbeatMilliseconds: 250
+scenario:
+  devices: 1
+  purchasesPerDevice: 0
+  store: {failureProbability: 0.02, deferralProbability: 0, cancellationProbability: 0.01, latencyMilliseconds: {minimum: 0, mean: 1}}
+processes:
+  - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
+  - {name: store, role: store}
+  - {name: downloader, role: downloader}
+  - {name: apps, role: observer, devices: "1-1"}
+load:
+  model: open
+  rate: 500/s
+  duration: 10s
+  thresholds:
+    - violations==0
 
 """
 }

@@ -83,10 +83,22 @@ public struct Topology: Sendable {
 
     /// What `--topology` names when no file is given: the built-in local topology.
     public static let builtInName = "built-in:local"
+    /// What `sksim load` and `sksim driver` use, and pass to their processes, when no file is given.
+    public static let builtInLoadName = "built-in:load"
 
-    /// Loads a topology file, or the built-in local one for `nil` or `built-in:local`.
+    /// The text of a built-in topology by its name, or nil for a file's path.
+    public static func builtInText(_ name: String) -> String? {
+        switch name {
+        case builtInName: BuiltInTopology.local
+        case builtInLoadName: BuiltInTopology.load
+        default: nil
+        }
+    }
+
+    /// Loads a topology file, or the built-in local one for `nil` or `built-in:local` (`built-in:load`: the load one).
     public static func load(path: String?) throws(TopologyError) -> Topology {
-        guard let path, path != builtInName else { return try parse(BuiltInTopology.local, file: builtInName) }
+        guard let path else { return try parse(BuiltInTopology.local, file: builtInName) }
+        if let text = builtInText(path) { return try parse(text, file: path) }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw TopologyError(file: path, keyPath: "", problem: "no such file (relative paths start at \(FileManager.default.currentDirectoryPath)); "

@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitModel
+import StoreKitLive
 import StoreKitRoles
 import Yams
 
@@ -32,7 +33,7 @@ public struct LoadSettings: Sendable, Equatable {
     public static func fromTopology(path: String) throws(LoadSpecificationError) -> LoadSettings {
         let contents: String
         do {
-            contents = try String(contentsOfFile: path, encoding: .utf8)
+            contents = try Topology.builtInText(path) ?? String(contentsOfFile: path, encoding: .utf8)
         } catch {
             throw LoadSpecificationError("cannot read \(path): \(error.localizedDescription)")
         }

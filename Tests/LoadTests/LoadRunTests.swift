@@ -27,6 +27,19 @@ import Testing
 
     static func which(_ program: String) -> String? { InstalledProgram.path(of: program) }
 
+    @Test("without a topology file, from a directory with no topology/ in it, sksim load runs the built-in load topology and its settings")
+    func builtInTopologyAnywhere() throws {
+        let scratch = Scratch()
+        let outcome = try SKSimProgram.run(try Self.executable(), ["load", "--rate", "50/s", "--duration", "1s", "--devices", "5", "--out", "run", "--json"],
+                                           in: scratch.url)
+        #expect(outcome.status == 0, "\(outcome.error)")
+        #expect(outcome.json["started"] as? Int == 50)
+        // The built-in topology's own `load:` threshold applies, as topology/load.yaml's did.
+        #expect((outcome.json["thresholds"] as? [[String: Any]])?.first?["expression"] as? String == "violations==0")
+        let runFile = try JSONSerialization.jsonObject(with: Data(contentsOf: scratch.url.appendingPathComponent("run/run.json"))) as? [String: Any]
+        #expect(runFile?["topology"] as? String == "built-in:load")
+    }
+
     @Test("two drivers: --json has the issue's fields, a failed threshold exits 99 after writing the report, and the report renders in Chromium")
     func openModelReport() throws {
         let scratch = Scratch()

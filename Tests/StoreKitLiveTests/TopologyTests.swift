@@ -74,6 +74,18 @@ import StoreKitRoles
         #expect(topology.file == Topology.builtInName)
     }
 
+    @Test("The built-in load topology is topology/load.yaml, byte for byte; `topology show load` prints it, an unknown name is refused")
+    func builtInLoad() throws {
+        let file = try String(contentsOf: Self.repositoryRoot.appendingPathComponent("topology/load.yaml"), encoding: .utf8)
+        #expect(file == BuiltInTopology.load)
+        let topology = try Topology.load(path: Topology.builtInLoadName)
+        #expect(topology.name == "load" && topology.file == Topology.builtInLoadName)
+        let shown = try CommandLineTests.sksim(["topology", "show", "load"])
+        #expect(shown.status == 0 && shown.output == BuiltInTopology.load)
+        let unknown = try CommandLineTests.sksim(["topology", "show", "cluster"])
+        #expect(unknown.status != 0 && unknown.error.contains("there is no built-in topology 'cluster'"), "\(unknown.error)")
+    }
+
     @Test("--seed and --devices override a topology; the devices are shared evenly by its observer processes")
     func overrides() throws {
         let topology = try Topology.load(path: nil).overriding(seed: 9, devices: 5)
