@@ -13,6 +13,8 @@ public struct CommandSenderConfiguration: Sendable {
     /// Most commands awaiting an ACK; `submit` refuses more (back-pressure).
     public var window: Int = 4_096
     /// First retry after this long without an ACK; doubles per attempt up to `maximumRetryInterval`.
+    /// A command is not retried while the queue is still acknowledging this sender's earlier
+    /// commands (it is queued behind them); see `CommandSender`.
     public var retryInterval: Duration = .milliseconds(500)
     public var maximumRetryInterval: Duration = .seconds(2)
     /// A command still unacknowledged this long after its first send is given up.
@@ -96,6 +98,12 @@ public final class CommandSender {
     private let poller = Poller()
     private var outstanding: [UInt64: Outstanding] = [:]
     private var nextRetryScan: ContinuousClock.Instant = .now
+    /// When the queue last answered one of this sender's commands as handled (accepted, rejected or
+    /// duplicate), and the highest number so answered: the queue handles a sender's commands in number
+    /// order and answers them in that order, so an older command still unanswered while a newer one
+    /// was answered is lost, and one newer than every answer is waiting its turn while answers come.
+    private var lastHandledAnswer: ContinuousClock.Instant = .now
+    private var highestHandled: UInt64 = 0
     private let commandVerb = Array(BusWire.RequestVerb.command.rawValue.utf8)
     private let acknowledgementVerb = Array(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
 
@@ -105,6 +113,9 @@ public final class CommandSender {
         var nextAttempt: ContinuousClock.Instant
         var interval: Duration
         var attempts: Int
+        /// The queue answered `unavailable`: nothing was recorded, so it is retried when due whatever
+        /// else is answered meanwhile.
+        var refused = false
     }
 
     public init(context: ZeroMQContext, configuration: CommandSenderConfiguration) throws(ZeroMQError) {
@@ -206,11 +217,16 @@ public final class CommandSender {
             if acknowledgement.status == .unavailable {
                 // The queue is alive but could not take it now: retry on the usual schedule.
                 pending.nextAttempt = min(pending.nextAttempt, .now + pending.interval)
+                pending.refused = true
                 outstanding[commandID.number] = pending
                 nextRetryScan = min(nextRetryScan, pending.nextAttempt)
                 continue
             }
             outstanding[commandID.number] = nil
+            if acknowledgement.status != .malformed {
+                lastHandledAnswer = .now
+                highestHandled = max(highestHandled, commandID.number)
+            }
             if acknowledgement.status == .duplicate && pending.attempts == 1 {
                 // Sent once, so no earlier copy of ours can have been applied: someone else's was.
                 completions.append(.failed(commandID, .duplicateOfUnsentCommand(
@@ -228,14 +244,29 @@ public final class CommandSender {
         // so a full window of commands that are acknowledged in time is never scanned.
         var earliest = now + configuration.maximumRetryInterval
         var expired: [UInt64] = []
+        // A command waiting behind older ones that the queue is still answering is not lost, only
+        // queued: a window of thousands of commands can take longer than a retry interval to go
+        // through, and re-sending it then would feed the queue duplicates of all of it, slowing it
+        // further (congestion collapse). It is due only once no answer has come for a retry
+        // interval (the queue stalled, restarted or lost it), or when the queue answered a newer
+        // command (this one or its answer was lost), or after the queue refused it.
+        let stalled = now - lastHandledAnswer >= configuration.retryInterval
+        func isDue(_ number: UInt64, _ pending: Outstanding) -> Bool {
+            pending.nextAttempt <= now && (stalled || pending.refused || number < highestHandled || now - pending.firstSent >= configuration.giveUpAfter)
+        }
         // A retry means the queue may have lost what it was sent (a restart). Commands of one sender
         // must reach it in order (a payment after its device's registration), so every unacknowledged
         // command up to the last one due is sent again, in number order; duplicates are harmless.
-        let lastDue = outstanding.lazy.filter { $0.value.nextAttempt <= now }.map(\.key).max() ?? 0
+        let lastDue = outstanding.lazy.filter { isDue($0.key, $0.value) }.map(\.key).max() ?? 0
+        if !stalled, outstanding.values.contains(where: { $0.nextAttempt <= now }) {
+            // Held back while answers come: look again when they would have stopped for an interval.
+            earliest = min(earliest, lastHandledAnswer + configuration.retryInterval)
+        }
         for number in outstanding.keys.sorted() {
             let pending = outstanding[number]!
             guard number <= lastDue else {
-                earliest = min(earliest, pending.nextAttempt)
+                // One held back (its time has come) is looked at again with the answers, above.
+                if pending.nextAttempt > now { earliest = min(earliest, pending.nextAttempt) }
                 continue
             }
             if now - pending.firstSent >= configuration.giveUpAfter {
@@ -245,6 +276,7 @@ public final class CommandSender {
             var updated = pending
             try dealer.send([commandVerb, pending.payload], mode: .nonBlocking)
             retriesSent += 1
+            updated.refused = false
             updated.attempts += 1
             updated.interval = min(updated.interval * 2, configuration.maximumRetryInterval)
             updated.nextAttempt = min(now + updated.interval, pending.firstSent + configuration.giveUpAfter)
