@@ -49,9 +49,10 @@ struct TransactionIdentities {
         var original: TransactionIdentity
     }
     private var identities: [TransactionKey: TransactionIdentity] = [:]
-    /// Purchases by the transaction identifier the store gave them (what renewals, expiries and
-    /// refunds name as their `original`).
+    /// Purchases (and renewals: charges a receipt lists) by the transaction identifier the store
+    /// gave them (what renewals, expiries and refunds name as their `original`), and back.
     private var purchases: [String: TransactionIdentity] = [:]
+    private var identifiers: [TransactionIdentity: String] = [:]
 
     /// Notes a transaction's first event; returns its identity then (nil for every other event).
     mutating func learn(_ event: Event) -> TransactionIdentity? {
@@ -59,14 +60,19 @@ struct TransactionIdentities {
         let key: TransactionKey
         switch event {
         case .transactionPurchased(let purchased, let identifier, _, _):
-            if let known = identities[purchased] { purchases[identifier] = known }
+            if let known = identities[purchased] {
+                purchases[identifier] = known
+                identifiers[known] = identifier
+            }
             return nil
-        case .subscriptionRenewed(let renewed, _, let original, _):
+        case .subscriptionRenewed(let renewed, let identifier, let original, _):
             guard let started = purchases[original.transactionIdentifier] else { return nil }
             key = renewed
             let count = RenewalCount(device: renewed.device, original: started)
             renewedCount[count, default: 0] += 1
             identity = .renewed(device: renewed.device, original: started, ordinal: renewedCount[count]!)
+            purchases[identifier] = identity
+            identifiers[identity] = identifier
         case .interruptedPurchaseResumed(let resumed, let interrupted):
             if let original = identities[interrupted] { identities[resumed] = .resumed(device: resumed.device, interrupted: original) }
             return nil
@@ -92,6 +98,9 @@ struct TransactionIdentities {
 
     /// The purchase the store named `identifier` (a renewal's, expiry's or refund's `original`).
     func purchase(named identifier: String) -> TransactionIdentity? { purchases[identifier] }
+
+    /// The transaction identifier the store gave a purchase or renewal of this identity.
+    func identifier(of identity: TransactionIdentity) -> String? { identifiers[identity] }
 }
 
 /// A recorded command to send again, `delayNanoseconds` of recorded time after what it answers.
@@ -128,6 +137,11 @@ public struct LiveReplayPlan: Sendable {
         public var restore: UInt64
     }
 
+    public struct ReceiptName: Hashable, Sendable {
+        public var device: String
+        public var request: UInt64
+    }
+
     public struct DownloadName: Hashable, Sendable {
         public var transaction: TransactionIdentity
         public var index: Int
@@ -146,6 +160,13 @@ public struct LiveReplayPlan: Sendable {
     public var accountActions: [String: [PlannedReply]] = [:]
     /// The store's answers to each restore, timed from the restore's start.
     public var restoreAnswers: [RestoreName: [PlannedReply]] = [:]
+    /// The store's answers to each receipt refresh (its pieces, with their recorded `firstIndex`
+    /// and `isLast`), timed from the refresh's start.
+    public var receiptAnswers: [ReceiptName: [PlannedReply]] = [:]
+    /// The purchases the recorded receipts list, by the transaction identifier the recorded store
+    /// gave them: a live replay lists the live run's purchase of the same identity instead (its
+    /// identifier and date are the live run's), as later decisions name it.
+    public var receiptEntries: [String: TransactionIdentity] = [:]
     /// The content servers' reports of each download, one list per time it was started, each timed from that start.
     public var downloadReports: [DownloadName: [[PlannedReply]]] = [:]
     /// The store's later decisions about a purchase (renewals and expiry of the subscription it
@@ -186,6 +207,7 @@ public struct LiveReplayPlan: Sendable {
         let lateNames = Set(scenario.apps.observers.enumerated().filter { $0.element.attachesLate }.map { "\($0.element.rawValue)-\($0.offset + 1)" })
         var addedAt: [TransactionIdentity: Int64] = [:]
         var restoreStartedAt: [RestoreName: Int64] = [:]
+        var receiptStartedAt: [ReceiptName: Int64] = [:]
         var downloadStartedAt: [DownloadName: Int64] = [:]
         var purchasedAt: [TransactionIdentity: Int64] = [:]
         var registeredAt: [String: Int64] = [:]
@@ -208,6 +230,8 @@ public struct LiveReplayPlan: Sendable {
                     lifecycles[device, default: 0] += 1
                 case .restoreStarted(let device, let restore, _):
                     restoreStartedAt[RestoreName(device: device, restore: restore)] = recorded.timestamp
+                case .receiptRefreshStarted(let device, let request):
+                    receiptStartedAt[ReceiptName(device: device, request: request)] = recorded.timestamp
                 case .transactionPurchased(let key, _, _, _):
                     if let identity = identities.identity(of: key) { purchasedAt[identity] = recorded.timestamp }
                 case .downloadStarted(let key):
@@ -255,6 +279,14 @@ public struct LiveReplayPlan: Sendable {
                     let name = RestoreName(device: device, restore: restore)
                     if let started = restoreStartedAt[name] {
                         restoreAnswers[name, default: []].append(reply(after: started))
+                    }
+                case .deliverReceipt(let device, let request, _, let entries, _):
+                    let name = ReceiptName(device: device, request: request)
+                    if let started = receiptStartedAt[name] {
+                        receiptAnswers[name, default: []].append(reply(after: started))
+                        for entry in entries {
+                            if let identity = identities.purchase(named: entry.transactionIdentifier) { receiptEntries[entry.transactionIdentifier] = identity }
+                        }
                     }
                 default:
                     break
