@@ -151,8 +151,11 @@ public struct LiveReplayPlan: Sendable {
     public var scenario: Scenario
     /// Per device, its app's steps, their offsets from the recording's first user action, and how
     /// many of the device's planned replies (below) the recording logged before each: a live replay
-    /// holds a step until its own log has as many, as replies wait for launches and quits.
-    public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int)]] = [:]
+    /// holds a step until its own log has as many, as replies wait for launches and quits. And how
+    /// many of those the recording logged before the app's last command (a user's action or its
+    /// observers') before the step: the replies after it drew no command from the recorded app
+    /// before the step, so a quit may have gone before the app heard them (`repliesHeard`).
+    public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int, repliesHeard: Int)]] = [:]
     /// The store's decisions of each transaction, timed from the transaction's addition (an
     /// interrupted purchase's resumption, the user's fix told by the store, among them).
     public var purchaseDecisions: [TransactionIdentity: [PlannedReply]] = [:]
@@ -215,6 +218,7 @@ public struct LiveReplayPlan: Sendable {
         var lastTimestamp: Int64 = 0
         var lifecycles: [String: Int] = [:]
         var replies: [String: Int] = [:]
+        var repliesAtLastAppCommand: [String: Int] = [:]
         try recording.forEachUnit { unit in
             count += unit.events.count
             guard count <= Self.maximumRecords else {
@@ -255,11 +259,15 @@ public struct LiveReplayPlan: Sendable {
             case .user:
                 let first = firstUserTimestamp ?? unit.timestamp
                 firstUserTimestamp = first
-                appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body), replies[unit.device] ?? 0))
+                appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body), replies[unit.device] ?? 0,
+                                                           repliesAtLastAppCommand[unit.device] ?? 0))
+                repliesAtLastAppCommand[unit.device] = replies[unit.device] ?? 0
             case .observer:
                 if case .attachObserver(let device, let observer) = body, lateNames.contains(observer), let first = firstUserTimestamp {
-                    appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer), replies[device] ?? 0))
+                    appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer), replies[device] ?? 0,
+                                                          repliesAtLastAppCommand[device] ?? 0))
                 }
+                repliesAtLastAppCommand[body.device] = replies[body.device] ?? 0
             case .store:
                 switch body {
                 case .decidePurchase(let key, _), .resumeInterruptedPurchase(_, let key, _, _):
@@ -310,7 +318,7 @@ public struct LiveReplayPlan: Sendable {
     }
 
     /// The devices' steps sorted by offset (a late attachment recorded among user actions keeps its place).
-    func steps(of device: String) -> [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int)] { appSteps[device] ?? [] }
+    func steps(of device: String) -> [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int, repliesHeard: Int)] { appSteps[device] ?? [] }
 }
 
 extension CommandBody {

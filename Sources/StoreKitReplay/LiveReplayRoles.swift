@@ -15,6 +15,8 @@ struct RecordedOrderHold {
 
     mutating func count(_ device: String) { counts[device, default: 0] += 1 }
 
+    func counted(_ device: String) -> Int { counts[device] ?? 0 }
+
     func isHolding(_ key: TimerToken) -> Bool { since[key] != nil }
 
     /// nil: `key`'s action may go now; else how long it may still wait.
@@ -412,9 +414,32 @@ public final class ReplayAppsRole: Role {
         lastActivity = max(lastActivity, now)
         _ = identities.learn(recorded.event)
         noteWorldCommand(recorded, device: device)
+        let held = hold.isHolding(.deviceStep(device: device))
+        var effects: [Effect] = quitBeforeHearing(device, queue: queue, now: now)
         queue.deliver(recorded)
+        effects += queue.drainOutbox().map { .send($0) }
+        if held { effects += takeSteps(of: device, queue: queue, now: now) }
+        return effects
+    }
+
+    /// Quits the app at once, before it hears the reply just counted, when the recording has
+    /// nothing of the device between that reply and the quit: it was the last reply logged before
+    /// the quit and the recorded app made no command after it (`repliesHeard`). The reply was in
+    /// flight as the recorded user quit (a restore's end logged just before the quit was never
+    /// shown done); live, the app would hear it while running and react. The quit may go a little
+    /// before its recorded offset: nothing of the device comes between in either log.
+    private func quitBeforeHearing(_ device: String, queue: PaymentQueue, now: Int64) -> [Effect] {
+        let steps = plan.steps(of: device)
+        guard let index = nextStep[device], steps.indices.contains(index), case .user(.terminateApp) = steps[index].step else { return [] }
+        let counted = hold.counted(device)
+        guard counted == steps[index].repliesBefore, counted > steps[index].repliesHeard else { return [] }
+        _ = hold.wait(.deviceStep(device: device), device: device, needs: steps[index].repliesBefore, now: now)
+        perform(steps[index].step, queue: queue, device: device)
+        nextStep[device] = index + 1
         var effects: [Effect] = queue.drainOutbox().map { .send($0) }
-        if hold.isHolding(.deviceStep(device: device)) { effects += takeSteps(of: device, queue: queue, now: now) }
+        if steps.indices.contains(index + 1), let timer = stepTimer(device, due: start + scaled(steps[index + 1].offsetNanoseconds), now: now) {
+            effects.append(timer)
+        }
         return effects
     }
 
