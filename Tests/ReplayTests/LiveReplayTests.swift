@@ -74,8 +74,8 @@ import Testing
     @Test("Receipt refreshes are answered live as recorded (the same pieces, listing the live run's purchases) and compared: 0 divergences")
     func receiptRefreshes() throws {
         let scratch = CLI.Scratch()
-        var topology = ReplayTopology(seed: 11, purchasesPerDevice: 6, relaunchProbability: 0.2)
-        topology.receiptRefreshProbability = 0.4
+        var topology = ReplayTopology(seed: 11, purchasesPerDevice: 8, relaunchProbability: 0.2)
+        topology.receiptRefreshProbability = 0.5
         try topology.text.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
         let run = try CLI.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
         #expect(run.status == 0, "\(run.output) \(run.error)")
@@ -94,7 +94,8 @@ import Testing
             return byDevice
         }
         let recorded = try receipts("rec")
-        try #require(recorded.values.joined().contains { $0.hasPrefix("receiptDelivered") }, "the recording has no receipt; pick another seed")
+        // (Measured: 2 to 11 of 14 to 17 receipts list purchases, as the live run's timing decides.)
+        try #require(recorded.values.joined().contains { $0.hasPrefix("receiptDelivered") && !$0.contains(" [] ") }, "the recording has no receipt listing a purchase")
 
         let same = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("live.yaml"), "--out", scratch.path("same"), "--json"])
         #expect(same.status == 0, "\(same.output) \(same.error)")
