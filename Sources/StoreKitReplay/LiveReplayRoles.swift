@@ -243,7 +243,7 @@ public final class RecordedWorldRole: Role {
         if kind == .store, !receiptsHeld.isEmpty {
             switch recorded.event {
             case .transactionPurchased, .subscriptionRenewed:
-                released = receiptsHeld.sorted { "\($0)" < "\($1)" }.flatMap { timerFired($0, now: now) }
+                released = receiptsHeld.flatMap { timerFired($0, now: now) }
             default:
                 break
             }
@@ -284,19 +284,19 @@ public final class RecordedWorldRole: Role {
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
         if case .answerReceiptRefresh = token, let next = chains.due(token, now: now),
            let wait = receiptHold.wait(token, until: listsOnlyLivePurchases(next.body), now: now) {
-            receiptsHeld.insert(token)
+            if !receiptsHeld.contains(token) { receiptsHeld.append(token) }
             return [.timer(afterNanoseconds: wait, token)]
         }
-        receiptsHeld.remove(token)
+        receiptsHeld.removeAll { $0 == token }
         return chains.fire(token, now: now).map(listingLivePurchases)
     }
 
     /// A receipt piece the recorded store sent after the purchases it lists waits until the live
     /// log has them too (at most `RecordedOrderHold.maximumNanoseconds`): live, a purchase may
     /// land a little later than recorded, and the receipt would list a purchase the live run has
-    /// not made yet. Released by the purchase's event.
+    /// not made yet. Released by the purchase's event, oldest hold first.
     private var receiptHold = RecordedOrderHold()
-    private var receiptsHeld: Set<TimerToken> = []
+    private var receiptsHeld: [TimerToken] = []
 
     /// The live purchase of each entry's identity, if the live store's view has it.
     private func livePurchase(of entry: OriginalTransaction, among purchases: [OriginalTransaction]) -> OriginalTransaction? {
