@@ -15,6 +15,7 @@ import StoreKitRuntime
 ///   final state), and refusals of commands about it;
 /// * a download's events: started, each progress, paused, resumed, finished, failed, cancelled;
 /// * a restore's end: finished or failed;
+/// * a receipt refresh's answer: its pieces (where each starts, the products listed, the last);
 /// * what one observer did about one transaction or restore (its app actions).
 ///
 /// Transactions are named by identity (the device's n-th payment, the n-th transaction of a
@@ -28,6 +29,7 @@ public struct LiveComparison {
         case transaction(TransactionIdentity)
         case download(TransactionIdentity, index: Int)
         case restore(device: String, restore: UInt64)
+        case receipt(device: String, request: UInt64)
         case observer(device: String, observer: String, subject: String)
         /// The store's later decisions about a purchase: its subscription's expiry, a refund, a billing retry.
         case laterDecisions(TransactionIdentity)
@@ -36,7 +38,7 @@ public struct LiveComparison {
 
         public var device: String {
             switch self {
-            case .device(let device), .restore(let device, _), .observer(let device, _, _), .storeActions(let device): device
+            case .device(let device), .restore(let device, _), .receipt(let device, _), .observer(let device, _, _), .storeActions(let device): device
             case .transaction(let identity), .download(let identity, _), .laterDecisions(let identity): identity.device
             }
         }
@@ -47,6 +49,7 @@ public struct LiveComparison {
             case .transaction(let identity): "the outcome of \(identity)"
             case .download(let identity, let index): "download \(index) of \(identity)"
             case .restore(let device, let restore): "the end of \(device)'s restore \(restore)"
+            case .receipt(let device, let request): "the receipt of \(device)'s refresh \(request)"
             case .observer(_, let observer, let subject): "what \(observer) did about \(subject)"
             case .laterDecisions(let identity): "what the store later decided about \(identity)"
             case .storeActions(let device): "the store's actions about \(device)'s account"
@@ -211,8 +214,13 @@ public struct LiveComparison {
         case .subscriptionBillingRetry(let device, let original, _):
             return (identities.purchase(named: original.transactionIdentifier).map { .laterDecisions($0) } ?? .device(device), "billing retry")
         case .transactionsCleared(let device): return (.storeActions(device: device), "transactions cleared")
-        // Not compared live: a live replay's store does not answer receipt refreshes (docs/replay.md).
-        case .receiptRefreshStarted, .receiptDelivered: return nil
+        // The app asks (one of its actions, in order); the recorded store's pieces answer, replayed
+        // live with the recorded pagination, listing the live run's purchases of the same identity:
+        // compared by position and product, not by identifier or date.
+        case .receiptRefreshStarted(let device, let request): return (.device(device), "receipt refresh \(request) started")
+        case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
+            let products = entries.map(\.payment.productIdentifier).joined(separator: ",")
+            return (.receipt(device: device, request: request), "entries from \(firstIndex): [\(products)]\(isLast ? ", last" : "")")
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, let observer, let product):
@@ -233,6 +241,8 @@ public struct LiveComparison {
                 return (keys.first.map(download) ?? .device(body.device), said)
             case .completeRestore(let device, let restore, _, _, _), .failRestore(let device, let restore, _):
                 return (.restore(device: device, restore: restore), said)
+            case .deliverReceipt(let device, let request, _, _, _):
+                return (.receipt(device: device, request: request), said)
             case .recordAppAction(let action):
                 return (.observer(device: action.device, observer: action.observer, subject: "refused actions"), said)
             default:

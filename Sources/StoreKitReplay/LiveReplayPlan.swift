@@ -49,9 +49,10 @@ struct TransactionIdentities {
         var original: TransactionIdentity
     }
     private var identities: [TransactionKey: TransactionIdentity] = [:]
-    /// Purchases by the transaction identifier the store gave them (what renewals, expiries and
-    /// refunds name as their `original`).
+    /// Purchases (and renewals: charges a receipt lists) by the transaction identifier the store
+    /// gave them (what renewals, expiries and refunds name as their `original`), and back.
     private var purchases: [String: TransactionIdentity] = [:]
+    private var identifiers: [TransactionIdentity: String] = [:]
 
     /// Notes a transaction's first event; returns its identity then (nil for every other event).
     mutating func learn(_ event: Event) -> TransactionIdentity? {
@@ -59,14 +60,19 @@ struct TransactionIdentities {
         let key: TransactionKey
         switch event {
         case .transactionPurchased(let purchased, let identifier, _, _):
-            if let known = identities[purchased] { purchases[identifier] = known }
+            if let known = identities[purchased] {
+                purchases[identifier] = known
+                identifiers[known] = identifier
+            }
             return nil
-        case .subscriptionRenewed(let renewed, _, let original, _):
+        case .subscriptionRenewed(let renewed, let identifier, let original, _):
             guard let started = purchases[original.transactionIdentifier] else { return nil }
             key = renewed
             let count = RenewalCount(device: renewed.device, original: started)
             renewedCount[count, default: 0] += 1
             identity = .renewed(device: renewed.device, original: started, ordinal: renewedCount[count]!)
+            purchases[identifier] = identity
+            identifiers[identity] = identifier
         case .interruptedPurchaseResumed(let resumed, let interrupted):
             if let original = identities[interrupted] { identities[resumed] = .resumed(device: resumed.device, interrupted: original) }
             return nil
@@ -92,6 +98,9 @@ struct TransactionIdentities {
 
     /// The purchase the store named `identifier` (a renewal's, expiry's or refund's `original`).
     func purchase(named identifier: String) -> TransactionIdentity? { purchases[identifier] }
+
+    /// The transaction identifier the store gave a purchase or renewal of this identity.
+    func identifier(of identity: TransactionIdentity) -> String? { identifiers[identity] }
 }
 
 /// A recorded command to send again, `delayNanoseconds` of recorded time after what it answers.
@@ -128,6 +137,11 @@ public struct LiveReplayPlan: Sendable {
         public var restore: UInt64
     }
 
+    public struct ReceiptName: Hashable, Sendable {
+        public var device: String
+        public var request: UInt64
+    }
+
     public struct DownloadName: Hashable, Sendable {
         public var transaction: TransactionIdentity
         public var index: Int
@@ -137,8 +151,11 @@ public struct LiveReplayPlan: Sendable {
     public var scenario: Scenario
     /// Per device, its app's steps, their offsets from the recording's first user action, and how
     /// many of the device's planned replies (below) the recording logged before each: a live replay
-    /// holds a step until its own log has as many, as replies wait for launches and quits.
-    public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int)]] = [:]
+    /// holds a step until its own log has as many, as replies wait for launches and quits. And how
+    /// many of those the recording logged before the app's last command (a user's action or its
+    /// observers') before the step: the replies after it drew no command from the recorded app
+    /// before the step, so a quit may have gone before the app heard them (`repliesHeard`).
+    public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int, repliesHeard: Int)]] = [:]
     /// The store's decisions of each transaction, timed from the transaction's addition (an
     /// interrupted purchase's resumption, the user's fix told by the store, among them).
     public var purchaseDecisions: [TransactionIdentity: [PlannedReply]] = [:]
@@ -146,6 +163,13 @@ public struct LiveReplayPlan: Sendable {
     public var accountActions: [String: [PlannedReply]] = [:]
     /// The store's answers to each restore, timed from the restore's start.
     public var restoreAnswers: [RestoreName: [PlannedReply]] = [:]
+    /// The store's answers to each receipt refresh (its pieces, with their recorded `firstIndex`
+    /// and `isLast`), timed from the refresh's start.
+    public var receiptAnswers: [ReceiptName: [PlannedReply]] = [:]
+    /// The purchases the recorded receipts list, by the transaction identifier the recorded store
+    /// gave them: a live replay lists the live run's purchase of the same identity instead (its
+    /// identifier and date are the live run's), as later decisions name it.
+    public var receiptEntries: [String: TransactionIdentity] = [:]
     /// The content servers' reports of each download, one list per time it was started, each timed from that start.
     public var downloadReports: [DownloadName: [[PlannedReply]]] = [:]
     /// The store's later decisions about a purchase (renewals and expiry of the subscription it
@@ -186,6 +210,7 @@ public struct LiveReplayPlan: Sendable {
         let lateNames = Set(scenario.apps.observers.enumerated().filter { $0.element.attachesLate }.map { "\($0.element.rawValue)-\($0.offset + 1)" })
         var addedAt: [TransactionIdentity: Int64] = [:]
         var restoreStartedAt: [RestoreName: Int64] = [:]
+        var receiptStartedAt: [ReceiptName: Int64] = [:]
         var downloadStartedAt: [DownloadName: Int64] = [:]
         var purchasedAt: [TransactionIdentity: Int64] = [:]
         var registeredAt: [String: Int64] = [:]
@@ -193,6 +218,7 @@ public struct LiveReplayPlan: Sendable {
         var lastTimestamp: Int64 = 0
         var lifecycles: [String: Int] = [:]
         var replies: [String: Int] = [:]
+        var repliesAtLastAppCommand: [String: Int] = [:]
         try recording.forEachUnit { unit in
             count += unit.events.count
             guard count <= Self.maximumRecords else {
@@ -208,6 +234,8 @@ public struct LiveReplayPlan: Sendable {
                     lifecycles[device, default: 0] += 1
                 case .restoreStarted(let device, let restore, _):
                     restoreStartedAt[RestoreName(device: device, restore: restore)] = recorded.timestamp
+                case .receiptRefreshStarted(let device, let request):
+                    receiptStartedAt[ReceiptName(device: device, request: request)] = recorded.timestamp
                 case .transactionPurchased(let key, _, _, _):
                     if let identity = identities.identity(of: key) { purchasedAt[identity] = recorded.timestamp }
                 case .downloadStarted(let key):
@@ -231,11 +259,15 @@ public struct LiveReplayPlan: Sendable {
             case .user:
                 let first = firstUserTimestamp ?? unit.timestamp
                 firstUserTimestamp = first
-                appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body), replies[unit.device] ?? 0))
+                appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body), replies[unit.device] ?? 0,
+                                                           repliesAtLastAppCommand[unit.device] ?? 0))
+                repliesAtLastAppCommand[unit.device] = replies[unit.device] ?? 0
             case .observer:
                 if case .attachObserver(let device, let observer) = body, lateNames.contains(observer), let first = firstUserTimestamp {
-                    appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer), replies[device] ?? 0))
+                    appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer), replies[device] ?? 0,
+                                                          repliesAtLastAppCommand[device] ?? 0))
                 }
+                repliesAtLastAppCommand[body.device] = replies[body.device] ?? 0
             case .store:
                 switch body {
                 case .decidePurchase(let key, _), .resumeInterruptedPurchase(_, let key, _, _):
@@ -255,6 +287,14 @@ public struct LiveReplayPlan: Sendable {
                     let name = RestoreName(device: device, restore: restore)
                     if let started = restoreStartedAt[name] {
                         restoreAnswers[name, default: []].append(reply(after: started))
+                    }
+                case .deliverReceipt(let device, let request, _, let entries, _):
+                    let name = ReceiptName(device: device, request: request)
+                    if let started = receiptStartedAt[name] {
+                        receiptAnswers[name, default: []].append(reply(after: started))
+                        for entry in entries {
+                            if let identity = identities.purchase(named: entry.transactionIdentifier) { receiptEntries[entry.transactionIdentifier] = identity }
+                        }
                     }
                 default:
                     break
@@ -278,7 +318,7 @@ public struct LiveReplayPlan: Sendable {
     }
 
     /// The devices' steps sorted by offset (a late attachment recorded among user actions keeps its place).
-    func steps(of device: String) -> [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int)] { appSteps[device] ?? [] }
+    func steps(of device: String) -> [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int, repliesHeard: Int)] { appSteps[device] ?? [] }
 }
 
 extension CommandBody {

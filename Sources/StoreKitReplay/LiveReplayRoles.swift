@@ -15,17 +15,26 @@ struct RecordedOrderHold {
 
     mutating func count(_ device: String) { counts[device, default: 0] += 1 }
 
+    func counted(_ device: String) -> Int { counts[device] ?? 0 }
+
     func isHolding(_ key: TimerToken) -> Bool { since[key] != nil }
 
     /// nil: `key`'s action may go now; else how long it may still wait.
     mutating func wait(_ key: TimerToken, device: String, needs required: Int, now: Int64) -> Int64? {
-        guard max(counts[device] ?? 0, forgiven[device] ?? 0) < required else {
+        let wait = self.wait(key, until: max(counts[device] ?? 0, forgiven[device] ?? 0) >= required, now: now)
+        if wait == nil, max(counts[device] ?? 0, forgiven[device] ?? 0) < required { forgiven[device] = required }
+        return wait
+    }
+
+    /// The same for a condition other than a count (a receipt piece waits for the live purchases
+    /// it lists): nil when `met` or after waiting the maximum; else how long it may still wait.
+    mutating func wait(_ key: TimerToken, until met: Bool, now: Int64) -> Int64? {
+        guard !met else {
             since[key] = nil
             return nil
         }
         let start = since[key] ?? now
         guard now - start < Self.maximumNanoseconds else {
-            forgiven[device] = required
             since[key] = nil
             return nil
         }
@@ -87,6 +96,12 @@ struct ReplyChains {
         return effects
     }
 
+    /// The chain's next reply, if it is due at `now`.
+    func due(_ token: TimerToken, now: Int64) -> PlannedReply? {
+        guard let chain = chains[token], let next = chain.replies.first, chain.start + scaled(next.delayNanoseconds) <= now else { return nil }
+        return next
+    }
+
     /// The live run logged a launch or quit of `device`: replies held for it go out, oldest hold first.
     mutating func noteLifecycle(of device: String, now: Int64?) -> [Effect] {
         hold.count(device)
@@ -132,8 +147,10 @@ public final class RecordedWorldRole: Role {
         switch recorded.event {
         case .appLaunched(let device), .appTerminated(let device):
             _ = chains.noteLifecycle(of: device, now: nil)
-        case .transactionAdded, .restoreStarted, .deviceRegistered:
+        case .transactionAdded, .restoreStarted, .deviceRegistered, .receiptRefreshStarted:
             askedBeforeStart.append((recorded.event, identity))
+        case .receiptDelivered(let device, let request, _, _, _):
+            repliesSeen[.answerReceiptRefresh(device: device, request: request), default: 0] += 1
         case .transactionsCleared(let device):
             repliesSeen[.replayAccountActions(device: device), default: 0] += 1
         case .downloadStarted(let key):
@@ -143,10 +160,15 @@ public final class RecordedWorldRole: Role {
             starts[key, default: 0] += 1
             repliesSeen[.downloadTick(key, generation: starts[key]!)] = 0
         case .transactionPurchased(let key, _, _, _):
+            // Both the start of the purchase's later decisions and one of its store decisions (an
+            // outcome in the cases below would never run: this case comes first).
             askedBeforeStart.append((recorded.event, identities.identity(of: key)))
+            repliesSeen[.decidePurchase(key), default: 0] += 1
+        case .interruptedPurchaseResumed(_, let interrupted):
+            repliesSeen[.decidePurchase(interrupted), default: 0] += 1
         case .subscriptionRenewed(_, _, let original, _), .subscriptionExpired(_, let original), .entitlementsRevoked(_, let original):
             repliesSeen[.subscriptionPeriodEnd(original: original.transactionIdentifier, renewals: 0), default: 0] += 1
-        case .transactionDeferred(let key), .transactionPurchased(let key, _, _, _), .transactionFailed(let key, _):
+        case .transactionDeferred(let key), .transactionFailed(let key, _), .askToBuyDeclined(let key):
             repliesSeen[.decidePurchase(key), default: 0] += 1
         case .transactionRestored(let key, let restore, _, _, _):
             if let id = recorded.commandID { restorePieces[.answerRestore(device: key.device, restore: restore), default: []].insert(id) }
@@ -178,6 +200,10 @@ public final class RecordedWorldRole: Role {
                 let token = TimerToken.answerRestore(device: device, restore: restore)
                 guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { continue }
                 effects += chains.begin(token, now: now, replies: replies, key: nil, skipping: restorePieces[token]?.count ?? 0)
+            case (.store, .receiptRefreshStarted(let device, let request)):
+                let token = TimerToken.answerReceiptRefresh(device: device, request: request)
+                guard let replies = plan.receiptAnswers[LiveReplayPlan.ReceiptName(device: device, request: request)] else { continue }
+                effects += chains.begin(token, now: now, replies: replies, key: nil, skipping: repliesSeen[token] ?? 0)
             case (.downloader, .downloadStarted(let key)):
                 startsSoFar[key, default: 0] += 1
                 let generation = startsSoFar[key]!
@@ -213,9 +239,22 @@ public final class RecordedWorldRole: Role {
         let offset = min(clockOffset ?? .max, now - recorded.timestamp)
         clockOffset = offset
         let happened = recorded.timestamp + offset
+        var released: [Effect] = []
+        if kind == .store, !receiptsHeld.isEmpty {
+            switch recorded.event {
+            case .transactionPurchased, .subscriptionRenewed:
+                released = receiptsHeld.flatMap { timerFired($0, now: now) }
+            default:
+                break
+            }
+        }
+        return released + reacting(to: recorded, identity: identity, happened: happened, now: now)
+    }
+
+    private func reacting(to recorded: RecordedEvent, identity: TransactionIdentity?, happened: Int64, now: Int64) -> [Effect] {
         switch (kind, recorded.event) {
         case (_, .appLaunched(let device)), (_, .appTerminated(let device)):
-            return chains.noteLifecycle(of: device, now: now)
+            return chains.noteLifecycle(of: device, now: now).map(listingLivePurchases)
         case (.store, .transactionPurchased(let key, let identifier, _, _)):
             return laterDecisions(of: identities.identity(of: key), key: key, identifier: identifier, now: now, startingAt: happened)
         case (.store, .transactionAdded(let key, _)):
@@ -227,6 +266,9 @@ public final class RecordedWorldRole: Role {
         case (.store, .restoreStarted(let device, let restore, _)):
             guard let replies = plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: restore)] else { return [] }
             return chains.begin(.answerRestore(device: device, restore: restore), now: now, startingAt: happened, replies: replies, key: nil)
+        case (.store, .receiptRefreshStarted(let device, let request)):
+            guard let replies = plan.receiptAnswers[LiveReplayPlan.ReceiptName(device: device, request: request)] else { return [] }
+            return chains.begin(.answerReceiptRefresh(device: device, request: request), now: now, startingAt: happened, replies: replies, key: nil)
         case (.downloader, .downloadStarted(let key)):
             guard let transaction = identities.identity(of: key.transaction),
                   let runs = plan.downloadReports[LiveReplayPlan.DownloadName(transaction: transaction, index: key.index)] else { return [] }
@@ -239,7 +281,50 @@ public final class RecordedWorldRole: Role {
         }
     }
 
-    public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] { chains.fire(token, now: now) }
+    public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
+        if case .answerReceiptRefresh = token, let next = chains.due(token, now: now),
+           let wait = receiptHold.wait(token, until: listsOnlyLivePurchases(next.body), now: now) {
+            if !receiptsHeld.contains(token) { receiptsHeld.append(token) }
+            return [.timer(afterNanoseconds: wait, token)]
+        }
+        receiptsHeld.removeAll { $0 == token }
+        return chains.fire(token, now: now).map(listingLivePurchases)
+    }
+
+    /// A receipt piece the recorded store sent after the purchases it lists waits until the live
+    /// log has them too (at most `RecordedOrderHold.maximumNanoseconds`): live, a purchase may
+    /// land a little later than recorded, and the receipt would list a purchase the live run has
+    /// not made yet. Released by the purchase's event, oldest hold first.
+    private var receiptHold = RecordedOrderHold()
+    private var receiptsHeld: [TimerToken] = []
+
+    /// The live purchase of each entry's identity, if the live store's view has it.
+    private func livePurchase(of entry: OriginalTransaction, among purchases: [OriginalTransaction]) -> OriginalTransaction? {
+        guard let identity = plan.receiptEntries[entry.transactionIdentifier], let identifier = identities.identifier(of: identity) else { return nil }
+        return purchases.last { $0.transactionIdentifier == identifier }
+    }
+
+    private func purchases(ofAccountOf device: String) -> [OriginalTransaction] {
+        store.accountOfDevice[device].map { store.history(of: $0).purchases } ?? []
+    }
+
+    /// Every entry the piece lists has a live purchase (entries of purchases the plan does not know are not waited for).
+    private func listsOnlyLivePurchases(_ body: CommandBody) -> Bool {
+        guard case .deliverReceipt(let device, _, _, let entries, _) = body else { return true }
+        let purchases = purchases(ofAccountOf: device)
+        return entries.allSatisfy { plan.receiptEntries[$0.transactionIdentifier] == nil || livePurchase(of: $0, among: purchases) != nil }
+    }
+
+    /// A recorded receipt piece lists the recorded run's purchases: each entry becomes the live
+    /// run's purchase of the same identity (its identifier and date are the live run's), so the
+    /// app's receipt names its own transactions; an entry the live run has no purchase for stays
+    /// as recorded. Same entries, same pagination (`firstIndex`, `isLast`).
+    private func listingLivePurchases(_ effect: Effect) -> Effect {
+        guard case .send(.deliverReceipt(let device, let request, let firstIndex, let entries, let isLast)) = effect else { return effect }
+        let purchases = purchases(ofAccountOf: device)
+        let live = entries.map { livePurchase(of: $0, among: purchases) ?? $0 }
+        return .send(.deliverReceipt(device: device, request: request, firstIndex: firstIndex, entries: live, isLast: isLast))
+    }
 }
 
 /// The apps of a live replay's observer process: the recorded users' actions at their recorded
@@ -329,9 +414,32 @@ public final class ReplayAppsRole: Role {
         lastActivity = max(lastActivity, now)
         _ = identities.learn(recorded.event)
         noteWorldCommand(recorded, device: device)
+        let held = hold.isHolding(.deviceStep(device: device))
+        var effects: [Effect] = quitBeforeHearing(device, queue: queue, now: now)
         queue.deliver(recorded)
+        effects += queue.drainOutbox().map { .send($0) }
+        if held { effects += takeSteps(of: device, queue: queue, now: now) }
+        return effects
+    }
+
+    /// Quits the app at once, before it hears the reply just counted, when the recording has
+    /// nothing of the device between that reply and the quit: it was the last reply logged before
+    /// the quit and the recorded app made no command after it (`repliesHeard`). The reply was in
+    /// flight as the recorded user quit (a restore's end logged just before the quit was never
+    /// shown done); live, the app would hear it while running and react. The quit may go a little
+    /// before its recorded offset: nothing of the device comes between in either log.
+    private func quitBeforeHearing(_ device: String, queue: PaymentQueue, now: Int64) -> [Effect] {
+        let steps = plan.steps(of: device)
+        guard let index = nextStep[device], steps.indices.contains(index), case .user(.terminateApp) = steps[index].step else { return [] }
+        let counted = hold.counted(device)
+        guard counted == steps[index].repliesBefore, counted > steps[index].repliesHeard else { return [] }
+        _ = hold.wait(.deviceStep(device: device), device: device, needs: steps[index].repliesBefore, now: now)
+        perform(steps[index].step, queue: queue, device: device)
+        nextStep[device] = index + 1
         var effects: [Effect] = queue.drainOutbox().map { .send($0) }
-        if hold.isHolding(.deviceStep(device: device)) { effects += takeSteps(of: device, queue: queue, now: now) }
+        if steps.indices.contains(index + 1), let timer = stepTimer(device, due: start + scaled(steps[index + 1].offsetNanoseconds), now: now) {
+            effects.append(timer)
+        }
         return effects
     }
 
@@ -419,6 +527,7 @@ public final class ReplayAppsRole: Role {
         if state.restoresInProgress.keys.contains(where: { plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: $0)] != nil }) {
             return true
         }
+        if awaitsRecordedReceipt(device, state) { return true }
         return state.pending.values.contains { transaction in
             guard let identity = identities.identity(of: transaction.key) else { return false }
             if transaction.transactionState == .purchasing { return plan.purchaseDecisions[identity] != nil }
@@ -427,6 +536,11 @@ public final class ReplayAppsRole: Role {
                     && plan.downloadReports[LiveReplayPlan.DownloadName(transaction: identity, index: index)] != nil
             }
         }
+    }
+
+    /// A receipt refresh of the device in progress that the recorded store answered.
+    private func awaitsRecordedReceipt(_ device: String, _ state: DeviceState) -> Bool {
+        state.receiptRefreshesInProgress.keys.contains { plan.receiptAnswers[LiveReplayPlan.ReceiptName(device: device, request: $0)] != nil }
     }
 
     /// The recording's length has passed (the recorded world is done with these devices), every
@@ -438,7 +552,7 @@ public final class ReplayAppsRole: Role {
             guard nextStep[device] ?? 0 >= plan.steps(of: device).count else { return false }
             if gaveUpWaiting { return true }
             guard let state = queues[device]?.state else { return false }
-            return state.pending.isEmpty && state.restoresInProgress.isEmpty
+            return state.pending.isEmpty && state.restoresInProgress.isEmpty && !awaitsRecordedReceipt(device, state)
         }
     }
 }

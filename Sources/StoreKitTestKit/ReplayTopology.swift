@@ -9,6 +9,8 @@ public struct ReplayTopology: Sendable {
     public var devicesPerAccount: Int?
     public var purchasesPerDevice: Int
     public var restoreProbability: Double?
+    /// The apps' chance to refresh the receipt after a purchase (R-R2); nil: never.
+    public var receiptRefreshProbability: Double?
     public var relaunchProbability: Double
     public var thinkTimeMeanMilliseconds = 10
     /// The store's chance to interrupt a purchase (F-I1); nil: none.
@@ -35,6 +37,7 @@ public struct ReplayTopology: Sendable {
             "  purchasesPerDevice: \(purchasesPerDevice)",
             "  observers: [downloadThenFinish, audit]",
             restoreProbability.map { "  restoreProbability: \($0)" },
+            receiptRefreshProbability.map { "  receiptRefreshProbability: \($0)" },
             "  relaunchProbability: \(relaunchProbability)",
             storeActions.map { "  storeActions: \($0)" },
             "  thinkTimeMilliseconds: {minimum: 1, mean: \(thinkTimeMeanMilliseconds)}",

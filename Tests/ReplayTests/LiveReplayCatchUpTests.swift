@@ -20,6 +20,23 @@ import StoreKitRoles
         #expect(effects.contains { if case .timer(_, .downloadTick(key, generation: 1)) = $0 { true } else { false } }, "\(effects)")
     }
 
+    @Test("A store that starts after a purchase was decided does not decide it again")
+    func lateStoreSkipsDecidedPurchases() throws {
+        let recording = try recordInMemory(seed: 5, devices: 2, purchases: 6)
+        let events = try recordedEvents(recording)
+        let purchased = try #require(events.first { if case .transactionPurchased = $0.event { true } else { false } })
+        guard case .transactionPurchased(let key, _, _, _) = purchased.event else { return }
+        let plan = try LiveReplayPlan(recording: recording)
+        let store = RecordedWorldRole(name: "store", kind: .store, plan: plan, speed: 1)
+        for recorded in events where recorded.sequence <= purchased.sequence { store.catchUp(recorded) }
+        var sent: [CommandBody] = []
+        for effect in store.resume(now: purchased.timestamp) {
+            guard case .timer(_, let token) = effect, token == .decidePurchase(key) else { continue }
+            for fired in store.timerFired(token, now: purchased.timestamp + 10_000_000_000) { if case .send(let body) = fired { sent.append(body) } }
+        }
+        #expect(sent.isEmpty, "decided again: \(sent)")
+    }
+
     @Test("A live replay's plan holds the store's billing retries among a purchase's later decisions, sent with the live run's purchase")
     func billingRetriesArePlanned() throws {
         let recording = try recordInMemory(seed: 7, devices: 6, purchases: 6) { $0.store.billingIssueProbability = 0.6 }

@@ -1,6 +1,7 @@
 import Testing
 import StoreKitModel
 import StoreKitRoles
+import StoreKitRuntime
 @testable import StoreKitReplay
 
 /// A live replay sends a store or content-server reply only once the live run has logged as many
@@ -110,5 +111,92 @@ import StoreKitRoles
         #expect(!sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due)))
         #expect(!sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due + RecordedOrderHold.maximumNanoseconds - 1)))
         #expect(sendsStep(other.timerFired(.deviceStep(device: "device-0001"), now: due + RecordedOrderHold.maximumNanoseconds)))
+    }
+}
+
+/// A reply logged just before a quit that the recorded app made no command about may have been in
+/// flight as the user quit (seen live: a restore's end logged 0.1 ms before the quit, never shown
+/// done; live, the app heard it while running and showed it done, `extra`, in 8 of 8 replays). A
+/// live replay quits first when nothing of the device comes between that reply and the quit.
+@Suite struct LiveReplayQuitBeforeHearingTests {
+    /// One device's recording in which the store's next decision after a quit is logged just before
+    /// it instead, among the app's burst (a user's action and the quit, one step of the user): as
+    /// the live queue logged a restore's end between the app's commands.
+    static func recording() throws -> (Recording, LiveReplayPlan) {
+        let recorded = try recordInMemory(seed: 5, devices: 1, purchases: 30) { $0.apps.relaunchProbability = 0.5 }
+        var units: [RecordedUnit] = []
+        try recorded.forEachUnit { units.append($0) }
+        let quit = try #require(units.indices.first { index in
+            if case .terminateApp? = units[index].body { units[index - 1].source == .user } else { false }
+        })
+        // The store's decision of a payment (added before the quit): the app reacts to it when it hears it.
+        let reply = try #require(units.indices.first { index in
+            if index > quit, case .decidePurchase? = units[index].body { true } else { false }
+        })
+        var moved = units.remove(at: reply)
+        moved.timestamp = units[quit].timestamp
+        units.insert(moved, at: quit)
+        let storage = MemoryLogStorage()
+        for unit in units { _ = try storage.appendUnit(unit.payloads, timestamp: unit.timestamp) }
+        let recording = try Recording.storage(storage)
+        return (recording, try LiveReplayPlan(recording: recording))
+    }
+
+    @Test("The plan notes the replies logged before the app's last command before each step")
+    func planNotesRepliesHeard() throws {
+        let (recording, plan) = try Self.recording()
+        var world = 0
+        var atLastAppCommand = 0
+        var expected: [Int] = []
+        try recording.forEachUnit { unit in
+            guard let body = unit.body, body.device == "device-0001" else { return }
+            switch unit.source {
+            case .store, .downloader: world += 1
+            case .user:
+                expected.append(atLastAppCommand)
+                atLastAppCommand = world
+            case .observer: atLastAppCommand = world
+            case .header: break
+            }
+        }
+        #expect(plan.steps(of: "device-0001").map(\.repliesHeard) == expected)
+        #expect(plan.steps(of: "device-0001").contains { step in
+            if case .user(.terminateApp) = step.step { step.repliesBefore > step.repliesHeard } else { false }
+        }, "a quit after a reply the app made no command about")
+    }
+
+    @Test("Such a quit goes when its last reply arrives, before the app hears it")
+    func quitsBeforeHearing() throws {
+        let (recording, plan) = try Self.recording()
+        let steps = plan.steps(of: "device-0001")
+        let quit = try #require(steps.firstIndex { step in
+            if case .user(.terminateApp) = step.step { step.repliesBefore > step.repliesHeard } else { false }
+        })
+        // The recording's events heard in log order at their times, the user's steps taken when due
+        // (each held for the replies before it). The recorded app's commands are named as this
+        // process's ("apps.0"), so only the store's and the downloader's count as replies.
+        var replies = 0
+        var quitFirst: [Effect]?
+        let role = ReplayAppsRole(name: "apps", plan: plan, speed: 1, deviceIndices: [0], choices: SeededChoices(seed: 5, stream: "apps"))
+        func quits(_ effects: [Effect]) -> Bool { effects.contains { if case .send(.terminateApp) = $0 { true } else { false } } }
+        var started = false
+        try recording.forEachUnit { unit in
+            guard quitFirst == nil, unit.body != nil else { return }
+            if !started, unit.source == .user {
+                started = true
+                _ = role.resume(now: unit.timestamp)
+            }
+            let isReply = unit.source == .store || unit.source == .downloader
+            if isReply { replies += 1 }
+            for recorded in unit.events {
+                let taken = role.timerFired(.deviceStep(device: "device-0001"), now: recorded.timestamp)
+                #expect(!quits(taken) || replies > steps[quit].repliesBefore, "the quit went before its last reply \(steps[quit].repliesBefore)")
+                let effects = role.receive(recorded, now: recorded.timestamp)
+                if isReply, replies == steps[quit].repliesBefore, recorded == unit.events.first { quitFirst = effects }
+            }
+        }
+        let effects = try #require(quitFirst)
+        let sent = effects.compactMap { if case .send(let body) = $0 { body } else { nil } }
+        #expect(sent.first == .terminateApp(device: "device-0001"), "the quit goes first, before any reaction of the app: \(sent)")
     }
 }

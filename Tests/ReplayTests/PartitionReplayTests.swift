@@ -13,6 +13,8 @@ import Testing
         topology.devices = 8
         topology.devicesPerAccount = 2
         topology.restoreProbability = 0.2
+        // Receipt refreshes, answered live by the store from each partition's recording.
+        topology.receiptRefreshProbability = 0.3
         topology.thinkTimeMeanMilliseconds = 5
         topology.queues = 2
         return topology
@@ -83,6 +85,11 @@ import Testing
         #expect(partitions.allSatisfy { ($0["events"] as? Int ?? 0) > 10 && $0["divergences"] as? Int == 0 })
         #expect(partitions.reduce(0) { $0 + ($1["events"] as? Int ?? 0) } == same.json["events"] as? Int)
         for name in ["queue-1", "queue-2"] { #expect(FileManager.default.fileExists(atPath: scratch.path("same/log/\(name)")), "\(name)") }
+        func receipts(_ run: String) throws -> Int {
+            try CLI.sksim(["log", "cat", scratch.path(run), "--type", "receiptDelivered"]).output.split(separator: "\n").count
+        }
+        #expect(try receipts("rec") > 0, "the recording has no receipt")
+        #expect(try receipts("same") == receipts("rec"))
 
         var oneQueue = topology
         oneQueue.queues = 1
