@@ -231,7 +231,7 @@ struct ReplayCommand: AsyncParsableCommand {
         ]
         if live {
             lines.append(result.divergences == 0
-                ? "result          no divergence: every device's app-side events, transaction outcome, download, restore and observer's actions match the recording"
+                ? "result          no divergence: every device's app-side events, transaction outcome, download, restore, receipt and observer's actions match the recording"
                 : "result          \(result.divergences) divergences (tracks that differ): \(result.different) differ in an event, \(result.missing) lack events the recording has, \(result.extra) have events the recording lacks")
         } else if result.divergences == 0 {
             lines.append(result.identical ? "result          identical: the replayed log is byte for byte the recording"
