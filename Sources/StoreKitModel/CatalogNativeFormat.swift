@@ -100,11 +100,11 @@ extension Catalog {
         }
         let data: Data
         do {
-            data = try Data(contentsOf: url)
+            data = try readFile(url)
         } catch {
             throw node.error(
                 .unreadableFile,
-                problem: "The StoreKit configuration \"\(path)\" could not be read at \(url.path) (\(error.localizedDescription)).",
+                problem: "The StoreKit configuration \"\(path)\" could not be read at \(url.path): \(error.problem)",
                 remedy: "Give a path relative to the catalog file's directory, or an absolute path, to an existing .storekit file."
             )
         }
