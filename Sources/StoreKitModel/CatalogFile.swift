@@ -2,7 +2,7 @@ import Foundation
 
 extension Catalog {
     /// The largest catalog file read. Real `.storekit` files are well under 1 MB (the biggest of
-    /// 140 public ones surveyed is 17 KB), so this only keeps a wrong file (a log, a disk image) from
+    /// 157 public ones surveyed is 17 KB), so this only keeps a wrong file (a log, a disk image) from
     /// being read into memory whole.
     public static let maximumFileBytes = 16 * 1024 * 1024
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import StoreKitModel
 
-/// Shapes found by loading 140 public `.storekit` files (formats 1.0 to 5.0) and malformed
+/// Shapes found by loading 157 public `.storekit` files (formats 1.0 to 5.0) and malformed
 /// variants of them (docs/catalog-format.md, "Which files load"). Every fixture here is written
 /// for the test, small, with the keys those files use.
 @Suite struct StoreKitCorpusShapeTests {
