@@ -87,6 +87,19 @@ import Testing
         }
     }
 
+    @Test("a native catalog's testSettings.timeRate is checked as a .storekit file's _timeRate is; 1005 round-trips")
+    func nativeTimeRate() throws {
+        func native(_ rate: Int) -> Data {
+            Data(#"{"format": "sksim-catalog", "version": 1, "products": [], "testSettings": {"timeRate": \#(rate)}}"#.utf8)
+        }
+        let error = try CatalogTestFixtures.catalogError { try Catalog.parseNativeCatalog(native(7), source: "native.json") }
+        #expect(error.keyPath == "testSettings.timeRate" && error.reason == .invalidValue, "\(error)")
+        let fixed = try Catalog.parseNativeCatalog(native(1005), source: "native.json")
+        #expect(fixed.testSettings.timeRate == 1005)
+        let imported = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("fixed-renewal-rate-v4.storekit"))
+        #expect(try Catalog.parseNativeCatalog(imported.nativeCatalogData(), source: "log") == imported)
+    }
+
     @Test("a file with only settings (no product lists at all) is an empty catalog with its settings")
     func settingsOnly() throws {
         let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("settings-only-v3.storekit"))
