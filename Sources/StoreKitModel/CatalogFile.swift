@@ -26,12 +26,23 @@ extension Catalog {
             throw failure("The file is \(size) bytes; a catalog file is at most \(maximumFileBytes) bytes (real .storekit files are well under 1 MB).",
                           "Check that this is the right file: an Xcode StoreKit configuration or an sksim catalog.")
         }
+        // Read in pieces up to the bound: a pipe or a device (/dev/zero) has no size to check first.
+        var data = Data()
         do {
-            return try Data(contentsOf: url)
+            let handle = try FileHandle(forReadingFrom: url)
+            defer { try? handle.close() }
+            while data.count <= maximumFileBytes, let piece = try handle.read(upToCount: 1 << 20), !piece.isEmpty {
+                data.append(piece)
+            }
         } catch {
             throw failure("The file could not be read (\(error.localizedDescription)).",
                           "Check that the file is readable by this user.")
         }
+        if data.count > maximumFileBytes {
+            throw failure("The file holds more than \(maximumFileBytes) bytes, the most a catalog file may (real .storekit files are well under 1 MB).",
+                          "Check that this is the right file: an Xcode StoreKit configuration or an sksim catalog.")
+        }
+        return data
     }
 
     /// Why `data` is not the JSON it should be, in words a user can act on: an empty file, text

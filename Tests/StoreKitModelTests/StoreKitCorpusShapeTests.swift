@@ -159,7 +159,7 @@ import Testing
         #expect(deep.problem.contains("too many nested"), "\(deep)")
     }
 
-    @Test("a path to nothing, to a directory or to a file over the size bound says which")
+    @Test("a path to nothing, to a directory, to a file over the size bound or to an endless device says which")
     func unreadablePaths() throws {
         let directory = try CatalogTestFixtures.scratchDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -174,5 +174,8 @@ import Testing
         try handle.close()
         let tooBig = try CatalogTestFixtures.catalogError { try Catalog.load(contentsOf: big) }
         #expect(tooBig.problem.hasPrefix("The file is \(Catalog.maximumFileBytes + 1) bytes"))
+        // A device has no size to check first; reading stops at the bound.
+        let endless = try CatalogTestFixtures.catalogError { try Catalog.load(contentsOf: URL(fileURLWithPath: "/dev/zero")) }
+        #expect(endless.problem.hasPrefix("The file holds more than \(Catalog.maximumFileBytes) bytes"))
     }
 }
