@@ -6,8 +6,9 @@ extension Catalog {
     /// being read into memory whole.
     public static let maximumFileBytes = 16 * 1024 * 1024
 
-    /// Reads a catalog file after checking it is a regular file of bounded size, so a wrong
-    /// path fails with what is wrong rather than a Foundation error number.
+    /// Reads a catalog file, at most `maximumFileBytes` of it, after checking that it exists and
+    /// is not a directory, so a wrong path fails with what is wrong rather than a Foundation
+    /// error number.
     static func readFile(_ url: URL) throws(CatalogError) -> Data {
         let source = url.path
         func failure(_ problem: String, _ remedy: String) -> CatalogError {
