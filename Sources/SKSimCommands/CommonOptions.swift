@@ -9,7 +9,8 @@ func loadCatalog(_ path: String?) throws -> (Catalog, String) {
     do {
         return (try Catalog.load(contentsOf: URL(fileURLWithPath: path)), URL(fileURLWithPath: path).lastPathComponent)
     } catch {
-        throw UserFacingError("cannot use catalog \(path): \(error)")
+        // A catalog error names the file itself (its full path), so the path is not repeated.
+        throw UserFacingError("cannot use catalog \(error)")
     }
 }
 

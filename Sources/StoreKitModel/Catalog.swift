@@ -44,16 +44,7 @@ public struct Catalog: Sendable, Hashable {
     /// `storekitConfiguration` path is resolved against the file's directory.
     public static func load(contentsOf url: URL) throws(CatalogError) -> Catalog {
         let source = url.path
-        let data: Data
-        do {
-            data = try Data(contentsOf: url)
-        } catch {
-            throw CatalogError(
-                reason: .unreadableFile, source: source,
-                problem: "The catalog file could not be read (\(error.localizedDescription)).",
-                remedy: "Check that the path is correct and the file is readable."
-            )
-        }
+        let data = try readFile(url)
         let baseDirectory = url.deletingLastPathComponent()
         if url.pathExtension.lowercased() == "storekit" {
             return try importStoreKitConfiguration(data, source: source)

@@ -58,23 +58,10 @@ extension Catalog {
             do {
                 value = try JSONDecoder().decode(JSONValue.self, from: data)
             } catch {
-                throw CatalogError(
-                    reason: .notJSON,
-                    source: source,
-                    problem: "Expected \(documentKind) in JSON, but the data is not valid JSON\(jsonFailureDetail(error)).",
-                    remedy: "Check that the file is the right one and fix the JSON syntax."
-                )
+                let explanation = Catalog.jsonSyntaxProblem(data, documentKind: documentKind, decodingError: error)
+                throw CatalogError(reason: .notJSON, source: source, problem: explanation.problem, remedy: explanation.remedy)
             }
             return JSONNode(value: value, keyPath: "", source: source)
-        }
-
-        /// The decoder's own explanation, when it has more to say than "not valid JSON".
-        private static func jsonFailureDetail(_ error: any Error) -> String {
-            guard case DecodingError.dataCorrupted(let context) = error else { return " (\(error))" }
-            if let underlying = context.underlyingError {
-                return " (\(underlying))"
-            }
-            return ""
         }
 
         func error(

@@ -100,11 +100,11 @@ extension Catalog {
         }
         let data: Data
         do {
-            data = try Data(contentsOf: url)
+            data = try readFile(url)
         } catch {
             throw node.error(
                 .unreadableFile,
-                problem: "The StoreKit configuration \"\(path)\" could not be read at \(url.path) (\(error.localizedDescription)).",
+                problem: "The StoreKit configuration \"\(path)\" could not be read at \(url.path): \(error.problem)",
                 remedy: "Give a path relative to the catalog file's directory, or an absolute path, to an existing .storekit file."
             )
         }
@@ -205,12 +205,20 @@ extension Catalog {
             }
         }
         _ = try node.object()
+        let settings: StoreKitTestSettings
         do {
             let data = try JSONSerialization.data(withJSONObject: foundation(node.value))
-            return try JSONDecoder().decode(StoreKitTestSettings.self, from: data)
+            settings = try JSONDecoder().decode(StoreKitTestSettings.self, from: data)
         } catch {
             throw node.error(.wrongShape, problem: "The test settings cannot be read (\(error)).",
                              remedy: "Write testSettings as docs/storekit-fidelity.md shows, e.g. {\"askToBuyEnabled\": true}.")
         }
+        // As in a .storekit file (F-S3): a rate SKTestSession lacks would leave subscriptions never renewing.
+        if let rate = settings.timeRate, !StoreKitTestSettings.isTimeRate(rate) {
+            throw node.error(.invalidValue, at: node.keyPath(appending: "timeRate"),
+                             problem: "timeRate \(rate) is not an SKTestSession.TimeRate value.",
+                             remedy: "Use 0 (real time), 1 to 6, 10 to 13, 15, or 1000 to 1005 (one renewal every 15 minutes to every 2 seconds).")
+        }
+        return settings
     }
 }

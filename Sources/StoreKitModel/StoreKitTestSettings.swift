@@ -82,6 +82,26 @@ public struct StoreKitTestSettings: Sendable, Hashable, Codable {
         }
     }
 
+    /// Seconds between renewals at the fixed rates (`SKTestTimeRateOneRenewalEvery…`, raw values
+    /// 1000 to 1005 in `SKTestSession.h`, iOS 16.4 and Xcode 14.3 on): every subscription renews this
+    /// often whatever its period. nil for the other rates.
+    public static func fixedRenewalSeconds(timeRate: Int) -> Double? {
+        switch timeRate {
+        case 1000: 900
+        case 1001: 300
+        case 1002: 60
+        case 1003: 30
+        case 1004: 10
+        case 1005: 2
+        default: nil
+        }
+    }
+
+    /// Whether `timeRate` is one of `SKTestSession.TimeRate`'s raw values (a scaled or a fixed rate).
+    public static func isTimeRate(_ timeRate: Int) -> Bool {
+        speedFactor(timeRate: timeRate) != nil || fixedRenewalSeconds(timeRate: timeRate) != nil
+    }
+
     /// `SKTestSession.TimeRate`'s case name for a raw value, for listings.
     public static func timeRateName(_ timeRate: Int) -> String {
         switch timeRate {
@@ -97,6 +117,12 @@ public struct StoreKitTestSettings: Sendable, Hashable, Codable {
         case 12: "monthlyRenewalEveryFifteenMinutes"
         case 13: "monthlyRenewalEveryFiveMinutes"
         case 15: "monthlyRenewalEveryThirtySeconds"
+        case 1000: "oneRenewalEveryFifteenMinutes"
+        case 1001: "oneRenewalEveryFiveMinutes"
+        case 1002: "oneRenewalEveryMinute"
+        case 1003: "oneRenewalEveryThirtySeconds"
+        case 1004: "oneRenewalEveryTenSeconds"
+        case 1005: "oneRenewalEveryTwoSeconds"
         default: "unknown(\(timeRate))"
         }
     }
@@ -128,9 +154,9 @@ extension Catalog {
         settings.locale = try node.optionalString("_locale")
         if let rateNode = try node.child("_timeRate") {
             let rate = try rateNode.integer()
-            guard StoreKitTestSettings.speedFactor(timeRate: Int(clamping: rate)) != nil else {
+            guard StoreKitTestSettings.isTimeRate(Int(clamping: rate)) else {
                 throw rateNode.error(.invalidValue, problem: "_timeRate \(rate) is not an SKTestSession.TimeRate value.",
-                                     remedy: "Use 0 (real time), 1 to 6, or 10 to 13 or 15, or choose the time rate again in Xcode.")
+                                     remedy: "Use 0 (real time), 1 to 6, 10 to 13, 15, or 1000 to 1005 (one renewal every 15 minutes to every 2 seconds), or choose the renewal rate again in Xcode.")
             }
             settings.timeRate = Int(rate)
         }

@@ -63,9 +63,15 @@ public enum SubscriptionPeriod {
 
     /// Nanoseconds of simulated time from one renewal to the next for `period` at `timeRate`
     /// (`SKTestSession.TimeRate`'s raw value); nil for a period or rate that cannot be read.
+    /// At a fixed rate (1000 to 1005) every period lasts the rate's renewal interval, as Apple's
+    /// test environment renews "subscriptions of any time length" at it (the billing grace period
+    /// too; Apple's billing retry period is twice that, which callers using this get as once).
     public static func renewalNanoseconds(_ period: String, timeRate: Int) -> Int64? {
-        guard let days = days(period), days > 0,
-              let speed = StoreKitTestSettings.speedFactor(timeRate: timeRate) else { return nil }
+        guard let days = days(period), days > 0 else { return nil }
+        if let fixed = StoreKitTestSettings.fixedRenewalSeconds(timeRate: timeRate) {
+            return Int64(fixed * 1e9)
+        }
+        guard let speed = StoreKitTestSettings.speedFactor(timeRate: timeRate) else { return nil }
         let seconds = Double(days) * 86_400 / speed
         return Int64((seconds * 1e9).rounded())
     }

@@ -5,7 +5,8 @@ import Testing
 /// Finds shared test data and makes scratch files for catalog tests.
 enum CatalogTestFixtures {
     /// The `.storekit` files the tests read, kept beside the tests (copies of
-    /// `shared/testdata/storekit`, with their sources in Fixtures/README.md), so a clone runs them alone.
+    /// `shared/testdata/storekit` and files written for the tests, all listed in Fixtures/README.md),
+    /// so a clone runs them alone.
     static func storeKitDirectory(filePath: String = #filePath) -> URL {
         URL(fileURLWithPath: filePath).deletingLastPathComponent().appendingPathComponent("Fixtures", isDirectory: true)
     }

@@ -105,7 +105,7 @@ import Testing
         }
         #expect(error.reason == .notJSON)
         #expect(error.description.contains("Broken.storekit"))
-        #expect(error.description.contains("not valid JSON"))
+        #expect(error.description.contains("the JSON is malformed at line 1, column 1"), "\(error)")
     }
 
     @Test("rejects a top level that is not an object")

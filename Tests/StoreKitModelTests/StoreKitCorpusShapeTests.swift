@@ -1,0 +1,181 @@
+import Foundation
+import Testing
+@testable import StoreKitModel
+
+/// Shapes found by loading 157 public `.storekit` files (formats 1.0 to 5.0) and malformed
+/// variants of them (docs/catalog-format.md, "Which files load"). Every fixture here is written
+/// for the test, small, with the keys those files use.
+@Suite struct StoreKitCorpusShapeTests {
+    @Test("every .storekit fixture and every file of shared/testdata loads with each product of the file, kind for kind")
+    func everyFileLoads() throws {
+        var directories = [CatalogTestFixtures.storeKitDirectory()]
+        // The shared real files, when this checkout sits beside them (the fixtures hold copies).
+        let shared = URL(fileURLWithPath: "/work/shared/testdata/storekit")
+        if FileManager.default.fileExists(atPath: shared.path) { directories.append(shared) }
+        var loaded = 0
+        for directory in directories {
+            let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+                .filter { $0.pathExtension == "storekit" }
+            for file in files {
+                let catalog = try Catalog.load(contentsOf: file)
+                let raw = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+                let kinds = ["Consumable": ProductKind.consumable, "NonConsumable": .nonConsumable,
+                             "NonRenewingSubscription": .nonRenewingSubscription, "RecurringSubscription": .autoRenewableSubscription]
+                let groups = raw["subscriptionGroups"] as? [[String: Any]] ?? []
+                let declared = (raw["products"] as? [[String: Any]] ?? []) + (raw["nonRenewingSubscriptions"] as? [[String: Any]] ?? [])
+                    + groups.flatMap { $0["subscriptions"] as? [[String: Any]] ?? [] }
+                #expect(catalog.products.map(\.identifier) == declared.map { $0["productID"] as? String ?? "" }, "\(file.lastPathComponent)")
+                #expect(catalog.products.map(\.kind) == declared.map { kinds[$0["type"] as? String ?? ""] }, "\(file.lastPathComponent)")
+                #expect(catalog.products.map(\.displayPrice) == declared.map { $0["displayPrice"] as? String ?? "0" }, "\(file.lastPathComponent)")
+                loaded += 1
+            }
+        }
+        #expect(loaded >= 8)
+    }
+
+    @Test("format 5.0 with every kind of offer, billing plans, family sharing and localizations: products, prices, periods and levels, offers ignored")
+    func offersAndBillingPlans() throws {
+        let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("offers-billing-plans-v5.storekit"))
+        #expect(catalog.products.map(\.identifier) == ["example.lifetime", "example.season", "example.pro.yearly", "example.pro.monthly"])
+        #expect(catalog.products.map(\.kind) == [.nonConsumable, .nonRenewingSubscription, .autoRenewableSubscription, .autoRenewableSubscription])
+        // The price is the product's own, never an offer's or a billing plan's.
+        #expect(catalog.products.map(\.displayPrice) == ["199.99", "79", "39.99", "4.99"])
+        #expect(catalog.products.map(\.subscriptionPeriod) == [nil, nil, "P1Y", "P1M"])
+        #expect(catalog.products.map(\.subscriptionGroup) == [nil, nil, "Pro", "Pro"])
+        #expect(catalog.products.map(\.subscriptionLevel) == [nil, nil, 1, 2])
+        #expect(catalog.product("example.lifetime")?.referenceName == "Lifetime")
+        let settings = catalog.testSettings
+        // _timeRate wins; _compatibilityTimeRate is Xcode's fallback for older test runtimes.
+        #expect(settings.timeRate == 15)
+        #expect(settings.storefront == "FRA" && settings.locale == "fr_FR")
+        #expect(settings.storeKitErrors?.first?.current == "{index:1,type:generic}")
+        #expect(settings.purchaseFailure == nil)
+    }
+
+    @Test("format 2.0 settings of Xcode 12 (_storeKitError, a plain _compatibilityTimeRate, a null introductoryOffer) load")
+    func legacySettings() throws {
+        let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("legacy-settings-v2.storekit"))
+        #expect(catalog.products.map(\.identifier) == ["example.hints", "example.plus.weekly"])
+        #expect(catalog.product("example.plus.weekly")?.subscriptionPeriod == "P1W")
+        #expect(catalog.testSettings.timeRate == 13)
+        #expect(catalog.testSettings.failTransactionsEnabled == false)
+        #expect(catalog.testSettings.purchaseFailure == nil)
+    }
+
+    @Test("the fixed renewal rates (_timeRate 1000 to 1005) load, and every period then lasts the fixed interval", arguments: [
+        (1000, 900.0, "oneRenewalEveryFifteenMinutes"), (1001, 300.0, "oneRenewalEveryFiveMinutes"),
+        (1002, 60.0, "oneRenewalEveryMinute"), (1003, 30.0, "oneRenewalEveryThirtySeconds"),
+        (1004, 10.0, "oneRenewalEveryTenSeconds"), (1005, 2.0, "oneRenewalEveryTwoSeconds"),
+    ] as [(Int, Double, String)])
+    func fixedRenewalRates(rate: Int, seconds: Double, name: String) throws {
+        #expect(StoreKitTestSettings.isTimeRate(rate))
+        #expect(StoreKitTestSettings.timeRateName(rate) == name)
+        let nanoseconds = Int64(seconds * 1e9)
+        for period in ["P1W", "P1M", "P1Y", "P16D"] {
+            #expect(SubscriptionPeriod.renewalNanoseconds(period, timeRate: rate) == nanoseconds)
+        }
+        #expect(SubscriptionPeriod.renewalNanoseconds("1 month", timeRate: rate) == nil)
+    }
+
+    @Test("a file with _timeRate 1005 (one renewal every two seconds) imports with that rate")
+    func fixedRateFile() throws {
+        let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("fixed-renewal-rate-v4.storekit"))
+        #expect(catalog.testSettings.timeRate == 1005)
+        #expect(catalog.products.map(\.subscriptionPeriod) == ["P1M", "P1Y"])
+        for rate in [7, 14, 999, 1006] {
+            #expect(!StoreKitTestSettings.isTimeRate(rate))
+        }
+    }
+
+    @Test("a native catalog's testSettings.timeRate is checked as a .storekit file's _timeRate is; 1005 round-trips")
+    func nativeTimeRate() throws {
+        func native(_ rate: Int) -> Data {
+            Data(#"{"format": "sksim-catalog", "version": 1, "products": [], "testSettings": {"timeRate": \#(rate)}}"#.utf8)
+        }
+        let error = try CatalogTestFixtures.catalogError { try Catalog.parseNativeCatalog(native(7), source: "native.json") }
+        #expect(error.keyPath == "testSettings.timeRate" && error.reason == .invalidValue, "\(error)")
+        let fixed = try Catalog.parseNativeCatalog(native(1005), source: "native.json")
+        #expect(fixed.testSettings.timeRate == 1005)
+        let imported = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("fixed-renewal-rate-v4.storekit"))
+        #expect(try Catalog.parseNativeCatalog(imported.nativeCatalogData(), source: "log") == imported)
+    }
+
+    @Test("a file with only settings (no product lists at all) is an empty catalog with its settings")
+    func settingsOnly() throws {
+        let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("settings-only-v3.storekit"))
+        #expect(catalog.products.isEmpty)
+        #expect(catalog.testSettings.storefront == "JPN" && catalog.testSettings.locale == "ja_JP")
+    }
+
+    // MARK: files that are not StoreKit configurations: one sentence on what is wrong and where
+
+    static func importError(_ text: [UInt8]) throws -> CatalogError {
+        try CatalogTestFixtures.catalogError { try Catalog.importStoreKitConfiguration(Data(text), source: "bad.storekit") }
+    }
+
+    static let good = Array(#"{"version": {"major": 3, "minor": 0}, "products": []}"#.utf8)
+
+    @Test("an empty or blank file says it is empty")
+    func emptyFile() throws {
+        for text in ["", "  \n\t\n"] {
+            let error = try Self.importError(Array(text.utf8))
+            #expect(error.reason == .notJSON)
+            #expect(error.problem.hasPrefix("The file is empty (\(text.utf8.count) bytes, no JSON)"))
+        }
+    }
+
+    @Test("a merge conflict left in the file is named with its line")
+    func mergeConflict() throws {
+        let text = "{\n  \"version\": {\"major\": 3, \"minor\": 0},\n<<<<<<< HEAD\n  \"products\": []\n=======\n  \"products\": [ ]\n>>>>>>> other\n}\n"
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.problem.contains("merge conflict marker at line 3"))
+        #expect(error.remedy.contains("Resolve the merge conflict"))
+    }
+
+    @Test("text that is not UTF-8 is named with the byte, line and column")
+    func notUTF8() throws {
+        var bytes = Array("{\n  \"identifier\": \"caf".utf8)
+        bytes.append(0xE9)  // é in Latin-1
+        bytes += Array("\"}".utf8)
+        let error = try Self.importError(bytes)
+        #expect(error.problem.contains("byte 0xE9 at line 2, column 21 is not valid UTF-8"))
+    }
+
+    @Test("XML or HTML (a plist, a saved web page) is named as such")
+    func markup() throws {
+        let error = try Self.importError(Array("\n<!DOCTYPE html><html></html>".utf8))
+        #expect(error.problem.contains("XML or HTML"))
+        #expect(error.remedy.contains("Raw"))
+    }
+
+    @Test("malformed JSON is located by line and column; a cut-off file says it ends early")
+    func malformedJSON() throws {
+        let missingComma = try Self.importError(Array("{\n  \"version\": {\"major\": 3 \"minor\": 0}\n}".utf8))
+        #expect(missingComma.problem.contains("malformed at line 2, column "), "\(missingComma)")
+        let cut = try Self.importError(Array(Self.good.prefix(30)))
+        #expect(cut.problem.contains("ends early, at line 1"), "\(cut)")
+        let deep = try Self.importError(Array(String(repeating: "[", count: 10_000).utf8))
+        #expect(deep.reason == .notJSON)
+        #expect(deep.problem.contains("too many nested"), "\(deep)")
+    }
+
+    @Test("a path to nothing, to a directory, to a file over the size bound or to an endless device says which")
+    func unreadablePaths() throws {
+        let directory = try CatalogTestFixtures.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = try CatalogTestFixtures.catalogError { try Catalog.load(contentsOf: directory.appendingPathComponent("none.storekit")) }
+        #expect(missing.reason == .unreadableFile && missing.problem == "There is no file at this path.")
+        let folder = try CatalogTestFixtures.catalogError { try Catalog.load(contentsOf: directory) }
+        #expect(folder.problem == "This is a directory, not a catalog file.")
+        let big = directory.appendingPathComponent("big.storekit")
+        #expect(FileManager.default.createFile(atPath: big.path, contents: Data(Self.good)))
+        let handle = try FileHandle(forWritingTo: big)
+        try handle.truncate(atOffset: UInt64(Catalog.maximumFileBytes + 1))  // sparse: no 16 MiB written
+        try handle.close()
+        let tooBig = try CatalogTestFixtures.catalogError { try Catalog.load(contentsOf: big) }
+        #expect(tooBig.problem.hasPrefix("The file is \(Catalog.maximumFileBytes + 1) bytes"))
+        // A device has no size to check first; reading stops at the bound.
+        let endless = try CatalogTestFixtures.catalogError { try Catalog.load(contentsOf: URL(fileURLWithPath: "/dev/zero")) }
+        #expect(endless.problem.hasPrefix("The file holds more than \(Catalog.maximumFileBytes) bytes"))
+    }
+}
