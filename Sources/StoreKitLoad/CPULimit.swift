@@ -23,10 +23,13 @@ public final class CPULimit: Sendable {
     public let directory: URL
     public let cores: Double
     private let hierarchy: Hierarchy
-    private static let periodMicroseconds = 100_000
+    /// The quota's period: short, so a capped process runs in small slices instead of 100 ms on and
+    /// off (the kernel's default period), which would add up to 100 ms to the latency it is measured
+    /// by; longer only for a limit under 0.1 cores, whose quota would be below the kernel's least (1 ms).
+    static func periodMicroseconds(cores: Double) -> Int { min(1_000_000, max(10_000, Int((1_000 / cores).rounded(.up)))) }
 
     /// Creates a group named `name` limited to `cores` cores (0.01–1,024): its processes together
-    /// get at most `cores` × 100 ms of CPU in every 100 ms period.
+    /// get at most `cores` × 10 ms of CPU in every 10 ms period (longer periods below 0.1 cores).
     public init(name: String, cores: Double, root: URL = URL(fileURLWithPath: "/sys/fs/cgroup", isDirectory: true)) throws {
         guard cores >= 0.01, cores <= 1_024 else {
             throw Failure(description: "a CPU limit of \(cores) cores is out of range; give 0.01 to 1024 (e.g. 0.25 for a quarter of a core)")
@@ -54,13 +57,14 @@ public final class CPULimit: Sendable {
                 try Self.write("+cpu", to: root.appendingPathComponent("cgroup.subtree_control"))
             }
             try fileManager.createDirectory(at: directory, withIntermediateDirectories: false)
-            let quota = max(1_000, Int((cores * Double(Self.periodMicroseconds)).rounded()))
+            let period = Self.periodMicroseconds(cores: cores)
+            let quota = max(1_000, Int((cores * Double(period)).rounded()))
             switch hierarchy {
             case .version1:
-                try Self.write("\(Self.periodMicroseconds)", to: directory.appendingPathComponent("cpu.cfs_period_us"))
+                try Self.write("\(period)", to: directory.appendingPathComponent("cpu.cfs_period_us"))
                 try Self.write("\(quota)", to: directory.appendingPathComponent("cpu.cfs_quota_us"))
             case .version2:
-                try Self.write("\(quota) \(Self.periodMicroseconds)", to: directory.appendingPathComponent("cpu.max"))
+                try Self.write("\(quota) \(period)", to: directory.appendingPathComponent("cpu.max"))
             }
         } catch {
             try? fileManager.removeItem(at: directory)

@@ -37,7 +37,7 @@ import Testing
     @Test("a real group: the kernel holds the quota and the process, and removing it returns the process and leaves nothing",
           .enabled(if: canRun, "needs root and a cgroup CPU controller; run the tests as root to include it"))
     func realGroup() throws {
-        let limit = try CPULimit(name: "sksim-test-\(getpid())", cores: 0.25)
+        let limit = try CPULimit(name: "sksim-test-\(getpid())", cores: 1.5)
         let child = Process()
         child.executableURL = URL(fileURLWithPath: "/bin/sleep")
         child.arguments = ["60"]
@@ -48,10 +48,10 @@ import Testing
         }
         let quotaFile = limit.directory.appendingPathComponent("cpu.cfs_quota_us")
         if FileManager.default.fileExists(atPath: quotaFile.path) {
-            #expect(try String(contentsOf: quotaFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines) == "25000")
+            #expect(try String(contentsOf: quotaFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines) == "15000")
         } else {
             let max = try String(contentsOf: limit.directory.appendingPathComponent("cpu.max"), encoding: .utf8)
-            #expect(max.trimmingCharacters(in: .whitespacesAndNewlines) == "25000 100000")
+            #expect(max.trimmingCharacters(in: .whitespacesAndNewlines) == "15000 10000")
         }
         try limit.add(pid: child.processIdentifier)
         #expect(limit.processes == [child.processIdentifier])
@@ -61,6 +61,19 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: limit.directory.path))
         #expect(child.isRunning, "the process outlives its group")
         #expect(!(try String(contentsOfFile: "/proc/\(child.processIdentifier)/cgroup", encoding: .utf8)).contains("sksim-test"))
+
+        // Below 0.1 cores the period grows, so the quota stays at the kernel's least (1 ms) or above.
+        let small = try CPULimit(name: "sksim-test-small-\(getpid())", cores: 0.05)
+        defer { small.remove() }
+        let periodFile = small.directory.appendingPathComponent("cpu.cfs_period_us")
+        if FileManager.default.fileExists(atPath: periodFile.path) {
+            #expect(try String(contentsOf: periodFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines) == "20000")
+            #expect(try String(contentsOf: small.directory.appendingPathComponent("cpu.cfs_quota_us"), encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "1000")
+        } else {
+            #expect(try String(contentsOf: small.directory.appendingPathComponent("cpu.max"), encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "1000 20000")
+        }
     }
 
     @Test("bench load --queue-cores limits every queue, says so in its JSON and leaves no group behind",
