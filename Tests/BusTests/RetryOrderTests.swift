@@ -10,21 +10,30 @@ import ZeroMQ
 @Suite struct RetryOrderTests {
     @Test("a retry resends every unacknowledged command up to the last one due, in number order")
     func retriesInOrder() throws {
+        // A queue that takes commands and never acknowledges them (it lost them: a restart).
+        try Self.withScriptedQueue(retryInterval: .milliseconds(30)) { router, sender in try Self.retriesInOrder(router, sender) }
+    }
+
+    /// A sender (origin `app.1`) connected to a ROUTER socket the test scripts as the queue.
+    static func withScriptedQueue<Result>(retryInterval: Duration, _ body: (Socket, CommandSender) throws -> Result) throws -> Result {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-retry-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let context = try ZeroMQContext()
         defer { context.terminate() }
-        // A queue that takes commands and never acknowledges them (it lost them: a restart).
         let router = try context.socket(.router)
         defer { router.close() }
         let endpoint = "ipc://\(directory.path)/r.ipc"
         try router.bind(endpoint)
         var configuration = CommandSenderConfiguration(origin: "app.1", requestsEndpoint: endpoint)
-        configuration.retryInterval = .milliseconds(30)
+        configuration.retryInterval = retryInterval
         configuration.maximumRetryInterval = .seconds(1)
         let sender = try CommandSender(context: context, configuration: configuration)
         defer { sender.close() }
+        return try body(router, sender)
+    }
+
+    static func retriesInOrder(_ router: Socket, _ sender: CommandSender) throws {
 
         var received: [UInt64] = []
         func pump(until count: Int) throws {
@@ -73,28 +82,17 @@ import ZeroMQ
 
     static func pacedRun(commands: Int, pace: Duration, ignoring: @escaping (UInt64, Int) -> Bool = { _, _ in false })
         throws -> (received: [UInt64], acknowledged: Int, retries: Int) {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-paced-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let context = try ZeroMQContext()
-        defer { context.terminate() }
-        let router = try context.socket(.router)
-        defer { router.close() }
-        let endpoint = "ipc://\(directory.path)/r.ipc"
-        try router.bind(endpoint)
-        var configuration = CommandSenderConfiguration(origin: "app.1", requestsEndpoint: endpoint)
-        configuration.retryInterval = .milliseconds(200)
-        let sender = try CommandSender(context: context, configuration: configuration)
-        defer { sender.close() }
-        var queue = PacedQueue(router: router)
-        for index in 0..<commands { _ = try sender.submit(.registerDevice(device: "d\(index)", account: "a")) }
-        var acknowledged = 0
-        let deadline = ContinuousClock.now + .seconds(30)
-        while acknowledged < commands && ContinuousClock.now < deadline {
-            try queue.step(pace: pace, ignoring: ignoring)
-            acknowledged += try sender.poll(timeout: .milliseconds(1)).count
+        try withScriptedQueue(retryInterval: .milliseconds(200)) { router, sender in
+            var queue = PacedQueue(router: router)
+            for index in 0..<commands { _ = try sender.submit(.registerDevice(device: "d\(index)", account: "a")) }
+            var acknowledged = 0
+            let deadline = ContinuousClock.now + .seconds(30)
+            while acknowledged < commands && ContinuousClock.now < deadline {
+                try queue.step(pace: pace, ignoring: ignoring)
+                acknowledged += try sender.poll(timeout: .milliseconds(1)).count
+            }
+            return (queue.received, acknowledged, sender.retriesSent)
         }
-        return (queue.received, acknowledged, sender.retriesSent)
     }
 
     @Test("commands queued behind ones the queue is still answering are not retried, however long the backlog takes")
