@@ -106,12 +106,10 @@ public final class QueueEngine {
             return .duplicate
         case .accept(let accepted):
             if accepted.isEmpty { projection.noteNoOperation(command.id) }
-            try append(accepted, commandID: command.id, timestamp: timestamp) { recorded, _ in events.append(recorded) }
+            try append(accepted, commandID: command.id, timestamp: timestamp, to: &events)
             return .accepted
         case .reject(let rejection):
-            try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp) { recorded, _ in
-                events.append(recorded)
-            }
+            try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp, to: &events)
             return .rejected(rejection)
         }
     }
@@ -123,39 +121,56 @@ public final class QueueEngine {
     }
 
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> [EngineRecord] {
+        guard let (first, time) = try appendUnit(events, commandID: commandID, timestamp: timestamp) else { return [] }
         var records: [EngineRecord] = []
         records.reserveCapacity(events.count)
-        try append(events, commandID: commandID, timestamp: timestamp) { recorded, bytes in
-            let payload = keepsPayloads ? [UInt8](encoder.bytes[bytes]) : []
-            records.append(EngineRecord(recorded: recorded, payload: payload))
-        }
-        return records
-    }
-
-    /// Encodes `events` into one unit, appends it, then applies and checks each event and hands
-    /// it to `record` with the range of its bytes in `encoder`.
-    @inline(__always)
-    private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64,
-                        _ record: (RecordedEvent, Range<Int>) -> Void) throws {
-        guard !events.isEmpty else { return }
-        let time = max(timestamp, lastTimestamp)
-        encoder.removeAll()
-        ends.removeAll(keepingCapacity: true)
-        for event in events {
-            EventCodec.encode(event, commandID: commandID, into: &encoder)
-            ends.append(encoder.bytes.count)
-        }
-        let first = try encoder.bytes.withUnsafeBytes { bytes in try storage.appendUnit(bytes: bytes, ends: ends, timestamp: time) }
-        precondition(first == projection.lastSequence + 1,
-                     "the log gave sequence \(first) after \(projection.lastSequence): something else wrote this partition")
-        lastTimestamp = time
         var start = 0
         for (offset, event) in events.enumerated() {
             let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
             projection.apply(recorded)
             checker.check(recorded)
-            record(recorded, start..<ends[offset])
+            let payload = keepsPayloads ? [UInt8](encoder.bytes[start..<ends[offset]]) : []
+            records.append(EngineRecord(recorded: recorded, payload: payload))
             start = ends[offset]
         }
+        return records
+    }
+
+    /// As above, adding the command's events to `held` and applying and checking them there, in
+    /// place: each event is copied once (into `held`), not once more for the fold and the caller.
+    private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64, to held: inout [RecordedEvent]) throws {
+        guard let (first, time) = try appendUnit(events, commandID: commandID, timestamp: timestamp) else { return }
+        let start = held.count
+        for (offset, event) in events.enumerated() {
+            held.append(RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event))
+        }
+        held.withUnsafeBufferPointer { appended in
+            for index in start..<appended.count {
+                projection.apply(appended[index])
+                checker.check(appended[index])
+            }
+        }
+    }
+
+    /// Encodes `events` into one unit (read in place, not copied out of the array) and appends it;
+    /// returns its first sequence and its timestamp (nil for no events). The events' bytes end at
+    /// `ends` in `encoder`.
+    @inline(__always)
+    private func appendUnit(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> (first: UInt64, time: Int64)? {
+        guard !events.isEmpty else { return nil }
+        let time = max(timestamp, lastTimestamp)
+        encoder.removeAll()
+        ends.removeAll(keepingCapacity: true)
+        events.withUnsafeBufferPointer { events in
+            for index in events.indices {
+                EventCodec.encode(events[index], commandID: commandID, into: &encoder)
+                ends.append(encoder.bytes.count)
+            }
+        }
+        let first = try encoder.bytes.withUnsafeBytes { bytes in try storage.appendUnit(bytes: bytes, ends: ends, timestamp: time) }
+        precondition(first == projection.lastSequence + 1,
+                     "the log gave sequence \(first) after \(projection.lastSequence): something else wrote this partition")
+        lastTimestamp = time
+        return (first, time)
     }
 }

@@ -78,6 +78,14 @@ public final class DeterministicRuntime {
         case timer(Int, slot: Int, incarnation: Int)
         case restart(slot: Int)
         case restartQueue
+
+        /// True when carrying this out runs code of the role at `slot`.
+        func concerns(slot index: Int) -> Bool {
+            switch self {
+            case .deliver(_, let slot), .timer(_, let slot, _), .restart(let slot): slot == index
+            case .command, .publish, .restartQueue: false
+            }
+        }
     }
 
     private let factory: RoleFactory
@@ -153,8 +161,9 @@ public final class DeterministicRuntime {
             now = time
             try carryOut(action)
             // Content files that cannot be written (`--write-content` on a full disk) stop the run:
-            // they are the simulator's own files, not a simulated download failure.
-            if let downloader, let failure = slots[downloader].role.environmentFailure { throw failure }
+            // they are the simulator's own files, not a simulated download failure. Only the
+            // downloader's own steps can set it, so only they are followed by the (dynamic) read.
+            if let downloader, action.concerns(slot: downloader), let failure = slots[downloader].role.environmentFailure { throw failure }
             if network.crashProbability > 0, choices.chance(.crash, network.crashProbability) { crashOne() }
         }
         try environment.storage.close()
@@ -236,7 +245,8 @@ public final class DeterministicRuntime {
     private func takeReactionBuffer() -> [Effect] {
         var effects: [Effect] = []
         swap(&effects, &reaction)
-        effects.removeAll(keepingCapacity: true)
+        // Most reactions are empty: emptying an empty array still goes through `replaceSubrange`.
+        if !effects.isEmpty { effects.removeAll(keepingCapacity: true) }
         return effects
     }
 
@@ -246,10 +256,12 @@ public final class DeterministicRuntime {
         guard start < held.count else { return }
         let first = held[start].sequence
         let last = held[held.count - 1].sequence
-        for index in start..<held.count {
-            let isFinish = if case .transactionFinished = held[index].event { true } else { false }
-            heldIsFinish.append(isFinish)
-            eventAppended?(held[index])
+        held.withUnsafeBufferPointer { events in
+            // Read in place: `if case` on `held[index].event` copied the event out to look at its case.
+            for index in start..<events.count {
+                heldIsFinish.append(events[index].event.isTransactionFinished)
+                eventAppended?(events[index])
+            }
         }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
@@ -351,5 +363,12 @@ public final class DeterministicRuntime {
         slots[index].delivered = through
         slots[index].commandNumber = 0
         perform(role.resume(now: now), slot: index)
+    }
+}
+
+private extension Event {
+    var isTransactionFinished: Bool {
+        if case .transactionFinished = self { return true }
+        return false
     }
 }
