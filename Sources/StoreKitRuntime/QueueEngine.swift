@@ -136,19 +136,16 @@ public final class QueueEngine {
         return records
     }
 
-    /// As above, adding the command's events to `held` and applying and checking them there, in
-    /// place: each event is copied once (into `held`), not once more for the fold and the caller.
+    /// As above, adding the command's events to `held`: each event is copied once (out of
+    /// `events`) and then moved into `held` (reading it back out of an array to fold it would
+    /// copy it again, and so would handing it to a closure that appends it).
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64, to held: inout [RecordedEvent]) throws {
         guard let (first, time) = try appendUnit(events, commandID: commandID, timestamp: timestamp) else { return }
-        let start = held.count
         for (offset, event) in events.enumerated() {
-            held.append(RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event))
-        }
-        held.withUnsafeBufferPointer { appended in
-            for index in start..<appended.count {
-                projection.apply(appended[index])
-                checker.check(appended[index])
-            }
+            let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
+            projection.apply(recorded)
+            checker.check(recorded)
+            held.append(recorded)
         }
     }
 

@@ -256,11 +256,14 @@ public final class DeterministicRuntime {
         guard start < held.count else { return }
         let first = held[start].sequence
         let last = held[held.count - 1].sequence
-        held.withUnsafeBufferPointer { events in
-            // Read in place: `if case` on `held[index].event` copied the event out to look at its case.
-            for index in start..<events.count {
-                heldIsFinish.append(events[index].event.isTransactionFinished)
-                eventAppended?(events[index])
+        if removalDelay == nil && eventAppended == nil {
+            // Nothing looks at the events (reading one out of `held` copies it, strings retained):
+            // whether it is a finish matters only to the removal delay.
+            heldIsFinish.append(contentsOf: repeatElement(false, count: held.count - start))
+        } else {
+            for index in start..<held.count {
+                heldIsFinish.append(held[index].event.isTransactionFinished)
+                eventAppended?(held[index])
             }
         }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
