@@ -430,7 +430,8 @@ extension QueueProjection {
     /// returning nil changes nothing for that download.
     private func downloadEvents(_ keys: [DownloadKey], action: String, _ transition: (Download) throws(Rejection) -> Event?) throws(Rejection) -> [Event] {
         guard !keys.isEmpty else { throw Rejection(.invalidArgument, "\(action)Downloads needs at least one download") }
-        guard Set(keys).count == keys.count else { throw Rejection(.invalidArgument, "\(action)Downloads names the same download twice") }
+        // One key (most commands) cannot repeat: no set is built and hashed for it.
+        guard keys.count == 1 || Set(keys).count == keys.count else { throw Rejection(.invalidArgument, "\(action)Downloads names the same download twice") }
         var events: [Event] = []
         for key in keys {
             let slot = try existingSlot(key.transaction.device)

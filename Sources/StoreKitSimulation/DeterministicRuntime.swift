@@ -101,7 +101,7 @@ public final class DeterministicRuntime {
     /// Appended events from `firstHeld` on (the live part starts at `heldStart`), kept until
     /// every role has heard them: a delivery names its sequence, so an event is stored once
     /// rather than copied (with its strings and arrays retained) into each role's delivery.
-    @exclusivity(unchecked) private var held: [RecordedEvent] = []
+    @exclusivity(unchecked) private var held: [HeldEvent] = []
     /// Whether each held event is a `transactionFinished` (the removal delay applies), so
     /// publishing does not copy the event to look at it.
     @exclusivity(unchecked) private var heldIsFinish: [Bool] = []
@@ -148,7 +148,7 @@ public final class DeterministicRuntime {
         let header = self.header ?? scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
         let started = try engine.start(header)
         let first = held.count
-        for record in started { held.append(record.recorded) }
+        for record in started { held.append(HeldEvent(record.recorded)) }
         appended(from: first)
         for index in slots.indices { perform(slots[index].role.resume(now: 0), slot: index) }
         let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
@@ -189,7 +189,7 @@ public final class DeterministicRuntime {
                 return
             }
             let first = held.count
-            _ = try engine.handle(command, timestamp: now, appendingTo: &held)
+            _ = try engine.handle(command, timestamp: now) { held.append(HeldEvent($0)) }
             appended(from: first)
         case .publish(let first, let last):
             releaseHeard()
@@ -210,9 +210,9 @@ public final class DeterministicRuntime {
             let role = slots[index].role
             let position = heldStart + Int(sequence - firstHeld)
             var effects = takeReactionBuffer()
-            // Read in place: nothing changes `held` while a role reacts (roles return effects and
-            // never call back), so the event is lent to the role, not copied with every string retained.
-            held.withUnsafeBufferPointer { events in role.receive(events[position], now: now, into: &effects) }
+            // Lent, not copied: the box's `let` is read in place (roles return effects and never call back).
+            let event = held[position]
+            role.receive(event.recorded, now: now, into: &effects)
             perform(effects, slot: index)
             reaction = effects
         case .timer(let tokenSlot, let index, let incarnation):
@@ -254,17 +254,12 @@ public final class DeterministicRuntime {
     /// latency (in append order), then are published.
     private func appended(from start: Int) {
         guard start < held.count else { return }
-        let first = held[start].sequence
-        let last = held[held.count - 1].sequence
-        if removalDelay == nil && eventAppended == nil {
-            // Nothing looks at the events (reading one out of `held` copies it, strings retained):
-            // whether it is a finish matters only to the removal delay.
-            heldIsFinish.append(contentsOf: repeatElement(false, count: held.count - start))
-        } else {
-            for index in start..<held.count {
-                heldIsFinish.append(held[index].event.isTransactionFinished)
-                eventAppended?(held[index])
-            }
+        let first = held[start].recorded.sequence
+        let last = held[held.count - 1].recorded.sequence
+        for index in start..<held.count {
+            let event = held[index]
+            heldIsFinish.append(event.recorded.event.isTransactionFinished)
+            eventAppended?(event.recorded)
         }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
@@ -367,6 +362,14 @@ public final class DeterministicRuntime {
         slots[index].commandNumber = 0
         perform(role.resume(now: now), slot: index)
     }
+}
+
+/// An appended event, stored once and lent to every role that hears it. A `let` of a class is read
+/// in place; an element read out of an array (or through a pointer) is copied first, every string
+/// and array in it retained and released, and each event is delivered three times.
+private final class HeldEvent {
+    let recorded: RecordedEvent
+    init(_ recorded: consuming RecordedEvent) { self.recorded = recorded }
 }
 
 private extension Event {
