@@ -210,7 +210,9 @@ public final class DeterministicRuntime {
             let role = slots[index].role
             let position = heldStart + Int(sequence - firstHeld)
             var effects = takeReactionBuffer()
-            // Lent, not copied: the box's `let` is read in place (roles return effects and never call back).
+            // The role reacts to the held event (roles return effects and never call back). The call
+            // through `any Role` still copies the event for its duration: a class's `let` is not
+            // passed by address to an existential (see docs/engine-performance.md, fifth round).
             let event = held[position]
             role.receive(event.recorded, now: now, into: &effects)
             perform(effects, slot: index)
@@ -364,9 +366,10 @@ public final class DeterministicRuntime {
     }
 }
 
-/// An appended event, stored once and lent to every role that hears it. A `let` of a class is read
-/// in place; an element read out of an array (or through a pointer) is copied first, every string
-/// and array in it retained and released, and each event is delivered three times.
+/// An appended event, stored once until every role has heard it. A `let` of a class is read in
+/// place where the runtime looks at an event (a finish? the exploration monitor's feed), while an
+/// element read out of an array is copied first, every string and array in it retained and
+/// released; dropping heard events moves pointers, not whole events.
 private final class HeldEvent {
     let recorded: RecordedEvent
     init(_ recorded: consuming RecordedEvent) { self.recorded = recorded }
