@@ -324,17 +324,19 @@ public final class PaymentQueue {
     /// `drainOutbox(keepingFirst:)` handing each kept command to `body`, in order, without an
     /// array of its own; the outbox keeps its capacity (the deterministic runtime drains an app
     /// after every reaction). `body` must not call back into this queue.
-    public func drainOutbox(keepingFirst count: Int, _ body: (_ command: CommandBody, _ sender: String) -> Void) {
-        // Most deliveries make no command: emptying an empty array still goes through `replaceSubrange`.
+    /// Each command is moved out of the outbox (reversed, then `popLast`, in order), not copied.
+    public func drainOutbox(keepingFirst count: Int, _ body: (_ command: consuming CommandBody, _ sender: String) -> Void) {
         guard !outbox.isEmpty else { return }
-        for index in outbox.indices {
+        outbox.reverse()
+        var index = 0
+        while let command = outbox.popLast() {
             if index < count {
-                body(outbox[index].body, outbox[index].sender)
+                body(command.body, command.sender)
             } else {
-                forgetUnsent(outbox[index].body)
+                forgetUnsent(command.body)
             }
+            index += 1
         }
-        outbox.removeAll(keepingCapacity: true)
     }
 
     /// A command the app made is not sent after all (a replay drops what the recorded app lost

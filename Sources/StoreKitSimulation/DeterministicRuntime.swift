@@ -150,7 +150,10 @@ public final class DeterministicRuntime {
         let first = held.count
         for record in started { held.append(HeldEvent(record.recorded)) }
         appended(from: first)
-        for index in slots.indices { perform(slots[index].role.resume(now: 0), slot: index) }
+        for index in slots.indices {
+            var resumed = slots[index].role.resume(now: 0)
+            perform(&resumed, slot: index)
+        }
         let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
         var stoppedAtLimit = false
         while let (time, action) = scheduler.next() {
@@ -215,14 +218,14 @@ public final class DeterministicRuntime {
             // passed by address to an existential (see docs/engine-performance.md, fifth round).
             let event = held[position]
             role.receive(event.recorded, now: now, into: &effects)
-            perform(effects, slot: index)
+            perform(&effects, slot: index)
             reaction = effects
         case .timer(let tokenSlot, let index, let incarnation):
             let token = timerTokens.remove(tokenSlot)
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
             var effects = takeReactionBuffer()
             slots[index].role.timerFired(token, now: now, into: &effects)
-            perform(effects, slot: index)
+            perform(&effects, slot: index)
             reaction = effects
         case .restart(let index):
             try restart(index)
@@ -303,20 +306,29 @@ public final class DeterministicRuntime {
         }
     }
 
-    private func perform(_ effects: [Effect], slot index: Int) {
-        for effect in effects {
+    /// Carries out a reaction and empties `effects` (its capacity kept): each effect is moved out
+    /// (reversed, then `popLast`, in order), so a command moves into the slab of commands in flight
+    /// instead of being copied out of the array, every string of its body retained, and destroyed
+    /// in it afterwards.
+    private func perform(_ effects: inout [Effect], slot index: Int) {
+        effects.reverse()
+        while let effect = effects.popLast() {
             switch effect {
             case .send(let body):
                 slots[index].commandNumber += 1
                 let command = Command(id: CommandID(origin: slots[index].origin, number: slots[index].commandNumber), body: body)
                 let arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastCommandArrival)
                 slots[index].lastCommandArrival = arrival
-                scheduleCommand(command, arrival: arrival)
+                // Drawn before the original is scheduled (scheduling draws nothing, so the draws and
+                // the scheduler's order are as before), so that only a duplicated command is copied.
                 if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
+                    scheduleCommand(command, arrival: arrival)
                     // A retry whose original did arrive: the engine must answer it "duplicate".
                     let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
                     slots[index].lastCommandArrival = copy
                     scheduleCommand(command, arrival: copy)
+                } else {
+                    scheduleCommand(command, arrival: arrival)
                 }
             case .timer(let delay, let token):
                 let tokenSlot = timerTokens.insert(token)
@@ -325,7 +337,7 @@ public final class DeterministicRuntime {
         }
     }
 
-    private func scheduleCommand(_ command: Command, arrival: Int64) {
+    private func scheduleCommand(_ command: consuming Command, arrival: Int64) {
         let commandSlot = commandsInFlight.insert(command)
         scheduler.schedule(at: arrival, .command(commandSlot))
     }
@@ -362,7 +374,8 @@ public final class DeterministicRuntime {
         slots[index].isDown = false
         slots[index].delivered = through
         slots[index].commandNumber = 0
-        perform(role.resume(now: now), slot: index)
+        var resumed = role.resume(now: now)
+        perform(&resumed, slot: index)
     }
 }
 
