@@ -165,19 +165,26 @@ public struct InvariantChecker: Sendable {
         states.values[index] = state
     }
 
+    // One hash per dictionary: `updateValue` and `index(forKey:)` rather than a read, then a write.
     private mutating func registerIdentifier(_ identifier: String, _ key: TransactionKey, _ sequence: UInt64) {
-        if let holder = identifiers[identifier], holder != key {
+        if let holder = identifiers.updateValue(key, forKey: identifier), holder != key {
             report(sequence, "R-T3", "transaction identifier \(identifier) was given to \(holder) and again to \(key)")
         }
-        identifiers[identifier] = key
         identifierOfKey[key] = identifier
     }
 
     private mutating func checkNewKey(_ key: TransactionKey, _ sequence: UInt64) {
-        if states[key] != nil || (highestNumber[key.device] ?? 0) >= key.number {
+        let highest: UInt64
+        if let index = highestNumber.index(forKey: key.device) {
+            highest = highestNumber.values[index]
+            if key.number > highest { highestNumber.values[index] = key.number }
+        } else {
+            highest = 0
+            highestNumber[key.device] = key.number
+        }
+        if states.index(forKey: key) != nil || highest >= key.number {
             report(sequence, "R-T3", "transaction \(key) was created twice or out of order")
         }
-        highestNumber[key.device] = max(highestNumber[key.device] ?? 0, key.number)
     }
 
     private var downloadCounts: [TransactionKey: Int] = [:]

@@ -33,24 +33,26 @@ extension QueueProjection {
         .commandRejected(command.body, rejection)
     }
 
-    private func existingDevice(_ name: String) throws(Rejection) -> DeviceState {
-        guard let device = self.device(name) else {
+    // Devices are named by their slot and read in place (`deviceStates[slot].field`): a
+    // `DeviceState` returned by value is a copy, every field retained and released, per command.
+    private func existingSlot(_ name: String) throws(Rejection) -> Int {
+        guard let slot = slot(of: name) else {
             throw Rejection(.unknownDevice, "device '\(name)' is not registered; register it (registerDevice) before sending it commands")
         }
-        return device
+        return slot
     }
 
-    private func runningDevice(_ name: String) throws(Rejection) -> DeviceState {
-        let device = try existingDevice(name)
-        guard device.isRunning else {
+    private func runningSlot(_ name: String) throws(Rejection) -> Int {
+        let slot = try existingSlot(name)
+        guard deviceStates[slot].isRunning else {
             throw Rejection(.appNotRunning, "the app on device '\(name)' is not running; launch it (launchApp) first")
         }
-        return device
+        return slot
     }
 
-    private func pendingTransaction(_ key: TransactionKey, in device: DeviceState) throws(Rejection) -> PaymentTransaction {
-        if let transaction = device.pending[key.number] { return transaction }
-        if device.wasFinished(key.number) {
+    private func pendingTransaction(_ key: TransactionKey, in slot: Int) throws(Rejection) -> PaymentTransaction {
+        if let transaction = deviceStates[slot].pending[key.number] { return transaction }
+        if deviceStates[slot].wasFinished(key.number) {
             throw Rejection(.transactionNotFound, "transaction \(key) was already finished; it is no longer in the queue (R-T4)")
         }
         throw Rejection(.transactionNotFound, "transaction \(key) does not exist on this device; use a key from updatedTransactions")
@@ -67,37 +69,37 @@ extension QueueProjection {
             return [.deviceRegistered(device: device, account: account)]
 
         case .launchApp(let name):
-            let device = try existingDevice(name)
-            guard !device.isRunning else {
+            let slot = try existingSlot(name)
+            guard !deviceStates[slot].isRunning else {
                 throw Rejection(.appAlreadyRunning, "the app on device '\(name)' is already running; terminate it before launching again")
             }
             return [.appLaunched(device: name)]
 
         case .terminateApp(let name):
-            _ = try runningDevice(name)
+            _ = try runningSlot(name)
             return [.appTerminated(device: name)]
 
         case .attachObserver(let name, let observer):
             try validateName(observer, "observer")
-            let device = try runningDevice(name)
-            guard !device.observers.contains(observer) else {
+            let slot = try runningSlot(name)
+            guard !deviceStates[slot].observers.contains(observer) else {
                 throw Rejection(.observerAlreadyAttached, "observer '\(observer)' is already attached to device '\(name)'")
             }
             return [.observerAttached(device: name, observer: observer)]
 
         case .detachObserver(let name, let observer):
-            let device = try existingDevice(name)
-            guard device.observers.contains(observer) else {
+            let slot = try existingSlot(name)
+            guard deviceStates[slot].observers.contains(observer) else {
                 throw Rejection(.observerNotAttached, "observer '\(observer)' is not attached to device '\(name)'")
             }
             return [.observerDetached(device: name, observer: observer)]
 
         case .setPaymentsAllowed(let name, let allowed):
-            _ = try existingDevice(name)
+            _ = try existingSlot(name)
             return [.paymentsAllowedChanged(device: name, allowed: allowed)]
 
         case .addPayment(let name, let payment):
-            let device = try runningDevice(name)
+            let slot = try runningSlot(name)
             guard payment.quantity > 0 else {
                 throw Rejection(.invalidQuantity, "quantity must be greater than 0, got \(payment.quantity) for '\(payment.productIdentifier)' (R-Q7)")
             }
@@ -107,11 +109,11 @@ extension QueueProjection {
             guard catalog.product(payment.productIdentifier) != nil else {
                 throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not in the store's catalog; use one of the catalog's product identifiers (R-Q7)")
             }
-            guard device.pending.count < Self.maximumPendingPerDevice else {
-                throw Rejection(.invalidArgument, "device '\(name)' already has \(device.pending.count) unfinished transactions; finish some before adding payments")
+            guard deviceStates[slot].pending.count < Self.maximumPendingPerDevice else {
+                throw Rejection(.invalidArgument, "device '\(name)' already has \(deviceStates[slot].pending.count) unfinished transactions; finish some before adding payments")
             }
-            let key = TransactionKey(device: name, number: device.nextTransactionNumber)
-            guard device.canMakePayments else {
+            let key = TransactionKey(device: name, number: deviceStates[slot].nextTransactionNumber)
+            guard deviceStates[slot].canMakePayments else {
                 // StoreKit still creates the transaction; it fails at once and the observers hear it (R-Q1).
                 return [.transactionAdded(key, payment),
                         .transactionFailed(key, StoreError(.paymentNotAllowed, "the user of device '\(name)' may not authorise payments (canMakePayments is false); check canMakePayments before offering a purchase"))]
@@ -119,9 +121,9 @@ extension QueueProjection {
             return [.transactionAdded(key, payment)]
 
         case .finishTransaction(let key):
-            let device = try existingDevice(key.device)
-            if device.wasFinished(key.number) { return [] }  // Finishing twice is harmless (R-Q8).
-            let transaction = try pendingTransaction(key, in: device)
+            let slot = try existingSlot(key.device)
+            if deviceStates[slot].wasFinished(key.number) { return [] }  // Finishing twice is harmless (R-Q8).
+            let transaction = try pendingTransaction(key, in: slot)
             switch transaction.transactionState {
             case .purchasing:
                 throw Rejection(.transactionStillPurchasing, "transaction \(key) is still purchasing; finish it only after the store completed it (R-Q8)")
@@ -134,8 +136,8 @@ extension QueueProjection {
             }
 
         case .restoreCompletedTransactions(let name, let username):
-            let device = try runningDevice(name)
-            return [.restoreStarted(device: name, restore: device.nextRestoreNumber, applicationUsername: username)]
+            let slot = try runningSlot(name)
+            return [.restoreStarted(device: name, restore: deviceStates[slot].nextRestoreNumber, applicationUsername: username)]
 
         case .startDownloads(let keys):
             // Starting a download that is already under way is harmless, like finishing
@@ -173,12 +175,12 @@ extension QueueProjection {
             }
 
         case .decidePurchase(let key, let decision):
-            let device = try existingDevice(key.device)
-            let transaction = try pendingTransaction(key, in: device)
+            let slot = try existingSlot(key.device)
+            let transaction = try pendingTransaction(key, in: slot)
             guard transaction.transactionState == .purchasing || transaction.transactionState == .deferred else {
                 throw Rejection(.transactionNotAwaitingStore, "transaction \(key) is \(transaction.transactionState); the store decides only purchasing or deferred transactions")
             }
-            guard !device.declined.contains(key.number) else {
+            guard !deviceStates[slot].declined.contains(key.number) else {
                 throw Rejection(.transactionNotAwaitingStore, "transaction \(key) was declined by the parent; it stays deferred and the store decides it no more (F-A1)")
             }
             switch decision {
@@ -200,8 +202,8 @@ extension QueueProjection {
             }
 
         case .completeRestore(let name, let restore, let firstIndex, let originals, let isLast):
-            let device = try existingDevice(name)
-            guard let progress = device.restoresInProgress[restore] else {
+            let slot = try existingSlot(name)
+            guard let progress = deviceStates[slot].restoresInProgress[restore] else {
                 throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(name)' is not in progress; it was never started or already ended")
             }
             guard originals.count <= Self.maximumRestorePiece else {
@@ -213,7 +215,7 @@ extension QueueProjection {
                 throw Rejection(.invalidArgument, "restore \(restore) of device '\(name)' has \(progress.restoredCount) transactions restored; the next piece starts at \(progress.restoredCount), not \(firstIndex)")
             }
             var events: [Event] = []
-            var number = device.nextTransactionNumber
+            var number = deviceStates[slot].nextTransactionNumber
             for original in originals {
                 guard let product = catalog.product(original.payment.productIdentifier) else {
                     throw Rejection(.unknownProduct, "restored product '\(original.payment.productIdentifier)' is not in the catalog")
@@ -226,15 +228,15 @@ extension QueueProjection {
                 events.append(.transactionRestored(key, restore: restore, identifier: Self.transactionIdentifier(key),
                                                    original: original, downloads: product.hostedContent))
             }
-            guard device.pending.count + originals.count <= Self.maximumPendingPerDevice else {
+            guard deviceStates[slot].pending.count + originals.count <= Self.maximumPendingPerDevice else {
                 throw Rejection(.invalidArgument, "restoring \(originals.count) transactions would exceed \(Self.maximumPendingPerDevice) unfinished transactions on '\(name)'")
             }
             if isLast { events.append(.restoreFinished(device: name, restore: restore)) }
             return events
 
         case .failRestore(let name, let restore, let error):
-            let device = try existingDevice(name)
-            guard device.restoresInProgress[restore] != nil else {
+            let slot = try existingSlot(name)
+            guard deviceStates[slot].restoresInProgress[restore] != nil else {
                 throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(name)' is not in progress")
             }
             return [.restoreFailed(device: name, restore: restore, error: error)]
@@ -264,65 +266,65 @@ extension QueueProjection {
             // The app's own report: checked only for naming something this queue knows, so a
             // late report (after the transaction was finished) is still recorded as it happened.
             try validateName(action.observer, "observer")
-            let device = try existingDevice(action.device)
+            let slot = try existingSlot(action.device)
             switch action {
             case .contentGranted(let key, _, _), .failureShown(let key, _):
-                try requireKnown(key, in: device)
+                try requireKnown(key, in: slot)
             case .contentKept(let key, _):
-                try requireKnown(key.transaction, in: device)
+                try requireKnown(key.transaction, in: slot)
             case .restoreShownDone(_, let restore, _):
-                guard restore >= 1, restore < device.nextRestoreNumber else {
-                    throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(device.device)' was never started; report only restores the queue started")
+                guard restore >= 1, restore < deviceStates[slot].nextRestoreNumber else {
+                    throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(deviceStates[slot].device)' was never started; report only restores the queue started")
                 }
             }
             return [.appActionRecorded(action)]
 
         case .renewSubscription(let name, let original):
-            let device = try existingDevice(name)
+            let slot = try existingSlot(name)
             let product = try subscriptionProduct(original, catalog: catalog, action: "renew")
-            guard !device.endedSubscriptions.contains(original.transactionIdentifier) else {
+            guard !deviceStates[slot].endedSubscriptions.contains(original.transactionIdentifier) else {
                 throw Rejection(.invalidArgument, "the subscription started by \(original.transactionIdentifier) on '\(name)' has expired; buy the product again to start a new one (F-U2)")
             }
-            guard device.pending.count < Self.maximumPendingPerDevice else {
-                throw Rejection(.invalidArgument, "device '\(name)' already has \(device.pending.count) unfinished transactions; finish some before renewing")
+            guard deviceStates[slot].pending.count < Self.maximumPendingPerDevice else {
+                throw Rejection(.invalidArgument, "device '\(name)' already has \(deviceStates[slot].pending.count) unfinished transactions; finish some before renewing")
             }
-            let key = TransactionKey(device: name, number: device.nextTransactionNumber)
+            let key = TransactionKey(device: name, number: deviceStates[slot].nextTransactionNumber)
             return [.subscriptionRenewed(key, identifier: Self.transactionIdentifier(key), original: original, downloads: product.hostedContent)]
 
         case .expireSubscription(let name, let original):
-            let device = try existingDevice(name)
+            let slot = try existingSlot(name)
             _ = try subscriptionProduct(original, catalog: catalog, action: "expire")
             // Expiring twice is harmless, like finishing twice (a test and the store may both end it).
-            if device.endedSubscriptions.contains(original.transactionIdentifier) { return [] }
+            if deviceStates[slot].endedSubscriptions.contains(original.transactionIdentifier) { return [] }
             return [.subscriptionExpired(device: name, original: original)]
 
         case .refundPurchase(let name, let original):
-            let device = try existingDevice(name)
+            let slot = try existingSlot(name)
             guard catalog.product(original.payment.productIdentifier) != nil else {
                 throw Rejection(.unknownProduct, "product '\(original.payment.productIdentifier)' is not in the store's catalog; refund a purchase of one of its products")
             }
             guard !original.transactionIdentifier.isEmpty else {
                 throw Rejection(.invalidArgument, "a refund names the purchase's transactionIdentifier; it is empty")
             }
-            guard !device.revokedPurchases.contains(original.transactionIdentifier) else {
+            guard !deviceStates[slot].revokedPurchases.contains(original.transactionIdentifier) else {
                 throw Rejection(.invalidArgument, "purchase \(original.transactionIdentifier) on '\(name)' was refunded already; a purchase is refunded once (F-K1)")
             }
             return [.entitlementsRevoked(device: name, original: original)]
 
         case .clearTransactions(let name):
-            _ = try existingDevice(name)
+            _ = try existingSlot(name)
             return [.transactionsCleared(device: name)]
 
         case .refreshReceipt(let name):
-            let device = try runningDevice(name)
-            guard device.receiptRefreshesInProgress.count < Self.maximumReceiptRefreshesInProgress else {
-                throw Rejection(.invalidArgument, "device '\(name)' already waits for \(device.receiptRefreshesInProgress.count) receipt refreshes; wait for requestDidFinish before asking again (R-R2)")
+            let slot = try runningSlot(name)
+            guard deviceStates[slot].receiptRefreshesInProgress.count < Self.maximumReceiptRefreshesInProgress else {
+                throw Rejection(.invalidArgument, "device '\(name)' already waits for \(deviceStates[slot].receiptRefreshesInProgress.count) receipt refreshes; wait for requestDidFinish before asking again (R-R2)")
             }
-            return [.receiptRefreshStarted(device: name, request: device.nextReceiptRefreshNumber)]
+            return [.receiptRefreshStarted(device: name, request: deviceStates[slot].nextReceiptRefreshNumber)]
 
         case .deliverReceipt(let name, let request, let firstIndex, let entries, let isLast):
-            let device = try existingDevice(name)
-            guard let delivered = device.receiptRefreshesInProgress[request] else {
+            let slot = try existingSlot(name)
+            guard let delivered = deviceStates[slot].receiptRefreshesInProgress[request] else {
                 throw Rejection(.invalidArgument, "receipt refresh \(request) of device '\(name)' is not in progress; it was never asked for or already answered (R-R2)")
             }
             guard entries.count <= Self.maximumRestorePiece else {
@@ -339,9 +341,9 @@ extension QueueProjection {
             return [.receiptDelivered(device: name, request: request, firstIndex: firstIndex, entries: entries, isLast: isLast)]
 
         case .beginBillingRetry(let name, let original, let grace):
-            let device = try existingDevice(name)
+            let slot = try existingSlot(name)
             _ = try subscriptionProduct(original, catalog: catalog, action: "retry billing for")
-            guard !device.endedSubscriptions.contains(original.transactionIdentifier) else {
+            guard !deviceStates[slot].endedSubscriptions.contains(original.transactionIdentifier) else {
                 throw Rejection(.invalidArgument, "the subscription started by \(original.transactionIdentifier) on '\(name)' has expired; there is nothing to bill (F-B1)")
             }
             guard grace >= 0 else {
@@ -350,14 +352,14 @@ extension QueueProjection {
             return [.subscriptionBillingRetry(device: name, original: original, gracePeriodNanoseconds: grace)]
 
         case .resumeInterruptedPurchase(let name, let interrupted, let payment, let charged):
-            let device = try existingDevice(name)
-            guard interrupted.device == name, interrupted.number < device.nextTransactionNumber else {
+            let slot = try existingSlot(name)
+            guard interrupted.device == name, interrupted.number < deviceStates[slot].nextTransactionNumber else {
                 throw Rejection(.transactionNotFound, "transaction \(interrupted) was never created on device '\(name)'; resume a purchase of this device that the store failed (F-I1)")
             }
-            if let transaction = device.pending[interrupted.number], transaction.transactionState != .failed {
+            if let transaction = deviceStates[slot].pending[interrupted.number], transaction.transactionState != .failed {
                 throw Rejection(.transactionNotAwaitingStore, "transaction \(interrupted) is \(transaction.transactionState); only a failed (interrupted) purchase can be resumed (F-I1)")
             }
-            guard !device.resumedInterruptions.contains(interrupted.number) else {
+            guard !deviceStates[slot].resumedInterruptions.contains(interrupted.number) else {
                 throw Rejection(.invalidArgument, "the interrupted purchase \(interrupted) was resumed already; it resumes once (F-I1)")
             }
             guard (1...Payment.maximumQuantity).contains(payment.quantity) else {
@@ -366,10 +368,10 @@ extension QueueProjection {
             guard let product = catalog.product(payment.productIdentifier) else {
                 throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not in the store's catalog; use one of the catalog's product identifiers (R-Q7)")
             }
-            guard device.pending.count < Self.maximumPendingPerDevice else {
-                throw Rejection(.invalidArgument, "device '\(name)' already has \(device.pending.count) unfinished transactions; finish some before resuming a purchase")
+            guard deviceStates[slot].pending.count < Self.maximumPendingPerDevice else {
+                throw Rejection(.invalidArgument, "device '\(name)' already has \(deviceStates[slot].pending.count) unfinished transactions; finish some before resuming a purchase")
             }
-            let key = TransactionKey(device: name, number: device.nextTransactionNumber)
+            let key = TransactionKey(device: name, number: deviceStates[slot].nextTransactionNumber)
             return [.interruptedPurchaseResumed(key, interrupted: interrupted), .transactionAdded(key, payment),
                     .transactionPurchased(key, identifier: Self.transactionIdentifier(key), downloads: product.hostedContent, charged: charged)]
 
@@ -409,15 +411,15 @@ extension QueueProjection {
         }
     }
 
-    private func requireKnown(_ key: TransactionKey, in device: DeviceState) throws(Rejection) {
-        guard key.number >= 1, key.number < device.nextTransactionNumber else {
-            throw Rejection(.transactionNotFound, "transaction \(key) was never created on device '\(device.device)'; report actions only for transactions the queue delivered")
+    private func requireKnown(_ key: TransactionKey, in slot: Int) throws(Rejection) {
+        guard key.number >= 1, key.number < deviceStates[slot].nextTransactionNumber else {
+            throw Rejection(.transactionNotFound, "transaction \(key) was never created on device '\(deviceStates[slot].device)'; report actions only for transactions the queue delivered")
         }
     }
 
     private func existingDownload(_ key: DownloadKey) throws(Rejection) -> Download {
-        let device = try existingDevice(key.transaction.device)
-        let transaction = try pendingTransaction(key.transaction, in: device)
+        let slot = try existingSlot(key.transaction.device)
+        let transaction = try pendingTransaction(key.transaction, in: slot)
         guard transaction.downloads.indices.contains(key.index) else {
             throw Rejection(.unknownDownload, "transaction \(key.transaction) has no download \(key.index); it has \(transaction.downloads.count)")
         }
@@ -428,15 +430,16 @@ extension QueueProjection {
     /// returning nil changes nothing for that download.
     private func downloadEvents(_ keys: [DownloadKey], action: String, _ transition: (Download) throws(Rejection) -> Event?) throws(Rejection) -> [Event] {
         guard !keys.isEmpty else { throw Rejection(.invalidArgument, "\(action)Downloads needs at least one download") }
-        guard Set(keys).count == keys.count else { throw Rejection(.invalidArgument, "\(action)Downloads names the same download twice") }
+        // One key (most commands) cannot repeat: no set is built and hashed for it.
+        guard keys.count == 1 || Set(keys).count == keys.count else { throw Rejection(.invalidArgument, "\(action)Downloads names the same download twice") }
         var events: [Event] = []
         for key in keys {
-            let device = try existingDevice(key.transaction.device)
+            let slot = try existingSlot(key.transaction.device)
             let transaction: PaymentTransaction
             do {
-                transaction = try pendingTransaction(key.transaction, in: device)
+                transaction = try pendingTransaction(key.transaction, in: slot)
             } catch {
-                if device.wasFinished(key.transaction.number) {
+                if deviceStates[slot].wasFinished(key.transaction.number) {
                     throw Rejection(.downloadNotAllowed, "cannot \(action) download \(key): its transaction was finished, so its downloads can no longer be queued (R-T4, R-Q11)")
                 }
                 throw error

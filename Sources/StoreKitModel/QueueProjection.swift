@@ -52,7 +52,8 @@ public struct DeviceState: Sendable, Hashable {
 
     /// True for a transaction number this queue created and has since finished.
     public func wasFinished(_ number: UInt64) -> Bool {
-        number < nextTransactionNumber && pending[number] == nil
+        // `index(forKey:)`: comparing `pending[number]` with nil copies the transaction out first.
+        number < nextTransactionNumber && pending.index(forKey: number) == nil
     }
 }
 
@@ -474,6 +475,13 @@ public struct QueueProjection: Sendable {
     @inlinable public func transaction(_ key: TransactionKey) -> PaymentTransaction? {
         guard let slot = slot(of: key.device) else { return nil }
         return deviceStates[slot].pending[key.number]
+    }
+
+    /// Reads a registered device in place (nil when `name` is not registered): `device(_:)`
+    /// returns a copy, every field retained and released, which a caller reading one field pays for.
+    @inlinable public func withDevice<Result>(_ name: String, _ read: (DeviceState) -> Result) -> Result? {
+        guard let slot = slot(of: name) else { return nil }
+        return read(deviceStates[slot])
     }
 
     /// True when `name` is registered (no copy of its state).

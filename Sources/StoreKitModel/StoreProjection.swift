@@ -75,6 +75,18 @@ public struct StoreProjection: Sendable {
 
     public func history(of account: String) -> AccountHistory { accounts[account] ?? AccountHistory() }
 
+    /// True when buying `product` again is not charged (R-R4): the account owns it (a non-consumable)
+    /// or pays for it now (an auto-renewable subscription). Read in place: `history(of:)` copies the
+    /// account's whole history, and the store asks this for every purchase it decides.
+    public func alreadyHolds(_ product: Product, account: String) -> Bool {
+        guard let index = accounts.index(forKey: account) else { return false }
+        switch product.kind {
+        case .nonConsumable: return accounts.values[index].ownedNonConsumables.contains(product.identifier)
+        case .autoRenewableSubscription: return accounts.values[index].activeSubscriptions.contains(product.identifier)
+        case .consumable, .nonRenewingSubscription: return false
+        }
+    }
+
     /// Refreshing the receipt reads the account's history; it creates no transactions,
     /// so refreshing many times equals refreshing once (R-R2). A consumable is listed until the
     /// app finishes its transaction (Receipt Validation Programming Guide: "kept in the receipt until

@@ -48,14 +48,16 @@ public final class DownloaderRole: Role {
         var reportedProgress: Double = 0
     }
 
-    private var contents: [TransactionKey: [HostedContent]] = [:]
-    private var transfers: [DownloadKey: Transfer] = [:]
+    // Unchecked exclusivity: changed only by this role's own methods, one access at a time (the
+    // content storage never calls back), and touched for most events: the dynamic checks only cost time.
+    @exclusivity(unchecked) private var contents: [TransactionKey: [HostedContent]] = [:]
+    @exclusivity(unchecked) private var transfers: [DownloadKey: Transfer] = [:]
     /// Downloads the log shows active or paused, for a restarted downloader to take up.
     private var underWay: [DownloadKey: (progress: Double, isActive: Bool)] = [:]
     /// Content written per transaction, deleted when it is finished.
-    private var files: [TransactionKey: [String]] = [:]
+    @exclusivity(unchecked) private var files: [TransactionKey: [String]] = [:]
     /// The product of each transaction that may have content, for its packages' `ContentInfo.plist` (F-H1).
-    private var products: [TransactionKey: String] = [:]
+    @exclusivity(unchecked) private var products: [TransactionKey: String] = [:]
     public private(set) var bytesWritten: Int64 = 0
     /// The first content write that failed (see `Role.environmentFailure`).
     // Unchecked exclusivity: read after every step of a deterministic run, written once, by this role only.

@@ -142,7 +142,7 @@ public final class PaymentQueue {
     // MARK: The StoreKit API
 
     /// False when the user may not authorise payments (R-Q1).
-    public var canMakePayments: Bool { projection.device(device)?.canMakePayments ?? true }
+    public var canMakePayments: Bool { readState { $0.canMakePayments } ?? true }
 
     /// SKPaymentQueue's `storefront`: the App Store country the user buys in, the catalog's
     /// `_storefront` test setting (F-S4); nil when the catalog sets none.
@@ -150,19 +150,37 @@ public final class PaymentQueue {
 
     /// Pending (unfinished) transactions; undefined (empty here) while no observer is attached (R-Q6).
     public var transactions: [PaymentTransaction] {
-        guard let state = projection.device(device), !state.observers.isEmpty else { return [] }
-        return state.pendingTransactions
+        readState { $0.observers.isEmpty ? [] : $0.pendingTransactions } ?? []
     }
 
     /// The pending transaction with `key`, as `transactions` holds it (nil while no observer is
     /// attached): one lookup, where searching `transactions` sorts every pending one.
     func transaction(_ key: TransactionKey) -> PaymentTransaction? {
-        guard key.device == device, let state = projection.device(device), !state.observers.isEmpty else { return nil }
-        return state.pending[key.number]
+        guard key.device == device else { return nil }
+        return readState { $0.observers.isEmpty ? nil : $0.pending[key.number] } ?? nil
     }
 
     /// The device's state as this app last heard it.
     public var state: DeviceState? { projection.device(device) }
+
+    // The projection is read through an exclusive (inout) access: a method called on the stored
+    // property copies the whole projection (retaining every field) for the call, and `device(_:)`
+    // copies the device's whole state; these run several times per delivered event.
+    @inline(__always)
+    private func readState<Result>(_ read: (DeviceState) -> Result) -> Result? { Self.read(device, in: &projection, read) }
+
+    @inline(__always)
+    private static func read<Result>(_ device: String, in projection: inout QueueProjection, _ read: (DeviceState) -> Result) -> Result? {
+        projection.withDevice(device, read)
+    }
+
+    @inline(__always)
+    private func lookUp(_ key: TransactionKey) -> PaymentTransaction? { Self.lookUp(key, in: &projection) }
+
+    @inline(__always)
+    private static func lookUp(_ key: TransactionKey, in projection: inout QueueProjection) -> PaymentTransaction? {
+        projection.transaction(key)
+    }
 
     /// Attaches an observer (R-Q3). Once the queue confirms it, every unfinished
     /// transaction is delivered to it (R-Q4).
@@ -197,7 +215,7 @@ public final class PaymentQueue {
 
     /// Finishes a transaction (R-Q8). Still purchasing is an error; finishing twice is harmless.
     public func finishTransaction(_ transaction: PaymentTransaction) throws(Rejection) {
-        let currentState = projection.transaction(transaction.key)?.transactionState
+        let currentState = lookUp(transaction.key)?.transactionState
         guard (currentState ?? transaction.transactionState) != .purchasing else {
             throw Rejection(.transactionStillPurchasing, "transaction \(transaction.key) is still purchasing; it cannot be finished yet (R-Q8)")
         }
@@ -306,15 +324,19 @@ public final class PaymentQueue {
     /// `drainOutbox(keepingFirst:)` handing each kept command to `body`, in order, without an
     /// array of its own; the outbox keeps its capacity (the deterministic runtime drains an app
     /// after every reaction). `body` must not call back into this queue.
-    public func drainOutbox(keepingFirst count: Int, _ body: (_ command: CommandBody, _ sender: String) -> Void) {
-        for index in outbox.indices {
+    /// Each command is moved out of the outbox (reversed, then `popLast`, in order), not copied.
+    public func drainOutbox(keepingFirst count: Int, _ body: (_ command: consuming CommandBody, _ sender: String) -> Void) {
+        guard !outbox.isEmpty else { return }
+        outbox.reverse()
+        var index = 0
+        while let command = outbox.popLast() {
             if index < count {
-                body(outbox[index].body, outbox[index].sender)
+                body(command.body, command.sender)
             } else {
-                forgetUnsent(outbox[index].body)
+                forgetUnsent(command.body)
             }
+            index += 1
         }
-        outbox.removeAll(keepingCapacity: true)
     }
 
     /// A command the app made is not sent after all (a replay drops what the recorded app lost
@@ -342,7 +364,7 @@ public final class PaymentQueue {
         }
     }
 
-    private var attachedNames: [String] { projection.device(device)?.observers ?? [] }
+    private var attachedNames: [String] { readState { $0.observers } ?? [] }
 
     /// Observers attached right now, in this delivery's order (R-Q5).
     private func attachedObservers() -> [PaymentTransactionObserver] {
@@ -403,7 +425,7 @@ public final class PaymentQueue {
     private func noteKept(_ key: DownloadKey) {
         keptDownloads[key.transaction, default: []].insert(key.index)
         // Kept before its transaction is finished, so the transaction is still in the queue.
-        if let product = projection.transaction(key.transaction)?.payment.productIdentifier { productsWithKeptContent.insert(product) }
+        if let product = lookUp(key.transaction)?.payment.productIdentifier { productsWithKeptContent.insert(product) }
     }
 
     /// Applies one event of this device and calls the observers as StoreKit would.
@@ -421,7 +443,7 @@ public final class PaymentQueue {
         case .appTerminated: awaitingTermination = false
         default: break
         }
-        let before = finished.flatMap { projection.transaction($0) }
+        let before = finished.flatMap { lookUp($0) }
         projection.apply(recorded)
         if let finished { forgetFinished(finished) }
         if let kept { noteKept(kept) }
@@ -432,7 +454,7 @@ public final class PaymentQueue {
         case .observerAttached(_, let name):
             // Every unfinished transaction is delivered again to a newly attached observer (R-Q4).
             guard let observer = observers.first(where: { $0.observerName == name }),
-                  let pending = projection.device(device)?.pendingTransactions, !pending.isEmpty else { return }
+                  let pending = readState({ $0.pendingTransactions }), !pending.isEmpty else { return }
             call([observer], .updatedTransactions, Self.describe(pending), cause: cause) { $0.paymentQueue(self, updatedTransactions: pending) }
         case .appTerminated:
             receiptPieces.removeAll()
@@ -481,7 +503,7 @@ public final class PaymentQueue {
             }
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key), .downloadResumed(let key),
              .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key):
-            guard let download = projection.transaction(key.transaction)?.downloads[safe: key.index] else { return }
+            guard let download = lookUp(key.transaction)?.downloads[safe: key.index] else { return }
             call(attachedObservers(), .updatedDownloads, "\(key) \(download.downloadState) \(Int(download.progress * 100))%", cause: cause) { $0.paymentQueue(self, updatedDownloads: [download]) }
         default:
             break
@@ -490,7 +512,7 @@ public final class PaymentQueue {
 
     /// Tells the attached observers that `key` changed.
     private func updated(_ key: TransactionKey, cause: UInt64) {
-        guard let transaction = projection.transaction(key) else { return }
+        guard let transaction = lookUp(key) else { return }
         updated([transaction], cause: cause)
     }
 
@@ -510,7 +532,7 @@ public final class PaymentQueue {
     private func flushRestored() {
         guard let batch = restoredBatch else { return }
         restoredBatch = nil
-        updated(batch.keys.compactMap { projection.transaction($0) }, cause: batch.cause)
+        updated(batch.keys.compactMap { lookUp($0) }, cause: batch.cause)
     }
 
     /// True when `recorded` is another restored transaction of `command`.

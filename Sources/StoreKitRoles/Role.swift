@@ -79,11 +79,15 @@ public struct EnvironmentFailure: Error, CustomStringConvertible {
 }
 
 extension Role {
+    // Most reactions are empty, and appending an empty array still costs a call into the
+    // runtime's generic `append(contentsOf:)`.
     public func receive(_ event: RecordedEvent, now: Int64, into effects: inout [Effect]) {
-        effects.append(contentsOf: receive(event, now: now))
+        let produced = receive(event, now: now)
+        if !produced.isEmpty { effects.append(contentsOf: produced) }
     }
     public func timerFired(_ token: TimerToken, now: Int64, into effects: inout [Effect]) {
-        effects.append(contentsOf: timerFired(token, now: now))
+        let produced = timerFired(token, now: now)
+        if !produced.isEmpty { effects.append(contentsOf: produced) }
     }
     public var isSettled: Bool { true }
     public var environmentFailure: EnvironmentFailure? { nil }

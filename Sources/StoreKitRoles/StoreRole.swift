@@ -587,13 +587,15 @@ public final class StoreRole: Role {
     /// Buying again a non-consumable the account owns, or an auto-renewable subscription it
     /// pays for now, is not charged again (R-R4).
     private func isCharged(_ key: TransactionKey, _ payment: Payment) -> Bool {
-        guard let product = catalog.product(payment.productIdentifier),
-              let account = projection.account(device: key.device, applicationUsername: payment.applicationUsername) else { return true }
-        let history = projection.history(of: account)
-        switch product.kind {
-        case .nonConsumable: return !history.ownedNonConsumables.contains(product.identifier)
-        case .autoRenewableSubscription: return !history.activeSubscriptions.contains(product.identifier)
-        case .consumable, .nonRenewingSubscription: return true
-        }
+        guard let product = catalog.product(payment.productIdentifier) else { return true }
+        return Self.isCharged(product, device: key.device, applicationUsername: payment.applicationUsername, in: &projection)
+    }
+
+    /// Through an exclusive (inout) access: a method called on the stored projection copies all of
+    /// it (retaining every field) for the call.
+    private static func isCharged(_ product: Product, device: String, applicationUsername: String?,
+                                  in projection: inout StoreProjection) -> Bool {
+        guard let account = projection.account(device: device, applicationUsername: applicationUsername) else { return true }
+        return !projection.alreadyHolds(product, account: account)
     }
 }

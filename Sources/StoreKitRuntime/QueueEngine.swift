@@ -47,6 +47,8 @@ public final class QueueEngine {
     /// A command's events are encoded one after another into this reused buffer.
     @exclusivity(unchecked) private var encoder = BinaryWriter(capacity: 1_024)
     @exclusivity(unchecked) private var ends: [Int] = []
+    /// A command's recorded events between encoding and folding (see `append(_:commandID:timestamp:handing:)`).
+    @exclusivity(unchecked) private var unit: [RecordedEvent] = []
 
     /// Rebuilds the projection and the invariant check from what `storage` holds.
     public init(catalog: Catalog, storage: LogStorage) throws {
@@ -95,23 +97,21 @@ public final class QueueEngine {
         }
     }
 
-    /// Decides, appends and applies one command as `handle(_:timestamp:)` does, adding its
-    /// events to `events` rather than returning records: the deterministic runtime keeps every
-    /// event in one reused array, so a command costs no array of its own and each event is
-    /// copied once.
-    public func handle(_ command: Command, timestamp: Int64, appendingTo events: inout [RecordedEvent]) throws -> EngineOutcome.Decision {
+    /// Decides, appends and applies one command as `handle(_:timestamp:)` does, handing each of its
+    /// events to `take` (in order, once folded and checked) rather than returning records: the
+    /// deterministic runtime keeps every event once, so a command costs no array of its own and
+    /// each event is copied once (out of the decision) and then moved.
+    public func handle(_ command: Command, timestamp: Int64, handing take: (consuming RecordedEvent) -> Void) throws -> EngineOutcome.Decision {
         switch Self.decide(command, catalog: catalog, against: &projection) {
         case .duplicate:
             duplicates += 1
             return .duplicate
         case .accept(let accepted):
             if accepted.isEmpty { projection.noteNoOperation(command.id) }
-            try append(accepted, commandID: command.id, timestamp: timestamp) { recorded, _ in events.append(recorded) }
+            try append(accepted, commandID: command.id, timestamp: timestamp, handing: take)
             return .accepted
         case .reject(let rejection):
-            try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp) { recorded, _ in
-                events.append(recorded)
-            }
+            try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp, handing: take)
             return .rejected(rejection)
         }
     }
@@ -123,21 +123,61 @@ public final class QueueEngine {
     }
 
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> [EngineRecord] {
+        guard let (first, time) = try appendUnit(events, commandID: commandID, timestamp: timestamp) else { return [] }
         var records: [EngineRecord] = []
         records.reserveCapacity(events.count)
-        try append(events, commandID: commandID, timestamp: timestamp) { recorded, bytes in
-            let payload = keepsPayloads ? [UInt8](encoder.bytes[bytes]) : []
+        var start = 0
+        for (offset, event) in events.enumerated() {
+            let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
+            projection.apply(recorded)
+            checker.check(recorded)
+            let payload = keepsPayloads ? [UInt8](encoder.bytes[start..<ends[offset]]) : []
             records.append(EngineRecord(recorded: recorded, payload: payload))
+            start = ends[offset]
         }
         return records
     }
 
-    /// Encodes `events` into one unit, appends it, then applies and checks each event and hands
-    /// it to `record` with the range of its bytes in `encoder`.
-    @inline(__always)
+    /// As above, handing each event to `take` once folded and checked. Each event is copied once,
+    /// out of `events`, and encoded from that copy; the copies wait in `unit` (reused) and are
+    /// moved out of it in order. Reading an element of an array, even through a buffer pointer,
+    /// copies it (every string and array retained), so the events are never read back out of one.
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64,
-                        _ record: (RecordedEvent, Range<Int>) -> Void) throws {
+                        handing take: (consuming RecordedEvent) -> Void) throws {
         guard !events.isEmpty else { return }
+        let time = max(timestamp, lastTimestamp)
+        let first = projection.lastSequence + 1
+        encoder.removeAll()
+        ends.removeAll(keepingCapacity: true)
+        for (offset, event) in events.enumerated() {
+            let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
+            EventCodec.encode(recorded.event, commandID: commandID, into: &encoder)
+            ends.append(encoder.bytes.count)
+            unit.append(recorded)
+        }
+        let appended: UInt64
+        do {
+            appended = try encoder.bytes.withUnsafeBytes { bytes in try storage.appendUnit(bytes: bytes, ends: ends, timestamp: time) }
+        } catch {
+            unit.removeAll(keepingCapacity: true)
+            throw error
+        }
+        precondition(appended == first, "the log gave sequence \(appended) after \(first - 1): something else wrote this partition")
+        lastTimestamp = time
+        // Reversed (swaps move, they do not copy), so that `popLast` moves them out in log order.
+        unit.reverse()
+        while let recorded = unit.popLast() {
+            projection.apply(recorded)
+            checker.check(recorded)
+            take(recorded)
+        }
+    }
+
+    /// Encodes `events` into one unit and appends it; returns its first sequence and its timestamp
+    /// (nil for no events). The events' bytes end at `ends` in `encoder`.
+    @inline(__always)
+    private func appendUnit(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> (first: UInt64, time: Int64)? {
+        guard !events.isEmpty else { return nil }
         let time = max(timestamp, lastTimestamp)
         encoder.removeAll()
         ends.removeAll(keepingCapacity: true)
@@ -149,13 +189,6 @@ public final class QueueEngine {
         precondition(first == projection.lastSequence + 1,
                      "the log gave sequence \(first) after \(projection.lastSequence): something else wrote this partition")
         lastTimestamp = time
-        var start = 0
-        for (offset, event) in events.enumerated() {
-            let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
-            projection.apply(recorded)
-            checker.check(recorded)
-            record(recorded, start..<ends[offset])
-            start = ends[offset]
-        }
+        return (first, time)
     }
 }

@@ -78,6 +78,14 @@ public final class DeterministicRuntime {
         case timer(Int, slot: Int, incarnation: Int)
         case restart(slot: Int)
         case restartQueue
+
+        /// True when carrying this out runs code of the role at `slot`.
+        func concerns(slot index: Int) -> Bool {
+            switch self {
+            case .deliver(_, let slot), .timer(_, let slot, _), .restart(let slot): slot == index
+            case .command, .publish, .restartQueue: false
+            }
+        }
     }
 
     private let factory: RoleFactory
@@ -93,7 +101,7 @@ public final class DeterministicRuntime {
     /// Appended events from `firstHeld` on (the live part starts at `heldStart`), kept until
     /// every role has heard them: a delivery names its sequence, so an event is stored once
     /// rather than copied (with its strings and arrays retained) into each role's delivery.
-    @exclusivity(unchecked) private var held: [RecordedEvent] = []
+    @exclusivity(unchecked) private var held: [HeldEvent] = []
     /// Whether each held event is a `transactionFinished` (the removal delay applies), so
     /// publishing does not copy the event to look at it.
     @exclusivity(unchecked) private var heldIsFinish: [Bool] = []
@@ -140,9 +148,12 @@ public final class DeterministicRuntime {
         let header = self.header ?? scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
         let started = try engine.start(header)
         let first = held.count
-        for record in started { held.append(record.recorded) }
+        for record in started { held.append(HeldEvent(record.recorded)) }
         appended(from: first)
-        for index in slots.indices { perform(slots[index].role.resume(now: 0), slot: index) }
+        for index in slots.indices {
+            var resumed = slots[index].role.resume(now: 0)
+            perform(&resumed, slot: index)
+        }
         let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
         var stoppedAtLimit = false
         while let (time, action) = scheduler.next() {
@@ -153,8 +164,9 @@ public final class DeterministicRuntime {
             now = time
             try carryOut(action)
             // Content files that cannot be written (`--write-content` on a full disk) stop the run:
-            // they are the simulator's own files, not a simulated download failure.
-            if let downloader, let failure = slots[downloader].role.environmentFailure { throw failure }
+            // they are the simulator's own files, not a simulated download failure. Only the
+            // downloader's own steps can set it, so only they are followed by the (dynamic) read.
+            if let downloader, action.concerns(slot: downloader), let failure = slots[downloader].role.environmentFailure { throw failure }
             if network.crashProbability > 0, choices.chance(.crash, network.crashProbability) { crashOne() }
         }
         try environment.storage.close()
@@ -180,7 +192,7 @@ public final class DeterministicRuntime {
                 return
             }
             let first = held.count
-            _ = try engine.handle(command, timestamp: now, appendingTo: &held)
+            _ = try engine.handle(command, timestamp: now) { held.append(HeldEvent($0)) }
             appended(from: first)
         case .publish(let first, let last):
             releaseHeard()
@@ -201,17 +213,19 @@ public final class DeterministicRuntime {
             let role = slots[index].role
             let position = heldStart + Int(sequence - firstHeld)
             var effects = takeReactionBuffer()
-            // Read in place: nothing changes `held` while a role reacts (roles return effects and
-            // never call back), so the event is lent to the role, not copied with every string retained.
-            held.withUnsafeBufferPointer { events in role.receive(events[position], now: now, into: &effects) }
-            perform(effects, slot: index)
+            // The role reacts to the held event (roles return effects and never call back). The call
+            // through `any Role` still copies the event for its duration: a class's `let` is not
+            // passed by address to an existential (see docs/engine-performance.md, fifth round).
+            let event = held[position]
+            role.receive(event.recorded, now: now, into: &effects)
+            perform(&effects, slot: index)
             reaction = effects
         case .timer(let tokenSlot, let index, let incarnation):
             let token = timerTokens.remove(tokenSlot)
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
             var effects = takeReactionBuffer()
             slots[index].role.timerFired(token, now: now, into: &effects)
-            perform(effects, slot: index)
+            perform(&effects, slot: index)
             reaction = effects
         case .restart(let index):
             try restart(index)
@@ -236,7 +250,8 @@ public final class DeterministicRuntime {
     private func takeReactionBuffer() -> [Effect] {
         var effects: [Effect] = []
         swap(&effects, &reaction)
-        effects.removeAll(keepingCapacity: true)
+        // Most reactions are empty: emptying an empty array still goes through `replaceSubrange`.
+        if !effects.isEmpty { effects.removeAll(keepingCapacity: true) }
         return effects
     }
 
@@ -244,12 +259,12 @@ public final class DeterministicRuntime {
     /// latency (in append order), then are published.
     private func appended(from start: Int) {
         guard start < held.count else { return }
-        let first = held[start].sequence
-        let last = held[held.count - 1].sequence
+        let first = held[start].recorded.sequence
+        let last = held[held.count - 1].recorded.sequence
         for index in start..<held.count {
-            let isFinish = if case .transactionFinished = held[index].event { true } else { false }
-            heldIsFinish.append(isFinish)
-            eventAppended?(held[index])
+            let event = held[index]
+            heldIsFinish.append(event.recorded.event.isTransactionFinished)
+            eventAppended?(event.recorded)
         }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
@@ -291,20 +306,29 @@ public final class DeterministicRuntime {
         }
     }
 
-    private func perform(_ effects: [Effect], slot index: Int) {
-        for effect in effects {
+    /// Carries out a reaction and empties `effects` (its capacity kept): each effect is moved out
+    /// (reversed, then `popLast`, in order), so a command moves into the slab of commands in flight
+    /// instead of being copied out of the array, every string of its body retained, and destroyed
+    /// in it afterwards.
+    private func perform(_ effects: inout [Effect], slot index: Int) {
+        effects.reverse()
+        while let effect = effects.popLast() {
             switch effect {
             case .send(let body):
                 slots[index].commandNumber += 1
                 let command = Command(id: CommandID(origin: slots[index].origin, number: slots[index].commandNumber), body: body)
                 let arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastCommandArrival)
                 slots[index].lastCommandArrival = arrival
-                scheduleCommand(command, arrival: arrival)
+                // Drawn before the original is scheduled (scheduling draws nothing, so the draws and
+                // the scheduler's order are as before), so that only a duplicated command is copied.
                 if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
+                    scheduleCommand(command, arrival: arrival)
                     // A retry whose original did arrive: the engine must answer it "duplicate".
                     let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
                     slots[index].lastCommandArrival = copy
                     scheduleCommand(command, arrival: copy)
+                } else {
+                    scheduleCommand(command, arrival: arrival)
                 }
             case .timer(let delay, let token):
                 let tokenSlot = timerTokens.insert(token)
@@ -313,7 +337,7 @@ public final class DeterministicRuntime {
         }
     }
 
-    private func scheduleCommand(_ command: Command, arrival: Int64) {
+    private func scheduleCommand(_ command: consuming Command, arrival: Int64) {
         let commandSlot = commandsInFlight.insert(command)
         scheduler.schedule(at: arrival, .command(commandSlot))
     }
@@ -350,6 +374,23 @@ public final class DeterministicRuntime {
         slots[index].isDown = false
         slots[index].delivered = through
         slots[index].commandNumber = 0
-        perform(role.resume(now: now), slot: index)
+        var resumed = role.resume(now: now)
+        perform(&resumed, slot: index)
+    }
+}
+
+/// An appended event, stored once until every role has heard it. A `let` of a class is read in
+/// place where the runtime looks at an event (a finish? the exploration monitor's feed), while an
+/// element read out of an array is copied first, every string and array in it retained and
+/// released; dropping heard events moves pointers, not whole events.
+private final class HeldEvent {
+    let recorded: RecordedEvent
+    init(_ recorded: consuming RecordedEvent) { self.recorded = recorded }
+}
+
+private extension Event {
+    var isTransactionFinished: Bool {
+        if case .transactionFinished = self { return true }
+        return false
     }
 }
