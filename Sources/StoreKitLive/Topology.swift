@@ -237,7 +237,13 @@ public struct Topology: Sendable {
             if let item = store["restoreFailureProbability"] { scenario.store.restoreFailureProbability = try item.double(in: 0...1) }
             if let item = store["cancellationAtRenewalProbability"] { scenario.store.cancellationAtRenewalProbability = try item.double(in: 0...1) }
             if let item = store["maximumRenewals"] { scenario.store.maximumRenewals = try item.integer(in: 0...StoreBehavior.maximumRenewalsLimit) }
-            if let item = store["subscriptionTimeRate"] { scenario.store.subscriptionTimeRate = try item.integer(in: 0...15) }
+            if let item = store["subscriptionTimeRate"] {
+                let rate = try item.integer(in: 0...1_005)
+                guard StoreKitTestSettings.isTimeRate(rate) else {
+                    throw item.error("\(rate) is not an SKTestSession.TimeRate raw value; use 0-6, 10-13, 15, or 1000-1005 (one renewal every 15 minutes to every 2 seconds)")
+                }
+                scenario.store.subscriptionTimeRate = rate
+            }
             if let item = store["interruptedPurchaseProbability"] { scenario.store.interruptedPurchaseProbability = try item.double(in: 0...1) }
             if let item = store["interruptionResolvedProbability"] { scenario.store.interruptionResolvedProbability = try item.double(in: 0...1) }
             if let item = store["billingIssueProbability"] { scenario.store.billingIssueProbability = try item.double(in: 0...1) }

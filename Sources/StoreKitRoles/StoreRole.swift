@@ -68,8 +68,8 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
         if let value = maximumRenewals, !(0...Self.maximumRenewalsLimit).contains(value) {
             throw ConfigurationError("store.maximumRenewals is \(value); use 0 to \(Self.maximumRenewalsLimit) renewals per subscription")
         }
-        if let value = subscriptionTimeRate, StoreKitTestSettings.speedFactor(timeRate: value) == nil {
-            throw ConfigurationError("store.subscriptionTimeRate is \(value); use an SKTestSession.TimeRate raw value (0-6, 10-13 or 15)")
+        if let value = subscriptionTimeRate, !StoreKitTestSettings.isTimeRate(value) {
+            throw ConfigurationError("store.subscriptionTimeRate is \(value); use an SKTestSession.TimeRate raw value (0-6, 10-13, 15, or 1000-1005 for one renewal every 15 minutes to every 2 seconds)")
         }
         let sum = failureProbability + deferralProbability + cancellationProbability
         guard sum <= 1 else {

@@ -114,6 +114,15 @@ import StoreKitRoles
         #expect(topology.scenario.store.subscriptionTimeRate == 6)
         let wrong = TopologyTests.valid(scenario: "store: {maximumRenewals: 5000}")
         #expect(throws: TopologyError.self) { _ = try Topology.parse(wrong, file: "bad.yaml") }
+        // Xcode's fixed renewal rates (one renewal every 15 minutes to every 2 seconds) are rates too.
+        let fixed = try Topology.parse(TopologyTests.valid(scenario: "store: {subscriptionTimeRate: 1005}"), file: "fixed.yaml")
+        #expect(fixed.scenario.store.subscriptionTimeRate == 1005)
+        for notARate in [7, 14, 999, 1006] {
+            let error = #expect(throws: TopologyError.self) {
+                _ = try Topology.parse(TopologyTests.valid(scenario: "store: {subscriptionTimeRate: \(notARate)}"), file: "bad.yaml")
+            }
+            #expect(error?.description.contains("subscriptionTimeRate") == true, "\(String(describing: error))")
+        }
     }
 }
 
