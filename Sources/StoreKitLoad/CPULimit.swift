@@ -78,7 +78,8 @@ public final class CPULimit: Sendable {
         do {
             try Self.write("\(pid)", to: directory.appendingPathComponent("cgroup.procs"))
         } catch {
-            throw Failure(description: "cannot move process \(pid) into the cgroup \(directory.path): \(error)")
+            throw Failure(description: "cannot move process \(pid) into the cgroup \(directory.path): \(error) "
+                + "(the process may have exited, or this user may not move it: run as root, or leave out the CPU limit)")
         }
     }
 

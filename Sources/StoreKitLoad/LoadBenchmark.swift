@@ -87,7 +87,8 @@ public enum LoadBenchmark {
                 options.servicesStarted = { runDirectory in
                     for (queue, limit) in zip(queues, limits) {
                         guard let pid = ReadyNote.pid(process: queue, runDirectory: runDirectory) else {
-                            throw CPULimit.Failure(description: "the queue '\(queue)' wrote no ready note with its pid, so its CPU cannot be limited")
+                            throw CPULimit.Failure(description: "the queue '\(queue)' wrote no ready note with its pid, so its CPU cannot be limited; "
+                                + "see its log, \(runDirectory.appendingPathComponent("\(queue).log").path)")
                         }
                         try limit.add(pid: pid)
                     }

@@ -123,24 +123,20 @@ public final class QueueEngine {
     }
 
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> [EngineRecord] {
-        guard let (first, time) = try appendUnit(events, commandID: commandID, timestamp: timestamp) else { return [] }
         var records: [EngineRecord] = []
         records.reserveCapacity(events.count)
-        var start = 0
-        for (offset, event) in events.enumerated() {
-            let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
-            projection.apply(recorded)
-            checker.check(recorded)
-            let payload = keepsPayloads ? [UInt8](encoder.bytes[start..<ends[offset]]) : []
+        try append(events, commandID: commandID, timestamp: timestamp) { recorded in
+            // The unit's bytes are still in `encoder`: event k's end at `ends[k]`.
+            let offset = records.count
+            let payload = keepsPayloads ? [UInt8](encoder.bytes[(offset == 0 ? 0 : ends[offset - 1])..<ends[offset]]) : []
             records.append(EngineRecord(recorded: recorded, payload: payload))
-            start = ends[offset]
         }
         return records
     }
 
-    /// As above, handing each event to `take` once folded and checked. Each event is copied once,
-    /// out of `events`, and encoded from that copy; the copies wait in `unit` (reused) and are
-    /// moved out of it in order. Reading an element of an array, even through a buffer pointer,
+    /// Encodes `events` into one unit, appends it, then folds and checks each event and hands it to
+    /// `take`. Each event is copied once, out of `events`, and encoded from that copy; the copies
+    /// wait in `unit` (reused) and are moved out of it in order. Reading an element of an array, even through a buffer pointer,
     /// copies it (every string and array retained), so the events are never read back out of one.
     private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64,
                         handing take: (consuming RecordedEvent) -> Void) throws {
@@ -171,24 +167,5 @@ public final class QueueEngine {
             checker.check(recorded)
             take(recorded)
         }
-    }
-
-    /// Encodes `events` into one unit and appends it; returns its first sequence and its timestamp
-    /// (nil for no events). The events' bytes end at `ends` in `encoder`.
-    @inline(__always)
-    private func appendUnit(_ events: [Event], commandID: CommandID?, timestamp: Int64) throws -> (first: UInt64, time: Int64)? {
-        guard !events.isEmpty else { return nil }
-        let time = max(timestamp, lastTimestamp)
-        encoder.removeAll()
-        ends.removeAll(keepingCapacity: true)
-        for event in events {
-            EventCodec.encode(event, commandID: commandID, into: &encoder)
-            ends.append(encoder.bytes.count)
-        }
-        let first = try encoder.bytes.withUnsafeBytes { bytes in try storage.appendUnit(bytes: bytes, ends: ends, timestamp: time) }
-        precondition(first == projection.lastSequence + 1,
-                     "the log gave sequence \(first) after \(projection.lastSequence): something else wrote this partition")
-        lastTimestamp = time
-        return (first, time)
     }
 }
