@@ -152,9 +152,9 @@ public struct LiveReplayPlan: Sendable {
     /// Per device, its app's steps, their offsets from the recording's first user action, and how
     /// many of the device's planned replies (below) the recording logged before each: a live replay
     /// holds a step until its own log has as many, as replies wait for launches and quits. And how
-    /// many of those the recording logged before the app's last command (a user's action or its
-    /// observers') before the step: the replies after it drew no command from the recorded app
-    /// before the step, so a quit may have gone before the app heard them (`repliesHeard`).
+    /// many of those the recording logged before the last command of the app's observers before the
+    /// step: the replies after it drew no reaction from the recorded app before the step, so the user
+    /// may have acted before the app heard them (`repliesHeard`).
     public var appSteps: [String: [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int, repliesHeard: Int)]] = [:]
     /// The store's decisions of each transaction, timed from the transaction's addition (an
     /// interrupted purchase's resumption, the user's fix told by the store, among them).
@@ -259,9 +259,9 @@ public struct LiveReplayPlan: Sendable {
             case .user:
                 let first = firstUserTimestamp ?? unit.timestamp
                 firstUserTimestamp = first
+                // A user's action says nothing of what the app had heard; only its observers' commands do.
                 appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body), replies[unit.device] ?? 0,
                                                            repliesAtLastAppCommand[unit.device] ?? 0))
-                repliesAtLastAppCommand[unit.device] = replies[unit.device] ?? 0
             case .observer:
                 if case .attachObserver(let device, let observer) = body, lateNames.contains(observer), let first = firstUserTimestamp {
                     appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer), replies[device] ?? 0,

@@ -415,29 +415,36 @@ public final class ReplayAppsRole: Role {
         _ = identities.learn(recorded.event)
         noteWorldCommand(recorded, device: device)
         let held = hold.isHolding(.deviceStep(device: device))
-        var effects: [Effect] = quitBeforeHearing(device, queue: queue, now: now)
+        var effects: [Effect] = stepsBeforeHearing(device, queue: queue, now: now)
         queue.deliver(recorded)
         effects += queue.drainOutbox().map { .send($0) }
         if held { effects += takeSteps(of: device, queue: queue, now: now) }
         return effects
     }
 
-    /// Quits the app at once, before it hears the reply just counted, when the recording has
-    /// nothing of the device between that reply and the quit: it was the last reply logged before
-    /// the quit and the recorded app made no command after it (`repliesHeard`). The reply was in
-    /// flight as the recorded user quit (a restore's end logged just before the quit was never
-    /// shown done); live, the app would hear it while running and react. The quit may go a little
-    /// before its recorded offset: nothing of the device comes between in either log.
-    private func quitBeforeHearing(_ device: String, queue: PaymentQueue, now: Int64) -> [Effect] {
+    /// Takes the user's next steps at once, before the app hears the reply just counted, when the
+    /// recording has nothing of the app between that reply and them: it was the last reply logged
+    /// before each, and the recorded app's observers drew no command after it (`repliesHeard`). The
+    /// reply was in flight as the recorded user acted (a restore's end logged just before a purchase
+    /// and a quit was never shown done); live, the app would hear it first and react. The steps may
+    /// go a little before their recorded offsets (at most the holds' bound): nothing of the app
+    /// comes between in either log.
+    private func stepsBeforeHearing(_ device: String, queue: PaymentQueue, now: Int64) -> [Effect] {
         let steps = plan.steps(of: device)
-        guard let index = nextStep[device], steps.indices.contains(index), case .user(.terminateApp) = steps[index].step else { return [] }
         let counted = hold.counted(device)
-        guard counted == steps[index].repliesBefore, counted > steps[index].repliesHeard else { return [] }
-        _ = hold.wait(.deviceStep(device: device), device: device, needs: steps[index].repliesBefore, now: now)
-        perform(steps[index].step, queue: queue, device: device)
-        nextStep[device] = index + 1
+        var index = nextStep[device] ?? 0
+        // Bounded like every order hold: a step due later than that would have found the app had heard.
+        while steps.indices.contains(index), case .user = steps[index].step,
+              counted == steps[index].repliesBefore, counted > steps[index].repliesHeard,
+              start + scaled(steps[index].offsetNanoseconds) <= now + RecordedOrderHold.maximumNanoseconds {
+            _ = hold.wait(.deviceStep(device: device), device: device, needs: steps[index].repliesBefore, now: now)
+            perform(steps[index].step, queue: queue, device: device)
+            index += 1
+        }
+        guard index != (nextStep[device] ?? 0) else { return [] }
+        nextStep[device] = index
         var effects: [Effect] = queue.drainOutbox().map { .send($0) }
-        if steps.indices.contains(index + 1), let timer = stepTimer(device, due: start + scaled(steps[index + 1].offsetNanoseconds), now: now) {
+        if steps.indices.contains(index), let timer = stepTimer(device, due: start + scaled(steps[index].offsetNanoseconds), now: now) {
             effects.append(timer)
         }
         return effects
