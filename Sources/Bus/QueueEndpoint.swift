@@ -175,6 +175,10 @@ public final class QueueEndpoint {
     private let authentication: AuthenticationHandler
     private let peerWatch: [PeerWatch]
     private let poller = Poller()
+    /// Poller indices: the router, the authentication socket, then one per peer watch.
+    private static let routerIndex = 0
+    private static let authenticationIndex = 1
+    private static let firstWatchIndex = 2
     private let wakeupIndex: Int?
     private var reader: PartitionReader?
     private var recent: RecentRecords
@@ -254,9 +258,14 @@ public final class QueueEndpoint {
         try router.bind(configuration.requestsEndpoint)
         eventsEndpoint = try publisher.lastEndpoint
         requestsEndpoint = try router.lastEndpoint
-        poller.register(router, for: .readable)
-        poller.register(authentication.socket, for: .readable)
-        for watch in watches { poller.register(watch.monitor.socket, for: .readable) }
+        let routerIndex = poller.register(router, for: .readable)
+        let authenticationIndex = poller.register(authentication.socket, for: .readable)
+        var watchIndices: [Int] = []
+        for watch in watches { watchIndices.append(poller.register(watch.monitor.socket, for: .readable)) }
+        let expectedWatchIndices = Array(QueueEndpoint.firstWatchIndex..<(QueueEndpoint.firstWatchIndex + watches.count))
+        let indicesAsExpected = routerIndex == QueueEndpoint.routerIndex && authenticationIndex == QueueEndpoint.authenticationIndex
+            && watchIndices == expectedWatchIndices
+        precondition(indicesAsExpected, "the poller's indices are fixed")
         nextHeartbeat = .now
         if let wakeup = configuration.durabilityWakeup {
             wakeupIndex = poller.register(fileDescriptor: wakeup.fileDescriptor, for: .readable)
@@ -304,12 +313,18 @@ public final class QueueEndpoint {
         if wakeupIndex == nil, !unpublished.isEmpty || !pendingAcknowledgements.isEmpty { wait = min(wait, .milliseconds(1)) }
         try poller.poll(timeout: wait)
         if let wakeupIndex, poller.isReadable(at: wakeupIndex) { configuration.durabilityWakeup?.drain() }
+        // Only the sockets the poll found readable: a receive on an idle libzmq socket still costs a
+        // system call (it processes the socket's command mailbox), several per step on a lone lifecycle.
         // Connections first: counts must be current before the handler judges new ones.
-        for watch in peerWatch { try watch.update() }
-        try authentication.answerPending(authenticate)
+        // A connection to judge reads every watch (an accept may have landed since the poll).
+        let judging = poller.isReadable(at: Self.authenticationIndex)
+        for (offset, watch) in peerWatch.enumerated() where judging || poller.isReadable(at: Self.firstWatchIndex + offset) {
+            try watch.update()
+        }
+        if judging { try authentication.answerPending(authenticate) }
         var handled = 0
         let commandsBefore = counters.commandsHandled
-        while handled < configuration.requestsPerStep {
+        while handled < configuration.requestsPerStep, poller.isReadable(at: Self.routerIndex) {
             let received: Bool
             do {
                 received = try router.receiveMessage(timeout: .zero) { message in handleRequest(message) } != nil

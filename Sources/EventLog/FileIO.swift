@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CChecksum
 
 /// Thin checked wrappers over POSIX file calls, turning errno into `LogError` naming the file.
 enum FileIO {
@@ -104,6 +105,12 @@ enum FileIO {
             if errno == EINTR { continue }
             throw failure("ftruncate", path)
         }
+    }
+
+    /// Reserves `length` bytes of disk space from `offset` without changing the file's size
+    /// (fallocate with FALLOC_FL_KEEP_SIZE); false where that is not possible.
+    static func reserve(_ descriptor: Int32, from offset: UInt64, length: UInt64) -> Bool {
+        sksim_reserve_space(descriptor, offset, length) == 0
     }
 
     static func exists(_ path: String) -> Bool {

@@ -135,6 +135,29 @@ public enum LogBenchmark {
             latency: tracksLatency ? tracker.histogram.summary : nil)
     }
 
+    /// The floor of one durable append on the disk holding `directory`: the median of `records` single writes of
+    /// `recordBytes` bytes, each followed by fdatasync, into a file whose space is reserved ahead (as the log
+    /// reserves its segments'), in microseconds.
+    public static func durableAppendMicroseconds(directory: URL, records: Int = 300, recordBytes: Int = 128) throws -> Double {
+        let path = directory.appendingPathComponent("durable-append-\(getpid())").path
+        let descriptor = try FileIO.open(path, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        defer {
+            FileIO.close(descriptor)
+            unlink(path)
+        }
+        _ = FileIO.reserve(descriptor, from: 0, length: UInt64(records) * UInt64(recordBytes))
+        let record = [UInt8](repeating: 1, count: recordBytes)
+        var syncs: [UInt64] = []
+        for index in 0..<records {
+            let begin = monotonicNanoseconds()
+            try FileIO.writeAll(descriptor, record, at: UInt64(index * recordBytes), path: path)
+            try FileIO.synchronizeData(descriptor, path: path)
+            syncs.append(monotonicNanoseconds() &- begin)
+        }
+        syncs.sort()
+        return Double(syncs[syncs.count / 2]) / 1_000
+    }
+
     /// Size of the baselines' buffered writes.
     static let baselineWriteBytes = 64 << 10
 
@@ -143,6 +166,8 @@ public enum LogBenchmark {
         let recordBytes = payloadBytes + SegmentFormat.recordHeaderBytes
         let descriptor = try FileIO.open(path, flags: O_WRONLY | O_CREAT | O_TRUNC)
         defer { FileIO.close(descriptor) }
+        // The disk space is reserved ahead, as the log reserves its segments' (a sync then allocates no blocks).
+        _ = FileIO.reserve(descriptor, from: 0, length: UInt64(records) * UInt64(recordBytes))
         let record = UnsafeMutableRawPointer.allocate(byteCount: recordBytes, alignment: 8)
         defer { record.deallocate() }
         for index in 0..<recordBytes { record.storeBytes(of: UInt8(truncatingIfNeeded: index &* 31 &+ 7), toByteOffset: index, as: UInt8.self) }

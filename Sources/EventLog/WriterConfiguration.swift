@@ -48,6 +48,9 @@ public struct PartitionWriterConfiguration: Sendable {
     /// them to the flusher (`requestSync()`). The flusher still syncs whatever it finds pending when it
     /// wakes on its own (at least every 100 ms), so nothing waits for ever. Off by default.
     public var ownerRequestsSyncs = false
+    /// Reserve each segment's disk space a megabyte ahead of its records (fallocate, keeping the file's size),
+    /// so a sync does not also allocate blocks. Sizes and bytes are the same either way; on by default.
+    public var reservesSpace = true
 
     public init(
         durability: DurabilityPolicy = .defaultGroupCommit,

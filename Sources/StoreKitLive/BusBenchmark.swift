@@ -1,4 +1,5 @@
 import Bus
+import EventLog
 import Foundation
 import StoreKitModel
 import StoreKitRoles
@@ -249,18 +250,7 @@ public enum BusBenchmark {
         let scratch = directory.appendingPathComponent("floor-\(transport)-\(getpid())", isDirectory: true)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let path = scratch.appendingPathComponent("records").path
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw RoleProcessError("bench: cannot create \(path)") }
-        defer { close(descriptor) }
-        let record = [UInt8](repeating: 1, count: 128)
-        var syncs: [Int64] = []
-        for index in 0..<300 {
-            let start = LiveClock.monotonicNanoseconds()
-            let written = record.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t(index * record.count)) }
-            guard written == record.count, fdatasync(descriptor) == 0 else { throw RoleProcessError("bench: write + fdatasync failed on \(path)") }
-            syncs.append(LiveClock.monotonicNanoseconds() - start)
-        }
+        let fsync = try LogBenchmark.durableAppendMicroseconds(directory: scratch)
         let context = try ZeroMQContext()
         defer { context.terminate() }
         let router = try context.socket(.router)
@@ -288,7 +278,7 @@ public enum BusBenchmark {
         }
         try dealer.send([[0]])
         func median(_ values: [Int64]) -> Double { Double(values.sorted()[values.count / 2]) / 1_000 }
-        return Floor(fsyncMicroseconds: median(syncs), roundTripMicroseconds: median(trips))
+        return Floor(fsyncMicroseconds: fsync, roundTripMicroseconds: median(trips))
     }
 
     /// Raw libzmq: one PUB thread, one SUB, no high-water mark, messages of `bytes` bytes.

@@ -35,9 +35,12 @@ public final class QueueProcess {
         // The log wakes the endpoint when durability advances: no timer on a lifecycle's critical path.
         let wakeup = try PollWakeup()
         let durabilityRounds = Atomic<Int>(0)
+        // This thread runs the endpoint: when it made records durable itself (a lightly loaded step) it
+        // publishes them in the same step, so only the flusher's syncs need to wake it.
+        let endpointThread = pthread_self()
         var writerConfiguration = PartitionWriterConfiguration(durability: topology.durability, onDurable: { _ in
             durabilityRounds.add(1, ordering: .relaxed)
-            wakeup.signal()
+            if pthread_equal(pthread_self(), endpointThread) == 0 { wakeup.signal() }
         })
         // The endpoint syncs a lightly loaded step itself, with no hand-off, and wakes the flusher under load.
         writerConfiguration.ownerRequestsSyncs = true
