@@ -96,11 +96,13 @@ public struct ExplorationReport: Sendable {
     /// Distinct states the exhaustive search branched from (nil for the other strategies).
     public var distinctStates: Int?
     public var violations: [FoundViolation]
+    /// Worker threads that ran the schedules (1 for `exhaustive`, which runs on one).
+    public var jobs = 1
 
     /// One paragraph for people (and for a failing test's message).
     public var summary: String {
-        var lines = [String(format: "%d schedules (%@) in %.2f s: %.0f schedules/s%@", schedules, strategy.description, seconds,
-                            schedulesPerSecond, exhausted ? ", space exhausted" : "")]
+        var lines = [String(format: "%d schedules (%@) in %.2f s on %d job%@: %.0f schedules/s%@", schedules, strategy.description, seconds,
+                            jobs, jobs == 1 ? "" : "s", schedulesPerSecond, exhausted ? ", space exhausted" : "")]
         if let distinctStates { lines[0] += ", \(distinctStates) distinct states" }
         for found in violations {
             lines.append("violation \(found.invariant.rawValue) (\(found.invariant.rules)): \(found.message)")
@@ -119,7 +121,8 @@ public struct Explorer {
     public var scenario: Scenario
     /// Called at every launch of every device: the observers the user wrote. Nil uses the
     /// scenario's built-in behaviours.
-    public var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
+    /// With `explore(jobs:)` above 1 it is called from several threads at once.
+    public var observerFactory: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?
     /// Called after each schedule with the count so far (progress on a terminal).
     public var progress: ((_ schedules: Int, _ seconds: Double) -> Void)?
     /// Run headers of this explorer's scenario per size (seeds differ only in the header's seed).
@@ -132,7 +135,7 @@ public struct Explorer {
     public var shrinkRunLimit = 20_000
     public var shrinkSecondsLimit = 10.0
 
-    public init(scenario: Scenario, observers: ((_ device: String) -> [PaymentTransactionObserver])? = nil) {
+    public init(scenario: Scenario, observers: (@Sendable (_ device: String) -> [PaymentTransactionObserver])? = nil) {
         self.scenario = scenario
         self.observerFactory = observers
     }
@@ -190,35 +193,79 @@ public struct Explorer {
 
     // MARK: Exploring
 
+    /// The pct length (positions its unusual choices are drawn over) before any schedule ran.
+    static let initialPCTLength = 64
+
     /// Explores until a violation is found (then shrinks and draws it), the budget is spent, or
     /// (exhaustive) every schedule was tried.
-    public func explore(strategy: ExplorationStrategy, budget: ExplorationBudget = ExplorationBudget(), seed: UInt64 = 1) throws -> ExplorationReport {
+    ///
+    /// `jobs` worker threads run the schedules of `random` and `pct` (values below 1 count as
+    /// 1); the result (violation, seeds, choices, steps, schedules until found) is the same for
+    /// every `jobs` (`ScheduleLedger` says how). With more than one, the observer factory is
+    /// called from several threads at once: it must make fresh observers at every call and share
+    /// nothing mutable. `exhaustive` and the shrink run on the calling thread; so does `progress`.
+    public func explore(strategy: ExplorationStrategy, budget: ExplorationBudget = ExplorationBudget(), seed: UInt64 = 1,
+                        jobs: Int = 1) throws -> ExplorationReport {
         if case .exhaustive(let depth) = strategy { return try exhaust(depth: depth, budget: budget, seed: seed) }
         let start = monotonicSeconds()
-        var schedules = 0
-        var longest = 64
-        while schedules < budget.schedules, monotonicSeconds() - start < budget.seconds {
-            let scheduleSeed = Self.scheduleSeed(seed, schedules)
+        let jobs = max(1, jobs)
+        var tracksLength = false
+        if case .pct = strategy { tracksLength = true }
+        let ledger = ScheduleLedger(budget: budget, start: start, tracksLength: tracksLength)
+        let scenario = self.scenario
+        let observers = observerFactory
+        for _ in 1..<jobs {
+            ledger.workerStarted()
+            let thread = Thread {
+                Explorer(scenario: scenario, observers: observers).search(ledger, strategy: strategy, seed: seed, start: start)
+                ledger.workerFinished()
+            }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+        search(ledger, strategy: strategy, seed: seed, start: start, progress: progress)
+        ledger.waitForWorkers()
+        let (schedules, first) = ledger.outcome()
+        switch first?.finding {
+        case .failure(let error): throw error
+        case .violation(let violation, let result, let runScenario):
+            let found = try shrinkAndDraw(violation, result, scenario: runScenario, schedules: schedules,
+                                          seconds: monotonicSeconds() - start)
+            return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
+                                     exhausted: false, distinctStates: nil, violations: [found], jobs: jobs)
+        case nil:
+            return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
+                                     exhausted: false, distinctStates: nil, violations: [], jobs: jobs)
+        }
+    }
+
+    /// One worker of `explore`: runs the schedules the ledger hands out until it hands out no more.
+    private func search(_ ledger: ScheduleLedger, strategy: ExplorationStrategy, seed: UInt64, start: Double,
+                        progress: ((_ schedules: Int, _ seconds: Double) -> Void)? = nil) {
+        var reported = 0
+        while let (index, length) = ledger.claim() {
+            let scheduleSeed = Self.scheduleSeed(seed, index)
             let source: ChoiceSource = switch strategy {
             case .random, .exhaustive(_): SeededChoices(seed: scheduleSeed)
-            case .pct(let depth): PCTChoices(seed: scheduleSeed, depth: depth, length: longest)
+            case .pct(let depth): PCTChoices(seed: scheduleSeed, depth: depth, length: length)
             }
             var runScenario = scenario
             runScenario.seed = scheduleSeed
             reusedLog.removeAll()
-            let result = try execute(choices: source, scenario: runScenario, storage: reusedLog)
-            schedules += 1
-            longest = max(longest, result.choices.count)
-            if schedules % 256 == 0 { progress?(schedules, monotonicSeconds() - start) }
-            if let violation = result.violations.first {
-                let found = try shrinkAndDraw(violation, result, scenario: runScenario, schedules: schedules,
-                                              seconds: monotonicSeconds() - start)
-                return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
-                                         exhausted: false, distinctStates: nil, violations: [found])
+            let completed: Int
+            do {
+                let result = try execute(choices: source, scenario: runScenario, storage: reusedLog)
+                completed = ledger.complete(index, choices: result.choices.count,
+                                            finding: result.violations.first.map { .violation($0, result, runScenario) })
+            } catch {
+                completed = ledger.complete(index, choices: 0, finding: .failure(error))
+            }
+            // Every 256 schedules, counted over all workers.
+            if let progress, completed / 256 > reported / 256 {
+                reported = completed
+                progress(completed, monotonicSeconds() - start)
             }
         }
-        return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
-                                 exhausted: false, distinctStates: nil, violations: [])
     }
 
     /// Depth-first over the choice tree, one schedule per leaf. A draw is branched from only
