@@ -213,24 +213,28 @@ public struct Explorer {
         if case .pct = strategy { tracksLength = true }
         let ledger = ScheduleLedger(budget: budget, start: start, tracksLength: tracksLength)
         let scenario = self.scenario
-        let observers = observerFactory
-        for _ in 1..<jobs {
-            ledger.workerStarted()
-            let thread = Thread {
-                Explorer(scenario: scenario, observers: observers).search(ledger, strategy: strategy, seed: seed, start: start)
-                ledger.workerFinished()
+        inParallel(ledger, jobs: jobs, start: start, progress: progress) { explorer, index, length in
+            let scheduleSeed = Self.scheduleSeed(seed, index)
+            let source: ChoiceSource = switch strategy {
+            case .random, .exhaustive(_): SeededChoices(seed: scheduleSeed)
+            case .pct(let depth): PCTChoices(seed: scheduleSeed, depth: depth, length: length)
             }
-            thread.stackSize = 8 << 20
-            thread.start()
+            var runScenario = scenario
+            runScenario.seed = scheduleSeed
+            explorer.reusedLog.removeAll()
+            do {
+                let result = try explorer.execute(choices: source, scenario: runScenario, storage: explorer.reusedLog)
+                return (result.choices.count, result.violations.first.map { .violation($0, result, runScenario) })
+            } catch {
+                return (0, .failure(error))
+            }
         }
-        search(ledger, strategy: strategy, seed: seed, start: start, progress: progress)
-        ledger.waitForWorkers()
         let (schedules, first) = ledger.outcome()
         switch first?.finding {
         case .failure(let error): throw error
         case .violation(let violation, let result, let runScenario):
             let found = try shrinkAndDraw(violation, result, scenario: runScenario, schedules: schedules,
-                                          seconds: monotonicSeconds() - start)
+                                          seconds: monotonicSeconds() - start, jobs: jobs)
             return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
                                      exhausted: false, distinctStates: nil, violations: [found], jobs: jobs)
         case nil:
@@ -239,33 +243,41 @@ public struct Explorer {
         }
     }
 
-    /// One worker of `explore`: runs the schedules the ledger hands out until it hands out no more.
-    private func search(_ ledger: ScheduleLedger, strategy: ExplorationStrategy, seed: UInt64, start: Double,
-                        progress: ((_ schedules: Int, _ seconds: Double) -> Void)? = nil) {
+    /// What a worker does with index `index` (and pct length `length`) the ledger handed out:
+    /// the choices it made and what it found.
+    typealias Attempt = @Sendable (_ explorer: Explorer, _ index: Int, _ length: Int) -> (choices: Int, finding: ScheduleLedger.Finding?)
+
+    /// Runs `attempt` on every index `ledger` hands out, on `jobs` threads: this one (with this
+    /// explorer, and `progress` every 256 indices) and `jobs - 1` more, each with an explorer of
+    /// its own (its own log and header cache). Returns when every one has stopped.
+    private func inParallel(_ ledger: ScheduleLedger, jobs: Int, start: Double,
+                            progress: ((_ schedules: Int, _ seconds: Double) -> Void)? = nil, _ attempt: @escaping Attempt) {
+        let scenario = self.scenario
+        let observers = observerFactory
+        for _ in 1..<max(1, jobs) {
+            ledger.workerStarted()
+            let thread = Thread {
+                let explorer = Explorer(scenario: scenario, observers: observers)
+                while let (index, length) = ledger.claim() {
+                    let (choices, finding) = attempt(explorer, index, length)
+                    ledger.complete(index, choices: choices, finding: finding)
+                }
+                ledger.workerFinished()
+            }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
         var reported = 0
         while let (index, length) = ledger.claim() {
-            let scheduleSeed = Self.scheduleSeed(seed, index)
-            let source: ChoiceSource = switch strategy {
-            case .random, .exhaustive(_): SeededChoices(seed: scheduleSeed)
-            case .pct(let depth): PCTChoices(seed: scheduleSeed, depth: depth, length: length)
-            }
-            var runScenario = scenario
-            runScenario.seed = scheduleSeed
-            reusedLog.removeAll()
-            let completed: Int
-            do {
-                let result = try execute(choices: source, scenario: runScenario, storage: reusedLog)
-                completed = ledger.complete(index, choices: result.choices.count,
-                                            finding: result.violations.first.map { .violation($0, result, runScenario) })
-            } catch {
-                completed = ledger.complete(index, choices: 0, finding: .failure(error))
-            }
+            let (choices, finding) = attempt(self, index, length)
+            let completed = ledger.complete(index, choices: choices, finding: finding)
             // Every 256 schedules, counted over all workers.
             if let progress, completed / 256 > reported / 256 {
                 reported = completed
                 progress(completed, monotonicSeconds() - start)
             }
         }
+        ledger.waitForWorkers()
     }
 
     /// Depth-first over the choice tree, one schedule per leaf. A draw is branched from only
@@ -327,7 +339,13 @@ public struct Explorer {
     /// Shrinks a failing schedule to a 1-minimal one: fewer devices and purchases first, then
     /// delta debugging over the choices (removing chunks, then single choices), then each
     /// remaining choice set to its simplest value; repeated until nothing more can go.
-    public func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
+    ///
+    /// With `jobs` above 1 the candidates of a step (the removals of one chunk size, the
+    /// simplifications from one position on) run on `jobs` threads, and the step takes the first
+    /// in serial order that still fails, so the result and `runs` (the runs serial trying makes)
+    /// are those of one job; runs past that candidate are thrown away.
+    public func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario,
+                       jobs: Int = 1) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
         var runs = 0
         var scenario = start
         var current = trimmed(choices)
@@ -348,18 +366,27 @@ public struct Explorer {
                 changed = true
             }
         }
-        // Each choice to 0, else to half its value, where the failure stays.
-        func simplify(_ current: inout [UInt64], _ changed: inout Bool) {
-            for index in current.indices.reversed() where index < current.count && current[index] != 0 && withinBudget() {
-                for simpler in [0, current[index] / 2] where simpler < current[index] {
-                    var candidate = current
-                    candidate[index] = simpler
-                    if (try? fails(candidate, invariant, scenario, runs: &runs)) != nil {
-                        current = candidate
-                        changed = true
-                        break
-                    }
+        // Each choice (last first) to 0, else to half its value, where the failure stays.
+        func simplify(_ current: inout [UInt64], _ changed: inout Bool) throws {
+            var next = current.count - 1
+            while next >= 0 {
+                // The simplifications from `next` down, as far as serial trying would get within the
+                // run budget (it checks the budget before each position).
+                var candidates: [(index: Int, value: UInt64)] = []
+                for index in stride(from: next, through: 0, by: -1) where current[index] != 0 {
+                    guard runs + candidates.count < shrinkRunLimit else { break }
+                    for simpler in [0, current[index] / 2] where simpler < current[index] { candidates.append((index, simpler)) }
                 }
+                let base = current
+                let hit = try firstFailing(candidates.count, invariant, runs: &runs, deadline: deadline, jobs: jobs, throwing: false) { [candidates, scenario] position in
+                    var candidate = base
+                    candidate[candidates[position].index] = candidates[position].value
+                    return (candidate, scenario)
+                }
+                guard let hit else { break }
+                current[candidates[hit].index] = candidates[hit].value
+                changed = true
+                next = candidates[hit].index - 1
             }
             current = trimmed(current)
         }
@@ -370,35 +397,61 @@ public struct Explorer {
             changed = false
             reduceScenario(&changed)
             // Simplest values first (cheap, and it makes the removals below more likely to pass).
-            simplify(&current, &changed)
+            try simplify(&current, &changed)
             // Delta debugging: remove chunks, halving the chunk size down to one choice.
             var granularity = 2
             while current.count >= 1, withinBudget() {
                 let chunk = max(1, (current.count + granularity - 1) / granularity)
-                var reduced = false
-                var start = 0
-                while start < current.count, withinBudget() {
-                    var candidate = current
-                    candidate.removeSubrange(start..<min(current.count, start + chunk))
-                    if try fails(candidate, invariant, scenario, runs: &runs) != nil {
-                        current = trimmed(candidate)
-                        reduced = true
-                        changed = true
-                        break
-                    }
-                    start += chunk
+                let starts = Array(stride(from: 0, to: current.count, by: chunk).prefix(max(0, shrinkRunLimit - runs)))
+                let base = current
+                let hit = try firstFailing(starts.count, invariant, runs: &runs, deadline: deadline, jobs: jobs, throwing: true) { [scenario] position in
+                    var candidate = base
+                    candidate.removeSubrange(starts[position]..<min(base.count, starts[position] + chunk))
+                    return (candidate, scenario)
                 }
-                if reduced {
+                if let hit {
+                    current.removeSubrange(starts[hit]..<min(current.count, starts[hit] + chunk))
+                    current = trimmed(current)
+                    changed = true
                     granularity = max(2, granularity - 1)
                 } else {
                     if chunk == 1 { break }
                     granularity = min(current.count, granularity * 2)
                 }
             }
-            simplify(&current, &changed)
+            try simplify(&current, &changed)
         }
         // A last round that changed nothing tried every single removal and simplification: 1-minimal.
         return (current, scenario, runs, !changed)
+    }
+
+    /// The position of the first of `count` candidates (made by `candidate`) that still breaks
+    /// `invariant`, tried in order on `jobs` threads until the deadline; `runs` grows by the runs
+    /// serial trying makes (up to and including that candidate). A candidate that throws counts
+    /// as not failing, or (`throwing`) ends the shrink with its error, as serial trying would.
+    private func firstFailing(_ count: Int, _ invariant: AppInvariant, runs: inout Int, deadline: Double, jobs: Int, throwing: Bool,
+                              _ candidate: @escaping @Sendable (_ position: Int) -> (choices: [UInt64], scenario: Scenario)) throws -> Int? {
+        let now = monotonicSeconds()
+        guard count > 0, now < deadline else { return nil }
+        let ledger = ScheduleLedger(budget: ExplorationBudget(schedules: count, seconds: deadline - now), start: now, tracksLength: false)
+        inParallel(ledger, jobs: jobs, start: now) { explorer, position, _ in
+            let (choices, scenario) = candidate(position)
+            explorer.reusedLog.removeAll()
+            do {
+                let result = try explorer.execute(choices: ReplayedChoices(choices), scenario: scenario, storage: explorer.reusedLog)
+                guard let violation = result.violations.first(where: { $0.invariant == invariant }) else { return (0, nil) }
+                return (0, .violation(violation, result, scenario))
+            } catch {
+                return (0, throwing ? .failure(error) : nil)
+            }
+        }
+        let (tried, first) = ledger.outcome()
+        runs += tried
+        switch first?.finding {
+        case .failure(let error): throw error
+        case .violation: return first?.index
+        case nil: return nil
+        }
     }
 
     /// Trailing zeros are what a replay takes past the end anyway.
@@ -409,9 +462,9 @@ public struct Explorer {
     }
 
     private func shrinkAndDraw(_ violation: AppViolation, _ original: ScheduleOutcome, scenario: Scenario, schedules: Int,
-                               seconds: Double) throws -> FoundViolation {
+                               seconds: Double, jobs: Int = 1) throws -> FoundViolation {
         let shrinkStart = monotonicSeconds()
-        let shrunk = try shrink(original.choices, invariant: violation.invariant, scenario: scenario)
+        let shrunk = try shrink(original.choices, invariant: violation.invariant, scenario: scenario, jobs: jobs)
         let shrinkSeconds = monotonicSeconds() - shrinkStart
         let trace = AppTrace()
         let final = try run(choices: ReplayedChoices(shrunk.choices), scenario: shrunk.scenario, trace: trace, keepEvents: true)
