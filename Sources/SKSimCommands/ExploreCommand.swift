@@ -64,7 +64,7 @@ struct ExploreCommand: AsyncParsableCommand {
         if json {
             printLine(Self.json(result, seed: explorationSeed, files: files).serialized())
         } else {
-            printLine("explore: seed \(explorationSeed), \(scenario.summary)")
+            printLine("explore: seed \(explorationSeed), \(result.jobs) job\(result.jobs == 1 ? "" : "s"), \(scenario.summary)")
             printLine(result.summary)
             for file in files { printLine("trace \(file.trace)\nmermaid \(file.mermaid)\nreproduce with: sksim explore --reproduce \(file.reproduce)") }
         }

@@ -101,8 +101,8 @@ public struct ExplorationReport: Sendable {
 
     /// One paragraph for people (and for a failing test's message).
     public var summary: String {
-        var lines = [String(format: "%d schedules (%@) in %.2f s on %d job%@: %.0f schedules/s%@", schedules, strategy.description, seconds,
-                            jobs, jobs == 1 ? "" : "s", schedulesPerSecond, exhausted ? ", space exhausted" : "")]
+        var lines = [String(format: "%d schedules (%@) in %.2f s%@: %.0f schedules/s%@", schedules, strategy.description, seconds,
+                            jobs > 1 ? " on \(jobs) jobs" : "", schedulesPerSecond, exhausted ? ", space exhausted" : "")]
         if let distinctStates { lines[0] += ", \(distinctStates) distinct states" }
         for found in violations {
             lines.append("violation \(found.invariant.rawValue) (\(found.invariant.rules)): \(found.message)")
