@@ -199,11 +199,12 @@ public struct Explorer {
     /// Explores until a violation is found (then shrinks and draws it), the budget is spent, or
     /// (exhaustive) every schedule was tried.
     ///
-    /// `jobs` worker threads run the schedules of `random` and `pct` (values below 1 count as
-    /// 1); the result (violation, seeds, choices, steps, schedules until found) is the same for
-    /// every `jobs` (`ScheduleLedger` says how). With more than one, the observer factory is
-    /// called from several threads at once: it must make fresh observers at every call and share
-    /// nothing mutable. `exhaustive` and the shrink run on the calling thread; so does `progress`.
+    /// `jobs` threads (this one and `jobs - 1` more; values below 1 count as 1) run the schedules
+    /// of `random` and `pct` and the shrink of what they find; the result (violation, seeds,
+    /// choices, steps, schedules until found, shrink runs) is the same for every `jobs`
+    /// (`ScheduleLedger` says how). With more than one, the observer factory is called from
+    /// several threads at once: it must make fresh observers at every call and share nothing
+    /// mutable. `exhaustive` runs on this thread only; so does `progress`.
     public func explore(strategy: ExplorationStrategy, budget: ExplorationBudget = ExplorationBudget(), seed: UInt64 = 1,
                         jobs: Int = 1) throws -> ExplorationReport {
         if case .exhaustive(let depth) = strategy { return try exhaust(depth: depth, budget: budget, seed: seed) }
@@ -212,8 +213,10 @@ public struct Explorer {
         var tracksLength = false
         if case .pct = strategy { tracksLength = true }
         let ledger = ScheduleLedger(budget: budget, start: start, tracksLength: tracksLength)
+        let pool = makePool(jobs: jobs)
+        defer { pool?.close() }
         let scenario = self.scenario
-        inParallel(ledger, jobs: jobs, start: start, progress: progress) { explorer, index, length in
+        inParallel(ledger, pool: pool, start: start, progress: progress) { explorer, index, length in
             let scheduleSeed = Self.scheduleSeed(seed, index)
             let source: ChoiceSource = switch strategy {
             case .random, .exhaustive(_): SeededChoices(seed: scheduleSeed)
@@ -234,7 +237,7 @@ public struct Explorer {
         case .failure(let error): throw error
         case .violation(let violation, let result, let runScenario):
             let found = try shrinkAndDraw(violation, result, scenario: runScenario, schedules: schedules,
-                                          seconds: monotonicSeconds() - start, jobs: jobs)
+                                          seconds: monotonicSeconds() - start, pool: pool)
             return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
                                      exhausted: false, distinctStates: nil, violations: [found], jobs: jobs)
         case nil:
@@ -243,30 +246,19 @@ public struct Explorer {
         }
     }
 
-    /// What a worker does with index `index` (and pct length `length`) the ledger handed out:
-    /// the choices it made and what it found.
-    typealias Attempt = @Sendable (_ explorer: Explorer, _ index: Int, _ length: Int) -> (choices: Int, finding: ScheduleLedger.Finding?)
-
-    /// Runs `attempt` on every index `ledger` hands out, on `jobs` threads: this one (with this
-    /// explorer, and `progress` every 256 indices) and `jobs - 1` more, each with an explorer of
-    /// its own (its own log and header cache). Returns when every one has stopped.
-    private func inParallel(_ ledger: ScheduleLedger, jobs: Int, start: Double,
-                            progress: ((_ schedules: Int, _ seconds: Double) -> Void)? = nil, _ attempt: @escaping Attempt) {
+    /// The threads that help this one when `jobs` is above 1.
+    private func makePool(jobs: Int) -> WorkerPool? {
+        guard jobs > 1 else { return nil }
         let scenario = self.scenario
         let observers = observerFactory
-        for _ in 1..<max(1, jobs) {
-            ledger.workerStarted()
-            let thread = Thread {
-                let explorer = Explorer(scenario: scenario, observers: observers)
-                while let (index, length) = ledger.claim() {
-                    let (choices, finding) = attempt(explorer, index, length)
-                    ledger.complete(index, choices: choices, finding: finding)
-                }
-                ledger.workerFinished()
-            }
-            thread.stackSize = 8 << 20
-            thread.start()
-        }
+        return WorkerPool(threads: jobs - 1) { Explorer(scenario: scenario, observers: observers) }
+    }
+
+    /// Runs `attempt` on every index `ledger` hands out, on this thread (with this explorer, and
+    /// `progress` every 256 indices) and the pool's, until the ledger's result is settled.
+    private func inParallel(_ ledger: ScheduleLedger, pool: WorkerPool?, start: Double,
+                            progress: ((_ schedules: Int, _ seconds: Double) -> Void)? = nil, _ attempt: @escaping WorkerPool.Attempt) {
+        pool?.post(ledger, attempt)
         var reported = 0
         while let (index, length) = ledger.claim() {
             let (choices, finding) = attempt(self, index, length)
@@ -277,7 +269,7 @@ public struct Explorer {
                 progress(completed, monotonicSeconds() - start)
             }
         }
-        ledger.waitForWorkers()
+        ledger.waitUntilSettled()
     }
 
     /// Depth-first over the choice tree, one schedule per leaf. A draw is branched from only
@@ -346,6 +338,13 @@ public struct Explorer {
     /// are those of one job; runs past that candidate are thrown away.
     public func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario,
                        jobs: Int = 1) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
+        let pool = makePool(jobs: jobs)
+        defer { pool?.close() }
+        return try shrink(choices, invariant: invariant, scenario: start, pool: pool)
+    }
+
+    private func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario,
+                        pool: WorkerPool?) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
         var runs = 0
         var scenario = start
         var current = trimmed(choices)
@@ -378,7 +377,7 @@ public struct Explorer {
                     for simpler in [0, current[index] / 2] where simpler < current[index] { candidates.append((index, simpler)) }
                 }
                 let base = current
-                let hit = try firstFailing(candidates.count, invariant, runs: &runs, deadline: deadline, jobs: jobs, throwing: false) { [candidates, scenario] position in
+                let hit = try firstFailing(candidates.count, invariant, runs: &runs, deadline: deadline, pool: pool, throwing: false) { [candidates, scenario] position in
                     var candidate = base
                     candidate[candidates[position].index] = candidates[position].value
                     return (candidate, scenario)
@@ -404,7 +403,7 @@ public struct Explorer {
                 let chunk = max(1, (current.count + granularity - 1) / granularity)
                 let starts = Array(stride(from: 0, to: current.count, by: chunk).prefix(max(0, shrinkRunLimit - runs)))
                 let base = current
-                let hit = try firstFailing(starts.count, invariant, runs: &runs, deadline: deadline, jobs: jobs, throwing: true) { [scenario] position in
+                let hit = try firstFailing(starts.count, invariant, runs: &runs, deadline: deadline, pool: pool, throwing: true) { [scenario] position in
                     var candidate = base
                     candidate.removeSubrange(starts[position]..<min(base.count, starts[position] + chunk))
                     return (candidate, scenario)
@@ -426,15 +425,15 @@ public struct Explorer {
     }
 
     /// The position of the first of `count` candidates (made by `candidate`) that still breaks
-    /// `invariant`, tried in order on `jobs` threads until the deadline; `runs` grows by the runs
+    /// `invariant`, tried in order on this thread and the pool's until the deadline; `runs` grows by the runs
     /// serial trying makes (up to and including that candidate). A candidate that throws counts
     /// as not failing, or (`throwing`) ends the shrink with its error, as serial trying would.
-    private func firstFailing(_ count: Int, _ invariant: AppInvariant, runs: inout Int, deadline: Double, jobs: Int, throwing: Bool,
+    private func firstFailing(_ count: Int, _ invariant: AppInvariant, runs: inout Int, deadline: Double, pool: WorkerPool?, throwing: Bool,
                               _ candidate: @escaping @Sendable (_ position: Int) -> (choices: [UInt64], scenario: Scenario)) throws -> Int? {
         let now = monotonicSeconds()
         guard count > 0, now < deadline else { return nil }
         let ledger = ScheduleLedger(budget: ExplorationBudget(schedules: count, seconds: deadline - now), start: now, tracksLength: false)
-        inParallel(ledger, jobs: jobs, start: now) { explorer, position, _ in
+        inParallel(ledger, pool: pool, start: now) { explorer, position, _ in
             let (choices, scenario) = candidate(position)
             explorer.reusedLog.removeAll()
             do {
@@ -462,9 +461,9 @@ public struct Explorer {
     }
 
     private func shrinkAndDraw(_ violation: AppViolation, _ original: ScheduleOutcome, scenario: Scenario, schedules: Int,
-                               seconds: Double, jobs: Int = 1) throws -> FoundViolation {
+                               seconds: Double, pool: WorkerPool? = nil) throws -> FoundViolation {
         let shrinkStart = monotonicSeconds()
-        let shrunk = try shrink(original.choices, invariant: violation.invariant, scenario: scenario, jobs: jobs)
+        let shrunk = try shrink(original.choices, invariant: violation.invariant, scenario: scenario, pool: pool)
         let shrinkSeconds = monotonicSeconds() - shrinkStart
         let trace = AppTrace()
         let final = try run(choices: ReplayedChoices(shrunk.choices), scenario: shrunk.scenario, trace: trace, keepEvents: true)

@@ -33,7 +33,9 @@ final class ScheduleLedger: @unchecked Sendable {
     /// `lengthLag` plus the number of workers).
     private var pendingLengths: [Int: Int] = [:]
     private var first: (index: Int, finding: Finding)?
-    private var runningWorkers = 0
+    /// Every index below this one has finished; `finishedAbove` holds those above it that have.
+    private var finishedPrefix = 0
+    private var finishedAbove: Set<Int> = []
 
     init(budget: ExplorationBudget, start: Double, tracksLength: Bool) {
         self.budget = budget
@@ -69,33 +71,28 @@ final class ScheduleLedger: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         completed += 1
+        finishedAbove.insert(index)
+        while finishedAbove.remove(finishedPrefix) != nil { finishedPrefix += 1 }
         if tracksLength { pendingLengths[index] = choices }
         if let finding, first.map({ index < $0.index }) ?? true { first = (index, finding) }
         condition.broadcast()
         return completed
     }
 
-    func workerStarted() {
-        condition.lock()
-        runningWorkers += 1
-        condition.unlock()
-    }
-
-    func workerFinished() {
-        condition.lock()
-        runningWorkers -= 1
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// Waits until every started worker finished (each finishes its schedule in hand, then stops).
-    func waitForWorkers() {
+    /// Waits until the result is settled: something was found and every schedule below it has
+    /// finished, or nothing more is handed out and every schedule handed out has finished.
+    /// Schedules above a finding may still be running (their results no longer matter).
+    func waitUntilSettled() {
         condition.lock()
         defer { condition.unlock() }
-        while runningWorkers > 0 { condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
+        while true {
+            if let first, finishedPrefix >= first.index { return }
+            if first == nil, finishedPrefix == next, next >= budget.schedules || monotonicSeconds() - start >= budget.seconds { return }
+            condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+        }
     }
 
-    /// After the workers stopped: the lowest-index finding and the schedules counted as serial
+    /// Once settled: the lowest-index finding and the schedules counted as serial
     /// would count them (up to and including the finding; else every schedule handed out).
     func outcome() -> (schedules: Int, first: (index: Int, finding: Finding)?) {
         condition.lock()
