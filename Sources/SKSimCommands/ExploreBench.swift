@@ -22,7 +22,9 @@ struct ExploreBench: AsyncParsableCommand {
             pct (depth 3) and random from seed 1, budget 2,000 schedules and 10 s each; shrink budget 10 s. Correct \
             behaviours: --correct-schedules random schedules each, on --jobs threads. JSON fields: throughput {schedules, events, seconds, \
             schedulesPerSecond, baselineSchedulesPerSecond, ratioToBaseline, jobs, \
-            schedulesPerSecondOneJob, baselineSchedulesPerSecondOneJob}, exhaustive {schedules, seconds, exhausted, \
+            schedulesPerSecondOneJob, baselineSchedulesPerSecondOneJob, cpuMicrosecondsPerSchedule, \
+            cpuMicrosecondsPerScheduleOneJob (CPU of every thread while running: unlike the wall-clock figures, \
+            not lowered by other processes taking the cores)}, exhaustive {schedules, seconds, exhausted, \
             distinctStates}, buggy [{behavior, strategy, found, invariant, schedules, seconds, shrinkSeconds, shrinkRuns, \
             stepsBeforeShrinking, stepsAfterShrinking, choices}], correct [{observers, schedules, violations}].
             """)
@@ -81,12 +83,15 @@ struct ExploreBench: AsyncParsableCommand {
             ("ratioToBaseline", .double((perSecond / baseline * 1000).rounded() / 1000)), ("jobs", .int(workerCount)),
             ("schedulesPerSecondOneJob", .double(perSecondOneJob.rounded())),
             ("baselineSchedulesPerSecondOneJob", .double(baselineOneJob.rounded())),
+            ("cpuMicrosecondsPerSchedule", .double((all.runCPUSeconds / Double(schedules) * 1e6).rounded())),
+            ("cpuMicrosecondsPerScheduleOneJob", .double((one.runCPUSeconds / Double(schedules) * 1e6).rounded())),
         ])))
         if !json {
             printLine(String(format: "throughput: %d schedules (%.1f events each) on %d jobs in %.2f s: %.0f schedules/s; baseline (decode and fold the same logs, %d jobs): %.0f schedules/s; ratio %.3f",
                              schedules, Double(all.events) / Double(schedules), workerCount, all.runSeconds, perSecond, workerCount, baseline, perSecond / baseline))
-            printLine(String(format: "throughput on 1 job: %.0f schedules/s; baseline on 1 job: %.0f schedules/s; %d jobs ran %.2fx the schedules of one",
-                             perSecondOneJob, baselineOneJob, workerCount, perSecond / perSecondOneJob))
+            printLine(String(format: "throughput on 1 job: %.0f schedules/s; baseline on 1 job: %.0f schedules/s; %d jobs ran %.2fx the schedules of one; CPU per schedule %.0f µs on %d jobs, %.0f µs on 1",
+                             perSecondOneJob, baselineOneJob, workerCount, perSecond / perSecondOneJob,
+                             all.runCPUSeconds / Double(schedules) * 1e6, workerCount, one.runCPUSeconds / Double(schedules) * 1e6))
         }
 
         // Exhaustive on the same scenario.
@@ -149,7 +154,10 @@ struct ExploreBench: AsyncParsableCommand {
     /// Wall-clock seconds `jobs` threads take to run `schedules` random schedules of `scenario`
     /// (seeds as `Explorer.explore` gives them from seed 1), and to decode and fold their logs
     /// into a fresh projection each, batch by batch; and the events of all the logs.
-    static func throughput(_ scenario: Scenario, schedules: Int, jobs: Int) throws -> (runSeconds: Double, foldSeconds: Double, events: Int) {
+    /// `runCPUSeconds`: the process's CPU time (every thread) while running them, which the
+    /// machine's load does not change as it changes the wall-clock figures.
+    static func throughput(_ scenario: Scenario, schedules: Int, jobs: Int) throws -> (runSeconds: Double, foldSeconds: Double, events: Int,
+                                                                                       runCPUSeconds: Double) {
         let batch = 1_024
         // One log per schedule of a batch, emptied before each (as `Explorer.explore` does with its one).
         // Unsafe but sound: worker w touches only explorers[w] and the logs at offsets w, w + jobs, …
@@ -159,9 +167,11 @@ struct ExploreBench: AsyncParsableCommand {
         defer { slots.release() }
         var runSeconds = 0.0
         var foldSeconds = 0.0
+        var runCPUNanoseconds: Int64 = 0
         for first in stride(from: 0, to: schedules, by: batch) {
             let count = min(batch, schedules - first)
             let runStart = ProjectionBenchmark.monotonicSeconds()
+            let runCPUStart = processCPUNanoseconds()
             slots.inParallel { worker in
                 let explorer = explorers[worker]
                 for offset in stride(from: worker, to: count, by: jobs) {
@@ -172,6 +182,7 @@ struct ExploreBench: AsyncParsableCommand {
                 }
             }
             runSeconds += ProjectionBenchmark.monotonicSeconds() - runStart
+            runCPUNanoseconds += processCPUNanoseconds() - runCPUStart
             let foldStart = ProjectionBenchmark.monotonicSeconds()
             slots.inParallel { worker in
                 for offset in stride(from: worker, to: count, by: jobs) {
@@ -186,7 +197,7 @@ struct ExploreBench: AsyncParsableCommand {
             foldSeconds += ProjectionBenchmark.monotonicSeconds() - foldStart
             if let error = slots.firstError() { throw error }
         }
-        return (runSeconds, foldSeconds, slots.events.reduce(0, +))
+        return (runSeconds, foldSeconds, slots.events.reduce(0, +), Double(runCPUNanoseconds) / 1e9)
     }
 }
 

@@ -73,7 +73,7 @@ import Testing
                                       "--buggy", "sdkFinishesEarly"])
         let throughput = try #require(object["throughput"] as? [String: Any])
         for field in ["seconds", "schedulesPerSecond", "baselineSchedulesPerSecond", "ratioToBaseline", "schedulesPerSecondOneJob",
-                      "baselineSchedulesPerSecondOneJob"] {
+                      "baselineSchedulesPerSecondOneJob", "cpuMicrosecondsPerSchedule", "cpuMicrosecondsPerScheduleOneJob"] {
             #expect(throughput[field] is Double, "\(field) missing")
         }
         #expect(throughput["schedules"] as? Int == 10)
