@@ -45,6 +45,23 @@ import Testing
         #expect(four.mermaid == one.mermaid && four.html == one.html)
     }
 
+    @Test("A user's own observers (a @Sendable factory making fresh ones at each launch) on 4 jobs: the same violation as on 1")
+    func ownObservers() throws {
+        func explore(jobs: Int) throws -> FoundViolation? {
+            var explorer = Explorer(scenario: .exploration(observers: [.deliverThenFinish]), observers: { _ in
+                [BuiltInObserver(name: "shop", behavior: .creditEveryDelivery, storage: nil)]
+            })
+            explorer.shrinkSecondsLimit = 600
+            return try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 2_000, seconds: 600), seed: 2, jobs: jobs)
+                .violations.first
+        }
+        let one = try #require(try explore(jobs: 1))
+        let four = try #require(try explore(jobs: 4))
+        #expect(one.reproduce.customObservers && one.schedulesUntilFound > 1)
+        #expect(four.schedulesUntilFound == one.schedulesUntilFound && four.shrinkRuns == one.shrinkRuns)
+        #expect(try four.reproduce.encoded() == one.reproduce.encoded() && four.mermaid == one.mermaid)
+    }
+
     @Test("A correct behaviour on 4 jobs: no violation, every schedule of the budget counted, under random and pct")
     func correctBehaviour() throws {
         for strategy in [ExplorationStrategy.random, .pct(depth: 3)] {
