@@ -204,12 +204,15 @@ public struct Explorer {
     /// choices, steps, schedules until found, shrink runs) is the same for every `jobs`
     /// (`ScheduleLedger` says how). With more than one, the observer factory is called from
     /// several threads at once: it must make fresh observers at every call and share nothing
-    /// mutable. `exhaustive` runs on this thread only; so does `progress`.
+    /// mutable. `exhaustive` runs on this thread only; so does `progress`; so does a scenario
+    /// whose `hooks` are set (they are one object: use `observers:` instead).
     public func explore(strategy: ExplorationStrategy, budget: ExplorationBudget = ExplorationBudget(), seed: UInt64 = 1,
                         jobs: Int = 1) throws -> ExplorationReport {
         if case .exhaustive(let depth) = strategy { return try exhaust(depth: depth, budget: budget, seed: seed) }
         let start = monotonicSeconds()
-        let jobs = max(1, jobs)
+        // Hooks set on the scenario itself (a trace, a factory the compiler did not check for
+        // @Sendable) are one object the runtimes would share: those explorations run on one thread.
+        let jobs = scenario.hooks == nil ? max(1, jobs) : 1
         var tracksLength = false
         if case .pct = strategy { tracksLength = true }
         let ledger = ScheduleLedger(budget: budget, start: start, tracksLength: tracksLength)
