@@ -14,7 +14,9 @@ struct ExploreCommand: AsyncParsableCommand {
             Each schedule is one deterministic run (in-memory log, virtual content) driven by recorded choices. The \
             invariants (docs/invariants.md) are checked over each schedule's log. On a violation: the seed and the choice \
             sequence, shrunk to a 1-minimal schedule, drawn as a sequence diagram (trace.mmd, trace.html) and written to \
-            reproduce.json under --report DIR (default out/explore-<seed>). Exit status: 0 no violation, 1 a violation \
+            reproduce.json under --report DIR (default out/explore-<seed>). random and pct schedules, and the shrink, run \
+            on --jobs threads; the result (violation, seeds, choices, steps, schedules, report files) is the same for \
+            every --jobs. Exit status: 0 no violation, 1 a violation \
             (also when --reproduce reproduced it), 3 --reproduce did not give the recorded log.
             """)
 
