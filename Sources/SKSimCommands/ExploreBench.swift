@@ -160,7 +160,7 @@ struct ExploreBench: AsyncParsableCommand {
                                                                                        runCPUSeconds: Double) {
         let batch = 1_024
         // One log per schedule of a batch, emptied before each (as `Explorer.explore` does with its one).
-        // Unsafe but sound: worker w touches only explorers[w] and the logs at offsets w, w + jobs, …
+        // Unsafe but sound: worker w touches only explorers[w], and each log is handed to one worker at a time.
         nonisolated(unsafe) let logs = (0..<min(batch, schedules)).map { _ in MemoryLogStorage() }
         nonisolated(unsafe) let explorers = (0..<jobs).map { _ in Explorer(scenario: scenario) }
         let slots = WorkerSlots(jobs)
@@ -172,27 +172,22 @@ struct ExploreBench: AsyncParsableCommand {
             let count = min(batch, schedules - first)
             let runStart = ProjectionBenchmark.monotonicSeconds()
             let runCPUStart = processCPUNanoseconds()
-            slots.inParallel { worker in
-                let explorer = explorers[worker]
-                for offset in stride(from: worker, to: count, by: jobs) {
-                    logs[offset].removeAll()
-                    var runScenario = scenario
-                    runScenario.seed = Explorer.scheduleSeed(1, first + offset)
-                    _ = try explorer.run(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset])
-                }
+            slots.inParallel(count: count) { worker, offset in
+                logs[offset].removeAll()
+                var runScenario = scenario
+                runScenario.seed = Explorer.scheduleSeed(1, first + offset)
+                _ = try explorers[worker].run(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset])
             }
             runSeconds += ProjectionBenchmark.monotonicSeconds() - runStart
             runCPUNanoseconds += processCPUNanoseconds() - runCPUStart
             let foldStart = ProjectionBenchmark.monotonicSeconds()
-            slots.inParallel { worker in
-                for offset in stride(from: worker, to: count, by: jobs) {
-                    var projection = QueueProjection()
-                    try logs[offset].forEachRecord(from: 1) { sequence, timestamp, payload in
-                        projection.apply(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
-                    }
-                    precondition(projection.totals.events == Int(logs[offset].lastSequence), "the fold disagrees with the schedule")
-                    slots.events[worker] += projection.totals.events
+            slots.inParallel(count: count) { worker, offset in
+                var projection = QueueProjection()
+                try logs[offset].forEachRecord(from: 1) { sequence, timestamp, payload in
+                    projection.apply(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
                 }
+                precondition(projection.totals.events == Int(logs[offset].lastSequence), "the fold disagrees with the schedule")
+                slots.events[worker] += projection.totals.events
             }
             foldSeconds += ProjectionBenchmark.monotonicSeconds() - foldStart
             if let error = slots.firstError() { throw error }
@@ -205,6 +200,9 @@ struct ExploreBench: AsyncParsableCommand {
 private final class WorkerSlots: @unchecked Sendable {
     let events: UnsafeMutableBufferPointer<Int>
     private let errors: UnsafeMutableBufferPointer<(any Error)?>
+    /// The next offset to hand out (guarded by `lock`).
+    private var next = 0
+    private let lock = NSLock()
 
     init(_ workers: Int) {
         events = .allocate(capacity: workers)
@@ -219,11 +217,24 @@ private final class WorkerSlots: @unchecked Sendable {
         errors.deallocate()
     }
 
-    /// Runs `body(worker)` once per worker, concurrently, and returns when all are done.
-    func inParallel(_ body: @Sendable (Int) throws -> Void) {
+    /// Runs `body(worker, offset)` once for every offset below `count`, on every worker at once,
+    /// each taking the next offset when it comes free (a worker the machine holds back does
+    /// fewer); returns when all are done.
+    func inParallel(count: Int, _ body: @Sendable (_ worker: Int, _ offset: Int) throws -> Void) {
+        next = 0
         DispatchQueue.concurrentPerform(iterations: events.count) { worker in
-            do { try body(worker) } catch { errors[worker] = errors[worker] ?? error }
+            while let offset = take(below: count) {
+                do { try body(worker, offset) } catch { errors[worker] = errors[worker] ?? error }
+            }
         }
+    }
+
+    private func take(below count: Int) -> Int? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard next < count else { return nil }
+        defer { next += 1 }
+        return next
     }
 
     func firstError() -> (any Error)? { errors.lazy.compactMap { $0 }.first }
