@@ -79,17 +79,26 @@ final class ScheduleLedger: @unchecked Sendable {
         return completed
     }
 
-    /// Waits until the result is settled: something was found and every schedule below it has
+    /// True when the result is settled: something was found and every schedule below it has
     /// finished, or nothing more is handed out and every schedule handed out has finished.
     /// Schedules above a finding may still be running (their results no longer matter).
+    var isSettled: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return settled
+    }
+
+    private var settled: Bool {
+        if let first { return finishedPrefix >= first.index }
+        return finishedPrefix == next && (next >= budget.schedules || monotonicSeconds() - start >= budget.seconds)
+    }
+
+    /// Waits until `isSettled`.
     func waitUntilSettled() {
         condition.lock()
         defer { condition.unlock() }
-        while true {
-            if let first, finishedPrefix >= first.index { return }
-            if first == nil, finishedPrefix == next, next >= budget.schedules || monotonicSeconds() - start >= budget.seconds { return }
-            condition.wait(until: Date(timeIntervalSinceNow: 0.1))
-        }
+        // Bounded: every schedule handed out finishes, and each one finishing wakes this.
+        while !settled { condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
     }
 
     /// Once settled: the lowest-index finding and the schedules counted as serial

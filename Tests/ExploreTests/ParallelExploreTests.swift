@@ -91,13 +91,27 @@ import Testing
         #expect(claimed == [0, 1, 2, 3])
         ledger.complete(3, choices: 10, finding: .failure(Broke(index: 3)))
         #expect(ledger.claim() == nil, "a finding stops the hand-out")
+        #expect(!ledger.isSettled, "schedules below the finding are still running")
         ledger.complete(0, choices: 10, finding: nil)
         ledger.complete(2, choices: 10, finding: .failure(Broke(index: 2)))
+        #expect(!ledger.isSettled, "schedule 1, below the finding at 2, is still running")
         ledger.complete(1, choices: 10, finding: nil)
+        #expect(ledger.isSettled, "everything below the finding at 2 finished; 3's result no longer matters")
         let (schedules, first) = ledger.outcome()
         #expect(schedules == 3 && first?.index == 2)
         guard case .failure(let error) = first?.finding else { Issue.record("no failure recorded"); return }
         #expect((error as? Broke)?.index == 2)
+    }
+
+    @Test("Without a finding the ledger is settled once the budget is handed out and every schedule has finished")
+    func ledgerSettlesAtBudget() throws {
+        let ledger = ScheduleLedger(budget: ExplorationBudget(schedules: 2, seconds: 600), start: monotonicSeconds(), tracksLength: false)
+        let claimed = [ledger.claim()?.index, ledger.claim()?.index, ledger.claim()?.index]
+        #expect(claimed == [0, 1, nil])
+        ledger.complete(1, choices: 10, finding: nil)
+        #expect(!ledger.isSettled)
+        ledger.complete(0, choices: 10, finding: nil)
+        #expect(ledger.isSettled && ledger.outcome().schedules == 2 && ledger.outcome().first == nil)
     }
 
     @Test("pct's length of schedule i is the most choices made below i - 64 (at least 64), so no worker's timing changes it")
