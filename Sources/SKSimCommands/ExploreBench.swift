@@ -15,11 +15,16 @@ struct ExploreBench: AsyncParsableCommand {
         abstract: "Schedules per second (1 device, 2 observers, 3 transactions) beside replaying the same events; finding and shrinking each buggy behaviour; correct behaviours; exhaustive.",
         discussion: """
             Throughput: --schedules random schedules of 1 device (downloadThenFinish, audit) with 3 purchases, each a whole \
-            deterministic run plus the invariant check over its log. Baseline, same run: decoding and folding each \
-            schedule's log into a fresh QueueProjection (the cost of just replaying its event sequence). Buggy behaviours: \
+            deterministic run plus the invariant check over its log, on --jobs threads (default: every active processor) \
+            and again on one. Baseline, same run and same threads: decoding and folding each schedule's log into a fresh \
+            QueueProjection (the cost of just replaying its event sequence). Both are wall-clock figures over batches of \
+            1,024 schedules: the threads run a batch, then fold its logs. Buggy behaviours: \
             pct (depth 3) and random from seed 1, budget 2,000 schedules and 10 s each; shrink budget 10 s. Correct \
-            behaviours: --correct-schedules random schedules each. JSON fields: throughput {schedules, events, seconds, \
-            schedulesPerSecond, baselineSchedulesPerSecond, ratioToBaseline}, exhaustive {schedules, seconds, exhausted, \
+            behaviours: --correct-schedules random schedules each, on --jobs threads. JSON fields: throughput {schedules, events, seconds, \
+            schedulesPerSecond, baselineSchedulesPerSecond, ratioToBaseline, jobs, \
+            schedulesPerSecondOneJob, baselineSchedulesPerSecondOneJob, cpuMicrosecondsPerSchedule, \
+            cpuMicrosecondsPerScheduleOneJob (CPU of every thread while running: unlike the wall-clock figures, \
+            not lowered by other processes taking the cores)}, exhaustive {schedules, seconds, exhausted, \
             distinctStates}, buggy [{behavior, strategy, found, invariant, schedules, seconds, shrinkSeconds, shrinkRuns, \
             stepsBeforeShrinking, stepsAfterShrinking, choices}], correct [{observers, schedules, violations}].
             """)
@@ -28,6 +33,8 @@ struct ExploreBench: AsyncParsableCommand {
     @Option(help: "Random schedules per correct behaviour.") var correctSchedules = 20_000
     @Option(help: "Budget in seconds of the exhaustive search.") var exhaustiveSeconds = 30.0
     @Option(help: "Buggy behaviours to find, comma-separated (default: every built-in buggy one).") var buggy: String?
+    @Option(help: "Worker threads for the throughput figure and the correct behaviours (default: this machine's active processors); throughput is also measured on one.")
+    var jobs: Int?
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions
 
@@ -50,45 +57,41 @@ struct ExploreBench: AsyncParsableCommand {
         guard schedules >= 1, correctSchedules >= 0, exhaustiveSeconds > 0 else {
             throw UserFacingError("--schedules must be at least 1, --correct-schedules at least 0, --exhaustive-seconds above 0")
         }
+        let workerCount = jobs ?? ProcessInfo.processInfo.activeProcessorCount
+        guard (1...ExploreCommand.maximumJobs).contains(workerCount) else {
+            throw UserFacingError("--jobs is \(workerCount); use 1 to \(ExploreCommand.maximumJobs) worker threads")
+        }
         let chosen = try buggy.map(parseObservers)
         if let chosen, let unknown = chosen.first(where: { behavior in !Self.buggySetups.contains { $0.0 == behavior } }) {
             throw UserFacingError("--buggy: \(unknown.rawValue) is not one of the buggy behaviours (\(Self.buggySetups.map(\.0.rawValue).joined(separator: ", ")))")
         }
         var output: [(String, JSONValue)] = []
 
-        // Throughput beside replaying the same events.
-        let explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 3, observers: [.downloadThenFinish, .audit]))
-        var runSeconds = 0.0
-        var foldSeconds = 0.0
-        var events = 0
-        // One log for every schedule, emptied before each (as `Explorer.explore` does).
-        let storage = MemoryLogStorage()
-        for index in 0..<schedules {
-            storage.removeAll()
-            var scenario = explorer.scenario
-            scenario.seed = Explorer.scheduleSeed(1, index)
-            let start = ProjectionBenchmark.monotonicSeconds()
-            let result = try explorer.run(choices: SeededChoices(seed: scenario.seed), scenario: scenario, storage: storage)
-            runSeconds += ProjectionBenchmark.monotonicSeconds() - start
-            events += result.steps
-            let foldStart = ProjectionBenchmark.monotonicSeconds()
-            var projection = QueueProjection()
-            try storage.forEachRecord(from: 1) { sequence, timestamp, payload in
-                projection.apply(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
-            }
-            foldSeconds += ProjectionBenchmark.monotonicSeconds() - foldStart
-            precondition(projection.totals.events == result.steps, "the fold disagrees with the schedule")
-        }
-        let perSecond = Double(schedules) / runSeconds
-        let baseline = Double(schedules) / foldSeconds
+        // Throughput beside replaying the same events, on every processor and on one.
+        let scenario = Scenario.exploration(devices: 1, purchasesPerDevice: 3, observers: [.downloadThenFinish, .audit])
+        let explorer = Explorer(scenario: scenario)
+        let all = try Self.throughput(scenario, schedules: schedules, jobs: workerCount)
+        let one = workerCount == 1 ? all : try Self.throughput(scenario, schedules: schedules, jobs: 1)
+        precondition(all.events == one.events, "the same schedules made different logs on \(workerCount) jobs and on one")
+        let perSecond = Double(schedules) / all.runSeconds
+        let baseline = Double(schedules) / all.foldSeconds
+        let perSecondOneJob = Double(schedules) / one.runSeconds
+        let baselineOneJob = Double(schedules) / one.foldSeconds
         output.append(("throughput", .object([
-            ("schedules", .int(schedules)), ("events", .int(events)), ("seconds", .double((runSeconds * 1000).rounded() / 1000)),
+            ("schedules", .int(schedules)), ("events", .int(all.events)), ("seconds", .double((all.runSeconds * 1000).rounded() / 1000)),
             ("schedulesPerSecond", .double(perSecond.rounded())), ("baselineSchedulesPerSecond", .double(baseline.rounded())),
-            ("ratioToBaseline", .double((perSecond / baseline * 1000).rounded() / 1000)),
+            ("ratioToBaseline", .double((perSecond / baseline * 1000).rounded() / 1000)), ("jobs", .int(workerCount)),
+            ("schedulesPerSecondOneJob", .double(perSecondOneJob.rounded())),
+            ("baselineSchedulesPerSecondOneJob", .double(baselineOneJob.rounded())),
+            ("cpuMicrosecondsPerSchedule", .double((all.runCPUSeconds / Double(schedules) * 1e6).rounded())),
+            ("cpuMicrosecondsPerScheduleOneJob", .double((one.runCPUSeconds / Double(schedules) * 1e6).rounded())),
         ])))
         if !json {
-            printLine(String(format: "throughput: %d schedules (%.1f events each) in %.2f s: %.0f schedules/s; baseline (decode and fold the same logs): %.0f schedules/s; ratio %.3f",
-                             schedules, Double(events) / Double(schedules), runSeconds, perSecond, baseline, perSecond / baseline))
+            printLine(String(format: "throughput: %d schedules (%.1f events each) on %d jobs in %.2f s: %.0f schedules/s; baseline (decode and fold the same logs, %d jobs): %.0f schedules/s; ratio %.3f",
+                             schedules, Double(all.events) / Double(schedules), workerCount, all.runSeconds, perSecond, workerCount, baseline, perSecond / baseline))
+            printLine(String(format: "throughput on 1 job: %.0f schedules/s; baseline on 1 job: %.0f schedules/s; %d jobs ran %.2fx the schedules of one; CPU per schedule %.0f µs on %d jobs, %.0f µs on 1",
+                             perSecondOneJob, baselineOneJob, workerCount, perSecond / perSecondOneJob,
+                             all.runCPUSeconds / Double(schedules) * 1e6, workerCount, one.runCPUSeconds / Double(schedules) * 1e6))
         }
 
         // Exhaustive on the same scenario.
@@ -135,7 +138,7 @@ struct ExploreBench: AsyncParsableCommand {
         var correct: [JSONValue] = []
         for observers in Self.correctSetups where correctSchedules > 0 {
             let report = try Explorer(scenario: .exploration(observers: observers))
-                .explore(strategy: .random, budget: ExplorationBudget(schedules: correctSchedules, seconds: .infinity), seed: 1)
+                .explore(strategy: .random, budget: ExplorationBudget(schedules: correctSchedules, seconds: .infinity), seed: 1, jobs: workerCount)
             let names = observers.map(\.rawValue).joined(separator: ",")
             correct.append(.object([("observers", .string(names)), ("schedules", .int(report.schedules)),
                                     ("violations", .int(report.violations.count)),
@@ -147,4 +150,92 @@ struct ExploreBench: AsyncParsableCommand {
         if json { printLine(object.serialized()) }
         results.record(bench: "explore", figures: object)
     }
+
+    /// Wall-clock seconds `jobs` threads take to run `schedules` random schedules of `scenario`
+    /// (seeds as `Explorer.explore` gives them from seed 1), and to decode and fold their logs
+    /// into a fresh projection each, batch by batch; and the events of all the logs.
+    /// `runCPUSeconds`: the process's CPU time (every thread) while running them, which the
+    /// machine's load does not change as it changes the wall-clock figures.
+    static func throughput(_ scenario: Scenario, schedules: Int, jobs: Int) throws -> (runSeconds: Double, foldSeconds: Double, events: Int,
+                                                                                       runCPUSeconds: Double) {
+        let batch = 1_024
+        // One log per schedule of a batch, emptied before each (as `Explorer.explore` does with its one).
+        // Unsafe but sound: worker w touches only explorers[w], and each log is handed to one worker at a time.
+        nonisolated(unsafe) let logs = (0..<min(batch, schedules)).map { _ in MemoryLogStorage() }
+        nonisolated(unsafe) let explorers = (0..<jobs).map { _ in Explorer(scenario: scenario) }
+        let slots = WorkerSlots(jobs)
+        defer { slots.release() }
+        var runSeconds = 0.0
+        var foldSeconds = 0.0
+        var runCPUNanoseconds: Int64 = 0
+        for first in stride(from: 0, to: schedules, by: batch) {
+            let count = min(batch, schedules - first)
+            let runStart = ProjectionBenchmark.monotonicSeconds()
+            let runCPUStart = processCPUNanoseconds()
+            slots.inParallel(count: count) { worker, offset in
+                logs[offset].removeAll()
+                var runScenario = scenario
+                runScenario.seed = Explorer.scheduleSeed(1, first + offset)
+                _ = try explorers[worker].run(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset])
+            }
+            runSeconds += ProjectionBenchmark.monotonicSeconds() - runStart
+            runCPUNanoseconds += processCPUNanoseconds() - runCPUStart
+            let foldStart = ProjectionBenchmark.monotonicSeconds()
+            slots.inParallel(count: count) { worker, offset in
+                var projection = QueueProjection()
+                try logs[offset].forEachRecord(from: 1) { sequence, timestamp, payload in
+                    projection.apply(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
+                }
+                precondition(projection.totals.events == Int(logs[offset].lastSequence), "the fold disagrees with the schedule")
+                slots.events[worker] += projection.totals.events
+            }
+            foldSeconds += ProjectionBenchmark.monotonicSeconds() - foldStart
+            if let error = slots.firstError() { throw error }
+        }
+        return (runSeconds, foldSeconds, slots.events.reduce(0, +), Double(runCPUNanoseconds) / 1e9)
+    }
+}
+
+/// Per-worker counters and errors of the throughput bench: each worker touches only its own slot.
+private final class WorkerSlots: @unchecked Sendable {
+    let events: UnsafeMutableBufferPointer<Int>
+    private let errors: UnsafeMutableBufferPointer<(any Error)?>
+    /// The next offset to hand out (guarded by `lock`).
+    private var next = 0
+    private let lock = NSLock()
+
+    init(_ workers: Int) {
+        events = .allocate(capacity: workers)
+        events.initialize(repeating: 0)
+        errors = .allocate(capacity: workers)
+        errors.initialize(repeating: nil)
+    }
+
+    func release() {
+        events.deallocate()
+        _ = errors.deinitialize()
+        errors.deallocate()
+    }
+
+    /// Runs `body(worker, offset)` once for every offset below `count`, on every worker at once,
+    /// each taking the next offset when it comes free (a worker the machine holds back does
+    /// fewer); returns when all are done.
+    func inParallel(count: Int, _ body: @Sendable (_ worker: Int, _ offset: Int) throws -> Void) {
+        next = 0
+        DispatchQueue.concurrentPerform(iterations: events.count) { worker in
+            while let offset = take(below: count) {
+                do { try body(worker, offset) } catch { errors[worker] = errors[worker] ?? error }
+            }
+        }
+    }
+
+    private func take(below count: Int) -> Int? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard next < count else { return nil }
+        defer { next += 1 }
+        return next
+    }
+
+    func firstError() -> (any Error)? { errors.lazy.compactMap { $0 }.first }
 }

@@ -14,7 +14,9 @@ struct ExploreCommand: AsyncParsableCommand {
             Each schedule is one deterministic run (in-memory log, virtual content) driven by recorded choices. The \
             invariants (docs/invariants.md) are checked over each schedule's log. On a violation: the seed and the choice \
             sequence, shrunk to a 1-minimal schedule, drawn as a sequence diagram (trace.mmd, trace.html) and written to \
-            reproduce.json under --report DIR (default out/explore-<seed>). Exit status: 0 no violation, 1 a violation \
+            reproduce.json under --report DIR (default out/explore-<seed>). random and pct schedules, and the shrink, run \
+            on --jobs threads; the result (violation, seeds, choices, steps, schedules, report files) is the same for \
+            every --jobs. Exit status: 0 no violation, 1 a violation \
             (also when --reproduce reproduced it), 3 --reproduce did not give the recorded log.
             """)
 
@@ -30,6 +32,8 @@ struct ExploreCommand: AsyncParsableCommand {
     @Option(help: "Most schedules to run (default: 2000).") var schedules = 2_000
     @Option(help: "Most seconds to explore (default: 10).") var seconds = 10.0
     @Option(help: "Seed of the exploration (default: a new one, printed).") var seed: UInt64?
+    @Option(help: "Worker threads running random and pct schedules (default: this machine's active processors); the result is the same for every value. exhaustive runs on one.")
+    var jobs: Int?
     @Option(help: "Directory for trace.mmd, trace.html and reproduce.json of a violation (default: out/explore-<seed>).")
     var report: String?
     @Option(help: "Replay a reproduce.json exactly and check it gives the same log and violation.") var reproduce: String?
@@ -40,6 +44,10 @@ struct ExploreCommand: AsyncParsableCommand {
         let scenario = try makeScenario()
         let chosenStrategy = try parseStrategy()
         guard schedules >= 1, seconds > 0 else { throw UserFacingError("--schedules must be at least 1 and --seconds greater than 0") }
+        let workerCount = jobs ?? ProcessInfo.processInfo.activeProcessorCount
+        guard (1...Self.maximumJobs).contains(workerCount) else {
+            throw UserFacingError("--jobs is \(workerCount); use 1 to \(Self.maximumJobs) worker threads (default: this machine's \(ProcessInfo.processInfo.activeProcessorCount) active processors)")
+        }
         let explorationSeed = chooseSeed(seed)
         var explorer = Explorer(scenario: scenario)
         if isatty(STDERR_FILENO) == 1 {
@@ -47,7 +55,8 @@ struct ExploreCommand: AsyncParsableCommand {
                 FileHandle.standardError.write(Data(String(format: "\rexplore: %d schedules, %.0f/s ", count, Double(count) / max(elapsed, 1e-9)).utf8))
             }
         }
-        let result = try explorer.explore(strategy: chosenStrategy, budget: ExplorationBudget(schedules: schedules, seconds: seconds), seed: explorationSeed)
+        let result = try explorer.explore(strategy: chosenStrategy, budget: ExplorationBudget(schedules: schedules, seconds: seconds), seed: explorationSeed,
+                                          jobs: workerCount)
         if isatty(STDERR_FILENO) == 1 { FileHandle.standardError.write(Data("\r".utf8)) }
         var files: [(trace: String, mermaid: String, reproduce: String)] = []
         if !result.violations.isEmpty {
@@ -57,19 +66,22 @@ struct ExploreCommand: AsyncParsableCommand {
         if json {
             printLine(Self.json(result, seed: explorationSeed, files: files).serialized())
         } else {
-            printLine("explore: seed \(explorationSeed), \(scenario.summary)")
+            printLine("explore: seed \(explorationSeed), \(result.jobs) job\(result.jobs == 1 ? "" : "s"), \(scenario.summary)")
             printLine(result.summary)
             for file in files { printLine("trace \(file.trace)\nmermaid \(file.mermaid)\nreproduce with: sksim explore --reproduce \(file.reproduce)") }
         }
         if !result.violations.isEmpty { throw ExitCode(1) }
     }
 
+    /// Most worker threads `--jobs` accepts.
+    static let maximumJobs = 1_024
+
     static func json(_ result: ExplorationReport, seed: UInt64, files: [(trace: String, mermaid: String, reproduce: String)]) -> JSONValue {
         .object([
             ("seed", .unsigned(seed)), ("strategy", .string(result.strategy.description)),
             ("schedules", .int(result.schedules)), ("seconds", .double((result.seconds * 1000).rounded() / 1000)),
             ("schedulesPerSecond", .double(result.schedulesPerSecond.rounded())), ("exhausted", .bool(result.exhausted)),
-            ("distinctStates", result.distinctStates.map { .int($0) } ?? .null),
+            ("distinctStates", result.distinctStates.map { .int($0) } ?? .null), ("jobs", .int(result.jobs)),
             ("violations", .array(zip(result.violations, files).map { found, file in
                 .object([
                     ("invariant", .string(found.invariant.rawValue)), ("rules", .string(found.invariant.rules)),

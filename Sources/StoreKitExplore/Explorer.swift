@@ -96,11 +96,13 @@ public struct ExplorationReport: Sendable {
     /// Distinct states the exhaustive search branched from (nil for the other strategies).
     public var distinctStates: Int?
     public var violations: [FoundViolation]
+    /// Worker threads that ran the schedules (1 for `exhaustive`, which runs on one).
+    public var jobs = 1
 
     /// One paragraph for people (and for a failing test's message).
     public var summary: String {
-        var lines = [String(format: "%d schedules (%@) in %.2f s: %.0f schedules/s%@", schedules, strategy.description, seconds,
-                            schedulesPerSecond, exhausted ? ", space exhausted" : "")]
+        var lines = [String(format: "%d schedules (%@) in %.2f s%@: %.0f schedules/s%@", schedules, strategy.description, seconds,
+                            jobs > 1 ? " on \(jobs) jobs" : "", schedulesPerSecond, exhausted ? ", space exhausted" : "")]
         if let distinctStates { lines[0] += ", \(distinctStates) distinct states" }
         for found in violations {
             lines.append("violation \(found.invariant.rawValue) (\(found.invariant.rules)): \(found.message)")
@@ -119,7 +121,8 @@ public struct Explorer {
     public var scenario: Scenario
     /// Called at every launch of every device: the observers the user wrote. Nil uses the
     /// scenario's built-in behaviours.
-    public var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
+    /// With `explore(jobs:)` above 1 it is called from several threads at once.
+    public var observerFactory: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?
     /// Called after each schedule with the count so far (progress on a terminal).
     public var progress: ((_ schedules: Int, _ seconds: Double) -> Void)?
     /// Run headers of this explorer's scenario per size (seeds differ only in the header's seed).
@@ -132,7 +135,7 @@ public struct Explorer {
     public var shrinkRunLimit = 20_000
     public var shrinkSecondsLimit = 10.0
 
-    public init(scenario: Scenario, observers: ((_ device: String) -> [PaymentTransactionObserver])? = nil) {
+    public init(scenario: Scenario, observers: (@Sendable (_ device: String) -> [PaymentTransactionObserver])? = nil) {
         self.scenario = scenario
         self.observerFactory = observers
     }
@@ -190,35 +193,86 @@ public struct Explorer {
 
     // MARK: Exploring
 
+    /// The pct length (positions its unusual choices are drawn over) before any schedule ran.
+    static let initialPCTLength = 64
+
     /// Explores until a violation is found (then shrinks and draws it), the budget is spent, or
     /// (exhaustive) every schedule was tried.
-    public func explore(strategy: ExplorationStrategy, budget: ExplorationBudget = ExplorationBudget(), seed: UInt64 = 1) throws -> ExplorationReport {
+    ///
+    /// `jobs` threads (this one and `jobs - 1` more; values below 1 count as 1) run the schedules
+    /// of `random` and `pct` and the shrink of what they find; the result (violation, seeds,
+    /// choices, steps, schedules until found, shrink runs) is the same for every `jobs`
+    /// (`ScheduleLedger` says how). With more than one, the observer factory is called from
+    /// several threads at once: it must make fresh observers at every call and share nothing
+    /// mutable. `exhaustive` runs on this thread only; so does `progress`; so does a scenario
+    /// whose `hooks` are set (they are one object: use `observers:` instead).
+    public func explore(strategy: ExplorationStrategy, budget: ExplorationBudget = ExplorationBudget(), seed: UInt64 = 1,
+                        jobs: Int = 1) throws -> ExplorationReport {
         if case .exhaustive(let depth) = strategy { return try exhaust(depth: depth, budget: budget, seed: seed) }
         let start = monotonicSeconds()
-        var schedules = 0
-        var longest = 64
-        while schedules < budget.schedules, monotonicSeconds() - start < budget.seconds {
-            let scheduleSeed = Self.scheduleSeed(seed, schedules)
+        // Hooks set on the scenario itself (a trace, a factory the compiler did not check for
+        // @Sendable) are one object the runtimes would share: those explorations run on one thread.
+        let jobs = scenario.hooks == nil ? max(1, jobs) : 1
+        var tracksLength = false
+        if case .pct = strategy { tracksLength = true }
+        let ledger = ScheduleLedger(budget: budget, start: start, tracksLength: tracksLength)
+        let pool = makePool(jobs: jobs)
+        defer { pool?.close() }
+        let scenario = self.scenario
+        inParallel(ledger, pool: pool, start: start, progress: progress) { explorer, index, length in
+            let scheduleSeed = Self.scheduleSeed(seed, index)
             let source: ChoiceSource = switch strategy {
             case .random, .exhaustive(_): SeededChoices(seed: scheduleSeed)
-            case .pct(let depth): PCTChoices(seed: scheduleSeed, depth: depth, length: longest)
+            case .pct(let depth): PCTChoices(seed: scheduleSeed, depth: depth, length: length)
             }
             var runScenario = scenario
             runScenario.seed = scheduleSeed
-            reusedLog.removeAll()
-            let result = try execute(choices: source, scenario: runScenario, storage: reusedLog)
-            schedules += 1
-            longest = max(longest, result.choices.count)
-            if schedules % 256 == 0 { progress?(schedules, monotonicSeconds() - start) }
-            if let violation = result.violations.first {
-                let found = try shrinkAndDraw(violation, result, scenario: runScenario, schedules: schedules,
-                                              seconds: monotonicSeconds() - start)
-                return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
-                                         exhausted: false, distinctStates: nil, violations: [found])
+            explorer.reusedLog.removeAll()
+            do {
+                let result = try explorer.execute(choices: source, scenario: runScenario, storage: explorer.reusedLog)
+                return (result.choices.count, result.violations.first.map { .violation($0, result, runScenario) })
+            } catch {
+                return (0, .failure(error))
             }
         }
-        return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
-                                 exhausted: false, distinctStates: nil, violations: [])
+        let (schedules, first) = ledger.outcome()
+        switch first?.finding {
+        case .failure(let error): throw error
+        case .violation(let violation, let result, let runScenario):
+            let found = try shrinkAndDraw(violation, result, scenario: runScenario, schedules: schedules,
+                                          seconds: monotonicSeconds() - start, pool: pool)
+            return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
+                                     exhausted: false, distinctStates: nil, violations: [found], jobs: jobs)
+        case nil:
+            return ExplorationReport(strategy: strategy, schedules: schedules, seconds: monotonicSeconds() - start,
+                                     exhausted: false, distinctStates: nil, violations: [], jobs: jobs)
+        }
+    }
+
+    /// The threads that help this one when `jobs` is above 1.
+    private func makePool(jobs: Int) -> WorkerPool? {
+        guard jobs > 1 else { return nil }
+        let scenario = self.scenario
+        let observers = observerFactory
+        return WorkerPool(threads: jobs - 1) { Explorer(scenario: scenario, observers: observers) }
+    }
+
+    /// Runs `attempt` on every index `ledger` hands out, on this thread (with this explorer, and
+    /// `progress` every 256 indices) and the pool's, until the ledger's result is settled.
+    private func inParallel(_ ledger: ScheduleLedger, pool: WorkerPool?, start: Double,
+                            progress: ((_ schedules: Int, _ seconds: Double) -> Void)? = nil, _ attempt: @escaping WorkerPool.Attempt) {
+        pool?.post(ledger, attempt)
+        var reported = 0
+        while let (index, length) = ledger.claim() {
+            let (choices, finding) = attempt(self, index, length)
+            let completed = ledger.complete(index, choices: choices, finding: finding)
+            // Every 256 schedules, counted over all workers.
+            if let progress, completed / 256 > reported / 256 {
+                reported = completed
+                progress(completed, monotonicSeconds() - start)
+            }
+        }
+        ledger.waitUntilSettled()
     }
 
     /// Depth-first over the choice tree, one schedule per leaf. A draw is branched from only
@@ -280,7 +334,20 @@ public struct Explorer {
     /// Shrinks a failing schedule to a 1-minimal one: fewer devices and purchases first, then
     /// delta debugging over the choices (removing chunks, then single choices), then each
     /// remaining choice set to its simplest value; repeated until nothing more can go.
-    public func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
+    ///
+    /// With `jobs` above 1 the candidates of a step (the removals of one chunk size, the
+    /// simplifications from one position on) run on `jobs` threads, and the step takes the first
+    /// in serial order that still fails, so the result and `runs` (the runs serial trying makes)
+    /// are those of one job; runs past that candidate are thrown away.
+    public func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario,
+                       jobs: Int = 1) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
+        let pool = makePool(jobs: jobs)
+        defer { pool?.close() }
+        return try shrink(choices, invariant: invariant, scenario: start, pool: pool)
+    }
+
+    private func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario,
+                        pool: WorkerPool?) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
         var runs = 0
         var scenario = start
         var current = trimmed(choices)
@@ -301,18 +368,27 @@ public struct Explorer {
                 changed = true
             }
         }
-        // Each choice to 0, else to half its value, where the failure stays.
-        func simplify(_ current: inout [UInt64], _ changed: inout Bool) {
-            for index in current.indices.reversed() where index < current.count && current[index] != 0 && withinBudget() {
-                for simpler in [0, current[index] / 2] where simpler < current[index] {
-                    var candidate = current
-                    candidate[index] = simpler
-                    if (try? fails(candidate, invariant, scenario, runs: &runs)) != nil {
-                        current = candidate
-                        changed = true
-                        break
-                    }
+        // Each choice (last first) to 0, else to half its value, where the failure stays.
+        func simplify(_ current: inout [UInt64], _ changed: inout Bool) throws {
+            var next = current.count - 1
+            while next >= 0 {
+                // The simplifications from `next` down, as far as serial trying would get within the
+                // run budget (it checks the budget before each position).
+                var candidates: [(index: Int, value: UInt64)] = []
+                for index in stride(from: next, through: 0, by: -1) where current[index] != 0 {
+                    guard runs + candidates.count < shrinkRunLimit else { break }
+                    for simpler in [0, current[index] / 2] where simpler < current[index] { candidates.append((index, simpler)) }
                 }
+                let base = current
+                let hit = try firstFailing(candidates.count, invariant, runs: &runs, deadline: deadline, pool: pool, throwing: false) { [candidates, scenario] position in
+                    var candidate = base
+                    candidate[candidates[position].index] = candidates[position].value
+                    return (candidate, scenario)
+                }
+                guard let hit else { break }
+                current[candidates[hit].index] = candidates[hit].value
+                changed = true
+                next = candidates[hit].index - 1
             }
             current = trimmed(current)
         }
@@ -323,35 +399,61 @@ public struct Explorer {
             changed = false
             reduceScenario(&changed)
             // Simplest values first (cheap, and it makes the removals below more likely to pass).
-            simplify(&current, &changed)
+            try simplify(&current, &changed)
             // Delta debugging: remove chunks, halving the chunk size down to one choice.
             var granularity = 2
             while current.count >= 1, withinBudget() {
                 let chunk = max(1, (current.count + granularity - 1) / granularity)
-                var reduced = false
-                var start = 0
-                while start < current.count, withinBudget() {
-                    var candidate = current
-                    candidate.removeSubrange(start..<min(current.count, start + chunk))
-                    if try fails(candidate, invariant, scenario, runs: &runs) != nil {
-                        current = trimmed(candidate)
-                        reduced = true
-                        changed = true
-                        break
-                    }
-                    start += chunk
+                let starts = Array(stride(from: 0, to: current.count, by: chunk).prefix(max(0, shrinkRunLimit - runs)))
+                let base = current
+                let hit = try firstFailing(starts.count, invariant, runs: &runs, deadline: deadline, pool: pool, throwing: true) { [scenario] position in
+                    var candidate = base
+                    candidate.removeSubrange(starts[position]..<min(base.count, starts[position] + chunk))
+                    return (candidate, scenario)
                 }
-                if reduced {
+                if let hit {
+                    current.removeSubrange(starts[hit]..<min(current.count, starts[hit] + chunk))
+                    current = trimmed(current)
+                    changed = true
                     granularity = max(2, granularity - 1)
                 } else {
                     if chunk == 1 { break }
                     granularity = min(current.count, granularity * 2)
                 }
             }
-            simplify(&current, &changed)
+            try simplify(&current, &changed)
         }
         // A last round that changed nothing tried every single removal and simplification: 1-minimal.
         return (current, scenario, runs, !changed)
+    }
+
+    /// The position of the first of `count` candidates (made by `candidate`) that still breaks
+    /// `invariant`, tried in order on this thread and the pool's until the deadline; `runs` grows by the runs
+    /// serial trying makes (up to and including that candidate). A candidate that throws counts
+    /// as not failing, or (`throwing`) ends the shrink with its error, as serial trying would.
+    private func firstFailing(_ count: Int, _ invariant: AppInvariant, runs: inout Int, deadline: Double, pool: WorkerPool?, throwing: Bool,
+                              _ candidate: @escaping @Sendable (_ position: Int) -> (choices: [UInt64], scenario: Scenario)) throws -> Int? {
+        let now = monotonicSeconds()
+        guard count > 0, now < deadline else { return nil }
+        let ledger = ScheduleLedger(budget: ExplorationBudget(schedules: count, seconds: deadline - now), start: now, tracksLength: false)
+        inParallel(ledger, pool: pool, start: now) { explorer, position, _ in
+            let (choices, scenario) = candidate(position)
+            explorer.reusedLog.removeAll()
+            do {
+                let result = try explorer.execute(choices: ReplayedChoices(choices), scenario: scenario, storage: explorer.reusedLog)
+                guard let violation = result.violations.first(where: { $0.invariant == invariant }) else { return (0, nil) }
+                return (0, .violation(violation, result, scenario))
+            } catch {
+                return (0, throwing ? .failure(error) : nil)
+            }
+        }
+        let (tried, first) = ledger.outcome()
+        runs += tried
+        switch first?.finding {
+        case .failure(let error): throw error
+        case .violation: return first?.index
+        case nil: return nil
+        }
     }
 
     /// Trailing zeros are what a replay takes past the end anyway.
@@ -362,9 +464,9 @@ public struct Explorer {
     }
 
     private func shrinkAndDraw(_ violation: AppViolation, _ original: ScheduleOutcome, scenario: Scenario, schedules: Int,
-                               seconds: Double) throws -> FoundViolation {
+                               seconds: Double, pool: WorkerPool? = nil) throws -> FoundViolation {
         let shrinkStart = monotonicSeconds()
-        let shrunk = try shrink(original.choices, invariant: violation.invariant, scenario: scenario)
+        let shrunk = try shrink(original.choices, invariant: violation.invariant, scenario: scenario, pool: pool)
         let shrinkSeconds = monotonicSeconds() - shrinkStart
         let trace = AppTrace()
         let final = try run(choices: ReplayedChoices(shrunk.choices), scenario: shrunk.scenario, trace: trace, keepEvents: true)

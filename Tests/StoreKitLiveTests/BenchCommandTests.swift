@@ -72,10 +72,12 @@ import Testing
         let object = try Self.object(["bench", "explore", "--schedules", "10", "--correct-schedules", "3", "--exhaustive-seconds", "0.5",
                                       "--buggy", "sdkFinishesEarly"])
         let throughput = try #require(object["throughput"] as? [String: Any])
-        for field in ["seconds", "schedulesPerSecond", "baselineSchedulesPerSecond", "ratioToBaseline"] {
+        for field in ["seconds", "schedulesPerSecond", "baselineSchedulesPerSecond", "ratioToBaseline", "schedulesPerSecondOneJob",
+                      "baselineSchedulesPerSecondOneJob", "cpuMicrosecondsPerSchedule", "cpuMicrosecondsPerScheduleOneJob"] {
             #expect(throughput[field] is Double, "\(field) missing")
         }
         #expect(throughput["schedules"] as? Int == 10)
+        #expect(throughput["jobs"] as? Int == ProcessInfo.processInfo.activeProcessorCount)
         let exhaustive = try #require(object["exhaustive"] as? [String: Any])
         #expect(exhaustive["exhausted"] is Bool && exhaustive["distinctStates"] is Int)
         let buggy = try #require(object["buggy"] as? [[String: Any]])

@@ -1,0 +1,111 @@
+import Foundation
+import StoreKitRoles
+
+/// The schedules of one random or pct search, handed out by index to one or more workers, and
+/// what they found. It keeps the search's result independent of how many workers ran it and of
+/// their timing:
+/// - schedule `i` depends on `(seed, i)` only (and, for pct, on schedules at least `lengthLag`
+///   before it, which are waited for: see `claim`);
+/// - indices are handed out in order, and a finding stops only further hand-outs, so every
+///   schedule below a finding has run by the time the workers stop;
+/// - the finding (violation or error) with the lowest index wins, as it would run first serially.
+final class ScheduleLedger: @unchecked Sendable {
+    /// A schedule that broke an invariant, or threw.
+    enum Finding {
+        case violation(AppViolation, Explorer.ScheduleOutcome, Scenario)
+        case failure(any Error)
+    }
+
+    /// The pct length of schedule `i` is the most choices any schedule below `i - lengthLag`
+    /// made (at least `Explorer.initialPCTLength`): a fixed lag, so a worker seldom waits for
+    /// another's result, whatever the number of workers (up to about `lengthLag`).
+    static let lengthLag = 64
+
+    // Everything below is guarded by `condition`.
+    private let condition = NSCondition()
+    private let budget: ExplorationBudget
+    private let start: Double
+    private let tracksLength: Bool
+    private var next = 0
+    private var completed = 0
+    private var longest = Explorer.initialPCTLength
+    /// Choice counts of finished schedules not yet folded into `longest` (at most about
+    /// `lengthLag` plus the number of workers).
+    private var pendingLengths: [Int: Int] = [:]
+    private var first: (index: Int, finding: Finding)?
+    /// Every index below this one has finished; `finishedAbove` holds those above it that have.
+    private var finishedPrefix = 0
+    private var finishedAbove: Set<Int> = []
+
+    init(budget: ExplorationBudget, start: Double, tracksLength: Bool) {
+        self.budget = budget
+        self.start = start
+        self.tracksLength = tracksLength
+    }
+
+    /// The next schedule to run and its pct length, or nil when the search is over (budget
+    /// spent or something found). Waits, for pct, until the schedule `lengthLag + 1` below has
+    /// finished.
+    func claim() -> (index: Int, length: Int)? {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            guard first == nil, next < budget.schedules, monotonicSeconds() - start < budget.seconds else { return nil }
+            let joining = next - Self.lengthLag - 1
+            guard tracksLength, joining >= 0 else { break }
+            if let length = pendingLengths.removeValue(forKey: joining) {
+                longest = max(longest, length)
+                break
+            }
+            // Bounded: re-checks the budget at least every 100 ms.
+            condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+        }
+        defer { next += 1 }
+        return (next, longest)
+    }
+
+    /// Schedule `index` ran: it made `choices` choices and found `finding` (nil: nothing broke).
+    /// Returns how many schedules have finished.
+    @discardableResult
+    func complete(_ index: Int, choices: Int, finding: Finding?) -> Int {
+        condition.lock()
+        defer { condition.unlock() }
+        completed += 1
+        finishedAbove.insert(index)
+        while finishedAbove.remove(finishedPrefix) != nil { finishedPrefix += 1 }
+        if tracksLength { pendingLengths[index] = choices }
+        if let finding, first.map({ index < $0.index }) ?? true { first = (index, finding) }
+        condition.broadcast()
+        return completed
+    }
+
+    /// True when the result is settled: something was found and every schedule below it has
+    /// finished, or nothing more is handed out and every schedule handed out has finished.
+    /// Schedules above a finding may still be running (their results no longer matter).
+    var isSettled: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return settled
+    }
+
+    private var settled: Bool {
+        if let first { return finishedPrefix >= first.index }
+        return finishedPrefix == next && (next >= budget.schedules || monotonicSeconds() - start >= budget.seconds)
+    }
+
+    /// Waits until `isSettled`.
+    func waitUntilSettled() {
+        condition.lock()
+        defer { condition.unlock() }
+        // Bounded: every schedule handed out finishes, and each one finishing wakes this.
+        while !settled { condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
+    }
+
+    /// Once settled: the lowest-index finding and the schedules counted as serial
+    /// would count them (up to and including the finding; else every schedule handed out).
+    func outcome() -> (schedules: Int, first: (index: Int, finding: Finding)?) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (first.map { $0.index + 1 } ?? next, first)
+    }
+}
