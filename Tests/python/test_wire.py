@@ -92,13 +92,17 @@ def decode_event(payload):
         fields = {"device": reader.string(), "account": reader.string()}
         name = "deviceRegistered"
     elif tag == 24:
-        # The whole rejected command's body: this test only meets addPayment (command tag 7).
+        # The whole rejected command's body: this test meets addPayment (command tag 7) and
+        # registerDevice (tag 1).
         command_tag = reader.byte()
-        assert command_tag == 7, "unexpected rejected command tag %d" % command_tag
-        device, product, quantity = reader.string(), reader.string(), reader.varint()
-        assert reader.byte() == 0 and reader.byte() == 0, "no applicationUsername, no requestData"
-        fields = {"device": device, "command": "addPayment", "product": product,
-                  "code": reader.byte(), "message": reader.string()}
+        assert command_tag in (1, 7), "unexpected rejected command tag %d" % command_tag
+        if command_tag == 7:
+            device, product, quantity = reader.string(), reader.string(), reader.varint()
+            assert reader.byte() == 0 and reader.byte() == 0, "no applicationUsername, no requestData"
+            fields = {"device": device, "command": "addPayment", "product": product}
+        else:
+            fields = {"device": reader.string(), "account": reader.string(), "command": "registerDevice"}
+        fields.update({"code": reader.byte(), "message": reader.string()})
         name = "commandRejected"
     else:
         raise AssertionError("unexpected event tag %d" % tag)
@@ -233,12 +237,20 @@ class WireFormatTest(unittest.TestCase):
         _, _, (_, name, fields) = self.next_event()
         self.assertEqual((name, fields["command"], fields["device"], fields["code"]), ("commandRejected", "addPayment", "ghost", 7))
 
+        # A device name that is a path is refused: the downloader keeps content under
+        # content/<device>/, and "../../escape" once had it write outside the run directory.
+        escape = self.request([b"CMD", command("py", 3, 1, string("../../escape") + string("py-account"))])
+        self.assertEqual(escape[1], b"\x01", escape[5])
+        self.assertIn("cannot name a folder", escape[5].decode())
+        _, _, (_, name, fields) = self.next_event()
+        self.assertEqual((name, fields["command"], fields["device"]), ("commandRejected", "registerDevice", "../../escape"))
+
         # Garbage is malformed: answered, never logged.
         garbage = self.request([b"CMD", bytes([FORMAT_VERSION, 1, 0xFF])])
         self.assertEqual(garbage[1], b"\x03")
         self.assertTrue(garbage[5].startswith(b"undecodablePayload") or garbage[5].startswith(b"malformedBody"), garbage[5])
         pong = self.request([b"PING"])
-        self.assertEqual(struct.unpack("<Q", pong[2])[0], last_sequence + 1)  # only the rejection was added
+        self.assertEqual(struct.unpack("<Q", pong[2])[0], last_sequence + 2)  # only the two rejections were added
 
         # The queue stops cleanly on SIGTERM.
         self.queue.send_signal(signal.SIGTERM)
