@@ -55,7 +55,25 @@ import StoreKitRoles
             (valid.replacingOccurrences(of: "ipc://{run}/e", with: "tcp://:5000"), "processes[0].events", "host name or address"),
             (valid.replacingOccurrences(of: "ipc://{run}/e", with: "ipc://"), "processes[0].events", "socket path"),
             ("durability: os\n" + valid, "durability", "cannot be used by a live queue"),
+            // Once a stack overflow (a crash) at a few thousand levels, and minutes and gigabytes for ten lines of aliases.
+            ("a: " + String(repeating: "[", count: 20_000) + String(repeating: "]", count: 20_000), "(top level)", "more than 1000 levels deep"),
+            ("a:\n  " + String(repeating: "- ", count: 20_000) + "x", "(top level)", "more than 1000 levels deep"),
+            (billionLaughs, "(top level)", "expands to more than 1000000 values through YAML aliases"),
     ]
+
+    /// Ten lines whose aliases expand to 10^10 values.
+    static let billionLaughs = (1..<10).reduce("a0: &a0 [" + Array(repeating: "lol", count: 10).joined(separator: ",") + "]") { text, level in
+        text + "\na\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ",") + "]"
+    }
+
+    @Test("A YAML error is one line; quoted brackets, comments and anchors of a real file do not count as nesting")
+    func yamlErrorsAreOneLine() throws {
+        let error = #expect(throws: TopologyError.self) { _ = try Topology.parse("name: [unclosed", file: "bad.yaml") }
+        #expect(error?.description.contains("\n") == false, "\(error?.description ?? "")")
+        let deepLooking = "# [[[[ ]]]] don't\nname: \"]]]]]]]\"\n" + Self.valid.replacingOccurrences(of: "name: t\n", with: "")
+        #expect(try Topology.parse(deepLooking, file: "ok.yaml").name == "]]]]]]]")
+        #expect(ConfigurationNode.nestingBound(String(repeating: "x: \"]\"\n", count: 5_000) + "y: [[[1]]]") <= 4)
+    }
 
     @Test("Errors name the file, the key and what was expected", arguments: invalidTopologies)
     func errors(text: String, keyPath: String, fragment: String) {
