@@ -61,6 +61,31 @@ import Testing
         #expect(try Data(contentsOf: file) == bytes)  // Nothing changed.
     }
 
+    @Test("Every log command reports damage, or a log of another format version, in one 'error:' line: status 1 for damage, 2 for a log it cannot read")
+    func logErrorsAreOneLine() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "2", "--seed", "3", "--out", scratch.path("run")]).status == 0)
+        let segment = URL(fileURLWithPath: scratch.path("run/log/queue/00000000000000000001.segment"))
+        let original = try Data(contentsOf: segment)
+        var damaged = original
+        damaged[damaged.count / 2] ^= 0xFF
+        try damaged.write(to: segment)
+        // Once ArgumentParser's "Error: corruption: …" with status 1 for project, and the same for repair.
+        for command in ["project", "repair"] {
+            let outcome = try Self.sksim(["log", command, scratch.path("run")])
+            #expect(outcome.status == 1, "\(command): \(outcome.error)")
+            #expect(outcome.error.hasPrefix("error: ") && outcome.error.split(separator: "\n").count == 1, "\(command): \(outcome.error)")
+        }
+        var newer = original
+        newer[8] = 3  // format version 3, from a future sksim
+        try newer.write(to: segment)
+        for command in ["verify", "repair", "project", "stats", "cat"] {
+            let outcome = try Self.sksim(["log", command, scratch.path("run")])
+            #expect(outcome.status == 2, "\(command): \(outcome.error)")
+            #expect(outcome.error.hasPrefix("error: ") && outcome.error.contains("newer sksim (log format 3)"), "\(command): \(outcome.error)")
+        }
+    }
+
     @Test("log repair truncates a torn tail and says what it dropped; the log is then intact")
     func repairTornTail() throws {
         let scratch = Scratch()
