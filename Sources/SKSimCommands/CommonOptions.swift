@@ -34,9 +34,24 @@ func chooseSeed(_ requested: UInt64?) -> UInt64 {
 }
 
 func printLine(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    writeStandardOutput(text + "\n")
 }
 
+/// Writes to standard output. Foundation's `FileHandle.write(_:)` traps when a write fails (stdout
+/// on a full disk, `> /dev/full`): the command ends instead with one line on stderr and status 2.
+func writeStandardOutput(_ text: String) {
+    do {
+        try FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
+    } catch {
+        let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError ?? error as NSError
+        let reason = underlying.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(underlying.code))) : underlying.localizedDescription
+        printError("error: cannot write to standard output: \(reason); free some space or send the output elsewhere")
+        exit(2)
+    }
+}
+
+/// Writes to standard error; a failed write is dropped, since there is nowhere left to report it (a role
+/// whose log file is on a full disk still exits with its own status, not Foundation's trap).
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    try? FileHandle.standardError.write(contentsOf: Data((text + "\n").utf8))
 }

@@ -195,7 +195,7 @@ struct LogCommand: AsyncParsableCommand {
 
         mutating func flush() {
             guard !text.isEmpty else { return }
-            FileHandle.standardOutput.write(Data(text.utf8))
+            writeStandardOutput(text)
             text = ""
         }
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EventLog
 import Foundation
 import Logging
 import StoreKitLive
@@ -35,6 +36,11 @@ public struct SKSim: AsyncParsableCommand {
         } catch let error as UserFacingError {
             printError("error: \(error.description)")
             Foundation.exit(error.exitStatus)
+        } catch let error as LogError {
+            // The log could not be written or read (a full disk, a failing read): one line, status 2,
+            // not ArgumentParser's "Error:" with status 1 (which means "a check failed").
+            printError("error: \(error.description)")
+            Foundation.exit(2)
         } catch {
             exit(withError: error)
         }

@@ -86,6 +86,22 @@ import Testing
         }
     }
 
+    @Test("Output that cannot be written (a full disk) ends a command with one line and status 2, not Foundation's trap")
+    func unwritableOutput() throws {
+        let scratch = Scratch()
+        let executable = try LiveRunTests.executable().path
+        func shell(_ script: String) throws -> Outcome {
+            try SKSimProgram.run(URL(fileURLWithPath: "/bin/sh"), ["-c", script, executable])
+        }
+        // Once "Fatal error: 'try!' expression unexpectedly raised an error" and signal 4 (status 132).
+        let simulate = try shell("exec \"$0\" simulate --devices 2 --out \(scratch.path("run")) > /dev/full")
+        #expect(simulate.status == 2, "\(simulate.error)")
+        #expect(simulate.error == "error: cannot write to standard output: No space left on device; free some space or send the output elsewhere\n")
+        // A role whose log file (its stderr) is on a full disk exits with its own status.
+        let failing = try shell("exec \"$0\" log verify \(scratch.path("missing")) 2> /dev/full")
+        #expect(failing.status == 2)
+    }
+
     @Test("log repair truncates a torn tail and says what it dropped; the log is then intact")
     func repairTornTail() throws {
         let scratch = Scratch()
