@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import StoreKitLive
 import StoreKitModel
 
 /// Loads `--catalog FILE` (a `.storekit` file or the native catalog format), or the
@@ -43,9 +44,7 @@ func writeStandardOutput(_ text: String) {
     do {
         try FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
     } catch {
-        let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError ?? error as NSError
-        let reason = underlying.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(underlying.code))) : underlying.localizedDescription
-        printError("error: cannot write to standard output: \(reason); free some space or send the output elsewhere")
+        printError("error: cannot write to standard output: \(describeError(error)); free some space or send the output elsewhere")
         exit(2)
     }
 }
