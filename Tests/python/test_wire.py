@@ -154,6 +154,10 @@ class WireFormatTest(unittest.TestCase):
         self.dealer.close()
         self.subscriber.close()
         self.context.term()
+        for role in getattr(self, "roles", []):
+            if role.poll() is None:
+                role.send_signal(signal.SIGTERM)
+                role.wait(timeout=10)
         if self.queue.poll() is None:
             self.queue.send_signal(signal.SIGTERM)
             self.queue.wait(timeout=10)
@@ -256,6 +260,66 @@ class WireFormatTest(unittest.TestCase):
         self.queue.send_signal(signal.SIGTERM)
         self.assertEqual(self.queue.wait(timeout=10), 0)
 
+
+    def fetch_events(self, start):
+        """Every event from sequence `start` on that the queue has published: (sequence, tag, id, first fields)."""
+        batch = self.request([b"FETCH", struct.pack("<QI", start, 0)])
+        self.assertEqual(batch[0], b"BATCH")
+        events = []
+        for frame in batch[2:]:
+            _, _, sequence, _ = struct.unpack_from("<BB6xQq", frame)
+            reader = Reader(frame[24:])
+            self.assertEqual(reader.byte(), FORMAT_VERSION)
+            command_id = (reader.string(), reader.varint()) if reader.byte() == 1 else None
+            tag = reader.byte()
+            # Only the leading fields this test needs: a transaction key (device, number) or a device.
+            first = (reader.string(), reader.varint()) if tag in (10, 13, 16, 21) else None
+            events.append((sequence, tag, command_id, first))
+        return events
+
+    def wait_for_event(self, predicate, what, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for event in self.fetch_events(1):
+                if predicate(event):
+                    return event
+            time.sleep(0.05)  # polling the queue's log for a condition, bounded by the deadline
+        self.fail("no %s within %d s" % (what, timeout))
+
+    def test_an_app_buys_downloads_finishes_and_restores_against_the_store_and_downloader(self):
+        """docs/wire-format.md's "An app of your own": the Swift store and downloader serve a Python app."""
+        binary = os.environ.get("SKSIM") or os.path.join(ROOT, ".build", "debug", "sksim")
+        topology = os.path.join(self.directory, "wire.yaml")
+        self.roles = [subprocess.Popen([binary, role, "--topology", topology, "--name", role, "--run-directory", self.directory],
+                                       stderr=self.queue_log) for role in ("store", "downloader")]
+        self.wait_for_queue()
+        origin, device, account = "py-app", "py-phone", "py-account"
+        numbers = iter(range(1, 100))
+
+        def send(tag, body):
+            reply = self.request([b"CMD", command(origin, next(numbers), tag, body)], timeout_ms=15000)
+            self.assertEqual(reply[1], b"\x00", reply[5])  # accepted
+            return struct.unpack("<Q", reply[4])[0]
+
+        send(1, string(device) + string(account))         # registerDevice
+        send(2, string(device))                            # launchApp
+        send(4, string(device) + string("py-observer"))    # attachObserver: the queue syncs with the store only now (R-Q3)
+        product = "com.example.sksim.levelpack.forest"     # non-consumable with one piece of hosted content
+        send(7, string(device) + string(product) + zigzag(1) + b"\x01" + string(account) + b"\x00")  # addPayment
+        _, _, _, key = self.wait_for_event(lambda e: e[1] == 10 and e[3][0] == device, "transactionPurchased")
+        key_bytes = string(key[0]) + varint(key[1])
+        send(10, varint(1) + key_bytes + varint(0))        # startDownloads of download 0
+        self.wait_for_event(lambda e: e[1] == 21 and e[3] == key, "downloadFinished")
+        package = os.path.join(self.directory, "content", device, str(key[1]), product + ".levels-1.0")
+        self.assertTrue(os.path.exists(os.path.join(package, "ContentInfo.plist")), package)
+        self.assertEqual(os.path.getsize(os.path.join(package, "Contents", product + ".levels")), 24576)
+        send(8, key_bytes)                                 # finishTransaction
+        send(9, string(device) + b"\x01" + string(account))  # restoreCompletedTransactions
+        _, _, _, restored = self.wait_for_event(lambda e: e[1] == 13 and e[3][0] == device, "transactionRestored")
+        send(8, string(restored[0]) + varint(restored[1]))  # finish the restored copy
+        self.wait_for_event(lambda e: e[1] == 14, "restoreFinished")
+        tags = [event[1] for event in self.fetch_events(1)]
+        self.assertEqual(tags.count(16), 2)                # both transactions finished
 
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
