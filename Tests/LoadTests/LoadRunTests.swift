@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitTestKit
 import Testing
+import ZeroMQ
 
 /// `sksim load` as a user runs it: real queue, store, downloader and driver processes over
 /// ZeroMQ, a real log, the report opened in a real browser.
@@ -179,6 +180,34 @@ import Testing
         #expect(outcome.json["lifecycles"] as? Int == outcome.json["started"] as? Int)
         #expect(outcome.error.contains("queue died; restarting it from the log"), "\(outcome.error)")
         #expect(try Self.sksim(["log", "verify", run]).status == 0)
+    }
+
+    @Test("frames from a peer that is no driver (a malformed HELLO, a FAILED) are ignored while drivers join; the load runs")
+    func strangerAtTheDriverEndpoint() throws {
+        let scratch = Scratch()
+        let endpoint = "tcp://127.0.0.1:\(45_000 + Int(getpid() % 2_000))"
+        let load = try SKSimProgram.start(try Self.executable(), ["load", "--drivers", "1", "--remote-drivers", "1", "--listen", endpoint,
+                                                                 "--rate", "20", "--duration", "1s", "--out", scratch.path("run"), "--json"],
+                                          in: Self.repositoryRoot)
+        // The stranger's frames wait in its DEALER until the coordinator listens, and arrive long
+        // before the driver started below has registered its devices (the coordinator is still
+        // gathering drivers). Each once ended the load: "a DriverHello message could not be read",
+        // "a driver failed: …".
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let stranger = try context.socket(.dealer)
+        defer { stranger.close() }
+        try stranger.connect(endpoint)
+        _ = try stranger.send([Array("HELLO".utf8), Array("{not json".utf8)])
+        _ = try stranger.send([Array("FAILED".utf8), Array("I say so".utf8)])
+        let driver = try Self.sksim(["driver", "--topology", Self.repositoryRoot.appendingPathComponent("topology/load.yaml").path,
+                                     "--name", "remote-1", "--coordinator", endpoint, "--run-directory", scratch.path("run")])
+        #expect(driver.status == 0, "\(driver.error)")
+        let outcome = load.finish()
+        #expect(outcome.status == 0, "\(outcome.error)")
+        #expect(outcome.json["drivers"] as? Int == 2)
+        #expect(outcome.json["lifecycles"] as? Int == 20, "\(outcome.output)")
+        #expect(outcome.error.contains("ignored a HELLO that no driver sent"), "\(outcome.error)")
     }
 
     @Test("--abort-on-fail stops the load early when a latency threshold fails")
