@@ -4,9 +4,10 @@ import StoreKitLive
 import StoreKitModel
 
 /// Loads `--catalog FILE` (a `.storekit` file or the native catalog format), or the
-/// built-in sample catalog.
+/// built-in sample catalog: without a file, or named `sample` as in a topology's `catalog: sample`
+/// (unless a file of that name exists).
 func loadCatalog(_ path: String?) throws -> (Catalog, String) {
-    guard let path else { return (.sample, "built-in sample") }
+    guard let path, path != "sample" || FileManager.default.fileExists(atPath: path) else { return (.sample, "built-in sample") }
     do {
         return (try Catalog.load(contentsOf: URL(fileURLWithPath: path)), URL(fileURLWithPath: path).lastPathComponent)
     } catch {

@@ -102,6 +102,17 @@ import Testing
         #expect(failing.status == 2)
     }
 
+    @Test("`catalog show sample` lists the built-in catalog a topology's `catalog: sample` names (once 'There is no file at this path')")
+    func builtInCatalogByName() throws {
+        let scratch = Scratch()
+        let outcome = try Self.sksim(["catalog", "show", "sample", "--json"], in: scratch.url)
+        #expect(outcome.status == 0, "\(outcome.error)")
+        #expect(outcome.json["source"] as? String == "built-in sample")
+        #expect((outcome.json["products"] as? [Any])?.count == 9)
+        let simulate = try Self.sksim(["simulate", "--catalog", "sample", "--devices", "1", "--out", scratch.path("run"), "--json"], in: scratch.url)
+        #expect(simulate.status == 0, "\(simulate.error)")
+    }
+
     @Test("log repair truncates a torn tail and says what it dropped; the log is then intact")
     func repairTornTail() throws {
         let scratch = Scratch()
