@@ -59,6 +59,8 @@ import StoreKitRoles
             ("a: " + String(repeating: "[", count: 20_000) + String(repeating: "]", count: 20_000), "(top level)", "more than 1000 levels deep"),
             ("a:\n  " + String(repeating: "- ", count: 20_000) + "x", "(top level)", "more than 1000 levels deep"),
             (billionLaughs, "(top level)", "expands to more than 1000000 values through YAML aliases"),
+            // The run directory is out/<name>-<seed>: once "../../x" put it outside out/.
+            (valid.replacingOccurrences(of: "name: t\n", with: "name: ../../x\n"), "name", "names the run directory"),
     ]
 
     /// Ten lines whose aliases expand to 10^10 values.
@@ -70,8 +72,8 @@ import StoreKitRoles
     func yamlErrorsAreOneLine() throws {
         let error = #expect(throws: TopologyError.self) { _ = try Topology.parse("name: [unclosed", file: "bad.yaml") }
         #expect(error?.description.contains("\n") == false, "\(error?.description ?? "")")
-        let deepLooking = "# [[[[ ]]]] don't\nname: \"]]]]]]]\"\n" + Self.valid.replacingOccurrences(of: "name: t\n", with: "")
-        #expect(try Topology.parse(deepLooking, file: "ok.yaml").name == "]]]]]]]")
+        let deepLooking = "# [[[[ ]]]] don't\noutput: \"]]]]]]]\"\n" + Self.valid
+        #expect(try Topology.parse(deepLooking, file: "ok.yaml").name == "t")
         #expect(ConfigurationNode.nestingBound(String(repeating: "x: \"]\"\n", count: 5_000) + "y: [[[1]]]") <= 4)
     }
 
