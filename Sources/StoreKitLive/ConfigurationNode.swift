@@ -14,7 +14,9 @@ public struct TopologyError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(file): \(keyPath.isEmpty ? "(top level)" : keyPath): \(problem). See docs/topology.md for the format."
+        // A problem quoted from elsewhere (a catalog's error) may end in its own full stop.
+        let sentence = problem.hasSuffix(".") ? String(problem.dropLast()) : problem
+        return "\(file): \(keyPath.isEmpty ? "(top level)" : keyPath): \(sentence). See docs/topology.md for the format."
     }
 }
 
