@@ -68,6 +68,15 @@ import StoreKitRoles
         text + "\na\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ",") + "]"
     }
 
+    @Test("A missing catalog is looked for beside the topology file, and the error says so (once: 'from the current directory')")
+    func missingCatalogNamesTheTopologyFolder() {
+        let text = Self.valid(scenario: "catalog: missing.storekit")
+        let error = #expect(throws: TopologyError.self) { _ = try Topology.parse(text, file: "/nonexistent-folder/t.yaml") }
+        #expect(error?.description.contains("/nonexistent-folder/missing.storekit: There is no file at this path") == true, "\(error?.description ?? "")")
+        #expect(error?.description.contains("taken from the topology file's folder (/nonexistent-folder)") == true, "\(error?.description ?? "")")
+        #expect(error?.description.contains("..") == false, "\(error?.description ?? "")")
+    }
+
     @Test("A YAML error is one line; quoted brackets, comments and anchors of a real file do not count as nesting")
     func yamlErrorsAreOneLine() throws {
         let error = #expect(throws: TopologyError.self) { _ = try Topology.parse("name: [unclosed", file: "bad.yaml") }
