@@ -42,7 +42,12 @@ public struct SKSim: AsyncParsableCommand {
             printError("error: \(error.description)")
             Foundation.exit(2)
         } catch {
-            exit(withError: error)
+            // ArgumentParser's own outcomes (help, usage errors, ExitCode) keep their statuses. Any other
+            // error that got this far (a file Foundation could not write) is a failure to do what was
+            // asked: one readable line and status 2, not an NSError dump under "Error:" with status 1.
+            guard !(error is ExitCode), exitCode(for: error) == .failure else { exit(withError: error) }
+            printError("error: \(describeError(error))")
+            Foundation.exit(2)
         }
     }
 }

@@ -69,7 +69,12 @@ struct SimulateCommand: AsyncParsableCommand {
             if !((try? LogDirectory.partitions(in: logDirectory)) ?? []).isEmpty {
                 throw UserFacingError("\(logDirectory.path) already holds a log; choose a new --out directory or remove the old run")
             }
-            try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
+            do {
+                try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
+            } catch {
+                // Once Foundation's NSError dump under "Error:", status 1 (for `--out` naming a file).
+                throw UserFacingError("cannot create the run directory: \(describeError(error)); give a new --out directory")
+            }
             let storage = try DiskLogStorage(directory: logDirectory, partition: LogProjection.partition,
                                              durability: try parseDurability(durability))
             let content: ContentStorage = writeContent ? FileContentStorage(root: directory) : VirtualContentStorage()

@@ -113,6 +113,19 @@ import Testing
         #expect(simulate.status == 0, "\(simulate.error)")
     }
 
+    @Test("--out naming a file: simulate and replay say so in one line, status 2 (once an NSError dump under 'Error:', status 1)")
+    func outputDirectoryIsAFile() throws {
+        let scratch = Scratch()
+        try Data().write(to: URL(fileURLWithPath: scratch.path("file")))
+        #expect(try Self.sksim(["simulate", "--devices", "1", "--out", scratch.path("run")]).status == 0)
+        for arguments in [["simulate", "--devices", "1", "--out", scratch.path("file")], ["replay", scratch.path("run"), "--out", scratch.path("file")]] {
+            let outcome = try Self.sksim(arguments)
+            #expect(outcome.status == 2, "\(arguments[0]): \(outcome.error)")
+            #expect(outcome.error.hasPrefix("error: ") && outcome.error.contains("is a file, not a folder; give a new --out directory"), "\(outcome.error)")
+            #expect(!outcome.error.contains("NSCocoaErrorDomain"), "\(outcome.error)")
+        }
+    }
+
     @Test("log repair truncates a torn tail and says what it dropped; the log is then intact")
     func repairTornTail() throws {
         let scratch = Scratch()
