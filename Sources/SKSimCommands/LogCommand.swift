@@ -115,6 +115,13 @@ struct LogCommand: AsyncParsableCommand {
 
         func validate() throws {
             if let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
+            // A key that matches nothing printed nothing and exited 0, as if the transaction had no events.
+            for key in transaction {
+                let parts = key.split(separator: "#", omittingEmptySubsequences: false)
+                guard parts.count == 2, !parts[0].isEmpty, UInt64(parts[1]) != nil else {
+                    throw ValidationError("--transaction '\(key)' is not DEVICE#NUMBER; write e.g. device-0001#3")
+                }
+            }
             if let type {
                 let known = Set(Event.typeNames)
                 for name in type.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !known.contains(name) {

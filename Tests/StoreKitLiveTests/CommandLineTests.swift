@@ -173,4 +173,14 @@ import Testing
         #expect(outcome.error.contains(fragment), "\(outcome.error)")
         #expect(!outcome.error.contains("Fatal error"))
     }
+
+    @Test("Option values that cannot mean anything are usage errors (64), not hours of work or silent empty output", arguments: [
+        (["simulate", "--purchases-per-device", "99999999"], "use 0 to 1000000"),
+        (["log", "cat", "/nonexistent-log", "--transaction", "bad"], "is not DEVICE#NUMBER"),
+    ])
+    func unusableOptionValues(arguments: [String], fragment: String) throws {
+        let outcome = try Self.sksim(arguments)
+        #expect(outcome.status == 64, "\(outcome.error)")
+        #expect(outcome.error.contains(fragment), "\(outcome.error)")
+    }
 }
