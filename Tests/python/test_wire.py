@@ -321,6 +321,59 @@ class WireFormatTest(unittest.TestCase):
         tags = [event[1] for event in self.fetch_events(1)]
         self.assertEqual(tags.count(16), 2)                # both transactions finished
 
+@unittest.skipIf(zmq is None, "pyzmq is not installed (scripts/setup installs it)")
+class HostilePublisherTest(unittest.TestCase):
+    """A role process facing a "queue" that publishes garbage: it stays up and its log stays small."""
+
+    def test_a_role_reports_malformed_frames_at_most_once_a_second_per_reason(self):
+        directory = tempfile.mkdtemp(prefix="sksim-hostile-")
+        context = zmq.Context()
+        publisher, router = context.socket(zmq.PUB), context.socket(zmq.ROUTER)
+        publisher.linger = router.linger = 0
+        events, requests = free_port(), free_port()
+        publisher.bind("tcp://127.0.0.1:%d" % events)
+        router.bind("tcp://127.0.0.1:%d" % requests)
+        topology = os.path.join(directory, "hostile.yaml")
+        with open(topology, "w") as file:
+            file.write("name: hostile\nscenario: {devices: 1}\nprocesses:\n"
+                       '  - {name: queue, role: queue, events: "tcp://127.0.0.1:%d", requests: "tcp://127.0.0.1:%d"}\n'
+                       "  - {name: store, role: store}\n  - {name: downloader, role: downloader}\n"
+                       '  - {name: apps, role: observer, devices: "1-1"}\n' % (events, requests))
+        binary = os.environ.get("SKSIM") or os.path.join(ROOT, ".build", "debug", "sksim")
+        log_path = os.path.join(directory, "store.log")
+        with open(log_path, "w") as log:
+            store = subprocess.Popen([binary, "store", "--topology", topology, "--name", "store", "--run-directory", directory], stderr=log)
+        try:
+            garbage = [b"evt.d1", struct.pack("<BB6xQq", 1, 3, 1, 0), b""]  # message kind 3 does not exist
+            # Until the store's subscription is up, its first report shows it hears the garbage.
+            deadline = time.time() + 20
+            while "dropped a malformed event frame" not in open(log_path).read():
+                self.assertLess(time.time(), deadline, "the store never reported the garbage")
+                publisher.send_multipart(garbage)
+                while router.poll(0):  # FETCH/PING: an empty partition
+                    frames = router.recv_multipart()
+                    reply = [b"BATCH", struct.pack("<QIQ", 1, 0, 0)] if frames[1] == b"FETCH" else [b"PONG", b"queue", struct.pack("<Q", 0)]
+                    router.send_multipart([frames[0]] + reply)
+                time.sleep(0.01)
+            started = time.time()
+            for _ in range(3000):  # 3,000 bad frames over about 1.5 s
+                publisher.send_multipart(garbage)
+                time.sleep(0.0005)
+            elapsed = time.time() - started
+            self.assertIsNone(store.poll(), "the store died")
+            store.send_signal(signal.SIGTERM)
+            store.wait(timeout=10)
+            reports = open(log_path).read().count("dropped a malformed event frame")
+            # One a second, plus the first: once one line per frame.
+            self.assertLessEqual(reports, int(elapsed) + 3, "%d reports in %.1f s" % (reports, elapsed))
+        finally:
+            if store.poll() is None:
+                store.kill()
+            publisher.close()
+            router.close()
+            context.term()
+            shutil.rmtree(directory, ignore_errors=True)
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     failed = len(result.failures) + len(result.errors)
