@@ -186,7 +186,16 @@ struct LogCommand: AsyncParsableCommand {
 
         static func text(_ recorded: RecordedEvent) -> String {
             let command = recorded.commandID.map { " (\($0))" } ?? ""
-            return "#\(recorded.sequence) \(LogCommand.time(recorded.timestamp)) \(recorded.event)\(command)"
+            let event: String
+            if case .runStarted(let header) = recorded.event {
+                // The header holds the whole scenario and catalog (kilobytes of JSON on one line); the
+                // text form names them, `--json` has the scenario in full.
+                event = "runStarted(seed: \(header.seed), sksim \(header.sksimVersion), \(header.runtime) run, "
+                    + "catalog: \(header.catalogSource) (\(header.catalogDigest)), scenario: \(header.scenario.utf8.count) bytes of JSON)"
+            } else {
+                event = "\(recorded.event)"
+            }
+            return "#\(recorded.sequence) \(LogCommand.time(recorded.timestamp)) \(event)\(command)"
         }
     }
 
