@@ -252,7 +252,8 @@ public struct BusRecord: Sendable, Hashable {
     public var sequence: UInt64
     public var timestamp: Int64
     public var payload: [UInt8]
-    /// The device the event concerns, which picks the topic; nil for device-less events.
+    /// The device the event concerns, which picks the topic; nil for device-less events, and for
+    /// records caught up by FETCH (a BATCH carries no topics): filter those by the decoded event's device.
     public var device: String?
 
     public init(sequence: UInt64, timestamp: Int64, payload: [UInt8], device: String?) {

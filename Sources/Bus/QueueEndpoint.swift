@@ -673,17 +673,19 @@ private final class PeerWatch {
 
 /// At most one report per refusal reason per interval; the first refusal after a quiet
 /// interval is reported at once, the rest are counted and summed into the next report.
-struct RefusalReportLimiter {
+/// At most one report per reason per interval, the next one saying how many were held back: the
+/// queue's refusals, and the role processes' malformed published frames.
+public struct RefusalReportLimiter: Sendable {
     let interval: Duration
     private var lastReport: [WireFailureReason: ContinuousClock.Instant] = [:]
     private var skipped: [WireFailureReason: Int] = [:]
 
-    init(interval: Duration) {
+    public init(interval: Duration) {
         self.interval = interval
     }
 
     /// The report to make for `failure` now, or nil when this reason was reported too recently.
-    mutating func admit(_ failure: WireFailure, at now: ContinuousClock.Instant) -> WireFailure? {
+    public mutating func admit(_ failure: WireFailure, at now: ContinuousClock.Instant) -> WireFailure? {
         if let last = lastReport[failure.reason], now - last < interval {
             skipped[failure.reason, default: 0] += 1
             return nil

@@ -36,8 +36,21 @@ public struct VerificationReport: Sendable, Equatable, CustomStringConvertible {
                     + "\(partition.byteCount) bytes, \(partition.isIntact ? "intact" : partition.problems.count == 1 ? "1 problem" : "\(partition.problems.count) problems")")
             lines += partition.problems.map { "  \($0)" }
         }
-        lines.append(isIntact ? "log is intact" : (isRepairable ? "the log ends in a torn record: `sksim log repair` cuts it off (nothing before it is lost)" : "the log is damaged where shown above; `sksim log repair` will not touch it (it never drops whole records)"))
+        lines.append(verdict)
         return lines.joined(separator: "\n")
+    }
+
+    /// The last line of `description`: what the problems mean and what `repair` would do.
+    var verdict: String {
+        if isIntact { return "log is intact" }
+        guard isRepairable else {
+            return "the log is damaged where shown above; `sksim log repair` will not touch it (it never drops whole records)"
+        }
+        if problems.contains(where: { $0.kind == .tornTail || $0.kind == .truncatedHeader }) {
+            return "the log ends in a torn record: `sksim log repair` cuts it off (nothing before it is lost)"
+        }
+        // A missing or stale index, or a roll cut short: every record is whole (readers already cope).
+        return "every record is whole; `sksim log repair` fixes what is shown above (it rebuilds indexes and completes an interrupted segment roll) without touching a record"
     }
 }
 

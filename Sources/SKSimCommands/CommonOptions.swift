@@ -1,11 +1,13 @@
 import ArgumentParser
 import Foundation
+import StoreKitLive
 import StoreKitModel
 
 /// Loads `--catalog FILE` (a `.storekit` file or the native catalog format), or the
-/// built-in sample catalog.
+/// built-in sample catalog: without a file, or named `sample` as in a topology's `catalog: sample`
+/// (unless a file of that name exists).
 func loadCatalog(_ path: String?) throws -> (Catalog, String) {
-    guard let path else { return (.sample, "built-in sample") }
+    guard let path, path != "sample" || FileManager.default.fileExists(atPath: path) else { return (.sample, "built-in sample") }
     do {
         return (try Catalog.load(contentsOf: URL(fileURLWithPath: path)), URL(fileURLWithPath: path).lastPathComponent)
     } catch {
@@ -34,9 +36,22 @@ func chooseSeed(_ requested: UInt64?) -> UInt64 {
 }
 
 func printLine(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    writeStandardOutput(text + "\n")
 }
 
+/// Writes to standard output. Foundation's `FileHandle.write(_:)` traps when a write fails (stdout
+/// on a full disk, `> /dev/full`): the command ends instead with one line on stderr and status 2.
+func writeStandardOutput(_ text: String) {
+    do {
+        try FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
+    } catch {
+        printError("error: cannot write to standard output: \(describeError(error)); free some space or send the output elsewhere")
+        exit(2)
+    }
+}
+
+/// Writes to standard error; a failed write is dropped, since there is nowhere left to report it (a role
+/// whose log file is on a full disk still exits with its own status, not Foundation's trap).
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    try? FileHandle.standardError.write(contentsOf: Data((text + "\n").utf8))
 }

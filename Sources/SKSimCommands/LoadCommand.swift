@@ -100,7 +100,7 @@ struct LoadCommand: AsyncParsableCommand {
             do {
                 try LoadReportWriter.write(result, to: URL(fileURLWithPath: report, isDirectory: true))
             } catch {
-                throw UserFacingError("cannot write the report into \(report): \(error)")
+                throw UserFacingError("cannot write the report into \(report): \(describeError(error)); free some space or choose another --report folder")
             }
         }
         printLine(json ? LoadSummaryJSON(result).serialized() : summaryText(result))

@@ -31,6 +31,17 @@ struct LogCommand: AsyncParsableCommand {
         return directory
     }
 
+    /// A log error reaches the user as one `error: …` line, not ArgumentParser's "Error:" with status 1
+    /// whatever happened: status 1 when the log is damaged (as `verify` reports it), 2 when it cannot be
+    /// read as a log of this build (another format version, a failing read).
+    static func reportingLogErrors(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let error as LogError {
+            throw UserFacingError("\(error)", exitStatus: error.code == .corruption || error.code == .repairRefused ? 1 : 2)
+        }
+    }
+
     /// The partitions that hold at least one segment file.
     static func partitions(_ directory: URL) throws -> [String] {
         let names: [String]
@@ -58,7 +69,9 @@ struct LogCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Exit 0 only when the log is intact; otherwise name each damaged file and byte offset.")
         @Argument(help: "A run directory or its log folder.") var directory: String
 
-        func run() async throws {
+        func run() async throws { try await LogCommand.reportingLogErrors(perform) }
+
+        func perform() async throws {
             // A record whose checksum is right but whose payload is no event this build reads is damage too.
             let report = try LogMaintenance.verify(directory: try LogCommand.logDirectory(directory)) { payload in
                 do throws(DecodingFailure) {
@@ -77,7 +90,9 @@ struct LogCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Truncate a torn tail back to the last whole record; refuse to drop records in the middle.")
         @Argument(help: "A run directory or its log folder.") var directory: String
 
-        func run() async throws {
+        func run() async throws { try await LogCommand.reportingLogErrors(perform) }
+
+        func perform() async throws {
             let actions = try LogMaintenance.repair(directory: try LogCommand.logDirectory(directory))
             if actions.isEmpty { printLine("nothing to repair: the log is intact") }
             for action in actions { printLine(action.description) }
@@ -100,6 +115,13 @@ struct LogCommand: AsyncParsableCommand {
 
         func validate() throws {
             if let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
+            // A key that matches nothing printed nothing and exited 0, as if the transaction had no events.
+            for key in transaction {
+                let parts = key.split(separator: "#", omittingEmptySubsequences: false)
+                guard parts.count == 2, !parts[0].isEmpty, UInt64(parts[1]) != nil else {
+                    throw ValidationError("--transaction '\(key)' is not DEVICE#NUMBER; write e.g. device-0001#3")
+                }
+            }
             if let type {
                 let known = Set(Event.typeNames)
                 for name in type.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !known.contains(name) {
@@ -108,7 +130,9 @@ struct LogCommand: AsyncParsableCommand {
             }
         }
 
-        func run() async throws {
+        func run() async throws { try await LogCommand.reportingLogErrors(perform) }
+
+        func perform() async throws {
             let url = try LogCommand.logDirectory(directory)
             let names = try partition.map { [try LogCommand.partition($0, in: url)] } ?? LogCommand.partitions(url)
             if follow && names.count > 1 {
@@ -138,6 +162,10 @@ struct LogCommand: AsyncParsableCommand {
                             // With several partitions, each text line names its partition (sequences restart in each).
                             output.append(json ? JSONShapes.event(recorded).serialized() : (names.count > 1 ? "\(name) " : "") + Self.text(recorded))
                         }
+                    } catch let error as LogError where error.code == .unsupportedFormatVersion {
+                        // Not damage: a log this build does not read (status 2, like the other log commands).
+                        output.flush()
+                        throw UserFacingError("\(url.path) partition \(name): \(error)")
                     } catch {
                         // Whatever was read before the damage is printed first.
                         output.flush()
@@ -158,7 +186,16 @@ struct LogCommand: AsyncParsableCommand {
 
         static func text(_ recorded: RecordedEvent) -> String {
             let command = recorded.commandID.map { " (\($0))" } ?? ""
-            return "#\(recorded.sequence) \(LogCommand.time(recorded.timestamp)) \(recorded.event)\(command)"
+            let event: String
+            if case .runStarted(let header) = recorded.event {
+                // The header holds the whole scenario and catalog (kilobytes of JSON on one line); the
+                // text form names them, `--json` has the scenario in full.
+                event = "runStarted(seed: \(header.seed), sksim \(header.sksimVersion), \(header.runtime) run, "
+                    + "catalog: \(header.catalogSource) (\(header.catalogDigest)), scenario: \(header.scenario.utf8.count) bytes of JSON)"
+            } else {
+                event = "\(recorded.event)"
+            }
+            return "#\(recorded.sequence) \(LogCommand.time(recorded.timestamp)) \(event)\(command)"
         }
     }
 
@@ -174,7 +211,7 @@ struct LogCommand: AsyncParsableCommand {
 
         mutating func flush() {
             guard !text.isEmpty else { return }
-            FileHandle.standardOutput.write(Data(text.utf8))
+            writeStandardOutput(text)
             text = ""
         }
     }
@@ -191,7 +228,9 @@ struct LogCommand: AsyncParsableCommand {
         @Option(help: "Partition (default: every partition of the log, each folded on its own).") var partition: String?
         @Flag(help: "Print JSON.") var json = false
 
-        func run() async throws {
+        func run() async throws { try await LogCommand.reportingLogErrors(perform) }
+
+        func perform() async throws {
             let url = try LogCommand.logDirectory(directory)
             let names = try partition.map { [try LogCommand.partition($0, in: url)] } ?? LogCommand.partitions(url)
             if names.count > 1, let at {
@@ -252,7 +291,9 @@ struct LogCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Records, bytes, segments and time span per partition.")
         @Argument(help: "A run directory or its log folder.") var directory: String
 
-        func run() async throws {
+        func run() async throws { try await LogCommand.reportingLogErrors(perform) }
+
+        func perform() async throws {
             for partition in try LogMaintenance.statistics(directory: try LogCommand.logDirectory(directory)) {
                 let span = zip(partition.firstTimestampNanoseconds.map { [$0] } ?? [], partition.lastTimestampNanoseconds.map { [$0] } ?? [])
                     .map { String(format: "%.3f s", Double($1 - $0) / 1e9) }.first ?? "empty"

@@ -110,7 +110,7 @@ struct ReplayCommand: AsyncParsableCommand {
             do {
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             } catch {
-                throw UserFacingError("cannot write the replayed log to \(directory.path): \(error)")
+                throw UserFacingError("cannot write the replayed log: \(describeError(error)); give a new --out directory")
             }
             logDirectory = directory
         }
@@ -120,7 +120,7 @@ struct ReplayCommand: AsyncParsableCommand {
             do {
                 return try DiskLogStorage(directory: logDirectory, partition: partition, durability: .defaultGroupCommit)
             } catch {
-                throw UserFacingError("cannot write the replayed log to \(logDirectory.path): \(error)")
+                throw UserFacingError("cannot write the replayed log to \(logDirectory.path): \(describeError(error))")
             }
         }
         let clock = SystemReplayClock()

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EventLog
 import Foundation
 import Logging
 import StoreKitLive
@@ -35,8 +36,18 @@ public struct SKSim: AsyncParsableCommand {
         } catch let error as UserFacingError {
             printError("error: \(error.description)")
             Foundation.exit(error.exitStatus)
+        } catch let error as LogError {
+            // The log could not be written or read (a full disk, a failing read): one line, status 2,
+            // not ArgumentParser's "Error:" with status 1 (which means "a check failed").
+            printError("error: \(error.description)")
+            Foundation.exit(2)
         } catch {
-            exit(withError: error)
+            // ArgumentParser's own outcomes (help, usage errors, ExitCode) keep their statuses. Any other
+            // error that got this far (a file Foundation could not write) is a failure to do what was
+            // asked: one readable line and status 2, not an NSError dump under "Error:" with status 1.
+            guard !(error is ExitCode), exitCode(for: error) == .failure else { exit(withError: error) }
+            printError("error: \(describeError(error))")
+            Foundation.exit(2)
         }
     }
 }

@@ -47,6 +47,13 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(help: "Write downloaded content to real files under the output directory (default: virtual content).") var writeContent = false
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
 
+    func validate() throws {
+        // The topology's bound (docs/topology.md): far more once ran for hours instead of being refused.
+        if let purchasesPerDevice, !(0...1_000_000).contains(purchasesPerDevice) {
+            throw ValidationError("--purchases-per-device \(purchasesPerDevice) is out of range; use 0 to 1000000, as a topology's purchasesPerDevice")
+        }
+    }
+
     func run() async throws {
         var scenario = try baseScenario()
         if let devices { scenario.devices = devices }
@@ -69,7 +76,12 @@ struct SimulateCommand: AsyncParsableCommand {
             if !((try? LogDirectory.partitions(in: logDirectory)) ?? []).isEmpty {
                 throw UserFacingError("\(logDirectory.path) already holds a log; choose a new --out directory or remove the old run")
             }
-            try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
+            do {
+                try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
+            } catch {
+                // Once Foundation's NSError dump under "Error:", status 1 (for `--out` naming a file).
+                throw UserFacingError("cannot create the run directory: \(describeError(error)); give a new --out directory")
+            }
             let storage = try DiskLogStorage(directory: logDirectory, partition: LogProjection.partition,
                                              durability: try parseDurability(durability))
             let content: ContentStorage = writeContent ? FileContentStorage(root: directory) : VirtualContentStorage()

@@ -18,7 +18,7 @@ struct TopologyCommand: AsyncParsableCommand {
             guard let text = Topology.builtInText("built-in:\(name)") else {
                 throw UserFacingError("there is no built-in topology '\(name)'; choose local (sksim run's) or load (sksim load's)")
             }
-            FileHandle.standardOutput.write(Data(text.utf8))
+            writeStandardOutput(text)
         }
     }
 

@@ -418,10 +418,13 @@ public enum BusBenchmark {
                     : .nanoseconds(max(0, min(1_000_000, nextIntended - LiveClock.monotonicNanoseconds())))
                 for record in try subscriber.receiveRecords(timeout: wait) {
                     // Every driver hears the whole partition; each handles its own devices.
-                    guard let device = record.device, device.hasPrefix(prefix) else { continue }
+                    // A record caught up by FETCH has no topic (device nil): its event names the device.
+                    if let device = record.device, !device.hasPrefix(prefix) { continue }
+                    let event = try record.decoded().event
+                    if record.device == nil, !(event.device?.hasPrefix(prefix) ?? false) { continue }
                     eventBytes += record.payload.count + 24
                     eventCount += 1
-                    switch try record.decoded().event {
+                    switch event {
                     case .transactionAdded(let key, _):
                         // Payments reach the queue in the order sent (one connection), so the
                         // oldest unmatched send is this transaction's.

@@ -14,7 +14,9 @@ public struct TopologyError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(file): \(keyPath.isEmpty ? "(top level)" : keyPath): \(problem). See docs/topology.md for the format."
+        // A problem quoted from elsewhere (a catalog's error) may end in its own full stop.
+        let sentence = problem.hasSuffix(".") ? String(problem.dropLast()) : problem
+        return "\(file): \(keyPath.isEmpty ? "(top level)" : keyPath): \(sentence). See docs/topology.md for the format."
     }
 }
 
@@ -25,12 +27,101 @@ struct ConfigurationNode {
     let keyPath: String
     let file: String
 
+    /// Bounds on what a file may make the parser do. Yams composes and constructs recursively, so
+    /// a file nested a few thousand levels deep overflows the stack (a crash, not an error), and
+    /// aliases that refer to aliases expand exponentially ("billion laughs": ten lines, gigabytes).
+    /// Real topologies nest under ten levels and hold a few thousand values.
+    static let maximumNesting = 1_000
+    static let maximumValues = 1_000_000
+
     static func parse(_ text: String, file: String) throws(TopologyError) -> ConfigurationNode {
-        do {
-            return ConfigurationNode(value: try Yams.load(yaml: text), keyPath: "", file: file)
-        } catch {
-            throw TopologyError(file: file, keyPath: "", problem: "not valid YAML (\(error))")
+        guard nestingBound(text) <= maximumNesting else {
+            throw TopologyError(file: file, keyPath: "", problem: "nests lists or mappings more than \(maximumNesting) levels deep; a topology needs a few levels, check that this is the right file")
         }
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch {
+            // libyaml's messages span lines (a caret under the quoted line): keep the error one line.
+            let message = "\(error)".split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+            throw TopologyError(file: file, keyPath: "", problem: "not valid YAML (\(message))")
+        }
+        var budget = maximumValues
+        guard let root else { return ConfigurationNode(value: nil, keyPath: "", file: file) }
+        guard fits(root, within: &budget) else {
+            throw TopologyError(file: file, keyPath: "", problem: "expands to more than \(maximumValues) values through YAML aliases (*name); write the values out instead of aliasing aliases")
+        }
+        return ConfigurationNode(value: root.any, keyPath: "", file: file)
+    }
+
+    /// Counts the values `node` expands to, aliases copied out, stopping once `budget` is spent.
+    private static func fits(_ node: Node, within budget: inout Int) -> Bool {
+        budget -= 1
+        guard budget >= 0 else { return false }
+        switch node {
+        case .scalar: return true
+        case .sequence(let items): return items.allSatisfy { fits($0, within: &budget) }
+        case .mapping(let pairs): return pairs.allSatisfy { fits($0.key, within: &budget) && fits($0.value, within: &budget) }
+        }
+    }
+
+    /// An upper bound on the document's nesting, from its text alone (so it can run before the
+    /// recursive parser): each line's indentation and block indicators (`- `, `? `, `: `) plus the
+    /// flow brackets (`[`, `{`) open so far. Every opening bracket counts, even one in a quoted
+    /// text or a comment; a closing one counts only outside them (as far as quotes can be told
+    /// without parsing), so a mistaken guess over-counts and never under-counts.
+    static func nestingBound(_ text: String) -> Int {
+        let newline = UInt8(ascii: "\n"), space = UInt8(ascii: " ")
+        let bytes = Array(text.utf8)
+        var flow = 0, deepest = 0, block = 0
+        var quote: UInt8? = nil, inComment = false, atLineStart = true
+        var previous = newline  // the previous byte that is not a space, on this line
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            let next = index + 1 < bytes.count ? bytes[index + 1] : newline
+            index += 1
+            if byte == newline {
+                block = 0
+                inComment = false
+                atLineStart = true
+                previous = newline
+                continue
+            }
+            if atLineStart, byte == space {
+                block += 1
+                continue
+            }
+            atLineStart = false
+            if byte == UInt8(ascii: "[") || byte == UInt8(ascii: "{") { flow += 1 }
+            if let open = quote {
+                if open == UInt8(ascii: "\""), byte == UInt8(ascii: "\\") {
+                    if next == UInt8(ascii: "[") || next == UInt8(ascii: "{") { flow += 1 }
+                    index += 1  // an escaped character
+                } else if byte == open {
+                    if open == UInt8(ascii: "'"), next == open { index += 1 } else { quote = nil }  // '' is a quote inside '…'
+                }
+            } else if !inComment {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "'"):
+                    // A quoted scalar starts a value; a quote inside a plain value is text.
+                    if [newline, UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: ","), UInt8(ascii: ":"),
+                        UInt8(ascii: "-"), UInt8(ascii: "?")].contains(previous) {
+                        quote = byte
+                    }
+                case UInt8(ascii: "#") where previous == newline || bytes[index - 2] == space:
+                    inComment = true
+                case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                    flow = max(0, flow - 1)
+                case UInt8(ascii: "-"), UInt8(ascii: "?"), UInt8(ascii: ":"):
+                    if next == space || next == newline { block += 1 }
+                default: break
+                }
+            }
+            if byte != space { previous = byte }
+            deepest = max(deepest, flow + block)
+        }
+        return deepest
     }
 
     func error(_ problem: String) -> TopologyError { TopologyError(file: file, keyPath: keyPath, problem: problem) }

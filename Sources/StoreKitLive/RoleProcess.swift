@@ -79,7 +79,13 @@ public final class RoleProcess {
         let sender = try PartitionedSender(context: context, partitions: partitions, configuration: senderConfiguration, routes: routes)
         let logger = self.logger
         subscriber.onStateChange = { state in logger.info("subscription state changed", metadata: ["state": "\(state)"]) }
-        subscriber.onMalformed = { failure in logger.warning("dropped a malformed event frame", metadata: ["reason": "\(failure)"]) }
+        // Rate-limited like the queue's refusals: a publisher sending garbage at full speed once had every
+        // role write a warning per frame (megabytes a second of log).
+        var malformedReports = RefusalReportLimiter(interval: .seconds(1))
+        subscriber.onMalformed = { failure in
+            guard let report = malformedReports.admit(failure, at: .now) else { return }
+            logger.warning("dropped a malformed event frame", metadata: ["reason": "\(report)"])
+        }
         defer {
             subscriber.close()
             sender.close()

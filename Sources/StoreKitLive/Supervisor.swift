@@ -403,11 +403,11 @@ struct ProgressView {
         let line = String(format: "\r%6.1f s  %7d events (%6.0f/s)  purchased %d  failed %d  restored %d  finished %d  pending %d  downloads %d ",
                           seconds, totals.events, Double(totals.events) / max(seconds, 0.001), totals.purchased, totals.failed,
                           totals.restored, totals.finished, projection.pendingCount, totals.downloadsFinished)
-        FileHandle.standardError.write(Data(line.utf8))
+        try? FileHandle.standardError.write(contentsOf: Data(line.utf8))
     }
 
     func finish() {
-        FileHandle.standardError.write(Data("\n".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("\n".utf8))
         subscriber.close()
     }
 }

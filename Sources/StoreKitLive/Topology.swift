@@ -153,6 +153,11 @@ public struct Topology: Sendable {
             return node
         }
         let name = try top["name"]?.string() ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+        // The run directory is out/<name>-<seed>: a name with '/' or '..' would put it elsewhere.
+        if let nameNode = top["name"], name.isEmpty || name == "." || name == ".."
+            || !name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) {
+            throw nameNode.error("expected a name of letters, digits, '-', '_' or '.' (it names the run directory out/<name>-<seed>), found '\(name)'")
+        }
         let seed = try top["seed"]?.unsigned() ?? 1
         let durabilityNode = top["durability"]
         let durabilityName = try durabilityNode?.oneOf(["always", "group", "os"]) ?? "group"

@@ -135,6 +135,7 @@ public final class LoadCoordinator {
         }
         var drivers: [String: DriverState] = [:]
         var byIdentity: [[UInt8]: String] = [:]
+        var ignoredFrames = 0
 
         // Hello and plan, then ready: bounded waits, watching the local drivers stay alive.
         let setUpDeadline = LiveClock.monotonicNanoseconds() + 120_000_000_000
@@ -151,7 +152,16 @@ public final class LoadCoordinator {
             guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
             switch verb {
             case .hello:
-                let hello = try LoadWire.decode(DriverHello.self, frames[2])
+                // Anything that reaches the endpoint can send frames: one that is not a driver's hello is
+                // ignored (it once aborted the whole load), and logged for the first few.
+                let hello: DriverHello
+                do {
+                    hello = try LoadWire.decode(DriverHello.self, frames[2])
+                } catch {
+                    ignoredFrames += 1
+                    if ignoredFrames <= 10 { logger.warning("ignored a HELLO that no driver sent", metadata: ["error": "\(error)"]) }
+                    continue
+                }
                 guard drivers[hello.name] == nil else {
                     throw LoadProtocolError("two drivers are named '\(hello.name)'; give each driver started by hand its own --name")
                 }
@@ -170,7 +180,13 @@ public final class LoadCoordinator {
                 drivers[name]?.ready = true
                 drivers[name]?.lastHeard = LiveClock.monotonicNanoseconds()
             case .failed:
-                throw LoadProtocolError("a driver failed: \(String(decoding: frames[2], as: UTF8.self))")
+                // Only a driver that said hello can fail the load.
+                guard let name = byIdentity[frames[0]] else {
+                    ignoredFrames += 1
+                    if ignoredFrames <= 10 { logger.warning("ignored a FAILED from a peer that is no driver of this load") }
+                    continue
+                }
+                throw LoadProtocolError("driver '\(name)' failed: \(String(decoding: frames[2], as: UTF8.self))")
             default:
                 continue
             }

@@ -234,8 +234,10 @@ struct DriverEngine {
             if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
             let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, 5_000_000))
             for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
-                // Every driver hears every partition whole; the topic's device says whose it is.
-                guard let device = record.device, device.utf8.starts(with: prefix) else { continue }
+                // Every driver hears every partition whole; the topic's device says whose it is. A record
+                // caught up by FETCH (after a queue restart, or a gap) has no topic: its event says. Those
+                // were once skipped as device-less, so their lifecycles stalled until the drain ended.
+                if let device = record.device, !device.utf8.starts(with: prefix) { continue }
                 let recorded: RecordedEvent
                 do {
                     recorded = try record.decoded()
@@ -243,6 +245,7 @@ struct DriverEngine {
                     interval.errors += 1
                     continue
                 }
+                if record.device == nil, !(recorded.event.device.map { $0.utf8.starts(with: prefix) } ?? false) { continue }
                 handle(recorded, now: LiveClock.monotonicNanoseconds())
             }
 

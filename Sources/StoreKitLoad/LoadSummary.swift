@@ -22,7 +22,7 @@ struct LiveView {
         // Back up over the previous block, then overwrite it line by line.
         var text = drawnLines > 0 ? "\u{1B}[\(drawnLines)A" : ""
         for line in lines { text += "\u{1B}[2K" + line + "\n" }
-        FileHandle.standardError.write(Data(text.utf8))
+        try? FileHandle.standardError.write(contentsOf: Data(text.utf8))  // FileHandle.write(_:) traps on a failed write
         drawnLines = lines.count
     }
 

@@ -155,6 +155,13 @@ extension Catalog {
                                   "Expected a non-empty content identifier for hosted content of product \"\(product.identifier)\".",
                                   "Give each piece of hosted content an identifier, e.g. \"\(product.identifier).content\".")
                 }
+                // Downloads are stored in a folder named after the identifier: it must be one name.
+                let identifier = content.contentIdentifier
+                if identifier.contains("/") || identifier.contains("\0") || identifier == "." || identifier == ".." {
+                    throw failure(.invalidValue, "\(contentPath).contentIdentifier",
+                                  "The content identifier \"\(identifier)\" cannot name a folder (it holds '/' or a NUL byte, or is '.' or '..').",
+                                  "Use a reverse-DNS name such as \"\(product.identifier).content\".")
+                }
                 if let earlier = contentKeyPaths[content.contentIdentifier] {
                     throw failure(.duplicateContent, "\(contentPath).contentIdentifier",
                                   "The content identifier \"\(content.contentIdentifier)\" is already used at \(earlier).",

@@ -16,8 +16,12 @@ extension Catalog {
         }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory) else {
-            throw failure("There is no file at this path.",
-                          "Check the path; a relative path is taken from the current directory (\(FileManager.default.currentDirectoryPath)).")
+            // A topology's catalog path is taken from the topology's folder (the URL's base), a command
+            // line's from the current directory.
+            let current = FileManager.default.currentDirectoryPath
+            let base = url.baseURL?.standardizedFileURL.path ?? current
+            let folder = base == URL(fileURLWithPath: current).standardizedFileURL.path ? "the current directory" : "the topology file's folder"
+            throw failure("There is no file at this path.", "Check the path; a relative path is taken from \(folder) (\(base)).")
         }
         if isDirectory.boolValue {
             throw failure("This is a directory, not a catalog file.",

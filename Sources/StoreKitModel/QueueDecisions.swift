@@ -62,6 +62,11 @@ extension QueueProjection {
         switch body {
         case .registerDevice(let device, let account):
             try validateName(device, "device")
+            // The downloader and the apps keep files under `content/<device>/…` and `apps/<device>/…`:
+            // a name like `../../etc` would have them write and delete outside the run directory.
+            guard !device.contains("/"), !device.contains("\0"), device != ".", device != ".." else {
+                throw Rejection(.invalidArgument, "device name '\(device)' cannot name a folder (it holds '/' or a NUL byte, or is '.' or '..'); use letters, digits, '-', '_' or '.'")
+            }
             try validateName(account, "account")
             guard !isRegistered(device) else {
                 throw Rejection(.deviceAlreadyRegistered, "device '\(device)' is already registered; each app install registers once (R-Q2)")
@@ -260,6 +265,10 @@ extension QueueProjection {
                 throw Rejection(.invalidDownloadTransition, "download \(key) is \(download.downloadState); only an active download can finish")
             }
             guard !contentURL.isEmpty else { throw Rejection(.invalidArgument, "a finished download needs a contentURL") }
+            // Apps copy what the URL names, taken under the content root: '..' would leave it.
+            guard !contentURL.contains("\0"), !contentURL.split(separator: "/").contains(where: { $0 == ".." }) else {
+                throw Rejection(.invalidArgument, "contentURL '\(contentURL)' leaves the content root; give a path inside it, without '..', like content/<device>/<transaction>/<content>-<version>")
+            }
             return [.downloadFinished(key, contentURL: contentURL)]
 
         case .recordAppAction(let action):

@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitTestKit
 import Testing
+import ZeroMQ
 
 /// `sksim load` as a user runs it: real queue, store, downloader and driver processes over
 /// ZeroMQ, a real log, the report opened in a real browser.
@@ -151,6 +152,62 @@ import Testing
         }
         #expect(json["lifecycles"] as? Int == json["started"] as? Int)
         #expect(json["incomplete"] as? Int == 0)
+    }
+
+    @Test("a queue killed with SIGKILL mid-load is restarted and every lifecycle still completes: the driver handles events it catches up by FETCH")
+    func queueKilledMidLoad() throws {
+        let scratch = Scratch()
+        let run = scratch.path("run")
+        let load = try SKSimProgram.start(try Self.executable(), ["load", "--rate", "100", "--duration", "4s", "--devices", "60",
+                                                                 "--out", run, "--json"], in: Self.repositoryRoot)
+        // Kill the queue once lifecycles are under way (bounded wait on the log, no fixed sleep).
+        let deadline = Date().addingTimeInterval(60)
+        var added = 0
+        while added < 100, Date() < deadline, load.process.isRunning {
+            let lines = try Self.sksim(["log", "cat", run, "--type", "transactionAdded", "--json"]).output
+            added = lines.split(separator: "\n").count
+            if added < 100 { usleep(50_000) }
+        }
+        let ready = try String(contentsOfFile: run + "/queue.ready", encoding: .utf8)
+        let queue = try #require(Int32(ready.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(kill(queue, SIGKILL) == 0)
+        let outcome = load.finish()
+        #expect(outcome.status == 0, "\(outcome.error)")
+        // Once a few dozen lifecycles stalled to the drain's end: events the driver's SUB missed while the
+        // queue restarted came back by FETCH without a topic, and the driver skipped them as device-less.
+        #expect(outcome.json["incomplete"] as? Int == 0, "\(outcome.output)")
+        #expect(outcome.json["pending"] as? Int == 0, "\(outcome.output)")
+        #expect(outcome.json["lifecycles"] as? Int == outcome.json["started"] as? Int)
+        #expect(outcome.error.contains("queue died; restarting it from the log"), "\(outcome.error)")
+        #expect(try Self.sksim(["log", "verify", run]).status == 0)
+    }
+
+    @Test("frames from a peer that is no driver (a malformed HELLO, a FAILED) are ignored while drivers join; the load runs")
+    func strangerAtTheDriverEndpoint() throws {
+        let scratch = Scratch()
+        let endpoint = "tcp://127.0.0.1:\(45_000 + Int(getpid() % 2_000))"
+        let load = try SKSimProgram.start(try Self.executable(), ["load", "--drivers", "1", "--remote-drivers", "1", "--listen", endpoint,
+                                                                 "--rate", "20", "--duration", "1s", "--out", scratch.path("run"), "--json"],
+                                          in: Self.repositoryRoot)
+        // The stranger's frames wait in its DEALER until the coordinator listens, and arrive long
+        // before the driver started below has registered its devices (the coordinator is still
+        // gathering drivers). Each once ended the load: "a DriverHello message could not be read",
+        // "a driver failed: …".
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let stranger = try context.socket(.dealer)
+        defer { stranger.close() }
+        try stranger.connect(endpoint)
+        _ = try stranger.send([Array("HELLO".utf8), Array("{not json".utf8)])
+        _ = try stranger.send([Array("FAILED".utf8), Array("I say so".utf8)])
+        let driver = try Self.sksim(["driver", "--topology", Self.repositoryRoot.appendingPathComponent("topology/load.yaml").path,
+                                     "--name", "remote-1", "--coordinator", endpoint, "--run-directory", scratch.path("run")])
+        #expect(driver.status == 0, "\(driver.error)")
+        let outcome = load.finish()
+        #expect(outcome.status == 0, "\(outcome.error)")
+        #expect(outcome.json["drivers"] as? Int == 2)
+        #expect(outcome.json["lifecycles"] as? Int == 20, "\(outcome.output)")
+        #expect(outcome.error.contains("ignored a HELLO that no driver sent"), "\(outcome.error)")
     }
 
     @Test("--abort-on-fail stops the load early when a latency threshold fails")

@@ -61,6 +61,71 @@ import Testing
         #expect(try Data(contentsOf: file) == bytes)  // Nothing changed.
     }
 
+    @Test("Every log command reports damage, or a log of another format version, in one 'error:' line: status 1 for damage, 2 for a log it cannot read")
+    func logErrorsAreOneLine() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "2", "--seed", "3", "--out", scratch.path("run")]).status == 0)
+        let segment = URL(fileURLWithPath: scratch.path("run/log/queue/00000000000000000001.segment"))
+        let original = try Data(contentsOf: segment)
+        var damaged = original
+        damaged[damaged.count / 2] ^= 0xFF
+        try damaged.write(to: segment)
+        // Once ArgumentParser's "Error: corruption: …" with status 1 for project, and the same for repair.
+        for command in ["project", "repair"] {
+            let outcome = try Self.sksim(["log", command, scratch.path("run")])
+            #expect(outcome.status == 1, "\(command): \(outcome.error)")
+            #expect(outcome.error.hasPrefix("error: ") && outcome.error.split(separator: "\n").count == 1, "\(command): \(outcome.error)")
+        }
+        var newer = original
+        newer[8] = 3  // format version 3, from a future sksim
+        try newer.write(to: segment)
+        for command in ["verify", "repair", "project", "stats", "cat"] {
+            let outcome = try Self.sksim(["log", command, scratch.path("run")])
+            #expect(outcome.status == 2, "\(command): \(outcome.error)")
+            #expect(outcome.error.hasPrefix("error: ") && outcome.error.contains("newer sksim (log format 3)"), "\(command): \(outcome.error)")
+        }
+    }
+
+    @Test("Output that cannot be written (a full disk) ends a command with one line and status 2, not Foundation's trap")
+    func unwritableOutput() throws {
+        let scratch = Scratch()
+        let executable = try LiveRunTests.executable().path
+        func shell(_ script: String) throws -> Outcome {
+            try SKSimProgram.run(URL(fileURLWithPath: "/bin/sh"), ["-c", script, executable])
+        }
+        // Once "Fatal error: 'try!' expression unexpectedly raised an error" and signal 4 (status 132).
+        let simulate = try shell("exec \"$0\" simulate --devices 2 --out \(scratch.path("run")) > /dev/full")
+        #expect(simulate.status == 2, "\(simulate.error)")
+        #expect(simulate.error == "error: cannot write to standard output: No space left on device; free some space or send the output elsewhere\n")
+        // A role whose log file (its stderr) is on a full disk exits with its own status.
+        let failing = try shell("exec \"$0\" log verify \(scratch.path("missing")) 2> /dev/full")
+        #expect(failing.status == 2)
+    }
+
+    @Test("`catalog show sample` lists the built-in catalog a topology's `catalog: sample` names (once 'There is no file at this path')")
+    func builtInCatalogByName() throws {
+        let scratch = Scratch()
+        let outcome = try Self.sksim(["catalog", "show", "sample", "--json"], in: scratch.url)
+        #expect(outcome.status == 0, "\(outcome.error)")
+        #expect(outcome.json["source"] as? String == "built-in sample")
+        #expect((outcome.json["products"] as? [Any])?.count == 9)
+        let simulate = try Self.sksim(["simulate", "--catalog", "sample", "--devices", "1", "--out", scratch.path("run"), "--json"], in: scratch.url)
+        #expect(simulate.status == 0, "\(simulate.error)")
+    }
+
+    @Test("--out naming a file: simulate and replay say so in one line, status 2 (once an NSError dump under 'Error:', status 1)")
+    func outputDirectoryIsAFile() throws {
+        let scratch = Scratch()
+        try Data().write(to: URL(fileURLWithPath: scratch.path("file")))
+        #expect(try Self.sksim(["simulate", "--devices", "1", "--out", scratch.path("run")]).status == 0)
+        for arguments in [["simulate", "--devices", "1", "--out", scratch.path("file")], ["replay", scratch.path("run"), "--out", scratch.path("file")]] {
+            let outcome = try Self.sksim(arguments)
+            #expect(outcome.status == 2, "\(arguments[0]): \(outcome.error)")
+            #expect(outcome.error.hasPrefix("error: ") && outcome.error.contains("is a file, not a folder; give a new --out directory"), "\(outcome.error)")
+            #expect(!outcome.error.contains("NSCocoaErrorDomain"), "\(outcome.error)")
+        }
+    }
+
     @Test("log repair truncates a torn tail and says what it dropped; the log is then intact")
     func repairTornTail() throws {
         let scratch = Scratch()
@@ -107,5 +172,15 @@ import Testing
         #expect(outcome.status == 2)
         #expect(outcome.error.contains(fragment), "\(outcome.error)")
         #expect(!outcome.error.contains("Fatal error"))
+    }
+
+    @Test("Option values that cannot mean anything are usage errors (64), not hours of work or silent empty output", arguments: [
+        (["simulate", "--purchases-per-device", "99999999"], "use 0 to 1000000"),
+        (["log", "cat", "/nonexistent-log", "--transaction", "bad"], "is not DEVICE#NUMBER"),
+    ])
+    func unusableOptionValues(arguments: [String], fragment: String) throws {
+        let outcome = try Self.sksim(arguments)
+        #expect(outcome.status == 64, "\(outcome.error)")
+        #expect(outcome.error.contains(fragment), "\(outcome.error)")
     }
 }

@@ -55,7 +55,36 @@ import StoreKitRoles
             (valid.replacingOccurrences(of: "ipc://{run}/e", with: "tcp://:5000"), "processes[0].events", "host name or address"),
             (valid.replacingOccurrences(of: "ipc://{run}/e", with: "ipc://"), "processes[0].events", "socket path"),
             ("durability: os\n" + valid, "durability", "cannot be used by a live queue"),
+            // Once a stack overflow (a crash) at a few thousand levels, and minutes and gigabytes for ten lines of aliases.
+            ("a: " + String(repeating: "[", count: 20_000) + String(repeating: "]", count: 20_000), "(top level)", "more than 1000 levels deep"),
+            ("a:\n  " + String(repeating: "- ", count: 20_000) + "x", "(top level)", "more than 1000 levels deep"),
+            (billionLaughs, "(top level)", "expands to more than 1000000 values through YAML aliases"),
+            // The run directory is out/<name>-<seed>: once "../../x" put it outside out/.
+            (valid.replacingOccurrences(of: "name: t\n", with: "name: ../../x\n"), "name", "names the run directory"),
     ]
+
+    /// Ten lines whose aliases expand to 10^10 values.
+    static let billionLaughs = (1..<10).reduce("a0: &a0 [" + Array(repeating: "lol", count: 10).joined(separator: ",") + "]") { text, level in
+        text + "\na\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ",") + "]"
+    }
+
+    @Test("A missing catalog is looked for beside the topology file, and the error says so (once: 'from the current directory')")
+    func missingCatalogNamesTheTopologyFolder() {
+        let text = Self.valid(scenario: "catalog: missing.storekit")
+        let error = #expect(throws: TopologyError.self) { _ = try Topology.parse(text, file: "/nonexistent-folder/t.yaml") }
+        #expect(error?.description.contains("/nonexistent-folder/missing.storekit: There is no file at this path") == true, "\(error?.description ?? "")")
+        #expect(error?.description.contains("taken from the topology file's folder (/nonexistent-folder)") == true, "\(error?.description ?? "")")
+        #expect(error?.description.contains("..") == false, "\(error?.description ?? "")")
+    }
+
+    @Test("A YAML error is one line; quoted brackets, comments and anchors of a real file do not count as nesting")
+    func yamlErrorsAreOneLine() throws {
+        let error = #expect(throws: TopologyError.self) { _ = try Topology.parse("name: [unclosed", file: "bad.yaml") }
+        #expect(error?.description.contains("\n") == false, "\(error?.description ?? "")")
+        let deepLooking = "# [[[[ ]]]] don't\noutput: \"]]]]]]]\"\n" + Self.valid
+        #expect(try Topology.parse(deepLooking, file: "ok.yaml").name == "t")
+        #expect(ConfigurationNode.nestingBound(String(repeating: "x: \"]\"\n", count: 5_000) + "y: [[[1]]]") <= 4)
+    }
 
     @Test("Errors name the file, the key and what was expected", arguments: invalidTopologies)
     func errors(text: String, keyPath: String, fragment: String) {

@@ -59,6 +59,17 @@ import Testing
         #expect(empty.reason == .missingValue)
     }
 
+    @Test("A content identifier that is not one folder name is refused: downloads are stored under it",
+          arguments: ["../../../../tmp/x", "a/b", "..", "."])
+    func contentIdentifierIsOneFolderName(identifier: String) throws {
+        let error = try CatalogTestFixtures.catalogError {
+            try Catalog(products: [Product(identifier: "p", kind: .nonConsumable, displayPrice: "1",
+                                           hostedContent: [HostedContent(contentIdentifier: identifier, contentLength: 10, contentVersion: "1")])])
+        }
+        #expect(error.reason == .invalidValue)
+        #expect(error.keyPath == "products[0].hostedContent[0].contentIdentifier")
+    }
+
     @Test("rejects duplicate content identifiers, malformed prices and periods")
     func rejectsInvalidFields() throws {
         let content = HostedContent(contentIdentifier: "shared", contentLength: 10, contentVersion: "1")

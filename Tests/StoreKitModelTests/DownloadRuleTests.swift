@@ -39,6 +39,17 @@ import Testing
         #expect(queue.rejection(decision) == .invalidProgress)
     }
 
+    @Test("A contentURL that climbs out of the content root ('..') is refused: apps copy what it names",
+          arguments: ["../../etc", "content/../../x", "content/d/1/x\u{0}"])
+    func contentURLInsideTheContentRoot(url: String) {
+        var (queue, key) = startedDownload()
+        queue.send(.startDownloads([key]))
+        #expect(queue.rejection(queue.send(.completeDownload(key, contentURL: url))) == .invalidArgument)
+        #expect(queue.transaction(key.transaction)!.downloads[0].downloadState == .active)
+        queue.send(.completeDownload(key, contentURL: "content/d1/1/a..b-1.0"))
+        #expect(queue.transaction(key.transaction)!.downloads[0].downloadState == .finished)
+    }
+
     @Test("R-D2: waiting → active → paused → active → finished; invalid moves are refused")
     func stateMachine() {
         var (queue, key) = startedDownload()

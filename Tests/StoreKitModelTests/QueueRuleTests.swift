@@ -233,6 +233,17 @@ import Testing
         #expect(queue.rejection(queue.send(.registerDevice(device: "", account: "a1"))) == .invalidArgument)
     }
 
+    @Test("A device name that would leave the run directory's content and apps folders is refused", arguments: [
+        "../../tmp/evil", "a/b", ".", "..", "a\u{0}b",
+    ])
+    func deviceNamesThatAreNotFolders(name: String) {
+        var queue = QueueHarness()
+        #expect(queue.rejection(queue.send(.registerDevice(device: name, account: "a1"))) == .invalidArgument)
+        #expect(queue.projection.device(name) == nil)
+        queue.send(.registerDevice(device: "device-0001.a_b", account: "a1"))
+        #expect(queue.projection.device("device-0001.a_b") != nil)
+    }
+
     @Test("A command number far ahead of its origin is refused and cannot make the origin's real commands duplicates")
     func poisonedCommandNumber() {
         var queue = QueueHarness()

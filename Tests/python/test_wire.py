@@ -92,13 +92,17 @@ def decode_event(payload):
         fields = {"device": reader.string(), "account": reader.string()}
         name = "deviceRegistered"
     elif tag == 24:
-        # The whole rejected command's body: this test only meets addPayment (command tag 7).
+        # The whole rejected command's body: this test meets addPayment (command tag 7) and
+        # registerDevice (tag 1).
         command_tag = reader.byte()
-        assert command_tag == 7, "unexpected rejected command tag %d" % command_tag
-        device, product, quantity = reader.string(), reader.string(), reader.varint()
-        assert reader.byte() == 0 and reader.byte() == 0, "no applicationUsername, no requestData"
-        fields = {"device": device, "command": "addPayment", "product": product,
-                  "code": reader.byte(), "message": reader.string()}
+        assert command_tag in (1, 7), "unexpected rejected command tag %d" % command_tag
+        if command_tag == 7:
+            device, product, quantity = reader.string(), reader.string(), reader.varint()
+            assert reader.byte() == 0 and reader.byte() == 0, "no applicationUsername, no requestData"
+            fields = {"device": device, "command": "addPayment", "product": product}
+        else:
+            fields = {"device": reader.string(), "account": reader.string(), "command": "registerDevice"}
+        fields.update({"code": reader.byte(), "message": reader.string()})
         name = "commandRejected"
     else:
         raise AssertionError("unexpected event tag %d" % tag)
@@ -150,6 +154,10 @@ class WireFormatTest(unittest.TestCase):
         self.dealer.close()
         self.subscriber.close()
         self.context.term()
+        for role in getattr(self, "roles", []):
+            if role.poll() is None:
+                role.send_signal(signal.SIGTERM)
+                role.wait(timeout=10)
         if self.queue.poll() is None:
             self.queue.send_signal(signal.SIGTERM)
             self.queue.wait(timeout=10)
@@ -233,17 +241,138 @@ class WireFormatTest(unittest.TestCase):
         _, _, (_, name, fields) = self.next_event()
         self.assertEqual((name, fields["command"], fields["device"], fields["code"]), ("commandRejected", "addPayment", "ghost", 7))
 
+        # A device name that is a path is refused: the downloader keeps content under
+        # content/<device>/, and "../../escape" once had it write outside the run directory.
+        escape = self.request([b"CMD", command("py", 3, 1, string("../../escape") + string("py-account"))])
+        self.assertEqual(escape[1], b"\x01", escape[5])
+        self.assertIn("cannot name a folder", escape[5].decode())
+        _, _, (_, name, fields) = self.next_event()
+        self.assertEqual((name, fields["command"], fields["device"]), ("commandRejected", "registerDevice", "../../escape"))
+
         # Garbage is malformed: answered, never logged.
         garbage = self.request([b"CMD", bytes([FORMAT_VERSION, 1, 0xFF])])
         self.assertEqual(garbage[1], b"\x03")
         self.assertTrue(garbage[5].startswith(b"undecodablePayload") or garbage[5].startswith(b"malformedBody"), garbage[5])
         pong = self.request([b"PING"])
-        self.assertEqual(struct.unpack("<Q", pong[2])[0], last_sequence + 1)  # only the rejection was added
+        self.assertEqual(struct.unpack("<Q", pong[2])[0], last_sequence + 2)  # only the two rejections were added
 
         # The queue stops cleanly on SIGTERM.
         self.queue.send_signal(signal.SIGTERM)
         self.assertEqual(self.queue.wait(timeout=10), 0)
 
+
+    def fetch_events(self, start):
+        """Every event from sequence `start` on that the queue has published: (sequence, tag, id, first fields)."""
+        batch = self.request([b"FETCH", struct.pack("<QI", start, 0)])
+        self.assertEqual(batch[0], b"BATCH")
+        events = []
+        for frame in batch[2:]:
+            _, _, sequence, _ = struct.unpack_from("<BB6xQq", frame)
+            reader = Reader(frame[24:])
+            self.assertEqual(reader.byte(), FORMAT_VERSION)
+            command_id = (reader.string(), reader.varint()) if reader.byte() == 1 else None
+            tag = reader.byte()
+            # Only the leading fields this test needs: a transaction key (device, number) or a device.
+            first = (reader.string(), reader.varint()) if tag in (10, 13, 16, 21) else None
+            events.append((sequence, tag, command_id, first))
+        return events
+
+    def wait_for_event(self, predicate, what, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for event in self.fetch_events(1):
+                if predicate(event):
+                    return event
+            time.sleep(0.05)  # polling the queue's log for a condition, bounded by the deadline
+        self.fail("no %s within %d s" % (what, timeout))
+
+    def test_an_app_buys_downloads_finishes_and_restores_against_the_store_and_downloader(self):
+        """docs/wire-format.md's "An app of your own": the Swift store and downloader serve a Python app."""
+        binary = os.environ.get("SKSIM") or os.path.join(ROOT, ".build", "debug", "sksim")
+        topology = os.path.join(self.directory, "wire.yaml")
+        self.roles = [subprocess.Popen([binary, role, "--topology", topology, "--name", role, "--run-directory", self.directory],
+                                       stderr=self.queue_log) for role in ("store", "downloader")]
+        self.wait_for_queue()
+        origin, device, account = "py-app", "py-phone", "py-account"
+        numbers = iter(range(1, 100))
+
+        def send(tag, body):
+            reply = self.request([b"CMD", command(origin, next(numbers), tag, body)], timeout_ms=15000)
+            self.assertEqual(reply[1], b"\x00", reply[5])  # accepted
+            return struct.unpack("<Q", reply[4])[0]
+
+        send(1, string(device) + string(account))         # registerDevice
+        send(2, string(device))                            # launchApp
+        send(4, string(device) + string("py-observer"))    # attachObserver: the queue syncs with the store only now (R-Q3)
+        product = "com.example.sksim.levelpack.forest"     # non-consumable with one piece of hosted content
+        send(7, string(device) + string(product) + zigzag(1) + b"\x01" + string(account) + b"\x00")  # addPayment
+        _, _, _, key = self.wait_for_event(lambda e: e[1] == 10 and e[3][0] == device, "transactionPurchased")
+        key_bytes = string(key[0]) + varint(key[1])
+        send(10, varint(1) + key_bytes + varint(0))        # startDownloads of download 0
+        self.wait_for_event(lambda e: e[1] == 21 and e[3] == key, "downloadFinished")
+        package = os.path.join(self.directory, "content", device, str(key[1]), product + ".levels-1.0")
+        self.assertTrue(os.path.exists(os.path.join(package, "ContentInfo.plist")), package)
+        self.assertEqual(os.path.getsize(os.path.join(package, "Contents", product + ".levels")), 24576)
+        send(8, key_bytes)                                 # finishTransaction
+        send(9, string(device) + b"\x01" + string(account))  # restoreCompletedTransactions
+        _, _, _, restored = self.wait_for_event(lambda e: e[1] == 13 and e[3][0] == device, "transactionRestored")
+        send(8, string(restored[0]) + varint(restored[1]))  # finish the restored copy
+        self.wait_for_event(lambda e: e[1] == 14, "restoreFinished")
+        tags = [event[1] for event in self.fetch_events(1)]
+        self.assertEqual(tags.count(16), 2)                # both transactions finished
+
+@unittest.skipIf(zmq is None, "pyzmq is not installed (scripts/setup installs it)")
+class HostilePublisherTest(unittest.TestCase):
+    """A role process facing a "queue" that publishes garbage: it stays up and its log stays small."""
+
+    def test_a_role_reports_malformed_frames_at_most_once_a_second_per_reason(self):
+        directory = tempfile.mkdtemp(prefix="sksim-hostile-")
+        context = zmq.Context()
+        publisher, router = context.socket(zmq.PUB), context.socket(zmq.ROUTER)
+        publisher.linger = router.linger = 0
+        events, requests = free_port(), free_port()
+        publisher.bind("tcp://127.0.0.1:%d" % events)
+        router.bind("tcp://127.0.0.1:%d" % requests)
+        topology = os.path.join(directory, "hostile.yaml")
+        with open(topology, "w") as file:
+            file.write("name: hostile\nscenario: {devices: 1}\nprocesses:\n"
+                       '  - {name: queue, role: queue, events: "tcp://127.0.0.1:%d", requests: "tcp://127.0.0.1:%d"}\n'
+                       "  - {name: store, role: store}\n  - {name: downloader, role: downloader}\n"
+                       '  - {name: apps, role: observer, devices: "1-1"}\n' % (events, requests))
+        binary = os.environ.get("SKSIM") or os.path.join(ROOT, ".build", "debug", "sksim")
+        log_path = os.path.join(directory, "store.log")
+        with open(log_path, "w") as log:
+            store = subprocess.Popen([binary, "store", "--topology", topology, "--name", "store", "--run-directory", directory], stderr=log)
+        try:
+            garbage = [b"evt.d1", struct.pack("<BB6xQq", 1, 3, 1, 0), b""]  # message kind 3 does not exist
+            # Until the store's subscription is up, its first report shows it hears the garbage.
+            deadline = time.time() + 20
+            while "dropped a malformed event frame" not in open(log_path).read():
+                self.assertLess(time.time(), deadline, "the store never reported the garbage")
+                publisher.send_multipart(garbage)
+                while router.poll(0):  # FETCH/PING: an empty partition
+                    frames = router.recv_multipart()
+                    reply = [b"BATCH", struct.pack("<QIQ", 1, 0, 0)] if frames[1] == b"FETCH" else [b"PONG", b"queue", struct.pack("<Q", 0)]
+                    router.send_multipart([frames[0]] + reply)
+                time.sleep(0.01)
+            started = time.time()
+            for _ in range(3000):  # 3,000 bad frames over about 1.5 s
+                publisher.send_multipart(garbage)
+                time.sleep(0.0005)
+            elapsed = time.time() - started
+            self.assertIsNone(store.poll(), "the store died")
+            store.send_signal(signal.SIGTERM)
+            store.wait(timeout=10)
+            reports = open(log_path).read().count("dropped a malformed event frame")
+            # One a second, plus the first: once one line per frame.
+            self.assertLessEqual(reports, int(elapsed) + 3, "%d reports in %.1f s" % (reports, elapsed))
+        finally:
+            if store.poll() is None:
+                store.kill()
+            publisher.close()
+            router.close()
+            context.term()
+            shutil.rmtree(directory, ignore_errors=True)
 
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
