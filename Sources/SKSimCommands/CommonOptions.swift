@@ -53,5 +53,10 @@ func writeStandardOutput(_ text: String) {
 /// Writes to standard error; a failed write is dropped, since there is nowhere left to report it (a role
 /// whose log file is on a full disk still exits with its own status, not Foundation's trap).
 func printError(_ text: String) {
-    try? FileHandle.standardError.write(contentsOf: Data((text + "\n").utf8))
+    writeStandardError(text + "\n")
+}
+
+/// `printError` without the line end (a progress line rewritten in place).
+func writeStandardError(_ text: String) {
+    try? FileHandle.standardError.write(contentsOf: Data(text.utf8))
 }

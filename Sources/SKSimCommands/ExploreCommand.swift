@@ -52,12 +52,12 @@ struct ExploreCommand: AsyncParsableCommand {
         var explorer = Explorer(scenario: scenario)
         if isatty(STDERR_FILENO) == 1 {
             explorer.progress = { count, elapsed in
-                FileHandle.standardError.write(Data(String(format: "\rexplore: %d schedules, %.0f/s ", count, Double(count) / max(elapsed, 1e-9)).utf8))
+                writeStandardError(String(format: "\rexplore: %d schedules, %.0f/s ", count, Double(count) / max(elapsed, 1e-9)))
             }
         }
         let result = try explorer.explore(strategy: chosenStrategy, budget: ExplorationBudget(schedules: schedules, seconds: seconds), seed: explorationSeed,
                                           jobs: workerCount)
-        if isatty(STDERR_FILENO) == 1 { FileHandle.standardError.write(Data("\r".utf8)) }
+        if isatty(STDERR_FILENO) == 1 { writeStandardError("\r") }
         var files: [(trace: String, mermaid: String, reproduce: String)] = []
         if !result.violations.isEmpty {
             let directory = outputDirectory(report, prefix: "explore", seed: explorationSeed)

@@ -48,7 +48,20 @@ public final class QueueProcess {
         for recovery in writer.recoveries { logger.warning("recovered the log's torn tail", metadata: ["recovery": "\(recovery)"]) }
         // The engine rebuilds its projection from the log, so a restarted queue carries on.
         let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))
-        let startup = try engine.start(topology.scenario.header(runtime: "live", startedAtUnixNanoseconds: LiveClock.wallNanoseconds()))
+        let ownHeader = topology.scenario.header(runtime: "live", startedAtUnixNanoseconds: LiveClock.wallNanoseconds())
+        if let logged = engine.header, logged.seed != ownHeader.seed || logged.scenario != ownHeader.scenario
+            || logged.catalogDigest != ownHeader.catalogDigest {
+            // A restart carries on its own run; a log of another run (a reused --run-directory) must not be
+            // continued with this topology's store and apps as if it were theirs.
+            let differences = [logged.seed != ownHeader.seed ? "seed \(logged.seed), not \(ownHeader.seed)" : nil,
+                               logged.scenario != ownHeader.scenario ? "another scenario" : nil,
+                               logged.catalogDigest != ownHeader.catalogDigest ? "another catalog (\(logged.catalogSource))" : nil]
+            throw RoleProcessError(
+                "the log in \(logDirectory.path) holds another run (\(differences.compactMap { $0 }.joined(separator: ", "))); "
+                    + "give this queue a new --run-directory, or start it with the topology that made that log",
+                failsTheRun: true)
+        }
+        let startup = try engine.start(ownHeader)
         let startedAt = engine.header?.startedAtUnixNanoseconds ?? LiveClock.wallNanoseconds()
         logger.info("queue ready", metadata: ["partition": "\(partition)", "sequence": "\(engine.projection.lastSequence)", "devices": "\(engine.projection.devices.count)"])
 

@@ -63,6 +63,23 @@ public enum SKSimProgram {
             errorReader = PipeReader(error.fileHandleForReading)
         }
 
+        /// Waits at most `seconds` for the program to end; nil when it had not (it is then killed, so a
+        /// test of a program that should have stopped fails instead of hanging).
+        public func finish(within seconds: Double) -> ProgramOutcome? {
+            let ended = DispatchSemaphore(value: 0)
+            let process = self.process
+            Thread.detachNewThread {
+                process.waitUntilExit()
+                ended.signal()
+            }
+            guard ended.wait(timeout: .now() + seconds) == .success else {
+                kill(process.processIdentifier, SIGKILL)
+                _ = finish()
+                return nil
+            }
+            return finish()
+        }
+
         /// Waits for the program to end; what it printed and its status.
         public func finish() -> ProgramOutcome {
             let outputData = outputReader.wait()

@@ -32,6 +32,33 @@ import Testing
         #expect(object["logDirectory"] as? String == scratch.path("run") + "/log")
     }
 
+    @Test("a queue started on the log of another run refuses in one line and writes nothing to it (it once carried on as if the log were its own)")
+    func queueRefusesAnotherRunsLog() throws {
+        let scratch = Scratch()
+        let simulated = try Self.sksim(["simulate", "--devices", "3", "--purchases-per-device", "2", "--seed", "8", "--out", scratch.path("run")])
+        #expect(simulated.status == 0, "\(simulated.error)")
+        let topology = try Self.sksim(["topology", "show"])
+        try topology.output.write(toFile: scratch.path("local.yaml"), atomically: true, encoding: .utf8)
+        func logBytes() throws -> [String: Data] {
+            let folder = scratch.url.appendingPathComponent("run/log", isDirectory: true)
+            var files: [String: Data] = [:]
+            for case let url as URL in FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil)! {
+                if let data = try? Data(contentsOf: url) { files[url.path] = data }
+            }
+            return files
+        }
+        let before = try logBytes()
+        #expect(!before.isEmpty)
+        let started = try SKSimProgram.start(try LiveRunTests.executable(), [
+            "queue", "--topology", scratch.path("local.yaml"), "--name", "queue", "--run-directory", scratch.path("run"), "--quiet"])
+        let outcome = try #require(started.finish(within: 60), "the queue went on with another run's log")
+        #expect(outcome.status == 2, "\(outcome.output) \(outcome.error)")
+        let message = outcome.error.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(message.hasPrefix("error: the log in ") && message.contains("holds another run (seed 8, not ")
+                && message.contains("give this queue a new --run-directory"), "\(outcome.error)")
+        #expect(try logBytes() == before)
+    }
+
     @Test("simulate exits 1 and lists violations when an observer loses content (R-D3)")
     func simulateViolation() throws {
         let scratch = Scratch()
