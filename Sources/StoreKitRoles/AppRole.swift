@@ -156,6 +156,17 @@ public final class DeviceApp {
         stage = .relaunching
     }
 
+    /// The queue recorded this app's termination without the app asking for it (another client's
+    /// `terminateApp`): like a kill, its observers are gone and it is launched again at its next
+    /// step, when every unfinished transaction is delivered again (R-Q4). Without this it went on
+    /// as if running, while the queue held its transactions for observers that never came back.
+    func terminatedElsewhere() {
+        queue.terminatedElsewhere()
+        observers.removeAll()
+        lateObservers.removeAll()
+        stage = .relaunching
+    }
+
     public var isDone: Bool { stage == .done }
 
     /// True when the user's script is done and the queue holds nothing unfinished for
@@ -313,7 +324,18 @@ public final class AppRole: Role {
 
     public func receive(_ recorded: RecordedEvent, now: Int64, into effects: inout [Effect]) {
         guard let device = recorded.event.device, let app = app(device) else { return }
+        // Told by the case alone (no payload copied): this runs for every event of every device.
+        let terminatedElsewhere: Bool
+        if case .appTerminated = recorded.event { terminatedElsewhere = app.canBeKilled && !app.queue.isAwaitingTermination } else { terminatedElsewhere = false }
         app.queue.deliver(recorded)
+        if terminatedElsewhere {
+            app.terminatedElsewhere()
+            if !app.stepTimerPending {
+                app.stepTimerPending = true
+                effects.append(.timer(afterNanoseconds: 0, .deviceStep(device: device)))
+            }
+            return send(app, into: &effects)
+        }
         guard let probability = choicePoints?.killProbability, probability > 0, let choices, app.canBeKilled,
               choices.chance(.appKill, probability) else { return send(app, into: &effects) }
         // Killed after handling this update, between two of the commands it made (or after all).
