@@ -324,9 +324,14 @@ public final class AppRole: Role {
 
     public func receive(_ recorded: RecordedEvent, now: Int64, into effects: inout [Effect]) {
         guard let device = recorded.event.device, let app = app(device) else { return }
-        // Told by the case alone (no payload copied): this runs for every event of every device.
+        // Told by the case alone (no payload copied): this runs for every event of every device. The app's
+        // own terminations (a quit, a kill, a restarted process's, any incarnation's) come from this role.
         let terminatedElsewhere: Bool
-        if case .appTerminated = recorded.event { terminatedElsewhere = app.canBeKilled && !app.queue.isAwaitingTermination } else { terminatedElsewhere = false }
+        if case .appTerminated = recorded.event {
+            terminatedElsewhere = app.canBeKilled && !(recorded.commandID.map { isOwnOrigin($0.origin) } ?? true)
+        } else {
+            terminatedElsewhere = false
+        }
         app.queue.deliver(recorded)
         if terminatedElsewhere {
             app.terminatedElsewhere()
@@ -349,6 +354,12 @@ public final class AppRole: Role {
             app.stepTimerPending = true
             effects.append(.timer(afterNanoseconds: 0, .deviceStep(device: device)))
         }
+    }
+
+    /// Whether commands of `origin` are this role's: its name, then any incarnation (`apps.0`,
+    /// `observer-1.4242`).
+    private func isOwnOrigin(_ origin: String) -> Bool {
+        origin.utf8.count > name.utf8.count && origin.hasPrefix(name) && origin.utf8.dropFirst(name.utf8.count).first == UInt8(ascii: ".")
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {

@@ -303,9 +303,6 @@ public final class PaymentQueue {
         outbox.append(OutgoingCommand(body: .terminateApp(device: device), sender: "device"))
     }
 
-    /// True from the app's own `terminateApp` until the queue's `appTerminated` is heard.
-    public var isAwaitingTermination: Bool { awaitingTermination }
-
     /// The queue recorded this app's termination without the app asking (another client's
     /// `terminateApp`, as the system may end an app): its observers are gone, as on a quit.
     public func terminatedElsewhere() {

@@ -35,7 +35,7 @@ import StoreKitTestKit
                 switch effect {
                 case .send(let body):
                     commands += 1
-                    harness.send(body, id: CommandID(origin: role.name, number: UInt64(commands)))
+                    harness.send(body, id: CommandID(origin: "\(role.name).0", number: UInt64(commands)))
                 case .timer(_, let token):
                     timers.append(token)
                 }
