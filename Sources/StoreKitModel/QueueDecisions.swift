@@ -71,6 +71,9 @@ extension QueueProjection {
             guard !isRegistered(device) else {
                 throw Rejection(.deviceAlreadyRegistered, "device '\(device)' is already registered; each app install registers once (R-Q2)")
             }
+            guard deviceCount < maximumDevices else {
+                throw Rejection(.tooManyDevices, "this queue holds its most devices (\(maximumDevices)); spread the devices over more queue partitions (docs/load-testing.md, section Partitions)")
+            }
             return [.deviceRegistered(device: device, account: account)]
 
         case .launchApp(let name):

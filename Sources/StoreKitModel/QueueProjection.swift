@@ -129,6 +129,12 @@ public struct QueueProjection: Sendable {
 
     /// Devices registered.
     public var deviceCount: Int { deviceStates.count }
+    /// The most devices one queue (partition) registers; beyond, `registerDevice` is refused
+    /// (`tooManyDevices`), so a client inventing devices cannot grow the queue's memory without bound.
+    /// Larger fleets are spread over partitions. Part of the rules (a replay decides the same), so
+    /// changed only by tests of the rule.
+    public var maximumDevices = QueueProjection.defaultMaximumDevices
+    public static let defaultMaximumDevices = 1_000_000
 
     @inlinable func slot(of name: String) -> Int? {
         if lastDeviceSlot >= 0, name == lastDeviceName { return lastDeviceSlot }

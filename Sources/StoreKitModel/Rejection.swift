@@ -28,6 +28,8 @@ public struct Rejection: Error, Sendable, Hashable, CustomStringConvertible {
         /// A command from a new sender when the queue already remembers as many senders as it
         /// may (a flood of invented origins); its id does not enter the command window.
         case tooManySenders = 20
+        /// A device registration when the queue (partition) holds `QueueProjection.maximumDevices`.
+        case tooManyDevices = 21
 
     }
 

@@ -182,6 +182,35 @@ import Testing
         #expect(projection.recentCommands.originCount == 0, "a refused sender is not remembered")
     }
 
+    @Test("Devices are registered up to a bound: one more is refused with tooManyDevices and not registered; known ones go on")
+    func deviceCap() {
+        var projection = QueueProjection()
+        projection.maximumDevices = 2
+        var sequence: UInt64 = 0
+        func handle(_ body: CommandBody) -> Decision {
+            sequence += 1
+            let command = Command(id: CommandID(origin: "apps.0", number: sequence), body: body)
+            let decision = projection.decide(command, catalog: .sample)
+            let events: [Event] = switch decision {
+            case .accept(let events): events
+            case .reject(let rejection): [QueueProjection.rejectionEvent(command, rejection)]
+            case .duplicate: []
+            }
+            for event in events { projection.apply(RecordedEvent(sequence: sequence, timestamp: 0, commandID: command.id, event: event)) }
+            return decision
+        }
+        #expect(handle(.registerDevice(device: "d1", account: "a1")) == .accept([.deviceRegistered(device: "d1", account: "a1")]))
+        #expect(handle(.registerDevice(device: "d2", account: "a1")) == .accept([.deviceRegistered(device: "d2", account: "a1")]))
+        guard case .reject(let rejection) = handle(.registerDevice(device: "d3", account: "a1")) else {
+            Issue.record("a third device was registered past the bound of 2")
+            return
+        }
+        #expect(rejection.code == .tooManyDevices && rejection.message.contains("partitions"), "\(rejection)")
+        #expect(projection.deviceCount == 2 && !projection.isRegistered("d3"))
+        #expect(handle(.launchApp(device: "d2")) == .accept([.appLaunched(device: "d2")]))
+        #expect(QueueProjection.defaultMaximumDevices == 1_000_000 && QueueProjection().maximumDevices == 1_000_000)
+    }
+
     @Test("A sender that sent a few commands costs a few words, not the whole 65,536-id window")
     func smallSendersAreSmall() {
         var window = CommandWindow(capacity: 65_536)
