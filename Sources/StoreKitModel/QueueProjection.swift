@@ -134,7 +134,7 @@ public struct QueueProjection: Sendable {
     /// Larger fleets are spread over partitions. Part of the rules (a replay decides the same), so
     /// changed only by tests of the rule.
     public var maximumDevices = QueueProjection.defaultMaximumDevices
-    public static let defaultMaximumDevices = 1_000_000
+    public static let defaultMaximumDevices = 250_000
 
     @inlinable func slot(of name: String) -> Int? {
         if lastDeviceSlot >= 0, name == lastDeviceName { return lastDeviceSlot }

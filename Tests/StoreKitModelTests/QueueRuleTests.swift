@@ -208,7 +208,7 @@ import Testing
         #expect(rejection.code == .tooManyDevices && rejection.message.contains("partitions"), "\(rejection)")
         #expect(projection.deviceCount == 2 && !projection.isRegistered("d3"))
         #expect(handle(.launchApp(device: "d2")) == .accept([.appLaunched(device: "d2")]))
-        #expect(QueueProjection.defaultMaximumDevices == 1_000_000 && QueueProjection().maximumDevices == 1_000_000)
+        #expect(QueueProjection.defaultMaximumDevices == 250_000 && QueueProjection().maximumDevices == 250_000)
     }
 
     @Test("A sender that sent a few commands costs a few words, not the whole 65,536-id window")
