@@ -74,13 +74,6 @@ import Testing
     @Test("Receipt refreshes are answered live as recorded (the same pieces, listing the live run's purchases) and compared: 0 divergences")
     func receiptRefreshes() throws {
         let scratch = CLI.Scratch()
-        var topology = ReplayTopology(seed: 11, purchasesPerDevice: 8, relaunchProbability: 0.2)
-        // A refresh at every step: whether any receipt lists a purchase is the live run's timing (one
-        // in 2 at each step gave none once, in a full suite on a loaded machine).
-        topology.receiptRefreshProbability = 1
-        try topology.text.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
-        let run = try CLI.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
-        #expect(run.status == 0, "\(run.output) \(run.error)")
         /// Each device's refreshes, and each refresh's pieces, by what they say (identifiers and dates
         /// are each run's own; when a piece lands among the device's other events is real timing).
         func receipts(_ run: String) throws -> [String: [String]] {
@@ -95,9 +88,24 @@ import Testing
             }
             return byDevice
         }
-        let recorded = try receipts("rec")
-        // (Measured at one refresh in 2 steps: 0 to 11 of 14 to 17 receipts list purchases, as the live run's timing decides.)
-        try #require(recorded.values.joined().contains { $0.hasPrefix("receiptDelivered") && !$0.contains(" [] ") }, "the recording has no receipt listing a purchase")
+        // Whether a receipt lists a purchase is the live run's timing: a refresh goes in the step of its
+        // purchase, and a consumable leaves the receipt once finished (R-R2). Measured with a refresh at
+        // every step: 4 to 19 of 32 receipts list one on a quiet machine, and none once in CI. So the
+        // recording is made again with the next seed (at most three) until one does: what is tested is
+        // the replay of such a recording, not how often the live run produces one.
+        var recorded: [String: [String]] = [:]
+        for seed: UInt64 in 11...13 {
+            var topology = ReplayTopology(seed: seed, purchasesPerDevice: 12, relaunchProbability: 0.2)
+            topology.receiptRefreshProbability = 1
+            try topology.text.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
+            try? FileManager.default.removeItem(atPath: scratch.path("rec"))
+            let run = try CLI.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
+            #expect(run.status == 0, "\(run.output) \(run.error)")
+            recorded = try receipts("rec")
+            if recorded.values.joined().contains(where: { $0.hasPrefix("receiptDelivered") && !$0.contains(" [] ") }) { break }
+        }
+        try #require(recorded.values.joined().contains { $0.hasPrefix("receiptDelivered") && !$0.contains(" [] ") },
+                     "three recordings had no receipt listing a purchase")
 
         let same = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("live.yaml"), "--out", scratch.path("same"), "--json"])
         #expect(same.status == 0, "\(same.output) \(same.error)")

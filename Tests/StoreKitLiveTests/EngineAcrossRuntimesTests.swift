@@ -59,7 +59,7 @@ import Testing
                                          with: "  observers: [deliverThenFinish]\n  devicesPerAccount: 2\n  restoreProbability: 0")
             .replacingOccurrences(of: "  relaunchProbability: 0.1", with: "  relaunchProbability: 0")
             .replacingOccurrences(of: "  store: {latencyMilliseconds: {minimum: 1, mean: 5}}",
-                                  with: "  store: {latencyMilliseconds: {minimum: 1, mean: 2}, failureProbability: 0, cancellationProbability: 0, deferralProbability: 0}")
+                                  with: "  store: {latencyMilliseconds: {minimum: 1, mean: 2}, failureProbability: 0, cancellationProbability: 0, deferralProbability: 0, restoreFailureProbability: 0}")
         let scratch = CommandLineTests.Scratch()
         // Re-buying what the account owns is not charged (R-R4) and so not restored again: a restore
         // bigger than one piece needs many products, here 250 non-consumables in a .storekit file.
@@ -86,7 +86,9 @@ import Testing
         #expect(result.report.violations.isEmpty)
         #expect(result.report.totals.purchased == 600)
         // How much the restore finds live depends on how far the store has got when the second
-        // device asks (real processes, real timing); whatever it finds completes, in pieces.
+        // device asks (real processes, real timing); whatever it finds completes, in pieces. (The
+        // store's restore failures are off: live, which draw decides the restore is timing, and the
+        // default 2 % once failed it in CI.)
         #expect(result.report.totals.restoresFinished == 1)
         #expect(result.report.totals.rejections == 0)
     }
