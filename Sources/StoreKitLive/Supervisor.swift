@@ -215,9 +215,19 @@ public final class Supervisor {
         defer { context.terminate() }
 
         do {
-            // The queues first: everyone else connects to them.
+            // The queues first: everyone else connects to them. Then the store and the downloader, and
+            // the apps once those have caught up on the log and react: apps that bought while the store
+            // was still starting had every early purchase (and receipt refresh) wait for its start-up,
+            // answered in one burst when it came, as if the store were slow.
             try launchQueues(context: context)
-            for specification in topology.processes where specification.role != .queue {
+            var services: [Child] = []
+            for specification in topology.processes where specification.role != .queue && specification.role != .observer {
+                let child = Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log"))
+                children.append(child)
+                services.append(child)
+            }
+            try waitUntilCaughtUp(services)
+            for specification in topology.processes where specification.role == .observer {
                 children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
             }
             try writeRunFile()
@@ -443,7 +453,7 @@ extension Supervisor {
     }
 
     /// Waits (bounded) until each service has caught up on the log and reacts (its ready note), so
-    /// a load's first lifecycles do not wait for the store's start-up and count it as latency.
+    /// the first lifecycles of a run or a load do not wait for the store's start-up and count it as latency.
     private func waitUntilCaughtUp(_ services: [Child]) throws {
         let deadline = LiveClock.monotonicNanoseconds() + 30_000_000_000
         for service in services {
@@ -454,7 +464,7 @@ extension Supervisor {
                     throw Failure.startFailed("the \(service.specification.role.rawValue) '\(service.specification.name)' could not start: \(cause) (its log: \(service.logFile.path))")
                 }
                 guard LiveClock.monotonicNanoseconds() < deadline else {
-                    logger.warning("a service had not caught up on the log within 30 s; starting the load anyway", metadata: ["name": "\(service.specification.name)"])
+                    logger.warning("a service had not caught up on the log within 30 s; starting the apps anyway", metadata: ["name": "\(service.specification.name)"])
                     return
                 }
                 usleep(5_000)
