@@ -174,11 +174,11 @@ public final class QueueEndpoint {
     private let router: Socket
     private let authentication: AuthenticationHandler
     private let peerWatch: [PeerWatch]
-    private let poller = Poller()
-    /// Poller indices: the router, the authentication socket, then one per peer watch.
-    private static let routerIndex = 0
-    private static let authenticationIndex = 1
-    private static let firstWatchIndex = 2
+    private let poller: Poller
+    /// Where the poller reports each socket: a step reads only those it found readable.
+    private let routerIndex: Int
+    private let authenticationIndex: Int
+    private let watchIndices: [Int]
     private let wakeupIndex: Int?
     private var reader: PartitionReader?
     private var recent: RecentRecords
@@ -258,20 +258,13 @@ public final class QueueEndpoint {
         try router.bind(configuration.requestsEndpoint)
         eventsEndpoint = try publisher.lastEndpoint
         requestsEndpoint = try router.lastEndpoint
-        let routerIndex = poller.register(router, for: .readable)
-        let authenticationIndex = poller.register(authentication.socket, for: .readable)
-        var watchIndices: [Int] = []
-        for watch in watches { watchIndices.append(poller.register(watch.monitor.socket, for: .readable)) }
-        let expectedWatchIndices = Array(QueueEndpoint.firstWatchIndex..<(QueueEndpoint.firstWatchIndex + watches.count))
-        let indicesAsExpected = routerIndex == QueueEndpoint.routerIndex && authenticationIndex == QueueEndpoint.authenticationIndex
-            && watchIndices == expectedWatchIndices
-        precondition(indicesAsExpected, "the poller's indices are fixed")
+        let poller = Poller()
+        routerIndex = poller.register(router, for: .readable)
+        authenticationIndex = poller.register(authentication.socket, for: .readable)
+        watchIndices = watches.map { poller.register($0.monitor.socket, for: .readable) }
+        wakeupIndex = configuration.durabilityWakeup.map { poller.register(fileDescriptor: $0.fileDescriptor, for: .readable) }
+        self.poller = poller
         nextHeartbeat = .now
-        if let wakeup = configuration.durabilityWakeup {
-            wakeupIndex = poller.register(fileDescriptor: wakeup.fileDescriptor, for: .readable)
-        } else {
-            wakeupIndex = nil
-        }
     }
 
     /// Above this size a single request frame makes libzmq close the connection unread.
@@ -317,14 +310,12 @@ public final class QueueEndpoint {
         // system call (it processes the socket's command mailbox), several per step on a lone lifecycle.
         // Connections first: counts must be current before the handler judges new ones.
         // A connection to judge reads every watch (an accept may have landed since the poll).
-        let judging = poller.isReadable(at: Self.authenticationIndex)
-        for (offset, watch) in peerWatch.enumerated() where judging || poller.isReadable(at: Self.firstWatchIndex + offset) {
-            try watch.update()
-        }
+        let judging = poller.isReadable(at: authenticationIndex)
+        for (watch, index) in zip(peerWatch, watchIndices) where judging || poller.isReadable(at: index) { try watch.update() }
         if judging { try authentication.answerPending(authenticate) }
         var handled = 0
         let commandsBefore = counters.commandsHandled
-        while handled < configuration.requestsPerStep, poller.isReadable(at: Self.routerIndex) {
+        while handled < configuration.requestsPerStep, poller.isReadable(at: routerIndex) {
             let received: Bool
             do {
                 received = try router.receiveMessage(timeout: .zero) { message in handleRequest(message) } != nil

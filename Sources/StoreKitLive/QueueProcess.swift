@@ -49,17 +49,19 @@ public final class QueueProcess {
         // The engine rebuilds its projection from the log, so a restarted queue carries on.
         let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))
         let ownHeader = topology.scenario.header(runtime: "live", startedAtUnixNanoseconds: LiveClock.wallNanoseconds())
-        if let logged = engine.header, logged.seed != ownHeader.seed || logged.scenario != ownHeader.scenario
-            || logged.catalogDigest != ownHeader.catalogDigest {
-            // A restart carries on its own run; a log of another run (a reused --run-directory) must not be
-            // continued with this topology's store and apps as if it were theirs.
+        // A restart carries on its own run; a log of another run (a reused --run-directory) must not be
+        // continued with this topology's store and apps as if it were theirs.
+        if let logged = engine.header {
             let differences = [logged.seed != ownHeader.seed ? "seed \(logged.seed), not \(ownHeader.seed)" : nil,
                                logged.scenario != ownHeader.scenario ? "another scenario" : nil,
                                logged.catalogDigest != ownHeader.catalogDigest ? "another catalog (\(logged.catalogSource))" : nil]
-            throw RoleProcessError(
-                "the log in \(logDirectory.path) holds another run (\(differences.compactMap { $0 }.joined(separator: ", "))); "
-                    + "give this queue a new --run-directory, or start it with the topology that made that log",
-                failsTheRun: true)
+                .compactMap { $0 }
+            guard differences.isEmpty else {
+                throw RoleProcessError(
+                    "the log in \(logDirectory.path) holds another run (\(differences.joined(separator: ", "))); "
+                        + "give this queue a new --run-directory, or start it with the topology that made that log",
+                    failsTheRun: true)
+            }
         }
         let startup = try engine.start(ownHeader)
         let startedAt = engine.header?.startedAtUnixNanoseconds ?? LiveClock.wallNanoseconds()

@@ -220,16 +220,13 @@ public final class Supervisor {
             // was still starting had every early purchase (and receipt refresh) wait for its start-up,
             // answered in one burst when it came, as if the store were slow.
             try launchQueues(context: context)
-            var services: [Child] = []
-            for specification in topology.processes where specification.role != .queue && specification.role != .observer {
+            func start(_ specification: ProcessSpecification) throws -> Child {
                 let child = Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log"))
                 children.append(child)
-                services.append(child)
+                return child
             }
-            try waitUntilCaughtUp(services)
-            for specification in topology.processes where specification.role == .observer {
-                children.append(Child(specification, try launch(specification), logFile: runDirectory.appendingPathComponent("\(specification.name).log")))
-            }
+            try waitUntilCaughtUp(topology.processes.filter { $0.role != .queue && $0.role != .observer }.map(start))
+            for specification in topology.processes where specification.role == .observer { _ = try start(specification) }
             try writeRunFile()
         } catch {
             // Nothing is left running when the start fails (a queue holding its ports would block the next run).

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitModel
 
 /// A cap on the CPU time of some processes, enforced by the kernel's CPU controller (a cgroup
 /// with a CFS quota). `sksim bench load --queue-cores` puts each queue in one, so that the queue
@@ -34,7 +35,7 @@ public final class CPULimit: Sendable {
         guard cores >= 0.01, cores <= 1_024 else {
             throw Failure(description: "a CPU limit of \(cores) cores is out of range; give 0.01 to 1024 (e.g. 0.25 for a quarter of a core)")
         }
-        guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+        guard FolderName.isSingleComponent(name) else {
             throw Failure(description: "'\(name)' cannot name a cgroup: use letters, digits and dashes")
         }
         self.cores = cores

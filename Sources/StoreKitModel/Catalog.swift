@@ -157,7 +157,7 @@ extension Catalog {
                 }
                 // Downloads are stored in a folder named after the identifier: it must be one name.
                 let identifier = content.contentIdentifier
-                if identifier.contains("/") || identifier.contains("\0") || identifier == "." || identifier == ".." {
+                if !FolderName.isSingleComponent(identifier) {
                     throw failure(.invalidValue, "\(contentPath).contentIdentifier",
                                   "The content identifier \"\(identifier)\" cannot name a folder (it holds '/' or a NUL byte, or is '.' or '..').",
                                   "Use a reverse-DNS name such as \"\(product.identifier).content\".")

@@ -64,7 +64,7 @@ extension QueueProjection {
             try validateName(device, "device")
             // The downloader and the apps keep files under `content/<device>/…` and `apps/<device>/…`:
             // a name like `../../etc` would have them write and delete outside the run directory.
-            guard !device.contains("/"), !device.contains("\0"), device != ".", device != ".." else {
+            guard FolderName.isSingleComponent(device) else {
                 throw Rejection(.invalidArgument, "device name '\(device)' cannot name a folder (it holds '/' or a NUL byte, or is '.' or '..'); use letters, digits, '-', '_' or '.'")
             }
             try validateName(account, "account")

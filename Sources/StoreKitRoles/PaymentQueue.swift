@@ -295,9 +295,8 @@ public final class PaymentQueue {
 
     /// The app quits: its observer objects go with it, and the queue detaches them.
     public func terminateApp() {
-        observers.removeAll()
+        forgetLaunch()
         awaitingTermination = true
-        restoredBatch = nil
         finishRequested.removeAll()
         startRequested.removeAll()
         outbox.append(OutgoingCommand(body: .terminateApp(device: device), sender: "device"))
@@ -305,7 +304,10 @@ public final class PaymentQueue {
 
     /// The queue recorded this app's termination without the app asking (another client's
     /// `terminateApp`, as the system may end an app): its observers are gone, as on a quit.
-    public func terminatedElsewhere() {
+    public func terminatedElsewhere() { forgetLaunch() }
+
+    /// What a launch held that ends with the app: its observers and a restore batch being told.
+    private func forgetLaunch() {
         observers.removeAll()
         restoredBatch = nil
     }
