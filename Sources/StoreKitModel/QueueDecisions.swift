@@ -269,7 +269,7 @@ extension QueueProjection {
             }
             guard !contentURL.isEmpty else { throw Rejection(.invalidArgument, "a finished download needs a contentURL") }
             // Apps copy what the URL names, taken under the content root: '..' would leave it.
-            guard !contentURL.contains("\0"), !contentURL.split(separator: "/").contains(where: { $0 == ".." }) else {
+            guard FolderName.staysInside(contentURL) else {
                 throw Rejection(.invalidArgument, "contentURL '\(contentURL)' leaves the content root; give a path inside it, without '..', like content/<device>/<transaction>/<content>-<version>")
             }
             return [.downloadFinished(key, contentURL: contentURL)]
