@@ -213,11 +213,9 @@ public final class DeterministicRuntime {
             let role = slots[index].role
             let position = heldStart + Int(sequence - firstHeld)
             var effects = takeReactionBuffer()
-            // The role reacts to the held event (roles return effects and never call back). The call
-            // through `any Role` still copies the event for its duration: a class's `let` is not
-            // passed by address to an existential (see docs/engine-performance.md, fifth round).
-            let event = held[position]
-            role.receive(event.recorded, now: now, into: &effects)
+            // The role reacts to the held event, lent to it without a copy (roles return effects and
+            // never call back, so nothing else reads the event meanwhile).
+            held[position].lend { role.receive($0, now: now, into: &effects) }
             perform(&effects, slot: index)
             reaction = effects
         case .timer(let tokenSlot, let index, let incarnation):
@@ -264,7 +262,7 @@ public final class DeterministicRuntime {
         for index in start..<held.count {
             let event = held[index]
             heldIsFinish.append(event.recorded.event.isTransactionFinished)
-            eventAppended?(event.recorded)
+            if let eventAppended { event.lend(eventAppended) }
         }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
@@ -379,13 +377,34 @@ public final class DeterministicRuntime {
     }
 }
 
-/// An appended event, stored once until every role has heard it. A `let` of a class is read in
-/// place where the runtime looks at an event (a finish? the exploration monitor's feed), while an
-/// element read out of an array is copied first, every string and array in it retained and
-/// released; dropping heard events moves pointers, not whole events.
+/// An appended event, stored once until every role has heard it, in memory of its own: read
+/// through the pointer, it is passed to a role (through `any Role`) by address, while a class's
+/// `let` or an array element is copied for the call first, every string and array in it retained
+/// and released. Dropping heard events moves pointers, not whole events.
 private final class HeldEvent {
-    let recorded: RecordedEvent
-    init(_ recorded: consuming RecordedEvent) { self.recorded = recorded }
+    private let storage: UnsafeMutablePointer<RecordedEvent>
+    init(_ recorded: consuming RecordedEvent) {
+        storage = .allocate(capacity: 1)
+        storage.initialize(to: recorded)
+    }
+    deinit {
+        storage.deinitialize(count: 1)
+        storage.deallocate()
+    }
+    var recorded: RecordedEvent {
+        unsafeAddress { UnsafePointer(storage) }
+    }
+
+    /// Lends the event to `body` by moving it out of its memory and back (bits moved, nothing
+    /// retained): passed from memory that someone could change meanwhile, it would be copied for
+    /// the call, every string and array in it retained and then released. The run loop is the only
+    /// reader, and it reads nothing else while a role reacts.
+    @inline(__always)
+    func lend(_ body: (RecordedEvent) -> Void) {
+        let event = storage.move()
+        body(event)
+        storage.initialize(to: consume event)
+    }
 }
 
 private extension Event {
