@@ -130,7 +130,7 @@ public final class DeviceApp {
         observers = makeObservers()
         var atLaunch = observers.filter { !(($0 as? BuiltInObserver)?.behavior.attachesLate ?? false) }
         lateObservers = observers.filter { ($0 as? BuiltInObserver)?.behavior.attachesLate ?? false }
-        if behavior.choicePoints?.shuffleAttachOrder == true { atLaunch = choices.shuffled(atLaunch, .observerAttach) }
+        if behavior.choicePoints?.shuffleAttachOrder == true { atLaunch = PaymentQueue.shuffled(atLaunch, .observerAttach, choices) }
         for observer in atLaunch { queue.add(observer) }
         lateSteps = lateObservers.isEmpty ? 0 : 1 + choices.index(.observerAttach, count: 2)
     }

@@ -158,9 +158,11 @@ public final class BuiltInObserver: PaymentTransactionObserver {
             finish(transaction, on: queue)
         } else {
             // Delivered again after a relaunch (R-Q4): what finished while the app was not running is
-            // kept now, as it would have been when it finished (R-D3).
-            keepFinished(transaction.key, on: queue)
-            if transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) { completeIfDone(transaction.key, on: queue) }
+            // kept now, as it would have been when it finished (R-D3). Looked up once: keeping a file
+            // changes nothing the queue shows of the transaction.
+            guard let current = queue.transaction(transaction.key) else { return }
+            keepFinished(current, on: queue)
+            if transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) { completeIfDone(current, on: queue) }
         }
     }
 
@@ -169,28 +171,28 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         for download in downloads {
             if behavior == .finishAtFullProgress, download.progress >= 1, !download.downloadState.isFinal {
                 // The bug: progress 1.0 is not "finished" (R-D2).
-                complete(download.key.transaction, on: queue)
+                if let transaction = queue.transaction(download.key.transaction) { complete(transaction, on: queue) }
                 continue
             }
             guard download.downloadState.isFinal else { continue }
-            if download.downloadState == .finished { keepFinished(download.key.transaction, on: queue) }
+            // Looked up once: keeping a file changes nothing the queue shows of the transaction.
+            guard let transaction = queue.transaction(download.key.transaction) else { continue }
+            if download.downloadState == .finished { keepFinished(transaction, on: queue) }
             if behavior == .finishOnFirstDownload {
-                complete(download.key.transaction, on: queue)
+                complete(transaction, on: queue)
             } else {
-                completeIfDone(download.key.transaction, on: queue)
+                completeIfDone(transaction, on: queue)
             }
         }
     }
 
     /// Finishes only when every download of the transaction has ended (R-D3).
-    private func completeIfDone(_ key: TransactionKey, on queue: PaymentQueue) {
-        guard let transaction = queue.transaction(key) else { return }
+    private func completeIfDone(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         guard transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) else { return }
-        complete(key, on: queue)
+        complete(transaction, on: queue)
     }
 
-    private func complete(_ key: TransactionKey, on queue: PaymentQueue) {
-        guard let transaction = queue.transaction(key) else { return }
+    private func complete(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         grant(transaction, on: queue)
         finish(transaction, on: queue)
     }
@@ -214,8 +216,7 @@ public final class BuiltInObserver: PaymentTransactionObserver {
 
     /// Keeps each finished download of the transaction not kept yet, in index order: the one just
     /// reported, and any that finished while the app was not running (R-D3, R-Q4).
-    private func keepFinished(_ key: TransactionKey, on queue: PaymentQueue) {
-        guard let transaction = queue.transaction(key) else { return }
+    private func keepFinished(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         for download in transaction.downloads where download.downloadState == .finished && !queue.wasKept(download) {
             if let url = download.contentURL { keep(url, download, on: queue) }
         }

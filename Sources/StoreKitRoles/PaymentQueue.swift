@@ -177,6 +177,14 @@ public final class PaymentQueue {
     @inline(__always)
     private func lookUp(_ key: TransactionKey) -> PaymentTransaction? { Self.lookUp(key, in: &projection) }
 
+    /// Reads one field of a pending transaction in place: `lookUp` copies the whole transaction
+    /// (its strings and downloads retained and released) for a caller that needs its state or one download.
+    @inline(__always)
+    private static func readPending<Result>(_ key: TransactionKey, in projection: inout QueueProjection,
+                                            _ read: (PaymentTransaction) -> Result) -> Result? {
+        projection.withDevice(key.device) { state in state.pending.index(forKey: key.number).map { read(state.pending.values[$0]) } } ?? nil
+    }
+
     @inline(__always)
     private static func lookUp(_ key: TransactionKey, in projection: inout QueueProjection) -> PaymentTransaction? {
         projection.transaction(key)
@@ -215,7 +223,7 @@ public final class PaymentQueue {
 
     /// Finishes a transaction (R-Q8). Still purchasing is an error; finishing twice is harmless.
     public func finishTransaction(_ transaction: PaymentTransaction) throws(Rejection) {
-        let currentState = lookUp(transaction.key)?.transactionState
+        let currentState = Self.readPending(transaction.key, in: &projection) { $0.transactionState }
         guard (currentState ?? transaction.transactionState) != .purchasing else {
             throw Rejection(.transactionStillPurchasing, "transaction \(transaction.key) is still purchasing; it cannot be finished yet (R-Q8)")
         }
@@ -385,19 +393,24 @@ public final class PaymentQueue {
             attached = observers.filter { names.contains($0.observerName) }
             attachedCache = attached
         }
-        guard ordering == .seededShuffle, attached.count > 1 else { return attached }
-        // The same draws as `ChoiceSource.shuffled`, written for this one element type: the generic
-        // version is not specialised across the existential and cost a metadata lookup per call.
-        // The copy is made only when a draw moves an observer (the cached array is shared otherwise).
+        guard ordering == .seededShuffle else { return attached }
+        return Self.shuffled(attached, .observerOrder, choices)
+    }
+
+    /// `ChoiceSource.shuffled` (the same draws), written for observers: the generic version is not
+    /// specialised across the existential and cost a metadata lookup per call. The copy is made
+    /// only when a draw moves an observer (the array given is shared otherwise).
+    static func shuffled(_ observers: [PaymentTransactionObserver], _ kind: ChoiceKind, _ choices: ChoiceSource) -> [PaymentTransactionObserver] {
+        guard observers.count > 1 else { return observers }
         var order: [PaymentTransactionObserver]?
-        for position in 0..<(attached.count - 1) {
-            let pick = position + choices.index(.observerOrder, count: attached.count - position)
+        for position in 0..<(observers.count - 1) {
+            let pick = position + choices.index(kind, count: observers.count - position)
             if pick != position {
-                if order == nil { order = attached }
+                if order == nil { order = observers }
                 order!.swapAt(position, pick)
             }
         }
-        return order ?? attached
+        return order ?? observers
     }
 
     /// Forgets the attached observers when an event changes the queue's list of them.
@@ -434,7 +447,7 @@ public final class PaymentQueue {
     private func noteKept(_ key: DownloadKey) {
         keptDownloads[key.transaction, default: []].insert(key.index)
         // Kept before its transaction is finished, so the transaction is still in the queue.
-        if let product = lookUp(key.transaction)?.payment.productIdentifier { productsWithKeptContent.insert(product) }
+        if let product = Self.readPending(key.transaction, in: &projection, { $0.payment.productIdentifier }) { productsWithKeptContent.insert(product) }
     }
 
     /// Applies one event of this device and calls the observers as StoreKit would.
@@ -512,7 +525,7 @@ public final class PaymentQueue {
             }
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key), .downloadResumed(let key),
              .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key):
-            guard let download = lookUp(key.transaction)?.downloads[safe: key.index] else { return }
+            guard let download = Self.readPending(key.transaction, in: &projection, { $0.downloads[safe: key.index] }) ?? nil else { return }
             call(attachedObservers(), .updatedDownloads, "\(key) \(download.downloadState) \(Int(download.progress * 100))%", cause: cause) { $0.paymentQueue(self, updatedDownloads: [download]) }
         default:
             break
