@@ -83,23 +83,25 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     /// folder in it, relative to the content root; nil keeps nothing.
     public let storage: ContentStorage?
     public let persistentFolder: String
+    // Unchecked exclusivity on the sets changed for every callback: only this observer's own methods
+    // change them, one access at a time (the queue's methods it calls never call back), so the checks only cost time.
     /// Product identifiers unlocked so far (this launch).
-    public private(set) var unlocked: Set<String> = []
+    @exclusivity(unchecked) public private(set) var unlocked: Set<String> = []
     public private(set) var keptContent: [String] = []
     public private(set) var errors: [String] = []
     public private(set) var restoresFinished = 0
     public private(set) var restoresFailed = 0
     /// Restored transactions not yet handled that were delivered since the last restore ended: they
     /// belong to the next restore to end (StoreKit tells a restore's transactions before its end).
-    private var restoredOutstanding: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var restoredOutstanding: Set<TransactionKey> = []
     /// Restores that ended before their restored transactions were handled, oldest first: each is
     /// shown done once its own transactions are (R-O3). Kept apart so that a second restore started
     /// meanwhile neither delays nor swallows the first one's.
-    private var restoresWaiting: [(restore: UInt64, outstanding: Set<TransactionKey>)] = []
+    @exclusivity(unchecked) private var restoresWaiting: [(restore: UInt64, outstanding: Set<TransactionKey>)] = []
     /// Transactions `deferredAsFailed` gave up on.
-    private var forgotten: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var forgotten: Set<TransactionKey> = []
     /// Restored transactions whose content the user passed over: granted and finished without downloading.
-    private var passedOver: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var passedOver: Set<TransactionKey> = []
 
     public init(name: String, behavior: ObserverBehavior, storage: ContentStorage?, persistentFolder: String = "apps") {
         self.observerName = name

@@ -53,10 +53,11 @@ public struct Storefront: Sendable, Hashable {
 public final class PaymentQueue {
     public let device: String
     public let catalog: Catalog
-    // Unchecked exclusivity on the hot state: observers call back into the queue only between
-    // accesses (the projection is applied before any callback), never during one.
+    // Unchecked exclusivity on the hot state (the projection and every set and flag below): observers
+    // call back into the queue only between accesses (the projection is applied before any callback),
+    // never during one.
     @exclusivity(unchecked) private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
-    private var observers: [PaymentTransactionObserver] = [] {
+    @exclusivity(unchecked) private var observers: [PaymentTransactionObserver] = [] {
         didSet { attachedCache = nil }
     }
     /// The observers both added here and attached in the queue's view, in attach order: made
@@ -75,33 +76,33 @@ public final class PaymentQueue {
     @exclusivity(unchecked) private var calling: String?
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
     /// being killed (only what was sent before a kill is kept). Rebuilt from the log on catch-up.
-    public private(set) var granted: Set<TransactionKey> = []
+    @exclusivity(unchecked) public private(set) var granted: Set<TransactionKey> = []
     /// Products whose hosted content the app kept on this device (its own storage: survives quitting;
     /// rebuilt from the log on catch-up). A selective restore does not download them again (R-R5).
-    public private(set) var productsWithKeptContent: Set<String> = []
+    @exclusivity(unchecked) public private(set) var productsWithKeptContent: Set<String> = []
     /// Downloads of unfinished transactions whose files the app kept, by transaction (its own
     /// storage: survives quitting; rebuilt from the log on catch-up).
-    public private(set) var keptDownloads: [TransactionKey: Set<Int>] = [:]
+    @exclusivity(unchecked) public private(set) var keptDownloads: [TransactionKey: Set<Int>] = [:]
     /// The restore whose `restoreCompletedTransactionsFinished` was delivered last.
-    public private(set) var lastFinishedRestore: UInt64?
+    @exclusivity(unchecked) public private(set) var lastFinishedRestore: UInt64?
     /// Chance that one update is delivered to the observers twice (StoreKit may redeliver).
     public var duplicateDeliveryProbability: Double = 0
     /// Records callbacks and commands with their senders, when set (exploration traces).
     public var trace: AppTrace?
     /// Set when the app quit, until the queue confirms it: what the queue says meanwhile was
     /// meant for the observers that went with the app, not for the next launch's.
-    private var awaitingTermination = false
-    private var finishRequested: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var awaitingTermination = false
+    @exclusivity(unchecked) private var finishRequested: Set<TransactionKey> = []
     /// Downloads this launch asked to start, so observers that are told twice ask once.
-    private var startRequested: Set<DownloadKey> = []
+    @exclusivity(unchecked) private var startRequested: Set<DownloadKey> = []
     /// Restored transactions of the command being delivered, told to the observers in one
     /// `updatedTransactions` call once that command's events have arrived (F-C1).
-    private var restoredBatch: (command: CommandID, keys: [TransactionKey], cause: UInt64)?
+    @exclusivity(unchecked) private var restoredBatch: (command: CommandID, keys: [TransactionKey], cause: UInt64)?
     /// The transaction a resumed interrupted purchase adds: StoreKit announces it purchased, never
     /// purchasing (F-I1), so its `transactionAdded` makes no callback.
-    private var resumedPurchase: TransactionKey?
+    @exclusivity(unchecked) private var resumedPurchase: TransactionKey?
     /// Receipt pieces of refreshes still arriving, by request (R-R2); the last piece completes one.
-    private var receiptPieces: [UInt64: [OriginalTransaction]] = [:]
+    @exclusivity(unchecked) private var receiptPieces: [UInt64: [OriginalTransaction]] = [:]
     private let ordering: ObserverOrdering
     private let choices: ChoiceSource
     /// Callbacks made so far, per kind (counted in place: a dictionary keyed by name cost a
@@ -344,7 +345,8 @@ public final class PaymentQueue {
     /// Each command is moved out of the outbox (reversed, then `popLast`, in order), not copied.
     public func drainOutbox(keepingFirst count: Int, _ body: (_ command: consuming CommandBody, _ sender: String) -> Void) {
         guard !outbox.isEmpty else { return }
-        outbox.reverse()
+        // Most drains hold one command, which needs no reversing (a call into the generic `reverse`).
+        if outbox.count > 1 { outbox.reverse() }
         var index = 0
         while let command = outbox.popLast() {
             if index < count {

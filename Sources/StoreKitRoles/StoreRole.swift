@@ -93,22 +93,24 @@ public final class StoreRole: Role {
     public let catalog: Catalog
     public let behavior: StoreBehavior
     private let choices: ChoiceSource
-    public private(set) var projection = StoreProjection()
+    // Unchecked exclusivity on the state touched for every event: changed only by this role's own
+    // methods, one access at a time (roles never call back into themselves), so the checks only cost time.
+    @exclusivity(unchecked) public private(set) var projection = StoreProjection()
     /// Transactions whose decision timer is set, so that a re-attach does not set another.
-    private var scheduled: Set<TransactionKey> = []
-    private var restoresScheduled: Set<StoreProjection.RestoreRequest> = []
+    @exclusivity(unchecked) private var scheduled: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var restoresScheduled: Set<StoreProjection.RestoreRequest> = []
     /// Restored transactions delivered so far per restore in progress; the next piece starts there.
-    private var restoredSoFar: [RestoreKey: Int] = [:]
+    @exclusivity(unchecked) private var restoredSoFar: [RestoreKey: Int] = [:]
     /// Receipt entries delivered so far per refresh in progress (R-R2); the next piece starts there.
     private var receiptDeliveredSoFar: [StoreProjection.ReceiptRequest: Int] = [:]
     private var receiptRefreshesScheduled: Set<StoreProjection.ReceiptRequest> = []
     /// The devices each subscription's latest renewal is still to be copied to (F-U4), so a restarted
     /// store sends the copies an earlier incarnation did not get into the log.
-    private var copiesOwed: [String: [String]] = [:]
+    @exclusivity(unchecked) private var copiesOwed: [String: [String]] = [:]
     /// Subscriptions whose renewal or expiry was sent and not yet heard back.
-    private var periodEndsAwaited: Set<String> = []
+    @exclusivity(unchecked) private var periodEndsAwaited: Set<String> = []
     /// The log time of the latest event seen, the clock subscription periods are timed by.
-    private var latestEventTimestamp: Int64 = 0
+    @exclusivity(unchecked) private var latestEventTimestamp: Int64 = 0
     /// Devices whose next purchase fails, as a `failNext` store action asked (F-T2).
     private var failNext: [String: StoreError] = [:]
     /// Indices of `failNext` actions whose failure the log shows (a failed transaction with the action's
@@ -121,7 +123,7 @@ public final class StoreRole: Role {
     }()
     /// Each product's renewal period in simulated time, parsed from its `.storekit` period once
     /// (parsing it at every subscription purchase showed in exploration's profile).
-    private var renewalByProduct: [String: Int64?] = [:]
+    @exclusivity(unchecked) private var renewalByProduct: [String: Int64?] = [:]
     /// True when the log holds a command of an earlier incarnation of this store (origins are
     /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
     private var isRestart = false
