@@ -115,7 +115,8 @@ public final class DeviceApp {
     private func makeObservers() -> [PaymentTransactionObserver] {
         if let factory = hooks?.observerFactory { return factory(device) }
         if builtInObserverNames.isEmpty {
-            builtInObserverNames = behavior.observers.enumerated().map { index, observerBehavior in "\(observerBehavior.rawValue)-\(index + 1)" }
+            // Concatenated rather than interpolated: every schedule of an exploration makes its apps anew.
+            builtInObserverNames = behavior.observers.enumerated().map { index, observerBehavior in observerBehavior.rawValue + "-" + String(index + 1) }
         }
         let folder = "apps/" + device
         return behavior.observers.indices.map { index in

@@ -204,7 +204,8 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     private func grant(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         unlocked.insert(transaction.payment.productIdentifier)
         if behavior == .creditEveryDelivery || !queue.wasGranted(transaction) { queue.contentGranted(transaction) }
-        restoredOutstanding.remove(transaction.key)
+        // Removing from an empty set still hashes the key.
+        if !restoredOutstanding.isEmpty { restoredOutstanding.remove(transaction.key) }
         guard !restoresWaiting.isEmpty else { return }
         var index = 0
         while index < restoresWaiting.count {

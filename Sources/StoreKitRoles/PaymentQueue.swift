@@ -65,7 +65,9 @@ public final class PaymentQueue {
     @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
-    @exclusivity(unchecked) private var outbox: [OutgoingCommand] = []
+    /// Optional so that a drain moves each command out in place (`swap` with nil) instead of reversing
+    /// the array to pop it from the end: nil only within a drain.
+    @exclusivity(unchecked) private var outbox: [OutgoingCommand?] = []
     /// A struct rather than a tuple: an array of tuples is copied and destroyed through the
     /// runtime's generic tuple witnesses, which showed in exploration's profile.
     private struct OutgoingCommand {
@@ -335,27 +337,27 @@ public final class PaymentQueue {
         // A new empty outbox, not `removeAll(keepingCapacity:)`: each of a replay's thousands of
         // apps would otherwise hold one as large as its largest burst so far.
         defer { outbox = [] }
-        for command in outbox[min(count, outbox.count)...] { forgetUnsent(command.body) }
-        return outbox[..<min(count, outbox.count)].map { ($0.body, $0.sender) }
+        for command in outbox[min(count, outbox.count)...] { forgetUnsent(command!.body) }
+        return outbox[..<min(count, outbox.count)].map { ($0!.body, $0!.sender) }
     }
 
     /// `drainOutbox(keepingFirst:)` handing each kept command to `body`, in order, without an
     /// array of its own; the outbox keeps its capacity (the deterministic runtime drains an app
     /// after every reaction). `body` must not call back into this queue.
-    /// Each command is moved out of the outbox (reversed, then `popLast`, in order), not copied.
+    /// Each command is moved out of the outbox (swapped with nil, in order), not copied.
     public func drainOutbox(keepingFirst count: Int, _ body: (_ command: consuming CommandBody, _ sender: String) -> Void) {
         guard !outbox.isEmpty else { return }
-        // Most drains hold one command, which needs no reversing (a call into the generic `reverse`).
-        if outbox.count > 1 { outbox.reverse() }
-        var index = 0
-        while let command = outbox.popLast() {
+        for index in outbox.indices {
+            var taken: OutgoingCommand?
+            swap(&taken, &outbox[index])
+            guard let command = taken else { continue }
             if index < count {
                 body(command.body, command.sender)
             } else {
                 forgetUnsent(command.body)
             }
-            index += 1
         }
+        outbox.removeAll(keepingCapacity: true)
     }
 
     /// A command the app made is not sent after all (a replay drops what the recorded app lost
