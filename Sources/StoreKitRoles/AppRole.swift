@@ -73,20 +73,22 @@ public final class DeviceApp {
     public let device: String
     public let account: String
     public let queue: PaymentQueue
+    // Unchecked exclusivity on the script's state: changed only by this app's own methods, one access
+    // at a time (observers call into the queue, never into the app), so the checks only cost time.
     /// The observers of the current launch (new instances at every launch: quitting loses them).
-    public private(set) var observers: [PaymentTransactionObserver] = []
+    @exclusivity(unchecked) public private(set) var observers: [PaymentTransactionObserver] = []
     /// Observers that attach only after `lateSteps` more user steps (the attach time choice).
-    private var lateObservers: [PaymentTransactionObserver] = []
-    private var lateSteps = 0
+    @exclusivity(unchecked) private var lateObservers: [PaymentTransactionObserver] = []
+    @exclusivity(unchecked) private var lateSteps = 0
     private let hooks: AppHooks?
     /// Whether a `deviceStep` timer is set, so a kill does not start a second chain of steps.
-    var stepTimerPending = false
+    @exclusivity(unchecked) var stepTimerPending = false
     private let behavior: AppBehavior
     private let catalog: Catalog
     private let isAdditionalDevice: Bool
     private let choices: ChoiceSource
-    private var purchasesLeft: Int
-    private var stage: Stage = .register
+    @exclusivity(unchecked) private var purchasesLeft: Int
+    @exclusivity(unchecked) private var stage: Stage = .register
     private var restoredAsNewDevice = false
 
     private enum Stage { case register, launch, shopping, relaunching, done }
@@ -113,7 +115,8 @@ public final class DeviceApp {
     private func makeObservers() -> [PaymentTransactionObserver] {
         if let factory = hooks?.observerFactory { return factory(device) }
         if builtInObserverNames.isEmpty {
-            builtInObserverNames = behavior.observers.enumerated().map { index, observerBehavior in "\(observerBehavior.rawValue)-\(index + 1)" }
+            // Concatenated rather than interpolated: every schedule of an exploration makes its apps anew.
+            builtInObserverNames = behavior.observers.enumerated().map { index, observerBehavior in observerBehavior.rawValue + "-" + String(index + 1) }
         }
         let folder = "apps/" + device
         return behavior.observers.indices.map { index in
@@ -130,7 +133,7 @@ public final class DeviceApp {
         observers = makeObservers()
         var atLaunch = observers.filter { !(($0 as? BuiltInObserver)?.behavior.attachesLate ?? false) }
         lateObservers = observers.filter { ($0 as? BuiltInObserver)?.behavior.attachesLate ?? false }
-        if behavior.choicePoints?.shuffleAttachOrder == true { atLaunch = choices.shuffled(atLaunch, .observerAttach) }
+        if behavior.choicePoints?.shuffleAttachOrder == true { atLaunch = PaymentQueue.shuffled(atLaunch, .observerAttach, choices) }
         for observer in atLaunch { queue.add(observer) }
         lateSteps = lateObservers.isEmpty ? 0 : 1 + choices.index(.observerAttach, count: 2)
     }
@@ -257,7 +260,8 @@ public final class DeviceApp {
 /// and user script.
 public final class AppRole: Role {
     public let name: String
-    public private(set) var apps: [String: DeviceApp] = [:]
+    // Unchecked exclusivity: read for every event, changed only by this role, one access at a time.
+    @exclusivity(unchecked) public private(set) var apps: [String: DeviceApp] = [:]
     public let deviceNames: [String]
 
     private let hooks: AppHooks?
@@ -265,7 +269,7 @@ public final class AppRole: Role {
     private let choices: ChoiceSource?
     /// The app of the last event heard: consecutive events mostly concern one device, and
     /// comparing a short name costs less than hashing it.
-    private var lastApp: DeviceApp?
+    @exclusivity(unchecked) private var lastApp: DeviceApp?
 
     @inline(__always)
     private func app(_ device: String) -> DeviceApp? {

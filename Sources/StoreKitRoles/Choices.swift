@@ -79,14 +79,17 @@ public protocol ChoiceSource: AnyObject {
 /// Resolution of unit draws: 2^53 steps, the precision of a Double in [0, 1).
 public let unitChoiceBound: UInt64 = 1 << 53
 
+// Inlinable: the runtime draws several times per event (delays, durability, removal) through these.
 extension ChoiceSource {
     /// A uniform double in [0, 1); zero when the choice is shrunk away.
+    @inlinable
     public func unit(_ kind: ChoiceKind) -> Double {
         Double(choose(kind, below: unitChoiceBound)) * 0x1.0p-53
     }
 
     /// True with `probability`; a zero draw is "true" only for probability 1, so the simplest
     /// run has no failures. Probabilities of 0 and 1 draw nothing: they are not choices.
+    @inlinable
     public func chance(_ kind: ChoiceKind, _ probability: Double) -> Bool {
         if probability <= 0 { return false }
         if probability >= 1 { return true }
@@ -94,6 +97,7 @@ extension ChoiceSource {
     }
 
     /// A uniform index in `0..<count`.
+    @inlinable
     public func index(_ kind: ChoiceKind, count: Int) -> Int {
         precondition(count > 0, "a choice needs at least one option")
         if count == 1 { return 0 }

@@ -48,26 +48,39 @@ public final class DownloaderRole: Role {
         var reportedProgress: Double = 0
     }
 
+    /// What the downloader knows of one transaction, found with one hash of its key (five
+    /// dictionaries keyed by transaction or download cost up to five per event).
+    private struct TransactionDownloads {
+        /// The product, while the transaction may download: for its packages' `ContentInfo.plist` (F-H1).
+        var product: String?
+        /// Its hosted content, once purchased or restored with some.
+        var contents: [HostedContent]?
+        /// Transfers under way or paused, by download index.
+        var transfers: [Transfer?] = []
+        /// Content written, deleted when the transaction is finished.
+        var files: [String] = []
+
+        var isEmpty: Bool { product == nil && contents == nil && files.isEmpty && transfers.allSatisfy { $0 == nil } }
+    }
+
     // Unchecked exclusivity: changed only by this role's own methods, one access at a time (the
     // content storage never calls back), and touched for most events: the dynamic checks only cost time.
-    @exclusivity(unchecked) private var contents: [TransactionKey: [HostedContent]] = [:]
-    @exclusivity(unchecked) private var transfers: [DownloadKey: Transfer] = [:]
+    @exclusivity(unchecked) private var transactions: [TransactionKey: TransactionDownloads] = [:]
     /// Downloads the log shows active or paused, for a restarted downloader to take up.
     private var underWay: [DownloadKey: (progress: Double, isActive: Bool)] = [:]
-    /// Content written per transaction, deleted when it is finished.
-    @exclusivity(unchecked) private var files: [TransactionKey: [String]] = [:]
-    /// The product of each transaction that may have content, for its packages' `ContentInfo.plist` (F-H1).
-    @exclusivity(unchecked) private var products: [TransactionKey: String] = [:]
     public private(set) var bytesWritten: Int64 = 0
     /// The first content write that failed (see `Role.environmentFailure`).
     // Unchecked exclusivity: read after every step of a deterministic run, written once, by this role only.
     @exclusivity(unchecked) public private(set) var environmentFailure: EnvironmentFailure?
+    /// The tick's delay, computed once.
+    private let tickNanoseconds: Int64
 
     public init(name: String = "downloader", content: ContentStorage, behavior: DownloaderBehavior, choices: ChoiceSource) {
         self.name = name
         self.content = content
         self.behavior = behavior
         self.choices = choices
+        self.tickNanoseconds = Int64(behavior.tickMilliseconds * 1_000_000)
     }
 
     /// Where a download's content goes, relative to the content root (what `contentURL` holds).
@@ -75,23 +88,39 @@ public final class DownloaderRole: Role {
         "content/\(key.transaction.device)/\(key.transaction.number)/\(content.contentIdentifier)-\(content.contentVersion)"
     }
 
-    /// Remembers which product a transaction is for while it may download (F-H1).
-    private func trackProduct(_ event: Event) {
+    /// The product of a transaction that will not download is forgotten (and the record, when nothing else is in it).
+    private func forgetProduct(_ key: TransactionKey) {
+        guard let index = transactions.index(forKey: key) else { return }
+        transactions.values[index].product = nil
+        if transactions.values[index].isEmpty { transactions.remove(at: index) }
+    }
+
+    /// What the transaction events mean to the downloader, in `catchUp` and `receive` alike: the
+    /// product of a transaction that may download (F-H1), and its content.
+    private func track(_ event: Event) {
         switch event {
-        case .transactionAdded(let key, let payment): products[key] = payment.productIdentifier
-        case .transactionRestored(let key, _, _, let original, let downloads) where !downloads.isEmpty:
-            products[key] = original.payment.productIdentifier
-        case .transactionPurchased(let key, _, let downloads, _) where downloads.isEmpty: products[key] = nil
-        case .transactionFailed(let key, _), .transactionFinished(let key): products[key] = nil
-        default: break
+        case .transactionAdded(let key, let payment):
+            transactions[key, default: TransactionDownloads()].product = payment.productIdentifier
+        case .transactionRestored(let key, _, _, let original, let downloads):
+            guard !downloads.isEmpty else { return }
+            transactions[key, default: TransactionDownloads()].product = original.payment.productIdentifier
+            transactions[key, default: TransactionDownloads()].contents = downloads
+        case .transactionPurchased(let key, _, let downloads, _):
+            if downloads.isEmpty {
+                forgetProduct(key)
+            } else {
+                transactions[key, default: TransactionDownloads()].contents = downloads
+            }
+        case .transactionFailed(let key, _):
+            forgetProduct(key)
+        default:
+            break
         }
     }
 
     public func catchUp(_ recorded: RecordedEvent) {
-        trackProduct(recorded.event)
+        track(recorded.event)
         switch recorded.event {
-        case .transactionPurchased(let key, _, let downloads, _), .transactionRestored(let key, _, _, _, let downloads):
-            if !downloads.isEmpty { contents[key] = downloads }
         case .downloadStarted(let key), .downloadResumed(let key):
             underWay[key] = (underWay[key]?.progress ?? 0, true)
         case .downloadProgressed(let key, let progress, _):
@@ -101,7 +130,7 @@ public final class DownloaderRole: Role {
         case .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key):
             underWay[key] = nil
         case .transactionFinished(let key):
-            contents[key] = nil
+            transactions[key] = nil
             underWay = underWay.filter { $0.key.transaction != key }
         default:
             break
@@ -112,120 +141,166 @@ public final class DownloaderRole: Role {
     public func resume(now: Int64) -> [Effect] {
         var effects: [Effect] = []
         for (key, state) in underWay.sorted(by: { $0.key < $1.key }) {
-            guard let hosted = contents[key.transaction]?[safe: key.index] else { continue }
-            begin(key, hosted)
-            transfers[key]?.reportedProgress = state.progress
-            if state.isActive { effects += activate(key) }
+            guard let index = transactions.index(forKey: key.transaction),
+                  let hosted = transactions.values[index].contents?[safe: key.index] else { continue }
+            begin(key, hosted, at: index)
+            transactions.values[index].transfers[key.index]?.reportedProgress = state.progress
+            if state.isActive { activate(key, at: index, into: &effects) }
         }
         underWay.removeAll()
         return effects
     }
 
-    private func begin(_ key: DownloadKey, _ hosted: HostedContent) {
+    private func begin(_ key: DownloadKey, _ hosted: HostedContent, at index: Dictionary<TransactionKey, TransactionDownloads>.Index) {
         let rate = behavior.minimumBytesPerSecond + (behavior.maximumBytesPerSecond - behavior.minimumBytesPerSecond) * choices.unit(.transferRate)
         let path = Self.contentPath(key, hosted)
-        transfers[key] = Transfer(content: hosted, bytesPerSecond: rate, path: path)
-        files[key.transaction, default: []].append(path)
+        Self.place(Transfer(content: hosted, bytesPerSecond: rate, path: path), at: key.index, in: &transactions.values[index])
         content.remove(path)  // A fresh start never appends to stale content.
     }
 
+    private static func place(_ transfer: Transfer, at slot: Int, in record: inout TransactionDownloads) {
+        while record.transfers.count <= slot { record.transfers.append(nil) }
+        record.files.append(transfer.path)
+        record.transfers[slot] = transfer
+    }
+
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
-        // The apps' actions (a quarter of all events) mean nothing to the downloader.
-        if case .appActionRecorded = recorded.event { return [] }
-        trackProduct(recorded.event)
+        var effects: [Effect] = []
+        receive(recorded, now: now, into: &effects)
+        return effects
+    }
+
+    public func receive(_ recorded: RecordedEvent, now: Int64, into effects: inout [Effect]) {
         switch recorded.event {
-        case .transactionPurchased(let key, _, let downloads, _), .transactionRestored(let key, _, _, _, let downloads):
-            if !downloads.isEmpty { contents[key] = downloads }
-            return []
+        case .appActionRecorded:
+            // The apps' actions (a quarter of all events) mean nothing to the downloader.
+            return
+        case .transactionAdded, .transactionRestored, .transactionPurchased, .transactionFailed:
+            track(recorded.event)
         case .downloadStarted(let key):
-            guard let hosted = contents[key.transaction]?[safe: key.index] else { return [] }
-            begin(key, hosted)
-            return activate(key)
+            guard let index = transactions.index(forKey: key.transaction),
+                  let hosted = transactions.values[index].contents?[safe: key.index] else { return }
+            begin(key, hosted, at: index)
+            activate(key, at: index, into: &effects)
         case .downloadResumed(let key):
-            return activate(key)
+            guard let index = transactions.index(forKey: key.transaction) else { return }
+            activate(key, at: index, into: &effects)
         case .downloadPaused(let key):
-            transfers[key]?.isActive = false
-            transfers[key]?.generation += 1
-            return []
+            guard let index = transactions.index(forKey: key.transaction), key.index < transactions.values[index].transfers.count,
+                  transactions.values[index].transfers[key.index] != nil else { return }
+            transactions.values[index].transfers[key.index]!.isActive = false
+            transactions.values[index].transfers[key.index]!.generation += 1
         case .downloadCancelled(let key), .downloadFailed(let key, _):
-            if let transfer = transfers.removeValue(forKey: key) { content.remove(transfer.path) }
-            return []
+            guard let index = transactions.index(forKey: key.transaction), key.index < transactions.values[index].transfers.count,
+                  let path = transactions.values[index].transfers[key.index]?.path else { return }
+            transactions.values[index].transfers[key.index] = nil
+            content.remove(path)
         case .downloadFinished(let key, _):
-            transfers[key] = nil
-            return []
+            guard let index = transactions.index(forKey: key.transaction), key.index < transactions.values[index].transfers.count else { return }
+            transactions.values[index].transfers[key.index] = nil
         case .transactionFinished(let key):
-            let count = contents.removeValue(forKey: key)?.count ?? 0
-            for index in 0..<count { transfers[DownloadKey(transaction: key, index: index)] = nil }
-            for path in files.removeValue(forKey: key) ?? [] { content.remove(path) }
-            return []
+            guard let record = transactions.removeValue(forKey: key) else { return }
+            for path in record.files { content.remove(path) }
         default:
-            return []
+            return
         }
     }
 
-    private func activate(_ key: DownloadKey) -> [Effect] {
-        guard transfers[key] != nil else { return [] }
-        transfers[key]!.isActive = true
-        transfers[key]!.generation += 1
-        return [tick(key)]
+    private func activate(_ key: DownloadKey, at index: Dictionary<TransactionKey, TransactionDownloads>.Index,
+                          into effects: inout [Effect]) {
+        guard let generation = Self.activate(key.index, in: &transactions.values[index]) else { return }
+        effects.append(tick(key, generation: generation))
     }
 
-    private func tick(_ key: DownloadKey) -> Effect {
-        .timer(afterNanoseconds: Int64(behavior.tickMilliseconds * 1_000_000),
-               .downloadTick(key, generation: transfers[key]!.generation))
+    /// Marks a transfer active in a new generation (ticks of the earlier ones do nothing); nil when there is none.
+    private static func activate(_ slot: Int, in record: inout TransactionDownloads) -> Int? {
+        guard slot < record.transfers.count, record.transfers[slot] != nil else { return nil }
+        record.transfers[slot]!.isActive = true
+        record.transfers[slot]!.generation += 1
+        return record.transfers[slot]!.generation
+    }
+
+    @inline(__always)
+    private func tick(_ key: DownloadKey, generation: Int) -> Effect {
+        .timer(afterNanoseconds: tickNanoseconds, .downloadTick(key, generation: generation))
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
-        guard case .downloadTick(let key, let generation) = token,
-              let transfer = transfers[key], transfer.isActive, transfer.generation == generation else { return [] }
-        if choices.chance(.downloadFailure, behavior.failureProbabilityPerTick) {
-            transfers[key]!.isActive = false
-            return [.send(.failDownload(key, error: StoreError(.unknown, "the simulated content server dropped the connection")))]
-        }
-        if transfer.bytesWritten >= transfer.content.contentLength {
-            // Everything was written and progress 1.0 reported on the previous tick: finish now.
-            return complete(key, transfer)
-        }
-        let chunk = min(transfer.content.contentLength - transfer.bytesWritten,
-                        max(1, Int64(transfer.bytesPerSecond * behavior.tickMilliseconds / 1_000)))
-        do {
-            try content.append(transfer.path, contentIdentifier: transfer.content.contentIdentifier,
-                               offset: transfer.bytesWritten, count: chunk)
-        } catch {
-            transfers[key]!.isActive = false
-            if environmentFailure == nil { environmentFailure = EnvironmentFailure(role: name, path: transfer.path, underlying: error) }
-            return [.send(.failDownload(key, error: StoreError(.unknown, "could not write \(transfer.path): \(error)")))]
-        }
-        let written = transfer.bytesWritten + chunk
-        transfers[key]!.bytesWritten = written
-        bytesWritten += chunk
-        if written >= transfer.content.contentLength {
-            if behavior.reportsFullProgressBeforeFinishing == true, transfer.reportedProgress < 1 {
-                transfers[key]!.reportedProgress = 1
-                return [.send(.reportDownloadProgress(key, progress: 1, timeRemaining: 0)), tick(key)]
-            }
-            return complete(key, transfer)
-        }
-        let progress = Double(written) / Double(transfer.content.contentLength)
-        guard progress > transfer.reportedProgress else { return [tick(key)] }
-        transfers[key]!.reportedProgress = progress
-        let remaining = Double(transfer.content.contentLength - written) / transfer.bytesPerSecond
-        return [.send(.reportDownloadProgress(key, progress: progress, timeRemaining: remaining)), tick(key)]
+        var effects: [Effect] = []
+        timerFired(token, now: now, into: &effects)
+        return effects
     }
-}
 
-extension DownloaderRole {
-    /// A transfer that wrote everything: its package is completed (F-H1), then the queue is told.
-    private func complete(_ key: DownloadKey, _ transfer: Transfer) -> [Effect] {
-        transfers[key]!.isActive = false
-        do {
-            try content.completePackage(transfer.path, contentIdentifier: transfer.content.contentIdentifier,
-                                        contentVersion: transfer.content.contentVersion, productIdentifier: products[key.transaction] ?? "")
-        } catch {
-            if environmentFailure == nil { environmentFailure = EnvironmentFailure(role: name, path: transfer.path, underlying: error) }
-            return [.send(.failDownload(key, error: StoreError(.unknown, "could not complete the package \(transfer.path): \(error)")))]
+    public func timerFired(_ token: TimerToken, now: Int64, into effects: inout [Effect]) {
+        guard case .downloadTick(let key, let generation) = token,
+              let index = transactions.index(forKey: key.transaction) else { return }
+        // The transfer is changed in place: copying it out retained its strings on every tick.
+        advance(key, generation: generation, &transactions.values[index], into: &effects)
+    }
+
+    /// One tick of a transfer: a failure, a chunk written and progress reported, or completion.
+    private func advance(_ key: DownloadKey, generation: Int, _ record: inout TransactionDownloads, into effects: inout [Effect]) {
+        let slot = key.index
+        guard slot < record.transfers.count, record.transfers[slot]?.isActive == true,
+              record.transfers[slot]!.generation == generation else { return }
+        if choices.chance(.downloadFailure, behavior.failureProbabilityPerTick) {
+            record.transfers[slot]!.isActive = false
+            effects.append(.send(.failDownload(key, error: StoreError(.unknown, "the simulated content server dropped the connection"))))
+            return
         }
-        return [.send(.completeDownload(key, contentURL: transfer.path))]
+        let contentLength = record.transfers[slot]!.content.contentLength
+        let alreadyWritten = record.transfers[slot]!.bytesWritten
+        if alreadyWritten >= contentLength {
+            // Everything was written and progress 1.0 reported on the previous tick: finish now.
+            return complete(key, &record, into: &effects)
+        }
+        let bytesPerSecond = record.transfers[slot]!.bytesPerSecond
+        let chunk = min(contentLength - alreadyWritten, max(1, Int64(bytesPerSecond * behavior.tickMilliseconds / 1_000)))
+        do {
+            try content.append(record.transfers[slot]!.path, contentIdentifier: record.transfers[slot]!.content.contentIdentifier,
+                               offset: alreadyWritten, count: chunk)
+        } catch {
+            record.transfers[slot]!.isActive = false
+            let path = record.transfers[slot]!.path
+            if environmentFailure == nil { environmentFailure = EnvironmentFailure(role: name, path: path, underlying: error) }
+            effects.append(.send(.failDownload(key, error: StoreError(.unknown, "could not write \(path): \(error)"))))
+            return
+        }
+        let written = alreadyWritten + chunk
+        record.transfers[slot]!.bytesWritten = written
+        bytesWritten += chunk
+        let reportedProgress = record.transfers[slot]!.reportedProgress
+        if written >= contentLength {
+            if behavior.reportsFullProgressBeforeFinishing == true, reportedProgress < 1 {
+                record.transfers[slot]!.reportedProgress = 1
+                effects.append(.send(.reportDownloadProgress(key, progress: 1, timeRemaining: 0)))
+                effects.append(tick(key, generation: generation))
+                return
+            }
+            return complete(key, &record, into: &effects)
+        }
+        let progress = Double(written) / Double(contentLength)
+        guard progress > reportedProgress else { return effects.append(tick(key, generation: generation)) }
+        record.transfers[slot]!.reportedProgress = progress
+        let remaining = Double(contentLength - written) / bytesPerSecond
+        effects.append(.send(.reportDownloadProgress(key, progress: progress, timeRemaining: remaining)))
+        effects.append(tick(key, generation: generation))
+    }
+
+    /// A transfer that wrote everything: its package is completed (F-H1), then the queue is told.
+    private func complete(_ key: DownloadKey, _ record: inout TransactionDownloads, into effects: inout [Effect]) {
+        record.transfers[key.index]!.isActive = false
+        let path = record.transfers[key.index]!.path
+        do {
+            try content.completePackage(path, contentIdentifier: record.transfers[key.index]!.content.contentIdentifier,
+                                        contentVersion: record.transfers[key.index]!.content.contentVersion,
+                                        productIdentifier: record.product ?? "")
+        } catch {
+            if environmentFailure == nil { environmentFailure = EnvironmentFailure(role: name, path: path, underlying: error) }
+            effects.append(.send(.failDownload(key, error: StoreError(.unknown, "could not complete the package \(path): \(error)"))))
+            return
+        }
+        effects.append(.send(.completeDownload(key, contentURL: path)))
     }
 }
 

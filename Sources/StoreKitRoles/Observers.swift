@@ -83,23 +83,25 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     /// folder in it, relative to the content root; nil keeps nothing.
     public let storage: ContentStorage?
     public let persistentFolder: String
+    // Unchecked exclusivity on the sets changed for every callback: only this observer's own methods
+    // change them, one access at a time (the queue's methods it calls never call back), so the checks only cost time.
     /// Product identifiers unlocked so far (this launch).
-    public private(set) var unlocked: Set<String> = []
+    @exclusivity(unchecked) public private(set) var unlocked: Set<String> = []
     public private(set) var keptContent: [String] = []
     public private(set) var errors: [String] = []
     public private(set) var restoresFinished = 0
     public private(set) var restoresFailed = 0
     /// Restored transactions not yet handled that were delivered since the last restore ended: they
     /// belong to the next restore to end (StoreKit tells a restore's transactions before its end).
-    private var restoredOutstanding: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var restoredOutstanding: Set<TransactionKey> = []
     /// Restores that ended before their restored transactions were handled, oldest first: each is
     /// shown done once its own transactions are (R-O3). Kept apart so that a second restore started
     /// meanwhile neither delays nor swallows the first one's.
-    private var restoresWaiting: [(restore: UInt64, outstanding: Set<TransactionKey>)] = []
+    @exclusivity(unchecked) private var restoresWaiting: [(restore: UInt64, outstanding: Set<TransactionKey>)] = []
     /// Transactions `deferredAsFailed` gave up on.
-    private var forgotten: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var forgotten: Set<TransactionKey> = []
     /// Restored transactions whose content the user passed over: granted and finished without downloading.
-    private var passedOver: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var passedOver: Set<TransactionKey> = []
 
     public init(name: String, behavior: ObserverBehavior, storage: ContentStorage?, persistentFolder: String = "apps") {
         self.observerName = name
@@ -158,9 +160,11 @@ public final class BuiltInObserver: PaymentTransactionObserver {
             finish(transaction, on: queue)
         } else {
             // Delivered again after a relaunch (R-Q4): what finished while the app was not running is
-            // kept now, as it would have been when it finished (R-D3).
-            keepFinished(transaction.key, on: queue)
-            if transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) { completeIfDone(transaction.key, on: queue) }
+            // kept now, as it would have been when it finished (R-D3). Looked up once: keeping a file
+            // changes nothing the queue shows of the transaction.
+            guard let current = queue.transaction(transaction.key) else { return }
+            keepFinished(current, on: queue)
+            if transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) { completeIfDone(current, on: queue) }
         }
     }
 
@@ -169,28 +173,28 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         for download in downloads {
             if behavior == .finishAtFullProgress, download.progress >= 1, !download.downloadState.isFinal {
                 // The bug: progress 1.0 is not "finished" (R-D2).
-                complete(download.key.transaction, on: queue)
+                if let transaction = queue.transaction(download.key.transaction) { complete(transaction, on: queue) }
                 continue
             }
             guard download.downloadState.isFinal else { continue }
-            if download.downloadState == .finished { keepFinished(download.key.transaction, on: queue) }
+            // Looked up once: keeping a file changes nothing the queue shows of the transaction.
+            guard let transaction = queue.transaction(download.key.transaction) else { continue }
+            if download.downloadState == .finished { keepFinished(transaction, on: queue) }
             if behavior == .finishOnFirstDownload {
-                complete(download.key.transaction, on: queue)
+                complete(transaction, on: queue)
             } else {
-                completeIfDone(download.key.transaction, on: queue)
+                completeIfDone(transaction, on: queue)
             }
         }
     }
 
     /// Finishes only when every download of the transaction has ended (R-D3).
-    private func completeIfDone(_ key: TransactionKey, on queue: PaymentQueue) {
-        guard let transaction = queue.transaction(key) else { return }
+    private func completeIfDone(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         guard transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) else { return }
-        complete(key, on: queue)
+        complete(transaction, on: queue)
     }
 
-    private func complete(_ key: TransactionKey, on queue: PaymentQueue) {
-        guard let transaction = queue.transaction(key) else { return }
+    private func complete(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         grant(transaction, on: queue)
         finish(transaction, on: queue)
     }
@@ -200,7 +204,8 @@ public final class BuiltInObserver: PaymentTransactionObserver {
     private func grant(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         unlocked.insert(transaction.payment.productIdentifier)
         if behavior == .creditEveryDelivery || !queue.wasGranted(transaction) { queue.contentGranted(transaction) }
-        restoredOutstanding.remove(transaction.key)
+        // Removing from an empty set still hashes the key.
+        if !restoredOutstanding.isEmpty { restoredOutstanding.remove(transaction.key) }
         guard !restoresWaiting.isEmpty else { return }
         var index = 0
         while index < restoresWaiting.count {
@@ -214,8 +219,7 @@ public final class BuiltInObserver: PaymentTransactionObserver {
 
     /// Keeps each finished download of the transaction not kept yet, in index order: the one just
     /// reported, and any that finished while the app was not running (R-D3, R-Q4).
-    private func keepFinished(_ key: TransactionKey, on queue: PaymentQueue) {
-        guard let transaction = queue.transaction(key) else { return }
+    private func keepFinished(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
         for download in transaction.downloads where download.downloadState == .finished && !queue.wasKept(download) {
             if let url = download.contentURL { keep(url, download, on: queue) }
         }

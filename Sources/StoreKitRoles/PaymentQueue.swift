@@ -53,10 +53,11 @@ public struct Storefront: Sendable, Hashable {
 public final class PaymentQueue {
     public let device: String
     public let catalog: Catalog
-    // Unchecked exclusivity on the hot state: observers call back into the queue only between
-    // accesses (the projection is applied before any callback), never during one.
+    // Unchecked exclusivity on the hot state (the projection and every set and flag below): observers
+    // call back into the queue only between accesses (the projection is applied before any callback),
+    // never during one.
     @exclusivity(unchecked) private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
-    private var observers: [PaymentTransactionObserver] = [] {
+    @exclusivity(unchecked) private var observers: [PaymentTransactionObserver] = [] {
         didSet { attachedCache = nil }
     }
     /// The observers both added here and attached in the queue's view, in attach order: made
@@ -64,7 +65,9 @@ public final class PaymentQueue {
     @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
-    @exclusivity(unchecked) private var outbox: [OutgoingCommand] = []
+    /// Optional so that a drain moves each command out in place (`swap` with nil) instead of reversing
+    /// the array to pop it from the end: nil only within a drain.
+    @exclusivity(unchecked) private var outbox: [OutgoingCommand?] = []
     /// A struct rather than a tuple: an array of tuples is copied and destroyed through the
     /// runtime's generic tuple witnesses, which showed in exploration's profile.
     private struct OutgoingCommand {
@@ -75,33 +78,33 @@ public final class PaymentQueue {
     @exclusivity(unchecked) private var calling: String?
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
     /// being killed (only what was sent before a kill is kept). Rebuilt from the log on catch-up.
-    public private(set) var granted: Set<TransactionKey> = []
+    @exclusivity(unchecked) public private(set) var granted: Set<TransactionKey> = []
     /// Products whose hosted content the app kept on this device (its own storage: survives quitting;
     /// rebuilt from the log on catch-up). A selective restore does not download them again (R-R5).
-    public private(set) var productsWithKeptContent: Set<String> = []
+    @exclusivity(unchecked) public private(set) var productsWithKeptContent: Set<String> = []
     /// Downloads of unfinished transactions whose files the app kept, by transaction (its own
     /// storage: survives quitting; rebuilt from the log on catch-up).
-    public private(set) var keptDownloads: [TransactionKey: Set<Int>] = [:]
+    @exclusivity(unchecked) public private(set) var keptDownloads: [TransactionKey: Set<Int>] = [:]
     /// The restore whose `restoreCompletedTransactionsFinished` was delivered last.
-    public private(set) var lastFinishedRestore: UInt64?
+    @exclusivity(unchecked) public private(set) var lastFinishedRestore: UInt64?
     /// Chance that one update is delivered to the observers twice (StoreKit may redeliver).
     public var duplicateDeliveryProbability: Double = 0
     /// Records callbacks and commands with their senders, when set (exploration traces).
     public var trace: AppTrace?
     /// Set when the app quit, until the queue confirms it: what the queue says meanwhile was
     /// meant for the observers that went with the app, not for the next launch's.
-    private var awaitingTermination = false
-    private var finishRequested: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var awaitingTermination = false
+    @exclusivity(unchecked) private var finishRequested: Set<TransactionKey> = []
     /// Downloads this launch asked to start, so observers that are told twice ask once.
-    private var startRequested: Set<DownloadKey> = []
+    @exclusivity(unchecked) private var startRequested: Set<DownloadKey> = []
     /// Restored transactions of the command being delivered, told to the observers in one
     /// `updatedTransactions` call once that command's events have arrived (F-C1).
-    private var restoredBatch: (command: CommandID, keys: [TransactionKey], cause: UInt64)?
+    @exclusivity(unchecked) private var restoredBatch: (command: CommandID, keys: [TransactionKey], cause: UInt64)?
     /// The transaction a resumed interrupted purchase adds: StoreKit announces it purchased, never
     /// purchasing (F-I1), so its `transactionAdded` makes no callback.
-    private var resumedPurchase: TransactionKey?
+    @exclusivity(unchecked) private var resumedPurchase: TransactionKey?
     /// Receipt pieces of refreshes still arriving, by request (R-R2); the last piece completes one.
-    private var receiptPieces: [UInt64: [OriginalTransaction]] = [:]
+    @exclusivity(unchecked) private var receiptPieces: [UInt64: [OriginalTransaction]] = [:]
     private let ordering: ObserverOrdering
     private let choices: ChoiceSource
     /// Callbacks made so far, per kind (counted in place: a dictionary keyed by name cost a
@@ -177,6 +180,14 @@ public final class PaymentQueue {
     @inline(__always)
     private func lookUp(_ key: TransactionKey) -> PaymentTransaction? { Self.lookUp(key, in: &projection) }
 
+    /// Reads one field of a pending transaction in place: `lookUp` copies the whole transaction
+    /// (its strings and downloads retained and released) for a caller that needs its state or one download.
+    @inline(__always)
+    private static func readPending<Result>(_ key: TransactionKey, in projection: inout QueueProjection,
+                                            _ read: (PaymentTransaction) -> Result) -> Result? {
+        projection.withDevice(key.device) { state in state.pending.index(forKey: key.number).map { read(state.pending.values[$0]) } } ?? nil
+    }
+
     @inline(__always)
     private static func lookUp(_ key: TransactionKey, in projection: inout QueueProjection) -> PaymentTransaction? {
         projection.transaction(key)
@@ -215,7 +226,7 @@ public final class PaymentQueue {
 
     /// Finishes a transaction (R-Q8). Still purchasing is an error; finishing twice is harmless.
     public func finishTransaction(_ transaction: PaymentTransaction) throws(Rejection) {
-        let currentState = lookUp(transaction.key)?.transactionState
+        let currentState = Self.readPending(transaction.key, in: &projection) { $0.transactionState }
         guard (currentState ?? transaction.transactionState) != .purchasing else {
             throw Rejection(.transactionStillPurchasing, "transaction \(transaction.key) is still purchasing; it cannot be finished yet (R-Q8)")
         }
@@ -326,26 +337,27 @@ public final class PaymentQueue {
         // A new empty outbox, not `removeAll(keepingCapacity:)`: each of a replay's thousands of
         // apps would otherwise hold one as large as its largest burst so far.
         defer { outbox = [] }
-        for command in outbox[min(count, outbox.count)...] { forgetUnsent(command.body) }
-        return outbox[..<min(count, outbox.count)].map { ($0.body, $0.sender) }
+        for command in outbox[min(count, outbox.count)...] { forgetUnsent(command!.body) }
+        return outbox[..<min(count, outbox.count)].map { ($0!.body, $0!.sender) }
     }
 
     /// `drainOutbox(keepingFirst:)` handing each kept command to `body`, in order, without an
     /// array of its own; the outbox keeps its capacity (the deterministic runtime drains an app
     /// after every reaction). `body` must not call back into this queue.
-    /// Each command is moved out of the outbox (reversed, then `popLast`, in order), not copied.
+    /// Each command is moved out of the outbox (swapped with nil, in order), not copied.
     public func drainOutbox(keepingFirst count: Int, _ body: (_ command: consuming CommandBody, _ sender: String) -> Void) {
         guard !outbox.isEmpty else { return }
-        outbox.reverse()
-        var index = 0
-        while let command = outbox.popLast() {
+        for index in outbox.indices {
+            var taken: OutgoingCommand?
+            swap(&taken, &outbox[index])
+            guard let command = taken else { continue }
             if index < count {
                 body(command.body, command.sender)
             } else {
                 forgetUnsent(command.body)
             }
-            index += 1
         }
+        outbox.removeAll(keepingCapacity: true)
     }
 
     /// A command the app made is not sent after all (a replay drops what the recorded app lost
@@ -385,19 +397,24 @@ public final class PaymentQueue {
             attached = observers.filter { names.contains($0.observerName) }
             attachedCache = attached
         }
-        guard ordering == .seededShuffle, attached.count > 1 else { return attached }
-        // The same draws as `ChoiceSource.shuffled`, written for this one element type: the generic
-        // version is not specialised across the existential and cost a metadata lookup per call.
-        // The copy is made only when a draw moves an observer (the cached array is shared otherwise).
+        guard ordering == .seededShuffle else { return attached }
+        return Self.shuffled(attached, .observerOrder, choices)
+    }
+
+    /// `ChoiceSource.shuffled` (the same draws), written for observers: the generic version is not
+    /// specialised across the existential and cost a metadata lookup per call. The copy is made
+    /// only when a draw moves an observer (the array given is shared otherwise).
+    static func shuffled(_ observers: [PaymentTransactionObserver], _ kind: ChoiceKind, _ choices: ChoiceSource) -> [PaymentTransactionObserver] {
+        guard observers.count > 1 else { return observers }
         var order: [PaymentTransactionObserver]?
-        for position in 0..<(attached.count - 1) {
-            let pick = position + choices.index(.observerOrder, count: attached.count - position)
+        for position in 0..<(observers.count - 1) {
+            let pick = position + choices.index(kind, count: observers.count - position)
             if pick != position {
-                if order == nil { order = attached }
+                if order == nil { order = observers }
                 order!.swapAt(position, pick)
             }
         }
-        return order ?? attached
+        return order ?? observers
     }
 
     /// Forgets the attached observers when an event changes the queue's list of them.
@@ -434,7 +451,7 @@ public final class PaymentQueue {
     private func noteKept(_ key: DownloadKey) {
         keptDownloads[key.transaction, default: []].insert(key.index)
         // Kept before its transaction is finished, so the transaction is still in the queue.
-        if let product = lookUp(key.transaction)?.payment.productIdentifier { productsWithKeptContent.insert(product) }
+        if let product = Self.readPending(key.transaction, in: &projection, { $0.payment.productIdentifier }) { productsWithKeptContent.insert(product) }
     }
 
     /// Applies one event of this device and calls the observers as StoreKit would.
@@ -512,7 +529,7 @@ public final class PaymentQueue {
             }
         case .downloadStarted(let key), .downloadProgressed(let key, _, _), .downloadPaused(let key), .downloadResumed(let key),
              .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key):
-            guard let download = lookUp(key.transaction)?.downloads[safe: key.index] else { return }
+            guard let download = Self.readPending(key.transaction, in: &projection, { $0.downloads[safe: key.index] }) ?? nil else { return }
             call(attachedObservers(), .updatedDownloads, "\(key) \(download.downloadState) \(Int(download.progress * 100))%", cause: cause) { $0.paymentQueue(self, updatedDownloads: [download]) }
         default:
             break

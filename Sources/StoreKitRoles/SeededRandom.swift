@@ -52,6 +52,8 @@ public enum LatencyDistribution: Sendable, Hashable, Codable, CustomStringConver
     /// A long tail: `minimum` plus an exponential with the given mean.
     case exponential(minimumMilliseconds: Double, meanMilliseconds: Double)
 
+    // Inlinable: the runtime samples a network delay for every delivery and command.
+    @inlinable
     public func sampleNanoseconds(_ choices: ChoiceSource, _ kind: ChoiceKind = .latency) -> Int64 {
         let milliseconds: Double
         switch self {

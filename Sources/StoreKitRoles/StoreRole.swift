@@ -93,22 +93,24 @@ public final class StoreRole: Role {
     public let catalog: Catalog
     public let behavior: StoreBehavior
     private let choices: ChoiceSource
-    public private(set) var projection = StoreProjection()
+    // Unchecked exclusivity on the state touched for every event: changed only by this role's own
+    // methods, one access at a time (roles never call back into themselves), so the checks only cost time.
+    @exclusivity(unchecked) public private(set) var projection = StoreProjection()
     /// Transactions whose decision timer is set, so that a re-attach does not set another.
-    private var scheduled: Set<TransactionKey> = []
-    private var restoresScheduled: Set<StoreProjection.RestoreRequest> = []
+    @exclusivity(unchecked) private var scheduled: Set<TransactionKey> = []
+    @exclusivity(unchecked) private var restoresScheduled: Set<StoreProjection.RestoreRequest> = []
     /// Restored transactions delivered so far per restore in progress; the next piece starts there.
-    private var restoredSoFar: [RestoreKey: Int] = [:]
+    @exclusivity(unchecked) private var restoredSoFar: [RestoreKey: Int] = [:]
     /// Receipt entries delivered so far per refresh in progress (R-R2); the next piece starts there.
     private var receiptDeliveredSoFar: [StoreProjection.ReceiptRequest: Int] = [:]
     private var receiptRefreshesScheduled: Set<StoreProjection.ReceiptRequest> = []
     /// The devices each subscription's latest renewal is still to be copied to (F-U4), so a restarted
     /// store sends the copies an earlier incarnation did not get into the log.
-    private var copiesOwed: [String: [String]] = [:]
+    @exclusivity(unchecked) private var copiesOwed: [String: [String]] = [:]
     /// Subscriptions whose renewal or expiry was sent and not yet heard back.
-    private var periodEndsAwaited: Set<String> = []
+    @exclusivity(unchecked) private var periodEndsAwaited: Set<String> = []
     /// The log time of the latest event seen, the clock subscription periods are timed by.
-    private var latestEventTimestamp: Int64 = 0
+    @exclusivity(unchecked) private var latestEventTimestamp: Int64 = 0
     /// Devices whose next purchase fails, as a `failNext` store action asked (F-T2).
     private var failNext: [String: StoreError] = [:]
     /// Indices of `failNext` actions whose failure the log shows (a failed transaction with the action's
@@ -121,7 +123,7 @@ public final class StoreRole: Role {
     }()
     /// Each product's renewal period in simulated time, parsed from its `.storekit` period once
     /// (parsing it at every subscription purchase showed in exploration's profile).
-    private var renewalByProduct: [String: Int64?] = [:]
+    @exclusivity(unchecked) private var renewalByProduct: [String: Int64?] = [:]
     /// True when the log holds a command of an earlier incarnation of this store (origins are
     /// `<name>.<incarnation or pid>` in both runtimes): then this start is a restart.
     private var isRestart = false
@@ -156,7 +158,7 @@ public final class StoreRole: Role {
             if projection.deferred.contains(key) {
                 effects.append(.timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key)))
             } else {
-                effects += scheduleDecision(key)
+                scheduleDecision(key, into: &effects)
             }
         }
         for identifier in projection.subscriptions.keys.sorted() {
@@ -231,12 +233,20 @@ public final class StoreRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+        var effects: [Effect] = []
+        receive(recorded, now: now, into: &effects)
+        return effects
+    }
+
+    // The frequent reactions are written straight into the runtime's buffer (no array of their own);
+    // the rare ones (`reaction(to:successor:)`) still return arrays.
+    public func receive(_ recorded: RecordedEvent, now: Int64, into effects: inout [Effect]) {
         // Most events (the apps' actions, download progress: about four in ten) mean nothing to
         // the store: only its clock moves. Told apart by their case alone, without copying them
         // out through the several switches below.
         if Self.meansNothingToTheStore(recorded.event) {
             latestEventTimestamp = max(latestEventTimestamp, recorded.timestamp)
-            return []
+            return
         }
         // A subscription that waited for this one to end starts with its end (F-U3).
         let successor: String? = switch recorded.event {
@@ -246,17 +256,27 @@ public final class StoreRole: Role {
         }
         track(recorded)
         switch recorded.event {
+        case .transactionAdded(let key, _):
+            scheduleDecision(key, into: &effects)
+        case .observerAttached(let device, _):
+            // The queue syncs again once an observer is attached (R-Q3): take up what waited.
+            for key in projection.awaitingDecision.keys.filter({ $0.device == device && !projection.deferred.contains($0) }).sorted() {
+                scheduleDecision(key, into: &effects)
+            }
+            for request in restoresWaiting(device) { effects.append(contentsOf: scheduleRestore(request)) }
+        default:
+            let produced = reaction(to: recorded, successor: successor)
+            if !produced.isEmpty { effects.append(contentsOf: produced) }
+        }
+    }
+
+    /// What the store does on the less frequent events, after `track`.
+    private func reaction(to recorded: RecordedEvent, successor: String?) -> [Effect] {
+        switch recorded.event {
         case .interruptedPurchaseResumed(let key, _):
             // Purchased in the same unit: there is nothing to decide (F-I1).
             scheduled.insert(key)
             return []
-        case .transactionAdded(let key, _):
-            return scheduleDecision(key)
-        case .observerAttached(let device, _):
-            // The queue syncs again once an observer is attached (R-Q3): take up what waited.
-            return projection.awaitingDecision.keys.filter { $0.device == device && !projection.deferred.contains($0) }
-                .sorted().flatMap { scheduleDecision($0) }
-                + restoresWaiting(device).flatMap { scheduleRestore($0) }
         case .receiptRefreshStarted(let device, let number):
             return scheduleReceiptRefresh(StoreProjection.ReceiptRequest(device: device, number: number))
         case .receiptDelivered(let device, let number, _, _, let isLast):
@@ -364,11 +384,10 @@ public final class StoreRole: Role {
         projection.restoresAwaiting.filter { $0.device == device }
     }
 
-    private func scheduleDecision(_ key: TransactionKey) -> [Effect] {
+    private func scheduleDecision(_ key: TransactionKey, into effects: inout [Effect]) {
         // A device that may not pay has its payments failed by the queue itself (R-Q1).
-        guard projection.isSyncing(key.device), !scheduled.contains(key), !projection.paymentsNotAllowed.contains(key.device) else { return [] }
-        scheduled.insert(key)
-        return [.timer(afterNanoseconds: behavior.purchaseLatency.sampleNanoseconds(choices), .decidePurchase(key))]
+        guard projection.isSyncing(key.device), !projection.paymentsNotAllowed.contains(key.device), scheduled.insert(key).inserted else { return }
+        effects.append(.timer(afterNanoseconds: behavior.purchaseLatency.sampleNanoseconds(choices), .decidePurchase(key)))
     }
 
     private func scheduleRestore(_ request: StoreProjection.RestoreRequest) -> [Effect] {
@@ -410,45 +429,66 @@ public final class StoreRole: Role {
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
+        var effects: [Effect] = []
+        timerFired(token, now: now, into: &effects)
+        return effects
+    }
+
+    public func timerFired(_ token: TimerToken, now: Int64, into effects: inout [Effect]) {
+        guard case .decidePurchase(let key) = token else {
+            let produced = reaction(to: token)
+            if !produced.isEmpty { effects.append(contentsOf: produced) }
+            return
+        }
+        decide(key, into: &effects)
+    }
+
+    /// The store's decision on a purchase whose latency has passed (the most frequent timer).
+    private func decide(_ key: TransactionKey, into effects: inout [Effect]) {
+        guard let payment = projection.awaitingDecision[key] else { return }
+        guard projection.isSyncing(key.device) else {
+            // The app went away meanwhile; decide when an observer is back (R-Q3).
+            scheduled.remove(key)
+            return
+        }
+        if let failure = failNext.removeValue(forKey: key.device) { return effects.append(.send(.decidePurchase(key, .failed(failure)))) }
+        // The .storekit file's test settings come first, as in Xcode: failing transactions (F-S2),
+        // then Ask to Buy (F-S1). They are not chances, so they draw nothing.
+        if let failure = catalog.testSettings.purchaseFailure {
+            return effects.append(.send(.decidePurchase(key, .failed(failure))))
+        }
+        if isInterrupted() { return effects.append(contentsOf: interrupt(key, payment)) }
+        if catalog.testSettings.askToBuyEnabled == true {
+            effects.append(.send(.decidePurchase(key, .deferred)))
+            effects.append(.timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key)))
+            return
+        }
+        let draw = choices.unit(.storeOutcome)
+        // The zero draw is a plain purchase: the simplest run has no failures.
+        let purchaseShare = 1 - behavior.failureProbability - behavior.cancellationProbability - behavior.deferralProbability
+        if draw < purchaseShare {
+            return effects.append(.send(.decidePurchase(key, .purchased(charged: isCharged(key, payment)))))
+        }
+        if draw < purchaseShare + behavior.deferralProbability {
+            effects.append(.send(.decidePurchase(key, .deferred)))
+            effects.append(.timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key)))
+            return
+        }
+        if draw < purchaseShare + behavior.deferralProbability + behavior.cancellationProbability {
+            return effects.append(.send(.decidePurchase(key, .failed(StoreError(.paymentCancelled, "the user cancelled the payment sheet")))))
+        }
+        // An App Store that cannot be reached fails the payment with SKError.unknown (F-E1);
+        // cloudServiceNetworkConnectionFailed is Apple Music's, not the App Store's.
+        effects.append(.send(.decidePurchase(key, .failed(StoreError(.unknown, "the simulated App Store could not be reached")))))
+    }
+
+    /// What the store does on its other timers.
+    private func reaction(to token: TimerToken) -> [Effect] {
         switch token {
         case .answerReceiptRefresh(let device, let number):
             let request = StoreProjection.ReceiptRequest(device: device, number: number)
             guard projection.receiptRefreshesAwaiting.contains(request) else { return [] }
             return nextReceiptPiece(request, from: 0)
-        case .decidePurchase(let key):
-            guard let payment = projection.awaitingDecision[key] else { return [] }
-            guard projection.isSyncing(key.device) else {
-                // The app went away meanwhile; decide when an observer is back (R-Q3).
-                scheduled.remove(key)
-                return []
-            }
-            if let failure = failNext.removeValue(forKey: key.device) { return [.send(.decidePurchase(key, .failed(failure)))] }
-            // The .storekit file's test settings come first, as in Xcode: failing transactions (F-S2),
-            // then Ask to Buy (F-S1). They are not chances, so they draw nothing.
-            if let failure = catalog.testSettings.purchaseFailure {
-                return [.send(.decidePurchase(key, .failed(failure)))]
-            }
-            if isInterrupted() { return interrupt(key, payment) }
-            if catalog.testSettings.askToBuyEnabled == true {
-                return [.send(.decidePurchase(key, .deferred)),
-                        .timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key))]
-            }
-            let draw = choices.unit(.storeOutcome)
-            // The zero draw is a plain purchase: the simplest run has no failures.
-            let purchaseShare = 1 - behavior.failureProbability - behavior.cancellationProbability - behavior.deferralProbability
-            if draw < purchaseShare {
-                return [.send(.decidePurchase(key, .purchased(charged: isCharged(key, payment))))]
-            }
-            if draw < purchaseShare + behavior.deferralProbability {
-                return [.send(.decidePurchase(key, .deferred)),
-                        .timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key))]
-            }
-            if draw < purchaseShare + behavior.deferralProbability + behavior.cancellationProbability {
-                return [.send(.decidePurchase(key, .failed(StoreError(.paymentCancelled, "the user cancelled the payment sheet"))))]
-            }
-            // An App Store that cannot be reached fails the payment with SKError.unknown (F-E1);
-            // cloudServiceNetworkConnectionFailed is Apple Music's, not the App Store's.
-            return [.send(.decidePurchase(key, .failed(StoreError(.unknown, "the simulated App Store could not be reached"))))]
         case .approveDeferred(let key):
             guard let payment = projection.awaitingDecision[key] else { return [] }
             if choices.chance(.approval, behavior.approvalProbability) {
@@ -494,7 +534,7 @@ public final class StoreRole: Role {
         case .storeAction(let index):
             guard let actions = behavior.actions, actions.indices.contains(index) else { return [] }
             return perform(actions[index])
-        case .downloadTick, .deviceStep, .replaySettleDeadline, .replayRecordingEnd, .replayAccountActions:
+        case .decidePurchase, .downloadTick, .deviceStep, .replaySettleDeadline, .replayRecordingEnd, .replayAccountActions:
             return []
         }
     }
