@@ -27,6 +27,18 @@ public struct Catalog: Sendable, Hashable {
         indexByIdentifier[identifier].map { products[$0] }
     }
 
+    /// The position in `products` of the product with this identifier. Hot paths read the fields
+    /// they need through it (`products[index].kind`): `product(_:)` returns a copy of the whole
+    /// product, every string and array in it retained and released.
+    public func index(of identifier: String) -> Int? {
+        indexByIdentifier[identifier]
+    }
+
+    /// True when the catalog sells a product with this identifier.
+    public func contains(_ identifier: String) -> Bool {
+        indexByIdentifier.index(forKey: identifier) != nil
+    }
+
     public static func == (lhs: Catalog, rhs: Catalog) -> Bool {
         lhs.products == rhs.products && lhs.testSettings == rhs.testSettings
     }

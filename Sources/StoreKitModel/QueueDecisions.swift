@@ -114,7 +114,7 @@ extension QueueProjection {
             guard payment.quantity <= Payment.maximumQuantity else {
                 throw Rejection(.invalidQuantity, "quantity must be at most \(Payment.maximumQuantity), got \(payment.quantity) for '\(payment.productIdentifier)'; StoreKit sells at most \(Payment.maximumQuantity) of a product per payment (F-P1)")
             }
-            guard catalog.product(payment.productIdentifier) != nil else {
+            guard catalog.contains(payment.productIdentifier) else {
                 throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not in the store's catalog; use one of the catalog's product identifiers (R-Q7)")
             }
             guard deviceStates[slot].pending.count < Self.maximumPendingPerDevice else {
@@ -205,7 +205,7 @@ extension QueueProjection {
             case .failed(let error):
                 return [.transactionFailed(key, error)]
             case .purchased(let charged):
-                let contents = catalog.product(transaction.payment.productIdentifier)?.hostedContent ?? []
+                let contents = catalog.index(of: transaction.payment.productIdentifier).map { catalog.products[$0].hostedContent } ?? []
                 return [.transactionPurchased(key, identifier: Self.transactionIdentifier(key), downloads: contents, charged: charged)]
             }
 

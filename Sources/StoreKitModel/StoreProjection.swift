@@ -157,31 +157,35 @@ public struct StoreProjection: Sendable {
         case .transactionDeferred(let key):
             deferred.insert(key)
         case .transactionPurchased(let key, let identifier, _, let charged):
-            deferred.remove(key)
+            // Removing from an empty set still hashes the key; most purchases were never deferred.
+            if !deferred.isEmpty { deferred.remove(key) }
             guard let payment = awaitingDecision.removeValue(forKey: key) else { return }
             guard charged, let account = account(device: key.device, applicationUsername: payment.applicationUsername) else { return }
-            // Mutated in place: copying the history out and back would copy its arrays on
-            // every purchase, quadratic in an account's purchases.
+            // Mutated in place, found once: copying the history out and back would copy its arrays
+            // on every purchase (quadratic in an account's purchases), and each lookup hashes the name.
             let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment, transactionDate: recorded.timestamp)
-            accounts[account, default: AccountHistory()].purchaseCount += 1
-            accounts[account, default: AccountHistory()].purchases.append(original)
-            if let product = catalog.product(payment.productIdentifier) {
-                if product.kind == .nonConsumable { accounts[account, default: AccountHistory()].ownedNonConsumables.insert(product.identifier) }
-                if product.kind == .autoRenewableSubscription {
-                    var subscription = Subscription(device: key.device, account: account, original: original,
-                                                    group: product.subscriptionGroup, renewals: 0, periodStart: recorded.timestamp,
-                                                    period: product.subscriptionPeriod, level: product.subscriptionLevel)
-                    if let current = changedAtRenewal(subscription) {
-                        subscription.startsAfter = current
-                        subscriptions[current]?.replacedBy = identifier
-                    }
-                    accounts[account, default: AccountHistory()].activeSubscriptions.insert(product.identifier)
-                    subscriptionsOfAccount[account, default: []].insert(identifier)
-                    subscriptions[identifier] = subscription
+            if accounts.index(forKey: account) == nil { accounts[account] = AccountHistory() }
+            let history = accounts.index(forKey: account)!
+            accounts.values[history].purchaseCount += 1
+            accounts.values[history].purchases.append(original)
+            // The product's fields are read in place (`catalog.product` returns a copy of all of them).
+            guard let product = catalog.index(of: payment.productIdentifier) else { return }
+            let kind = catalog.products[product].kind
+            if kind == .nonConsumable { accounts.values[history].ownedNonConsumables.insert(payment.productIdentifier) }
+            if kind == .autoRenewableSubscription {
+                var subscription = Subscription(device: key.device, account: account, original: original,
+                                                group: catalog.products[product].subscriptionGroup, renewals: 0, periodStart: recorded.timestamp,
+                                                period: catalog.products[product].subscriptionPeriod, level: catalog.products[product].subscriptionLevel)
+                if let current = changedAtRenewal(subscription) {
+                    subscription.startsAfter = current
+                    subscriptions[current]?.replacedBy = identifier
                 }
-                if product.isRestorable { accounts[account, default: AccountHistory()].restorable.append(original) }
-                if product.kind == .consumable { unfinishedConsumables[key] = (account, identifier) }
+                accounts.values[history].activeSubscriptions.insert(payment.productIdentifier)
+                subscriptionsOfAccount[account, default: []].insert(identifier)
+                subscriptions[identifier] = subscription
             }
+            if kind.isRestorable { accounts.values[history].restorable.append(original) }
+            if kind == .consumable { unfinishedConsumables[key] = (account, identifier) }
         case .transactionFinished(let key):
             // A finished consumable leaves the receipt (R-R2).
             guard let consumable = unfinishedConsumables.removeValue(forKey: key) else { return }
@@ -191,7 +195,7 @@ public struct StoreProjection: Sendable {
         case .receiptDelivered(let device, let number, _, _, let isLast):
             if isLast { receiptRefreshesAwaiting.removeAll { $0.device == device && $0.number == number } }
         case .transactionFailed(let key, _):
-            deferred.remove(key)
+            if !deferred.isEmpty { deferred.remove(key) }
             awaitingDecision[key] = nil
         case .subscriptionRenewed(let key, let identifier, let original, _):
             // The renewal on the device that bought it counts; its copies on the account's other devices do not (F-U4).
