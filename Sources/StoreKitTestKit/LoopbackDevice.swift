@@ -16,18 +16,38 @@ public final class LoopbackDevice {
         paymentQueue = PaymentQueue(device: device, catalog: catalog, ordering: ordering, choices: SeededChoices(seed: seed))
     }
 
-    /// Sends a command as another role would (the store, the downloader).
-    public func send(_ body: CommandBody) { process([body]) }
+    /// Rounds of commands one `send` or `pump` carries out at most: an observer that makes a command
+    /// from every callback (an `add(_:)` in `updatedTransactions`) would otherwise never stop.
+    public static let maximumRounds = 1_000
 
-    /// Delivers everything the app's queue asked for, until nothing more comes.
-    public func pump() { process(paymentQueue.drainOutbox()) }
+    /// Why the last `send` or `pump` stopped before the app's queue settled, nil when it settled.
+    public private(set) var unsettled: String?
 
-    private func process(_ bodies: [CommandBody]) {
+    /// Sends a command as another role would (the store, the downloader). False when the
+    /// observers were still making commands after `maximumRounds` rounds (see `unsettled`).
+    @discardableResult
+    public func send(_ body: CommandBody) -> Bool { process([body]) }
+
+    /// Delivers everything the app's queue asked for, until nothing more comes. False when the
+    /// observers were still making commands after `maximumRounds` rounds (see `unsettled`); what
+    /// they made last stays in the outbox, so the next `pump()` goes on from there.
+    @discardableResult
+    public func pump() -> Bool { process(paymentQueue.drainOutbox()) }
+
+    private func process(_ bodies: [CommandBody]) -> Bool {
         var pendingBodies = bodies
         var rounds = 0
+        unsettled = nil
         while !pendingBodies.isEmpty {
+            guard rounds < Self.maximumRounds else {
+                // Put back, in order, ahead of anything made since: a later pump continues.
+                for body in pendingBodies { paymentQueue.enqueue(body) }
+                unsettled = "the observers still made \(pendingBodies.count) commands after \(rounds) rounds of commands and callbacks "
+                    + "(\(pendingBodies.prefix(3).map { "\($0)" }.joined(separator: "; "))): an observer that makes a command from "
+                    + "every callback never lets the queue settle"
+                return false
+            }
             rounds += 1
-            precondition(rounds < 1_000, "commands keep producing commands")
             for body in pendingBodies {
                 let before = harness.recorded.count
                 harness.send(body)
@@ -38,6 +58,7 @@ public final class LoopbackDevice {
             }
             pendingBodies = paymentQueue.drainOutbox()
         }
+        return true
     }
 
     /// Launches the app (registering the device first) and attaches `observer`.
