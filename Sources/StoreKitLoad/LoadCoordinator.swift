@@ -258,6 +258,12 @@ public final class LoadCoordinator {
                 try stopDrivers(failure)
                 throw LoadProtocolError(failure)
             }
+            // A local driver that died (kill -9, a crash) says so at once, not after its silence bound;
+            // one that exited 0 sent its final report, still to be read.
+            if let dead = localProcesses.firstIndex(where: { !$0.isRunning && !($0.terminationReason == .exit && $0.terminationStatus == 0) }),
+               drivers["driver-\(dead + 1)"]?.isFinal != true {
+                throw LoadProtocolError(Self.deathMessage(localProcesses[dead], name: "driver-\(dead + 1)", runDirectory: runDirectory))
+            }
             let now = LiveClock.monotonicNanoseconds()
             if let silent = drivers.values.first(where: { !$0.isFinal && Double(now - $0.lastHeard) / 1e9 > options.driverSilenceSeconds + intervalSeconds }) {
                 throw LoadProtocolError("driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
@@ -339,6 +345,18 @@ public final class LoadCoordinator {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         return process
+    }
+
+    /// "driver-1 was killed by signal 9 during the load; …": how a local driver ended, with the last
+    /// line of its log when that is its own error.
+    static func deathMessage(_ process: Process, name: String, runDirectory: URL) -> String {
+        let how = process.terminationReason == .uncaughtSignal
+            ? "was killed by signal \(process.terminationStatus)" : "exited with status \(process.terminationStatus)"
+        let log = runDirectory.appendingPathComponent("\(name).log")
+        let lastLine = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").last
+            .flatMap { $0.contains("error") ? ": \($0)" : nil } ?? ""
+        return "\(name) \(how) during the load\(lastLine); the lifecycles it was timing are lost, so no summary is made: "
+            + "run the load again (see \(log.path))"
     }
 
     private func waitOrKill(_ process: Process) {
