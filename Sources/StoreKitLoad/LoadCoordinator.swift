@@ -116,6 +116,9 @@ public final class LoadCoordinator {
         let router = try context.socket(.router)
         defer { router.close() }
         router.receiveLimits = LoadWire.limits
+        // A frame beyond the protocol's whole-message limit closes its connection before libzmq
+        // allocates it (a stranger's 17 MB frame once took the coordinator from 38 to 95 MB).
+        try router.set(.maximumMessageSize, Int64(LoadWire.limits.maximumByteCount))
         try router.set(.receiveHighWaterMark, 100_000)
         let security = try DriverEndpointSecurity(topology: topology, context: context, router: router)
         defer { security?.close() }
@@ -149,7 +152,7 @@ public final class LoadCoordinator {
             }
             if let failure = try supervisor.superviseServices() { throw LoadProtocolError(failure) }
             try security?.admit()
-            guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
+            guard let frames = try receive(router, ignoredFrames: &ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
             switch verb {
             case .hello:
                 // Anything that reaches the endpoint can send frames: one that is not a driver's hello is
@@ -269,7 +272,7 @@ public final class LoadCoordinator {
                 throw LoadProtocolError("driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
             }
             try security?.admit()
-            guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]),
+            guard let frames = try receive(router, ignoredFrames: &ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]),
                   let name = byIdentity[frames[0]] else { continue }
             switch verb {
             case .report:
@@ -331,6 +334,21 @@ public final class LoadCoordinator {
                       driverPeakMemoryBytes: drivers.values.map(\.peakMemoryBytes).max() ?? 0,
                       wallSeconds: Double(LiveClock.monotonicNanoseconds() - wallStart) / 1e9, aborted: aborted,
                       startUnixNanoseconds: startUnix, runDirectory: runDirectory, histogramLog: logURL, plan: options.plan)
+    }
+
+    /// The next message at the driver endpoint, nil after 50 ms without one. Anything that reaches the
+    /// endpoint can send a message beyond the protocol's limits (more frames, more bytes): it is
+    /// dropped unread and logged for the first few, as a stranger's HELLO is (it once ended the
+    /// whole load: "inbound message of 4 frames … exceeds the limits").
+    private func receive(_ router: Socket, ignoredFrames: inout Int) throws -> [[UInt8]]? {
+        do {
+            return try router.receive(timeout: .milliseconds(50))
+        } catch {
+            guard error.code == EMSGSIZE else { throw error }
+            ignoredFrames += 1
+            if ignoredFrames <= 10 { logger.warning("ignored a message beyond the driver protocol's limits", metadata: ["error": "\(error)"]) }
+            return nil
+        }
     }
 
     private func launchDriver(name: String, endpoint: String) throws -> Process {

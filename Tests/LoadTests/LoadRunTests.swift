@@ -211,7 +211,7 @@ import ZeroMQ
         #expect(try Self.sksim(["log", "verify", run]).status == 0)
     }
 
-    @Test("frames from a peer that is no driver (a malformed HELLO, a FAILED) are ignored while drivers join; the load runs")
+    @Test("frames from a peer that is no driver (a malformed HELLO, a FAILED, too many frames, a frame above 16 MiB) are ignored while drivers join; the load runs")
     func strangerAtTheDriverEndpoint() throws {
         let scratch = Scratch()
         let endpoint = "tcp://127.0.0.1:\(45_000 + Int(getpid() % 2_000))"
@@ -229,6 +229,10 @@ import ZeroMQ
         try stranger.connect(endpoint)
         _ = try stranger.send([Array("HELLO".utf8), Array("{not json".utf8)])
         _ = try stranger.send([Array("FAILED".utf8), Array("I say so".utf8)])
+        // Beyond the protocol's limits: 4 frames, which once ended the load ("inbound message of 4
+        // frames … exceeds the limits"); then a frame above 16 MiB, which closes the stranger's connection.
+        _ = try stranger.send([Array("REPORT".utf8), [1], [2], [3]])
+        _ = try stranger.send([Array("HELLO".utf8), [UInt8](repeating: 0, count: 17 << 20)])
         let driver = try Self.sksim(["driver", "--topology", Self.repositoryRoot.appendingPathComponent("topology/load.yaml").path,
                                      "--name", "remote-1", "--coordinator", endpoint, "--run-directory", scratch.path("run")])
         #expect(driver.status == 0, "\(driver.error)")
@@ -237,6 +241,7 @@ import ZeroMQ
         #expect(outcome.json["drivers"] as? Int == 2)
         #expect(outcome.json["lifecycles"] as? Int == 20, "\(outcome.output)")
         #expect(outcome.error.contains("ignored a HELLO that no driver sent"), "\(outcome.error)")
+        #expect(outcome.error.contains("ignored a message beyond the driver protocol's limits"), "\(outcome.error)")
     }
 
     @Test("--abort-on-fail stops the load early when a latency threshold fails")
