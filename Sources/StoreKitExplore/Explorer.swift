@@ -192,6 +192,9 @@ public struct Explorer {
         _ = try runtime.run()
         let steps = Int(storage.lastSequence)
         precondition(steps == checked.count, "the log holds \(steps) events, the runtime appended \(checked.count)")
+        if let refused = checked.refusedObserver {
+            throw ExplorationError.observerRefused(name: refused.name, reason: refused.reason)
+        }
         if runtime.stoppedAtEventLimit {
             throw ExplorationError.scheduleDidNotEnd(seed: scenario.seed, steps: steps, limit: limit, lastEvents: checked.tally)
         }
@@ -558,6 +561,8 @@ final class CheckedEvents {
     /// Events by name from event `tallyFrom` on: what a schedule that does not end keeps doing.
     @exclusivity(unchecked) var tally: [String: Int] = [:]
     let tallyFrom: Int
+    /// The first observer whose name the queue refused: it never hears anything.
+    @exclusivity(unchecked) var refusedObserver: (name: String, reason: String)?
 
     init(keepEvents: Bool, tallyFrom: Int = .max) {
         self.keepEvents = keepEvents
@@ -569,6 +574,10 @@ final class CheckedEvents {
         count += 1
         if keepEvents { events.append(recorded) }
         if count > tallyFrom { tally[recorded.event.name, default: 0] += 1 }
+        if refusedObserver == nil, case .commandRejected(.attachObserver(_, let observer), let rejection) = recorded.event,
+           rejection.code == .invalidArgument {
+            refusedObserver = (observer, rejection.message)
+        }
     }
 }
 
@@ -576,6 +585,8 @@ final class CheckedEvents {
 public enum ExplorationError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A schedule's log reached `Explorer.maximumSteps` events without the run settling.
     case scheduleDidNotEnd(seed: UInt64, steps: Int, limit: Int, lastEvents: [String: Int])
+    /// The queue refused to attach an observer because of its name: it would never be called.
+    case observerRefused(name: String, reason: String)
 
     public var description: String {
         switch self {
@@ -586,6 +597,10 @@ public enum ExplorationError: Error, Sendable, Hashable, CustomStringConvertible
                 + "\(counted) events: \(busiest.joined(separator: ", ")). An observer that adds a payment, restores or refreshes the "
                 + "receipt from every callback never lets the run end: give that loop an end (raise maximumSteps only if the scenario "
                 + "really needs longer runs)"
+        case .observerRefused(let name, let reason):
+            let shown = name.utf8.count > 40 ? String(name.prefix(40)) + "…" : name
+            return "the queue refused to attach observer '\(shown)' (\(reason)): it would never be called; give each observer's "
+                + "observerName 1 to 128 bytes, the same at every launch and unique on its device"
         }
     }
 }

@@ -256,6 +256,30 @@ import Testing
         #expect(report.schedules < 100_000 && report.schedules >= 1)
     }
 
+    /// Named oddly, and buying with a huge applicationUsername and requestData.
+    final class Odd: Base {
+        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
+            guard transactions.contains(where: { $0.transactionState == .purchased }) else { return }
+            var payment = Payment(productIdentifier: SampleProducts.removeAds)
+            payment.applicationUsername = String(repeating: "u", count: 200_000)
+            payment.requestData = [UInt8](repeating: 7, count: 2_000_000)
+            try? queue.add(payment)
+        }
+    }
+
+    @Test("Observers named \"\", with a slash and a newline, or 300 KB long, buying with 2 MB of requestData: no crash",
+          arguments: ["", "a/b\nc", String(repeating: "n", count: 300_000)])
+    func oddNames(name: String) throws {
+        guard (1...128).contains(name.utf8.count) else {
+            // Refused by the queue: once reported as queue-drains ("still purchasing"), the cause unsaid.
+            let error = try #require(throws: ExplorationError.self) { try Self.explore({ _ in [Odd(name)] }, schedules: 5) }
+            #expect("\(error)".contains("the queue refused to attach observer") && "\(error)".contains("1 to 128 bytes"), "\(error)")
+            return
+        }
+        let report = try Self.explore({ _ in [Odd(name)] }, schedules: 5)
+        #expect(report.schedules <= 5)
+    }
+
     // MARK: The same observers through the test kit
 
     @Test("LoopbackDevice: an observer adding a payment from every callback stops the pump, it does not crash the tests")
