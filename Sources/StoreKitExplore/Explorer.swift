@@ -561,7 +561,8 @@ final class CheckedEvents {
     /// Events by name from event `tallyFrom` on: what a schedule that does not end keeps doing.
     @exclusivity(unchecked) var tally: [String: Int] = [:]
     let tallyFrom: Int
-    /// The first observer whose name the queue refused: it never hears anything.
+    /// The first observer whose name the queue refused (invalid, or another observer's on its
+    /// device): it never hears anything, or hears what the other one does.
     @exclusivity(unchecked) var refusedObserver: (name: String, reason: String)?
 
     init(keepEvents: Bool, tallyFrom: Int = .max) {
@@ -575,7 +576,7 @@ final class CheckedEvents {
         if keepEvents { events.append(recorded) }
         if count > tallyFrom { tally[recorded.event.name, default: 0] += 1 }
         if refusedObserver == nil, case .commandRejected(.attachObserver(_, let observer), let rejection) = recorded.event,
-           rejection.code == .invalidArgument {
+           rejection.code == .invalidArgument || rejection.code == .observerAlreadyAttached {
             refusedObserver = (observer, rejection.message)
         }
     }
@@ -585,7 +586,7 @@ final class CheckedEvents {
 public enum ExplorationError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A schedule's log reached `Explorer.maximumSteps` events without the run settling.
     case scheduleDidNotEnd(seed: UInt64, steps: Int, limit: Int, lastEvents: [String: Int])
-    /// The queue refused to attach an observer because of its name: it would never be called.
+    /// The queue refused to attach an observer because of its name (invalid, or taken on its device).
     case observerRefused(name: String, reason: String)
 
     public var description: String {
@@ -599,8 +600,8 @@ public enum ExplorationError: Error, Sendable, Hashable, CustomStringConvertible
                 + "really needs longer runs)"
         case .observerRefused(let name, let reason):
             let shown = name.utf8.count > 40 ? String(name.prefix(40)) + "…" : name
-            return "the queue refused to attach observer '\(shown)' (\(reason)): it would never be called; give each observer's "
-                + "observerName 1 to 128 bytes, the same at every launch and unique on its device"
+            return "the queue refused to attach observer '\(shown)' (\(reason)); give each observer's observerName 1 to 128 bytes, "
+                + "the same at every launch and unique on its device"
         }
     }
 }

@@ -102,14 +102,17 @@ import Testing
         func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {}
     }
 
-    /// Detaches itself and attaches again inside its callback, and adds a second observer of the
-    /// same name.
+    /// Detaches itself and attaches again inside its callback.
     final class Reattaches: Base {
         override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
             queue.remove(self)
             queue.add(self)
-            queue.add(Base(observerName))
         }
+    }
+
+    /// Adds a second observer of its own name inside its callback.
+    final class AddsNamesake: Base {
+        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) { queue.add(Base(observerName)) }
     }
 
     /// Plays the other roles from inside its callbacks through the public `enqueue`: approves its own
@@ -223,7 +226,13 @@ import Testing
         #expect(!report.violations.isEmpty, "\(report.summary)")
     }
 
-    @Test("Detaching and attaching itself inside a callback, beside a second observer of its name: explored and reported")
+    @Test("Two observers of one name on a device: refused with a clear error (before: whatever both did, unexplained)")
+    func namesake() throws {
+        let error = try #require(throws: ExplorationError.self) { try Self.explore({ _ in [AddsNamesake("twin")] }, schedules: 5) }
+        #expect("\(error)".contains("observer 'twin' is already attached"), "\(error)")
+    }
+
+    @Test("Detaching and attaching itself inside a callback: explored and reported")
     func reattaches() throws {
         let report = try Self.explore { _ in [Reattaches("again")] }
         #expect(report.schedules <= 40)
@@ -273,7 +282,8 @@ import Testing
         guard (1...128).contains(name.utf8.count) else {
             // Refused by the queue: once reported as queue-drains ("still purchasing"), the cause unsaid.
             let error = try #require(throws: ExplorationError.self) { try Self.explore({ _ in [Odd(name)] }, schedules: 5) }
-            #expect("\(error)".contains("the queue refused to attach observer") && "\(error)".contains("1 to 128 bytes"), "\(error)")
+            print(error)
+            #expect("\(error)".contains("the queue refused to attach observer") && "\(error)".contains("must have 1 to 128 bytes"), "\(error)")
             return
         }
         let report = try Self.explore({ _ in [Odd(name)] }, schedules: 5)
