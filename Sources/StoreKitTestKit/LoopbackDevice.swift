@@ -25,6 +25,7 @@ public final class LoopbackDevice {
 
     /// Sends a command as another role would (the store, the downloader). False when the
     /// observers were still making commands after `maximumRounds` rounds (see `unsettled`).
+    /// Called from an observer's callback, it is sent once the events being delivered are.
     @discardableResult
     public func send(_ body: CommandBody) -> Bool { process([body]) }
 
@@ -34,7 +35,18 @@ public final class LoopbackDevice {
     @discardableResult
     public func pump() -> Bool { process(paymentQueue.drainOutbox()) }
 
+    /// True while a `send` or `pump` delivers: an observer that calls either from its callback
+    /// (re-entrancy) has its commands sent by the running one, after the events being delivered.
+    private var isProcessing = false
+
     private func process(_ bodies: [CommandBody]) -> Bool {
+        guard !isProcessing else {
+            // Delivering inside a delivery once overflowed the stack and handed the queue its events out of order.
+            for body in bodies { paymentQueue.enqueue(body) }
+            return true
+        }
+        isProcessing = true
+        defer { isProcessing = false }
         var pendingBodies = bodies
         var rounds = 0
         unsettled = nil

@@ -307,6 +307,45 @@ import Testing
         #expect(device.events.count > before)
     }
 
+    /// Holds the test's LoopbackDevice and pumps it from inside its callbacks.
+    final class Pumper: Base {
+        weak var device: LoopbackDevice?
+        var buys: Int
+        init(_ name: String, buys: Int) {
+            self.buys = buys
+            super.init(name)
+        }
+        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
+            if buys > 0, transactions.contains(where: { $0.transactionState == .purchasing }) {
+                buys -= 1
+                try? queue.add(Payment(productIdentifier: SampleProducts.coins))
+            }
+            device?.pump()
+            if let first = transactions.first, first.transactionState == .purchasing { device?.send(StoreTestSession.approveAskToBuy(first.key)) }
+        }
+    }
+
+    @Test("LoopbackDevice: pump and send called from inside a callback are carried out after the events being delivered (they overflowed the stack)",
+          arguments: [5, 100_000])
+    func loopbackReentrantPump(buys: Int) throws {
+        let device = LoopbackDevice()
+        let observer = Pumper("pumper", buys: buys)
+        observer.device = device
+        device.launch(with: observer)
+        try device.paymentQueue.add(Payment(productIdentifier: SampleProducts.coins))
+        let settled = device.pump()
+        // Delivered in log order, each once.
+        let sequences = device.events.map(\.sequence)
+        #expect(sequences == Array(sequences.indices.map { UInt64($0) + 1 }))
+        if buys == 5 {
+            #expect(settled && device.unsettled == nil)
+            #expect(device.events.filter { if case .transactionFinished = $0.event { true } else { false } }.count == 6)
+            #expect(device.paymentQueue.transactions.isEmpty)
+        } else {
+            #expect(!settled && device.unsettled != nil)
+        }
+    }
+
     @Test("LoopbackDevice: finishing twice, made-up and purchasing transactions; detaching inside a callback")
     func loopbackMisuse() throws {
         FinishesMadeUp.refusals = 0
@@ -323,4 +362,5 @@ import Testing
         #expect(device.paymentQueue.transactions.isEmpty)
     }
 }
+
 
