@@ -290,6 +290,19 @@ import Testing
         #expect(report.schedules <= 5)
     }
 
+    @Test("A factory that makes no observer: queue-drains, the purchase still purchasing (R-Q3: no observer, no sync with the store)")
+    func noObservers() throws {
+        let found = try #require(try Self.explore({ _ in [] }, schedules: 20).violations.first)
+        #expect(found.invariant == .queueDrains && found.message.contains("still purchasing"), "\(found.message)")
+    }
+
+    @Test("One observer instance given to every device and launch (shared, not fresh): explored, nothing broken")
+    func oneInstanceEverywhere() throws {
+        nonisolated(unsafe) let shared = Base("shared")
+        let report = try Self.explore({ _ in [shared] }, schedules: 20)
+        #expect(report.schedules == 20 && report.violations.isEmpty, "\(report.summary)")
+    }
+
     // MARK: The same observers through the test kit
 
     @Test("LoopbackDevice: an observer adding a payment from every callback stops the pump, it does not crash the tests")
@@ -362,5 +375,6 @@ import Testing
         #expect(device.paymentQueue.transactions.isEmpty)
     }
 }
+
 
 
