@@ -2,7 +2,8 @@
  * An app of its own against a live StoreKitSim queue, store and downloader, in C with libzmq,
  * written from docs/wire-format.md alone: register a device, launch, attach an observer, buy a
  * product with hosted content, wait for it to be purchased, download it, finish it, restore,
- * finish the restored copy, and check that an unknown product is rejected.
+ * finish the restored copy, restore again without applicationUsername, and check that an
+ * unknown product is rejected.
  *
  *   gcc -std=c11 -Wall -Wextra -Werror -o app_client app_client.c -lzmq
  *   app_client REQUESTS_ENDPOINT EVENTS_ENDPOINT DEVICE ACCOUNT
@@ -543,6 +544,18 @@ int main(int argc, char **argv) {
     put_key(&fields, device, restored.number);
     accepted(&fields, 8, "finishTransaction");
 
+    /* Restored again without applicationUsername: the account the device was registered with. */
+    mark = event_count;
+    fields.length = 0;
+    put_string(&fields, device);
+    put_byte(&fields, 0);
+    accepted(&fields, 9, "restore (no username)");
+    Event again = wait_for(mark, 13, device);
+    wait_for(mark, 14, device);
+    fields.length = 0;
+    put_key(&fields, device, again.number);
+    accepted(&fields, 8, "finishTransaction");
+
     /* An unknown product: rejected (status 1) with unknownProduct, and the rejection is logged. */
     mark = event_count;
     fields.length = 0;
@@ -559,8 +572,8 @@ int main(int argc, char **argv) {
     /* Both transactions finished: every transactionFinished of this device. */
     int finishes = 0;
     for (int index = 0; index < event_count; index++) finishes += events[index].tag == 16 && strcmp(events[index].device, device) == 0;
-    if (finishes != 2) fail("%d transactions finished, not 2", finishes);
-    printf("ok: %d events, 2 transactions finished\n", event_count);
+    if (finishes != 3) fail("%d transactions finished, not 3", finishes);
+    printf("ok: %d events, 3 transactions finished\n", event_count);
     zmq_close(dealer);
     zmq_close(subscriber);
     zmq_ctx_term(context);

@@ -50,5 +50,5 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 pids=()
 "$sksim" log verify "$directory/run" >/dev/null
 finished=$("$sksim" log cat "$directory/run" | grep -c 'transactionFinished(c-phone#' || true)
-[ "$finished" = 2 ] || { echo "test_app_client: the log holds $finished finishes of c-phone, not 2" >&2; exit 1; }
+[ "$finished" = 3 ] || { echo "test_app_client: the log holds $finished finishes of c-phone, not 3" >&2; exit 1; }
 echo "c-client: passed"
