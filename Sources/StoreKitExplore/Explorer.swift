@@ -575,7 +575,9 @@ final class CheckedEvents {
         count += 1
         if keepEvents { events.append(recorded) }
         if count > tallyFrom { tally[recorded.event.name, default: 0] += 1 }
-        if refusedObserver == nil, case .commandRejected(.attachObserver(_, let observer), let rejection) = recorded.event,
+        // Told by the case alone first: a pattern with bindings copies the event out, and this runs for every event.
+        if case .commandRejected = recorded.event, refusedObserver == nil,
+           case .commandRejected(.attachObserver(_, let observer), let rejection) = recorded.event,
            rejection.code == .invalidArgument || rejection.code == .observerAlreadyAttached {
             refusedObserver = (observer, rejection.message)
         }
