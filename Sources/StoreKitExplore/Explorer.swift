@@ -131,6 +131,17 @@ public struct Explorer {
     /// another (emptied before each, its capacity kept).
     private let reusedLog = MemoryLogStorage()
 
+    /// Most events one schedule may append; nil: 10,000 plus 1,000 per purchase of the scenario
+    /// (a schedule takes about 25 per purchase). Observers that make a command from every callback
+    /// (an `add(_:)` or a restore in a loop) never let a run settle: such a schedule is refused with
+    /// `ExplorationError.scheduleDidNotEnd` instead of running for a day of simulated time.
+    public var maximumSteps: Int?
+
+    /// `maximumSteps` for a run of `scenario`.
+    func stepLimit(_ scenario: Scenario) -> Int {
+        maximumSteps ?? 10_000 + 1_000 * scenario.devices * max(1, scenario.apps.purchasesPerDevice)
+    }
+
     /// Most schedules and seconds one shrink may spend (the result is then smaller, not minimal).
     public var shrinkRunLimit = 20_000
     public var shrinkSecondsLimit = 10.0
@@ -174,11 +185,19 @@ public struct Explorer {
         if runScenario == nil || headers.isVariant(scenario, of: self.scenario) { runtime.header = headers.header(for: scenario) }
         // The invariants read each event as the engine appends it (in log order, the same values
         // the log decodes to), so the log is not decoded a second time.
-        let checked = CheckedEvents(keepEvents: keepEvents)
+        let limit = max(1, stepLimit(scenario))
+        let checked = CheckedEvents(keepEvents: keepEvents, tallyFrom: max(0, limit - 999))
         runtime.eventAppended = { checked.add($0) }
+        runtime.eventLimit = UInt64(limit)
         _ = try runtime.run()
         let steps = Int(storage.lastSequence)
         precondition(steps == checked.count, "the log holds \(steps) events, the runtime appended \(checked.count)")
+        if let refused = checked.refusedObserver {
+            throw ExplorationError.observerRefused(name: refused.name, reason: refused.reason)
+        }
+        if runtime.stoppedAtEventLimit {
+            throw ExplorationError.scheduleDidNotEnd(seed: scenario.seed, steps: steps, limit: limit, lastEvents: checked.tally)
+        }
         checked.monitor.finish()
         return ScheduleOutcome(choices: recording.values, violations: checked.monitor.violations, steps: steps, events: checked.events)
     }
@@ -254,7 +273,12 @@ public struct Explorer {
         guard jobs > 1 else { return nil }
         let scenario = self.scenario
         let observers = observerFactory
-        return WorkerPool(threads: jobs - 1) { Explorer(scenario: scenario, observers: observers) }
+        let maximumSteps = maximumSteps
+        return WorkerPool(threads: jobs - 1) {
+            var explorer = Explorer(scenario: scenario, observers: observers)
+            explorer.maximumSteps = maximumSteps
+            return explorer
+        }
     }
 
     /// Runs `attempt` on every index `ledger` hands out, on this thread (with this explorer, and
@@ -534,13 +558,53 @@ final class CheckedEvents {
     @exclusivity(unchecked) var events: [RecordedEvent] = []
     @exclusivity(unchecked) var count = 0
     let keepEvents: Bool
+    /// Events by name from event `tallyFrom` on: what a schedule that does not end keeps doing.
+    @exclusivity(unchecked) var tally: [String: Int] = [:]
+    let tallyFrom: Int
+    /// The first observer whose name the queue refused (invalid, or another observer's on its
+    /// device): it never hears anything, or hears what the other one does.
+    @exclusivity(unchecked) var refusedObserver: (name: String, reason: String)?
 
-    init(keepEvents: Bool) { self.keepEvents = keepEvents }
+    init(keepEvents: Bool, tallyFrom: Int = .max) {
+        self.keepEvents = keepEvents
+        self.tallyFrom = tallyFrom
+    }
 
     func add(_ recorded: RecordedEvent) {
         monitor.check(recorded)
         count += 1
         if keepEvents { events.append(recorded) }
+        if count > tallyFrom { tally[recorded.event.name, default: 0] += 1 }
+        // Told by the case alone first: a pattern with bindings copies the event out, and this runs for every event.
+        if case .commandRejected = recorded.event, refusedObserver == nil,
+           case .commandRejected(.attachObserver(_, let observer), let rejection) = recorded.event,
+           rejection.code == .invalidArgument || rejection.code == .observerAlreadyAttached {
+            refusedObserver = (observer, rejection.message)
+        }
+    }
+}
+
+/// An exploration that cannot go on, with what to do about it.
+public enum ExplorationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A schedule's log reached `Explorer.maximumSteps` events without the run settling.
+    case scheduleDidNotEnd(seed: UInt64, steps: Int, limit: Int, lastEvents: [String: Int])
+    /// The queue refused to attach an observer because of its name (invalid, or taken on its device).
+    case observerRefused(name: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .scheduleDidNotEnd(let seed, let steps, let limit, let lastEvents):
+            let counted = lastEvents.values.reduce(0, +)
+            let busiest = lastEvents.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.prefix(3).map { "\($0.key) \($0.value)" }
+            return "the schedule of seed \(seed) did not end within \(steps) events (Explorer.maximumSteps \(limit)); of its last "
+                + "\(counted) events: \(busiest.joined(separator: ", ")). An observer that adds a payment, restores or refreshes the "
+                + "receipt from every callback never lets the run end: give that loop an end (raise maximumSteps only if the scenario "
+                + "really needs longer runs)"
+        case .observerRefused(let name, let reason):
+            let shown = name.utf8.count > 40 ? String(name.prefix(40)) + "…" : name
+            return "the queue refused to attach observer '\(shown)' (\(reason)); give each observer's observerName 1 to 128 bytes, "
+                + "the same at every launch and unique on its device"
+        }
     }
 }
 

@@ -116,6 +116,9 @@ public final class LoadCoordinator {
         let router = try context.socket(.router)
         defer { router.close() }
         router.receiveLimits = LoadWire.limits
+        // A frame beyond the protocol's whole-message limit closes its connection before libzmq
+        // allocates it (a stranger's 17 MB frame once took the coordinator from 38 to 95 MB).
+        try router.set(.maximumMessageSize, Int64(LoadWire.limits.maximumByteCount))
         try router.set(.receiveHighWaterMark, 100_000)
         let security = try DriverEndpointSecurity(topology: topology, context: context, router: router)
         defer { security?.close() }
@@ -149,7 +152,7 @@ public final class LoadCoordinator {
             }
             if let failure = try supervisor.superviseServices() { throw LoadProtocolError(failure) }
             try security?.admit()
-            guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
+            guard let frames = try receive(router, ignoredFrames: &ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
             switch verb {
             case .hello:
                 // Anything that reaches the endpoint can send frames: one that is not a driver's hello is
@@ -258,12 +261,18 @@ public final class LoadCoordinator {
                 try stopDrivers(failure)
                 throw LoadProtocolError(failure)
             }
+            // A local driver that died (kill -9, a crash) says so at once, not after its silence bound;
+            // one that exited 0 sent its final report, still to be read.
+            if let dead = localProcesses.firstIndex(where: { !$0.isRunning && !($0.terminationReason == .exit && $0.terminationStatus == 0) }),
+               drivers["driver-\(dead + 1)"]?.isFinal != true {
+                throw LoadProtocolError(Self.deathMessage(localProcesses[dead], name: "driver-\(dead + 1)", runDirectory: runDirectory))
+            }
             let now = LiveClock.monotonicNanoseconds()
             if let silent = drivers.values.first(where: { !$0.isFinal && Double(now - $0.lastHeard) / 1e9 > options.driverSilenceSeconds + intervalSeconds }) {
                 throw LoadProtocolError("driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
             }
             try security?.admit()
-            guard let frames = try router.receive(timeout: .milliseconds(50)), frames.count == 3, let verb = LoadWire.verb(frames[1]),
+            guard let frames = try receive(router, ignoredFrames: &ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]),
                   let name = byIdentity[frames[0]] else { continue }
             switch verb {
             case .report:
@@ -327,6 +336,21 @@ public final class LoadCoordinator {
                       startUnixNanoseconds: startUnix, runDirectory: runDirectory, histogramLog: logURL, plan: options.plan)
     }
 
+    /// The next message at the driver endpoint, nil after 50 ms without one. Anything that reaches the
+    /// endpoint can send a message beyond the protocol's limits (more frames, more bytes): it is
+    /// dropped unread and logged for the first few, as a stranger's HELLO is (it once ended the
+    /// whole load: "inbound message of 4 frames … exceeds the limits").
+    private func receive(_ router: Socket, ignoredFrames: inout Int) throws -> [[UInt8]]? {
+        do {
+            return try router.receive(timeout: .milliseconds(50))
+        } catch {
+            guard error.code == EMSGSIZE else { throw error }
+            ignoredFrames += 1
+            if ignoredFrames <= 10 { logger.warning("ignored a message beyond the driver protocol's limits", metadata: ["error": "\(error)"]) }
+            return nil
+        }
+    }
+
     private func launchDriver(name: String, endpoint: String) throws -> Process {
         let process = Process()
         process.executableURL = executable
@@ -339,6 +363,18 @@ public final class LoadCoordinator {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         return process
+    }
+
+    /// "driver-1 was killed by signal 9 during the load; …": how a local driver ended, with the last
+    /// line of its log when that is its own error.
+    static func deathMessage(_ process: Process, name: String, runDirectory: URL) -> String {
+        let how = process.terminationReason == .uncaughtSignal
+            ? "was killed by signal \(process.terminationStatus)" : "exited with status \(process.terminationStatus)"
+        let log = runDirectory.appendingPathComponent("\(name).log")
+        let lastLine = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").last
+            .flatMap { $0.contains("error") ? ": \($0)" : nil } ?? ""
+        return "\(name) \(how) during the load\(lastLine); the lifecycles it was timing are lost, so no summary is made: "
+            + "run the load again (see \(log.path))"
     }
 
     private func waitOrKill(_ process: Process) {

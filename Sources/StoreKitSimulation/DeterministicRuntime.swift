@@ -50,6 +50,11 @@ public final class DeterministicRuntime {
     /// Called with every event as it is appended, in log order: a checker of the whole log
     /// (exploration's invariants) reads the events as they are made instead of decoding the log again.
     public var eventAppended: ((RecordedEvent) -> Void)?
+    /// The run stops once its log holds more events than this (exploration bounds each schedule:
+    /// an observer that adds a payment from every callback never lets a run settle).
+    public var eventLimit: UInt64 = .max
+    /// True when the run stopped at `eventLimit`.
+    public private(set) var stoppedAtEventLimit = false
 
     private struct Slot {
         var kind: RoleFactory.Kind
@@ -157,8 +162,8 @@ public final class DeterministicRuntime {
         let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
         var stoppedAtLimit = false
         while let (time, action) = scheduler.next() {
-            if time > limit {
-                stoppedAtLimit = true
+            if time > limit || stoppedAtEventLimit {
+                stoppedAtLimit = !stoppedAtEventLimit
                 break
             }
             now = time
@@ -264,6 +269,7 @@ public final class DeterministicRuntime {
             heldIsFinish.append(event.recorded.event.isTransactionFinished)
             if let eventAppended { event.lend(eventAppended) }
         }
+        if last > eventLimit { stoppedAtEventLimit = true }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
         lastDurable = durable
         scheduler.schedule(at: durable, .publish(first: first, last: last))

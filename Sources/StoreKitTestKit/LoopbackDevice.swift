@@ -16,18 +16,50 @@ public final class LoopbackDevice {
         paymentQueue = PaymentQueue(device: device, catalog: catalog, ordering: ordering, choices: SeededChoices(seed: seed))
     }
 
-    /// Sends a command as another role would (the store, the downloader).
-    public func send(_ body: CommandBody) { process([body]) }
+    /// Rounds of commands one `send` or `pump` carries out at most: an observer that makes a command
+    /// from every callback (an `add(_:)` in `updatedTransactions`) would otherwise never stop.
+    public static let maximumRounds = 1_000
 
-    /// Delivers everything the app's queue asked for, until nothing more comes.
-    public func pump() { process(paymentQueue.drainOutbox()) }
+    /// Why the last `send` or `pump` stopped before the app's queue settled, nil when it settled.
+    public private(set) var unsettled: String?
 
-    private func process(_ bodies: [CommandBody]) {
+    /// Sends a command as another role would (the store, the downloader). False when the
+    /// observers were still making commands after `maximumRounds` rounds (see `unsettled`).
+    /// Called from an observer's callback, it is sent once the events being delivered are.
+    @discardableResult
+    public func send(_ body: CommandBody) -> Bool { process([body]) }
+
+    /// Delivers everything the app's queue asked for, until nothing more comes. False when the
+    /// observers were still making commands after `maximumRounds` rounds (see `unsettled`); what
+    /// they made last stays in the outbox, so the next `pump()` goes on from there.
+    @discardableResult
+    public func pump() -> Bool { process(paymentQueue.drainOutbox()) }
+
+    /// True while a `send` or `pump` delivers: an observer that calls either from its callback
+    /// (re-entrancy) has its commands sent by the running one, after the events being delivered.
+    private var isProcessing = false
+
+    private func process(_ bodies: [CommandBody]) -> Bool {
+        guard !isProcessing else {
+            // Delivering inside a delivery once overflowed the stack and handed the queue its events out of order.
+            for body in bodies { paymentQueue.enqueue(body) }
+            return true
+        }
+        isProcessing = true
+        defer { isProcessing = false }
         var pendingBodies = bodies
         var rounds = 0
+        unsettled = nil
         while !pendingBodies.isEmpty {
+            guard rounds < Self.maximumRounds else {
+                // Put back, in order, ahead of anything made since: a later pump continues.
+                for body in pendingBodies { paymentQueue.enqueue(body) }
+                unsettled = "the observers still made \(pendingBodies.count) commands after \(rounds) rounds of commands and callbacks "
+                    + "(\(pendingBodies.prefix(3).map { "\($0)" }.joined(separator: "; "))): an observer that makes a command from "
+                    + "every callback never lets the queue settle"
+                return false
+            }
             rounds += 1
-            precondition(rounds < 1_000, "commands keep producing commands")
             for body in pendingBodies {
                 let before = harness.recorded.count
                 harness.send(body)
@@ -38,6 +70,7 @@ public final class LoopbackDevice {
             }
             pendingBodies = paymentQueue.drainOutbox()
         }
+        return true
     }
 
     /// Launches the app (registering the device first) and attaches `observer`.

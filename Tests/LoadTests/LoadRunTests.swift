@@ -182,7 +182,36 @@ import ZeroMQ
         #expect(try Self.sksim(["log", "verify", run]).status == 0)
     }
 
-    @Test("frames from a peer that is no driver (a malformed HELLO, a FAILED) are ignored while drivers join; the load runs")
+    @Test("a local driver killed with SIGKILL mid-load fails the load at once, naming the driver and the signal, not after 15 s of its silence")
+    func driverKilledMidLoad() throws {
+        let scratch = Scratch()
+        let run = scratch.path("run")
+        let load = try SKSimProgram.start(try Self.executable(), ["load", "--rate", "100", "--duration", "30s", "--devices", "20",
+                                                                 "--out", run, "--json"], in: Self.repositoryRoot)
+        // The coordinator's child running `sksim driver`, once lifecycles are under way (bounded wait on the log).
+        let deadline = Date().addingTimeInterval(60)
+        var driver: Int32?
+        while driver == nil, Date() < deadline, load.process.isRunning {
+            let added = try Self.sksim(["log", "cat", run, "--type", "transactionAdded", "--json"]).output.split(separator: "\n").count
+            // Each thread lists the children it started: the driver is started from any of the load's threads.
+            let tasks = "/proc/\(load.process.processIdentifier)/task"
+            let children = ((try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []).flatMap { task in
+                ((try? String(contentsOfFile: "\(tasks)/\(task)/children", encoding: .utf8)) ?? "").split(separator: " ").compactMap { Int32($0) }
+            }
+            driver = added < 20 ? nil : children.first { pid in
+                ((try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? "").contains("driver\0--topology")
+            }
+            if driver == nil { usleep(50_000) }
+        }
+        #expect(kill(try #require(driver, "no driver process found"), SIGKILL) == 0)
+        // Before: "driver 'driver-1' sent no report for 15 s", 15 s later.
+        let outcome = try #require(load.finish(within: 12), "the load did not end within 12 s of its driver's death")
+        #expect(outcome.status == 2)
+        #expect(outcome.error.contains("driver-1 was killed by signal 9 during the load"), "\(outcome.error)")
+        #expect(try Self.sksim(["log", "verify", run]).status == 0)
+    }
+
+    @Test("frames from a peer that is no driver (a malformed HELLO, a FAILED, too many frames, a frame above 16 MiB) are ignored while drivers join; the load runs")
     func strangerAtTheDriverEndpoint() throws {
         let scratch = Scratch()
         let endpoint = "tcp://127.0.0.1:\(45_000 + Int(getpid() % 2_000))"
@@ -200,6 +229,10 @@ import ZeroMQ
         try stranger.connect(endpoint)
         _ = try stranger.send([Array("HELLO".utf8), Array("{not json".utf8)])
         _ = try stranger.send([Array("FAILED".utf8), Array("I say so".utf8)])
+        // Beyond the protocol's limits: 4 frames, which once ended the load ("inbound message of 4
+        // frames … exceeds the limits"); then a frame above 16 MiB, which closes the stranger's connection.
+        _ = try stranger.send([Array("REPORT".utf8), [1], [2], [3]])
+        _ = try stranger.send([Array("HELLO".utf8), [UInt8](repeating: 0, count: 17 << 20)])
         let driver = try Self.sksim(["driver", "--topology", Self.repositoryRoot.appendingPathComponent("topology/load.yaml").path,
                                      "--name", "remote-1", "--coordinator", endpoint, "--run-directory", scratch.path("run")])
         #expect(driver.status == 0, "\(driver.error)")
@@ -208,6 +241,7 @@ import ZeroMQ
         #expect(outcome.json["drivers"] as? Int == 2)
         #expect(outcome.json["lifecycles"] as? Int == 20, "\(outcome.output)")
         #expect(outcome.error.contains("ignored a HELLO that no driver sent"), "\(outcome.error)")
+        #expect(outcome.error.contains("ignored a message beyond the driver protocol's limits"), "\(outcome.error)")
     }
 
     @Test("--abort-on-fail stops the load early when a latency threshold fails")
