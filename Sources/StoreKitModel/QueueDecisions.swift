@@ -419,7 +419,7 @@ extension QueueProjection {
 
     private func validateName(_ name: String, _ what: String) throws(Rejection) {
         guard !name.isEmpty, name.utf8.count <= 128 else {
-            throw Rejection(.invalidArgument, "a \(what) name must have 1 to 128 bytes, got \(name.utf8.count)")
+            throw Rejection(.invalidArgument, "the \(what) name must have 1 to 128 bytes, got \(name.utf8.count)")
         }
     }
 
