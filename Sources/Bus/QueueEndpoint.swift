@@ -252,6 +252,11 @@ public final class QueueEndpoint {
         router.receiveLimits = MessageLimits(maximumFrameCount: 7, maximumByteCount: requestBytes, uncountedLeadingFrames: 1)
         // One frame far beyond any request closes the connection before libzmq allocates it.
         try router.set(.maximumMessageSize, Int64(Self.connectionClosingFrameBytes(requestBytes: requestBytes)))
+        // A subscriber sends nothing but subscriptions, the longest a client needs being `evt.` and a
+        // device name (at most 128 bytes); libzmq keeps each in its subscription tree. A longer one
+        // closes its connection before it is kept, so a stranger cannot grow the queue's memory by
+        // kilobytes per message (100,000 subscriptions of 2 KB once took 65 MB).
+        try publisher.set(.maximumMessageSize, Int64(Self.maximumSubscriptionBytes))
         let watches = [try PeerWatch(publisher), try PeerWatch(router)]
         peerWatch = watches
         try publisher.bind(configuration.eventsEndpoint)
@@ -269,6 +274,10 @@ public final class QueueEndpoint {
 
     /// Above this size a single request frame makes libzmq close the connection unread.
     static func connectionClosingFrameBytes(requestBytes: Int) -> Int { max(1 << 20, requestBytes) }
+
+    /// The longest subscription message the events socket takes (with ZMTP's subscribe prefix and a
+    /// CURVE handshake's commands, which libzmq limits the same way): longer closes the connection.
+    public static let maximumSubscriptionBytes = 1_024
 
     /// Closes both sockets; idempotent.
     public func close() {

@@ -110,6 +110,34 @@ struct BoundedResourceTests {
         print("stalled subscribers: resident memory of the queue's process grew by \(growth >> 20) MB")
     }
 
+    @Test("a subscription longer than any topic closes its connection; the longest real topic is kept", .timeLimit(.minutes(1)),
+          arguments: Transport.allCases)
+    func oversizedSubscription(transport: Transport) throws {
+        let queue = try QueueHarness(context: context, transport: transport) { _, _ in .duplicate(lastSequence: 0) }
+        // A client of the longest device name (128 bytes) subscribes to its own topic only.
+        let device = String(repeating: "d", count: 128)
+        let client = try context.socket(.subscriber)
+        try client.subscribe(to: BusWire.eventTopic(device: device))
+        try client.connect(queue.eventsEndpoint)
+        // A stranger subscribes 2 KB first, then to every event: were the long one kept, it would hear them.
+        let stranger = try context.socket(.subscriber)
+        let monitor = try stranger.monitor([.disconnected])
+        try stranger.subscribe(to: BusWire.eventTopicPrefix + Array(repeating: UInt8(ascii: "x"), count: 2_048))
+        try stranger.subscribe(to: BusWire.eventTopicPrefix)
+        try stranger.connect(queue.eventsEndpoint)
+        #expect(try monitor.receive(timeout: .seconds(10)) != nil, "the queue did not close the connection of a 2 KB subscription")
+        let heard = Date().addingTimeInterval(10)
+        var received: [[UInt8]]?
+        while received == nil, Date() < heard {
+            queue.perform { endpoint, appender in
+                endpoint.publishWhenDurable([try appender.append(.appLaunched(device: device), commandID: nil, timestamp: 1)])
+            }
+            received = try client.receive(timeout: .milliseconds(100))
+        }
+        #expect(received?.first == BusWire.eventTopic(device: device), "a subscription to the longest device topic was not served")
+        #expect(try stranger.receive(timeout: .zero) == nil)
+    }
+
     @Test("connections beyond maximumPeers are refused during the handshake and counted", .timeLimit(.minutes(1)))
     func peerLimit() throws {
         let queue = try QueueHarness(context: context, configure: { $0.maximumPeers = 3 }) { _, _ in .duplicate(lastSequence: 0) }
