@@ -24,7 +24,7 @@ public struct Catalog: Sendable, Hashable {
 
     /// The product with this identifier, if the catalog sells it. Constant time.
     public func product(_ identifier: String) -> Product? {
-        indexByIdentifier[identifier].map { products[$0] }
+        index(of: identifier).map { products[$0] }
     }
 
     /// The position in `products` of the product with this identifier. Hot paths read the fields

@@ -162,8 +162,9 @@ public final class DeterministicRuntime {
         let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
         var stoppedAtLimit = false
         while let (time, action) = scheduler.next() {
-            if time > limit || stoppedAtEventLimit {
-                stoppedAtLimit = !stoppedAtEventLimit
+            if stoppedAtEventLimit { break }
+            if time > limit {
+                stoppedAtLimit = true
                 break
             }
             now = time

@@ -452,6 +452,22 @@ static void put_key(Buffer *buffer, const char *device, uint64_t number) {
     put_varint(buffer, number);
 }
 
+/* finishTransaction (tag 8) of the device's transaction `number`. */
+static void finish_transaction(const char *device, uint64_t number) {
+    Buffer fields = {.length = 0};
+    put_key(&fields, device, number);
+    accepted(&fields, 8, "finishTransaction");
+}
+
+/* restoreCompletedTransactions (tag 9), with the applicationUsername `account` or (NULL) without one. */
+static void restore(const char *device, const char *account, const char *what) {
+    Buffer fields = {.length = 0};
+    put_string(&fields, device);
+    put_byte(&fields, account != NULL);
+    if (account != NULL) put_string(&fields, account);
+    accepted(&fields, 9, what);
+}
+
 static void put_payment(Buffer *buffer, const char *product, const char *account) {
     put_string(buffer, product);
     put_signed(buffer, 1);
@@ -526,35 +542,22 @@ int main(int argc, char **argv) {
     Event downloaded = wait_for(mark, 21, device);
     printf("downloaded                 %s#%" PRIu64 "/%" PRIu64 " at sequence %" PRIu64 "\n", device, downloaded.number, downloaded.index, downloaded.sequence);
 
-    fields.length = 0;
-    put_key(&fields, device, purchased.number);
-    accepted(&fields, 8, "finishTransaction");
+    finish_transaction(device, purchased.number);
 
     mark = event_count;
-    fields.length = 0;
-    put_string(&fields, device);
-    put_byte(&fields, 1);
-    put_string(&fields, account);
-    accepted(&fields, 9, "restoreCompletedTransactions");
+    restore(device, account, "restoreCompletedTransactions");
     Event restored = wait_for(mark, 13, device);
     printf("restored                   %s#%" PRIu64 " at sequence %" PRIu64 "\n", device, restored.number, restored.sequence);
     Event finished = wait_for(mark, 14, device);
     printf("restore finished           restore %" PRIu64 " at sequence %" PRIu64 "\n", finished.number, finished.sequence);
-    fields.length = 0;
-    put_key(&fields, device, restored.number);
-    accepted(&fields, 8, "finishTransaction");
+    finish_transaction(device, restored.number);
 
     /* Restored again without applicationUsername: the account the device was registered with. */
     mark = event_count;
-    fields.length = 0;
-    put_string(&fields, device);
-    put_byte(&fields, 0);
-    accepted(&fields, 9, "restore (no username)");
+    restore(device, NULL, "restore (no username)");
     Event again = wait_for(mark, 13, device);
     wait_for(mark, 14, device);
-    fields.length = 0;
-    put_key(&fields, device, again.number);
-    accepted(&fields, 8, "finishTransaction");
+    finish_transaction(device, again.number);
 
     /* An unknown product: rejected (status 1) with unknownProduct, and the rejection is logged. */
     mark = event_count;

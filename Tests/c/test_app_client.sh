@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 sksim="${SKSIM:-$PWD/.build/debug/sksim}"
 [ -x "$sksim" ] || { echo "test_app_client: build sksim first (swift build), or set SKSIM" >&2; exit 1; }
-directory="$(mktemp -d "${TMPDIR:-/tmp}/sksim-c-client.XXXXXX")"
+directory="$(mktemp -d)"
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -24,7 +24,7 @@ compiler="${CC:-$(command -v gcc || command -v clang || command -v cc)}"
 read -r events requests < <(python3 -c 'import socket
 ports = []
 for _ in range(2):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); ports.append(s); 
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); ports.append(s)
 print(*[s.getsockname()[1] for s in ports])')
 cat > "$directory/app.yaml" <<EOF
 name: app
