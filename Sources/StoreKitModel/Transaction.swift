@@ -35,37 +35,129 @@ public struct OriginalTransaction: Sendable, Hashable {
 }
 
 /// SKPaymentTransaction as observers see it: a value projected from the log.
+///
+/// A value with its fields in shared storage, copied on the first change (as `Array` is): the
+/// queue hands transactions to every observer in arrays, per callback, and a copy of ten fields
+/// retained one by one cost more than most callbacks. Changing a copy never changes another.
 public struct PaymentTransaction: Sendable, Hashable, Identifiable {
-    public var key: TransactionKey
-    public var payment: Payment
-    public var transactionState: TransactionState
+    public var key: TransactionKey {
+        get { fields.key }
+        set { unique().key = newValue }
+    }
+    public var payment: Payment {
+        get { fields.payment }
+        _modify { let storage = unique(); yield &storage.payment }
+    }
+    public var transactionState: TransactionState {
+        get { fields.transactionState }
+        set { unique().transactionState = newValue }
+    }
     /// Defined only when purchased or restored (R-T2, R-T3).
-    public var transactionIdentifier: String?
+    public var transactionIdentifier: String? {
+        get { fields.transactionIdentifier }
+        set { unique().transactionIdentifier = newValue }
+    }
     /// Defined only when purchased or restored; nanoseconds of simulated time.
-    public var transactionDate: Int64?
+    public var transactionDate: Int64? {
+        get { fields.transactionDate }
+        set { unique().transactionDate = newValue }
+    }
     /// Defined only when failed.
-    public var error: StoreError?
+    public var error: StoreError? {
+        get { fields.error }
+        set { unique().error = newValue }
+    }
     /// Defined only when restored (R-Q9).
-    public var originalTransaction: OriginalTransaction?
+    public var originalTransaction: OriginalTransaction? {
+        get { fields.originalTransaction }
+        _modify { let storage = unique(); yield &storage.originalTransaction }
+    }
     /// Present only when purchased or restored and the product hosts content (R-D3).
-    public var downloads: [Download]
+    public var downloads: [Download] {
+        get { fields.downloads }
+        _modify { let storage = unique(); yield &storage.downloads }
+    }
     /// The restore that created this transaction, when it was restored.
-    public var restoreNumber: UInt64?
+    public var restoreNumber: UInt64? {
+        get { fields.restoreNumber }
+        set { unique().restoreNumber = newValue }
+    }
     /// False when a non-consumable the account already owns was bought again (R-R4).
-    public var charged: Bool
+    public var charged: Bool {
+        get { fields.charged }
+        set { unique().charged = newValue }
+    }
 
     public var id: TransactionKey { key }
 
     public init(key: TransactionKey, payment: Payment) {
-        self.key = key
-        self.payment = payment
-        self.transactionState = .purchasing
-        self.transactionIdentifier = nil
-        self.transactionDate = nil
-        self.error = nil
-        self.originalTransaction = nil
-        self.downloads = []
-        self.restoreNumber = nil
-        self.charged = false
+        fields = Fields(key: key, payment: payment)
+    }
+
+    public static func == (left: PaymentTransaction, right: PaymentTransaction) -> Bool {
+        left.fields === right.fields || left.fields.hasSameValue(as: right.fields)
+    }
+
+    public func hash(into hasher: inout Hasher) { fields.hash(into: &hasher) }
+
+    private var fields: Fields
+
+    /// The fields, made this value's own first when another value shares them.
+    private mutating func unique() -> Fields {
+        if !isKnownUniquelyReferenced(&fields) { fields = fields.copy() }
+        return fields
+    }
+
+    /// Changed only through `unique()`, so only by the one value that holds them: shared between
+    /// threads, they are only read (hence `@unchecked Sendable`, and no dynamic exclusivity checks).
+    private final class Fields: @unchecked Sendable {
+        @exclusivity(unchecked) var key: TransactionKey
+        @exclusivity(unchecked) var payment: Payment
+        @exclusivity(unchecked) var transactionState: TransactionState = .purchasing
+        @exclusivity(unchecked) var transactionIdentifier: String?
+        @exclusivity(unchecked) var transactionDate: Int64?
+        @exclusivity(unchecked) var error: StoreError?
+        @exclusivity(unchecked) var originalTransaction: OriginalTransaction?
+        @exclusivity(unchecked) var downloads: [Download] = []
+        @exclusivity(unchecked) var restoreNumber: UInt64?
+        @exclusivity(unchecked) var charged = false
+
+        init(key: TransactionKey, payment: Payment) {
+            self.key = key
+            self.payment = payment
+        }
+
+        func copy() -> Fields {
+            let copy = Fields(key: key, payment: payment)
+            copy.transactionState = transactionState
+            copy.transactionIdentifier = transactionIdentifier
+            copy.transactionDate = transactionDate
+            copy.error = error
+            copy.originalTransaction = originalTransaction
+            copy.downloads = downloads
+            copy.restoreNumber = restoreNumber
+            copy.charged = charged
+            return copy
+        }
+
+        func hasSameValue(as other: Fields) -> Bool {
+            key == other.key && payment == other.payment && transactionState == other.transactionState
+                && transactionIdentifier == other.transactionIdentifier && transactionDate == other.transactionDate
+                && error == other.error && originalTransaction == other.originalTransaction && downloads == other.downloads
+                && restoreNumber == other.restoreNumber && charged == other.charged
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(key)
+            hasher.combine(payment)
+            hasher.combine(transactionState)
+            hasher.combine(transactionIdentifier)
+            hasher.combine(transactionDate)
+            hasher.combine(error)
+            hasher.combine(originalTransaction)
+            hasher.combine(downloads)
+            hasher.combine(restoreNumber)
+            hasher.combine(charged)
+        }
     }
 }
