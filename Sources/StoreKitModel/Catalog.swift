@@ -151,6 +151,12 @@ extension Catalog {
                               "Expected an ISO 8601 duration such as \"P1W\", \"P1M\" or \"P1Y\" for product \"\(product.identifier)\", found \"\(period)\".",
                               "Write the period as P followed by counts of years (Y), months (M), weeks (W) or days (D).")
             }
+            // A period of no length ("P0D") would never end, so the subscription would neither renew nor expire.
+            if let period = product.subscriptionPeriod, SubscriptionPeriod.days(period) == 0 {
+                throw failure(.invalidValue, paths.subscriptionPeriod,
+                              "The renewal period \"\(period)\" of product \"\(product.identifier)\" has no length, so the subscription would never renew or expire.",
+                              "Give a period of at least one day, such as \"P1W\" or \"P1M\".")
+            }
             // Apple hosts content for non-consumable products only (F-H2), so a renewal, a consumable
             // or a non-renewing subscription never lists downloads.
             if !product.hostedContent.isEmpty && product.kind != .nonConsumable {

@@ -61,6 +61,9 @@ extension Catalog {
             return ("The file is empty (\(bytes.count) bytes, no JSON); expected \(documentKind).",
                     "Pass the StoreKit configuration Xcode saved (File > New > File > StoreKit Configuration File), or another catalog.")
         }
+        if let binary = Self.binaryFileKinds.first(where: { bytes.starts(with: $0.signature) }) {
+            return ("The file is \(binary.kind), not JSON; expected \(documentKind).", binary.remedy)
+        }
         if let offset = Self.firstInvalidUTF8(bytes) {
             let place = Self.lineAndColumn(bytes, offset)
             return ("The file is not UTF-8 text: byte 0x\(String(bytes[offset], radix: 16, uppercase: true)) at line \(place.line), column \(place.column) is not valid UTF-8, which Xcode always writes.",
@@ -99,6 +102,22 @@ extension Catalog {
         }
         return ("Expected \(documentKind) in JSON, but \(detail).", resave)
     }
+
+    /// Files mistaken for a catalog that are known by their first bytes, so the message names
+    /// them instead of reporting their first byte that is not UTF-8.
+    private static let binaryFileKinds: [(signature: [UInt8], kind: String, remedy: String)] = [
+        // macOS writes "._NAME" beside a file on disks without extended attributes and in archives.
+        ([0x00, 0x05, 0x16, 0x07], "a macOS AppleDouble file (the Finder metadata macOS keeps as \"._NAME\" beside a file)",
+         "Pass the file of the same name without the leading \"._\"."),
+        ([0x00, 0x05, 0x16, 0x00], "a macOS AppleSingle file",
+         "Pass the .storekit file Xcode saved."),
+        (Array("bplist".utf8), "a binary property list",
+         "Pass the .storekit file Xcode saved: JSON text starting with \"{\" (plutil -convert json turns a property list into JSON)."),
+        ([0x50, 0x4B, 0x03, 0x04], "a zip archive",
+         "Unzip it and pass the .storekit file inside."),
+        ([0x1F, 0x8B], "gzip-compressed",
+         "Decompress it (gunzip) and pass the .storekit file inside."),
+    ]
 
     private static func isJSONWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09

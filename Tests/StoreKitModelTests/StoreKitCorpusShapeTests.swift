@@ -110,7 +110,57 @@ import Testing
         #expect(catalog.testSettings.storefront == "JPN" && catalog.testSettings.locale == "ja_JP")
     }
 
+    @Test("format 6.3 (Xcode 26) with empty subscriptionBundleGroups and subscriptionSuiteGroups, billing plans and code offers loads")
+    func formatSix() throws {
+        let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("xcode26-v6.storekit"))
+        #expect(catalog.products.map(\.identifier) == ["example.forever", "example.plus.monthly", "example.plus.yearly"])
+        #expect(catalog.products.map(\.kind) == [.nonConsumable, .autoRenewableSubscription, .autoRenewableSubscription])
+        // The product's own price, never its billing plan's or an offer's; the level is groupNumber.
+        #expect(catalog.products.map(\.displayPrice) == ["24.99", "2.49", "19.99"])
+        #expect(catalog.products.map(\.subscriptionPeriod) == [nil, "P1M", "P1Y"])
+        #expect(catalog.products.map(\.subscriptionGroup) == [nil, "Plus", "Plus"])
+        #expect(catalog.products.map(\.subscriptionLevel) == [nil, 2, 1])
+        #expect(catalog.testSettings.storefront == "DEU" && catalog.testSettings.timeRate == 0)
+    }
+
+    @Test("a format 6 file that fills subscriptionBundleGroups or subscriptionSuiteGroups is refused at that key, not read with subscriptions missing",
+          arguments: ["subscriptionBundleGroups", "subscriptionSuiteGroups"])
+    func filledBundleOrSuiteGroup(key: String) throws {
+        let text = #"{"version": {"major": 6, "minor": 3}, "products": [], "\#(key)": [{"name": "All", "subscriptions": []}]}"#
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.reason == .invalidValue)
+        #expect(error.keyPath == "\(key)[0]", "\(error)")
+        #expect(error.problem.contains("does not read") && error.remedy.contains("subscriptionGroups"), "\(error)")
+        let empty = #"{"version": {"major": 6, "minor": 3}, "products": [], "\#(key)": []}"#
+        #expect(try Catalog.importStoreKitConfiguration(Data(empty.utf8), source: "empty.storekit").products.isEmpty)
+    }
+
+    @Test("a renewal period of no length (P0D, P0Y0M) is refused: such a subscription would never renew or expire", arguments: ["P0D", "P0Y0M"])
+    func zeroPeriod(period: String) throws {
+        let text = #"{"version": {"major": 4, "minor": 0}, "subscriptionGroups": [{"name": "G", "subscriptions": [{"productID": "s", "type": "RecurringSubscription", "displayPrice": "1", "recurringSubscriptionPeriod": "\#(period)"}]}]}"#
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.reason == .invalidValue)
+        #expect(error.keyPath == "subscriptionGroups[0].subscriptions[0].recurringSubscriptionPeriod")
+        #expect(error.problem.contains("has no length"), "\(error)")
+        let native = #"{"format": "sksim-catalog", "version": 1, "products": [{"identifier": "s", "kind": "autoRenewableSubscription", "displayPrice": "1", "subscriptionGroup": "G", "subscriptionPeriod": "\#(period)"}]}"#
+        let nativeError = try CatalogTestFixtures.catalogError { try Catalog.parseNativeCatalog(Data(native.utf8), source: "native.json") }
+        #expect(nativeError.keyPath == "products[0].subscriptionPeriod")
+    }
+
     // MARK: files that are not StoreKit configurations: one sentence on what is wrong and where
+
+    @Test("a macOS AppleDouble file (._Products.storekit), a binary property list, a zip or a gzip file is named as such", arguments: [
+        ([0x00, 0x05, 0x16, 0x07, 0x00, 0x02, 0x00, 0x00] + Array("Mac OS X        ".utf8) + [0x00, 0xB0], "AppleDouble", "without the leading \"._\""),
+        (Array("bplist00".utf8) + [0xD1, 0x01, 0x02], "binary property list", "JSON"),
+        ([0x50, 0x4B, 0x03, 0x04, 0x14, 0x00], "zip archive", "Unzip"),
+        ([0x1F, 0x8B, 0x08, 0x00], "gzip", "gunzip"),
+    ] as [([UInt8], String, String)])
+    func binaryFiles(bytes: [UInt8], kind: String, remedy: String) throws {
+        let error = try Self.importError(bytes)
+        #expect(error.reason == .notJSON)
+        #expect(error.problem.contains(kind) && !error.problem.contains("UTF-8"), "\(error)")
+        #expect(error.remedy.contains(remedy), "\(error)")
+    }
 
     static func importError(_ text: [UInt8]) throws -> CatalogError {
         try CatalogTestFixtures.catalogError { try Catalog.importStoreKitConfiguration(Data(text), source: "bad.storekit") }
