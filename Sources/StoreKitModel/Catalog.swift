@@ -55,6 +55,12 @@ public struct Catalog: Sendable, Hashable {
     /// configuration is assumed when the file has its keys. A native catalog's relative
     /// `storekitConfiguration` path is resolved against the file's directory.
     public static func load(contentsOf url: URL) throws(CatalogError) -> Catalog {
+        let catalog = try parseFile(url)
+        try catalog.checkRecordable(source: url.path)
+        return catalog
+    }
+
+    private static func parseFile(_ url: URL) throws(CatalogError) -> Catalog {
         let source = url.path
         let data = try readFile(url)
         let baseDirectory = url.deletingLastPathComponent()
@@ -75,6 +81,24 @@ public struct Catalog: Sendable, Hashable {
             problem: "Expected an Xcode StoreKit configuration (with \"version\" and \"products\") "
                 + "or a native catalog (with \"format\": \"\(nativeFormatName)\"), found neither.",
             remedy: "Pass a .storekit file exported by Xcode or a native catalog as described in docs/catalog-format.md."
+        )
+    }
+
+    /// The most bytes the catalog's copy in a run's first log record (`nativeCatalogData()`) may
+    /// take: that record holds at most 1 MiB (the log's default `maximumPayloadBytes`), and the
+    /// scenario and versions beside the catalog take a few kilobytes. About 5,000 products.
+    public static let maximumRecordedBytes = 1_000_000
+
+    /// Refuses a catalog too big to be recorded in a run's log, so it fails when it is read, in
+    /// words about products, rather than when a run starts, as a log record over its bound.
+    private func checkRecordable(source: String) throws(CatalogError) {
+        let recorded = nativeCatalogData().count
+        guard recorded > Self.maximumRecordedBytes else { return }
+        let fitting = Int(Double(products.count) * Double(Self.maximumRecordedBytes) / Double(recorded))
+        throw CatalogError(
+            reason: .invalidValue, source: source,
+            problem: "The catalog's \(products.count) products take \(recorded) bytes in a run's log, where its first record holds at most \(Self.maximumRecordedBytes) bytes of catalog, so no run could start with it.",
+            remedy: "Use a catalog of fewer products (about \(fitting) of these fit): keep the ones the scenario needs."
         )
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitRoles
 import Testing
 @testable import StoreKitModel
 
@@ -145,6 +146,32 @@ import Testing
         let native = #"{"format": "sksim-catalog", "version": 1, "products": [{"identifier": "s", "kind": "autoRenewableSubscription", "displayPrice": "1", "subscriptionGroup": "G", "subscriptionPeriod": "\#(period)"}]}"#
         let nativeError = try CatalogTestFixtures.catalogError { try Catalog.parseNativeCatalog(Data(native.utf8), source: "native.json") }
         #expect(nativeError.keyPath == "products[0].subscriptionPeriod")
+    }
+
+    @Test("a catalog too big for a run's first log record is refused when read, in products; one at the bound fits that record")
+    func catalogTooBigToRecord() throws {
+        let directory = try CatalogTestFixtures.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // 10,000 products (Apple's most for one app) took 1,770,563 bytes in the header: `run` failed
+        // with "payloadTooLarge ... raise maximumPayloadBytes".
+        // Few products with long names keep the test quick; the bound is on bytes.
+        let name = String(repeating: "n", count: 2_000)
+        let products = (0..<600).map { #"{"productID": "com.example.bulk.item\#($0)", "referenceName": "\#(name)", "type": "Consumable", "displayPrice": "0.99"}"# }
+        let file = directory.appendingPathComponent("Bulk.storekit")
+        try Data(#"{"version": {"major": 4, "minor": 0}, "products": [\#(products.joined(separator: ","))]}"#.utf8).write(to: file)
+        let error = try CatalogTestFixtures.catalogError { try Catalog.load(contentsOf: file) }
+        #expect(error.reason == .invalidValue && error.source == file.path)
+        #expect(error.problem.contains("600 products take") && error.remedy.contains("fewer products"), "\(error)")
+
+        // Padded to the bound exactly, the catalog and a scenario encode within the log's 1 MiB record.
+        var items = (0..<400).map { Product(identifier: "com.example.bulk.item\($0)", kind: .consumable, referenceName: name, displayPrice: "0.99") }
+        let size = try Catalog(products: items).nativeCatalogData().count
+        #expect(size < Catalog.maximumRecordedBytes)
+        items[0].referenceName += String(repeating: "x", count: Catalog.maximumRecordedBytes - size)
+        let atBound = try Catalog(products: items)
+        #expect(atBound.nativeCatalogData().count == Catalog.maximumRecordedBytes)
+        let header = Scenario(seed: 1, devices: 100_000, catalog: atBound).header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
+        #expect(EventCodec.encode(.runStarted(header), commandID: nil).count <= 1 << 20)
     }
 
     // MARK: files that are not StoreKit configurations: one sentence on what is wrong and where
