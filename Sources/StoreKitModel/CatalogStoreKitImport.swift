@@ -2,7 +2,8 @@ import Foundation
 
 extension Catalog {
     /// The StoreKit configuration format versions (`version.major`) this importer reads: 1.0
-    /// (Xcode 12) to 6.x (Xcode 26, which adds `subscriptionBundleGroups` and `subscriptionSuiteGroups`).
+    /// (Xcode 12) to 6.x (first seen in a file committed in July 2026; it adds
+    /// `subscriptionBundleGroups` and `subscriptionSuiteGroups`).
     public static let supportedStoreKitConfigurationVersions: ClosedRange<Int64> = 1...6
 
     /// Imports an Xcode StoreKit configuration (`.storekit`, JSON, format versions 1.0 to 6.x).
@@ -62,7 +63,7 @@ extension Catalog {
         return entries
     }
 
-    /// Format 6 (Xcode 26) writes `subscriptionBundleGroups` and `subscriptionSuiteGroups`, empty in
+    /// Format 6 writes `subscriptionBundleGroups` and `subscriptionSuiteGroups`, empty in
     /// every real file seen. Their content is undocumented, so a file that fills them is refused
     /// rather than read with subscriptions silently missing.
     private static func refuseUnreadGroups(root: JSONNode) throws(CatalogError) {
@@ -70,7 +71,7 @@ extension Catalog {
             guard let first = try root.optionalArray(key).first else { continue }
             throw first.error(
                 .invalidValue,
-                problem: "The file has \(key == "subscriptionBundleGroups" ? "a subscription bundle group" : "a subscription suite group") (format 6, Xcode 26), which this simulator does not read, so the subscriptions in it would be missing.",
+                problem: "The file has \(key == "subscriptionBundleGroups" ? "a subscription bundle group" : "a subscription suite group") (format 6), which this simulator does not read, so the subscriptions in it would be missing.",
                 remedy: "Empty \"\(key)\" in a copy of the file, and list the subscriptions the app buys under \"subscriptionGroups\" or in a native catalog (docs/catalog-format.md)."
             )
         }

@@ -111,9 +111,9 @@ import Testing
         #expect(catalog.testSettings.storefront == "JPN" && catalog.testSettings.locale == "ja_JP")
     }
 
-    @Test("format 6.3 (Xcode 26) with empty subscriptionBundleGroups and subscriptionSuiteGroups, billing plans and code offers loads")
+    @Test("format 6.3 (Xcode of 2026) with empty subscriptionBundleGroups and subscriptionSuiteGroups, billing plans and code offers loads")
     func formatSix() throws {
-        let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("xcode26-v6.storekit"))
+        let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("format6-v6.storekit"))
         #expect(catalog.products.map(\.identifier) == ["example.forever", "example.plus.monthly", "example.plus.yearly"])
         #expect(catalog.products.map(\.kind) == [.nonConsumable, .autoRenewableSubscription, .autoRenewableSubscription])
         // The product's own price, never its billing plan's or an offer's; the level is groupNumber.
