@@ -112,10 +112,16 @@ extension Catalog {
         let typeName = try typeNode.string()
         guard let kind = storeKitTypes[typeName] else {
             let known = storeKitTypes.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+            // Hand-written files (seen: "SUBSCRIPTION", "consumable") miss the spelling or the list.
+            let sameButCase = storeKitTypes.keys.first { $0.lowercased() == typeName.lowercased() }
+            let hint = sameButCase.map { " (types are case-sensitive: \"\($0)\")" }
+                ?? (typeName.lowercased().contains("subscription")
+                    ? " (an auto-renewable subscription is a \"RecurringSubscription\" in \"subscriptionGroups[].subscriptions\", a non-renewing one a \"NonRenewingSubscription\" in \"nonRenewingSubscriptions\")"
+                    : "")
             throw typeNode.error(
                 .unknownProductType,
                 problem: "Unknown product type \"\(typeName)\" for product \"\(identifier)\"; StoreKit configurations use \(known).",
-                remedy: "Correct the type, or re-save the file in Xcode."
+                remedy: "Correct the type\(hint), or re-save the file in Xcode."
             )
         }
         guard allowedTypes.contains(typeName) else {

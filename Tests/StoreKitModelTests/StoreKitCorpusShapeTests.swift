@@ -3,7 +3,7 @@ import StoreKitRoles
 import Testing
 @testable import StoreKitModel
 
-/// Shapes found by loading 157 public `.storekit` files (formats 1.0 to 5.0) and malformed
+/// Shapes found by loading 157, then 244 more, public `.storekit` files (formats 1.0 to 6.3) and malformed
 /// variants of them (docs/catalog-format.md, "Which files load"). Every fixture here is written
 /// for the test, small, with the keys those files use.
 @Suite struct StoreKitCorpusShapeTests {
@@ -172,6 +172,18 @@ import Testing
         #expect(atBound.nativeCatalogData().count == Catalog.maximumRecordedBytes)
         let header = Scenario(seed: 1, devices: 100_000, catalog: atBound).header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
         #expect(EventCodec.encode(.runStarted(header), commandID: nil).count <= 1 << 20)
+    }
+
+    @Test("a hand-written product type that is a known one in another case, or a subscription by another name, gets a hint", arguments: [
+        ("consumable", "case-sensitive: \"Consumable\""),
+        ("SUBSCRIPTION", "\"RecurringSubscription\" in \"subscriptionGroups[].subscriptions\""),
+        ("Lifetime", "Correct the type, or"),
+    ])
+    func productTypeHints(type: String, hint: String) throws {
+        let text = #"{"version": {"major": 3, "minor": 0}, "products": [{"productID": "p", "type": "\#(type)", "displayPrice": "1.99"}]}"#
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.reason == .unknownProductType && error.keyPath == "products[0].type")
+        #expect(error.remedy.contains(hint), "\(error)")
     }
 
     // MARK: files that are not StoreKit configurations: one sentence on what is wrong and where
