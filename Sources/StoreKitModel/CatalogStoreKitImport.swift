@@ -42,6 +42,9 @@ extension Catalog {
         for node in try root.optionalArray("nonRenewingSubscriptions") {
             entries.append(try storeKitEntry(node, allowedTypes: ["NonRenewingSubscription"], group: nil))
         }
+        // Groups are known by name here (`Product.subscriptionGroup`), so two of one name would be
+        // merged into one, turning a second subscription into a crossgrade of the first.
+        var groupKeyPaths: [String: String] = [:]
         for groupNode in try root.optionalArray("subscriptionGroups") {
             _ = try groupNode.object()
             // Xcode always writes a group name; fall back to its id so hand-written files still import.
@@ -55,6 +58,12 @@ extension Catalog {
                                       remedy: "Give the subscription group a \"name\".")
             }
             let group = (name: groupName, keyPath: groupNode.keyPath(appending: "name"))
+            if let earlier = groupKeyPaths[groupName] {
+                throw groupNode.error(.invalidValue, at: group.keyPath,
+                                      problem: "Two subscription groups are named \"\(groupName)\" (the other at \(earlier)); the simulated store knows a group by its name, so their subscriptions would be one group.",
+                                      remedy: "Give each subscription group its own name.")
+            }
+            groupKeyPaths[groupName] = group.keyPath
             for node in try groupNode.optionalArray("subscriptions") {
                 entries.append(try storeKitEntry(node, allowedTypes: ["RecurringSubscription"], group: group))
             }

@@ -186,6 +186,18 @@ import Testing
         #expect(error.remedy.contains(hint), "\(error)")
     }
 
+    @Test("two subscription groups of one name are refused at the second's name, not merged into one group")
+    func duplicateGroupNames() throws {
+        let subscription = #"{"type": "RecurringSubscription", "displayPrice": "1", "recurringSubscriptionPeriod": "P1M", "productID": "#
+        let text = #"{"version": {"major": 4, "minor": 0}, "subscriptionGroups": [{"id": "1", "name": "Pro", "subscriptions": [\#(subscription)"a"}]}, {"id": "2", "name": "Pro", "subscriptions": [\#(subscription)"b"}]}]}"#
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.reason == .invalidValue && error.keyPath == "subscriptionGroups[1].name", "\(error)")
+        #expect(error.problem.contains("subscriptionGroups[0].name"), "\(error)")
+        let distinct = text.replacingOccurrences(of: #""id": "2", "name": "Pro""#, with: #""id": "2", "name": "Team""#)
+        let catalog = try Catalog.importStoreKitConfiguration(Data(distinct.utf8), source: "groups.storekit")
+        #expect(catalog.products.map(\.subscriptionGroup) == ["Pro", "Team"])
+    }
+
     // MARK: files that are not StoreKit configurations: one sentence on what is wrong and where
 
     @Test("a macOS AppleDouble file (._Products.storekit), a binary property list, a zip or a gzip file is named as such", arguments: [
