@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension Catalog {
     /// The largest catalog file read. Real `.storekit` files are well under 1 MB (the biggest of
@@ -6,10 +9,14 @@ extension Catalog {
     /// being read into memory whole.
     public static let maximumFileBytes = 16 * 1024 * 1024
 
+    /// How long a named pipe may stay silent before reading it gives up: `open` of a pipe nobody
+    /// writes to would otherwise wait forever.
+    public static let pipeSilenceMilliseconds: Int32 = 10_000
+
     /// Reads a catalog file, at most `maximumFileBytes` of it, after checking that it exists and
     /// is not a directory, so a wrong path fails with what is wrong rather than a Foundation
     /// error number.
-    static func readFile(_ url: URL) throws(CatalogError) -> Data {
+    static func readFile(_ url: URL, pipeSilenceMilliseconds: Int32 = Catalog.pipeSilenceMilliseconds) throws(CatalogError) -> Data {
         let source = url.path
         func failure(_ problem: String, _ remedy: String) -> CatalogError {
             CatalogError(reason: .unreadableFile, source: source, problem: problem, remedy: remedy)
@@ -32,6 +39,17 @@ extension Catalog {
                           "Check that this is the right file: an Xcode StoreKit configuration or an sksim catalog.")
         }
         // Read in pieces up to the bound: a pipe or a device (/dev/zero) has no size to check first.
+        let data = isNamedPipe(source)
+            ? try readNamedPipe(source, silenceMilliseconds: pipeSilenceMilliseconds, failure: failure)
+            : try readPieces(url, failure: failure)
+        if data.count > maximumFileBytes {
+            throw failure("The file holds more than \(maximumFileBytes) bytes, the most a catalog file may (real .storekit files are well under 1 MB).",
+                          "Check that this is the right file: an Xcode StoreKit configuration or an sksim catalog.")
+        }
+        return data
+    }
+
+    private static func readPieces(_ url: URL, failure: (String, String) -> CatalogError) throws(CatalogError) -> Data {
         var data = Data()
         do {
             let handle = try FileHandle(forReadingFrom: url)
@@ -43,9 +61,41 @@ extension Catalog {
             throw failure("The file could not be read (\(error.localizedDescription)).",
                           "Check that the file is readable by this user.")
         }
-        if data.count > maximumFileBytes {
-            throw failure("The file holds more than \(maximumFileBytes) bytes, the most a catalog file may (real .storekit files are well under 1 MB).",
-                          "Check that this is the right file: an Xcode StoreKit configuration or an sksim catalog.")
+        return data
+    }
+
+    private static func isNamedPipe(_ path: String) -> Bool {
+        var information = stat()
+        return stat(path, &information) == 0 && (information.st_mode & S_IFMT) == S_IFIFO
+    }
+
+    /// Reads a named pipe (a FIFO, or `<(command)`) up to the bound without blocking in `open`, and
+    /// gives up when no byte comes for `silenceMilliseconds`: a pipe with no writer never ends.
+    private static func readNamedPipe(
+        _ path: String, silenceMilliseconds: Int32, failure: (String, String) -> CatalogError
+    ) throws(CatalogError) -> Data {
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            throw failure("The named pipe could not be opened (\(String(cString: strerror(errno)))).", "Check that it is readable by this user.")
+        }
+        defer { close(descriptor) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while data.count <= maximumFileBytes {
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&entry, 1, silenceMilliseconds)
+            if ready == 0 {
+                throw failure("This is a named pipe, and nothing came through it for \(silenceMilliseconds / 1000) s (\(data.count) bytes before that).",
+                              "Start the program that writes the catalog into the pipe first, or pass the .storekit file itself.")
+            }
+            let count = ready < 0 ? -1 : read(descriptor, &buffer, buffer.count)
+            if count > 0 {
+                data.append(contentsOf: buffer[..<count])
+            } else if count == 0 {
+                break  // every writer has closed the pipe: the end of the catalog
+            } else if errno != EINTR && errno != EAGAIN {
+                throw failure("The named pipe could not be read (\(String(cString: strerror(errno)))).", "Pass the .storekit file itself.")
+            }
         }
         return data
     }

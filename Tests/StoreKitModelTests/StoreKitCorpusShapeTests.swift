@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import StoreKitRoles
 import Testing
 @testable import StoreKitModel
@@ -261,6 +264,26 @@ import Testing
         let deep = try Self.importError(Array(String(repeating: "[", count: 10_000).utf8))
         #expect(deep.reason == .notJSON)
         #expect(deep.problem.contains("too many nested"), "\(deep)")
+    }
+
+    @Test("a named pipe is read to its end when a program writes the catalog into it; one nobody writes to is refused after its silence, not waited on forever")
+    func namedPipes() throws {
+        let directory = try CatalogTestFixtures.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pipe = directory.appendingPathComponent("Products.storekit")
+        #expect(mkfifo(pipe.path, 0o600) == 0)
+        // Nobody writes: `sksim catalog show` of such a pipe used to block in open() forever.
+        let silent = try CatalogTestFixtures.catalogError { try Catalog.importStoreKitConfiguration(Catalog.readFile(pipe, pipeSilenceMilliseconds: 50), source: pipe.path) }
+        #expect(silent.reason == .unreadableFile && silent.problem.hasPrefix("This is a named pipe, and nothing came through it"), "\(silent)")
+        // A writer (as `sksim catalog show <(curl …)` has): opening the pipe to write waits for the reader.
+        let writer = Thread {
+            guard let handle = FileHandle(forWritingAtPath: pipe.path) else { return }
+            handle.write(Data(Self.good))
+            try? handle.close()
+        }
+        writer.start()
+        let catalog = try Catalog.importStoreKitConfiguration(Catalog.readFile(pipe), source: pipe.path)
+        #expect(catalog.products.isEmpty)
     }
 
     @Test("a path to nothing, to a directory, to a file over the size bound or to an endless device says which")
