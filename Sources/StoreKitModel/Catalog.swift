@@ -86,7 +86,7 @@ public struct Catalog: Sendable, Hashable {
 
     /// The most bytes the catalog's copy in a run's first log record (`nativeCatalogData()`) may
     /// take: that record holds at most 1 MiB (the log's default `maximumPayloadBytes`), and the
-    /// scenario and versions beside the catalog take a few kilobytes. About 5,000 products.
+    /// scenario and versions beside the catalog take a few kilobytes. About 5,600 products with short identifiers.
     public static let maximumRecordedBytes = 1_000_000
 
     /// Refuses a catalog too big to be recorded in a run's log, so it fails when it is read, in

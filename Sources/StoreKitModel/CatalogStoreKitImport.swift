@@ -121,7 +121,7 @@ extension Catalog {
         let typeName = try typeNode.string()
         guard let kind = storeKitTypes[typeName] else {
             let known = storeKitTypes.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
-            // Hand-written files (seen: "SUBSCRIPTION", "consumable") miss the spelling or the list.
+            // Hand-written files (a real one has "SUBSCRIPTION" in products) miss the spelling or the list.
             let sameButCase = storeKitTypes.keys.first { $0.lowercased() == typeName.lowercased() }
             let hint = sameButCase.map { " (types are case-sensitive: \"\($0)\")" }
                 ?? (typeName.lowercased().contains("subscription")
