@@ -14,7 +14,7 @@ struct CatalogCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Every product with its kind, restorability, price, period, group and hosted content, and the file's test settings.",
             discussion: "Exit status 0 when the file reads, 2 with the first problem (file, key path, what to do) otherwise. See docs/storekit-fidelity.md.")
-        @Argument(help: "The catalog file: an Xcode .storekit file (format 1.0 to 5.x) or an sksim catalog; `sample` for the built-in one.") var file: String
+        @Argument(help: "The catalog file: an Xcode .storekit file (format 1.0 to 6.x) or an sksim catalog; `sample` for the built-in one.") var file: String
         @Flag(help: "Print one JSON object instead of the table.") var json = false
 
         func run() async throws {

@@ -55,6 +55,12 @@ public struct Catalog: Sendable, Hashable {
     /// configuration is assumed when the file has its keys. A native catalog's relative
     /// `storekitConfiguration` path is resolved against the file's directory.
     public static func load(contentsOf url: URL) throws(CatalogError) -> Catalog {
+        let catalog = try parseFile(url)
+        try catalog.checkRecordable(source: url.path)
+        return catalog
+    }
+
+    private static func parseFile(_ url: URL) throws(CatalogError) -> Catalog {
         let source = url.path
         let data = try readFile(url)
         let baseDirectory = url.deletingLastPathComponent()
@@ -75,6 +81,24 @@ public struct Catalog: Sendable, Hashable {
             problem: "Expected an Xcode StoreKit configuration (with \"version\" and \"products\") "
                 + "or a native catalog (with \"format\": \"\(nativeFormatName)\"), found neither.",
             remedy: "Pass a .storekit file exported by Xcode or a native catalog as described in docs/catalog-format.md."
+        )
+    }
+
+    /// The most bytes the catalog's copy in a run's first log record (`nativeCatalogData()`) may
+    /// take: that record holds at most 1 MiB (the log's default `maximumPayloadBytes`), and the
+    /// scenario and versions beside the catalog take a few kilobytes. About 5,600 products with short identifiers.
+    public static let maximumRecordedBytes = 1_000_000
+
+    /// Refuses a catalog too big to be recorded in a run's log, so it fails when it is read, in
+    /// words about products, rather than when a run starts, as a log record over its bound.
+    private func checkRecordable(source: String) throws(CatalogError) {
+        let recorded = nativeCatalogData().count
+        guard recorded > Self.maximumRecordedBytes else { return }
+        let fitting = Int(Double(products.count) * Double(Self.maximumRecordedBytes) / Double(recorded))
+        throw CatalogError(
+            reason: .invalidValue, source: source,
+            problem: "The catalog's \(products.count) products take \(recorded) bytes in a run's log, where its first record holds at most \(Self.maximumRecordedBytes) bytes of catalog, so no run could start with it.",
+            remedy: "Use a catalog of fewer products (about \(fitting) of these fit): keep the ones the scenario needs."
         )
     }
 }
@@ -150,6 +174,12 @@ extension Catalog {
                 throw failure(.invalidValue, paths.subscriptionPeriod,
                               "Expected an ISO 8601 duration such as \"P1W\", \"P1M\" or \"P1Y\" for product \"\(product.identifier)\", found \"\(period)\".",
                               "Write the period as P followed by counts of years (Y), months (M), weeks (W) or days (D).")
+            }
+            // A period of no length ("P0D") would never end, so the subscription would neither renew nor expire.
+            if let period = product.subscriptionPeriod, SubscriptionPeriod.days(period) == 0 {
+                throw failure(.invalidValue, paths.subscriptionPeriod,
+                              "The renewal period \"\(period)\" of product \"\(product.identifier)\" has no length, so the subscription would never renew or expire.",
+                              "Give a period of at least one day, such as \"P1W\" or \"P1M\".")
             }
             // Apple hosts content for non-consumable products only (F-H2), so a renewal, a consumable
             // or a non-renewing subscription never lists downloads.

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension Catalog {
     /// The largest catalog file read. Real `.storekit` files are well under 1 MB (the biggest of
@@ -6,10 +9,14 @@ extension Catalog {
     /// being read into memory whole.
     public static let maximumFileBytes = 16 * 1024 * 1024
 
+    /// How long a named pipe may stay silent before reading it gives up: `open` of a pipe nobody
+    /// writes to would otherwise wait forever.
+    public static let pipeSilenceMilliseconds: Int32 = 10_000
+
     /// Reads a catalog file, at most `maximumFileBytes` of it, after checking that it exists and
     /// is not a directory, so a wrong path fails with what is wrong rather than a Foundation
     /// error number.
-    static func readFile(_ url: URL) throws(CatalogError) -> Data {
+    static func readFile(_ url: URL, pipeSilenceMilliseconds: Int32 = Catalog.pipeSilenceMilliseconds) throws(CatalogError) -> Data {
         let source = url.path
         func failure(_ problem: String, _ remedy: String) -> CatalogError {
             CatalogError(reason: .unreadableFile, source: source, problem: problem, remedy: remedy)
@@ -32,6 +39,17 @@ extension Catalog {
                           "Check that this is the right file: an Xcode StoreKit configuration or an sksim catalog.")
         }
         // Read in pieces up to the bound: a pipe or a device (/dev/zero) has no size to check first.
+        let data = isNamedPipe(source)
+            ? try readNamedPipe(source, silenceMilliseconds: pipeSilenceMilliseconds, failure: failure)
+            : try readPieces(url, failure: failure)
+        if data.count > maximumFileBytes {
+            throw failure("The file holds more than \(maximumFileBytes) bytes, the most a catalog file may (real .storekit files are well under 1 MB).",
+                          "Check that this is the right file: an Xcode StoreKit configuration or an sksim catalog.")
+        }
+        return data
+    }
+
+    private static func readPieces(_ url: URL, failure: (String, String) -> CatalogError) throws(CatalogError) -> Data {
         var data = Data()
         do {
             let handle = try FileHandle(forReadingFrom: url)
@@ -43,9 +61,41 @@ extension Catalog {
             throw failure("The file could not be read (\(error.localizedDescription)).",
                           "Check that the file is readable by this user.")
         }
-        if data.count > maximumFileBytes {
-            throw failure("The file holds more than \(maximumFileBytes) bytes, the most a catalog file may (real .storekit files are well under 1 MB).",
-                          "Check that this is the right file: an Xcode StoreKit configuration or an sksim catalog.")
+        return data
+    }
+
+    private static func isNamedPipe(_ path: String) -> Bool {
+        var information = stat()
+        return stat(path, &information) == 0 && (information.st_mode & S_IFMT) == S_IFIFO
+    }
+
+    /// Reads a named pipe (a FIFO, or `<(command)`) up to the bound without blocking in `open`, and
+    /// gives up when no byte comes for `silenceMilliseconds`: a pipe with no writer never ends.
+    private static func readNamedPipe(
+        _ path: String, silenceMilliseconds: Int32, failure: (String, String) -> CatalogError
+    ) throws(CatalogError) -> Data {
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            throw failure("The named pipe could not be opened (\(String(cString: strerror(errno)))).", "Check that it is readable by this user.")
+        }
+        defer { close(descriptor) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while data.count <= maximumFileBytes {
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&entry, 1, silenceMilliseconds)
+            if ready == 0 {
+                throw failure("This is a named pipe, and nothing came through it for \(silenceMilliseconds / 1000) s (\(data.count) bytes before that).",
+                              "Start the program that writes the catalog into the pipe first, or pass the .storekit file itself.")
+            }
+            let count = ready < 0 ? -1 : read(descriptor, &buffer, buffer.count)
+            if count > 0 {
+                data.append(contentsOf: buffer[..<count])
+            } else if count == 0 {
+                break  // every writer has closed the pipe: the end of the catalog
+            } else if errno != EINTR && errno != EAGAIN {
+                throw failure("The named pipe could not be read (\(String(cString: strerror(errno)))).", "Pass the .storekit file itself.")
+            }
         }
         return data
     }
@@ -60,6 +110,9 @@ extension Catalog {
         guard let firstContent else {
             return ("The file is empty (\(bytes.count) bytes, no JSON); expected \(documentKind).",
                     "Pass the StoreKit configuration Xcode saved (File > New > File > StoreKit Configuration File), or another catalog.")
+        }
+        if let binary = Self.binaryFileKinds.first(where: { bytes.starts(with: $0.signature) }) {
+            return ("The file is \(binary.kind), not JSON; expected \(documentKind).", binary.remedy)
         }
         if let offset = Self.firstInvalidUTF8(bytes) {
             let place = Self.lineAndColumn(bytes, offset)
@@ -99,6 +152,22 @@ extension Catalog {
         }
         return ("Expected \(documentKind) in JSON, but \(detail).", resave)
     }
+
+    /// Files mistaken for a catalog that are known by their first bytes, so the message names
+    /// them instead of reporting their first byte that is not UTF-8.
+    private static let binaryFileKinds: [(signature: [UInt8], kind: String, remedy: String)] = [
+        // macOS writes "._NAME" beside a file on disks without extended attributes and in archives.
+        ([0x00, 0x05, 0x16, 0x07], "a macOS AppleDouble file (the Finder metadata macOS keeps as \"._NAME\" beside a file)",
+         "Pass the file of the same name without the leading \"._\"."),
+        ([0x00, 0x05, 0x16, 0x00], "a macOS AppleSingle file",
+         "Pass the .storekit file Xcode saved."),
+        (Array("bplist".utf8), "a binary property list",
+         "Pass the .storekit file Xcode saved: JSON text starting with \"{\" (plutil -convert json turns a property list into JSON)."),
+        ([0x50, 0x4B, 0x03, 0x04], "a zip archive",
+         "Unzip it and pass the .storekit file inside."),
+        ([0x1F, 0x8B], "gzip-compressed",
+         "Decompress it (gunzip) and pass the .storekit file inside."),
+    ]
 
     private static func isJSONWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09

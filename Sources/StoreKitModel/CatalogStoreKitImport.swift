@@ -1,10 +1,12 @@
 import Foundation
 
 extension Catalog {
-    /// The StoreKit configuration format versions (`version.major`) this importer reads.
-    public static let supportedStoreKitConfigurationVersions: ClosedRange<Int64> = 1...5
+    /// The StoreKit configuration format versions (`version.major`) this importer reads: 1.0
+    /// (Xcode 12) to 6.x (first seen in a file committed in July 2026; it adds
+    /// `subscriptionBundleGroups` and `subscriptionSuiteGroups`).
+    public static let supportedStoreKitConfigurationVersions: ClosedRange<Int64> = 1...6
 
-    /// Imports an Xcode StoreKit configuration (`.storekit`, JSON, format versions 1.0 to 5.x).
+    /// Imports an Xcode StoreKit configuration (`.storekit`, JSON, format versions 1.0 to 6.x).
     ///
     /// Reads `products`, `nonRenewingSubscriptions`, `subscriptionGroups[].subscriptions[]` and
     /// the test `settings`; every other key (offers, localizations, keys of future versions) is ignored.
@@ -40,6 +42,9 @@ extension Catalog {
         for node in try root.optionalArray("nonRenewingSubscriptions") {
             entries.append(try storeKitEntry(node, allowedTypes: ["NonRenewingSubscription"], group: nil))
         }
+        // Groups are known by name here (`Product.subscriptionGroup`), so two of one name would be
+        // merged into one, turning a second subscription into a crossgrade of the first.
+        var groupKeyPaths: [String: String] = [:]
         for groupNode in try root.optionalArray("subscriptionGroups") {
             _ = try groupNode.object()
             // Xcode always writes a group name; fall back to its id so hand-written files still import.
@@ -53,11 +58,32 @@ extension Catalog {
                                       remedy: "Give the subscription group a \"name\".")
             }
             let group = (name: groupName, keyPath: groupNode.keyPath(appending: "name"))
+            if let earlier = groupKeyPaths[groupName] {
+                throw groupNode.error(.invalidValue, at: group.keyPath,
+                                      problem: "Two subscription groups are named \"\(groupName)\" (the other at \(earlier)); the simulated store knows a group by its name, so their subscriptions would be one group.",
+                                      remedy: "Give each subscription group its own name.")
+            }
+            groupKeyPaths[groupName] = group.keyPath
             for node in try groupNode.optionalArray("subscriptions") {
                 entries.append(try storeKitEntry(node, allowedTypes: ["RecurringSubscription"], group: group))
             }
         }
+        try refuseUnreadGroups(root: root)
         return entries
+    }
+
+    /// Format 6 writes `subscriptionBundleGroups` and `subscriptionSuiteGroups`, empty in
+    /// every real file seen. Their content is undocumented, so a file that fills them is refused
+    /// rather than read with subscriptions silently missing.
+    private static func refuseUnreadGroups(root: JSONNode) throws(CatalogError) {
+        for key in ["subscriptionBundleGroups", "subscriptionSuiteGroups"] {
+            guard let first = try root.optionalArray(key).first else { continue }
+            throw first.error(
+                .invalidValue,
+                problem: "The file has \(key == "subscriptionBundleGroups" ? "a subscription bundle group" : "a subscription suite group") (format 6), which this simulator does not read, so the subscriptions in it would be missing.",
+                remedy: "Empty \"\(key)\" in a copy of the file, and list the subscriptions the app buys under \"subscriptionGroups\" or in a native catalog (docs/catalog-format.md)."
+            )
+        }
     }
 
     private static func checkStoreKitVersion(root: JSONNode) throws(CatalogError) {
@@ -95,10 +121,16 @@ extension Catalog {
         let typeName = try typeNode.string()
         guard let kind = storeKitTypes[typeName] else {
             let known = storeKitTypes.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+            // Hand-written files (a real one has "SUBSCRIPTION" in products) miss the spelling or the list.
+            let sameButCase = storeKitTypes.keys.first { $0.lowercased() == typeName.lowercased() }
+            let hint = sameButCase.map { " (types are case-sensitive: \"\($0)\")" }
+                ?? (typeName.lowercased().contains("subscription")
+                    ? " (an auto-renewable subscription is a \"RecurringSubscription\" in \"subscriptionGroups[].subscriptions\", a non-renewing one a \"NonRenewingSubscription\" in \"nonRenewingSubscriptions\")"
+                    : "")
             throw typeNode.error(
                 .unknownProductType,
                 problem: "Unknown product type \"\(typeName)\" for product \"\(identifier)\"; StoreKit configurations use \(known).",
-                remedy: "Correct the type, or re-save the file in Xcode."
+                remedy: "Correct the type\(hint), or re-save the file in Xcode."
             )
         }
         guard allowedTypes.contains(typeName) else {

@@ -49,8 +49,8 @@ import Testing
         #expect(catalog.product("lifetime")?.displayPrice == "199.99")
     }
 
-    @Test("accepts every format version from 1.0 to 5.0 and ignores keys it does not know", arguments: [
-        (1, 0), (1, 1), (2, 0), (3, 0), (4, 0), (5, 0),
+    @Test("accepts every format version from 1.0 to 6.3 and ignores keys it does not know", arguments: [
+        (1, 0), (1, 1), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (6, 3),
     ])
     func acceptsEveryFormatVersion(major: Int, minor: Int) throws {
         let data = Data(Self.minimalDocument(major: major, minor: minor).utf8)
@@ -191,7 +191,7 @@ import Testing
         #expect(error.description.contains("\"coins\""))
     }
 
-    @Test("rejects format versions outside 1...5 and says which are supported", arguments: [0, 6, 17])
+    @Test("rejects format versions outside 1...6 and says which are supported", arguments: [0, 7, 17])
     func rejectsUnsupportedVersions(major: Int) throws {
         let document = #"{"version": {"major": \#(major), "minor": 0}, "products": []}"#
         let error = try CatalogTestFixtures.catalogError {
@@ -201,7 +201,7 @@ import Testing
         #expect(error.keyPath == "version.major")
         #expect(error.description.contains("Future.storekit"))
         #expect(error.description.contains("\(major).0 is not supported"))
-        #expect(error.description.contains("1.0 through 5.x"))
+        #expect(error.description.contains("1.0 through 6.x"))
     }
 
     @Test("rejects a configuration without a version")
@@ -211,7 +211,7 @@ import Testing
         }
         #expect(error.reason == .missingValue)
         #expect(error.keyPath == "version")
-        #expect(error.description.contains("1.0 through 5.x"))
+        #expect(error.description.contains("1.0 through 6.x"))
     }
 
     @Test("rejects a product type in the wrong list")

@@ -1,8 +1,12 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import StoreKitRoles
 import Testing
 @testable import StoreKitModel
 
-/// Shapes found by loading 157 public `.storekit` files (formats 1.0 to 5.0) and malformed
+/// Shapes found by loading 157, then 244 more, public `.storekit` files (formats 1.0 to 6.3) and malformed
 /// variants of them (docs/catalog-format.md, "Which files load"). Every fixture here is written
 /// for the test, small, with the keys those files use.
 @Suite struct StoreKitCorpusShapeTests {
@@ -110,7 +114,107 @@ import Testing
         #expect(catalog.testSettings.storefront == "JPN" && catalog.testSettings.locale == "ja_JP")
     }
 
+    @Test("format 6.3 (Xcode of 2026) with empty subscriptionBundleGroups and subscriptionSuiteGroups, billing plans and code offers loads")
+    func formatSix() throws {
+        let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("format6-v6.storekit"))
+        #expect(catalog.products.map(\.identifier) == ["example.forever", "example.plus.monthly", "example.plus.yearly"])
+        #expect(catalog.products.map(\.kind) == [.nonConsumable, .autoRenewableSubscription, .autoRenewableSubscription])
+        // The product's own price, never its billing plan's or an offer's; the level is groupNumber.
+        #expect(catalog.products.map(\.displayPrice) == ["24.99", "2.49", "19.99"])
+        #expect(catalog.products.map(\.subscriptionPeriod) == [nil, "P1M", "P1Y"])
+        #expect(catalog.products.map(\.subscriptionGroup) == [nil, "Plus", "Plus"])
+        #expect(catalog.products.map(\.subscriptionLevel) == [nil, 2, 1])
+        #expect(catalog.testSettings.storefront == "DEU" && catalog.testSettings.timeRate == 0)
+    }
+
+    @Test("a format 6 file that fills subscriptionBundleGroups or subscriptionSuiteGroups is refused at that key, not read with subscriptions missing",
+          arguments: ["subscriptionBundleGroups", "subscriptionSuiteGroups"])
+    func filledBundleOrSuiteGroup(key: String) throws {
+        let text = #"{"version": {"major": 6, "minor": 3}, "products": [], "\#(key)": [{"name": "All", "subscriptions": []}]}"#
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.reason == .invalidValue)
+        #expect(error.keyPath == "\(key)[0]", "\(error)")
+        #expect(error.problem.contains("does not read") && error.remedy.contains("subscriptionGroups"), "\(error)")
+        let empty = #"{"version": {"major": 6, "minor": 3}, "products": [], "\#(key)": []}"#
+        #expect(try Catalog.importStoreKitConfiguration(Data(empty.utf8), source: "empty.storekit").products.isEmpty)
+    }
+
+    @Test("a renewal period of no length (P0D, P0Y0M) is refused: such a subscription would never renew or expire", arguments: ["P0D", "P0Y0M"])
+    func zeroPeriod(period: String) throws {
+        let text = #"{"version": {"major": 4, "minor": 0}, "subscriptionGroups": [{"name": "G", "subscriptions": [{"productID": "s", "type": "RecurringSubscription", "displayPrice": "1", "recurringSubscriptionPeriod": "\#(period)"}]}]}"#
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.reason == .invalidValue)
+        #expect(error.keyPath == "subscriptionGroups[0].subscriptions[0].recurringSubscriptionPeriod")
+        #expect(error.problem.contains("has no length"), "\(error)")
+        let native = #"{"format": "sksim-catalog", "version": 1, "products": [{"identifier": "s", "kind": "autoRenewableSubscription", "displayPrice": "1", "subscriptionGroup": "G", "subscriptionPeriod": "\#(period)"}]}"#
+        let nativeError = try CatalogTestFixtures.catalogError { try Catalog.parseNativeCatalog(Data(native.utf8), source: "native.json") }
+        #expect(nativeError.keyPath == "products[0].subscriptionPeriod")
+    }
+
+    @Test("a catalog too big for a run's first log record is refused when read, in products; one at the bound fits that record")
+    func catalogTooBigToRecord() throws {
+        let directory = try CatalogTestFixtures.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // 10,000 products (Apple's most for one app) took 1,770,563 bytes in the header: `run` failed
+        // with "payloadTooLarge ... raise maximumPayloadBytes".
+        // Few products with long names keep the test quick; the bound is on bytes.
+        let name = String(repeating: "n", count: 2_000)
+        let products = (0..<600).map { #"{"productID": "com.example.bulk.item\#($0)", "referenceName": "\#(name)", "type": "Consumable", "displayPrice": "0.99"}"# }
+        let file = directory.appendingPathComponent("Bulk.storekit")
+        try Data(#"{"version": {"major": 4, "minor": 0}, "products": [\#(products.joined(separator: ","))]}"#.utf8).write(to: file)
+        let error = try CatalogTestFixtures.catalogError { try Catalog.load(contentsOf: file) }
+        #expect(error.reason == .invalidValue && error.source == file.path)
+        #expect(error.problem.contains("600 products take") && error.remedy.contains("fewer products"), "\(error)")
+
+        // Padded to the bound exactly, the catalog and a scenario encode within the log's 1 MiB record.
+        var items = (0..<400).map { Product(identifier: "com.example.bulk.item\($0)", kind: .consumable, referenceName: name, displayPrice: "0.99") }
+        let size = try Catalog(products: items).nativeCatalogData().count
+        #expect(size < Catalog.maximumRecordedBytes)
+        items[0].referenceName += String(repeating: "x", count: Catalog.maximumRecordedBytes - size)
+        let atBound = try Catalog(products: items)
+        #expect(atBound.nativeCatalogData().count == Catalog.maximumRecordedBytes)
+        let header = Scenario(seed: 1, devices: 100_000, catalog: atBound).header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
+        #expect(EventCodec.encode(.runStarted(header), commandID: nil).count <= 1 << 20)
+    }
+
+    @Test("a hand-written product type that is a known one in another case, or a subscription by another name, gets a hint", arguments: [
+        ("consumable", "case-sensitive: \"Consumable\""),
+        ("SUBSCRIPTION", "\"RecurringSubscription\" in \"subscriptionGroups[].subscriptions\""),
+        ("Lifetime", "Correct the type, or"),
+    ])
+    func productTypeHints(type: String, hint: String) throws {
+        let text = #"{"version": {"major": 3, "minor": 0}, "products": [{"productID": "p", "type": "\#(type)", "displayPrice": "1.99"}]}"#
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.reason == .unknownProductType && error.keyPath == "products[0].type")
+        #expect(error.remedy.contains(hint), "\(error)")
+    }
+
+    @Test("two subscription groups of one name are refused at the second's name, not merged into one group")
+    func duplicateGroupNames() throws {
+        let subscription = #"{"type": "RecurringSubscription", "displayPrice": "1", "recurringSubscriptionPeriod": "P1M", "productID": "#
+        let text = #"{"version": {"major": 4, "minor": 0}, "subscriptionGroups": [{"id": "1", "name": "Pro", "subscriptions": [\#(subscription)"a"}]}, {"id": "2", "name": "Pro", "subscriptions": [\#(subscription)"b"}]}]}"#
+        let error = try Self.importError(Array(text.utf8))
+        #expect(error.reason == .invalidValue && error.keyPath == "subscriptionGroups[1].name", "\(error)")
+        #expect(error.problem.contains("subscriptionGroups[0].name"), "\(error)")
+        let distinct = text.replacingOccurrences(of: #""id": "2", "name": "Pro""#, with: #""id": "2", "name": "Team""#)
+        let catalog = try Catalog.importStoreKitConfiguration(Data(distinct.utf8), source: "groups.storekit")
+        #expect(catalog.products.map(\.subscriptionGroup) == ["Pro", "Team"])
+    }
+
     // MARK: files that are not StoreKit configurations: one sentence on what is wrong and where
+
+    @Test("a macOS AppleDouble file (._Products.storekit), a binary property list, a zip or a gzip file is named as such", arguments: [
+        ([0x00, 0x05, 0x16, 0x07, 0x00, 0x02, 0x00, 0x00] + Array("Mac OS X        ".utf8) + [0x00, 0xB0], "AppleDouble", "without the leading \"._\""),
+        (Array("bplist00".utf8) + [0xD1, 0x01, 0x02], "binary property list", "JSON"),
+        ([0x50, 0x4B, 0x03, 0x04, 0x14, 0x00], "zip archive", "Unzip"),
+        ([0x1F, 0x8B, 0x08, 0x00], "gzip", "gunzip"),
+    ] as [([UInt8], String, String)])
+    func binaryFiles(bytes: [UInt8], kind: String, remedy: String) throws {
+        let error = try Self.importError(bytes)
+        #expect(error.reason == .notJSON)
+        #expect(error.problem.contains(kind) && !error.problem.contains("UTF-8"), "\(error)")
+        #expect(error.remedy.contains(remedy), "\(error)")
+    }
 
     static func importError(_ text: [UInt8]) throws -> CatalogError {
         try CatalogTestFixtures.catalogError { try Catalog.importStoreKitConfiguration(Data(text), source: "bad.storekit") }
@@ -160,6 +264,26 @@ import Testing
         let deep = try Self.importError(Array(String(repeating: "[", count: 10_000).utf8))
         #expect(deep.reason == .notJSON)
         #expect(deep.problem.contains("too many nested"), "\(deep)")
+    }
+
+    @Test("a named pipe is read to its end when a program writes the catalog into it; one nobody writes to is refused after its silence, not waited on forever")
+    func namedPipes() throws {
+        let directory = try CatalogTestFixtures.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pipe = directory.appendingPathComponent("Products.storekit")
+        #expect(mkfifo(pipe.path, 0o600) == 0)
+        // Nobody writes: `sksim catalog show` of such a pipe used to block in open() forever.
+        let silent = try CatalogTestFixtures.catalogError { try Catalog.importStoreKitConfiguration(Catalog.readFile(pipe, pipeSilenceMilliseconds: 50), source: pipe.path) }
+        #expect(silent.reason == .unreadableFile && silent.problem.hasPrefix("This is a named pipe, and nothing came through it"), "\(silent)")
+        // A writer (as `sksim catalog show <(curl …)` has): opening the pipe to write waits for the reader.
+        let writer = Thread {
+            guard let handle = FileHandle(forWritingAtPath: pipe.path) else { return }
+            handle.write(Data(Self.good))
+            try? handle.close()
+        }
+        writer.start()
+        let catalog = try Catalog.importStoreKitConfiguration(Catalog.readFile(pipe), source: pipe.path)
+        #expect(catalog.products.isEmpty)
     }
 
     @Test("a path to nothing, to a directory, to a file over the size bound or to an endless device says which")
