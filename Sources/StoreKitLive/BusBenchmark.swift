@@ -93,7 +93,9 @@ public enum BusBenchmark {
     }
 
     public static func run(_ configuration: Configuration, transports: [String] = ["ipc", "tcp"]) throws -> [Measurement] {
-        try transports.map { try measure(transport: $0, configuration) }
+        // The drivers are app-side processes of the bus like the roles (MemoryAllocator).
+        MemoryAllocator.configureForLongRunningProcess()
+        return try transports.map { try measure(transport: $0, configuration) }
     }
 
     private static func endpoints(_ transport: String, _ directory: URL, offset: Int) -> (String, String) {

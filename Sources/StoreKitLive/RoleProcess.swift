@@ -62,6 +62,7 @@ public final class RoleProcess {
     }
 
     public func run() throws -> Outcome {
+        MemoryAllocator.configureForLongRunningProcess()
         let context = try ZeroMQContext()
         let curveKeys = try topology.curveClientKeys()
         // Every partition: events from each, each command to its device's account's partition.
@@ -120,6 +121,11 @@ public final class RoleProcess {
 
         while !Shutdown.isRequested {
             let now = LiveClock.monotonicNanoseconds()
+            // Timers first: a decision due at once (the store's zero latency, set by the events of the
+            // last round) is sent in this round, not after another receive.
+            while let time = timers.nextTime, time <= now, let (_, token) = timers.next() {
+                perform(role.timerFired(token, now: now), now: now)
+            }
             // Send what fits in the window.
             var sent = 0
             while sent < waiting.count && sender.hasCapacity {
@@ -147,9 +153,6 @@ public final class RoleProcess {
                 default:
                     break
                 }
-            }
-            while let time = timers.nextTime, time <= now, let (_, token) = timers.next() {
-                perform(role.timerFired(token, now: now), now: now)
             }
             let untilTimer = timers.nextTime.map { max(0, $0 - now) } ?? 5_000_000
             let received = try subscriber.receive(timeout: .nanoseconds(min(untilTimer, waiting.isEmpty ? 5_000_000 : 0)))
