@@ -1,5 +1,4 @@
-// The project's C helpers live in this target (CChecksum): the event log's CRC32C kernels and this one
-// call, and the allocator settings of the bus's processes (memory_allocator.c).
+// The event log's C helpers live in this target (CChecksum): the CRC32C kernels and this one call.
 #define _GNU_SOURCE
 #include "file_space.h"
 #include <errno.h>

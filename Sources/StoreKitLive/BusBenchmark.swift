@@ -93,9 +93,7 @@ public enum BusBenchmark {
     }
 
     public static func run(_ configuration: Configuration, transports: [String] = ["ipc", "tcp"]) throws -> [Measurement] {
-        // The drivers are app-side processes of the bus like the roles (MemoryAllocator).
-        MemoryAllocator.configureForLongRunningProcess()
-        return try transports.map { try measure(transport: $0, configuration) }
+        try transports.map { try measure(transport: $0, configuration) }
     }
 
     private static func endpoints(_ transport: String, _ directory: URL, offset: Int) -> (String, String) {

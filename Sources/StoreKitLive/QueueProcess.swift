@@ -30,7 +30,6 @@ public final class QueueProcess {
     public var partition: String { process.partition ?? Self.partition }
 
     public func run() throws {
-        MemoryAllocator.configureForLongRunningProcess()
         let logDirectory = runDirectory.appendingPathComponent("log", isDirectory: true)
         try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
         // The log wakes the endpoint when durability advances: no timer on a lifecycle's critical path.

@@ -62,7 +62,6 @@ public final class RoleProcess {
     }
 
     public func run() throws -> Outcome {
-        MemoryAllocator.configureForLongRunningProcess()
         let context = try ZeroMQContext()
         let curveKeys = try topology.curveClientKeys()
         // Every partition: events from each, each command to its device's account's partition.
