@@ -88,7 +88,18 @@ public final class EventSubscriber {
 
     private let subscriber: Socket
     private let dealer: Socket
+    /// Both sockets: polled while a FETCH awaits its BATCH.
     private let poller = Poller()
+    /// The events socket alone: polled while no FETCH is outstanding, the usual live state. A request
+    /// socket in a zmq_poll costs two system calls per check, two checks per poll, and reading it to
+    /// EAGAIN two more, on every round of a role's loop, for replies that only come after a FETCH.
+    private let eventsPoller = Poller()
+    /// When the request socket was last read to EAGAIN without a FETCH outstanding: a late BATCH (the
+    /// answer to a FETCH sent again) is read at least this often, so it never waits long in libzmq.
+    private var repliesSweptAt: ContinuousClock.Instant
+    private static let repliesSweepInterval: Duration = .milliseconds(100)
+    /// Set by a `PartitionedSubscriber`, whose own poll includes the request socket: read it every round.
+    var readsRepliesEveryRound = false
     private var buffered: [UInt64: BusRecord] = [:]
     private var fetchSentAt: ContinuousClock.Instant?
     private var lastHeard: ContinuousClock.Instant
@@ -118,6 +129,8 @@ public final class EventSubscriber {
         try dealer.connect(configuration.requestsEndpoint)
         poller.register(subscriber, for: .readable)
         poller.register(dealer, for: .readable)
+        eventsPoller.register(subscriber, for: .readable)
+        repliesSweptAt = .now
         lastHeard = .now
         try sendFetch()
     }
@@ -139,7 +152,10 @@ public final class EventSubscriber {
         var delivered: [BusRecord] = []
         while true {
             try drainSubscriber(into: &delivered)
-            try drainDealer(into: &delivered)
+            if readsRepliesEveryRound || fetchSentAt != nil || ContinuousClock.now - repliesSweptAt >= Self.repliesSweepInterval {
+                try drainDealer(into: &delivered)
+                if fetchSentAt == nil { repliesSweptAt = .now }
+            }
             try maintain()
             if !delivered.isEmpty { return delivered }
             let now = ContinuousClock.now
@@ -147,7 +163,11 @@ public final class EventSubscriber {
             var wait = deadline - now
             if state != .publisherSilent { wait = min(wait, max(.milliseconds(1), lastHeard + configuration.silenceTimeout - now)) }
             if let fetchSentAt { wait = min(wait, max(.milliseconds(1), fetchSentAt + configuration.fetchRetryInterval - now)) }
-            try poller.poll(timeout: wait)
+            if fetchSentAt != nil {
+                try poller.poll(timeout: wait)
+            } else {
+                try eventsPoller.poll(timeout: min(wait, max(.zero, repliesSweptAt + Self.repliesSweepInterval - .now)))
+            }
         }
     }
 

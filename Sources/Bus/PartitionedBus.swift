@@ -151,7 +151,11 @@ public final class PartitionedSubscriber {
         self.subscribers = subscribers
         self.partitions = partitions
         self.routes = routes
-        for subscriber in subscribers { subscriber.pollItems.forEach { poller.register($0) } }
+        for subscriber in subscribers {
+            subscriber.pollItems.forEach { poller.register($0) }
+            // This poll includes each request socket, so each is read every round (else a reply would keep it ready).
+            subscriber.readsRepliesEveryRound = subscribers.count > 1
+        }
     }
 
     public func close() { subscribers.forEach { $0.close() } }

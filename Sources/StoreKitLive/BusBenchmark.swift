@@ -240,6 +240,9 @@ public enum BusBenchmark {
     /// command round trips: command in, ACK or event out).
     public struct Floor: Sendable {
         public var fsyncMicroseconds: Double
+        /// The 99th percentile of the same write + fdatasync: a lifecycle waits for three, so no
+        /// latency p99 under load can be much below it (every command in a slow sync's batch waits).
+        public var fsyncP99Microseconds: Double = 0
         public var roundTripMicroseconds: Double
         public var floorMicroseconds: Double { 3 * fsyncMicroseconds + 3 * roundTripMicroseconds }
     }
@@ -250,7 +253,7 @@ public enum BusBenchmark {
         let scratch = directory.appendingPathComponent("floor-\(transport)-\(getpid())", isDirectory: true)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let fsync = try LogBenchmark.durableAppendMicroseconds(directory: scratch)
+        let fsync = try LogBenchmark.durableAppendPercentiles(directory: scratch)
         let context = try ZeroMQContext()
         defer { context.terminate() }
         let router = try context.socket(.router)
@@ -278,7 +281,7 @@ public enum BusBenchmark {
         }
         try dealer.send([[0]])
         func median(_ values: [Int64]) -> Double { Double(values.sorted()[values.count / 2]) / 1_000 }
-        return Floor(fsyncMicroseconds: fsync, roundTripMicroseconds: median(trips))
+        return Floor(fsyncMicroseconds: fsync.p50, fsyncP99Microseconds: fsync.p99, roundTripMicroseconds: median(trips))
     }
 
     /// Raw libzmq: one PUB thread, one SUB, no high-water mark, messages of `bytes` bytes.

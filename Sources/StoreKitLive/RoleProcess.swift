@@ -98,6 +98,15 @@ public final class RoleProcess {
         var lastHeard = LiveClock.monotonicNanoseconds()
         var rejected = 0
 
+        // Checked after every reaction and before the next send: what the role answered to the failure (a
+        // failed download, on a timer or an event) is not a simulated outcome and must not reach the log.
+        // A restarted process takes the work up again from the log.
+        func checkEnvironment() throws {
+            if let failure = role.environmentFailure {
+                throw RoleProcessError(failure.message(contentRoot: runDirectory, then: "run again"))
+            }
+        }
+
         func perform(_ effects: [Effect], now: Int64) {
             for effect in effects {
                 switch effect {
@@ -120,6 +129,12 @@ public final class RoleProcess {
 
         while !Shutdown.isRequested {
             let now = LiveClock.monotonicNanoseconds()
+            // Timers first: a decision due at once (the store's zero latency, set by the events of the
+            // last round) is sent in this round, not after another receive.
+            while let time = timers.nextTime, time <= now, let (_, token) = timers.next() {
+                perform(role.timerFired(token, now: now), now: now)
+            }
+            try checkEnvironment()
             // Send what fits in the window.
             var sent = 0
             while sent < waiting.count && sender.hasCapacity {
@@ -148,21 +163,13 @@ public final class RoleProcess {
                     break
                 }
             }
-            while let time = timers.nextTime, time <= now, let (_, token) = timers.next() {
-                perform(role.timerFired(token, now: now), now: now)
-            }
             let untilTimer = timers.nextTime.map { max(0, $0 - now) } ?? 5_000_000
             let received = try subscriber.receive(timeout: .nanoseconds(min(untilTimer, waiting.isEmpty ? 5_000_000 : 0)))
             if !received.isEmpty || subscriber.isLive { lastHeard = LiveClock.monotonicNanoseconds() }
             for recorded in received {
                 perform(role.receive(recorded, now: LiveClock.monotonicNanoseconds()), now: LiveClock.monotonicNanoseconds())
             }
-            // Checked before the next send: what the role answered to the failure (a failed
-            // download) is not a simulated outcome and must not reach the log. A restarted
-            // process takes the work up again from the log.
-            if let failure = role.environmentFailure {
-                throw RoleProcessError(failure.message(contentRoot: runDirectory, then: "run again"))
-            }
+            try checkEnvironment()
             if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
                 throw RoleProcessError("\(process.name) heard nothing from the queue at \(events) for \(Int(queueSilenceLimitSeconds)) s; is the queue running?")
             }

@@ -16,7 +16,7 @@ import Testing
         let transport = try #require((object["transports"] as? [[String: Any]])?.first)
         for field in ["lifecyclesPerSecond", "latencyP50Microseconds", "latencyP99Microseconds", "rawMessagesPerSecond", "ratioToBaseline",
                       "unloadedLatencyP50Microseconds", "floorMicroseconds", "ratioToFloor", "halfLoadLatencyP99Microseconds",
-                      "fsyncMicroseconds", "roundTripMicroseconds", "halfLoadOfferedPerSecond", "queueCores", "storeCores", "driverCores"] {
+                      "fsyncMicroseconds", "fsyncP99Microseconds", "roundTripMicroseconds", "halfLoadOfferedPerSecond", "queueCores", "storeCores", "driverCores"] {
             #expect(transport[field] is Double, "\(field) missing")
         }
         for field in ["halfLoadUnfinished", "retriesSent", "queueAnsweredUnavailable", "queueDuplicates", "repliesDropped", "durabilityRounds"] {
