@@ -15,7 +15,7 @@ struct ExploreBench: AsyncParsableCommand {
         abstract: "Schedules per second (1 device, 2 observers, 3 transactions) beside replaying the same events; finding and shrinking each buggy behaviour; correct behaviours; exhaustive.",
         discussion: """
             Throughput: --schedules random schedules of 1 device (downloadThenFinish, audit) with 3 purchases, each a whole \
-            deterministic run plus the invariant check over its log, on --jobs threads (default: every active processor) \
+            deterministic run plus the invariant check over its log (as `sksim explore` runs it: no digest of the log), on --jobs threads (default: every active processor) \
             and again on one. Baseline, same run and same threads: decoding and folding each schedule's log into a fresh \
             QueueProjection (the cost of just replaying its event sequence). Both are wall-clock figures over batches of \
             1,024 schedules: the threads run a batch, then fold its logs. Buggy behaviours: \
@@ -162,7 +162,8 @@ struct ExploreBench: AsyncParsableCommand {
         // One log per schedule of a batch, emptied before each (as `Explorer.explore` does with its one).
         // Unsafe but sound: worker w touches only explorers[w], and each log is handed to one worker at a time.
         nonisolated(unsafe) let logs = (0..<min(batch, schedules)).map { _ in MemoryLogStorage() }
-        nonisolated(unsafe) let explorers = (0..<jobs).map { _ in Explorer(scenario: scenario) }
+        // Each worker on its own copy of the scenario, as `Explorer.explore` runs them.
+        nonisolated(unsafe) let explorers = (0..<jobs).map { worker in Explorer(scenario: worker == 0 ? scenario : scenario.withOwnStorage()) }
         let slots = WorkerSlots(jobs)
         defer { slots.release() }
         var runSeconds = 0.0
@@ -174,9 +175,9 @@ struct ExploreBench: AsyncParsableCommand {
             let runCPUStart = processCPUNanoseconds()
             slots.inParallel(count: count) { worker, offset in
                 logs[offset].removeAll()
-                var runScenario = scenario
+                var runScenario = explorers[worker].scenario
                 runScenario.seed = Explorer.scheduleSeed(1, first + offset)
-                _ = try explorers[worker].run(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset])
+                _ = try explorers[worker].check(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset])
             }
             runSeconds += ProjectionBenchmark.monotonicSeconds() - runStart
             runCPUNanoseconds += processCPUNanoseconds() - runCPUStart

@@ -166,6 +166,14 @@ public struct Explorer {
                            events: outcome.events)
     }
 
+    /// One schedule as the search runs it (`run` without the log's digest): the invariants'
+    /// violations, the events of its log and the choices it made. What `sksim bench explore` times.
+    public func check(choices source: some ChoiceSource, scenario runScenario: Scenario? = nil,
+                      storage: LogStorage) throws -> (violations: [AppViolation], steps: Int, choices: Int) {
+        let outcome = try execute(choices: source, scenario: runScenario, storage: storage)
+        return (outcome.violations, outcome.steps, outcome.choices.count)
+    }
+
     /// What the search and the shrink need of a schedule: `run` without the log's digest (which
     /// reads every byte of the log again).
     struct ScheduleOutcome {
@@ -238,10 +246,10 @@ public struct Explorer {
         let ledger = ScheduleLedger(budget: budget, start: start, tracksLength: tracksLength)
         let pool = makePool(jobs: jobs)
         defer { pool?.close() }
-        let scenario = self.scenario
         inParallel(ledger, pool: pool, start: start, progress: progress) { explorer, index, length in
             let scheduleSeed = Self.scheduleSeed(seed, index)
-            var runScenario = scenario
+            // The worker's own copy (`withOwnStorage`).
+            var runScenario = explorer.scenario
             runScenario.seed = scheduleSeed
             explorer.reusedLog.removeAll()
             do {
@@ -279,7 +287,7 @@ public struct Explorer {
         let observers = observerFactory
         let maximumSteps = maximumSteps
         return WorkerPool(threads: jobs - 1) {
-            var explorer = Explorer(scenario: scenario, observers: observers)
+            var explorer = Explorer(scenario: scenario.withOwnStorage(), observers: observers)
             explorer.maximumSteps = maximumSteps
             return explorer
         }
@@ -609,6 +617,33 @@ public enum ExplorationError: Error, Sendable, Hashable, CustomStringConvertible
             return "the queue refused to attach observer '\(shown)' (\(reason)); give each observer's observerName 1 to 128 bytes, "
                 + "the same at every launch and unique on its device"
         }
+    }
+}
+
+extension Scenario {
+    /// The same scenario (equal in every field) in storage of its own: every array, dictionary
+    /// and string of its catalog and behaviours decoded afresh. Each worker thread runs its
+    /// schedules on its own copy, so that the reference counts the runs change thousands of
+    /// times per schedule (the catalog's products, the observers' list) are not on cache lines
+    /// that both cores write. Hooks stay shared (exploration with hooks runs on one thread).
+    /// Falls back to `self` if a part does not come back equal.
+    public func withOwnStorage() -> Scenario {
+        func fresh<Value: Codable & Equatable>(_ value: Value) -> Value {
+            guard let data = try? JSONEncoder().encode(value), let copy = try? JSONDecoder().decode(Value.self, from: data),
+                  copy == value else { return value }
+            return copy
+        }
+        var copy = self
+        if var catalog = try? Catalog(products: fresh(self.catalog.products)) {
+            catalog.testSettings = fresh(self.catalog.testSettings)
+            if catalog == self.catalog { copy.catalog = catalog }
+        }
+        copy.catalogSource = String(decoding: Array(catalogSource.utf8), as: UTF8.self)
+        copy.apps = fresh(apps)
+        copy.store = fresh(store)
+        copy.downloader = fresh(downloader)
+        copy.network = fresh(network)
+        return copy
     }
 }
 

@@ -157,6 +157,49 @@ import Testing
         }
     }
 
+    @Test("A worker's own copy of the scenario: equal in every part, its catalog's storage not shared, the same log bytes and choices")
+    func ownStorage() throws {
+        let scenario = Scenario.exploration(observers: [.downloadThenFinish, .audit])
+        let copy = scenario.withOwnStorage()
+        #expect(copy.catalog == scenario.catalog && copy.catalogSource == scenario.catalogSource && copy.apps == scenario.apps)
+        #expect(copy.store == scenario.store && copy.downloader == scenario.downloader && copy.network == scenario.network)
+        let shared = scenario.catalog.products.withUnsafeBufferPointer { original in
+            copy.catalog.products.withUnsafeBufferPointer { own in original.baseAddress == own.baseAddress }
+        }
+        #expect(!shared, "the copy's products are the original's array")
+        for seed: UInt64 in [1, 2, 3] {
+            var original = scenario
+            original.seed = seed
+            var own = copy
+            own.seed = seed
+            let one = try Explorer(scenario: scenario).run(choices: SeededChoices(seed: seed), scenario: original)
+            let two = try Explorer(scenario: copy).run(choices: SeededChoices(seed: seed), scenario: own)
+            #expect(one.logDigest == two.logDigest && one.choices == two.choices && one.steps == two.steps)
+        }
+    }
+
+    @Test("pct's choices: zero except at its change points, the same values as looking each position up in the set of points")
+    func pctChangePoints() {
+        for seed: UInt64 in 1...40 {
+            for depth in [0, 1, 3, 6] {
+                for length in [1, 5, 64] {
+                    let pct = PCTChoices(seed: seed, depth: depth, length: length)
+                    // The definition: `depth` points drawn into a set, every draw looked up in it.
+                    var random = SeededRandom(seed: seed, stream: "pct")
+                    var points: Set<Int> = []
+                    for _ in 0..<depth { points.insert(Int(random.next() % UInt64(length))) }
+                    var differences = 0
+                    for position in 0..<80 {
+                        let bound: UInt64 = [1, 2, 7, unitChoiceBound][position % 4]
+                        let expected: UInt64 = bound > 1 && points.contains(position) ? random.next().multipliedFullWidth(by: bound).high : 0
+                        if pct.choose(.latency, below: bound) != expected { differences += 1 }
+                    }
+                    #expect(differences == 0, "seed \(seed), depth \(depth), length \(length)")
+                }
+            }
+        }
+    }
+
     @Test("--jobs 0 or negative is refused with one line saying what to use", arguments: ["0", "-3"])
     func badJobs(value: String) throws {
         let sksim = try SKSimProgram.executable(packageRoot: TraceBrowserTests.repositoryRoot)
