@@ -162,8 +162,7 @@ struct ExploreBench: AsyncParsableCommand {
         // One log per schedule of a batch, emptied before each (as `Explorer.explore` does with its one).
         // Unsafe but sound: worker w touches only explorers[w], and each log is handed to one worker at a time.
         nonisolated(unsafe) let logs = (0..<min(batch, schedules)).map { _ in MemoryLogStorage() }
-        // Each worker on its own copy of the scenario, as `Explorer.explore` runs them.
-        nonisolated(unsafe) let explorers = (0..<jobs).map { worker in Explorer(scenario: worker == 0 ? scenario : scenario.withOwnStorage()) }
+        nonisolated(unsafe) let explorers = (0..<jobs).map { _ in Explorer(scenario: scenario) }
         let slots = WorkerSlots(jobs)
         defer { slots.release() }
         var runSeconds = 0.0
@@ -175,7 +174,7 @@ struct ExploreBench: AsyncParsableCommand {
             let runCPUStart = processCPUNanoseconds()
             slots.inParallel(count: count) { worker, offset in
                 logs[offset].removeAll()
-                var runScenario = explorers[worker].scenario
+                var runScenario = scenario
                 runScenario.seed = Explorer.scheduleSeed(1, first + offset)
                 _ = try explorers[worker].check(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset])
             }

@@ -246,10 +246,10 @@ public struct Explorer {
         let ledger = ScheduleLedger(budget: budget, start: start, tracksLength: tracksLength)
         let pool = makePool(jobs: jobs)
         defer { pool?.close() }
+        let scenario = self.scenario
         inParallel(ledger, pool: pool, start: start, progress: progress) { explorer, index, length in
             let scheduleSeed = Self.scheduleSeed(seed, index)
-            // The worker's own copy (`withOwnStorage`).
-            var runScenario = explorer.scenario
+            var runScenario = scenario
             runScenario.seed = scheduleSeed
             explorer.reusedLog.removeAll()
             do {
@@ -287,7 +287,7 @@ public struct Explorer {
         let observers = observerFactory
         let maximumSteps = maximumSteps
         return WorkerPool(threads: jobs - 1) {
-            var explorer = Explorer(scenario: scenario.withOwnStorage(), observers: observers)
+            var explorer = Explorer(scenario: scenario, observers: observers)
             explorer.maximumSteps = maximumSteps
             return explorer
         }
@@ -617,33 +617,6 @@ public enum ExplorationError: Error, Sendable, Hashable, CustomStringConvertible
             return "the queue refused to attach observer '\(shown)' (\(reason)); give each observer's observerName 1 to 128 bytes, "
                 + "the same at every launch and unique on its device"
         }
-    }
-}
-
-extension Scenario {
-    /// The same scenario (equal in every field) in storage of its own: every array, dictionary
-    /// and string of its catalog and behaviours decoded afresh. Each worker thread runs its
-    /// schedules on its own copy, so that the reference counts the runs change thousands of
-    /// times per schedule (the catalog's products, the observers' list) are not on cache lines
-    /// that both cores write. Hooks stay shared (exploration with hooks runs on one thread).
-    /// Falls back to `self` if a part does not come back equal.
-    public func withOwnStorage() -> Scenario {
-        func fresh<Value: Codable & Equatable>(_ value: Value) -> Value {
-            guard let data = try? JSONEncoder().encode(value), let copy = try? JSONDecoder().decode(Value.self, from: data),
-                  copy == value else { return value }
-            return copy
-        }
-        var copy = self
-        if var catalog = try? Catalog(products: fresh(self.catalog.products)) {
-            catalog.testSettings = fresh(self.catalog.testSettings)
-            if catalog == self.catalog { copy.catalog = catalog }
-        }
-        copy.catalogSource = String(decoding: Array(catalogSource.utf8), as: UTF8.self)
-        copy.apps = fresh(apps)
-        copy.store = fresh(store)
-        copy.downloader = fresh(downloader)
-        copy.network = fresh(network)
-        return copy
     }
 }
 

@@ -157,27 +157,6 @@ import Testing
         }
     }
 
-    @Test("A worker's own copy of the scenario: equal in every part, its catalog's storage not shared, the same log bytes and choices")
-    func ownStorage() throws {
-        let scenario = Scenario.exploration(observers: [.downloadThenFinish, .audit])
-        let copy = scenario.withOwnStorage()
-        #expect(copy.catalog == scenario.catalog && copy.catalogSource == scenario.catalogSource && copy.apps == scenario.apps)
-        #expect(copy.store == scenario.store && copy.downloader == scenario.downloader && copy.network == scenario.network)
-        let shared = scenario.catalog.products.withUnsafeBufferPointer { original in
-            copy.catalog.products.withUnsafeBufferPointer { own in original.baseAddress == own.baseAddress }
-        }
-        #expect(!shared, "the copy's products are the original's array")
-        for seed: UInt64 in [1, 2, 3] {
-            var original = scenario
-            original.seed = seed
-            var own = copy
-            own.seed = seed
-            let one = try Explorer(scenario: scenario).run(choices: SeededChoices(seed: seed), scenario: original)
-            let two = try Explorer(scenario: copy).run(choices: SeededChoices(seed: seed), scenario: own)
-            #expect(one.logDigest == two.logDigest && one.choices == two.choices && one.steps == two.steps)
-        }
-    }
-
     @Test("pct's choices: zero except at its change points, the same values as looking each position up in the set of points")
     func pctChangePoints() {
         for seed: UInt64 in 1...40 {
