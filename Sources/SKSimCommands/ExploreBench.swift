@@ -5,6 +5,7 @@ import StoreKitLive
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
+import StoreKitSimulation
 
 /// `sksim bench explore`: exploration throughput beside the cost of replaying the same event
 /// sequences; time and schedules to find and shrink each built-in buggy behaviour; correct
@@ -15,7 +16,7 @@ struct ExploreBench: AsyncParsableCommand {
         abstract: "Schedules per second (1 device, 2 observers, 3 transactions) beside replaying the same events; finding and shrinking each buggy behaviour; correct behaviours; exhaustive.",
         discussion: """
             Throughput: --schedules random schedules of 1 device (downloadThenFinish, audit) with 3 purchases, each a whole \
-            deterministic run plus the invariant check over its log, on --jobs threads (default: every active processor) \
+            deterministic run plus the invariant check over its log (as `sksim explore` runs it: no digest of the log), on --jobs threads (default: every active processor) \
             and again on one. Baseline, same run and same threads: decoding and folding each schedule's log into a fresh \
             QueueProjection (the cost of just replaying its event sequence). Both are wall-clock figures over batches of \
             1,024 schedules: the threads run a batch, then fold its logs. Buggy behaviours: \
@@ -24,7 +25,9 @@ struct ExploreBench: AsyncParsableCommand {
             schedulesPerSecond, baselineSchedulesPerSecond, ratioToBaseline, jobs, \
             schedulesPerSecondOneJob, baselineSchedulesPerSecondOneJob, cpuMicrosecondsPerSchedule, \
             cpuMicrosecondsPerScheduleOneJob (CPU of every thread while running: unlike the wall-clock figures, \
-            not lowered by other processes taking the cores)}, exhaustive {schedules, seconds, exhausted, \
+            not lowered by other processes taking the cores), cpuMicrosecondsPerScheduleRuntimeAlone, \
+            cpuMicrosecondsPerScheduleRuntimeAloneOneJob (the same schedules and logs through the deterministic runtime \
+            alone, run after each batch: no invariant monitor, no recording of choices; the difference is what exploration adds)}, exhaustive {schedules, seconds, exhausted, \
             distinctStates}, buggy [{behavior, strategy, found, invariant, schedules, seconds, shrinkSeconds, shrinkRuns, \
             stepsBeforeShrinking, stepsAfterShrinking, choices}], correct [{observers, schedules, violations}].
             """)
@@ -85,6 +88,8 @@ struct ExploreBench: AsyncParsableCommand {
             ("baselineSchedulesPerSecondOneJob", .double(baselineOneJob.rounded())),
             ("cpuMicrosecondsPerSchedule", .double((all.runCPUSeconds / Double(schedules) * 1e6).rounded())),
             ("cpuMicrosecondsPerScheduleOneJob", .double((one.runCPUSeconds / Double(schedules) * 1e6).rounded())),
+            ("cpuMicrosecondsPerScheduleRuntimeAlone", .double((all.runtimeAloneCPUSeconds / Double(schedules) * 1e6).rounded())),
+            ("cpuMicrosecondsPerScheduleRuntimeAloneOneJob", .double((one.runtimeAloneCPUSeconds / Double(schedules) * 1e6).rounded())),
         ])))
         if !json {
             printLine(String(format: "throughput: %d schedules (%.1f events each) on %d jobs in %.2f s: %.0f schedules/s; baseline (decode and fold the same logs, %d jobs): %.0f schedules/s; ratio %.3f",
@@ -92,6 +97,9 @@ struct ExploreBench: AsyncParsableCommand {
             printLine(String(format: "throughput on 1 job: %.0f schedules/s; baseline on 1 job: %.0f schedules/s; %d jobs ran %.2fx the schedules of one; CPU per schedule %.0f µs on %d jobs, %.0f µs on 1",
                              perSecondOneJob, baselineOneJob, workerCount, perSecond / perSecondOneJob,
                              all.runCPUSeconds / Double(schedules) * 1e6, workerCount, one.runCPUSeconds / Double(schedules) * 1e6))
+            printLine(String(format: "the same schedules through the runtime alone (no invariant monitor, no choice recording): CPU per schedule %.0f µs on %d jobs, %.0f µs on 1; exploration adds %.0f %% and %.0f %%",
+                             all.runtimeAloneCPUSeconds / Double(schedules) * 1e6, workerCount, one.runtimeAloneCPUSeconds / Double(schedules) * 1e6,
+                             (all.runCPUSeconds / all.runtimeAloneCPUSeconds - 1) * 100, (one.runCPUSeconds / one.runtimeAloneCPUSeconds - 1) * 100))
         }
 
         // Exhaustive on the same scenario.
@@ -156,8 +164,11 @@ struct ExploreBench: AsyncParsableCommand {
     /// into a fresh projection each, batch by batch; and the events of all the logs.
     /// `runCPUSeconds`: the process's CPU time (every thread) while running them, which the
     /// machine's load does not change as it changes the wall-clock figures.
+    /// `runtimeAloneCPUSeconds`: the CPU of running the same schedules again through the deterministic
+    /// runtime alone (same seeds, same logs: no invariant monitor, no recording of choices, the header
+    /// made once), so that the difference is what exploration adds.
     static func throughput(_ scenario: Scenario, schedules: Int, jobs: Int) throws -> (runSeconds: Double, foldSeconds: Double, events: Int,
-                                                                                       runCPUSeconds: Double) {
+                                                                                       runCPUSeconds: Double, runtimeAloneCPUSeconds: Double) {
         let batch = 1_024
         // One log per schedule of a batch, emptied before each (as `Explorer.explore` does with its one).
         // Unsafe but sound: worker w touches only explorers[w], and each log is handed to one worker at a time.
@@ -168,6 +179,11 @@ struct ExploreBench: AsyncParsableCommand {
         var runSeconds = 0.0
         var foldSeconds = 0.0
         var runCPUNanoseconds: Int64 = 0
+        var runtimeAloneCPUNanoseconds: Int64 = 0
+        let header = scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
+        // Each schedule's events under exploration, which the runtime alone must repeat (one writer per offset).
+        nonisolated(unsafe) let steps = UnsafeMutableBufferPointer<Int>.allocate(capacity: min(batch, schedules))
+        defer { steps.deallocate() }
         for first in stride(from: 0, to: schedules, by: batch) {
             let count = min(batch, schedules - first)
             let runStart = ProjectionBenchmark.monotonicSeconds()
@@ -176,10 +192,25 @@ struct ExploreBench: AsyncParsableCommand {
                 logs[offset].removeAll()
                 var runScenario = scenario
                 runScenario.seed = Explorer.scheduleSeed(1, first + offset)
-                _ = try explorers[worker].run(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset])
+                steps[offset] = try explorers[worker].check(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset]).steps
             }
             runSeconds += ProjectionBenchmark.monotonicSeconds() - runStart
             runCPUNanoseconds += processCPUNanoseconds() - runCPUStart
+            let aloneCPUStart = processCPUNanoseconds()
+            slots.inParallel(count: count) { _, offset in
+                logs[offset].removeAll()
+                var runScenario = scenario
+                runScenario.seed = Explorer.scheduleSeed(1, first + offset)
+                let environment = DeterministicEnvironment(storage: logs[offset], content: VirtualContentStorage(),
+                                                           choices: SeededChoices(seed: runScenario.seed), logDescription: "memory")
+                let runtime = try DeterministicRuntime(scenario: runScenario, environment: environment)
+                var scheduleHeader = header
+                scheduleHeader.seed = runScenario.seed
+                runtime.header = scheduleHeader
+                _ = try runtime.run()
+                precondition(Int(logs[offset].lastSequence) == steps[offset], "the runtime alone made another log than exploration")
+            }
+            runtimeAloneCPUNanoseconds += processCPUNanoseconds() - aloneCPUStart
             let foldStart = ProjectionBenchmark.monotonicSeconds()
             slots.inParallel(count: count) { worker, offset in
                 var projection = QueueProjection()
@@ -192,7 +223,7 @@ struct ExploreBench: AsyncParsableCommand {
             foldSeconds += ProjectionBenchmark.monotonicSeconds() - foldStart
             if let error = slots.firstError() { throw error }
         }
-        return (runSeconds, foldSeconds, slots.events.reduce(0, +), Double(runCPUNanoseconds) / 1e9)
+        return (runSeconds, foldSeconds, slots.events.reduce(0, +), Double(runCPUNanoseconds) / 1e9, Double(runtimeAloneCPUNanoseconds) / 1e9)
     }
 }
 

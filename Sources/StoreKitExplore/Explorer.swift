@@ -166,6 +166,14 @@ public struct Explorer {
                            events: outcome.events)
     }
 
+    /// One schedule as the search runs it (`run` without the log's digest): the invariants'
+    /// violations, the events of its log and the choices it made. What `sksim bench explore` times.
+    public func check(choices source: some ChoiceSource, scenario runScenario: Scenario? = nil,
+                      storage: LogStorage) throws -> (violations: [AppViolation], steps: Int, choices: Int) {
+        let outcome = try execute(choices: source, scenario: runScenario, storage: storage)
+        return (outcome.violations, outcome.steps, outcome.choices.count)
+    }
+
     /// What the search and the shrink need of a schedule: `run` without the log's digest (which
     /// reads every byte of the log again).
     struct ScheduleOutcome {
@@ -175,8 +183,9 @@ public struct Explorer {
         var events: [RecordedEvent]
     }
 
-    func execute(choices source: ChoiceSource, scenario runScenario: Scenario? = nil, trace: AppTrace? = nil,
-                 keepEvents: Bool = false, storage: LogStorage) throws -> ScheduleOutcome {
+    /// Generic over the source so that the recorder calls it directly (`RecordingChoices`).
+    func execute<Source: ChoiceSource>(choices source: Source, scenario runScenario: Scenario? = nil, trace: AppTrace? = nil,
+                                       keepEvents: Bool = false, storage: LogStorage) throws -> ScheduleOutcome {
         var scenario = runScenario ?? self.scenario
         if observerFactory != nil || trace != nil { scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace) }
         let recording = RecordingChoices(source)
@@ -240,15 +249,18 @@ public struct Explorer {
         let scenario = self.scenario
         inParallel(ledger, pool: pool, start: start, progress: progress) { explorer, index, length in
             let scheduleSeed = Self.scheduleSeed(seed, index)
-            let source: ChoiceSource = switch strategy {
-            case .random, .exhaustive(_): SeededChoices(seed: scheduleSeed)
-            case .pct(let depth): PCTChoices(seed: scheduleSeed, depth: depth, length: length)
-            }
             var runScenario = scenario
             runScenario.seed = scheduleSeed
             explorer.reusedLog.removeAll()
             do {
-                let result = try explorer.execute(choices: source, scenario: runScenario, storage: explorer.reusedLog)
+                // Each source by its own type, so that the recorder calls it directly.
+                let result = switch strategy {
+                case .random, .exhaustive(_):
+                    try explorer.execute(choices: SeededChoices(seed: scheduleSeed), scenario: runScenario, storage: explorer.reusedLog)
+                case .pct(let depth):
+                    try explorer.execute(choices: PCTChoices(seed: scheduleSeed, depth: depth, length: length), scenario: runScenario,
+                                         storage: explorer.reusedLog)
+                }
                 return (result.choices.count, result.violations.first.map { .violation($0, result, runScenario) })
             } catch {
                 return (0, .failure(error))

@@ -73,6 +73,8 @@ public struct AppInvariantMonitor: Sendable {
         var cancelledBy: CommandID?
     }
 
+    /// Only launches with transactions pending are kept (the others cannot break
+    /// `launchObserversSeeRedeliveries`), so most finishes look up nothing here.
     private struct DeviceLaunch: Sendable {
         var pendingAtLaunch: Set<UInt64> = []
         var finishedSinceLaunch: [UInt64] = []
@@ -133,9 +135,9 @@ public struct AppInvariantMonitor: Sendable {
             update(key) { $0.state = .cancelled; $0.cancelledBy = recorded.commandID }
         case .appLaunched(let device):
             let pending = transactions.keys.filter { $0.device == device }.map(\.number)
-            launches[device] = DeviceLaunch(pendingAtLaunch: Set(pending))
+            launches[device] = pending.isEmpty ? nil : DeviceLaunch(pendingAtLaunch: Set(pending))
         case .observerAttached(let device, let observer):
-            if let launch = launches[device], let missed = launch.finishedSinceLaunch.first {
+            if !launches.isEmpty, let missed = launches[device]?.finishedSinceLaunch.first {
                 report(.launchObserversSeeRedeliveries, sequence,
                        "observer \(observer) attached to \(device) after transaction #\(missed), redelivered at launch, was finished without it")
             }
@@ -186,9 +188,9 @@ public struct AppInvariantMonitor: Sendable {
             }
         }
         finishedGrants[key] = tracked.grants
-        if var launch = launches[key.device], launch.pendingAtLaunch.contains(key.number) {
-            launch.finishedSinceLaunch.append(key.number)
-            launches[key.device] = launch
+        // In place: a copy taken out and stored back would copy its array at the append.
+        if !launches.isEmpty, let index = launches.index(forKey: key.device), launches.values[index].pendingAtLaunch.contains(key.number) {
+            launches.values[index].finishedSinceLaunch.append(key.number)
         }
     }
 
@@ -196,13 +198,12 @@ public struct AppInvariantMonitor: Sendable {
         switch action {
         case .contentGranted(let key, let observer, _):
             var grants = 0
-            if var tracked = transactions[key] {
-                if let index = activeAtFullProgress(tracked, cancelledBy: nil) {
+            if let position = transactions.index(forKey: key) {
+                if let index = activeAtFullProgress(transactions.values[position], cancelledBy: nil) {
                     report(.noCompletionFromProgress, sequence, "\(observer) granted transaction \(key) while download \(index) was at progress 1.0 but not finished")
                 }
-                tracked.grants += 1
-                grants = tracked.grants
-                transactions[key] = tracked
+                transactions.values[position].grants += 1
+                grants = transactions.values[position].grants
             } else if let earlier = finishedGrants[key] {
                 grants = earlier + 1
                 finishedGrants[key] = grants

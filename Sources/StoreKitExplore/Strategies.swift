@@ -28,12 +28,14 @@ public enum ExplorationStrategy: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Records every value another source gave, so a schedule's choices can be written down and shrunk.
-final class RecordingChoices: ChoiceSource {
-    let inner: ChoiceSource
+/// Generic over the source it wraps: the runtime's draw reaches it through one dynamic call
+/// (`ChoiceSource`), and it calls the wrapped source directly, not through a second one.
+final class RecordingChoices<Inner: ChoiceSource>: ChoiceSource {
+    let inner: Inner
     // Unchecked exclusivity: `choose` is the only writer, never re-entered (several draws per event).
     @exclusivity(unchecked) private(set) var values: [UInt64] = []
 
-    init(_ inner: ChoiceSource) {
+    init(_ inner: Inner) {
         self.inner = inner
         values.reserveCapacity(256)
     }
@@ -47,21 +49,28 @@ final class RecordingChoices: ChoiceSource {
 
 /// PCT over choices: zero everywhere except at `depth` positions below `length`.
 final class PCTChoices: ChoiceSource {
-    private var random: SeededRandom
-    private let changePoints: Set<Int>
-    private var position = 0
+    @exclusivity(unchecked) private var random: SeededRandom
+    /// The change points, ascending and distinct (drawn as a set, then sorted): draws come in
+    /// position order, so each draw compares its position with the next point only, instead
+    /// of hashing it into a set.
+    private let changePoints: [Int]
+    @exclusivity(unchecked) private var nextPoint = 0
+    @exclusivity(unchecked) private var position = 0
 
     init(seed: UInt64, depth: Int, length: Int) {
         random = SeededRandom(seed: seed, stream: "pct")
         var points: Set<Int> = []
         let span = max(1, length)
         for _ in 0..<max(0, depth) { points.insert(Int(random.next() % UInt64(span))) }
-        changePoints = points
+        changePoints = points.sorted()
     }
 
     func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
-        defer { position += 1 }
-        guard bound > 1, changePoints.contains(position) else { return 0 }
+        let current = position
+        position += 1
+        guard nextPoint < changePoints.count, changePoints[nextPoint] == current else { return 0 }
+        nextPoint += 1
+        guard bound > 1 else { return 0 }
         return random.next().multipliedFullWidth(by: bound).high
     }
 }

@@ -157,6 +157,28 @@ import Testing
         }
     }
 
+    @Test("pct's choices: zero except at its change points, the same values as looking each position up in the set of points")
+    func pctChangePoints() {
+        for seed: UInt64 in 1...40 {
+            for depth in [0, 1, 3, 6] {
+                for length in [1, 5, 64] {
+                    let pct = PCTChoices(seed: seed, depth: depth, length: length)
+                    // The definition: `depth` points drawn into a set, every draw looked up in it.
+                    var random = SeededRandom(seed: seed, stream: "pct")
+                    var points: Set<Int> = []
+                    for _ in 0..<depth { points.insert(Int(random.next() % UInt64(length))) }
+                    var differences = 0
+                    for position in 0..<80 {
+                        let bound: UInt64 = [1, 2, 7, unitChoiceBound][position % 4]
+                        let expected: UInt64 = bound > 1 && points.contains(position) ? random.next().multipliedFullWidth(by: bound).high : 0
+                        if pct.choose(.latency, below: bound) != expected { differences += 1 }
+                    }
+                    #expect(differences == 0, "seed \(seed), depth \(depth), length \(length)")
+                }
+            }
+        }
+    }
+
     @Test("--jobs 0 or negative is refused with one line saying what to use", arguments: ["0", "-3"])
     func badJobs(value: String) throws {
         let sksim = try SKSimProgram.executable(packageRoot: TraceBrowserTests.repositoryRoot)

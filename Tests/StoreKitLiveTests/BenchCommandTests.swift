@@ -73,7 +73,8 @@ import Testing
                                       "--buggy", "sdkFinishesEarly"])
         let throughput = try #require(object["throughput"] as? [String: Any])
         for field in ["seconds", "schedulesPerSecond", "baselineSchedulesPerSecond", "ratioToBaseline", "schedulesPerSecondOneJob",
-                      "baselineSchedulesPerSecondOneJob", "cpuMicrosecondsPerSchedule", "cpuMicrosecondsPerScheduleOneJob"] {
+                      "baselineSchedulesPerSecondOneJob", "cpuMicrosecondsPerSchedule", "cpuMicrosecondsPerScheduleOneJob",
+                      "cpuMicrosecondsPerScheduleRuntimeAlone", "cpuMicrosecondsPerScheduleRuntimeAloneOneJob"] {
             #expect(throughput[field] is Double, "\(field) missing")
         }
         #expect(throughput["schedules"] as? Int == 10)
