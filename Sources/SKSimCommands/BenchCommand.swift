@@ -203,7 +203,7 @@ struct BusBench: AsyncParsableCommand {
         abstract: "Purchase lifecycles per second through real queue and store processes, beside raw libzmq PUB/SUB and the machine's floor.",
         discussion: """
             Per transport: the closed loop of --in-flight lifecycles (throughput, latency) beside raw libzmq PUB/SUB of \
-            messages of the same size (ratioToBaseline counts the bus messages of one lifecycle); one lifecycle alone \
+            messages of the same size, the fastest of three runs (ratioToBaseline counts the bus messages of one lifecycle); one lifecycle alone \
             (unloadedLatencyP50Microseconds) beside the floor of its critical path measured just before and just after it, \
             the lower of the two (floorMicroseconds: three write + fdatasync of one record and three round trips over the \
             transport; ratioToFloor); and the open model \

@@ -180,8 +180,13 @@ public enum BusBenchmark {
             return Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * fraction))]) / 1_000
         }
         let averageBytes = eventCount > 0 ? Double(eventBytes) / Double(eventCount) : 128
-        let raw = try rawPublishSubscribe(transport: transport, directory: directory, messages: configuration.rawMessages,
-                                          bytes: Int(averageBytes.rounded()))
+        // The best of three: the limit is what the machine reaches, and one run slowed by a neighbour
+        // on the VM (seen: a fifth of the usual rate) would make the ratio look five times better.
+        var raw = 0.0
+        for _ in 0..<Self.rawRuns {
+            raw = max(raw, try rawPublishSubscribe(transport: transport, directory: directory, messages: configuration.rawMessages,
+                                                   bytes: Int(averageBytes.rounded())))
+        }
         var measurement = Measurement(transport: transport, lifecycles: completed, seconds: seconds,
                                       lifecyclesPerSecond: Double(completed) / seconds,
                                       latencyMicroseconds: (percentile(0.5), percentile(0.99), percentile(0.999)),
@@ -283,6 +288,9 @@ public enum BusBenchmark {
         func median(_ values: [Int64]) -> Double { Double(values.sorted()[values.count / 2]) / 1_000 }
         return Floor(fsyncMicroseconds: fsync.p50, fsyncP99Microseconds: fsync.p99, roundTripMicroseconds: median(trips))
     }
+
+    /// Raw PUB/SUB runs per measurement; the fastest is the baseline.
+    static let rawRuns = 3
 
     /// Raw libzmq: one PUB thread, one SUB, no high-water mark, messages of `bytes` bytes.
     static func rawPublishSubscribe(transport: String, directory: URL, messages: Int, bytes: Int) throws -> Double {
