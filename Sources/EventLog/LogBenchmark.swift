@@ -137,13 +137,8 @@ public enum LogBenchmark {
 
     /// The floor of one durable append on the disk holding `directory`: the median of `records` single writes of
     /// `recordBytes` bytes, each followed by fdatasync, into a file whose space is reserved ahead (as the log
-    /// reserves its segments'), in microseconds.
-    public static func durableAppendMicroseconds(directory: URL, records: Int = 300, recordBytes: Int = 128) throws -> Double {
-        try durableAppendPercentiles(directory: directory, records: records, recordBytes: recordBytes).p50
-    }
-
-    /// The median and the 99th percentile of the same measurement, in microseconds: the disk's tail,
-    /// which bounds the tail of anything that waits for several syncs (`bench bus`'s half load).
+    /// reserves its segments'), in microseconds; and their 99th percentile, the disk's tail, which bounds
+    /// the tail of anything that waits for several syncs (`bench bus`'s half load).
     public static func durableAppendPercentiles(directory: URL, records: Int = 300, recordBytes: Int = 128) throws
         -> (p50: Double, p99: Double) {
         let path = directory.appendingPathComponent("durable-append-\(getpid())").path
