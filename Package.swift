@@ -15,6 +15,10 @@ let package = Package(
         .library(name: "StoreKitExplore", targets: ["StoreKitExplore"]),
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        // For the fuzz targets in Fuzz/ (a separate package): the bus's and the live roles' decoders.
+        .library(name: "Bus", targets: ["Bus"]),
+        .library(name: "StoreKitLive", targets: ["StoreKitLive"]),
+        .library(name: "StoreKitLoad", targets: ["StoreKitLoad"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

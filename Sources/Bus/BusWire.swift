@@ -215,6 +215,12 @@ public enum WireFailureReason: String, Sendable, Hashable, CaseIterable, CustomS
     case tooManyPeers
     /// A CURVE connection refused during its handshake: its client key is not allowed.
     case unknownClientKey
+    /// A subscription to a topic the queue never publishes (docs/wire-format.md); its connection is closed.
+    case subscriptionRefused
+    /// A subscriber connection holding more subscriptions than the queue keeps per connection; it is closed.
+    case tooManySubscriptions
+    /// A message on the events socket that is neither a subscription nor an unsubscription; its connection is closed.
+    case notASubscription
 
     public var description: String { rawValue }
 }

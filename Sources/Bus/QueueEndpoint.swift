@@ -71,8 +71,18 @@ public struct QueueEndpointConfiguration: Sendable {
     public var maximumQueuedFetchBytesPerPeer: Int = 4 << 20
     /// Bytes of BATCH replies all peers together may have waiting unread.
     public var maximumQueuedFetchBytes: Int = 32 << 20
-    /// Connections accepted on each socket; more are refused during their handshake.
+    /// Connections accepted on each socket; more are refused during their handshake. TCP connections
+    /// that have not sent a byte do not count, so silent ones cannot lock honest clients out.
     public var maximumPeers: Int = 256
+    /// With more than `maximumPeers` connections open on a socket, its TCP connections that have sent
+    /// nothing this long after they were accepted are closed (an honest client sends its ZMTP greeting
+    /// at once).
+    public var silentConnectionTimeout: Duration = .seconds(1)
+    /// How long a connection may take to complete its handshake before libzmq closes it.
+    public var handshakeTimeout: Duration = .seconds(5)
+    /// Subscriptions one connection to the events socket may hold at once. A client needs 2 (`evt.`
+    /// and `hb`), or one per device it follows; a connection that asks for more is closed.
+    public var maximumSubscriptionsPerSubscriber: Int = 256
     /// At most one `onRefused` report per reason per interval; the next says how many it skipped.
     public var refusalReportInterval: Duration = .seconds(1)
     /// How often a heartbeat announces the last published sequence.
@@ -130,6 +140,11 @@ public struct QueueEndpointCounters: Sendable, Hashable {
     public var repliesToDepartedPeers = 0
     /// Connections refused during the handshake: over `maximumPeers`, or a client key not allowed.
     public var connectionsRefused = 0
+    /// TCP connections closed for having sent nothing (`silentConnectionTimeout`).
+    public var silentConnectionsClosed = 0
+    /// Subscriber connections closed for a refused subscription (a topic never published, more than
+    /// `maximumSubscriptionsPerSubscriber`, or a message that is no subscription).
+    public var subscribersClosed = 0
     /// `onRefused` reports skipped by the rate limit (the refusals themselves are in `refused`).
     public var refusalReportsSkipped = 0
     /// Refused inbound messages and connections by reason.
@@ -177,6 +192,7 @@ public final class QueueEndpoint {
     private let poller: Poller
     /// Where the poller reports each socket: a step reads only those it found readable.
     private let routerIndex: Int
+    private let publisherIndex: Int
     private let authenticationIndex: Int
     private let watchIndices: [Int]
     private let wakeupIndex: Int?
@@ -195,6 +211,12 @@ public final class QueueEndpoint {
     private var queuedFetchBytesByPeer: [[UInt8]: QueuedByteCounter] = [:]
     private var refusalReports: RefusalReportLimiter
     private var reportedClientKeys = Set<CurveKey>()
+    /// What each subscriber connection subscribed to, by descriptor (docs/wire-format.md, "Subscriptions").
+    private var subscriptions: SubscriptionLedger
+    /// The last read of the events socket stopped at `subscriptionMessagesPerRead`: more may wait unsignalled.
+    private var subscriptionBacklog = false
+    private static let subscriptionMessagesPerRead = 4_096
+    static let subscriptionHighWaterMark = 64
     /// The last step answered `authenticationsPerStep` ZAP requests: more may wait unsignalled.
     private var authenticationBacklog = false
     private static let authenticationsPerStep = 256
@@ -233,9 +255,20 @@ public final class QueueEndpoint {
         lastEnqueuedSequence = publishedSequence
         recent = RecentRecords(capacity: max(1, configuration.recentRecordCapacity))
         refusalReports = RefusalReportLimiter(interval: configuration.refusalReportInterval)
+        subscriptions = SubscriptionLedger(maximumPerConnection: max(1, configuration.maximumSubscriptionsPerSubscriber))
 
         authentication = try AuthenticationHandler(context: context)
-        publisher = try context.socket(.publisher)
+        // An XPUB, not a PUB, only to read each connection's (un)subscriptions (libzmq applies them
+        // itself, as a PUB does): VERBOSER reports every one of every peer, duplicates included, with the
+        // connection's metadata, so `subscriptions` can count each connection's own. (Not XPUB_MANUAL:
+        // libzmq 4.3.4 keeps a manual subscription of every peer in a trie of its own anyway, and applies
+        // one read after its peer disconnected to the freed pipe, fixed only in 4.3.5.)
+        publisher = try context.socket(.extendedPublisher)
+        try publisher.set(.extendedPublisherVerboser, true)
+        // Subscriptions libzmq takes from one connection before this endpoint reads them (back-pressure
+        // beyond, nothing lost): a flood is seen, and its connection closed, after a few hundred, not
+        // after the tens of thousands a default pipe lets in while a step publishes.
+        try publisher.set(.receiveHighWaterMark, Self.subscriptionHighWaterMark)
         router = try context.socket(.router)
         if let secretKey = configuration.curveServerSecretKey {
             try publisher.becomeCurveServer(secretKey: secretKey)
@@ -244,6 +277,8 @@ public final class QueueEndpoint {
         // A ZAP domain makes libzmq ask the handler about NULL-mechanism connections too.
         try publisher.set(.zapDomain, Self.eventsDomain)
         try router.set(.zapDomain, Self.requestsDomain)
+        try publisher.set(.handshakeInterval, configuration.handshakeTimeout)
+        try router.set(.handshakeInterval, configuration.handshakeTimeout)
         try publisher.set(.sendHighWaterMark, configuration.sendHighWaterMark)
         try router.set(.sendHighWaterMark, configuration.replyHighWaterMark)
         try router.set(.receiveHighWaterMark, configuration.requestHighWaterMark)
@@ -268,6 +303,9 @@ public final class QueueEndpoint {
         requestsEndpoint = try router.lastEndpoint
         let poller = Poller()
         routerIndex = poller.register(router, for: .readable)
+        // By descriptor like the two below: read to EAGAIN whenever it signals, after every step that sent
+        // on the socket (a send handles the socket's commands and may take the signal), and at every heartbeat.
+        publisherIndex = poller.register(fileDescriptor: Int32(try publisher.get(.fileDescriptor)), for: .readable)
         // The authentication and monitor sockets are polled by their ZMQ_FD as plain descriptors: as
         // sockets, zmq_poll would check each one's events twice per call (two system calls each time),
         // 12 of the 18 a step's poll made. Safe because this endpoint only ever reads them to EAGAIN
@@ -332,7 +370,18 @@ public final class QueueEndpoint {
         // a step that left ZAP requests unanswered (its descriptor will not signal them again).
         let sweep = ContinuousClock.now >= nextHeartbeat || authenticationBacklog
         let judging = sweep || poller.isReadable(at: authenticationIndex)
-        for (watch, index) in zip(peerWatch, watchIndices) where judging || poller.isReadable(at: index) { try watch.update() }
+        for (watch, index) in zip(peerWatch, watchIndices) where judging || poller.isReadable(at: index) {
+            try watch.update(closedOrReused: watch === peerWatch[0] ? { self.subscriptions.forget(Int32(bitPattern: $0)) } : nil)
+            guard watch.openCount > configuration.maximumPeers else { continue }
+            let endpoint = watch === peerWatch[0] ? eventsEndpoint : requestsEndpoint
+            let closed = watch.closeSilentConnections(olderThan: configuration.silentConnectionTimeout, endpoint: endpoint)
+            if closed > 0 {
+                counters.silentConnectionsClosed += closed
+                refuse(nil, WireFailure(.tooManyPeers, "closed \(closed) connections to \(endpoint) that sent nothing for "
+                    + "\(configuration.silentConnectionTimeout) while more than \(configuration.maximumPeers) were open"))
+            }
+        }
+        if sweep || subscriptionBacklog || poller.isReadable(at: publisherIndex) { try readSubscriptions(updatingWatch: false) }
         if judging { authenticationBacklog = try authentication.answerPending(limit: Self.authenticationsPerStep, authenticate) == Self.authenticationsPerStep }
         var handled = 0
         let commandsBefore = counters.commandsHandled
@@ -365,17 +414,58 @@ public final class QueueEndpoint {
             // Appends after the flusher's last wake-up in this step.
             writer.requestSync()
         }
+        let sentBefore = counters.eventsPublished + counters.heartbeatsSent
         try releaseDurable()
         if ContinuousClock.now >= nextHeartbeat { try sendHeartbeat() }
+        if counters.eventsPublished + counters.heartbeatsSent != sentBefore || subscriptionBacklog { try readSubscriptions(updatingWatch: true) }
         reportSkippedRefusals()
+    }
+
+    // MARK: Subscriptions
+
+    /// Reads the (un)subscriptions the events socket reported (at most `subscriptionMessagesPerRead`)
+    /// and closes each connection whose subscription is refused. The events socket's monitor is read
+    /// first (unless the caller just did), so a connection's accept is known before its subscriptions.
+    private func readSubscriptions(updatingWatch: Bool) throws(ZeroMQError) {
+        if updatingWatch { try peerWatch[0].update(closedOrReused: { self.subscriptions.forget(Int32(bitPattern: $0)) }) }
+        var read = 0
+        while read < Self.subscriptionMessagesPerRead {
+            let verdict = try publisher.receiveFrame { bytes, _, descriptor -> (Int32, SubscriptionLedger.Verdict) in
+                // libzmq's own unsubscriptions of a connection that closed carry no metadata: nothing to count.
+                guard let descriptor else { return (-1, .accepted) }
+                return (descriptor, subscriptions.apply(bytes, from: descriptor))
+            }
+            guard let verdict else {
+                subscriptionBacklog = false
+                return
+            }
+            let (connection, outcome) = verdict
+            read += 1
+            if case .refused(let failure) = outcome { closeSubscriber(connection, failure) }
+        }
+        subscriptionBacklog = true
+    }
+
+    /// Counts and reports (rate-limited) a refused subscription and closes its connection: libzmq keeps
+    /// a subscription as soon as it reads it, and only a closed connection gives all of its back.
+    private func closeSubscriber(_ connection: Int32, _ failure: WireFailure) {
+        // Named before it is shut down (a closed connection has no peer).
+        let peer = AcceptedConnection.peerAddress(fileDescriptor: connection).map { " from \($0)" } ?? ""
+        let closed = AcceptedConnection.shutDown(fileDescriptor: connection, boundTo: eventsEndpoint)
+        if closed {
+            counters.subscribersClosed += 1
+            subscriptions.ignore(connection)
+        }
+        refuse(nil, WireFailure(failure.reason, failure.detail + (closed ? "; the connection\(peer) was closed" : "")))
     }
 
     // MARK: Connections
 
     private func authenticate(_ request: AuthenticationRequest) -> AuthenticationDecision {
         let watch = request.domain == Self.eventsDomain ? peerWatch[0] : peerWatch[1]
-        // The connection asking is already counted as open.
-        if watch.openCount > configuration.maximumPeers {
+        // The connection asking is already counted as open. Silent ones (no byte sent: no greeting) are
+        // not, so they cannot lock clients out; counted only when the limit is in sight.
+        if watch.openCount > configuration.maximumPeers, watch.openCount - watch.silentCount() > configuration.maximumPeers {
             counters.connectionsRefused += 1
             refuse(nil, WireFailure(.tooManyPeers, "refused a connection from \(request.address) to \(request.domain): "
                 + "\(watch.openCount - 1) peers are connected, the limit is \(configuration.maximumPeers)"))
@@ -666,9 +756,9 @@ public final class QueueEndpoint {
 /// Counts the open connections of one bound socket from its monitor events.
 private final class PeerWatch {
     let monitor: SocketMonitor
-    /// Descriptors of accepted connections not yet seen disconnecting. A set, not a count, so
-    /// a lost event heals when its descriptor is reused.
-    private var open = Set<UInt32>()
+    /// Descriptors of accepted connections not yet seen disconnecting, with when they were accepted.
+    /// Keyed by descriptor, not counted, so a lost event heals when its descriptor is reused.
+    private var open: [UInt32: ContinuousClock.Instant] = [:]
 
     init(_ socket: Socket) throws(ZeroMQError) {
         monitor = try socket.monitor([.accepted, .disconnected])
@@ -676,9 +766,36 @@ private final class PeerWatch {
 
     var openCount: Int { open.count }
 
-    func update() throws(ZeroMQError) {
+    /// Open TCP connections whose peer has not sent a byte (one system call each), counted again at
+    /// most every 50 ms: a flood of connections is judged hundreds at a time.
+    func silentCount() -> Int {
+        let now = ContinuousClock.now
+        if let cached = silentCache, now - cached.at < .milliseconds(50) { return cached.count }
+        let count = open.keys.count { AcceptedConnection.hasReceivedData(fileDescriptor: Int32(bitPattern: $0)) == false }
+        silentCache = (now, count)
+        return count
+    }
+    private var silentCache: (at: ContinuousClock.Instant, count: Int)?
+
+    /// Shuts down the TCP connections that have sent nothing for `age` since they were accepted; returns how many.
+    func closeSilentConnections(olderThan age: Duration, endpoint: String) -> Int {
+        let now = ContinuousClock.now
+        var closed = 0
+        for (descriptor, accepted) in open where now - accepted >= age {
+            let fileDescriptor = Int32(bitPattern: descriptor)
+            guard AcceptedConnection.hasReceivedData(fileDescriptor: fileDescriptor) == false else { continue }
+            // Forgotten at once: its disconnect event follows.
+            open[descriptor] = nil
+            if AcceptedConnection.shutDown(fileDescriptor: fileDescriptor, boundTo: endpoint) { closed += 1 }
+        }
+        return closed
+    }
+
+    /// Reads the monitor's events; `closedOrReused` hears each descriptor accepted or disconnected.
+    func update(closedOrReused: ((UInt32) -> Void)? = nil) throws(ZeroMQError) {
         while let event = try monitor.receive(timeout: .zero) {
-            if event.event == .accepted { open.insert(event.value) } else if event.event == .disconnected { open.remove(event.value) }
+            if event.event == .accepted { open[event.value] = .now } else if event.event == .disconnected { open[event.value] = nil }
+            closedOrReused?(event.value)
         }
     }
 }

@@ -38,9 +38,19 @@ enum CatalogListing {
                 ("referenceName", .string(product.referenceName)),
                 ("subscriptionPeriod", .optional(product.subscriptionPeriod)), ("subscriptionGroup", .optional(product.subscriptionGroup)),
                 ("hostedContent", JSONShapes.contents(product.hostedContent)),
+                ("introductoryOffer", product.introductoryOffer.map(offer) ?? .null),
             ])
         }
         return .object([("source", .string(source)), ("products", .array(products)), ("settings", settings(catalog.testSettings))])
+    }
+
+    /// An introductory offer (F-O1), in the names a `.storekit` file uses.
+    static func offer(_ offer: IntroductoryOffer) -> JSONValue {
+        .object([
+            ("paymentMode", .string(offer.paymentMode.rawValue)), ("subscriptionPeriod", .string(offer.subscriptionPeriod)),
+            ("numberOfPeriods", .int(offer.numberOfPeriods)), ("displayPrice", .string(offer.displayPrice)),
+            ("internalID", .optional(offer.internalID)),
+        ])
     }
 
     static func settings(_ settings: StoreKitTestSettings) -> JSONValue {
@@ -76,6 +86,16 @@ enum CatalogListing {
             }.joined(separator: "  ")
         }
         var lines = ["\(source): \(catalog.products.count) products"] + [line(header)] + rows.map(line)
+        // Listed below the table, so catalogs without offers print as before (F-O1).
+        let offered = catalog.products.compactMap { product in product.introductoryOffer.map { (product, $0) } }
+        if !offered.isEmpty {
+            let width = offered.map(\.0.identifier.count).max() ?? 0
+            lines.append("introductory offers (for accounts new to the subscription group)")
+            lines += offered.map { product, offer in
+                "  " + product.identifier.padding(toLength: width, withPad: " ", startingAt: 0)
+                    + "  \(offer.summary), then \(product.displayPrice) per \(product.subscriptionPeriod ?? "-")"
+            }
+        }
         let settings = catalog.testSettings
         lines.append("settings")
         if settings.isEmpty {

@@ -26,8 +26,10 @@ enum JSONShapes {
     }
 
     static func original(_ original: OriginalTransaction) -> JSONValue {
-        .object([("transactionIdentifier", .string(original.transactionIdentifier)), ("payment", payment(original.payment)),
-                 ("transactionDate", .int(original.transactionDate))])
+        // Only a receipt entry at an introductory offer has the key (F-O3), so earlier logs print as they did.
+        let offer: [(String, JSONValue)] = original.introductoryOfferPeriod.map { [("introductoryOfferPeriod", .string($0.name))] } ?? []
+        return .object([("transactionIdentifier", .string(original.transactionIdentifier)), ("payment", payment(original.payment)),
+                        ("transactionDate", .int(original.transactionDate))] + offer)
     }
 
     static func event(_ recorded: RecordedEvent) -> JSONValue {

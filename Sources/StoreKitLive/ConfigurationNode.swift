@@ -51,6 +51,11 @@ struct ConfigurationNode {
         guard fits(root, within: &budget) else {
             throw TopologyError(file: file, keyPath: "", problem: "expands to more than \(maximumValues) values through YAML aliases (*name); write the values out instead of aliasing aliases")
         }
+        // Yams's conversion to dictionaries force-unwraps every key as text: a list or mapping as a key
+        // (`{}: x`, `? [a]`) crashed it (found by Fuzz/FuzzTopology).
+        if let key = firstNonScalarKey(root) {
+            throw TopologyError(file: file, keyPath: "", problem: "has a list or mapping as a key\(key.mark.map { " at line \($0.line)" } ?? ""); keys are plain names such as scenario or processes")
+        }
         return ConfigurationNode(value: root.any, keyPath: "", file: file)
     }
 
@@ -62,6 +67,20 @@ struct ConfigurationNode {
         case .scalar: return true
         case .sequence(let items): return items.allSatisfy { fits($0, within: &budget) }
         case .mapping(let pairs): return pairs.allSatisfy { fits($0.key, within: &budget) && fits($0.value, within: &budget) }
+        }
+    }
+
+    /// The first mapping key that is not a scalar, depth first (the nesting is bounded before this runs).
+    private static func firstNonScalarKey(_ node: Node) -> Node? {
+        switch node {
+        case .scalar: return nil
+        case .sequence(let items): return items.lazy.compactMap(firstNonScalarKey).first
+        case .mapping(let pairs):
+            for (key, value) in pairs {
+                if case .scalar = key {} else { return key }
+                if let found = firstNonScalarKey(value) { return found }
+            }
+            return nil
         }
     }
 

@@ -277,6 +277,7 @@ public final class LoadCoordinator {
             switch verb {
             case .report:
                 let report = try LoadWire.decode(DriverReport.self, frames[2])
+                try options.plan.checkReport(report)
                 let histograms = try StageHistograms(encoded: report.histograms)
                 figures.stages.add(histograms)
                 figures.counters = figures.counters + report.counters
@@ -296,7 +297,7 @@ public final class LoadCoordinator {
                 drivers[name]?.peakMemoryBytes = report.peakMemoryBytes
                 if report.isFinal { drivers[name]?.isFinal = true }
                 if report.counters.started > 0 || report.counters.missedStarts > 0 {
-                    lastStartSeconds = max(lastStartSeconds, Double(report.interval + 1) * intervalSeconds)
+                    lastStartSeconds = max(lastStartSeconds, (Double(report.interval) + 1) * intervalSeconds)
                 }
                 try emitReadyIntervals()
             case .failed:
@@ -329,7 +330,7 @@ public final class LoadCoordinator {
         let judged = options.thresholds.map { threshold in (threshold, threshold.passes(figures), threshold.actual(in: figures)) }
         return Result(figures: figures, thresholds: judged, rows: rows, drivers: expected,
                       coordinatorCPUSeconds: Double(processCPUNanoseconds()) / 1e9,
-                      driversCPUSeconds: Double(drivers.values.reduce(0) { $0 + $1.cpuNanoseconds }) / 1e9,
+                      driversCPUSeconds: drivers.values.reduce(0.0) { $0 + Double($1.cpuNanoseconds) } / 1e9,
                       coordinatorPeakMemoryBytes: peakResidentBytes(),
                       driverPeakMemoryBytes: drivers.values.map(\.peakMemoryBytes).max() ?? 0,
                       wallSeconds: Double(LiveClock.monotonicNanoseconds() - wallStart) / 1e9, aborted: aborted,

@@ -39,6 +39,40 @@ public struct LoadPlan: Sendable, Codable, Equatable {
 
     /// When this driver stops starting lifecycles, in nanoseconds after the start.
     public var loadNanoseconds: Int64 { model == .open ? schedule.durationNanoseconds : closedDurationNanoseconds }
+
+    /// The highest interval number a driver's report can carry: a driver numbers one report per
+    /// interval and makes its final one at the latest in its first pass after the drain ends
+    /// (`LoadDriver.drive`), so one more than the intervals up to then, and one for rounding.
+    public var lastReportInterval: Int {
+        let end = loadNanoseconds.addingReportingOverflow(drainNanoseconds)
+        return end.overflow ? Int.max : Int(end.partialValue / max(1, intervalNanoseconds)) + 2
+    }
+
+    /// Refuses a report this plan cannot produce, before the coordinator adds it up: an interval out
+    /// of range would make it emit a row for every interval up to it (a hostile or broken driver's
+    /// `Int.max` hung it), and counts that are negative, or more lifecycles in flight than a driver
+    /// keeps (`maximumInFlight`, or one per device in the closed model), are no driver's (sums of
+    /// `Int.max` trapped).
+    public func checkReport(_ report: DriverReport) throws(LoadProtocolError) {
+        func refuse(_ what: String) -> LoadProtocolError {
+            LoadProtocolError("driver '\(report.driver)' sent a report with \(what), which no driver of this load makes; "
+                + "run every driver with the same sksim as the coordinator (`sksim driver`), and keep other programs off --listen")
+        }
+        guard (0...lastReportInterval).contains(report.interval) else {
+            throw refuse("interval \(report.interval); this load's reports are numbered 0 to \(lastReportInterval) "
+                + "(one per \(Double(intervalNanoseconds) / 1e9) s of load and drain)")
+        }
+        // The open model keeps at most `maximumInFlight`; the closed model one lifecycle per device.
+        let mostInFlight = max(maximumInFlight, devicesPerDriver)
+        guard (0...mostInFlight).contains(report.inFlight) else {
+            throw refuse("\(report.inFlight) lifecycles in flight; a driver of this load keeps 0 to \(mostInFlight)")
+        }
+        let counts = [report.counters.started, report.counters.missedStarts, report.counters.completed,
+                      report.counters.rejections, report.counters.errors, report.counters.incomplete]
+        guard counts.allSatisfy({ $0 >= 0 }), report.cpuNanoseconds >= 0, report.peakMemoryBytes >= 0 else {
+            throw refuse("a negative count, CPU time or memory size")
+        }
+    }
 }
 
 /// Counts of one driver over one interval (or, summed, of the whole run).
@@ -57,14 +91,19 @@ public struct LoadCounters: Sendable, Codable, Equatable {
 
     public init() {}
 
+    /// Saturating: counts come from other processes' reports, and a sum of them must not trap.
     public static func + (left: LoadCounters, right: LoadCounters) -> LoadCounters {
+        func add(_ a: Int, _ b: Int) -> Int {
+            let (sum, overflow) = a.addingReportingOverflow(b)
+            return overflow ? (b > 0 ? .max : .min) : sum
+        }
         var sum = left
-        sum.started += right.started
-        sum.missedStarts += right.missedStarts
-        sum.completed += right.completed
-        sum.rejections += right.rejections
-        sum.errors += right.errors
-        sum.incomplete += right.incomplete
+        sum.started = add(left.started, right.started)
+        sum.missedStarts = add(left.missedStarts, right.missedStarts)
+        sum.completed = add(left.completed, right.completed)
+        sum.rejections = add(left.rejections, right.rejections)
+        sum.errors = add(left.errors, right.errors)
+        sum.incomplete = add(left.incomplete, right.incomplete)
         return sum
     }
 }

@@ -49,8 +49,12 @@ public struct StageHistograms: Sendable {
             if histograms[stage] == nil { histograms[stage] = Self.emptyHistogram() }
             histograms[stage]!.add(histogram)
         }
-        clamped += other.clamped
+        // Saturating: the sum of many reports must not trap (a driver's report once carried 2^63 - 1; found by Fuzz/FuzzLoadReport).
+        clamped = clamped.addingReportingOverflow(other.clamped).overflow ? .max : clamped + other.clamped
     }
+
+    /// The most clamped values a report's histograms may claim.
+    static let maximumClampedCount: UInt64 = 1 << 40
 
     public mutating func reset() {
         for stage in histograms.keys { histograms[stage]!.reset() }
@@ -118,7 +122,12 @@ public struct StageHistograms: Sendable {
                 shift += 7
             }
         }
-        clamped = Int(clamping: try take())
+        // A count of recorded values: one beyond 2^40 is no real driver's (and the coordinator adds them up).
+        let clampedCount = try take()
+        guard clampedCount <= Self.maximumClampedCount else {
+            throw LoadProtocolError("a histogram in a driver's report claims \(clampedCount) clamped values")
+        }
+        clamped = Int(clampedCount)
         while position < bytes.count {
             let index = Int(bytes[position])
             position += 1

@@ -112,6 +112,8 @@ extension Catalog {
         var subscriptionPeriod: String
         /// One key path per piece of hosted content, in order.
         var hostedContent: [String]
+        /// The introductory offer's object (F-O1); its fields' paths append to it.
+        var introductoryOffer: String = ""
 
         static func native(base: String, product: Product) -> ProductKeyPaths {
             ProductKeyPaths(
@@ -119,7 +121,8 @@ extension Catalog {
                 displayPrice: "\(base).displayPrice",
                 subscriptionGroup: "\(base).subscriptionGroup",
                 subscriptionPeriod: "\(base).subscriptionPeriod",
-                hostedContent: product.hostedContent.indices.map { "\(base).hostedContent[\($0)]" }
+                hostedContent: product.hostedContent.indices.map { "\(base).hostedContent[\($0)]" },
+                introductoryOffer: "\(base).introductoryOffer"
             )
         }
     }
@@ -181,6 +184,10 @@ extension Catalog {
                               "The renewal period \"\(period)\" of product \"\(product.identifier)\" has no length, so the subscription would never renew or expire.",
                               "Give a period of at least one day, such as \"P1W\" or \"P1M\".")
             }
+            if let offer = product.introductoryOffer {
+                try Self.validate(offer, of: product, at: paths.introductoryOffer.isEmpty
+                                  ? "introductoryOffer of product \"\(product.identifier)\"" : paths.introductoryOffer, source: source)
+            }
             // Apple hosts content for non-consumable products only (F-H2), so a renewal, a consumable
             // or a non-renewing subscription never lists downloads.
             if !product.hostedContent.isEmpty && product.kind != .nonConsumable {
@@ -224,6 +231,34 @@ extension Catalog {
         }
         self.products = entries.map(\.product)
         self.indexByIdentifier = index
+    }
+
+    /// An introductory offer belongs to an auto-renewable subscription and lasts a period of some
+    /// length, a bounded number of times, at a decimal price (F-O1).
+    private static func validate(_ offer: IntroductoryOffer, of product: Product, at keyPath: String, source: String) throws(CatalogError) {
+        func failure(_ reason: CatalogError.Reason, _ field: String?, _ problem: String, _ remedy: String) -> CatalogError {
+            CatalogError(reason: reason, source: source, keyPath: field.map { "\(keyPath).\($0)" } ?? keyPath, problem: problem, remedy: remedy)
+        }
+        guard product.kind == .autoRenewableSubscription else {
+            throw failure(.invalidValue, nil, "Product \"\(product.identifier)\" is a \(product.kind) with an introductory offer; only auto-renewable subscriptions have one.",
+                          "Remove the introductory offer, or make the product an auto-renewable subscription.")
+        }
+        let period = offer.subscriptionPeriod
+        guard isSubscriptionPeriod(period), let days = SubscriptionPeriod.days(period), days > 0 else {
+            throw failure(.invalidValue, "subscriptionPeriod",
+                          "Expected an ISO 8601 duration of at least one day such as \"P1W\" or \"P1M\" for the introductory offer of product \"\(product.identifier)\", found \"\(period)\".",
+                          "Write the offer's period as P followed by counts of years (Y), months (M), weeks (W) or days (D), as Xcode writes it.")
+        }
+        guard (1...IntroductoryOffer.maximumNumberOfPeriods).contains(offer.numberOfPeriods) else {
+            throw failure(.invalidValue, "numberOfPeriods",
+                          "The introductory offer of product \"\(product.identifier)\" lasts \(offer.numberOfPeriods) periods; an offer lasts 1 to \(IntroductoryOffer.maximumNumberOfPeriods).",
+                          "Give numberOfPeriods as a whole number from 1 to \(IntroductoryOffer.maximumNumberOfPeriods), or leave it out for 1.")
+        }
+        guard isDecimalPrice(offer.displayPrice) else {
+            throw failure(.invalidValue, "displayPrice",
+                          "Expected a decimal price such as \"0.99\" for the introductory offer of product \"\(product.identifier)\", found \"\(offer.displayPrice)\".",
+                          "Write the price with digits and at most one decimal point.")
+        }
     }
 
     /// Digits with at most one decimal point between digits, e.g. "0.99" or "199".

@@ -3,8 +3,20 @@ import Foundation
 extension Catalog {
     /// The value of the native format's `"format"` member.
     public static let nativeFormatName = "sksim-catalog"
-    /// The native format version this code reads and writes.
+    /// The native format version this code writes when no product has an introductory offer; the
+    /// shape of version 1, so such catalogs (the built-in one) keep their bytes in a run's log.
     public static let nativeFormatVersion: Int64 = 1
+    /// The version written when a product has an introductory offer (F-O1): version 1 plus
+    /// `introductoryOffer`, so an sksim that predates offers refuses such a catalog (and a log
+    /// recording it) instead of reading it without them. Both versions are read.
+    public static let nativeFormatVersionWithOffers: Int64 = 2
+    /// The versions `parseNativeCatalog` reads.
+    public static let nativeFormatVersions: ClosedRange<Int64> = 1...2
+
+    /// The version this catalog is written in: 2 when it carries an introductory offer, else 1.
+    public var nativeVersion: Int64 {
+        products.contains { $0.introductoryOffer != nil } ? Self.nativeFormatVersionWithOffers : Self.nativeFormatVersion
+    }
 
     /// Parses the native catalog format (see docs/catalog-format.md).
     ///
@@ -27,7 +39,7 @@ extension Catalog {
     public func nativeCatalogData() -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let document = NativeDocument(format: Self.nativeFormatName, version: Self.nativeFormatVersion, products: products,
+        let document = NativeDocument(format: Self.nativeFormatName, version: nativeVersion, products: products,
                                       testSettings: testSettings.isEmpty ? nil : testSettings)
         do {
             return try encoder.encode(document)
@@ -62,11 +74,11 @@ extension Catalog {
             "version", remedy: "Add \"version\": \(nativeFormatVersion)."
         )
         let version = try versionNode.integer()
-        guard version == nativeFormatVersion else {
+        guard nativeFormatVersions.contains(version) else {
             throw versionNode.error(
                 .unsupportedVersion,
-                problem: "Native catalog version \(version) is not supported; this simulator reads version \(nativeFormatVersion) only.",
-                remedy: "Set \"version\" to \(nativeFormatVersion) and describe the products as in docs/catalog-format.md."
+                problem: "Native catalog version \(version) is not supported; this simulator reads versions \(nativeFormatVersions.lowerBound) to \(nativeFormatVersions.upperBound).",
+                remedy: "Set \"version\" to \(nativeFormatVersionWithOffers) (or \(nativeFormatVersion) without introductory offers) and describe the products as in docs/catalog-format.md."
             )
         }
 
@@ -113,7 +125,7 @@ extension Catalog {
             let origin = "\(node.keyPath) (\(path), product \"\(product.identifier)\")"
             return ProductEntry(product: product, keyPaths: ProductKeyPaths(
                 identifier: origin, displayPrice: origin, subscriptionGroup: origin,
-                subscriptionPeriod: origin, hostedContent: []
+                subscriptionPeriod: origin, hostedContent: [], introductoryOffer: origin
             ))
         }
     }
@@ -136,6 +148,10 @@ extension Catalog {
         let price = try node.requiredChild(
             "displayPrice", remedy: "Give product \"\(identifier)\" a \"displayPrice\" as a string, e.g. \"0.99\"."
         ).string()
+        var offer: IntroductoryOffer?
+        if let offerNode = try node.child("introductoryOffer") {
+            offer = try nativeIntroductoryOffer(offerNode)
+        }
         var contentPaths: [String] = []
         var content: [HostedContent] = []
         for contentNode in try node.optionalArray("hostedContent") {
@@ -150,11 +166,30 @@ extension Catalog {
             subscriptionGroup: try node.optionalString("subscriptionGroup"),
             subscriptionPeriod: try node.optionalString("subscriptionPeriod"),
             hostedContent: content,
-            subscriptionLevel: (try node.child("subscriptionLevel")?.integer()).map { Int(clamping: $0) }
+            subscriptionLevel: (try node.child("subscriptionLevel")?.integer()).map { Int(clamping: $0) },
+            introductoryOffer: offer
         )
         var keyPaths = ProductKeyPaths.native(base: node.keyPath, product: product)
         keyPaths.hostedContent = contentPaths
         return ProductEntry(product: product, keyPaths: keyPaths)
+    }
+
+    /// `introductoryOffer`: the names `IntroductoryOffer` encodes (F-O1); `Catalog` validates the values.
+    private static func nativeIntroductoryOffer(_ node: JSONNode) throws(CatalogError) -> IntroductoryOffer {
+        _ = try node.object()
+        let modes = IntroductoryOffer.PaymentMode.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+        let modeNode = try node.requiredChild("paymentMode", remedy: "Give the offer a \"paymentMode\": one of \(modes).")
+        let modeName = try modeNode.string()
+        guard let mode = IntroductoryOffer.PaymentMode(rawValue: modeName) else {
+            throw modeNode.error(.invalidValue, problem: "Unknown payment mode \"\(modeName)\"; expected one of \(modes).",
+                                 remedy: "Use one of the listed payment modes.")
+        }
+        return IntroductoryOffer(
+            paymentMode: mode,
+            subscriptionPeriod: try node.requiredString("subscriptionPeriod", remedy: "Give the offer's period as an ISO 8601 duration, e.g. \"P1W\"."),
+            numberOfPeriods: Int(clamping: try node.child("numberOfPeriods")?.integer() ?? 1),
+            displayPrice: try node.optionalString("displayPrice") ?? "0",
+            internalID: try node.optionalString("internalID"))
     }
 
     private static func hostedContent(_ node: JSONNode) throws(CatalogError) -> HostedContent {

@@ -8,8 +8,9 @@ extension Catalog {
 
     /// Imports an Xcode StoreKit configuration (`.storekit`, JSON, format versions 1.0 to 6.x).
     ///
-    /// Reads `products`, `nonRenewingSubscriptions`, `subscriptionGroups[].subscriptions[]` and
-    /// the test `settings`; every other key (offers, localizations, keys of future versions) is ignored.
+    /// Reads `products`, `nonRenewingSubscriptions`, `subscriptionGroups[].subscriptions[]` with
+    /// their introductory offers, and the test `settings`; every other key (promotional offers,
+    /// localizations, keys of future versions) is ignored.
     /// StoreKit configurations carry no hosted content; the native format adds it.
     /// - Parameter source: names the data in error messages, usually the file path.
     public static func importStoreKitConfiguration(_ data: Data, source: String) throws(CatalogError) -> Catalog {
@@ -141,7 +142,7 @@ extension Catalog {
             )
         }
         let priceNode = try node.child("displayPrice")
-        let product = Product(
+        var product = Product(
             identifier: identifier,
             kind: kind,
             referenceName: try node.optionalString("referenceName"),
@@ -151,13 +152,63 @@ extension Catalog {
             subscriptionPeriod: kind == .autoRenewableSubscription ? try node.optionalString("recurringSubscriptionPeriod") : nil,
             subscriptionLevel: kind == .autoRenewableSubscription ? (try node.child("groupNumber")?.integer()).map { Int(clamping: $0) } : nil
         )
-        let keyPaths = ProductKeyPaths(
+        var offerKeyPath = node.keyPath(appending: "introductoryOffer")
+        if kind == .autoRenewableSubscription, let offer = try storeKitIntroductoryOffer(node) {
+            product.introductoryOffer = offer.offer
+            offerKeyPath = offer.keyPath
+        }
+        var keyPaths = ProductKeyPaths(
             identifier: node.keyPath(appending: "productID"),
             displayPrice: node.keyPath(appending: "displayPrice"),
             subscriptionGroup: group?.keyPath ?? node.keyPath(appending: "subscriptionGroupID"),
             subscriptionPeriod: node.keyPath(appending: "recurringSubscriptionPeriod"),
             hostedContent: []
         )
+        keyPaths.introductoryOffer = offerKeyPath
         return ProductEntry(product: product, keyPaths: keyPaths)
+    }
+
+    /// A subscription's introductory offer (F-O1): `introductoryOffer` (an object or null, formats 1
+    /// to 4) or `introductoryOffers` (a list, format 5 on, one offer per billing plan). Of a list, the
+    /// offer of the plan billed up front (`billingPlanType` "BILLED_UPFRONT", or no plan), the one a
+    /// StoreKit 1 purchase gets, else the first. `paymentMode` "none" (with a price and no period,
+    /// as some format 3 files carry) is no offer; so is an entry without `paymentMode`, which Xcode
+    /// never writes (a hand-written file's `offerMode`/`duration` entry): both loaded before offers
+    /// were read, and still do.
+    private static func storeKitIntroductoryOffer(_ node: JSONNode) throws(CatalogError) -> (offer: IntroductoryOffer, keyPath: String)? {
+        var candidates = try node.optionalArray("introductoryOffers")
+        if candidates.isEmpty, let single = try node.child("introductoryOffer") {
+            candidates = [single]
+        }
+        var chosen: JSONNode?
+        for candidate in candidates {
+            _ = try candidate.object()
+            let plan = try candidate.optionalString("billingPlanType")
+            if plan == nil || plan == "BILLED_UPFRONT" {
+                chosen = candidate
+                break
+            }
+        }
+        guard let offerNode = chosen ?? candidates.first,
+              let modeNode = try offerNode.child("paymentMode") else { return nil }
+        let modeName = try modeNode.string()
+        if modeName == "none" { return nil }
+        guard let mode = IntroductoryOffer.PaymentMode(rawValue: modeName) else {
+            let known = IntroductoryOffer.PaymentMode.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+            let sameButCase = IntroductoryOffer.PaymentMode.allCases.first { $0.rawValue.lowercased() == modeName.lowercased() }
+            throw modeNode.error(
+                .invalidValue,
+                problem: "Unknown introductory offer payment mode \"\(modeName)\"; StoreKit configurations use \(known)\(sameButCase.map { " (case-sensitive: \"\($0.rawValue)\")" } ?? "").",
+                remedy: "Correct the payment mode, or re-save the file in Xcode.")
+        }
+        let period = try offerNode.requiredString(
+            "subscriptionPeriod", remedy: "Give the offer's duration as an ISO 8601 period, e.g. \"P1W\" for a one-week free trial, or re-save the file in Xcode.")
+        let count = try offerNode.child("numberOfPeriods")?.integer() ?? 1
+        let offer = IntroductoryOffer(
+            paymentMode: mode, subscriptionPeriod: period, numberOfPeriods: Int(clamping: count),
+            // Only free trials are written without a price; a paid offer without one is free, as a product is.
+            displayPrice: try offerNode.optionalString("displayPrice") ?? "0",
+            internalID: try offerNode.optionalString("internalID"))
+        return (offer, offerNode.keyPath)
     }
 }

@@ -86,7 +86,10 @@ public enum EventCodec {
         case .receiptRefreshStarted(let device, let request):
             writer.write(tag: 33); writer.write(device); writer.write(varint: request)
         case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
-            writer.write(tag: 34); writeReceiptPiece(device, request, firstIndex, entries, isLast, into: &writer)
+            // Tag 35 only when an entry was at an introductory offer (F-O3): a log without offers keeps its bytes.
+            let withOffers = hasOffers(entries)
+            writer.write(tag: withOffers ? 35 : 34)
+            writeReceiptPiece(device, request, firstIndex, entries, isLast, withOffers: withOffers, into: &writer)
         }
     }
 
@@ -156,8 +159,8 @@ public enum EventCodec {
                                               gracePeriodNanoseconds: try reader.readSigned())
         case 32: event = .transactionsCleared(device: try reader.readString())
         case 33: event = .receiptRefreshStarted(device: try reader.readString(), request: try reader.readVarint())
-        case 34:
-            let piece = try readReceiptPiece(&reader)
+        case 34, 35:
+            let piece = try readReceiptPiece(&reader, withOffers: tag == 35)
             event = .receiptDelivered(device: piece.device, request: piece.request, firstIndex: piece.firstIndex, entries: piece.entries, isLast: piece.isLast)
         default:
             throw reader.failure("unknown event tag \(tag)")
@@ -253,7 +256,9 @@ public enum EventCodec {
         case .refreshReceipt(let device):
             writer.write(tag: 27); writer.write(device)
         case .deliverReceipt(let device, let request, let firstIndex, let entries, let isLast):
-            writer.write(tag: 28); writeReceiptPiece(device, request, firstIndex, entries, isLast, into: &writer)
+            let withOffers = hasOffers(entries)
+            writer.write(tag: withOffers ? 29 : 28)
+            writeReceiptPiece(device, request, firstIndex, entries, isLast, withOffers: withOffers, into: &writer)
         }
     }
 
@@ -321,8 +326,8 @@ public enum EventCodec {
                                       gracePeriodNanoseconds: try reader.readSigned())
         case 26: body = .clearTransactions(device: try reader.readString())
         case 27: body = .refreshReceipt(device: try reader.readString())
-        case 28:
-            let piece = try readReceiptPiece(&reader)
+        case 28, 29:
+            let piece = try readReceiptPiece(&reader, withOffers: tag == 29)
             body = .deliverReceipt(device: piece.device, request: piece.request, firstIndex: piece.firstIndex, entries: piece.entries, isLast: piece.isLast)
         default: throw reader.failure("unknown command tag \(tag)")
         }
@@ -341,15 +346,24 @@ public enum EventCodec {
 
     // MARK: Parts
 
-    /// A receipt piece (R-R2), the same in its command and its event: laid out like a restore piece.
-    private static func writeReceiptPiece(_ device: String, _ request: UInt64, _ firstIndex: Int, _ entries: [OriginalTransaction],
-                                          _ isLast: Bool, into writer: inout BinaryWriter) {
-        writer.write(device); writer.write(varint: request); writer.write(varint: UInt64(firstIndex)); writer.write(isLast)
-        writer.write(varint: UInt64(entries.count))
-        for entry in entries { writeOriginal(entry, into: &writer) }
+    /// Whether a receipt piece needs its form with offers (event tag 35, command tag 29, F-O3).
+    private static func hasOffers(_ entries: [OriginalTransaction]) -> Bool {
+        entries.contains { $0.introductoryOfferPeriod != nil }
     }
 
-    private static func readReceiptPiece(_ reader: inout BinaryReader) throws(DecodingFailure)
+    /// A receipt piece (R-R2), the same in its command and its event: laid out like a restore piece;
+    /// with offers, each entry is followed by its offer byte (0 none, else `IntroductoryOfferPeriod`).
+    private static func writeReceiptPiece(_ device: String, _ request: UInt64, _ firstIndex: Int, _ entries: [OriginalTransaction],
+                                          _ isLast: Bool, withOffers: Bool, into writer: inout BinaryWriter) {
+        writer.write(device); writer.write(varint: request); writer.write(varint: UInt64(firstIndex)); writer.write(isLast)
+        writer.write(varint: UInt64(entries.count))
+        for entry in entries {
+            writeOriginal(entry, into: &writer)
+            if withOffers { writer.write(entry.introductoryOfferPeriod?.rawValue ?? 0) }
+        }
+    }
+
+    private static func readReceiptPiece(_ reader: inout BinaryReader, withOffers: Bool) throws(DecodingFailure)
         -> (device: String, request: UInt64, firstIndex: Int, entries: [OriginalTransaction], isLast: Bool) {
         let device = try reader.readString()
         let request = try reader.readVarint()
@@ -358,7 +372,17 @@ public enum EventCodec {
         let count = try readCount(&reader, maximum: QueueProjection.maximumRestorePiece)
         var entries: [OriginalTransaction] = []
         entries.reserveCapacity(count)
-        for _ in 0..<count { entries.append(try readOriginal(&reader)) }
+        for _ in 0..<count {
+            var entry = try readOriginal(&reader)
+            if withOffers {
+                let raw = try reader.readByte()
+                if raw != 0 {
+                    guard let offer = IntroductoryOfferPeriod(rawValue: raw) else { throw reader.failure("unknown introductory offer period \(raw)") }
+                    entry.introductoryOfferPeriod = offer
+                }
+            }
+            entries.append(entry)
+        }
         return (device, request, firstIndex, entries, isLast)
     }
 

@@ -17,6 +17,9 @@ public struct Product: Sendable, Hashable, Codable {
     /// The level within its subscription group (the `.storekit` `groupNumber`): 1 is the highest.
     /// Decides whether a change in the group is an upgrade, a downgrade or a crossgrade (F-U3).
     public var subscriptionLevel: Int?
+    /// The introductory offer of an auto-renewable subscription, if it has one (F-O1): what a
+    /// purchase by an account new to the subscription group gets.
+    public var introductoryOffer: IntroductoryOffer?
 
     /// Whether purchases of this product come back on restore; consumables do not (R-Q9).
     public var isRestorable: Bool { kind.isRestorable }
@@ -30,7 +33,8 @@ public struct Product: Sendable, Hashable, Codable {
         subscriptionGroup: String? = nil,
         subscriptionPeriod: String? = nil,
         hostedContent: [HostedContent] = [],
-        subscriptionLevel: Int? = nil
+        subscriptionLevel: Int? = nil,
+        introductoryOffer: IntroductoryOffer? = nil
     ) {
         self.identifier = identifier
         self.kind = kind
@@ -40,5 +44,6 @@ public struct Product: Sendable, Hashable, Codable {
         self.subscriptionPeriod = subscriptionPeriod
         self.hostedContent = hostedContent
         self.subscriptionLevel = subscriptionLevel
+        self.introductoryOffer = introductoryOffer
     }
 }

@@ -13,12 +13,29 @@ public struct StoreProjection: Sendable {
         public var purchases: [OriginalTransaction] = []
         /// Consumable purchases the app finished: they leave the receipt (R-R2).
         public var finishedConsumables: Set<String> = []
+        /// Subscription groups the account has ever subscribed in: it is no longer eligible for
+        /// their introductory offers (F-O2).
+        public var subscribedGroups: Set<String> = []
+        /// Transactions (purchases and renewals) at an introductory offer, by transaction identifier,
+        /// with which offer: what a receipt entry marks as `is_trial_period` or
+        /// `is_in_intro_offer_period` (F-O3). Kept beside `purchases`, not in it, so a purchase taken
+        /// from the history into a command (a refund) is the plain original.
+        public var introductoryOfferPeriods: [String: IntroductoryOfferPeriod] = [:]
+
+        /// The transactions of `introductoryOfferPeriods`.
+        public var introductoryOfferTransactions: Set<String> { Set(introductoryOfferPeriods.keys) }
     }
 
     /// The app receipt: every purchase of the account on any device (R-R2).
     public struct Receipt: Sendable, Hashable {
         public var account: String
         public var purchases: [OriginalTransaction]
+        /// The listed transactions bought or renewed at an introductory offer (F-O3): the receipt
+        /// fields `is_trial_period` (a free trial) and `is_in_intro_offer_period` (a paid offer),
+        /// which each entry's `introductoryOfferPeriod` says and the receipt pieces carry (R-R2).
+        public var introductoryOfferTransactions: Set<String> {
+            Set(purchases.lazy.filter { $0.introductoryOfferPeriod != nil }.map(\.transactionIdentifier))
+        }
     }
 
     public private(set) var accountOfDevice: [String: String] = [:]
@@ -95,7 +112,13 @@ public struct StoreProjection: Sendable {
         let history = history(of: account)
         let listed = history.finishedConsumables.isEmpty ? history.purchases
             : history.purchases.filter { !history.finishedConsumables.contains($0.transactionIdentifier) }
-        return Receipt(account: account, purchases: listed)
+        guard !history.introductoryOfferPeriods.isEmpty else { return Receipt(account: account, purchases: listed) }
+        let entries = listed.map { purchase in
+            var entry = purchase
+            entry.introductoryOfferPeriod = history.introductoryOfferPeriods[purchase.transactionIdentifier]
+            return entry
+        }
+        return Receipt(account: account, purchases: entries)
     }
 
     /// While no observer is attached the queue does not sync with the store (R-Q3).
@@ -173,9 +196,17 @@ public struct StoreProjection: Sendable {
             let kind = catalog.products[product].kind
             if kind == .nonConsumable { accounts.values[history].ownedNonConsumables.insert(payment.productIdentifier) }
             if kind == .autoRenewableSubscription {
+                let group = catalog.products[product].subscriptionGroup
                 var subscription = Subscription(device: key.device, account: account, original: original,
-                                                group: catalog.products[product].subscriptionGroup, renewals: 0, periodStart: recorded.timestamp,
+                                                group: group, renewals: 0, periodStart: recorded.timestamp,
                                                 period: catalog.products[product].subscriptionPeriod, level: catalog.products[product].subscriptionLevel)
+                // An account new to the group gets the product's introductory offer (F-O2); decided from
+                // the log alone, so a replay or a restarted store decides the same without a choice.
+                if let group, accounts.values[history].subscribedGroups.insert(group).inserted,
+                   let offer = catalog.products[product].introductoryOffer {
+                    subscription.introductoryOffer = offer
+                    accounts.values[history].introductoryOfferPeriods[identifier] = IntroductoryOfferPeriod(offer.paymentMode)
+                }
                 if let current = changedAtRenewal(subscription) {
                     subscription.startsAfter = current
                     subscriptions[current]?.replacedBy = identifier
@@ -215,6 +246,10 @@ public struct StoreProjection: Sendable {
             // Each renewal is a charge the receipt lists (R-R2).
             accounts[subscription.account, default: AccountHistory()].purchases.append(
                 OriginalTransaction(transactionIdentifier: identifier, payment: original.payment, transactionDate: recorded.timestamp))
+            // A pay-as-you-go renewal still at the offer price (F-O2, F-O3).
+            if subscription.isInIntroductoryOfferPeriod, let offer = subscription.introductoryOffer {
+                accounts[subscription.account]?.introductoryOfferPeriods[identifier] = IntroductoryOfferPeriod(offer.paymentMode)
+            }
         case .subscriptionExpired(_, let original):
             endSubscription(original, at: recorded.timestamp)
         case .transactionsCleared(let device):

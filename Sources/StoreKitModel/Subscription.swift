@@ -20,8 +20,19 @@ public struct Subscription: Sendable, Hashable {
     public var replacedBy: String?
     public var period: String?
     public var level: Int?
+    /// The introductory offer this subscription got (F-O2): its account was new to the group when
+    /// it was bought. nil: none (no offer, or not eligible); the periods are the product's.
+    public var introductoryOffer: IntroductoryOffer?
 
     public var productIdentifier: String { original.payment.productIdentifier }
+
+    /// Whether the current period (the purchase's, or the latest renewal's) is at the introductory
+    /// offer (F-O2): a free trial's or pay-up-front offer's one period, or the first
+    /// `numberOfPeriods` of pay as you go.
+    public var isInIntroductoryOfferPeriod: Bool {
+        guard let offer = introductoryOffer else { return false }
+        return renewals < offer.offerPeriods
+    }
 
     /// StoreKit's renewal state at log time `time` (F-B1): subscribed, in its grace period (still
     /// entitled), or in billing retry (not entitled). An expired subscription is no longer tracked.

@@ -26,12 +26,50 @@ public struct OriginalTransaction: Sendable, Hashable {
     public var payment: Payment
     /// Nanoseconds of simulated time at which the original was purchased.
     public var transactionDate: Int64
+    /// Set only on an app receipt's entries (R-R2): the introductory offer the purchase or renewal
+    /// was at (F-O3). nil: the regular price, or not a receipt entry.
+    public var introductoryOfferPeriod: IntroductoryOfferPeriod?
 
-    public init(transactionIdentifier: String, payment: Payment, transactionDate: Int64) {
+    public init(transactionIdentifier: String, payment: Payment, transactionDate: Int64,
+                introductoryOfferPeriod: IntroductoryOfferPeriod? = nil) {
         self.transactionIdentifier = transactionIdentifier
         self.payment = payment
         self.transactionDate = transactionDate
+        self.introductoryOfferPeriod = introductoryOfferPeriod
     }
+
+    /// The receipt field `is_trial_period`: bought or renewed in a free trial (F-O3).
+    public var isTrialPeriod: Bool { introductoryOfferPeriod == .freeTrial }
+    /// The receipt field `is_in_intro_offer_period`: bought or renewed at a paid introductory
+    /// price, pay up front or pay as you go (F-O3). A free trial is `isTrialPeriod` instead.
+    public var isInIntroductoryOfferPeriod: Bool { introductoryOfferPeriod == .introductoryPrice }
+}
+
+extension OriginalTransaction: CustomReflectable {
+    /// The three fields as before offers, and the offer only where a receipt entry has one (F-O3),
+    /// so `log cat` prints every earlier log as it did.
+    public var customMirror: Mirror {
+        var children: [(label: String?, value: Any)] = [("transactionIdentifier", transactionIdentifier), ("payment", payment),
+                                                        ("transactionDate", transactionDate)]
+        if let introductoryOfferPeriod { children.append(("introductoryOfferPeriod", introductoryOfferPeriod)) }
+        return Mirror(self, children: children, displayStyle: .struct)
+    }
+}
+
+/// Which introductory offer a receipt entry was at (F-O3): the two receipt fields Apple sets,
+/// never both. Raw values are the per-entry byte of a receipt piece with offers (docs/wire-format.md).
+public enum IntroductoryOfferPeriod: UInt8, Sendable, Hashable, CaseIterable {
+    /// `is_trial_period`: a free trial (payment mode `free`).
+    case freeTrial = 1
+    /// `is_in_intro_offer_period`: a paid offer (`payUpFront`, or a `payAsYouGo` period).
+    case introductoryPrice = 2
+
+    public init(_ mode: IntroductoryOffer.PaymentMode) {
+        self = mode == .free ? .freeTrial : .introductoryPrice
+    }
+
+    /// The name `log cat --json` prints.
+    public var name: String { self == .freeTrial ? "freeTrial" : "introductoryPrice" }
 }
 
 /// SKPaymentTransaction as observers see it: a value projected from the log.

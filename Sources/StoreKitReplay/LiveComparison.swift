@@ -219,7 +219,9 @@ public struct LiveComparison {
         // compared by position and product, not by identifier or date.
         case .receiptRefreshStarted(let device, let request): return (.device(device), "receipt refresh \(request) started")
         case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
-            let products = entries.map(\.payment.productIdentifier).joined(separator: ",")
+            // An entry at an introductory offer names it (F-O3): the live store must decide the same.
+            let products = entries.map { $0.payment.productIdentifier + ($0.introductoryOfferPeriod.map { " \($0.name)" } ?? "") }
+                .joined(separator: ",")
             return (.receipt(device: device, request: request), "entries from \(firstIndex): [\(products)]\(isLast ? ", last" : "")")
         case .appActionRecorded(let action):
             switch action {

@@ -66,7 +66,7 @@ struct LoopRenaming {
 
     func rename(_ original: OriginalTransaction) -> OriginalTransaction {
         OriginalTransaction(transactionIdentifier: rename(original.transactionIdentifier), payment: rename(original.payment),
-                            transactionDate: original.transactionDate)
+                            transactionDate: original.transactionDate, introductoryOfferPeriod: original.introductoryOfferPeriod)
     }
 
     func rename(_ body: CommandBody) -> CommandBody {

@@ -18,7 +18,9 @@ public protocol PaymentTransactionObserver: AnyObject {
     /// Purchases were refunded: the app takes back what they gave (F-K1).
     func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String])
     /// A receipt refresh the app asked for (`refreshReceipt`) finished: SKRequestDelegate's
-    /// `requestDidFinish`, with the receipt's entries as the app would read them from it (R-R2).
+    /// `requestDidFinish`, with the receipt's entries as the app would read them from it (R-R2):
+    /// each says whether it was in a free trial (`isTrialPeriod`, the receipt's `is_trial_period`) or at
+    /// a paid introductory price (`isInIntroductoryOfferPeriod`, `is_in_intro_offer_period`) (F-O3).
     func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction])
 }
 
@@ -515,7 +517,7 @@ public final class PaymentQueue {
             guard firstIndex == receiptPieces[request]?.count ?? 0 else { receiptPieces[request] = nil; return }
             receiptPieces[request, default: []] += entries
             guard isLast, let receipt = receiptPieces.removeValue(forKey: request) else { return }
-            call(attachedObservers(), .requestDidFinish, "receipt \(request): \(receipt.count) entries", cause: cause) {
+            call(attachedObservers(), .requestDidFinish, Self.describe(receipt: receipt, request: request), cause: cause) {
                 $0.paymentQueue(self, receiptRefreshFinished: receipt)
             }
         case .restoreFinished(_, let restore):
@@ -570,5 +572,13 @@ public final class PaymentQueue {
     /// "t3 purchased, t4 restored": transactions as a trace shows them.
     static func describe(_ transactions: [PaymentTransaction]) -> String {
         transactions.map { "t\($0.key.number) \($0.transactionState)" }.joined(separator: ", ")
+    }
+
+    /// `receipt 2: 3 entries`, naming the entries at an introductory offer when there are any (F-O3):
+    /// `receipt 2: 3 entries (1 free trial, 1 introductory price)`.
+    static func describe(receipt: [OriginalTransaction], request: UInt64) -> String {
+        let trials = receipt.count { $0.isTrialPeriod }, offers = receipt.count { $0.isInIntroductoryOfferPeriod }
+        let marked = [(trials, "free trial"), (offers, "introductory price")].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+        return "receipt \(request): \(receipt.count) entries" + (marked.isEmpty ? "" : " (\(marked.joined(separator: ", ")))")
     }
 }

@@ -42,10 +42,21 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
     public static let maximumRenewalsLimit = 1_000
     public static let defaultInterruptionResolvedProbability = 0.8
     public static let defaultBillingRecoveryProbability = 0.5
-    /// Apple's billing grace period for monthly and longer subscriptions, and its billing retry period
-    /// (F-B1), as `.storekit` periods: sped up by the time rate like a subscription period.
+    /// Apple's billing grace period for monthly and longer subscriptions, for weekly ones, and its
+    /// billing retry period (F-B1, F-B2), as `.storekit` periods: sped up by the time rate like a
+    /// subscription period (SKTestSession.TimeRate.realTime's table: 16 days, 6 days, 60 days).
     public static let billingGracePeriod = "P16D"
+    public static let weeklyBillingGracePeriod = "P6D"
     public static let billingRetryPeriod = "P60D"
+
+    /// The grace period for a subscription renewing every `period` (F-B2): 6 days for a weekly one
+    /// (a period of 7 days or less), 16 for any other. App Store Connect has also offered 3, 16 or
+    /// 28 days since 2023, but a `.storekit` file has only `_billingGracePeriodEnabled`, so the
+    /// lengths the test environment gives (and App Store Connect gave before the choice) apply.
+    public static func billingGracePeriod(forPeriod period: String?) -> String {
+        guard let period, let days = SubscriptionPeriod.days(period), days <= 7 else { return billingGracePeriod }
+        return weeklyBillingGracePeriod
+    }
 
     public init() {}
 
@@ -352,17 +363,31 @@ public final class StoreRole: Role {
         return renewal
     }
 
+    /// The run's time rate: the `.storekit` file's `_timeRate` if it sets one, else the scenario's (F-U1).
+    private var timeRate: Int {
+        catalog.testSettings.timeRate ?? behavior.subscriptionTimeRate ?? StoreBehavior.defaultSubscriptionTimeRate
+    }
+
     /// A `.storekit` period (`P16D`) in simulated time at the run's time rate (F-U1).
     public func periodNanoseconds(_ period: String) -> Int64? {
-        let rate = catalog.testSettings.timeRate ?? behavior.subscriptionTimeRate ?? StoreBehavior.defaultSubscriptionTimeRate
-        return SubscriptionPeriod.renewalNanoseconds(period, timeRate: rate)
+        SubscriptionPeriod.renewalNanoseconds(period, timeRate: timeRate)
+    }
+
+    /// The length of a subscription's current period: at its introductory offer, the offer's period
+    /// (a free trial's or a pay-up-front offer's whole duration, one pay-as-you-go period; F-O2),
+    /// else the product's.
+    public func currentPeriodNanoseconds(_ subscription: Subscription) -> Int64? {
+        guard subscription.isInIntroductoryOfferPeriod, let offer = subscription.introductoryOffer else {
+            return renewalNanoseconds(subscription.productIdentifier)
+        }
+        return periodNanoseconds(offer.subscriptionPeriod).map { $0 &* Int64(offer.periodMultiple) }
     }
 
     /// Times the period end in log time (nanoseconds since the run started): a live role's `now`
     /// is its own monotonic clock, so the delay counts from the latest event's timestamp.
     private func schedulePeriodEnd(_ identifier: String) -> [Effect] {
         guard let subscription = projection.subscriptions[identifier], subscription.startsAfter == nil,
-              let period = renewalNanoseconds(subscription.productIdentifier) else { return [] }
+              let period = currentPeriodNanoseconds(subscription) else { return [] }
         let delay = max(0, subscription.periodStart &+ period &- latestEventTimestamp)
         return [.timer(afterNanoseconds: delay, .subscriptionPeriodEnd(original: identifier, renewals: subscription.renewals))]
     }
@@ -517,7 +542,7 @@ public final class StoreRole: Role {
                 return [.send(.expireSubscription(device: subscription.device, original: subscription.original))]
             }
             if hasBillingIssue() {
-                let grace = isGracePeriodEnabled ? periodNanoseconds(StoreBehavior.billingGracePeriod) ?? 0 : 0
+                let grace = isGracePeriodEnabled ? periodNanoseconds(StoreBehavior.billingGracePeriod(forPeriod: subscription.period)) ?? 0 : 0
                 return [.send(.beginBillingRetry(device: subscription.device, original: subscription.original, gracePeriodNanoseconds: grace))]
             }
             return [.send(.renewSubscription(device: subscription.device, original: subscription.original))]
@@ -598,8 +623,13 @@ public final class StoreRole: Role {
     }
 
     /// The end of the billing retry period begun at `start`, where an unbilled subscription expires (F-B1).
+    /// At a fixed rate (1000 to 1005) it is twice the renewal interval, as SKTestSession.TimeRate's
+    /// tables give it (`oneRenewalEveryTwoSeconds`: grace period 2 s, billing retry period 4 s; F-B2).
     private func retryEnd(_ start: Int64) -> Int64 {
-        start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
+        if let fixed = StoreKitTestSettings.fixedRenewalSeconds(timeRate: timeRate) {
+            return start &+ Int64(2 * fixed * 1e9)
+        }
+        return start &+ (periodNanoseconds(StoreBehavior.billingRetryPeriod) ?? 0)
     }
 
     /// Whether this purchase is interrupted (F-I1): always when the `.storekit` file enables

@@ -336,6 +336,38 @@ public final class Socket: @unchecked Sendable {
         return body(ReceivedMessage(frames: heldFrames, count: frameCount))
     }
 
+    /// Receives one frame without waiting, by itself rather than as part of a whole message (an
+    /// XPUB hands each subscription over as one frame, and a peer's other frames in any grouping),
+    /// and hands `body` its bytes, whether more frames follow, and the file descriptor of the
+    /// connection it came from (libzmq's private "__fd" metadata, which its deprecated `ZMQ_SRCFD`
+    /// reads; nil for frames libzmq made itself, such as an XPUB's unsubscriptions of a closed
+    /// connection). Nothing is copied. nil when no frame is waiting.
+    public func receiveFrame<Result>(
+        _ body: (_ bytes: UnsafeRawBufferPointer, _ hasMore: Bool, _ connectionDescriptor: Int32?) -> Result
+    ) throws(ZeroMQError) -> Result? {
+        let handle = try openHandle("receive")
+        guard try receiveFrame(handle, flags: ZMQ_DONTWAIT) else { return nil }
+        defer {
+            zmq_msg_close(frame)
+            zmq_msg_init(frame)
+        }
+        let bytes = UnsafeRawBufferPointer(start: zmq_msg_data(frame), count: zmq_msg_size(frame))
+        return body(bytes, zmq_msg_more(frame) != 0, zmq_msg_gets(frame, "__fd").flatMap(Self.decimal))
+    }
+
+    /// A non-negative decimal number of at most 9 digits, read without building a String.
+    private static func decimal(_ text: UnsafePointer<CChar>) -> Int32? {
+        var value: Int32 = 0
+        var index = 0
+        while text[index] != 0 {
+            let digit = Int32(text[index]) - 48
+            guard digit >= 0, digit <= 9, index < 9 else { return nil }
+            value = value * 10 + digit
+            index += 1
+        }
+        return index == 0 ? nil : value
+    }
+
     /// Receives the first frame of a message into `frame`; false when none arrived in time.
     private func receiveFirstFrame(_ handle: UnsafeMutableRawPointer, timeout: Duration?) throws(ZeroMQError) -> Bool {
         guard let timeout else {

@@ -126,6 +126,9 @@ extension SocketOption where Value == Duration {
         )
     }
 
+    /// `ZMQ_HANDSHAKE_IVL`: how long a new connection may take to complete its ZMTP handshake
+    /// before libzmq closes it (default 30 s; zero: forever).
+    public static var handshakeInterval: Self { durationOption("HANDSHAKE_IVL", ZMQ_HANDSHAKE_IVL) }
     /// `ZMQ_HEARTBEAT_IVL`: interval between ZMTP PING heartbeats; zero (the default) disables them.
     public static var heartbeatInterval: Self { durationOption("HEARTBEAT_IVL", ZMQ_HEARTBEAT_IVL) }
     /// `ZMQ_HEARTBEAT_TTL`: how long the remote peer should wait for traffic before
@@ -153,6 +156,11 @@ extension SocketOption where Value == Bool {
     /// `ZMQ_XPUB_VERBOSE` (write-only): an XPUB passes on every subscription, not just new ones.
     public static var extendedPublisherVerbose: Self {
         flagOption("XPUB_VERBOSE", ZMQ_XPUB_VERBOSE, readable: false)
+    }
+    /// `ZMQ_XPUB_VERBOSER` (write-only): an XPUB passes on every subscription and every
+    /// unsubscription of every peer, so a reader can account for each peer's own.
+    public static var extendedPublisherVerboser: Self {
+        flagOption("XPUB_VERBOSER", ZMQ_XPUB_VERBOSER, readable: false)
     }
     /// `ZMQ_CURVE_SERVER`: act as CURVE server (requires `curveSecretKey`).
     public static var curveServer: Self { flagOption("CURVE_SERVER", ZMQ_CURVE_SERVER) }

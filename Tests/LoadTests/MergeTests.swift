@@ -67,6 +67,56 @@ struct MergeTests {
         #expect(decoded.count(.finished) == 1)
     }
 
+    @Test("a report's clamped count and counters near Int.max neither trap nor wrap when the coordinator adds them up")
+    func sumsOfHostileReportsSaturate() throws {
+        // Found by Fuzz/FuzzLoadReport, minimised: a varint of 2^63 - 1 clamped values, added to itself, trapped.
+        let hostile = Data([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x74])
+        let error = #expect(throws: LoadProtocolError.self) { try StageHistograms(encoded: hostile) }
+        #expect(error?.description.contains("clamped values") == true, "\(error?.description ?? "")")
+        // At the bound it reads, and sums of it stay exact.
+        var bounded = try StageHistograms(encoded: Data([0x80, 0x80, 0x80, 0x80, 0x80, 0x20]))
+        #expect(bounded.clamped == 1 << 40)
+        bounded.add(bounded)
+        #expect(bounded.clamped == 1 << 41)
+        var counters = LoadCounters()
+        counters.started = .max
+        counters.errors = 3
+        let sum = counters + counters
+        #expect(sum.started == .max && sum.errors == 6)
+    }
+
+    @Test("a report the plan cannot produce (interval out of range, too many in flight, negative counts) is refused before the coordinator adds it up")
+    func reportIntervalsBounded() throws {
+        // Found while reading the coordinator for Fuzz/FuzzLoadReport: an interval of Int.max made it emit
+        // an empty row for every interval up to it (a hang, and memory without bound).
+        var plan = LoadPlan()
+        plan.schedule = .constant(perSecond: 100, durationNanoseconds: 5_000_000_000)
+        plan.drainNanoseconds = 10_000_000_000
+        #expect(plan.lastReportInterval == 17)
+        plan.maximumInFlight = 2_000
+        func report(_ interval: Int, inFlight: Int = 0, started: Int = 0, cpu: Int64 = 0) throws -> DriverReport {
+            let json = #"{"driver":"driver-1","interval":\#(interval),"isFinal":false,"inFlight":\#(inFlight),"cpuNanoseconds":\#(cpu),"#
+                + #""peakMemoryBytes":0,"histograms":"","counters":{"started":\#(started),"missedStarts":0,"completed":0,"#
+                + #""rejections":0,"errors":0,"incomplete":0}}"#
+            return try LoadWire.decode(DriverReport.self, Array(json.utf8))
+        }
+        for interval in [0, 1, 17] { try plan.checkReport(try report(interval, inFlight: 2_000, started: 5, cpu: 1_000)) }
+        for interval in [-1, 18, Int.max, Int.min] {
+            let error = #expect(throws: LoadProtocolError.self) { try plan.checkReport(try report(interval)) }
+            #expect(error?.description.contains("numbered 0 to 17") == true, "\(error?.description ?? "")")
+        }
+        // A closed model keeps one lifecycle per device in flight, even beyond maximumInFlight.
+        var closed = plan
+        closed.model = .closed
+        closed.devicesPerDriver = 5_000
+        try closed.checkReport(try report(3, inFlight: 5_000))
+        // Two reports of Int.max in flight for one interval trapped the coordinator's sum.
+        for hostile in [try report(3, inFlight: Int.max), try report(3, inFlight: 2_001), try report(3, inFlight: -1),
+                        try report(3, started: -5), try report(3, cpu: -1)] {
+            #expect(throws: LoadProtocolError.self) { try plan.checkReport(hostile) }
+        }
+    }
+
     @Test("latencies longer than an hour are recorded at the top and counted as clamped")
     func clamping() {
         var histograms = StageHistograms()

@@ -22,6 +22,14 @@ import Testing
             #expect(product["restorable"] as? Bool == (kind == "nonConsumable" || kind == "autoRenewableSubscription"))
             #expect(product["displayPrice"] is String)
             #expect((product["subscriptionPeriod"] is String) == (kind == "autoRenewableSubscription"))
+            // F-O1: every product has the field, an object only for a subscription with an offer.
+            #expect(product.keys.contains("introductoryOffer"))
+            if product["introductoryOffer"] is [String: Any] { #expect(kind == "autoRenewableSubscription") }
+        }
+        if file == "purchasetester-v1.1.storekit" {
+            let trial = try #require(products[1]["introductoryOffer"] as? [String: Any])
+            #expect(trial["paymentMode"] as? String == "free" && trial["subscriptionPeriod"] as? String == "P1W")
+            #expect(trial["numberOfPeriods"] as? Int == 1 && trial["displayPrice"] as? String == "0")
         }
         let settings = try #require(listing["settings"] as? [String: Any])
         if file == "every-setting-v5.storekit" {

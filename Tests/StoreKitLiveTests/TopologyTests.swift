@@ -59,6 +59,9 @@ import StoreKitRoles
             ("a: " + String(repeating: "[", count: 20_000) + String(repeating: "]", count: 20_000), "(top level)", "more than 1000 levels deep"),
             ("a:\n  " + String(repeating: "- ", count: 20_000) + "x", "(top level)", "more than 1000 levels deep"),
             (billionLaughs, "(top level)", "expands to more than 1000000 values through YAML aliases"),
+            // Found by Fuzz/FuzzTopology (minimised): a list or mapping as a key once crashed Yams's conversion.
+            ("{}:", "(top level)", "has a list or mapping as a key at line 1"),
+            ("scenario:\n  ? [devices]\n  : 2", "(top level)", "has a list or mapping as a key at line 2"),
             // The run directory is out/<name>-<seed>: once "../../x" put it outside out/.
             (valid.replacingOccurrences(of: "name: t\n", with: "name: ../../x\n"), "name", "names the run directory"),
     ]

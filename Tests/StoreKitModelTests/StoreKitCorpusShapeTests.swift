@@ -40,7 +40,7 @@ import Testing
         #expect(loaded >= 8 + (besideShared ? 1 : 0), "the fixtures, and at least one file of ../shared when it is there")
     }
 
-    @Test("format 5.0 with every kind of offer, billing plans, family sharing and localizations: products, prices, periods and levels, offers ignored")
+    @Test("format 5.0 with every kind of offer, billing plans, family sharing and localizations: products, prices, periods and levels; introductory offers read (F-O1), the others ignored")
     func offersAndBillingPlans() throws {
         let catalog = try Catalog.load(contentsOf: CatalogTestFixtures.storeKitFile("offers-billing-plans-v5.storekit"))
         #expect(catalog.products.map(\.identifier) == ["example.lifetime", "example.season", "example.pro.yearly", "example.pro.monthly"])
@@ -51,6 +51,10 @@ import Testing
         #expect(catalog.products.map(\.subscriptionGroup) == [nil, nil, "Pro", "Pro"])
         #expect(catalog.products.map(\.subscriptionLevel) == [nil, nil, 1, 2])
         #expect(catalog.product("example.lifetime")?.referenceName == "Lifetime")
+        #expect(catalog.product("example.pro.yearly")?.introductoryOffer
+            == IntroductoryOffer(paymentMode: .free, subscriptionPeriod: "P2W", internalID: "7104"))
+        #expect(catalog.product("example.pro.monthly")?.introductoryOffer
+            == IntroductoryOffer(paymentMode: .payUpFront, subscriptionPeriod: "P1M", displayPrice: "0.49", internalID: "7106"))
         let settings = catalog.testSettings
         // _timeRate wins; _compatibilityTimeRate is Xcode's fallback for older test runtimes.
         #expect(settings.timeRate == 15)

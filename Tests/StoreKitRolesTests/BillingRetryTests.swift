@@ -161,4 +161,58 @@ import StoreKitTestKit
         #expect(retries > 0)
         #expect(ended == retries)  // every billing retry ends, recovered or expired
     }
+
+    /// A store failing every renewal's billing, with a grace period, selling `products` at `timeRate`.
+    func store(products: [Product], timeRate: Int) throws -> (StoreRole, (Event, Int64) -> [Effect]) {
+        var catalog = try Catalog(products: products)
+        catalog.testSettings.renewalBillingIssuesEnabled = true
+        catalog.testSettings.billingGracePeriodEnabled = true
+        catalog.testSettings.timeRate = timeRate
+        var behavior = StoreBehavior()
+        behavior.cancellationAtRenewalProbability = 0
+        behavior.billingRecoveryProbability = 0
+        let store = StoreRole(catalog: catalog, behavior: behavior, choices: SeededChoices(seed: 1))
+        let feeder = RoleFeeder(store)
+        return (store, { event, now in feeder.feed(event, at: now) })
+    }
+
+    static let weekly = Product(identifier: "club.weekly", kind: .autoRenewableSubscription, displayPrice: "0.99",
+                                subscriptionGroup: "Club", subscriptionPeriod: "P1W")
+    static let monthlyClub = Product(identifier: "club.monthly", kind: .autoRenewableSubscription, displayPrice: "2.99",
+                                     subscriptionGroup: "Club", subscriptionPeriod: "P1M")
+
+    /// Buys `product` on device d at time 0 and returns its first purchase.
+    func subscribe(_ product: String, _ feed: (Event, Int64) -> [Effect]) -> OriginalTransaction {
+        _ = feed(.deviceRegistered(device: "d", account: "a"), 0)
+        let key = TransactionKey(device: "d", number: 1)
+        _ = feed(.transactionAdded(key, Payment(productIdentifier: product)), 0)
+        _ = feed(.transactionPurchased(key, identifier: "d.1", downloads: [], charged: true), 0)
+        return OriginalTransaction(transactionIdentifier: "d.1", payment: Payment(productIdentifier: product, applicationUsername: nil), transactionDate: 0)
+    }
+
+    @Test("F-B2: the grace period of a weekly subscription is 6 days, of any other 16 (SKTestSession.TimeRate.realTime's table), sped up by the time rate",
+          arguments: [("club.weekly", Int64(7), Int64(6)), ("club.monthly", 30, 16)])
+    func gracePeriodByRenewalPeriod(product: String, periodDays: Int64, graceDays: Int64) throws {
+        let (store, feed) = try store(products: [Self.weekly, Self.monthlyClub], timeRate: 15)
+        let first = subscribe(product, feed)
+        let day: Int64 = 1_000_000_000
+        #expect(store.timerFired(.subscriptionPeriodEnd(original: "d.1", renewals: 0), now: periodDays * day)
+            == [.send(.beginBillingRetry(device: "d", original: first, gracePeriodNanoseconds: graceDays * day))])
+        #expect(StoreBehavior.billingGracePeriod(forPeriod: product == "club.weekly" ? "P1W" : "P1M") == "P\(graceDays)D")
+    }
+
+    @Test("F-B2: at a fixed time rate the grace period lasts the renewal interval and the billing retry period twice it (oneRenewalEveryTwoSeconds: 2 s and 4 s)")
+    func fixedRateRetryIsTwiceTheInterval() throws {
+        let (store, feed) = try store(products: [Self.weekly, Self.monthlyClub], timeRate: 1005)
+        let first = subscribe("club.monthly", feed)
+        let interval: Int64 = 2_000_000_000
+        #expect(store.timerFired(.subscriptionPeriodEnd(original: "d.1", renewals: 0), now: interval)
+            == [.send(.beginBillingRetry(device: "d", original: first, gracePeriodNanoseconds: interval))])
+        _ = feed(.subscriptionBillingRetry(device: "d", original: first, gracePeriodNanoseconds: interval), interval)
+        // The retry halfway through the grace period fails (recovery 0); the last one is at the retry period's end.
+        #expect(store.timerFired(.billingRetry(original: "d.1", final: false), now: interval + interval / 2)
+            == [.timer(afterNanoseconds: 2 * interval - interval / 2, .billingRetry(original: "d.1", final: true))])
+        #expect(store.timerFired(.billingRetry(original: "d.1", final: true), now: 3 * interval)
+            == [.send(.expireSubscription(device: "d", original: first))])
+    }
 }

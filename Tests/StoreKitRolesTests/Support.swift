@@ -21,6 +21,8 @@ final class RecordingObserver: PaymentTransactionObserver {
     var updated: [PaymentTransaction] = []
     var removed: [PaymentTransaction] = []
     var downloads: [Download] = []
+    /// Every receipt the observer heard (R-R2), whole, with each entry's introductory offer (F-O3).
+    var receipts: [[OriginalTransaction]] = []
     var finishOnCompletion: Bool
 
     init(_ name: String, finishOnCompletion: Bool = false) {
@@ -48,6 +50,7 @@ final class RecordingObserver: PaymentTransactionObserver {
 
     func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {
         calls.append("receipt:\(receipt.map(\.transactionIdentifier).joined(separator: ","))")
+        receipts.append(receipt)
     }
 
     func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {

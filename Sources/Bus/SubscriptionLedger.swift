@@ -1,0 +1,98 @@
+/// What each subscriber connection of the queue's events socket has subscribed to, so one
+/// connection cannot make libzmq keep an unbounded number of topics (a stranger once registered
+/// 300,000 distinct ones). Pure bookkeeping: the endpoint feeds it every (un)subscription the
+/// XPUB reports, keyed by the connection's descriptor, and closes a connection it refuses.
+struct SubscriptionLedger {
+    /// The longest device name the queue registers (QueueDecisions' name check), so the longest
+    /// topic a client needs is `evt.` and 128 bytes.
+    static let maximumDeviceNameBytes = 128
+
+    enum Verdict: Equatable {
+        /// Kept (or removed, for an unsubscription): nothing to do.
+        case accepted
+        /// The connection must be closed, for this reason.
+        case refused(WireFailure)
+    }
+
+    let maximumPerConnection: Int
+    /// Each connection's topics by hash: counting needs no copy of a topic (two distinct topics of one
+    /// connection sharing a 64-bit hash would count once, which no client can aim for: the seed is random).
+    private var topicsByConnection: [Int32: Set<Int>] = [:]
+    /// Connections being closed: what they still send is ignored until their descriptor is closed or reused.
+    private var closing = Set<Int32>()
+
+    init(maximumPerConnection: Int) {
+        self.maximumPerConnection = maximumPerConnection
+    }
+
+    /// Connections with at least one topic recorded.
+    var connectionCount: Int { topicsByConnection.count }
+
+    /// Topics recorded for one connection.
+    func topicCount(_ connection: Int32) -> Int { topicsByConnection[connection]?.count ?? 0 }
+
+    /// Applies one (un)subscription message: a first byte of 1 (subscribe) or 0 (unsubscribe), then
+    /// the topic prefix. A refused connection's record is forgotten (it is about to be closed).
+    mutating func apply(_ message: UnsafeRawBufferPointer, from connection: Int32) -> Verdict {
+        if closing.contains(connection) { return .accepted }
+        guard let kind = message.first, kind <= 1 else {
+            forget(connection)
+            return .refused(WireFailure(.notASubscription,
+                "a subscriber sent a message of \(message.count) bytes that is not a subscription (first byte must be 0 or 1)"))
+        }
+        let topic = UnsafeRawBufferPointer(rebasing: message[1...])
+        var hasher = Hasher()
+        hasher.combine(bytes: topic)
+        let hash = hasher.finalize()
+        if kind == 0 {
+            topicsByConnection[connection]?.remove(hash)
+            if topicsByConnection[connection]?.isEmpty == true { topicsByConnection[connection] = nil }
+            return .accepted
+        }
+        guard Self.isLegitimate(topic) else {
+            forget(connection)
+            return .refused(WireFailure(.subscriptionRefused,
+                "subscription to \(Self.describe(topic)) refused: topics are `evt.`, `evt.<device>` (device names of at most "
+                + "\(Self.maximumDeviceNameBytes) bytes, no `/` or NUL), `hb`, or prefixes of these"))
+        }
+        var topics = topicsByConnection[connection, default: []]
+        topics.insert(hash)
+        guard topics.count <= maximumPerConnection else {
+            forget(connection)
+            return .refused(WireFailure(.tooManySubscriptions,
+                "a subscriber connection registered more than \(maximumPerConnection) subscriptions; "
+                + "subscribe to `evt.` for every device's events instead of one topic per device"))
+        }
+        topicsByConnection[connection] = topics
+        return .accepted
+    }
+
+    /// Drops what a connection subscribed (it closed, or its descriptor now names a new one).
+    mutating func forget(_ connection: Int32) {
+        topicsByConnection[connection] = nil
+        closing.remove(connection)
+    }
+
+    /// Ignores what a connection being closed still sends, until `forget`.
+    mutating func ignore(_ connection: Int32) {
+        topicsByConnection[connection] = nil
+        closing.insert(connection)
+    }
+
+    /// Whether a subscription can match a topic the queue publishes: `evt.<device>`, `evt.*`,
+    /// `hb`, or a prefix of one of these (the empty prefix matches everything).
+    static func isLegitimate(_ topic: UnsafeRawBufferPointer) -> Bool {
+        let event = BusWire.eventTopicPrefix
+        if topic.count <= event.count, topic.elementsEqual(event.prefix(topic.count)) { return true }
+        if topic.count <= BusWire.heartbeatTopic.count, topic.elementsEqual(BusWire.heartbeatTopic.prefix(topic.count)) { return true }
+        guard topic.starts(with: event) else { return false }
+        let device = topic.dropFirst(event.count)
+        return device.count <= maximumDeviceNameBytes && !device.contains(0) && !device.contains(UInt8(ascii: "/"))
+    }
+
+    /// The topic for a log line: its first bytes, printable ones as they are.
+    private static func describe(_ topic: UnsafeRawBufferPointer) -> String {
+        let shown = topic.prefix(40).map { $0 >= 0x20 && $0 < 0x7f ? String(UnicodeScalar($0)) : "\\x" + String($0, radix: 16) }.joined()
+        return "\"\(shown)\"" + (topic.count > 40 ? " (\(topic.count) bytes)" : "")
+    }
+}
