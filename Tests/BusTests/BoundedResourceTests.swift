@@ -52,7 +52,7 @@ struct BoundedResourceTests {
         while received < 200, try dealer.receive(timeout: .milliseconds(500)) != nil { received += 1 }
         #expect(received > 0)
         let servedBefore = queue.counters.fetchesServed
-        let reply = try request(dealer, ["FETCH".bytes, fetch], within: .seconds(3))
+        let reply = try request(dealer, ["FETCH".bytes, fetch], within: .seconds(10))
         #expect(reply?.first == "BATCH".bytes || queue.counters.fetchesServed > servedBefore)
     }
 
@@ -145,7 +145,7 @@ struct BoundedResourceTests {
         for _ in 0..<3 {
             let dealer = try context.socket(.dealer)
             try dealer.connect(queue.requestsEndpoint)
-            #expect(try request(dealer, ["PING".bytes], within: .seconds(3))?.first == "PONG".bytes)
+            #expect(try request(dealer, ["PING".bytes], within: .seconds(10))?.first == "PONG".bytes)
             dealers.append(dealer)
         }
         let extra = try context.socket(.dealer)
@@ -162,7 +162,7 @@ struct BoundedResourceTests {
         #expect(queue.wait { _ in queue.connectedPeers.requesters == 2 })
         let next = try context.socket(.dealer)
         try next.connect(queue.requestsEndpoint)
-        #expect(try request(next, ["PING".bytes], within: .seconds(3))?.first == "PONG".bytes)
+        #expect(try request(next, ["PING".bytes], within: .seconds(10))?.first == "PONG".bytes)
     }
 
     @Test("a flood of garbage is counted in full but reported at most once per reason per interval", .timeLimit(.minutes(1)))
@@ -186,7 +186,7 @@ struct BoundedResourceTests {
         try dealer.connect(queue.requestsEndpoint)
         // Verb and body exactly at the request limit (maximumCommandBytes + 1,024).
         let body = [UInt8](repeating: 7, count: 2_024 - 3)
-        let reply = try #require(try request(dealer, ["CMD".bytes, body], within: .seconds(3)))
+        let reply = try #require(try request(dealer, ["CMD".bytes, body], within: .seconds(10)))
         #expect(try CommandAcknowledgement.decode(reply).message.hasPrefix("commandTooLarge"))
         // One byte more is oversized: drained unanswered.
         #expect(try request(dealer, ["CMD".bytes, body + [7]], within: .milliseconds(300)) == nil)

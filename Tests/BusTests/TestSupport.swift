@@ -195,7 +195,7 @@ final class QueueHarness: @unchecked Sendable {
 }
 
 /// Receives until `count` events arrived or `limit` passed.
-func collect(_ subscriber: EventSubscriber, count: Int, within limit: Duration = .seconds(5)) throws -> [RecordedEvent] {
+func collect(_ subscriber: EventSubscriber, count: Int, within limit: Duration = .seconds(20)) throws -> [RecordedEvent] {
     let deadline = ContinuousClock.now + limit
     var events: [RecordedEvent] = []
     while events.count < count, ContinuousClock.now < deadline {
@@ -205,7 +205,7 @@ func collect(_ subscriber: EventSubscriber, count: Int, within limit: Duration =
 }
 
 /// Polls the subscriber until `condition` holds or `limit` passes; returns whether it held.
-func wait(for subscriber: EventSubscriber, within limit: Duration = .seconds(3), until condition: () -> Bool) throws -> Bool {
+func wait(for subscriber: EventSubscriber, within limit: Duration = .seconds(20), until condition: () -> Bool) throws -> Bool {
     let deadline = ContinuousClock.now + limit
     while !condition() {
         if ContinuousClock.now >= deadline { return false }
