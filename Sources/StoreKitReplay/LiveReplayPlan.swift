@@ -107,9 +107,10 @@ struct TransactionIdentities {
 public struct PlannedReply: Sendable, Hashable {
     public var delayNanoseconds: Int64
     public var body: CommandBody
-    /// The launches and quits of the reply's device logged before it in the recording: a live
-    /// replay holds the reply until its own log has as many, so that the app hears it running, or
-    /// not, as the recorded app did (a restore that ended while the recorded app was quit).
+    /// The launches and quits of the reply's device logged before it in the recording, and the
+    /// first observer attachment after each launch (`AppLifecycleCounter`): a live replay holds the
+    /// reply until its own log has as many, so that the app's observers hear it, or not, as the
+    /// recorded ones did (a restore that ended while the recorded app was quit).
     public var lifecyclesBefore = 0
 
     public init(delayNanoseconds: Int64, body: CommandBody, lifecyclesBefore: Int = 0) {
@@ -120,10 +121,39 @@ public struct PlannedReply: Sendable, Hashable {
 }
 
 /// One step of a device's app: a user's action, or a late observer attaching (its time is the
-/// app's own choice, known only from the recording).
+/// app's own choice, known only from the recording), or the observers of a launch attaching.
 public enum PlannedAppStep: Sendable, Hashable {
     case user(CommandBody)
     case attachLate(observer: String)
+    /// The observers a launch attaches at once (not the late ones), at the recorded moment of the
+    /// launch's first attachment: the live queue may log a reply of the recorded world between a
+    /// launch and its attachments, and observers attached only after it never hear it (a restore's
+    /// end, then never shown done), so the attachments wait for the replies the recording logged
+    /// before them, as every step does.
+    case attachAtLaunch
+}
+
+/// The moments of a device's app that the recorded world's replies are ordered against: each
+/// launch and quit, and the first observer attached after a launch (from then on the app's
+/// observers hear the replies). The plan counts them in the recording, a live replay in its own log.
+struct AppLifecycleCounter {
+    private var launchedWithoutObservers: Set<String> = []
+
+    /// The device whose count `event` advances, if it does.
+    mutating func device(countedBy event: Event) -> String? {
+        switch event {
+        case .appLaunched(let device):
+            launchedWithoutObservers.insert(device)
+            return device
+        case .appTerminated(let device):
+            launchedWithoutObservers.remove(device)
+            return device
+        case .observerAttached(let device, _):
+            return launchedWithoutObservers.remove(device)
+        default:
+            return nil
+        }
+    }
 }
 
 /// What a live replay takes from a recording, for the processes that play the recorded inputs:
@@ -217,8 +247,11 @@ public struct LiveReplayPlan: Sendable {
         var firstUserTimestamp: Int64?
         var lastTimestamp: Int64 = 0
         var lifecycles: [String: Int] = [:]
+        var lifecycleCounter = AppLifecycleCounter()
         var replies: [String: Int] = [:]
         var repliesAtLastAppCommand: [String: Int] = [:]
+        /// Devices launched whose first observer attachment is still to come.
+        var launchedWithoutObservers: Set<String> = []
         try recording.forEachUnit { unit in
             count += unit.events.count
             guard count <= Self.maximumRecords else {
@@ -227,11 +260,10 @@ public struct LiveReplayPlan: Sendable {
             lastTimestamp = max(lastTimestamp, unit.events.last?.timestamp ?? unit.timestamp)
             for recorded in unit.events {
                 if let identity = identities.learn(recorded.event), case .transactionAdded = recorded.event { addedAt[identity] = recorded.timestamp }
+                if let device = lifecycleCounter.device(countedBy: recorded.event) { lifecycles[device, default: 0] += 1 }
                 switch recorded.event {
                 case .deviceRegistered(let device, _):
                     registeredAt[device] = recorded.timestamp
-                case .appLaunched(let device), .appTerminated(let device):
-                    lifecycles[device, default: 0] += 1
                 case .restoreStarted(let device, let restore, _):
                     restoreStartedAt[RestoreName(device: device, restore: restore)] = recorded.timestamp
                 case .receiptRefreshStarted(let device, let request):
@@ -262,10 +294,18 @@ public struct LiveReplayPlan: Sendable {
                 // A user's action says nothing of what the app had heard; only its observers' commands do.
                 appSteps[unit.device, default: []].append((unit.timestamp - first, .user(body), replies[unit.device] ?? 0,
                                                            repliesAtLastAppCommand[unit.device] ?? 0))
+                switch body {
+                case .launchApp(let device): launchedWithoutObservers.insert(device)
+                case .terminateApp(let device): launchedWithoutObservers.remove(device)
+                default: break
+                }
             case .observer:
-                if case .attachObserver(let device, let observer) = body, lateNames.contains(observer), let first = firstUserTimestamp {
-                    appSteps[device, default: []].append((unit.timestamp - first, .attachLate(observer: observer), replies[device] ?? 0,
-                                                          repliesAtLastAppCommand[device] ?? 0))
+                if case .attachObserver(let device, let observer) = body, let first = firstUserTimestamp {
+                    let step: PlannedAppStep? = lateNames.contains(observer) ? .attachLate(observer: observer)
+                        : launchedWithoutObservers.remove(device) != nil ? .attachAtLaunch : nil
+                    if let step {
+                        appSteps[device, default: []].append((unit.timestamp - first, step, replies[device] ?? 0, repliesAtLastAppCommand[device] ?? 0))
+                    }
                 }
                 repliesAtLastAppCommand[body.device] = replies[body.device] ?? 0
             case .store:

@@ -102,7 +102,8 @@ struct ReplyChains {
         return next
     }
 
-    /// The live run logged a launch or quit of `device`: replies held for it go out, oldest hold first.
+    /// The live run logged a launch or quit of `device`, or a launch's first observer attachment
+    /// (`AppLifecycleCounter`): replies held for it go out, oldest hold first.
     mutating func noteLifecycle(of device: String, now: Int64?) -> [Effect] {
         hold.count(device)
         guard let now, let tokens = waiting.removeValue(forKey: device) else { return [] }
@@ -125,6 +126,7 @@ public final class RecordedWorldRole: Role {
     private var starts: [DownloadKey: Int] = [:]
     /// The store's view of the live run (kind `.store`): the purchases its later decisions name.
     private var store = StoreProjection()
+    private var lifecycles = AppLifecycleCounter()
 
     public init(name: String, kind: Kind, plan: LiveReplayPlan, speed: Double) {
         self.name = name
@@ -144,9 +146,8 @@ public final class RecordedWorldRole: Role {
     public func catchUp(_ recorded: RecordedEvent) {
         let identity = identities.learn(recorded.event)
         if kind == .store { store.apply(recorded, catalog: plan.scenario.catalog) }
+        if let device = lifecycles.device(countedBy: recorded.event) { _ = chains.noteLifecycle(of: device, now: nil) }
         switch recorded.event {
-        case .appLaunched(let device), .appTerminated(let device):
-            _ = chains.noteLifecycle(of: device, now: nil)
         case .transactionAdded, .restoreStarted, .deviceRegistered, .receiptRefreshStarted:
             askedBeforeStart.append((recorded.event, identity))
         case .receiptDelivered(let device, let request, _, _, _):
@@ -248,13 +249,14 @@ public final class RecordedWorldRole: Role {
                 break
             }
         }
+        if let device = lifecycles.device(countedBy: recorded.event) {
+            released += chains.noteLifecycle(of: device, now: now).map(listingLivePurchases)
+        }
         return released + reacting(to: recorded, identity: identity, happened: happened, now: now)
     }
 
     private func reacting(to recorded: RecordedEvent, identity: TransactionIdentity?, happened: Int64, now: Int64) -> [Effect] {
         switch (kind, recorded.event) {
-        case (_, .appLaunched(let device)), (_, .appTerminated(let device)):
-            return chains.noteLifecycle(of: device, now: now).map(listingLivePurchases)
         case (.store, .transactionPurchased(let key, let identifier, _, _)):
             return laterDecisions(of: identities.identity(of: key), key: key, identifier: identifier, now: now, startingAt: happened)
         case (.store, .transactionAdded(let key, _)):
@@ -344,6 +346,8 @@ public final class ReplayAppsRole: Role {
     private let devices: [String]
     private var queues: [String: PaymentQueue] = [:]
     private var lateObservers: [String: [BuiltInObserver]] = [:]
+    /// The observers of the current launch waiting for its planned attachment (`attachAtLaunch`).
+    private var launchObservers: [String: [BuiltInObserver]] = [:]
     private var nextStep: [String: Int] = [:]
     private var start: Int64 = 0
     private var gaveUpWaiting = false
@@ -429,23 +433,30 @@ public final class ReplayAppsRole: Role {
     }
 
     /// Takes the user's next steps at once, before the app hears the reply just counted, when the
-    /// recording has nothing of the app between that reply and them: it was the last reply logged
-    /// before each, and the recorded app's observers drew no command after it (`repliesHeard`). The
-    /// reply was in flight as the recorded user acted (a restore's end logged just before a purchase
-    /// and a quit was never shown done); live, the app would hear it first and react. The steps may
-    /// go a little before their recorded offsets (at most the holds' bound): nothing of the app
-    /// comes between in either log.
+    /// recording has nothing of the app between that reply and them: it was logged before each, and
+    /// the recorded app's observers drew no command after it (`repliesHeard`). The reply was in
+    /// flight as the recorded user acted (a restore's end logged just before a purchase and a quit
+    /// was never shown done); live, the app would hear it first and react. An app hears its events
+    /// in log order, so the recorded app had not heard the replies logged after that one either
+    /// when it took those steps: a burst of steps goes before all of them, up to and with a quit
+    /// (never a launch: the relaunch waits, as every step, for the replies recorded before it, which
+    /// the quit app did not hear). The steps may go a little before
+    /// their recorded offsets (at most the holds' bound): nothing of the app comes between in
+    /// either log.
     private func stepsBeforeHearing(_ device: String, queue: PaymentQueue, now: Int64) -> [Effect] {
         let steps = plan.steps(of: device)
         let counted = hold.counted(device)
         var index = nextStep[device] ?? 0
         // Bounded like every order hold: a step due later than that would have found the app had heard.
-        while steps.indices.contains(index), case .user = steps[index].step,
-              counted == steps[index].repliesBefore, counted > steps[index].repliesHeard,
+        while steps.indices.contains(index), case .user(let body) = steps[index].step,
+              steps[index].repliesHeard < counted, counted <= steps[index].repliesBefore,
               start + scaled(steps[index].offsetNanoseconds) <= now + RecordedOrderHold.maximumNanoseconds {
-            _ = hold.wait(.deviceStep(device: device), device: device, needs: steps[index].repliesBefore, now: now)
-            perform(steps[index].step, queue: queue, device: device)
+            // A quit app hears nothing: its relaunch waits for every reply recorded before it.
+            if case .launchApp = body { break }
+            _ = hold.wait(.deviceStep(device: device), device: device, needs: counted, now: now)
+            perform(steps, at: index, queue: queue, device: device)
             index += 1
+            if case .terminateApp = body { break }
         }
         guard index != (nextStep[device] ?? 0) else { return [] }
         nextStep[device] = index
@@ -497,13 +508,15 @@ public final class ReplayAppsRole: Role {
         let steps = plan.steps(of: device)
         var index = nextStep[device] ?? 0
         var held: Int64?
-        while index < steps.count, start + scaled(steps[index].offsetNanoseconds) <= now {
+        // A launch's attachment is due with the launch (the app attaches at once), held only for
+        // the replies the recording logged between them.
+        while index < steps.count, start + scaled(steps[index].offsetNanoseconds) <= now || steps[index].step == .attachAtLaunch {
             if let wait = hold.wait(.deviceStep(device: device), device: device, needs: steps[index].repliesBefore, now: now) {
                 held = wait
                 break
             }
             stepLateness = max(stepLateness, now - (start + scaled(steps[index].offsetNanoseconds)))
-            perform(steps[index].step, queue: queue, device: device)
+            perform(steps, at: index, queue: queue, device: device)
             index += 1
         }
         nextStep[device] = index
@@ -514,17 +527,29 @@ public final class ReplayAppsRole: Role {
     }
 
     /// A user's action with its app-side half, as the simulator's apps do it: a launch attaches
-    /// new observers (late ones at their recorded attachment), a quit drops them.
-    private func perform(_ step: PlannedAppStep, queue: PaymentQueue, device: String) {
-        switch step {
+    /// new observers (at the launch's planned attachment if there is one, late ones at their
+    /// recorded attachment), a quit drops them.
+    private func perform(_ steps: [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int, repliesHeard: Int)], at index: Int,
+                         queue: PaymentQueue, device: String) {
+        switch steps[index].step {
         case .user(.launchApp):
             queue.enqueue(.launchApp(device: device))
             let observers = ReplayApps.makeObservers(plan.scenario.apps.observers)
             lateObservers[device] = observers.filter(\.behavior.attachesLate)
-            for observer in observers where !observer.behavior.attachesLate { queue.add(observer) }
+            let atLaunch = observers.filter { !$0.behavior.attachesLate }
+            // Held only where the recording logged a reply between the launch and the attachment:
+            // otherwise they go together, as the simulator's app sends them.
+            if steps.indices.contains(index + 1), steps[index + 1].step == .attachAtLaunch, steps[index + 1].repliesBefore > steps[index].repliesBefore {
+                launchObservers[device] = atLaunch
+            } else {
+                for observer in atLaunch { queue.add(observer) }
+            }
+        case .attachAtLaunch:
+            for observer in launchObservers.removeValue(forKey: device) ?? [] { queue.add(observer) }
         case .user(.terminateApp):
             queue.terminateApp()
             lateObservers[device] = []
+            launchObservers[device] = nil
         case .user(let body):
             queue.enqueue(body)
         case .attachLate(let name):

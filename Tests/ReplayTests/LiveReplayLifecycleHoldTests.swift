@@ -50,15 +50,23 @@ import StoreKitRuntime
         #expect(sent(chains.fire(token, now: 10 + RecordedOrderHold.maximumNanoseconds)) == 1)
     }
 
-    @Test("The plan counts each reply's device's recorded launches and quits before it")
+    @Test("The plan counts each reply's device's recorded launches, first observer attachments and quits before it")
     func planCountsLifecycles() throws {
         let recording = try recordInMemory(seed: 5, devices: 2, purchases: 8) { $0.apps.relaunchProbability = 0.4 }
         let plan = try LiveReplayPlan(recording: recording)
         var counted: [String: Int] = [:]
+        var launchedWithoutObservers: Set<String> = []
         var expected: [CommandBody: [Int]] = [:]
         for recorded in try recordedEvents(recording) {
             switch recorded.event {
-            case .appLaunched(let device), .appTerminated(let device): counted[device, default: 0] += 1
+            case .appLaunched(let device):
+                counted[device, default: 0] += 1
+                launchedWithoutObservers.insert(device)
+            case .appTerminated(let device):
+                counted[device, default: 0] += 1
+                launchedWithoutObservers.remove(device)
+            case .observerAttached(let device, _) where launchedWithoutObservers.remove(device) != nil:
+                counted[device, default: 0] += 1
             case .transactionPurchased(let key, _, _, _) where recorded.commandID?.origin.hasPrefix("store") == true:
                 expected[.decidePurchase(key, .purchased(charged: true)), default: []].append(counted[key.device] ?? 0)
             default: break
@@ -66,7 +74,7 @@ import StoreKitRuntime
         }
         let replies = plan.purchaseDecisions.values.flatMap { $0 }.filter { if case .decidePurchase(_, .purchased(charged: true)) = $0.body { true } else { false } }
         #expect(!replies.isEmpty)
-        #expect(replies.contains { $0.lifecyclesBefore > 1 }, "the recording relaunches apps before some decisions")
+        #expect(replies.contains { $0.lifecyclesBefore > 2 }, "the recording relaunches apps before some decisions")
         for reply in replies {
             #expect(expected[reply.body]?.contains(reply.lifecyclesBefore) == true, "\(reply.body): \(reply.lifecyclesBefore)")
         }
@@ -148,6 +156,7 @@ import StoreKitRuntime
         var world = 0
         var atLastAppCommand = 0
         var expected: [Int] = []
+        var launched = false
         try recording.forEachUnit { unit in
             guard let body = unit.body, body.device == "device-0001" else { return }
             switch unit.source {
@@ -155,7 +164,15 @@ import StoreKitRuntime
             case .user:
                 // A user's action shows nothing of what the app had heard; its observers' commands do.
                 expected.append(atLastAppCommand)
-            case .observer: atLastAppCommand = world
+                if case .launchApp = body { launched = true }
+                if case .terminateApp = body { launched = false }
+            case .observer:
+                // A launch's first attachment is a step of its own (`attachAtLaunch`).
+                if case .attachObserver = body, launched {
+                    expected.append(atLastAppCommand)
+                    launched = false
+                }
+                atLastAppCommand = world
             case .header: break
             }
         }

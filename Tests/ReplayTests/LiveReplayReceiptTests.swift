@@ -23,10 +23,18 @@ import StoreKitRuntime
     static func recordedPieces(_ events: [RecordedEvent]) -> [LiveReplayPlan.ReceiptName: [(delay: Int64, body: CommandBody, lifecycles: Int)]] {
         var started: [LiveReplayPlan.ReceiptName: Int64] = [:]
         var lifecycles: [String: Int] = [:]
+        var launchedWithoutObservers: Set<String> = []
         var pieces: [LiveReplayPlan.ReceiptName: [(delay: Int64, body: CommandBody, lifecycles: Int)]] = [:]
         for recorded in events {
             switch recorded.event {
-            case .appLaunched(let device), .appTerminated(let device):
+            case .appLaunched(let device):
+                lifecycles[device, default: 0] += 1
+                launchedWithoutObservers.insert(device)
+            case .appTerminated(let device):
+                lifecycles[device, default: 0] += 1
+                launchedWithoutObservers.remove(device)
+            case .observerAttached(let device, _) where launchedWithoutObservers.remove(device) != nil:
+                // A launch's first attachment: from then on its observers hear the replies.
                 lifecycles[device, default: 0] += 1
             case .receiptRefreshStarted(let device, let request):
                 started[LiveReplayPlan.ReceiptName(device: device, request: request)] = recorded.timestamp
@@ -42,7 +50,7 @@ import StoreKitRuntime
         return pieces
     }
 
-    @Test("The plan holds every recorded receipt piece, in order, timed from its refresh's start, with the device's launches and quits before it")
+    @Test("The plan holds every recorded receipt piece, in order, timed from its refresh's start, with the device's launches, first attachments and quits before it")
     func planHoldsEveryPiece() throws {
         let recording = try Self.recording()
         let events = try recordedEvents(recording)

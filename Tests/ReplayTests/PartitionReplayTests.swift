@@ -75,31 +75,25 @@ import Testing
         // timing. About 1 live replay in 6 diverged that way under load (an extra restoreShownDone, the
         // recorded app having quit just before it; docs/replay.md, "Live replay"), and a recording whose
         // quit fell within a millisecond of its restore's start diverged in all three replays once (CI).
-        // So up to three replays of a recording are made, and a second recording when none was clean; the
-        // first replay without a divergence is examined, and every one is printed when none is.
-        var attempts: [ProgramOutcome] = []
+        // So up to three replays of a recording are made (`liveReplay`), and a second recording when none
+        // was clean; the first replay without a divergence is examined, and every one is printed when none is.
         var before: [String: Data] = [:]
-        recordings: for recording in 1...2 {
-            for folder in ["rec", "same", "same-2", "same-3"] { try? FileManager.default.removeItem(atPath: scratch.path(folder)) }
+        var last: ProgramOutcome?
+        var reports: [String] = []
+        for recording in 1...2 {
+            try? FileManager.default.removeItem(atPath: scratch.path("rec"))
             let run = try CLI.sksim(["run", scratch.path("parts.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
             #expect(run.status == 0, "recording \(recording): \(run.output) \(run.error)")
             before = try CLI.snapshot(scratch.path("rec/log"))
-            for attempt in 1...3 {
-                let outcome = try CLI.sksim(["replay", scratch.path("rec"), "--live", scratch.path("parts.yaml"),
-                                             "--out", scratch.path(attempt == 1 ? "same" : "same-\(attempt)"), "--json"])
-                attempts.append(outcome)
-                if outcome.status == 0, outcome.json["divergences"] as? Int == 0 {
-                    if attempt > 1 {
-                        try? FileManager.default.removeItem(atPath: scratch.path("same"))
-                        try FileManager.default.moveItem(atPath: scratch.path("same-\(attempt)"), toPath: scratch.path("same"))
-                    }
-                    break recordings
-                }
-            }
+            let (outcome, report) = try CLI.liveReplay(scratch.path("rec"), topology: scratch.path("parts.yaml"), out: scratch.path("same"))
+            last = outcome
+            reports.append("recording \(recording):\n\(report)")
+            if outcome.status == 0, outcome.json["divergences"] as? Int == 0 { break }
         }
-        let same = try #require(attempts.last)
-        #expect(same.status == 0, "\(attempts.map { $0.output + " " + $0.error }.joined(separator: "\n"))")
-        #expect(same.json["divergences"] as? Int == 0, "\(attempts.map(\.output).joined(separator: "\n"))")
+        let attempts = reports.joined(separator: "\n")
+        let same = try #require(last)
+        #expect(same.status == 0, "\(attempts)")
+        #expect(same.json["divergences"] as? Int == 0, "\(attempts)")
         let live = try #require(same.json["live"] as? [String: Any])
         #expect(live["processes"] as? Int == 6)
         #expect(live["settled"] as? Bool == true)
