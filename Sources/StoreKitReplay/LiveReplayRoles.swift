@@ -428,7 +428,10 @@ public final class ReplayAppsRole: Role {
         var effects: [Effect] = stepsBeforeHearing(device, queue: queue, now: now)
         queue.deliver(recorded)
         effects += queue.drainOutbox().map { .send($0) }
-        if held { effects += takeSteps(of: device, queue: queue, now: now) }
+        // A restore's transactions reach the observers together, once the next event shows the
+        // batch complete (its end, F-C1): steps held for that reply go after the app's reactions
+        // to them, as the recording logged them, so not on one of its transactions.
+        if held, !recorded.event.isTransactionRestored { effects += takeSteps(of: device, queue: queue, now: now) }
         return effects
     }
 
@@ -440,9 +443,8 @@ public final class ReplayAppsRole: Role {
     /// in log order, so the recorded app had not heard the replies logged after that one either
     /// when it took those steps: a burst of steps goes before all of them, up to and with a quit
     /// (never a launch: the relaunch waits, as every step, for the replies recorded before it, which
-    /// the quit app did not hear). The steps may go a little before
-    /// their recorded offsets (at most the holds' bound): nothing of the app comes between in
-    /// either log.
+    /// the quit app did not hear). The steps may go a little before their recorded offsets (at most
+    /// the holds' bound): nothing of the app comes between in either log.
     private func stepsBeforeHearing(_ device: String, queue: PaymentQueue, now: Int64) -> [Effect] {
         let steps = plan.steps(of: device)
         let counted = hold.counted(device)
@@ -593,4 +595,8 @@ public final class ReplayAppsRole: Role {
             return state.pending.isEmpty && state.restoresInProgress.isEmpty && !awaitsRecordedReceipt(device, state)
         }
     }
+}
+
+private extension Event {
+    var isTransactionRestored: Bool { if case .transactionRestored = self { true } else { false } }
 }

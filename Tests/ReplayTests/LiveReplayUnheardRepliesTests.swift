@@ -189,4 +189,49 @@ import StoreKitRuntime
         #expect(launches == launchSteps.count)
         #expect(early.isEmpty, "\(early)")
     }
+
+    @Test("Steps held for a restore's answer go after the app's reactions to its transactions, not on one of them")
+    func stepsAfterTheRestoresBatch() throws {
+        // Users who restore often, a store that answers within milliseconds.
+        let recording = try recordInMemory(seed: 5, devices: 1, purchases: 30) {
+            $0.apps.restoreProbability = 0.5
+            $0.apps.thinkTime = .exponential(minimumMilliseconds: 20, meanMilliseconds: 150)
+            $0.store.restoreLatency = .uniform(minimumMilliseconds: 1, maximumMilliseconds: 5)
+            $0.store.purchaseLatency = .uniform(minimumMilliseconds: 1, maximumMilliseconds: 5)
+        }
+        let plan = try LiveReplayPlan(recording: recording)
+        let userSteps = plan.steps(of: device).filter { if case .user = $0.step { true } else { false } }
+        let role = ReplayAppsRole(name: "apps", plan: plan, speed: 1, deviceIndices: [0], choices: SeededChoices(seed: 5, stream: "apps"))
+        // The world's replies heard 200 ms late (a loaded machine): the user's steps recorded after them
+        // are due first, and held for them (less than the holds' bound).
+        let lag: Int64 = 200_000_000
+        var sentSteps = 0
+        var releasedOnRestored: [String] = []
+        var restored = 0
+        var started = false
+        func note(_ effects: [Effect], onRestored: Bool) {
+            for case .send(let body) in effects where CommandSource.of(body) == .user {
+                // A step the recorded app took after reacting to every reply before it.
+                if onRestored, userSteps[sentSteps].repliesHeard >= userSteps[sentSteps].repliesBefore { releasedOnRestored.append("\(body)") }
+                sentSteps += 1
+            }
+        }
+        try recording.forEachUnit { unit in
+            guard unit.body != nil else { return }
+            if !started, unit.source == .user {
+                started = true
+                note(role.resume(now: unit.timestamp), onRestored: false)
+            }
+            let late = unit.source == .store || unit.source == .downloader ? lag : 0
+            for recorded in unit.events {
+                note(role.timerFired(.deviceStep(device: device), now: recorded.timestamp + late), onRestored: false)
+                let isRestored = if case .transactionRestored = recorded.event { true } else { false }
+                if isRestored { restored += 1 }
+                note(role.receive(recorded, now: recorded.timestamp + late), onRestored: isRestored)
+            }
+        }
+        try #require(restored > 0, "the recording restores; pick another seed")
+        #expect(sentSteps == userSteps.count)
+        #expect(releasedOnRestored.isEmpty, "\(releasedOnRestored)")
+    }
 }
