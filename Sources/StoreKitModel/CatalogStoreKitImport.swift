@@ -176,21 +176,29 @@ extension Catalog {
     }
 
     /// A subscription's promotional offers (F-O4): `adHocOffers[]`, the name Xcode writes for them in
-    /// every format that has them (1.1 to 6.x; Xcode's editor calls them "Promotional Offers"), each
-    /// with `offerID`, `referenceName`, `paymentMode`, `subscriptionPeriod`, `numberOfPeriods` and
-    /// `displayPrice`. An entry without `offerID` or `paymentMode`, or with an empty `offerID`, no app
-    /// can name, so it is no offer (such files loaded before offers were read, and still do);
-    /// `paymentMode` "none" is no offer, as for introductory offers.
+    /// every format that has them (3.0 to 6.x in the files read; Xcode's editor calls them "Promotional
+    /// Offers"), each with `offerID`, `referenceName`, `paymentMode`, `subscriptionPeriod`,
+    /// `numberOfPeriods` (absent: 1) and `displayPrice` (absent: free). An entry without `offerID` or
+    /// `paymentMode`, or with an empty `offerID`, no app can name, so it is no offer (such files loaded
+    /// before offers were read, and still do); `paymentMode` "none" is no offer, as for introductory
+    /// offers. Format 5 may list an offer once per billing plan (`billingPlanType`): of one `offerID`,
+    /// the entry billed up front (or of no plan) is kept, else the first, as for introductory offers.
     private static func storeKitPromotionalOffers(_ node: JSONNode) throws(CatalogError) -> [(offer: PromotionalOffer, keyPath: String)] {
-        var offers: [(offer: PromotionalOffer, keyPath: String)] = []
+        var offers: [(offer: PromotionalOffer, keyPath: String, billedUpFront: Bool)] = []
         for offerNode in try node.optionalArray("adHocOffers") {
             _ = try offerNode.object()
             guard let identifier = try offerNode.optionalString("offerID"), !identifier.isEmpty,
                   let terms = try storeKitOfferTerms(offerNode, kind: "promotional") else { continue }
-            offers.append((PromotionalOffer(identifier: identifier, referenceName: try offerNode.optionalString("referenceName"), terms: terms),
-                           offerNode.keyPath))
+            let plan = try offerNode.optionalString("billingPlanType")
+            let entry = (offer: PromotionalOffer(identifier: identifier, referenceName: try offerNode.optionalString("referenceName"), terms: terms),
+                         keyPath: offerNode.keyPath, billedUpFront: plan == nil || plan == "BILLED_UPFRONT")
+            if let earlier = offers.firstIndex(where: { $0.offer.identifier == identifier }) {
+                if entry.billedUpFront && !offers[earlier].billedUpFront { offers[earlier] = entry }
+                continue
+            }
+            offers.append(entry)
         }
-        return offers
+        return offers.map { ($0.offer, $0.keyPath) }
     }
 
     /// A subscription's introductory offer (F-O1): `introductoryOffer` (an object or null, formats 1
