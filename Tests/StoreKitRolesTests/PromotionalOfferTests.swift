@@ -84,6 +84,13 @@ import StoreKitTestKit
             return (effects, OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount, transactionDate: time))
         }
 
+        /// Account a subscribed weekly at 0 and lapsed at 7 s; then `payment` is bought at `time`.
+        func buyAsLapsedSubscriber(_ payment: Payment, at time: Int64) -> ([Effect], OriginalTransaction) {
+            let (_, weekly) = buy(PromotionalOfferTests.payment("plus.weekly"), at: 0)
+            feeder.feed(.subscriptionExpired(device: "d", original: weekly), at: 7 * PromotionalOfferTests.second)
+            return buy(payment, at: time)
+        }
+
         func renew(_ original: OriginalTransaction, at time: Int64) -> [Effect] {
             let key = nextKey("d")
             return feeder.feed(.subscriptionRenewed(key, identifier: "d.\(key.number)", original: original, downloads: []), at: time)
@@ -157,9 +164,7 @@ import StoreKitTestKit
     @Test("F-O5: a lapsed subscriber's pay-up-front offer: one first period of the offer's whole length (two months), then the product's")
     func payUpFront() throws {
         let feed = try Feed()
-        let (_, first) = feed.buy(Self.payment("plus.weekly"), at: 0)
-        _ = feed.feeder.feed(.subscriptionExpired(device: "d", original: first), at: 7 * Self.second)
-        let (effects, second) = feed.buy(Self.payment("plus.monthly", offer: "halfprice"), at: 10 * Self.second)
+        let (effects, second) = feed.buyAsLapsedSubscriber(Self.payment("plus.monthly", offer: "halfprice"), at: 10 * Self.second)
         #expect(effects == [.timer(afterNanoseconds: 60 * Self.second, .subscriptionPeriodEnd(original: second.transactionIdentifier, renewals: 0))])
         let subscription = try #require(feed.store.projection.subscriptions[second.transactionIdentifier])
         #expect(subscription.promotionalOffer?.identifier == "halfprice" && subscription.introductoryOffer == nil)
@@ -170,10 +175,8 @@ import StoreKitTestKit
     @Test("F-O5, F-O7: pay as you go: three offer periods of a week, then the product's month; the receipt marks the purchase and the two renewals at the offer price")
     func payAsYouGoAndReceipt() throws {
         let feed = try Feed()
-        let (_, weekly) = feed.buy(Self.payment("plus.weekly"), at: 0)
-        _ = feed.feeder.feed(.subscriptionExpired(device: "d", original: weekly), at: 7 * Self.second)
         // A lapsed subscriber: the offer applies from the purchase.
-        let (effects, monthly) = feed.buy(Self.payment("plus.monthly", offer: "weeks"), at: 8 * Self.second)
+        let (effects, monthly) = feed.buyAsLapsedSubscriber(Self.payment("plus.monthly", offer: "weeks"), at: 8 * Self.second)
         func periodEnd(_ seconds: Int64, _ renewals: Int) -> Effect {
             .timer(afterNanoseconds: seconds * Self.second, .subscriptionPeriodEnd(original: monthly.transactionIdentifier, renewals: renewals))
         }
@@ -233,17 +236,6 @@ import StoreKitTestKit
             .appendingPathComponent("StoreKitModelTests/Fixtures/promotional-offers.json"))
     }
 
-    static func run(_ scenario: Scenario) throws -> (RunReport, [RecordedEvent]) {
-        let environment = DeterministicEnvironment.inMemory(seed: scenario.seed)
-        let report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
-        var events: [RecordedEvent] = []
-        try environment.storage.forEachRecord(from: 1) { sequence, timestamp, payload in
-            let decoded = try EventCodec.decodeEvent(payload)
-            events.append(RecordedEvent(sequence: sequence, timestamp: timestamp, commandID: decoded.commandID, event: decoded.event))
-        }
-        return (report, events)
-    }
-
     @Test("F-O5: a whole run whose users buy at promotional offers (apps.promotionalOfferProbability): no violation, the same bytes for the same seed, every discount validly signed, and the receipts mark the purchases that got one")
     func wholeRun() throws {
         let catalog = try Self.fixtureCatalog()
@@ -252,9 +244,9 @@ import StoreKitTestKit
         scenario.apps.promotionalOfferProbability = 0.8
         scenario.apps.receiptRefreshProbability = 0.5
         scenario.store.maximumRenewals = 1
-        let (report, events) = try Self.run(scenario)
+        let (report, events) = try runInMemory(scenario)
         #expect(report.violations.isEmpty)
-        #expect(try Self.run(scenario).1 == events)
+        #expect(try runInMemory(scenario).1 == events)
         var accountOfDevice: [String: String] = [:]
         var discounted: [TransactionKey: Payment] = [:]
         var offerOfPurchase: [String: String] = [:]
@@ -295,9 +287,9 @@ import StoreKitTestKit
     func knobDrawsNothingByDefault() throws {
         var scenario = Scenario(seed: 42, devices: 6)
         scenario.apps.purchasesPerDevice = 6
-        let (_, plain) = try Self.run(scenario)
+        let (_, plain) = try runInMemory(scenario)
         scenario.apps.promotionalOfferProbability = 0.9
-        let (_, withKnob) = try Self.run(scenario)
+        let (_, withKnob) = try runInMemory(scenario)
         // The first record holds the scenario (with the knob); everything after it is the same.
         #expect(Array(plain.dropFirst()) == Array(withKnob.dropFirst()))
         #expect(!plain.contains { if case .transactionAdded(_, let payment) = $0.event { payment.discount != nil } else { false } })
