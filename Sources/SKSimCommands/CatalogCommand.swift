@@ -32,14 +32,18 @@ struct CatalogCommand: AsyncParsableCommand {
 enum CatalogListing {
     static func json(_ catalog: Catalog, source: String) -> JSONValue {
         let products: [JSONValue] = catalog.products.map { product in
-            .object([
+            // `promotionalOffers` only for a product that has some (F-O4), so other listings keep their bytes.
+            let promotional: [(String, JSONValue)] = product.promotionalOffers.map { offers in
+                [("promotionalOffers", .array(offers.map(promotionalOffer)))]
+            } ?? []
+            return .object([
                 ("productIdentifier", .string(product.identifier)), ("kind", .string(product.kind.rawValue)),
                 ("restorable", .bool(product.isRestorable)), ("displayPrice", .string(product.displayPrice)),
                 ("referenceName", .string(product.referenceName)),
                 ("subscriptionPeriod", .optional(product.subscriptionPeriod)), ("subscriptionGroup", .optional(product.subscriptionGroup)),
                 ("hostedContent", JSONShapes.contents(product.hostedContent)),
                 ("introductoryOffer", product.introductoryOffer.map(offer) ?? .null),
-            ])
+            ] + promotional)
         }
         return .object([("source", .string(source)), ("products", .array(products)), ("settings", settings(catalog.testSettings))])
     }
@@ -51,6 +55,12 @@ enum CatalogListing {
             ("numberOfPeriods", .int(offer.numberOfPeriods)), ("displayPrice", .string(offer.displayPrice)),
             ("internalID", .optional(offer.internalID)),
         ])
+    }
+
+    /// A promotional offer (F-O4): its identifier and reference name, then its terms as `offer` gives them.
+    static func promotionalOffer(_ offer: PromotionalOffer) -> JSONValue {
+        guard case .object(let terms) = Self.offer(offer.terms) else { preconditionFailure("an offer is a JSON object") }
+        return .object([("offerID", .string(offer.identifier)), ("referenceName", .optional(offer.referenceName))] + terms)
     }
 
     static func settings(_ settings: StoreKitTestSettings) -> JSONValue {
@@ -94,6 +104,14 @@ enum CatalogListing {
             lines += offered.map { product, offer in
                 "  " + product.identifier.padding(toLength: width, withPad: " ", startingAt: 0)
                     + "  \(offer.summary), then \(product.displayPrice) per \(product.subscriptionPeriod ?? "-")"
+            }
+        }
+        let promoted = catalog.products.compactMap { product in product.promotionalOffers.map { (product, $0) } }
+        if !promoted.isEmpty {
+            let width = promoted.map(\.0.identifier.count).max() ?? 0
+            lines.append("promotional offers (for accounts that have subscribed in the group, with a signed discount)")
+            for (product, offers) in promoted {
+                lines += offers.map { "  " + product.identifier.padding(toLength: width, withPad: " ", startingAt: 0) + "  \($0.summary)" }
             }
         }
         let settings = catalog.testSettings

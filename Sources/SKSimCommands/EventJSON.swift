@@ -8,9 +8,15 @@ enum JSONShapes {
     static func download(_ key: DownloadKey) -> JSONValue { .string(key.description) }
 
     static func payment(_ payment: Payment) -> JSONValue {
-        .object([("productIdentifier", .string(payment.productIdentifier)), ("quantity", .int(payment.quantity)),
-                 ("applicationUsername", .optional(payment.applicationUsername)),
-                 ("requestDataBytes", payment.requestData.map { .int($0.count) } ?? .null)])
+        // Only a payment with a discount has the key (F-O5), so earlier logs print as they did.
+        let discount: [(String, JSONValue)] = payment.discount.map { discount in
+            [("discount", .object([("identifier", .string(discount.identifier)), ("keyIdentifier", .string(discount.keyIdentifier)),
+                                   ("nonce", .string(discount.nonce)), ("signature", .string(discount.signature)),
+                                   ("timestamp", .int(discount.timestamp))]))]
+        } ?? []
+        return .object([("productIdentifier", .string(payment.productIdentifier)), ("quantity", .int(payment.quantity)),
+                        ("applicationUsername", .optional(payment.applicationUsername)),
+                        ("requestDataBytes", payment.requestData.map { .int($0.count) } ?? .null)] + discount)
     }
 
     static func error(_ error: StoreError) -> JSONValue {
@@ -28,8 +34,10 @@ enum JSONShapes {
     static func original(_ original: OriginalTransaction) -> JSONValue {
         // Only a receipt entry at an introductory offer has the key (F-O3), so earlier logs print as they did.
         let offer: [(String, JSONValue)] = original.introductoryOfferPeriod.map { [("introductoryOfferPeriod", .string($0.name))] } ?? []
+        // Likewise Apple's `promotional_offer_id`, only on an entry at a promotional offer (F-O7).
+        let promotional: [(String, JSONValue)] = original.promotionalOfferIdentifier.map { [("promotionalOfferIdentifier", .string($0))] } ?? []
         return .object([("transactionIdentifier", .string(original.transactionIdentifier)), ("payment", payment(original.payment)),
-                        ("transactionDate", .int(original.transactionDate))] + offer)
+                        ("transactionDate", .int(original.transactionDate))] + offer + promotional)
     }
 
     static func event(_ recorded: RecordedEvent) -> JSONValue {

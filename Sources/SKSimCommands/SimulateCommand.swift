@@ -33,6 +33,8 @@ struct SimulateCommand: AsyncParsableCommand {
     var restrictedDeviceShare: Double?
     @Option(help: "Chance (0 to 1), per purchase, that the app also refreshes its receipt (SKReceiptRefreshRequest), R-R2 (default: 0).")
     var receiptRefreshProbability: Double?
+    @Option(help: "Chance (0 to 1), per purchase of a subscription with promotional offers in a group the device bought in before, that the app attaches a signed SKPaymentDiscount, F-O5 (default: 0).")
+    var promotionalOfferProbability: Double?
     @Option(help: "Renewals of one auto-renewable subscription at most before it expires, F-U1 (default: 3).")
     var maximumRenewals: Int?
     @Option(help: "Chance (0 to 1) that a subscription's user cancelled before a period ends, so it expires, F-U2 (default: 0.2).")
@@ -62,6 +64,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if let observers { scenario.apps.observers = try parseObservers(observers) }
         if let restrictedDeviceShare { scenario.apps.restrictedDeviceShare = restrictedDeviceShare }
         if let receiptRefreshProbability { scenario.apps.receiptRefreshProbability = receiptRefreshProbability }
+        if let promotionalOfferProbability { scenario.apps.promotionalOfferProbability = promotionalOfferProbability }
         if let maximumRenewals { scenario.store.maximumRenewals = maximumRenewals }
         if let cancellationAtRenewalProbability { scenario.store.cancellationAtRenewalProbability = cancellationAtRenewalProbability }
         if let interruptedPurchaseProbability { scenario.store.interruptedPurchaseProbability = interruptedPurchaseProbability }

@@ -183,7 +183,8 @@ public struct Topology: Sendable {
     private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
         let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers",
                                                   "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader",
-                                                  "restrictedDeviceShare", "storeActions", "receiptRefreshProbability"])
+                                                  "restrictedDeviceShare", "storeActions", "receiptRefreshProbability",
+                                                  "promotionalOfferProbability"])
         guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'") }
         var catalog = Catalog.sample
         var catalogSource = "built-in sample"
@@ -204,6 +205,7 @@ public struct Topology: Sendable {
         if let value = keys["relaunchProbability"] { scenario.apps.relaunchProbability = try value.double(in: 0...1) }
         if let value = keys["restrictedDeviceShare"] { scenario.apps.restrictedDeviceShare = try value.double(in: 0...1) }
         if let value = keys["receiptRefreshProbability"] { scenario.apps.receiptRefreshProbability = try value.double(in: 0...1) }
+        if let value = keys["promotionalOfferProbability"] { scenario.apps.promotionalOfferProbability = try value.double(in: 0...1) }
         if let value = keys["storeActions"] {
             // SKTestSession's controls at set times (F-T2); names are checked against the run below.
             scenario.store.actions = try value.sequence().map { item throws(TopologyError) in
@@ -234,7 +236,8 @@ public struct Topology: Sendable {
                                                         "approvalProbability", "restoreFailureProbability", "latencyMilliseconds",
                                                         "cancellationAtRenewalProbability", "maximumRenewals", "subscriptionTimeRate",
                                                         "interruptedPurchaseProbability", "interruptionResolvedProbability",
-                                                        "billingIssueProbability", "billingRecoveryProbability", "billingGracePeriodEnabled"])
+                                                        "billingIssueProbability", "billingRecoveryProbability", "billingGracePeriodEnabled",
+                                                        "promotionalOfferKey"])
             if let item = store["failureProbability"] { scenario.store.failureProbability = try item.double(in: 0...1) }
             if let item = store["deferralProbability"] { scenario.store.deferralProbability = try item.double(in: 0...1) }
             if let item = store["cancellationProbability"] { scenario.store.cancellationProbability = try item.double(in: 0...1) }
@@ -254,6 +257,15 @@ public struct Topology: Sendable {
             if let item = store["billingIssueProbability"] { scenario.store.billingIssueProbability = try item.double(in: 0...1) }
             if let item = store["billingRecoveryProbability"] { scenario.store.billingRecoveryProbability = try item.double(in: 0...1) }
             if let item = store["billingGracePeriodEnabled"] { scenario.store.billingGracePeriodEnabled = try item.bool() }
+            if let item = store["promotionalOfferKey"] {
+                // The key promotional offer signatures are made and checked with (F-O6).
+                let key = try item.mapping(allowedKeys: ["identifier", "secret"])
+                guard let identifier = try key["identifier"]?.string(), !identifier.isEmpty,
+                      let secret = try key["secret"]?.string(), !secret.isEmpty else {
+                    throw item.error("promotionalOfferKey needs a non-empty identifier and secret")
+                }
+                scenario.store.promotionalOfferKey = PromotionalOfferKey(identifier: identifier, secret: secret)
+            }
             if let item = store["latencyMilliseconds"] {
                 let latency = try item.mapping(allowedKeys: ["minimum", "mean"])
                 let minimum = try latency["minimum"]?.double(in: 0...600_000) ?? 0

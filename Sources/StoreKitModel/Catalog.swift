@@ -114,6 +114,8 @@ extension Catalog {
         var hostedContent: [String]
         /// The introductory offer's object (F-O1); its fields' paths append to it.
         var introductoryOffer: String = ""
+        /// Each promotional offer's object, in order (F-O4).
+        var promotionalOffers: [String] = []
 
         static func native(base: String, product: Product) -> ProductKeyPaths {
             ProductKeyPaths(
@@ -122,7 +124,8 @@ extension Catalog {
                 subscriptionGroup: "\(base).subscriptionGroup",
                 subscriptionPeriod: "\(base).subscriptionPeriod",
                 hostedContent: product.hostedContent.indices.map { "\(base).hostedContent[\($0)]" },
-                introductoryOffer: "\(base).introductoryOffer"
+                introductoryOffer: "\(base).introductoryOffer",
+                promotionalOffers: (product.promotionalOffers ?? []).indices.map { "\(base).promotionalOffers[\($0)]" }
             )
         }
     }
@@ -188,6 +191,9 @@ extension Catalog {
                 try Self.validate(offer, of: product, at: paths.introductoryOffer.isEmpty
                                   ? "introductoryOffer of product \"\(product.identifier)\"" : paths.introductoryOffer, source: source)
             }
+            if let offers = product.promotionalOffers {
+                try Self.validate(offers, of: product, at: paths.promotionalOffers, source: source)
+            }
             // Apple hosts content for non-consumable products only (F-H2), so a renewal, a consumable
             // or a non-renewing subscription never lists downloads.
             if !product.hostedContent.isEmpty && product.kind != .nonConsumable {
@@ -233,30 +239,58 @@ extension Catalog {
         self.indexByIdentifier = index
     }
 
-    /// An introductory offer belongs to an auto-renewable subscription and lasts a period of some
-    /// length, a bounded number of times, at a decimal price (F-O1).
-    private static func validate(_ offer: IntroductoryOffer, of product: Product, at keyPath: String, source: String) throws(CatalogError) {
+    /// Promotional offers (F-O4) have the terms of an introductory offer, a non-empty identifier of
+    /// their own within the product, and are bounded in number.
+    private static func validate(_ offers: [PromotionalOffer], of product: Product, at keyPaths: [String], source: String) throws(CatalogError) {
+        let listPath = keyPaths.first.map { String($0.prefix { $0 != "[" }) } ?? "promotionalOffers of product \"\(product.identifier)\""
+        guard offers.count <= PromotionalOffer.maximumPerProduct else {
+            throw CatalogError(reason: .invalidValue, source: source, keyPath: listPath,
+                               problem: "Product \"\(product.identifier)\" has \(offers.count) promotional offers; a product may have at most \(PromotionalOffer.maximumPerProduct).",
+                               remedy: "Keep the offers the apps use.")
+        }
+        var seen: [String: String] = [:]
+        for (index, offer) in offers.enumerated() {
+            let keyPath = index < keyPaths.count ? keyPaths[index] : "\(listPath)[\(index)]"
+            if offer.identifier.trimmingCharacters(in: .whitespaces).isEmpty {
+                throw CatalogError(reason: .missingValue, source: source, keyPath: "\(keyPath).identifier",
+                                   problem: "A promotional offer of product \"\(product.identifier)\" has an empty identifier, so no payment could name it.",
+                                   remedy: "Give the offer the identifier apps put in SKPaymentDiscount.identifier, e.g. \"comeback\".")
+            }
+            if let earlier = seen[offer.identifier] {
+                throw CatalogError(reason: .invalidValue, source: source, keyPath: keyPath,
+                                   problem: "The promotional offer identifier \"\(offer.identifier)\" of product \"\(product.identifier)\" is already used at \(earlier).",
+                                   remedy: "Give each promotional offer of a product its own identifier.")
+            }
+            seen[offer.identifier] = keyPath
+            try validate(offer.terms, of: product, at: keyPath, source: source, kind: "promotional")
+        }
+    }
+
+    /// An introductory or promotional offer belongs to an auto-renewable subscription and lasts a
+    /// period of some length, a bounded number of times, at a decimal price (F-O1, F-O4).
+    private static func validate(_ offer: IntroductoryOffer, of product: Product, at keyPath: String, source: String,
+                                 kind: String = "introductory") throws(CatalogError) {
         func failure(_ reason: CatalogError.Reason, _ field: String?, _ problem: String, _ remedy: String) -> CatalogError {
             CatalogError(reason: reason, source: source, keyPath: field.map { "\(keyPath).\($0)" } ?? keyPath, problem: problem, remedy: remedy)
         }
         guard product.kind == .autoRenewableSubscription else {
-            throw failure(.invalidValue, nil, "Product \"\(product.identifier)\" is a \(product.kind) with an introductory offer; only auto-renewable subscriptions have one.",
-                          "Remove the introductory offer, or make the product an auto-renewable subscription.")
+            throw failure(.invalidValue, nil, "Product \"\(product.identifier)\" is a \(product.kind) with \(kind == "introductory" ? "an" : "a") \(kind) offer; only auto-renewable subscriptions have one.",
+                          "Remove the \(kind) offer, or make the product an auto-renewable subscription.")
         }
         let period = offer.subscriptionPeriod
         guard isSubscriptionPeriod(period), let days = SubscriptionPeriod.days(period), days > 0 else {
             throw failure(.invalidValue, "subscriptionPeriod",
-                          "Expected an ISO 8601 duration of at least one day such as \"P1W\" or \"P1M\" for the introductory offer of product \"\(product.identifier)\", found \"\(period)\".",
+                          "Expected an ISO 8601 duration of at least one day such as \"P1W\" or \"P1M\" for the \(kind) offer of product \"\(product.identifier)\", found \"\(period)\".",
                           "Write the offer's period as P followed by counts of years (Y), months (M), weeks (W) or days (D), as Xcode writes it.")
         }
         guard (1...IntroductoryOffer.maximumNumberOfPeriods).contains(offer.numberOfPeriods) else {
             throw failure(.invalidValue, "numberOfPeriods",
-                          "The introductory offer of product \"\(product.identifier)\" lasts \(offer.numberOfPeriods) periods; an offer lasts 1 to \(IntroductoryOffer.maximumNumberOfPeriods).",
+                          "The \(kind) offer of product \"\(product.identifier)\" lasts \(offer.numberOfPeriods) periods; an offer lasts 1 to \(IntroductoryOffer.maximumNumberOfPeriods).",
                           "Give numberOfPeriods as a whole number from 1 to \(IntroductoryOffer.maximumNumberOfPeriods), or leave it out for 1.")
         }
         guard isDecimalPrice(offer.displayPrice) else {
             throw failure(.invalidValue, "displayPrice",
-                          "Expected a decimal price such as \"0.99\" for the introductory offer of product \"\(product.identifier)\", found \"\(offer.displayPrice)\".",
+                          "Expected a decimal price such as \"0.99\" for the \(kind) offer of product \"\(product.identifier)\", found \"\(offer.displayPrice)\".",
                           "Write the price with digits and at most one decimal point.")
         }
     }

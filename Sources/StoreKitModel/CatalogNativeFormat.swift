@@ -10,12 +10,18 @@ extension Catalog {
     /// `introductoryOffer`, so an sksim that predates offers refuses such a catalog (and a log
     /// recording it) instead of reading it without them. Both versions are read.
     public static let nativeFormatVersionWithOffers: Int64 = 2
+    /// The version written when a product has a promotional offer (F-O4): version 2 plus
+    /// `promotionalOffers`, so an sksim that predates them refuses such a catalog (and a log
+    /// recording it) instead of selling without them. Every version up to it is read.
+    public static let nativeFormatVersionWithPromotionalOffers: Int64 = 3
     /// The versions `parseNativeCatalog` reads.
-    public static let nativeFormatVersions: ClosedRange<Int64> = 1...2
+    public static let nativeFormatVersions: ClosedRange<Int64> = 1...3
 
-    /// The version this catalog is written in: 2 when it carries an introductory offer, else 1.
+    /// The version this catalog is written in: 3 when it carries a promotional offer, 2 when it
+    /// carries an introductory offer, else 1; the lowest that holds it, so catalogs keep their bytes.
     public var nativeVersion: Int64 {
-        products.contains { $0.introductoryOffer != nil } ? Self.nativeFormatVersionWithOffers : Self.nativeFormatVersion
+        if products.contains(where: { $0.promotionalOffers != nil }) { return Self.nativeFormatVersionWithPromotionalOffers }
+        return products.contains { $0.introductoryOffer != nil } ? Self.nativeFormatVersionWithOffers : Self.nativeFormatVersion
     }
 
     /// Parses the native catalog format (see docs/catalog-format.md).
@@ -78,7 +84,7 @@ extension Catalog {
             throw versionNode.error(
                 .unsupportedVersion,
                 problem: "Native catalog version \(version) is not supported; this simulator reads versions \(nativeFormatVersions.lowerBound) to \(nativeFormatVersions.upperBound).",
-                remedy: "Set \"version\" to \(nativeFormatVersionWithOffers) (or \(nativeFormatVersion) without introductory offers) and describe the products as in docs/catalog-format.md."
+                remedy: "Set \"version\" to \(nativeFormatVersionWithPromotionalOffers) (\(nativeFormatVersionWithOffers) without promotional offers, \(nativeFormatVersion) without any offer) and describe the products as in docs/catalog-format.md."
             )
         }
 
@@ -87,7 +93,7 @@ extension Catalog {
             entries += try importReferencedConfiguration(referenceNode, baseDirectory: baseDirectory)
         }
         for node in try root.optionalArray("products") {
-            entries.append(try nativeEntry(node))
+            entries.append(try nativeEntry(node, version: version))
         }
         if let hostedContentNode = try root.child("hostedContent") {
             try attachHostedContent(hostedContentNode, to: &entries)
@@ -130,7 +136,7 @@ extension Catalog {
         }
     }
 
-    private static func nativeEntry(_ node: JSONNode) throws(CatalogError) -> ProductEntry {
+    private static func nativeEntry(_ node: JSONNode, version: Int64) throws(CatalogError) -> ProductEntry {
         _ = try node.object()
         let identifier = try node.requiredString(
             "identifier", remedy: "Give every product the \"identifier\" the app requests, e.g. \"com.example.coins\"."
@@ -152,6 +158,21 @@ extension Catalog {
         if let offerNode = try node.child("introductoryOffer") {
             offer = try nativeIntroductoryOffer(offerNode)
         }
+        var promotionalOffers: [PromotionalOffer] = []
+        let promotionalNodes = try node.optionalArray("promotionalOffers")
+        // An older sksim would read such a catalog without them, so only version 3 may have them.
+        if !promotionalNodes.isEmpty && version < nativeFormatVersionWithPromotionalOffers {
+            throw node.error(.invalidValue, at: node.keyPath(appending: "promotionalOffers"),
+                             problem: "Product \"\(identifier)\" lists promotionalOffers, which native catalog version \(version) does not have.",
+                             remedy: "Set \"version\" to \(nativeFormatVersionWithPromotionalOffers).")
+        }
+        for offerNode in promotionalNodes {
+            _ = try offerNode.object()
+            promotionalOffers.append(PromotionalOffer(
+                identifier: try offerNode.requiredString("identifier", remedy: "Give the offer the \"identifier\" apps put in SKPaymentDiscount.identifier."),
+                referenceName: try offerNode.optionalString("referenceName"),
+                terms: try nativeIntroductoryOffer(offerNode)))
+        }
         var contentPaths: [String] = []
         var content: [HostedContent] = []
         for contentNode in try node.optionalArray("hostedContent") {
@@ -167,14 +188,16 @@ extension Catalog {
             subscriptionPeriod: try node.optionalString("subscriptionPeriod"),
             hostedContent: content,
             subscriptionLevel: (try node.child("subscriptionLevel")?.integer()).map { Int(clamping: $0) },
-            introductoryOffer: offer
+            introductoryOffer: offer,
+            promotionalOffers: promotionalOffers
         )
         var keyPaths = ProductKeyPaths.native(base: node.keyPath, product: product)
         keyPaths.hostedContent = contentPaths
         return ProductEntry(product: product, keyPaths: keyPaths)
     }
 
-    /// `introductoryOffer`: the names `IntroductoryOffer` encodes (F-O1); `Catalog` validates the values.
+    /// `introductoryOffer`, and a promotional offer's terms: the names `IntroductoryOffer` encodes
+    /// (F-O1, F-O4); `Catalog` validates the values.
     private static func nativeIntroductoryOffer(_ node: JSONNode) throws(CatalogError) -> IntroductoryOffer {
         _ = try node.object()
         let modes = IntroductoryOffer.PaymentMode.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")

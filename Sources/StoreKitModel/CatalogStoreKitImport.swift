@@ -9,8 +9,8 @@ extension Catalog {
     /// Imports an Xcode StoreKit configuration (`.storekit`, JSON, format versions 1.0 to 6.x).
     ///
     /// Reads `products`, `nonRenewingSubscriptions`, `subscriptionGroups[].subscriptions[]` with
-    /// their introductory offers, and the test `settings`; every other key (promotional offers,
-    /// localizations, keys of future versions) is ignored.
+    /// their introductory and promotional offers, and the test `settings`; every other key (offer
+    /// codes, win-back offers, localizations, keys of future versions) is ignored.
     /// StoreKit configurations carry no hosted content; the native format adds it.
     /// - Parameter source: names the data in error messages, usually the file path.
     public static func importStoreKitConfiguration(_ data: Data, source: String) throws(CatalogError) -> Catalog {
@@ -153,9 +153,15 @@ extension Catalog {
             subscriptionLevel: kind == .autoRenewableSubscription ? (try node.child("groupNumber")?.integer()).map { Int(clamping: $0) } : nil
         )
         var offerKeyPath = node.keyPath(appending: "introductoryOffer")
-        if kind == .autoRenewableSubscription, let offer = try storeKitIntroductoryOffer(node) {
-            product.introductoryOffer = offer.offer
-            offerKeyPath = offer.keyPath
+        var promotionalKeyPaths: [String] = []
+        if kind == .autoRenewableSubscription {
+            if let offer = try storeKitIntroductoryOffer(node) {
+                product.introductoryOffer = offer.offer
+                offerKeyPath = offer.keyPath
+            }
+            let promotional = try storeKitPromotionalOffers(node)
+            product.promotionalOffers = promotional.isEmpty ? nil : promotional.map(\.offer)
+            promotionalKeyPaths = promotional.map(\.keyPath)
         }
         var keyPaths = ProductKeyPaths(
             identifier: node.keyPath(appending: "productID"),
@@ -165,7 +171,34 @@ extension Catalog {
             hostedContent: []
         )
         keyPaths.introductoryOffer = offerKeyPath
+        keyPaths.promotionalOffers = promotionalKeyPaths
         return ProductEntry(product: product, keyPaths: keyPaths)
+    }
+
+    /// A subscription's promotional offers (F-O4): `adHocOffers[]`, the name Xcode writes for them in
+    /// every format that has them (3.0 to 6.x in the files read; Xcode's editor calls them "Promotional
+    /// Offers"), each with `offerID`, `referenceName`, `paymentMode`, `subscriptionPeriod`,
+    /// `numberOfPeriods` (absent: 1) and `displayPrice` (absent: free). An entry without `offerID` or
+    /// `paymentMode`, or with an empty `offerID`, no app can name, so it is no offer (such files loaded
+    /// before offers were read, and still do); `paymentMode` "none" is no offer, as for introductory
+    /// offers. Format 5 may list an offer once per billing plan (`billingPlanType`): of one `offerID`,
+    /// the entry billed up front (or of no plan) is kept, else the first, as for introductory offers.
+    private static func storeKitPromotionalOffers(_ node: JSONNode) throws(CatalogError) -> [(offer: PromotionalOffer, keyPath: String)] {
+        var offers: [(offer: PromotionalOffer, keyPath: String, billedUpFront: Bool)] = []
+        for offerNode in try node.optionalArray("adHocOffers") {
+            _ = try offerNode.object()
+            guard let identifier = try offerNode.optionalString("offerID"), !identifier.isEmpty,
+                  let terms = try storeKitOfferTerms(offerNode, kind: "promotional") else { continue }
+            let plan = try offerNode.optionalString("billingPlanType")
+            let entry = (offer: PromotionalOffer(identifier: identifier, referenceName: try offerNode.optionalString("referenceName"), terms: terms),
+                         keyPath: offerNode.keyPath, billedUpFront: plan == nil || plan == "BILLED_UPFRONT")
+            if let earlier = offers.firstIndex(where: { $0.offer.identifier == identifier }) {
+                if entry.billedUpFront && !offers[earlier].billedUpFront { offers[earlier] = entry }
+                continue
+            }
+            offers.append(entry)
+        }
+        return offers.map { ($0.offer, $0.keyPath) }
     }
 
     /// A subscription's introductory offer (F-O1): `introductoryOffer` (an object or null, formats 1
@@ -190,7 +223,14 @@ extension Catalog {
             }
         }
         guard let offerNode = chosen ?? candidates.first,
-              let modeNode = try offerNode.child("paymentMode") else { return nil }
+              let offer = try storeKitOfferTerms(offerNode, kind: "introductory") else { return nil }
+        return (offer, offerNode.keyPath)
+    }
+
+    /// An offer's terms as `.storekit` files spell them, for introductory and promotional offers
+    /// alike: nil for `paymentMode` "none" or no `paymentMode`; a malformed one is refused at its key path.
+    private static func storeKitOfferTerms(_ offerNode: JSONNode, kind: String) throws(CatalogError) -> IntroductoryOffer? {
+        guard let modeNode = try offerNode.child("paymentMode") else { return nil }
         let modeName = try modeNode.string()
         if modeName == "none" { return nil }
         guard let mode = IntroductoryOffer.PaymentMode(rawValue: modeName) else {
@@ -198,17 +238,16 @@ extension Catalog {
             let sameButCase = IntroductoryOffer.PaymentMode.allCases.first { $0.rawValue.lowercased() == modeName.lowercased() }
             throw modeNode.error(
                 .invalidValue,
-                problem: "Unknown introductory offer payment mode \"\(modeName)\"; StoreKit configurations use \(known)\(sameButCase.map { " (case-sensitive: \"\($0.rawValue)\")" } ?? "").",
+                problem: "Unknown \(kind) offer payment mode \"\(modeName)\"; StoreKit configurations use \(known)\(sameButCase.map { " (case-sensitive: \"\($0.rawValue)\")" } ?? "").",
                 remedy: "Correct the payment mode, or re-save the file in Xcode.")
         }
         let period = try offerNode.requiredString(
             "subscriptionPeriod", remedy: "Give the offer's duration as an ISO 8601 period, e.g. \"P1W\" for a one-week free trial, or re-save the file in Xcode.")
         let count = try offerNode.child("numberOfPeriods")?.integer() ?? 1
-        let offer = IntroductoryOffer(
+        return IntroductoryOffer(
             paymentMode: mode, subscriptionPeriod: period, numberOfPeriods: Int(clamping: count),
             // Only free trials are written without a price; a paid offer without one is free, as a product is.
             displayPrice: try offerNode.optionalString("displayPrice") ?? "0",
             internalID: try offerNode.optionalString("internalID"))
-        return (offer, offerNode.keyPath)
     }
 }

@@ -30,7 +30,8 @@ public enum EventCodec {
         case .paymentsAllowedChanged(let device, let allowed):
             writer.write(tag: 7); writer.write(device); writer.write(allowed)
         case .transactionAdded(let key, let payment):
-            writer.write(tag: 8); writeKey(key, into: &writer); writePayment(payment, into: &writer)
+            // Tag 36 only for a payment with a discount (F-O5): every other log keeps its bytes.
+            writer.write(tag: payment.discount == nil ? 8 : 36); writeKey(key, into: &writer); writePaymentWithDiscount(payment, into: &writer)
         case .transactionDeferred(let key):
             writer.write(tag: 9); writeKey(key, into: &writer)
         case .transactionPurchased(let key, let identifier, let downloads, let charged):
@@ -86,10 +87,11 @@ public enum EventCodec {
         case .receiptRefreshStarted(let device, let request):
             writer.write(tag: 33); writer.write(device); writer.write(varint: request)
         case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
-            // Tag 35 only when an entry was at an introductory offer (F-O3): a log without offers keeps its bytes.
-            let withOffers = hasOffers(entries)
-            writer.write(tag: withOffers ? 35 : 34)
-            writeReceiptPiece(device, request, firstIndex, entries, isLast, withOffers: withOffers, into: &writer)
+            // Tag 35 only when an entry was at an introductory offer (F-O3), 37 when one was at a
+            // promotional offer (F-O7): a log without offers keeps its bytes.
+            let offers = receiptOffers(entries)
+            writer.write(tag: [34, 35, 37][offers.rawValue])
+            writeReceiptPiece(device, request, firstIndex, entries, isLast, offers: offers, into: &writer)
         }
     }
 
@@ -119,6 +121,7 @@ public enum EventCodec {
         case 6: event = .observerDetached(device: try reader.readString(), observer: try reader.readString())
         case 7: event = .paymentsAllowedChanged(device: try reader.readString(), allowed: try reader.readBool())
         case 8: event = .transactionAdded(try readKey(&reader), try readPayment(&reader))
+        case 36: event = .transactionAdded(try readKey(&reader), try readPaymentWithDiscount(&reader))
         case 9: event = .transactionDeferred(try readKey(&reader))
         case 10:
             event = .transactionPurchased(try readKey(&reader), identifier: try reader.readString(),
@@ -159,8 +162,8 @@ public enum EventCodec {
                                               gracePeriodNanoseconds: try reader.readSigned())
         case 32: event = .transactionsCleared(device: try reader.readString())
         case 33: event = .receiptRefreshStarted(device: try reader.readString(), request: try reader.readVarint())
-        case 34, 35:
-            let piece = try readReceiptPiece(&reader, withOffers: tag == 35)
+        case 34, 35, 37:
+            let piece = try readReceiptPiece(&reader, offers: tag == 34 ? .none : tag == 35 ? .introductory : .promotional)
             event = .receiptDelivered(device: piece.device, request: piece.request, firstIndex: piece.firstIndex, entries: piece.entries, isLast: piece.isLast)
         default:
             throw reader.failure("unknown event tag \(tag)")
@@ -204,7 +207,8 @@ public enum EventCodec {
         case .setPaymentsAllowed(let device, let allowed):
             writer.write(tag: 6); writer.write(device); writer.write(allowed)
         case .addPayment(let device, let payment):
-            writer.write(tag: 7); writer.write(device); writePayment(payment, into: &writer)
+            // Tag 30 only for a payment with a discount (F-O5).
+            writer.write(tag: payment.discount == nil ? 7 : 30); writer.write(device); writePaymentWithDiscount(payment, into: &writer)
         case .finishTransaction(let key):
             writer.write(tag: 8); writeKey(key, into: &writer)
         case .restoreCompletedTransactions(let device, let applicationUsername):
@@ -256,9 +260,9 @@ public enum EventCodec {
         case .refreshReceipt(let device):
             writer.write(tag: 27); writer.write(device)
         case .deliverReceipt(let device, let request, let firstIndex, let entries, let isLast):
-            let withOffers = hasOffers(entries)
-            writer.write(tag: withOffers ? 29 : 28)
-            writeReceiptPiece(device, request, firstIndex, entries, isLast, withOffers: withOffers, into: &writer)
+            let offers = receiptOffers(entries)
+            writer.write(tag: [28, 29, 31][offers.rawValue])
+            writeReceiptPiece(device, request, firstIndex, entries, isLast, offers: offers, into: &writer)
         }
     }
 
@@ -282,6 +286,7 @@ public enum EventCodec {
         case 5: body = .detachObserver(device: try reader.readString(), observer: try reader.readString())
         case 6: body = .setPaymentsAllowed(device: try reader.readString(), allowed: try reader.readBool())
         case 7: body = .addPayment(device: try reader.readString(), payment: try readPayment(&reader))
+        case 30: body = .addPayment(device: try reader.readString(), payment: try readPaymentWithDiscount(&reader))
         case 8: body = .finishTransaction(try readKey(&reader))
         case 9: body = .restoreCompletedTransactions(device: try reader.readString(), applicationUsername: try reader.readOptionalString())
         case 10: body = .startDownloads(try readDownloadKeys(&reader))
@@ -326,8 +331,8 @@ public enum EventCodec {
                                       gracePeriodNanoseconds: try reader.readSigned())
         case 26: body = .clearTransactions(device: try reader.readString())
         case 27: body = .refreshReceipt(device: try reader.readString())
-        case 28, 29:
-            let piece = try readReceiptPiece(&reader, withOffers: tag == 29)
+        case 28, 29, 31:
+            let piece = try readReceiptPiece(&reader, offers: tag == 28 ? .none : tag == 29 ? .introductory : .promotional)
             body = .deliverReceipt(device: piece.device, request: piece.request, firstIndex: piece.firstIndex, entries: piece.entries, isLast: piece.isLast)
         default: throw reader.failure("unknown command tag \(tag)")
         }
@@ -346,24 +351,30 @@ public enum EventCodec {
 
     // MARK: Parts
 
-    /// Whether a receipt piece needs its form with offers (event tag 35, command tag 29, F-O3).
-    private static func hasOffers(_ entries: [OriginalTransaction]) -> Bool {
-        entries.contains { $0.introductoryOfferPeriod != nil }
+    /// Which form a receipt piece needs: plain (event tag 34, command tag 28), with introductory
+    /// offers (35, 29, F-O3), or with promotional offers too (37, 31, F-O7).
+    private enum ReceiptOffers: Int { case none = 0, introductory = 1, promotional = 2 }
+
+    private static func receiptOffers(_ entries: [OriginalTransaction]) -> ReceiptOffers {
+        if entries.contains(where: { $0.promotionalOfferIdentifier != nil }) { return .promotional }
+        return entries.contains { $0.introductoryOfferPeriod != nil } ? .introductory : .none
     }
 
     /// A receipt piece (R-R2), the same in its command and its event: laid out like a restore piece;
-    /// with offers, each entry is followed by its offer byte (0 none, else `IntroductoryOfferPeriod`).
+    /// with offers, each entry is followed by its offer byte (0 none, else `IntroductoryOfferPeriod`),
+    /// and with promotional offers, then by its promotional offer identifier (an optional string).
     private static func writeReceiptPiece(_ device: String, _ request: UInt64, _ firstIndex: Int, _ entries: [OriginalTransaction],
-                                          _ isLast: Bool, withOffers: Bool, into writer: inout BinaryWriter) {
+                                          _ isLast: Bool, offers: ReceiptOffers, into writer: inout BinaryWriter) {
         writer.write(device); writer.write(varint: request); writer.write(varint: UInt64(firstIndex)); writer.write(isLast)
         writer.write(varint: UInt64(entries.count))
         for entry in entries {
             writeOriginal(entry, into: &writer)
-            if withOffers { writer.write(entry.introductoryOfferPeriod?.rawValue ?? 0) }
+            if offers != .none { writer.write(entry.introductoryOfferPeriod?.rawValue ?? 0) }
+            if offers == .promotional { writer.write(optional: entry.promotionalOfferIdentifier) }
         }
     }
 
-    private static func readReceiptPiece(_ reader: inout BinaryReader, withOffers: Bool) throws(DecodingFailure)
+    private static func readReceiptPiece(_ reader: inout BinaryReader, offers: ReceiptOffers) throws(DecodingFailure)
         -> (device: String, request: UInt64, firstIndex: Int, entries: [OriginalTransaction], isLast: Bool) {
         let device = try reader.readString()
         let request = try reader.readVarint()
@@ -374,13 +385,14 @@ public enum EventCodec {
         entries.reserveCapacity(count)
         for _ in 0..<count {
             var entry = try readOriginal(&reader)
-            if withOffers {
+            if offers != .none {
                 let raw = try reader.readByte()
                 if raw != 0 {
                     guard let offer = IntroductoryOfferPeriod(rawValue: raw) else { throw reader.failure("unknown introductory offer period \(raw)") }
                     entry.introductoryOfferPeriod = offer
                 }
             }
+            if offers == .promotional { entry.promotionalOfferIdentifier = try reader.readOptionalString() }
             entries.append(entry)
         }
         return (device, request, firstIndex, entries, isLast)
@@ -480,6 +492,22 @@ public enum EventCodec {
         } else {
             writer.write(false)
         }
+    }
+
+    /// A payment as tag 8 or 7 carries it, then, when it has a discount (tags 36 and 30, F-O5), the
+    /// discount's identifier, key identifier, nonce, signature and timestamp.
+    private static func writePaymentWithDiscount(_ payment: Payment, into writer: inout BinaryWriter) {
+        writePayment(payment, into: &writer)
+        guard let discount = payment.discount else { return }
+        writer.write(discount.identifier); writer.write(discount.keyIdentifier); writer.write(discount.nonce)
+        writer.write(discount.signature); writer.write(signed: discount.timestamp)
+    }
+
+    private static func readPaymentWithDiscount(_ reader: inout BinaryReader) throws(DecodingFailure) -> Payment {
+        var payment = try readPayment(&reader)
+        payment.discount = PaymentDiscount(identifier: try reader.readString(), keyIdentifier: try reader.readString(),
+                                           nonce: try reader.readString(), signature: try reader.readString(), timestamp: try reader.readSigned())
+        return payment
     }
 
     private static func readPayment(_ reader: inout BinaryReader) throws(DecodingFailure) -> Payment {

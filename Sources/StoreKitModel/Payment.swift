@@ -8,15 +8,29 @@ public struct Payment: Sendable, Hashable {
     public var applicationUsername: String?
     /// Opaque bytes the app may attach; the simulator carries them unchanged.
     public var requestData: [UInt8]?
+    /// A promotional offer to buy at, signed by the developer (`SKPayment.paymentDiscount`, F-O5);
+    /// only for auto-renewable subscriptions. Carried on the payment as added; a purchase's
+    /// original transaction (restores, renewals, receipts) keeps the payment without it.
+    public var discount: PaymentDiscount?
 
     /// The most items one payment may buy: StoreKit refuses a larger `quantity` (F-P1).
     public static let maximumQuantity = 10
 
-    public init(productIdentifier: String, quantity: Int = 1, applicationUsername: String? = nil, requestData: [UInt8]? = nil) {
+    public init(productIdentifier: String, quantity: Int = 1, applicationUsername: String? = nil, requestData: [UInt8]? = nil,
+                discount: PaymentDiscount? = nil) {
         self.productIdentifier = productIdentifier
         self.quantity = quantity
         self.applicationUsername = applicationUsername
         self.requestData = requestData
+        self.discount = discount
+    }
+
+    /// The payment as an original transaction keeps it: without the discount (F-O5).
+    public var withoutDiscount: Payment {
+        guard discount != nil else { return self }
+        var plain = self
+        plain.discount = nil
+        return plain
     }
 }
 
@@ -61,6 +75,7 @@ extension Payment: CustomStringConvertible {
     public var description: String {
         "\(productIdentifier) ×\(quantity)" + (applicationUsername.map { " for \($0)" } ?? "")
             + (requestData.map { " (\($0.count) bytes of requestData)" } ?? "")
+            + (discount.map { " at offer \($0.identifier)" } ?? "")
     }
 }
 

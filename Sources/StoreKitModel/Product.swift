@@ -20,6 +20,14 @@ public struct Product: Sendable, Hashable, Codable {
     /// The introductory offer of an auto-renewable subscription, if it has one (F-O1): what a
     /// purchase by an account new to the subscription group gets.
     public var introductoryOffer: IntroductoryOffer?
+    /// The promotional offers of an auto-renewable subscription (F-O4), what a payment's signed
+    /// discount names; nil when it has none, so catalogs without keep their bytes.
+    public var promotionalOffers: [PromotionalOffer]?
+
+    /// The promotional offer `identifier` names, if the product has it.
+    public func promotionalOffer(_ identifier: String) -> PromotionalOffer? {
+        promotionalOffers?.first { $0.identifier == identifier }
+    }
 
     /// Whether purchases of this product come back on restore; consumables do not (R-Q9).
     public var isRestorable: Bool { kind.isRestorable }
@@ -34,7 +42,8 @@ public struct Product: Sendable, Hashable, Codable {
         subscriptionPeriod: String? = nil,
         hostedContent: [HostedContent] = [],
         subscriptionLevel: Int? = nil,
-        introductoryOffer: IntroductoryOffer? = nil
+        introductoryOffer: IntroductoryOffer? = nil,
+        promotionalOffers: [PromotionalOffer]? = nil
     ) {
         self.identifier = identifier
         self.kind = kind
@@ -45,5 +54,6 @@ public struct Product: Sendable, Hashable, Codable {
         self.hostedContent = hostedContent
         self.subscriptionLevel = subscriptionLevel
         self.introductoryOffer = introductoryOffer
+        self.promotionalOffers = promotionalOffers?.isEmpty == true ? nil : promotionalOffers
     }
 }

@@ -22,6 +22,10 @@ public struct StoreProjection: Sendable {
         /// from the history into a command (a refund) is the plain original.
         public var introductoryOfferPeriods: [String: IntroductoryOfferPeriod] = [:]
 
+        /// Transactions (purchases and pay-as-you-go renewals) at a promotional offer, by transaction
+        /// identifier, with the offer's identifier: a receipt entry's `promotional_offer_id` (F-O7).
+        public var promotionalOfferIdentifiers: [String: String] = [:]
+
         /// The transactions of `introductoryOfferPeriods`.
         public var introductoryOfferTransactions: Set<String> { Set(introductoryOfferPeriods.keys) }
     }
@@ -112,13 +116,38 @@ public struct StoreProjection: Sendable {
         let history = history(of: account)
         let listed = history.finishedConsumables.isEmpty ? history.purchases
             : history.purchases.filter { !history.finishedConsumables.contains($0.transactionIdentifier) }
-        guard !history.introductoryOfferPeriods.isEmpty else { return Receipt(account: account, purchases: listed) }
+        guard !history.introductoryOfferPeriods.isEmpty || !history.promotionalOfferIdentifiers.isEmpty else {
+            return Receipt(account: account, purchases: listed)
+        }
         let entries = listed.map { purchase in
             var entry = purchase
             entry.introductoryOfferPeriod = history.introductoryOfferPeriods[purchase.transactionIdentifier]
+            entry.promotionalOfferIdentifier = history.promotionalOfferIdentifiers[purchase.transactionIdentifier]
             return entry
         }
         return Receipt(account: account, purchases: entries)
+    }
+
+    /// Why the store refuses a payment's promotional offer discount (F-O6), as Apple's SKError codes;
+    /// nil when it accepts it (or the payment has none). Checked in Apple's order: the parameters
+    /// are all there, the product has the offer, the key signed it, and the account may have it
+    /// (promotional offers are for accounts that have subscribed in the group, current or lapsed).
+    public func promotionalOfferRefusal(_ payment: Payment, device: String, catalog: Catalog, key: PromotionalOfferKey) -> StoreError? {
+        guard let discount = payment.discount else { return nil }
+        if discount.keyIdentifier.isEmpty || discount.nonce.isEmpty || discount.signature.isEmpty {
+            return StoreError(.missingOfferParams, "the payment discount for offer \"\(discount.identifier)\" lacks its key identifier, nonce or signature")
+        }
+        guard let product = catalog.product(payment.productIdentifier), product.promotionalOffer(discount.identifier) != nil else {
+            return StoreError(.invalidOfferIdentifier, "\(payment.productIdentifier) has no promotional offer \"\(discount.identifier)\"")
+        }
+        guard key.isValid(discount, on: payment) else {
+            return StoreError(.invalidSignature, "the signature of the discount for offer \"\(discount.identifier)\" is not valid for key \"\(discount.keyIdentifier)\"")
+        }
+        guard let account = account(device: device, applicationUsername: payment.applicationUsername),
+              let group = product.subscriptionGroup, accounts[account]?.subscribedGroups.contains(group) == true else {
+            return StoreError(.ineligibleForOffer, "the account has never subscribed in the group of \(payment.productIdentifier), so offer \"\(discount.identifier)\" is not for it")
+        }
+        return nil
     }
 
     /// While no observer is attached the queue does not sync with the store (R-Q3).
@@ -186,7 +215,7 @@ public struct StoreProjection: Sendable {
             guard charged, let account = account(device: key.device, applicationUsername: payment.applicationUsername) else { return }
             // Mutated in place, found once: copying the history out and back would copy its arrays
             // on every purchase (quadratic in an account's purchases), and each lookup hashes the name.
-            let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment, transactionDate: recorded.timestamp)
+            let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount, transactionDate: recorded.timestamp)
             if accounts.index(forKey: account) == nil { accounts[account] = AccountHistory() }
             let history = accounts.index(forKey: account)!
             accounts.values[history].purchaseCount += 1
@@ -200,12 +229,18 @@ public struct StoreProjection: Sendable {
                 var subscription = Subscription(device: key.device, account: account, original: original,
                                                 group: group, renewals: 0, periodStart: recorded.timestamp,
                                                 period: catalog.products[product].subscriptionPeriod, level: catalog.products[product].subscriptionLevel)
-                // An account new to the group gets the product's introductory offer (F-O2); decided from
-                // the log alone, so a replay or a restarted store decides the same without a choice.
-                if let group, accounts.values[history].subscribedGroups.insert(group).inserted,
-                   let offer = catalog.products[product].introductoryOffer {
+                // An account new to the group gets the product's introductory offer (F-O2); one that has
+                // subscribed in it gets the promotional offer its payment's discount names (F-O5), which the
+                // store checked before the purchase. Decided from the log alone, so a replay or a restarted
+                // store decides the same without a choice.
+                let isNewToGroup = group.map { accounts.values[history].subscribedGroups.insert($0).inserted } ?? false
+                if isNewToGroup, let offer = catalog.products[product].introductoryOffer {
                     subscription.introductoryOffer = offer
                     accounts.values[history].introductoryOfferPeriods[identifier] = IntroductoryOfferPeriod(offer.paymentMode)
+                } else if !isNewToGroup, group != nil, let discount = payment.discount,
+                          let offer = catalog.products[product].promotionalOffer(discount.identifier) {
+                    subscription.promotionalOffer = offer
+                    accounts.values[history].promotionalOfferIdentifiers[identifier] = offer.identifier
                 }
                 if let current = changedAtRenewal(subscription) {
                     subscription.startsAfter = current
@@ -249,6 +284,10 @@ public struct StoreProjection: Sendable {
             // A pay-as-you-go renewal still at the offer price (F-O2, F-O3).
             if subscription.isInIntroductoryOfferPeriod, let offer = subscription.introductoryOffer {
                 accounts[subscription.account]?.introductoryOfferPeriods[identifier] = IntroductoryOfferPeriod(offer.paymentMode)
+            }
+            // The same for a promotional offer (F-O5, F-O7).
+            if subscription.isInPromotionalOfferPeriod, let offer = subscription.promotionalOffer {
+                accounts[subscription.account]?.promotionalOfferIdentifiers[identifier] = offer.identifier
             }
         case .subscriptionExpired(_, let original):
             endSubscription(original, at: recorded.timestamp)

@@ -23,6 +23,9 @@ public struct Subscription: Sendable, Hashable {
     /// The introductory offer this subscription got (F-O2): its account was new to the group when
     /// it was bought. nil: none (no offer, or not eligible); the periods are the product's.
     public var introductoryOffer: IntroductoryOffer?
+    /// The promotional offer this subscription was bought at (F-O5): a valid signed discount of an
+    /// account that had subscribed in the group. Never with an introductory offer (that account was new).
+    public var promotionalOffer: PromotionalOffer?
 
     public var productIdentifier: String { original.payment.productIdentifier }
 
@@ -32,6 +35,18 @@ public struct Subscription: Sendable, Hashable {
     public var isInIntroductoryOfferPeriod: Bool {
         guard let offer = introductoryOffer else { return false }
         return renewals < offer.offerPeriods
+    }
+
+    /// The same for a promotional offer (F-O5): its periods are timed as an introductory offer's are.
+    public var isInPromotionalOfferPeriod: Bool {
+        guard let offer = promotionalOffer else { return false }
+        return renewals < offer.terms.offerPeriods
+    }
+
+    /// The terms of the offer the current period is at, introductory or promotional; nil at the regular price.
+    public var currentOfferTerms: IntroductoryOffer? {
+        if isInIntroductoryOfferPeriod { return introductoryOffer }
+        return isInPromotionalOfferPeriod ? promotionalOffer?.terms : nil
     }
 
     /// StoreKit's renewal state at log time `time` (F-B1): subscribed, in its grace period (still

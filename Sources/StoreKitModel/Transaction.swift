@@ -29,13 +29,17 @@ public struct OriginalTransaction: Sendable, Hashable {
     /// Set only on an app receipt's entries (R-R2): the introductory offer the purchase or renewal
     /// was at (F-O3). nil: the regular price, or not a receipt entry.
     public var introductoryOfferPeriod: IntroductoryOfferPeriod?
+    /// Set only on an app receipt's entries: the promotional offer the purchase or renewal was at,
+    /// Apple's receipt field `promotional_offer_id` (F-O7). nil: none, or not a receipt entry.
+    public var promotionalOfferIdentifier: String?
 
     public init(transactionIdentifier: String, payment: Payment, transactionDate: Int64,
-                introductoryOfferPeriod: IntroductoryOfferPeriod? = nil) {
+                introductoryOfferPeriod: IntroductoryOfferPeriod? = nil, promotionalOfferIdentifier: String? = nil) {
         self.transactionIdentifier = transactionIdentifier
         self.payment = payment
         self.transactionDate = transactionDate
         self.introductoryOfferPeriod = introductoryOfferPeriod
+        self.promotionalOfferIdentifier = promotionalOfferIdentifier
     }
 
     /// The receipt field `is_trial_period`: bought or renewed in a free trial (F-O3).
@@ -46,12 +50,13 @@ public struct OriginalTransaction: Sendable, Hashable {
 }
 
 extension OriginalTransaction: CustomReflectable {
-    /// The three fields as before offers, and the offer only where a receipt entry has one (F-O3),
+    /// The three fields as before offers, and the offers only where a receipt entry has one (F-O3, F-O7),
     /// so `log cat` prints every earlier log as it did.
     public var customMirror: Mirror {
         var children: [(label: String?, value: Any)] = [("transactionIdentifier", transactionIdentifier), ("payment", payment),
                                                         ("transactionDate", transactionDate)]
         if let introductoryOfferPeriod { children.append(("introductoryOfferPeriod", introductoryOfferPeriod)) }
+        if let promotionalOfferIdentifier { children.append(("promotionalOfferIdentifier", promotionalOfferIdentifier)) }
         return Mirror(self, children: children, displayStyle: .struct)
     }
 }

@@ -25,6 +25,10 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     /// Chance, per purchase step, that the app refreshes its receipt (SKReceiptRefreshRequest, R-R2).
     /// nil: 0, and nothing is drawn, so older scenarios' logs stay as they were.
     public var receiptRefreshProbability: Double?
+    /// Chance, per purchase of a subscription with promotional offers in a group the device has bought
+    /// in before, that the app attaches a signed discount for one of them (SKPaymentDiscount, F-O5).
+    /// nil: 0, and nothing is drawn, so older scenarios' logs stay as they were.
+    public var promotionalOfferProbability: Double?
 
     public init() {}
 
@@ -34,7 +38,8 @@ public struct AppBehavior: Sendable, Hashable, Codable {
         guard !observers.isEmpty else { throw ConfigurationError("at least one observer per device is needed to complete purchases") }
         for (name, value) in [("restoreProbability", restoreProbability), ("relaunchProbability", relaunchProbability),
                               ("restrictedDeviceShare", restrictedDeviceShare ?? 0),
-                              ("receiptRefreshProbability", receiptRefreshProbability ?? 0)]
+                              ("receiptRefreshProbability", receiptRefreshProbability ?? 0),
+                              ("promotionalOfferProbability", promotionalOfferProbability ?? 0)]
         where !(0...1).contains(value) {
             throw ConfigurationError("apps.\(name) is \(value); a probability must be between 0 and 1")
         }
@@ -87,6 +92,13 @@ public final class DeviceApp {
     private let catalog: Catalog
     private let isAdditionalDevice: Bool
     private let choices: ChoiceSource
+    /// The key the developer's server signs promotional offers with, which the store checks (F-O6).
+    private let promotionalOfferKey: PromotionalOfferKey
+    /// Subscription groups this app has bought in: its users are the current and lapsed subscribers a
+    /// promotional offer is for, as far as the app knows (the store decides, F-O6).
+    private var subscribedGroups: Set<String> = []
+    /// Discounts signed so far, numbering each one's nonce.
+    private var discountsSigned = 0
     @exclusivity(unchecked) private var purchasesLeft: Int
     @exclusivity(unchecked) private var stage: Stage = .register
     private var restoredAsNewDevice = false
@@ -96,8 +108,10 @@ public final class DeviceApp {
     private let storage: ContentStorage?
 
     public init(device: String, account: String, isAdditionalDevice: Bool, behavior: AppBehavior, catalog: Catalog,
-                choices: ChoiceSource, storage: ContentStorage?, hooks: AppHooks? = nil) {
+                choices: ChoiceSource, storage: ContentStorage?, hooks: AppHooks? = nil,
+                promotionalOfferKey: PromotionalOfferKey = .simulator) {
         self.device = device
+        self.promotionalOfferKey = promotionalOfferKey
         self.account = account
         self.behavior = behavior
         self.catalog = catalog
@@ -241,11 +255,29 @@ public final class DeviceApp {
         guard !products.isEmpty else { return }
         let product = products[choices.index(.product, count: products.count)]
         let quantity = product.kind == .consumable ? 1 + choices.index(.quantity, count: 3) : 1
+        var payment = Payment(productIdentifier: product.identifier, quantity: quantity, applicationUsername: account)
+        if let group = product.subscriptionGroup {
+            if let offers = product.promotionalOffers, subscribedGroups.contains(group),
+               let chance = behavior.promotionalOfferProbability, chance > 0, choices.chance(.promotionalOffer, chance) {
+                payment.discount = signedDiscount(for: payment, at: offers[choices.index(.promotionalOffer, count: offers.count)])
+            }
+            subscribedGroups.insert(group)
+        }
         do {
-            try queue.add(Payment(productIdentifier: product.identifier, quantity: quantity, applicationUsername: account))
+            try queue.add(payment)
         } catch {
             preconditionFailure("a catalog product with a positive quantity was refused locally: \(error)")
         }
+    }
+
+    /// What the developer's server gives the app for a promotional offer (F-O6): a discount signed with
+    /// the scenario's key, its nonce made from the device and a count, its timestamp the count, so the
+    /// same run signs the same discounts.
+    private func signedDiscount(for payment: Payment, at offer: PromotionalOffer) -> PaymentDiscount {
+        discountsSigned += 1
+        return promotionalOfferKey.discount(for: payment, offerIdentifier: offer.identifier,
+                                           nonce: PromotionalOfferKey.nonce(from: "\(device) \(discountsSigned)"),
+                                           timestamp: Int64(discountsSigned))
     }
 
     /// The app quits and comes back: observers detach with it and attach again on

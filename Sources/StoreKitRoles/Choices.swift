@@ -49,6 +49,8 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     case billingRecovery
     /// Whether the app refreshes its receipt at one step (SKReceiptRefreshRequest, R-R2).
     case receiptRefresh
+    /// Whether a user buys a subscription at a promotional offer, and which of its offers (F-O5).
+    case promotionalOffer
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

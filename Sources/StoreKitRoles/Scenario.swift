@@ -62,7 +62,8 @@ public struct Scenario: Sendable {
         return (indices ?? Array(names.indices)).map { index in
             DeviceApp(device: names[index], account: account(ofDeviceAt: index),
                       isAdditionalDevice: index % apps.devicesPerAccount != 0,
-                      behavior: apps, catalog: catalog, choices: choices, storage: storage, hooks: hooks)
+                      behavior: apps, catalog: catalog, choices: choices, storage: storage, hooks: hooks,
+                      promotionalOfferKey: store.promotionalOfferKey ?? .simulator)
         }
     }
 

@@ -35,6 +35,9 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
     public var billingGracePeriodEnabled: Bool?
     /// SKTestSession's controls at set times of the run (F-T2, topology `storeActions:`). nil: none.
     public var actions: [StoreAction]?
+    /// The subscription key promotional offer signatures are checked with (F-O6), which the
+    /// simulated apps sign with too. nil: `PromotionalOfferKey.simulator`.
+    public var promotionalOfferKey: PromotionalOfferKey?
 
     public static let defaultCancellationAtRenewalProbability = 0.2
     public static let defaultMaximumRenewals = 3
@@ -373,11 +376,11 @@ public final class StoreRole: Role {
         SubscriptionPeriod.renewalNanoseconds(period, timeRate: timeRate)
     }
 
-    /// The length of a subscription's current period: at its introductory offer, the offer's period
-    /// (a free trial's or a pay-up-front offer's whole duration, one pay-as-you-go period; F-O2),
-    /// else the product's.
+    /// The length of a subscription's current period: at its introductory or promotional offer, the
+    /// offer's period (a free trial's or a pay-up-front offer's whole duration, one pay-as-you-go
+    /// period; F-O2, F-O5), else the product's.
     public func currentPeriodNanoseconds(_ subscription: Subscription) -> Int64? {
-        guard subscription.isInIntroductoryOfferPeriod, let offer = subscription.introductoryOffer else {
+        guard let offer = subscription.currentOfferTerms else {
             return renewalNanoseconds(subscription.productIdentifier)
         }
         return periodNanoseconds(offer.subscriptionPeriod).map { $0 &* Int64(offer.periodMultiple) }
@@ -475,6 +478,12 @@ public final class StoreRole: Role {
             // The app went away meanwhile; decide when an observer is back (R-Q3).
             scheduled.remove(key)
             return
+        }
+        // A discount the store cannot accept fails the payment before anything else, as Apple checks
+        // the offer before the payment sheet (F-O6); decided from the log alone, so it draws nothing.
+        if payment.discount != nil, let refusal = projection.promotionalOfferRefusal(payment, device: key.device, catalog: catalog,
+                                                                                      key: behavior.promotionalOfferKey ?? .simulator) {
+            return effects.append(.send(.decidePurchase(key, .failed(refusal))))
         }
         if let failure = failNext.removeValue(forKey: key.device) { return effects.append(.send(.decidePurchase(key, .failed(failure)))) }
         // The .storekit file's test settings come first, as in Xcode: failing transactions (F-S2),
@@ -648,7 +657,9 @@ public final class StoreRole: Role {
         var effects: [Effect] = [.send(.decidePurchase(key, .failed(failure)))]
         let resolved = behavior.interruptionResolvedProbability ?? StoreBehavior.defaultInterruptionResolvedProbability
         if choices.chance(.interruptionResolved, resolved) {
-            effects.append(.send(.resumeInterruptedPurchase(device: key.device, interrupted: key, payment: payment,
+            // The purchase made after fixing the account is at the regular price: the signed discount
+            // was for the payment sheet that was interrupted (F-O5).
+            effects.append(.send(.resumeInterruptedPurchase(device: key.device, interrupted: key, payment: payment.withoutDiscount,
                                                             charged: isCharged(key, payment))))
         }
         return effects

@@ -18,6 +18,10 @@ public struct ReplayTopology: Sendable {
     /// The scenario's `storeActions` (F-T2), as YAML flow text, e.g. `[{atMilliseconds: 400, action: clearTransactions, device: device-0002}]`.
     public var storeActions: String?
     public var queues = 1
+    /// The catalog file (an absolute path, or relative to the topology file); nil: the built-in sample.
+    public var catalog: String?
+    /// The apps' chance to buy a subscription at a promotional offer (F-O5); nil: never.
+    public var promotionalOfferProbability: Double?
 
     public init(seed: UInt64, purchasesPerDevice: Int, relaunchProbability: Double) {
         self.seed = seed
@@ -33,11 +37,13 @@ public struct ReplayTopology: Sendable {
         let half = devices / 2
         let scenario = [
             "  devices: \(devices)",
+            catalog.map { "  catalog: \"\($0)\"" },
             devicesPerAccount.map { "  devicesPerAccount: \($0)" },
             "  purchasesPerDevice: \(purchasesPerDevice)",
             "  observers: [downloadThenFinish, audit]",
             restoreProbability.map { "  restoreProbability: \($0)" },
             receiptRefreshProbability.map { "  receiptRefreshProbability: \($0)" },
+            promotionalOfferProbability.map { "  promotionalOfferProbability: \($0)" },
             "  relaunchProbability: \(relaunchProbability)",
             storeActions.map { "  storeActions: \($0)" },
             "  thinkTimeMilliseconds: {minimum: 1, mean: \(thinkTimeMeanMilliseconds)}",

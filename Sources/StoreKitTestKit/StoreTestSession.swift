@@ -76,6 +76,6 @@ public enum StoreTestSession {
     public static func original(of transaction: PaymentTransaction) -> OriginalTransaction? {
         if let original = transaction.originalTransaction { return original }
         guard let identifier = transaction.transactionIdentifier, let date = transaction.transactionDate else { return nil }
-        return OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment, transactionDate: date)
+        return OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment.withoutDiscount, transactionDate: date)
     }
 }

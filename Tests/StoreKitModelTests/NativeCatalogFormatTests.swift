@@ -118,10 +118,10 @@ import Testing
         #expect(wrongFormat.reason == .unrecognizedFormat)
         #expect(wrongFormat.keyPath == "format")
         let wrongVersion = try CatalogTestFixtures.catalogError {
-            try Catalog.parseNativeCatalog(Data(#"{"format": "sksim-catalog", "version": 3}"#.utf8), source: "b.json")
+            try Catalog.parseNativeCatalog(Data(#"{"format": "sksim-catalog", "version": 4}"#.utf8), source: "b.json")
         }
         #expect(wrongVersion.reason == .unsupportedVersion)
-        #expect(wrongVersion.description.contains("versions 1 to 2"))
+        #expect(wrongVersion.description.contains("versions 1 to 3"))
     }
 
     @Test("rejects a referenced .storekit file that does not exist, naming the path")

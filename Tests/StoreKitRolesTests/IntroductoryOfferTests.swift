@@ -163,14 +163,7 @@ import StoreKitTestKit
             // account's subscription at once (F-U3), so a trial ends unreplaced only in a quiet account.
             var scenario = Scenario(seed: 11, devices: 12, catalog: catalog, catalogSource: "purchasetester-v1.1.storekit")
             scenario.apps.purchasesPerDevice = 2
-            let environment = DeterministicEnvironment.inMemory(seed: scenario.seed)
-            let report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
-            var events: [RecordedEvent] = []
-            try environment.storage.forEachRecord(from: 1) { sequence, timestamp, payload in
-                let decoded = try EventCodec.decodeEvent(payload)
-                events.append(RecordedEvent(sequence: sequence, timestamp: timestamp, commandID: decoded.commandID, event: decoded.event))
-            }
-            return (report, events)
+            return try runInMemory(scenario)
         }
         let (report, events) = try run()
         #expect(report.violations.isEmpty)
