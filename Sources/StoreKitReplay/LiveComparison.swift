@@ -219,8 +219,11 @@ public struct LiveComparison {
         // compared by position and product, not by identifier or date.
         case .receiptRefreshStarted(let device, let request): return (.device(device), "receipt refresh \(request) started")
         case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
-            // An entry at an introductory offer names it (F-O3): the live store must decide the same.
-            let products = entries.map { $0.payment.productIdentifier + ($0.introductoryOfferPeriod.map { " \($0.name)" } ?? "") }
+            // An entry at an introductory or promotional offer names it (F-O3, F-O7): the live store must decide the same.
+            let products = entries.map { entry in
+                entry.payment.productIdentifier + (entry.introductoryOfferPeriod.map { " \($0.name)" } ?? "")
+                    + (entry.promotionalOfferIdentifier.map { " offer \($0)" } ?? "")
+            }
                 .joined(separator: ",")
             return (.receipt(device: device, request: request), "entries from \(firstIndex): [\(products)]\(isLast ? ", last" : "")")
         case .appActionRecorded(let action):

@@ -324,11 +324,13 @@ public final class RecordedWorldRole: Role {
     private func listingLivePurchases(_ effect: Effect) -> Effect {
         guard case .send(.deliverReceipt(let device, let request, let firstIndex, let entries, let isLast)) = effect else { return effect }
         let purchases = purchases(ofAccountOf: device)
-        // The live store's own word on which entries were at an introductory offer (F-O3), as its receipt says.
-        let offers = store.accountOfDevice[device].map { store.history(of: $0).introductoryOfferPeriods } ?? [:]
+        // The live store's own word on which entries were at an introductory or promotional offer
+        // (F-O3, F-O7), as its receipt says.
+        let history = store.accountOfDevice[device].map { store.history(of: $0) }
         let live = entries.map { entry in
             guard var purchase = livePurchase(of: entry, among: purchases) else { return entry }
-            purchase.introductoryOfferPeriod = offers[purchase.transactionIdentifier]
+            purchase.introductoryOfferPeriod = history?.introductoryOfferPeriods[purchase.transactionIdentifier]
+            purchase.promotionalOfferIdentifier = history?.promotionalOfferIdentifiers[purchase.transactionIdentifier]
             return purchase
         }
         return .send(.deliverReceipt(device: device, request: request, firstIndex: firstIndex, entries: live, isLast: isLast))

@@ -64,9 +64,13 @@ struct LoopRenaming {
         return renamed
     }
 
+    /// The same original under the renamed identifier and account: every other field (its date, the
+    /// offers a receipt marks it with) as recorded.
     func rename(_ original: OriginalTransaction) -> OriginalTransaction {
-        OriginalTransaction(transactionIdentifier: rename(original.transactionIdentifier), payment: rename(original.payment),
-                            transactionDate: original.transactionDate, introductoryOfferPeriod: original.introductoryOfferPeriod)
+        var renamed = original
+        renamed.transactionIdentifier = rename(original.transactionIdentifier)
+        renamed.payment = rename(original.payment)
+        return renamed
     }
 
     func rename(_ body: CommandBody) -> CommandBody {

@@ -20,22 +20,9 @@ import Testing
         func path(_ name: String) -> String { url.appendingPathComponent(name).path }
     }
 
-    /// `sksim replay RECORDING --live TOPOLOGY --out OUT --json` up to `attempts` times; the first
-    /// outcome without a divergence (its run left in `out`), else the last, and every attempt's output.
-    /// A live replay runs the observers again on real processes, and what an app had heard when its
-    /// user acted is timing the log does not hold: about 1 live replay in 10 to 15 of an unchanged
-    /// recording diverges under load (docs/replay.md, "What a live replay does not reproduce").
-    static func liveReplay(_ recording: String, topology: String, out: String, attempts: Int = 3) throws -> (outcome: Outcome, report: String) {
-        var outputs: [String] = []
-        var outcome: Outcome?
-        for attempt in 1...attempts {
-            try? FileManager.default.removeItem(atPath: out)
-            let tried = try sksim(["replay", recording, "--live", topology, "--out", out, "--json"])
-            outputs.append("attempt \(attempt): exit \(tried.status) \(tried.output) \(tried.error)")
-            outcome = tried
-            if tried.status == 0, tried.json["divergences"] as? Int == 0 { break }
-        }
-        return (outcome!, outputs.joined(separator: "\n"))
+    /// Up to three live replays of a recording: `SKSimProgram.liveReplay`.
+    static func liveReplay(_ recording: String, topology: String, out: String) throws -> (outcome: Outcome, report: String) {
+        try SKSimProgram.liveReplay(try executable(), recording: recording, topology: topology, out: out)
     }
 
     /// Every file of a log directory with its bytes, to prove nothing was written there.
