@@ -54,22 +54,12 @@ import StoreKitRuntime
     func planCountsLifecycles() throws {
         let recording = try recordInMemory(seed: 5, devices: 2, purchases: 8) { $0.apps.relaunchProbability = 0.4 }
         let plan = try LiveReplayPlan(recording: recording)
-        var counted: [String: Int] = [:]
-        var launchedWithoutObservers: Set<String> = []
+        var counted = LifecycleTally()
         var expected: [CommandBody: [Int]] = [:]
         for recorded in try recordedEvents(recording) {
-            switch recorded.event {
-            case .appLaunched(let device):
-                counted[device, default: 0] += 1
-                launchedWithoutObservers.insert(device)
-            case .appTerminated(let device):
-                counted[device, default: 0] += 1
-                launchedWithoutObservers.remove(device)
-            case .observerAttached(let device, _) where launchedWithoutObservers.remove(device) != nil:
-                counted[device, default: 0] += 1
-            case .transactionPurchased(let key, _, _, _) where recorded.commandID?.origin.hasPrefix("store") == true:
-                expected[.decidePurchase(key, .purchased(charged: true)), default: []].append(counted[key.device] ?? 0)
-            default: break
+            counted.add(recorded.event)
+            if case .transactionPurchased(let key, _, _, _) = recorded.event, recorded.commandID?.origin.hasPrefix("store") == true {
+                expected[.decidePurchase(key, .purchased(charged: true)), default: []].append(counted[key.device])
             }
         }
         let replies = plan.purchaseDecisions.values.flatMap { $0 }.filter { if case .decidePurchase(_, .purchased(charged: true)) = $0.body { true } else { false } }

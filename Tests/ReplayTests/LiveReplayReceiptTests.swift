@@ -22,27 +22,18 @@ import StoreKitRuntime
     /// The recorded store's receipt pieces, per refresh, as commands, with their delay from the refresh's start.
     static func recordedPieces(_ events: [RecordedEvent]) -> [LiveReplayPlan.ReceiptName: [(delay: Int64, body: CommandBody, lifecycles: Int)]] {
         var started: [LiveReplayPlan.ReceiptName: Int64] = [:]
-        var lifecycles: [String: Int] = [:]
-        var launchedWithoutObservers: Set<String> = []
+        var lifecycles = LifecycleTally()
         var pieces: [LiveReplayPlan.ReceiptName: [(delay: Int64, body: CommandBody, lifecycles: Int)]] = [:]
         for recorded in events {
+            lifecycles.add(recorded.event)
             switch recorded.event {
-            case .appLaunched(let device):
-                lifecycles[device, default: 0] += 1
-                launchedWithoutObservers.insert(device)
-            case .appTerminated(let device):
-                lifecycles[device, default: 0] += 1
-                launchedWithoutObservers.remove(device)
-            case .observerAttached(let device, _) where launchedWithoutObservers.remove(device) != nil:
-                // A launch's first attachment: from then on its observers hear the replies.
-                lifecycles[device, default: 0] += 1
             case .receiptRefreshStarted(let device, let request):
                 started[LiveReplayPlan.ReceiptName(device: device, request: request)] = recorded.timestamp
             case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
                 let name = LiveReplayPlan.ReceiptName(device: device, request: request)
                 pieces[name, default: []].append((recorded.timestamp - started[name]!,
                                                   .deliverReceipt(device: device, request: request, firstIndex: firstIndex, entries: entries, isLast: isLast),
-                                                  lifecycles[device] ?? 0))
+                                                  lifecycles[device]))
             default:
                 break
             }

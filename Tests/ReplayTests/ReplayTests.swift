@@ -19,6 +19,32 @@ func recordInMemory(seed: UInt64, devices: Int = 4, purchases: Int = 6, observer
     return try Recording.storage(environment.storage)
 }
 
+/// The launches, quits and first observer attachments after a launch of each device so far, as a
+/// reply's `lifecyclesBefore` counts them: written here from the definition, apart from the
+/// plan's `AppLifecycleCounter`, so the tests check it.
+struct LifecycleTally {
+    private(set) var counts: [String: Int] = [:]
+    private var launchedWithoutObservers: Set<String> = []
+
+    mutating func add(_ event: Event) {
+        switch event {
+        case .appLaunched(let device):
+            counts[device, default: 0] += 1
+            launchedWithoutObservers.insert(device)
+        case .appTerminated(let device):
+            counts[device, default: 0] += 1
+            launchedWithoutObservers.remove(device)
+        case .observerAttached(let device, _) where launchedWithoutObservers.remove(device) != nil:
+            // A launch's first attachment: from then on its observers hear the replies.
+            counts[device, default: 0] += 1
+        default:
+            break
+        }
+    }
+
+    subscript(device: String) -> Int { counts[device] ?? 0 }
+}
+
 /// Every record of a storage: (sequence, timestamp, payload).
 func records(_ storage: LogStorage) throws -> [(UInt64, Int64, [UInt8])] {
     var all: [(UInt64, Int64, [UInt8])] = []
