@@ -42,8 +42,8 @@ struct LogBench: AsyncParsableCommand {
             """)
 
     @Option(help: "Directory on the disk to measure (default: the system's temporary directory).") var directory: String?
-    @Option(help: "Records for the group-commit and os policies (the always policy uses 1/200 of it).") var records = 1_000_000
-    @Option(help: "Events in the log rebuilt by the projection benchmark.") var projectionEvents = 1_000_000
+    @Option(parsing: .unconditional, help: "Records for the group-commit and os policies (the always policy uses 1/200 of it).") var records = 1_000_000
+    @Option(parsing: .unconditional, help: "Events in the log rebuilt by the projection benchmark.") var projectionEvents = 1_000_000
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions
 
@@ -210,12 +210,12 @@ struct BusBench: AsyncParsableCommand {
             at half the measured throughput, each lifecycle timed from its intended start (halfLoadLatencyP99Microseconds).
             """)
 
-    @Option(help: "Seconds of load per transport.") var seconds: Double = 4
-    @Option(help: "Lifecycles in flight at once.") var inFlight = 2_000
+    @Option(parsing: .unconditional, help: "Seconds of load per transport.") var seconds: Double = 4
+    @Option(parsing: .unconditional, help: "Lifecycles in flight at once.") var inFlight = 2_000
     @Option(help: "Transports to measure, comma-separated.") var transports = "ipc,tcp"
-    @Option(help: "App-side load drivers (threads, each with its own connections).") var drivers = 1
-    @Option(help: "Seconds of the lone-lifecycle and half-load measurements (each).") var latencySeconds: Double = 2
-    @Option(help: "Lifecycles per second of the open-model latency measurement (default: half the closed loop's throughput).") var halfLoadRate: Double?
+    @Option(parsing: .unconditional, help: "App-side load drivers (threads, each with its own connections).") var drivers = 1
+    @Option(parsing: .unconditional, help: "Seconds of the lone-lifecycle and half-load measurements (each).") var latencySeconds: Double = 2
+    @Option(parsing: .unconditional, help: "Lifecycles per second of the open-model latency measurement (default: half the closed loop's throughput).") var halfLoadRate: Double?
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions
 
@@ -353,14 +353,14 @@ struct LoadBench: AsyncParsableCommand {
             machineBusyPercent, cores, queueCoresLimit (null without --queue-cores), maximumInFlight, queues[] {partition, cpuSeconds, cpuPercent, fsyncsPerSecond, records}}.
             """)
 
-    @Option(help: "Lifecycle starts per second offered to the one driver.") var rate: Double = 25_000
+    @Option(parsing: .unconditional, help: "Lifecycle starts per second offered to the one driver.") var rate: Double = 25_000
     @Option(help: "Comma-separated load lengths, one run each (e.g. 5s, or 1m,10m for a memory soak).") var durations = "5s"
-    @Option(help: "Devices the driver spreads lifecycles over.") var devices = 1_000
+    @Option(parsing: .unconditional, help: "Devices the driver spreads lifecycles over.") var devices = 1_000
     @Option(help: "Comma-separated numbers of queue partitions, one load each (e.g. 1,2).") var partitions = "1"
-    @Option(help: "Seconds of the bus baseline.") var baselineSeconds: Double = 4
-    @Option(help: "Limit each queue process to this many cores (e.g. 0.25; a cgroup, needs root), so that the queue is the bottleneck.")
+    @Option(parsing: .unconditional, help: "Seconds of the bus baseline.") var baselineSeconds: Double = 4
+    @Option(parsing: .unconditional, help: "Limit each queue process to this many cores (e.g. 0.25; a cgroup, needs root), so that the queue is the bottleneck.")
     var queueCores: Double?
-    @Option(help: "Lifecycles the driver keeps in flight at most; starts beyond are missed. With a rate above what the queue sustains, a bound such as 2000 measures its throughput, not a backlog that grows all run long.")
+    @Option(parsing: .unconditional, help: "Lifecycles the driver keeps in flight at most; starts beyond are missed. With a rate above what the queue sustains, a bound such as 2000 measures its throughput, not a backlog that grows all run long.")
     var maximumInFlight = 50_000
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions

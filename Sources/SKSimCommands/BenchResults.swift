@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import StoreKitModel
 
 /// Where `sksim bench` keeps its figures: one JSON file per run, with the commit and the machine,
 /// so figures can be compared over time (docs/performance.md).
@@ -35,7 +36,7 @@ struct BenchResultsOptions: ParsableArguments {
             try Data((record.serialized() + "\n").utf8).write(to: file, options: .atomic)
             printError("figures recorded in \(file.relativePath)")
         } catch {
-            printError("warning: could not record the figures in \(file.path): \(error.localizedDescription)")
+            printError("warning: could not record the figures in \(file.path): \(describeError(error, withPath: false))")
         }
     }
 

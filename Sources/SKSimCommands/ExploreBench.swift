@@ -32,11 +32,11 @@ struct ExploreBench: AsyncParsableCommand {
             stepsBeforeShrinking, stepsAfterShrinking, choices}], correct [{observers, schedules, violations}].
             """)
 
-    @Option(help: "Random schedules for the throughput figure.") var schedules = 20_000
-    @Option(help: "Random schedules per correct behaviour.") var correctSchedules = 20_000
-    @Option(help: "Budget in seconds of the exhaustive search.") var exhaustiveSeconds = 30.0
+    @Option(parsing: .unconditional, help: "Random schedules for the throughput figure.") var schedules = 20_000
+    @Option(parsing: .unconditional, help: "Random schedules per correct behaviour.") var correctSchedules = 20_000
+    @Option(parsing: .unconditional, help: "Budget in seconds of the exhaustive search.") var exhaustiveSeconds = 30.0
     @Option(help: "Buggy behaviours to find, comma-separated (default: every built-in buggy one).") var buggy: String?
-    @Option(help: "Worker threads for the throughput figure and the correct behaviours (default: this machine's active processors); throughput is also measured on one.")
+    @Option(parsing: .unconditional, help: "Worker threads for the throughput figure and the correct behaviours (default: this machine's active processors); throughput is also measured on one.")
     var jobs: Int?
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions

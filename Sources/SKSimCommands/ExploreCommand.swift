@@ -22,17 +22,17 @@ struct ExploreCommand: AsyncParsableCommand {
 
     @Argument(help: "A topology file whose scenario to explore (its choice points are turned on if it has none).")
     var topology: String?
-    @Option(help: "Devices (default: 1).") var devices: Int?
-    @Option(help: "Purchases each device's user makes (default: 3).") var purchasesPerDevice: Int?
+    @Option(parsing: .unconditional, help: "Devices (default: 1).") var devices: Int?
+    @Option(parsing: .unconditional, help: "Purchases each device's user makes (default: 3).") var purchasesPerDevice: Int?
     @Option(help: "Observers per device, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")) (default: downloadThenFinish,audit).")
     var observers: String?
     @Option(help: "random, pct or exhaustive (default: pct).") var strategy = "pct"
-    @Option(help: "Unusual (non-zero) choices per schedule: where pct makes them (default: 3), or the most exhaustive allows (default: 2).")
+    @Option(parsing: .unconditional, help: "Unusual (non-zero) choices per schedule: where pct makes them (default: 3), or the most exhaustive allows (default: 2).")
     var depth: Int?
-    @Option(help: "Most schedules to run (default: 2000).") var schedules = 2_000
-    @Option(help: "Most seconds to explore (default: 10).") var seconds = 10.0
-    @Option(help: "Seed of the exploration (default: a new one, printed).") var seed: UInt64?
-    @Option(help: "Worker threads running random and pct schedules (default: this machine's active processors); the result is the same for every value. exhaustive runs on one.")
+    @Option(parsing: .unconditional, help: "Most schedules to run (default: 2000).") var schedules = 2_000
+    @Option(parsing: .unconditional, help: "Most seconds to explore (default: 10).") var seconds = 10.0
+    @Option(parsing: .unconditional, help: "Seed of the exploration (default: a new one, printed).") var seed: UInt64?
+    @Option(parsing: .unconditional, help: "Worker threads running random and pct schedules (default: this machine's active processors); the result is the same for every value. exhaustive runs on one.")
     var jobs: Int?
     @Option(help: "Directory for trace.mmd, trace.html and reproduce.json of a violation (default: out/explore-<seed>).")
     var report: String?
@@ -112,7 +112,7 @@ struct ExploreCommand: AsyncParsableCommand {
             try found.reproduce.encoded().write(to: reproduce)
             return (trace.relativePath, mermaid.relativePath, reproduce.relativePath)
         } catch {
-            throw UserFacingError("cannot write the report under \(folder.path): \(error.localizedDescription); choose a writable --report directory")
+            throw UserFacingError("cannot write the report under \(folder.path): \(describeError(error, withPath: false)); choose a writable --report directory")
         }
     }
 

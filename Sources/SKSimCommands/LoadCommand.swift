@@ -29,23 +29,23 @@ struct LoadCommand: AsyncParsableCommand {
     @Argument(help: "Topology file (default: the built-in load topology, the same as topology/load.yaml; `sksim topology show load` prints it).")
     var topology: String = defaultLoadTopologyPath
     @Option(help: "open (arrivals at a rate) or closed (devices with think times).") var model: LoadModel?
-    @Option(help: "Open model: lifecycle starts per second, e.g. 2000 or 2000/s.") var rate: String?
-    @Option(help: "Closed model: the devices; open model: the device pool lifecycles are spread over.") var devices: Int?
-    @Option(help: "Open model: stages DURATION:RATE,… each ramping from the previous rate, e.g. 30s:100/s,2m:2000/s,30s:0.") var stages: String?
-    @Option(help: "How long the load runs (not with --stages), e.g. 30s or 2m (default 10s).") var duration: String?
-    @Option(help: "Closed model: mean think time between a device's lifecycles (exponential), e.g. 100ms.") var thinkTime: String?
+    @Option(parsing: .unconditional, help: "Open model: lifecycle starts per second, e.g. 2000 or 2000/s.") var rate: String?
+    @Option(parsing: .unconditional, help: "Closed model: the devices; open model: the device pool lifecycles are spread over.") var devices: Int?
+    @Option(parsing: .unconditional, help: "Open model: stages DURATION:RATE,… each ramping from the previous rate, e.g. 30s:100/s,2m:2000/s,30s:0.") var stages: String?
+    @Option(parsing: .unconditional, help: "How long the load runs (not with --stages), e.g. 30s or 2m (default 10s).") var duration: String?
+    @Option(parsing: .unconditional, help: "Closed model: mean think time between a device's lifecycles (exponential), e.g. 100ms.") var thinkTime: String?
     @Option(name: .customLong("threshold"), help: "A pass/fail criterion, repeatable: 'finished.p99<50ms', 'violations==0', 'rate>=1000'.") var thresholds: [String] = []
     @Flag(help: "Stop the load as soon as a threshold fails (latency and count thresholds, judged every interval).") var abortOnFail = false
     @Option(help: "Write summary.json, timeseries.csv, histograms.hlog and report.html into this directory.") var report: String?
     @Flag(help: "Print one JSON object instead of the summary.") var json = false
-    @Option(help: "Driver processes to start on this machine (default 1).") var drivers: Int?
-    @Option(help: "Drivers started by hand (`sksim driver`) on other hosts to wait for.") var remoteDrivers: Int?
+    @Option(parsing: .unconditional, help: "Driver processes to start on this machine (default 1).") var drivers: Int?
+    @Option(parsing: .unconditional, help: "Drivers started by hand (`sksim driver`) on other hosts to wait for.") var remoteDrivers: Int?
     @Option(help: "Where drivers reach this coordinator (default ipc://{run}/load.ipc; tcp://0.0.0.0:PORT for other hosts).") var listen: String?
-    @Option(help: "Fraction of lifecycles that are restores (default 0).") var restoreFraction: Double?
-    @Option(help: "Fraction of purchases that buy hosted content and download it (default 0).") var downloadFraction: Double?
-    @Option(help: "Reporting interval (default 1s).") var interval: String?
-    @Option(help: "After the last start, how long to wait for lifecycles in flight (default 10s).") var drain: String?
-    @Option(help: "Lifecycles one driver keeps in flight at most; starts beyond are missed (default 50000).") var maximumInFlight: Int?
+    @Option(parsing: .unconditional, help: "Fraction of lifecycles that are restores (default 0).") var restoreFraction: Double?
+    @Option(parsing: .unconditional, help: "Fraction of purchases that buy hosted content and download it (default 0).") var downloadFraction: Double?
+    @Option(parsing: .unconditional, help: "Reporting interval (default 1s).") var interval: String?
+    @Option(parsing: .unconditional, help: "After the last start, how long to wait for lifecycles in flight (default 10s).") var drain: String?
+    @Option(parsing: .unconditional, help: "Lifecycles one driver keeps in flight at most; starts beyond are missed (default 50000).") var maximumInFlight: Int?
     @Option(help: "Output directory (default: out/load-<seed>).") var out: String?
     @Option(help: "This machine's `host` in the topology, for a load across hosts: start only the services on it and wait for the other hosts' queues (started by hand with `sksim queue`).") var host: String?
 
@@ -120,7 +120,7 @@ struct DriverCommand: AsyncParsableCommand {
     @Option(help: "This driver's name, unique in the load (its devices are NAME-0, NAME-1, …).") var name: String
     @Option(help: "The coordinator's endpoint (what `sksim load --listen` bound).") var coordinator: String
     @Option(help: "Run directory the queue's ipc endpoints are in (default: out/<topology name>).") var runDirectory: String?
-    @Option(help: "How long to wait for the coordinator's plan, e.g. 30s (default 60s).") var coordinatorTimeout: String?
+    @Option(parsing: .unconditional, help: "How long to wait for the coordinator's plan, e.g. 30s (default 60s).") var coordinatorTimeout: String?
 
     func run() async throws {
         Shutdown.installSignalHandlers()

@@ -104,8 +104,8 @@ struct LogCommand: AsyncParsableCommand {
             abstract: "Print events (JSON Lines with --json; docs/log-format.md has the schema), filtered by sequence, device, transaction or type.",
             discussion: "Every whole record before any damage is printed; the damage is then reported and the exit status is 1.")
         @Argument(help: "A run directory or its log folder.") var directory: String
-        @Option(help: "First sequence number to print.") var from: UInt64 = 1
-        @Option(help: "Last sequence number to print.") var to: UInt64?
+        @Option(parsing: .unconditional, help: "First sequence number to print.") var from: UInt64 = 1
+        @Option(parsing: .unconditional, help: "Last sequence number to print.") var to: UInt64?
         @Option(help: "Only events of this device (repeatable).") var device: [String] = []
         @Option(help: "Only events of this transaction, as DEVICE#NUMBER, e.g. device-0001#3 (repeatable).") var transaction: [String] = []
         @Option(help: "Only events of these types, comma-separated, e.g. transactionPurchased,transactionFinished.") var type: String?
@@ -224,7 +224,7 @@ struct LogCommand: AsyncParsableCommand {
     struct Project: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Fold the log into state as of a sequence number: devices, pending transactions, downloads.")
         @Argument(help: "A run directory or its log folder.") var directory: String
-        @Option(help: "Project up to and including this sequence number (default: the end).") var at: UInt64?
+        @Option(parsing: .unconditional, help: "Project up to and including this sequence number (default: the end).") var at: UInt64?
         @Option(help: "Partition (default: every partition of the log, each folded on its own).") var partition: String?
         @Flag(help: "Print JSON.") var json = false
 

@@ -27,11 +27,11 @@ struct ReplayBench: AsyncParsableCommand {
             stealFraction (a virtual machine's cores taken by its hypervisor), divergences}.
             """)
 
-    @Option(help: "Events in the recording replayed at full speed.") var events = 1_000_000
-    @Option(help: "Devices of the recording replayed at 1x and 10x (its length grows with them).") var timedDevices = 6
+    @Option(parsing: .unconditional, help: "Events in the recording replayed at full speed.") var events = 1_000_000
+    @Option(parsing: .unconditional, help: "Devices of the recording replayed at 1x and 10x (its length grows with them).") var timedDevices = 6
     @Option(help: "Replay this recording (a run directory) at 1x and 10x instead.") var timedRecording: String?
     @Option(help: "Directory for the recordings (default: the system's temporary directory).") var directory: String?
-    @Option(help: "Seeds of the soak: each recorded with every built-in observer behaviour (default network) and once with a faulty network, then replayed unchanged.") var soakSeeds = 100
+    @Option(parsing: .unconditional, help: "Seeds of the soak: each recorded with every built-in observer behaviour (default network) and once with a faulty network, then replayed unchanged.") var soakSeeds = 100
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions
 

@@ -22,13 +22,13 @@ struct ReplayCommand: AsyncParsableCommand {
     @Argument(help: "A recorded run: its directory or its log folder (from simulate, run, load or replay).") var run: String
     @Argument(help: "With --live: the topology to replay over (default: topology/local.yaml).") var liveTopology: String?
     @Option(help: "Write the replayed run's log to DIR/log (default: the log is compared, not kept).") var out: String?
-    @Option(help: "max (as fast as possible; the default), or K: K times the recorded pace, 1 = real time (the default with --live).") var speed: String?
+    @Option(parsing: .unconditional, help: "max (as fast as possible; the default), or K: K times the recorded pace, 1 = real time (the default with --live).") var speed: String?
     @Option(help: "Observers per device instead of the recorded ones, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")).")
     var observers: String?
-    @Option(help: "Compare from this recorded sequence on; the history before it is rebuilt silently.") var from: UInt64?
-    @Option(help: "Compare up to this recorded sequence.") var to: UInt64?
+    @Option(parsing: .unconditional, help: "Compare from this recorded sequence on; the history before it is rebuilt silently.") var from: UInt64?
+    @Option(parsing: .unconditional, help: "Compare up to this recorded sequence.") var to: UInt64?
     @Option(help: "Replay only these devices, comma-separated: names (device-0003) or numbers and ranges (3, 1-4).") var devices: String?
-    @Option(help: "Replay N copies of the recording, device and account names rewritten per copy (NAME~k).") var loop = 1
+    @Option(parsing: .unconditional, help: "Replay N copies of the recording, device and account names rewritten per copy (NAME~k).") var loop = 1
     @Option(help: "How --loop copies run: side-by-side (all at once) or one-after-another.") var loopLayout = ReplayOptions.LoopLayout.sideBySide.rawValue
     @Option(help: "Of a recording of several queue partitions, replay only this one (default: every partition).") var partition: String?
     @Flag(help: "Replay over real processes (a topology) instead of the deterministic runtime.") var live = false

@@ -10,7 +10,7 @@ import StoreKitRuntime
 /// What `sksim replay --live` passes to every process it starts (hidden: not for people).
 struct LiveReplayChildOptions: ParsableArguments {
     @Option(name: .customLong("replay"), help: .hidden) var recording: String?
-    @Option(name: .customLong("replay-speed"), help: .hidden) var speed: Double = 1
+    @Option(name: .customLong("replay-speed"), parsing: .unconditional, help: .hidden) var speed: Double = 1
     @Option(name: .customLong("replay-observers"), help: .hidden) var observers: String?
 
     /// The topology with the recording's scenario (and `--observers`), so the queue decides

@@ -43,12 +43,12 @@ struct RunCommand: AsyncParsableCommand {
 
     @Argument(help: "Topology file (default: the built-in local topology).") var topology: String?
     @Option(help: "Output directory: log, content, per-process logs, run.json (default: out/<topology name>-<seed>).") var out: String?
-    @Option(help: ArgumentHelp("Stop after this long even if the apps are not done: 500ms, 30s, 2m, 1h (default: 5m).", valueName: "duration"),
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this long even if the apps are not done: 500ms, 30s, 2m, 1h (default: 5m).", valueName: "duration"),
             transform: parseDurationArgument)
     var duration: Double = 300
-    @Option(help: "Seed for every random choice (default: the topology's).") var seed: UInt64?
-    @Option(help: "Simulated devices, shared evenly by the topology's observer processes (default: the topology's).") var devices: Int?
-    @Option(help: "Restarts allowed per process; each rebuilds from the log (for an observer, an app relaunch).") var maximumRestarts = 3
+    @Option(parsing: .unconditional, help: "Seed for every random choice (default: the topology's).") var seed: UInt64?
+    @Option(parsing: .unconditional, help: "Simulated devices, shared evenly by the topology's observer processes (default: the topology's).") var devices: Int?
+    @Option(parsing: .unconditional, help: "Restarts allowed per process; each rebuilds from the log (for an observer, an app relaunch).") var maximumRestarts = 3
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
     @OptionGroup var verbosity: VerbosityOptions
 
@@ -127,8 +127,8 @@ struct RoleOptions: ParsableArguments {
     @Option(help: "Topology file (default: the built-in local topology).") var topology: String?
     @Option(help: "This process's name in the topology.") var name: String
     @Option(help: "Run directory (log, content, ipc sockets) (default: out/<topology name>).") var runDirectory: String?
-    @Option(help: "Seed override, as given to `sksim run --seed` (every process of a run must use the same).") var seed: UInt64?
-    @Option(help: "Devices override, as given to `sksim run --devices` (every process of a run must use the same).") var devices: Int?
+    @Option(parsing: .unconditional, help: "Seed override, as given to `sksim run --seed` (every process of a run must use the same).") var seed: UInt64?
+    @Option(parsing: .unconditional, help: "Devices override, as given to `sksim run --devices` (every process of a run must use the same).") var devices: Int?
     @OptionGroup var liveReplay: LiveReplayChildOptions
     @OptionGroup var verbosity: VerbosityOptions
 

@@ -19,9 +19,9 @@ struct SimulateBench: AsyncParsableCommand {
             peakMemoryMegabytes.
             """)
 
-    @Option(help: "Scenarios run, one seed each.") var runs = 200
-    @Option(help: "Devices per scenario.") var devices = 4
-    @Option(help: "Purchases per device.") var purchasesPerDevice = 10
+    @Option(parsing: .unconditional, help: "Scenarios run, one seed each.") var runs = 200
+    @Option(parsing: .unconditional, help: "Devices per scenario.") var devices = 4
+    @Option(parsing: .unconditional, help: "Purchases per device.") var purchasesPerDevice = 10
     @Flag(help: "Print one JSON object.") var json = false
     @OptionGroup var results: BenchResultsOptions
 

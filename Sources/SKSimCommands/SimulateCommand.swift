@@ -20,28 +20,28 @@ struct SimulateCommand: AsyncParsableCommand {
 
     @Argument(help: "A topology file whose scenario to run (default: the options below on the built-in sample catalog).")
     var topology: String?
-    @Option(help: "Simulated devices (app installs) (default: 10).") var devices: Int?
-    @Option(help: "Purchases each device's user makes (default: 5).") var purchasesPerDevice: Int?
-    @Option(help: "Seed for every random choice (default: the topology's, or a new one, printed and logged).") var seed: UInt64?
+    @Option(parsing: .unconditional, help: "Simulated devices (app installs) (default: 10).") var devices: Int?
+    @Option(parsing: .unconditional, help: "Purchases each device's user makes (default: 5).") var purchasesPerDevice: Int?
+    @Option(parsing: .unconditional, help: "Seed for every random choice (default: the topology's, or a new one, printed and logged).") var seed: UInt64?
     @Option(help: "Product catalog: an Xcode .storekit file or an sksim catalog (default: the built-in sample).") var catalog: String?
     @Option(help: "Output directory for the log and content (default: out/simulate-<seed>).") var out: String?
-    @Option(help: "Devices signed in to the same account; later ones restore on first launch, R-Q9 (default: 2).") var devicesPerAccount: Int?
+    @Option(parsing: .unconditional, help: "Devices signed in to the same account; later ones restore on first launch, R-Q9 (default: 2).") var devicesPerAccount: Int?
     @Option(help: ArgumentHelp("Observers per device, comma-separated (default: downloadThenFinish,audit): "
                                 + ObserverBehavior.allCases.map { "\($0.rawValue): \($0.summary)" }.joined(separator: "; ") + "."))
     var observers: String?
-    @Option(help: "Share of devices (0 to 1) whose user may not authorise payments; their payments fail with paymentNotAllowed, R-Q1 (default: 0).")
+    @Option(parsing: .unconditional, help: "Share of devices (0 to 1) whose user may not authorise payments; their payments fail with paymentNotAllowed, R-Q1 (default: 0).")
     var restrictedDeviceShare: Double?
-    @Option(help: "Chance (0 to 1), per purchase, that the app also refreshes its receipt (SKReceiptRefreshRequest), R-R2 (default: 0).")
+    @Option(parsing: .unconditional, help: "Chance (0 to 1), per purchase, that the app also refreshes its receipt (SKReceiptRefreshRequest), R-R2 (default: 0).")
     var receiptRefreshProbability: Double?
-    @Option(help: "Chance (0 to 1), per purchase of a subscription with promotional offers in a group the device bought in before, that the app attaches a signed SKPaymentDiscount, F-O5 (default: 0).")
+    @Option(parsing: .unconditional, help: "Chance (0 to 1), per purchase of a subscription with promotional offers in a group the device bought in before, that the app attaches a signed SKPaymentDiscount, F-O5 (default: 0).")
     var promotionalOfferProbability: Double?
-    @Option(help: "Renewals of one auto-renewable subscription at most before it expires, F-U1 (default: 3).")
+    @Option(parsing: .unconditional, help: "Renewals of one auto-renewable subscription at most before it expires, F-U1 (default: 3).")
     var maximumRenewals: Int?
-    @Option(help: "Chance (0 to 1) that a subscription's user cancelled before a period ends, so it expires, F-U2 (default: 0.2).")
+    @Option(parsing: .unconditional, help: "Chance (0 to 1) that a subscription's user cancelled before a period ends, so it expires, F-U2 (default: 0.2).")
     var cancellationAtRenewalProbability: Double?
-    @Option(help: "Chance (0 to 1) that a purchase is interrupted: it fails with paymentCancelled, then, if the user fixes the account, a new purchased transaction arrives, F-I1 (default: 0).")
+    @Option(parsing: .unconditional, help: "Chance (0 to 1) that a purchase is interrupted: it fails with paymentCancelled, then, if the user fixes the account, a new purchased transaction arrives, F-I1 (default: 0).")
     var interruptedPurchaseProbability: Double?
-    @Option(help: "Chance (0 to 1) that a subscription renewal cannot be billed, so billing retry begins, F-B1 (default: 0).")
+    @Option(parsing: .unconditional, help: "Chance (0 to 1) that a subscription renewal cannot be billed, so billing retry begins, F-B1 (default: 0).")
     var billingIssueProbability: Double?
     @Flag(help: "Keep subscriptions in billing retry entitled for a grace period (16 days, sped up by the time rate), F-B1.")
     var billingGracePeriod = false

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StoreKitLive
+import StoreKitLoad
 
 /// `sksim topology show|check`: the built-in topology, and a check of a file without running it.
 struct TopologyCommand: AsyncParsableCommand {
@@ -35,6 +36,12 @@ struct TopologyCommand: AsyncParsableCommand {
                 if topology.processes.contains(where: { $0.role == .queue && $0.host == topology.queue.host }) {
                     _ = try topology.curveServerSecurity()
                 }
+            } catch {
+                throw UserFacingError("\(error)")
+            }
+            // The `load:` section, as `sksim load` reads it (its keys and values).
+            do {
+                _ = try LoadSettings.fromTopology(path: file ?? topology.file).resolve(seed: topology.scenario.seed)
             } catch {
                 throw UserFacingError("\(error)")
             }

@@ -65,7 +65,7 @@ public struct ReproduceFile: Codable, Sendable, Hashable {
         do {
             data = try Data(contentsOf: url)
         } catch {
-            throw ConfigurationError("cannot read reproduce file \(url.path): \(error.localizedDescription)")
+            throw ConfigurationError("cannot read reproduce file \(url.path): \(describeError(error, withPath: false))")
         }
         let file: ReproduceFile
         do {

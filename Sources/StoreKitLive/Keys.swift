@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitModel
 import ZeroMQ
 
 /// New CURVE key pairs for topology files. `sksim keys` prints one in the key file format
@@ -23,7 +24,7 @@ public enum CurveKeyFile {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
             throw TopologyError(file: topologyFile, keyPath: keyPath,
-                                problem: "cannot read the key file \(path) (\(error.localizedDescription)); make it on this host with `sksim keys > \(path)`")
+                                problem: "cannot read the key file \(path) (\(describeError(error, withPath: false))); make it on this host with `sksim keys > \(path)`")
         }
         let root = try ConfigurationNode.parse(text, file: path)
         let keys = try root.mapping(allowedKeys: ["publicKey", "secretKey"])

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitModel
 import StoreKitRoles
 
 /// `<run>/run.json`: what `sksim run` started, for people and tools (kill a role, read its log).
@@ -121,6 +122,15 @@ public enum FailureNote {
         if written == bytes.count { _ = ftruncate(descriptor, off_t(bytes.count)) }
     }
 
+    /// Removes the note if it is still the blank reservation: a process that stopped without
+    /// failing leaves no `.failure` file in the run directory.
+    static func discardBlank(process name: String, runDirectory: URL) {
+        let url = file(for: name, in: runDirectory)
+        guard let data = FileManager.default.contents(atPath: url.path),
+              data.allSatisfy({ $0 == UInt8(ascii: " ") }) else { return }
+        try? FileManager.default.removeItem(at: url)
+    }
+
     /// The cause left by the process's last failure, removed once read (a restarted process starts clean).
     static func take(process name: String, runDirectory: URL) -> String? {
         let url = file(for: name, in: runDirectory)
@@ -131,31 +141,6 @@ public enum FailureNote {
     }
 }
 
-/// An error in one line, without Foundation's NSError dumps: file errors as "PATH: reason".
-public func describeError(_ error: any Error) -> String {
-    let nsError = error as NSError
-    guard nsError.domain == NSCocoaErrorDomain || nsError.domain == NSPOSIXErrorDomain else { return "\(error)" }
-    var reason: String
-    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-        reason = String(cString: strerror(Int32(underlying.code)))
-    } else if nsError.domain == NSPOSIXErrorDomain {
-        reason = String(cString: strerror(Int32(nsError.code)))
-    } else {
-        switch nsError.code {
-        case NSFileWriteOutOfSpaceError: reason = "no space left on the device"
-        case NSFileWriteNoPermissionError, NSFileReadNoPermissionError: reason = "permission denied"
-        case NSFileNoSuchFileError, NSFileReadNoSuchFileError: reason = "no such file or directory"
-        case NSFileWriteFileExistsError: reason = "a file is in the way"
-        case NSFileWriteUnknownError:
-            reason = (nsError.userInfo[NSFilePathErrorKey] as? String).flatMap(fileInTheWay).map { "\($0) is a file, not a folder" }
-                ?? "could not be written"
-        default: reason = nsError.localizedDescription
-        }
-    }
-    if let path = nsError.userInfo[NSFilePathErrorKey] as? String { reason = "\(path): \(reason)" }
-    return reason
-}
-
 extension EnvironmentFailure {
     /// One line for people: what could not be written (under the content root `root`), why, and what
     /// to do (`then`: how to go on, e.g. "run again").
@@ -164,17 +149,6 @@ extension EnvironmentFailure {
     }
 }
 
-/// The nearest existing ancestor of `path` (or `path` itself) when it is not a folder: what stops
-/// a folder from being created there.
-private func fileInTheWay(_ path: String) -> String? {
-    var url = URL(fileURLWithPath: path)
-    while url.path != "/" {
-        var isFolder: ObjCBool = false
-        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) { return isFolder.boolValue ? nil : url.path }
-        url.deleteLastPathComponent()
-    }
-    return nil
-}
 
 /// `<run>/<name>.ready`, holding the process's pid: written by the queue once it has bound its
 /// endpoints (`sksim run` waits for it, so a queue of another run answering on the same tcp port

@@ -373,6 +373,7 @@ public final class Supervisor {
             group.append(child)
         }
         waitOrKill(group)
+        for child in children { FailureNote.discardBlank(process: child.specification.name, runDirectory: runDirectory) }
     }
 
     private func waitOrKill(_ group: [Child]) {

@@ -35,7 +35,7 @@ public struct LoadSettings: Sendable, Equatable {
         do {
             contents = try Topology.builtInText(path) ?? String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw LoadSpecificationError("cannot read \(path): \(error.localizedDescription)")
+            throw LoadSpecificationError("cannot read \(path): \(describeError(error, withPath: false))")
         }
         let root: Any?
         do {

@@ -58,7 +58,7 @@ extension Catalog {
                 data.append(piece)
             }
         } catch {
-            throw failure("The file could not be read (\(error.localizedDescription)).",
+            throw failure("The file could not be read (\(describeError(error, withPath: false))).",
                           "Check that the file is readable by this user.")
         }
         return data

@@ -193,6 +193,11 @@ import Testing
         (["log", "verify", "/nonexistent-log"], "does not exist"),
         (["store", "--name", "queue"], "'queue' is a queue"),
         (["run", "topology/multi-host.yaml"], "is meant for host 10.0.0.1"),
+        // Foundation's "The operation could not be completed" is not a reason.
+        (["explore", "--reproduce", "/nonexistent-reproduce.json"], "cannot read reproduce file /nonexistent-reproduce.json: no such file or directory"),
+        // A negative number is a value, not an option: the command says what it must be.
+        (["load", "--rate", "-1"], "'-1' is not a rate"),
+        (["explore", "--depth", "-1"], "--depth is -1; use 1 to 100"),
     ])
     func badInput(arguments: [String], fragment: String) throws {
         let outcome = try Self.sksim(arguments, in: TopologyTests.repositoryRoot)

@@ -107,6 +107,9 @@ import StoreKitRuntime
         let result = try #require(try run.wait(seconds: 90), "the run did not end within 90 s")
         #expect(result.failure == nil)
         #expect(result.finished)
+        // No process failed, so no failure note stays (their blank reservations are removed).
+        let leftNotes = (FileManager.default.enumerator(atPath: run.directory.path)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".failure") }
+        #expect(leftNotes.isEmpty, "\(leftNotes)")
         #expect(result.report.pending == result.report.totals.declined)  // Declined Ask to Buy stays deferred (F-A1).
         #expect(result.report.violations.isEmpty)
         #expect(result.report.totals.purchased + result.report.totals.failed + result.report.totals.declined == 20)

@@ -132,6 +132,15 @@ import Testing
         let bad = try CommandLineTests.sksim(["topology", "check", scratch.path("bad.yaml")])
         #expect(bad.status == 2)
         #expect(bad.error.contains("processes[0].requests"), "\(bad.error)")
+        // The `load:` section is checked as `sksim load` reads it: keys and values.
+        for (section, fragment) in [("load:\n  bogus: 1\n", "load.bogus is not a load setting"), ("load:\n  rate: fast\n", "'fast' is not a rate")] {
+            try (BuiltInTopology.local + section).write(toFile: scratch.path("load.yaml"), atomically: true, encoding: .utf8)
+            let refused = try CommandLineTests.sksim(["topology", "check", scratch.path("load.yaml")])
+            #expect(refused.status == 2, "\(section)")
+            #expect(refused.error.contains(fragment), "\(refused.error)")
+        }
+        let load = try CommandLineTests.sksim(["topology", "check", "topology/load.yaml"], in: TopologyTests.repositoryRoot)
+        #expect(load.status == 0, "\(load.error)")
     }
 
     @Test("Usage errors exit 64 and say what a valid value looks like", arguments: [
