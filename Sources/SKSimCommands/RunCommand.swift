@@ -42,7 +42,7 @@ struct RunCommand: AsyncParsableCommand {
             """)
 
     @Argument(help: "Topology file (default: the built-in local topology).") var topology: String?
-    @Option(help: "Output directory: log, content, per-process logs, run.json (default: out/<topology name>-<seed>).") var out: String?
+    @Option(help: "Output directory: log, content, per-process logs, run.json (default: the topology's `output`, else out/<topology name>-<seed>).") var out: String?
     @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this long even if the apps are not done: 500ms, 30s, 2m, 1h (default: 5m).", valueName: "duration"),
             transform: parseDurationArgument)
     var duration: Double = 300
@@ -126,7 +126,7 @@ struct RunCommand: AsyncParsableCommand {
 struct RoleOptions: ParsableArguments {
     @Option(help: "Topology file (default: the built-in local topology).") var topology: String?
     @Option(help: "This process's name in the topology.") var name: String
-    @Option(help: "Run directory (log, content, ipc sockets) (default: out/<topology name>).") var runDirectory: String?
+    @Option(help: "Run directory (log, content, ipc sockets) (default: the topology's `output`, else out/<topology name>).") var runDirectory: String?
     @Option(parsing: .unconditional, help: "Seed override, as given to `sksim run --seed` (every process of a run must use the same).") var seed: UInt64?
     @Option(parsing: .unconditional, help: "Devices override, as given to `sksim run --devices` (every process of a run must use the same).") var devices: Int?
     @OptionGroup var liveReplay: LiveReplayChildOptions
