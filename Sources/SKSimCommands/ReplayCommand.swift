@@ -268,6 +268,11 @@ struct ReplayCommand: AsyncParsableCommand {
         lines.append("log             " + (logDirectory?.path ?? "not kept (give --out DIR to keep it)"))
         lines.append(result.violationCount == 0 ? "violations      none" : "violations      \(result.violationCount) (first: \(result.violations.first.map { "\($0)" } ?? ""))")
         if let warning = result.warning { lines.append("warning         \(warning)") }
+        if live, result.divergences > 0 {
+            // An unchanged recording still diverges now and then live (docs/replay.md, "What a live replay
+            // does not reproduce"): say how to tell timing from a changed behaviour.
+            lines.append("note            live timing differs from the recording's: a divergence that a second live replay does not show is timing (an app heard an event later than recorded), not behaviour; replay without --live to replay exactly")
+        }
         return lines.joined(separator: "\n")
     }
 }
