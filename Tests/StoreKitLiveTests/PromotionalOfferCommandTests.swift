@@ -71,9 +71,14 @@ import Testing
                                                            topology: scratch.path("live.yaml"), out: scratch.path("same"))
         #expect(live.status == 0, "\(attempts)")
         #expect(live.json["divergences"] as? Int == 0, "\(attempts)")
-        // The live receipts mark the offers as the recorded ones did (compared track by track above).
-        let receipts = try Self.jsonLines(try CLI.sksim(["log", "cat", scratch.path("same"), "--type", "receiptDelivered", "--json"]).output)
-        let offers = receipts.flatMap { $0["entries"] as? [[String: Any]] ?? [] }.compactMap { $0["promotionalOfferIdentifier"] as? String }
-        #expect(!offers.isEmpty, "no live receipt lists a purchase at a promotional offer")
+        // The live receipts mark the live purchases' offers as the recorded ones marked the recorded
+        // purchases (also compared track by track above).
+        func receiptOffers(_ run: String) throws -> [String] {
+            let receipts = try Self.jsonLines(try CLI.sksim(["log", "cat", scratch.path(run), "--type", "receiptDelivered", "--json"]).output)
+            return receipts.flatMap { $0["entries"] as? [[String: Any]] ?? [] }.compactMap { $0["promotionalOfferIdentifier"] as? String }.sorted()
+        }
+        let recordedOffers = try receiptOffers("rec")
+        #expect(!recordedOffers.isEmpty, "no recorded receipt lists a purchase at a promotional offer")
+        #expect(try receiptOffers("same") == recordedOffers)
     }
 }
