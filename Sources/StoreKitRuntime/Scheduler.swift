@@ -2,17 +2,18 @@
 /// source of ordering, and the timer queue of live roles. Ties go to the earlier
 /// insertion, so the same choices give the same order.
 ///
-/// The heap moves only small entries (time, order, slot); actions stay in a `Slab`, so a
-/// large action is never copied while the heap is reordered.
+/// Actions are kept in the heap's entries: every user's actions are small (the deterministic
+/// runtime's are a few integers; its commands and timer tokens wait in slabs of their own), and
+/// a separate store of actions cost two more array updates per action than moving them.
 public struct Scheduler<Action> {
     @usableFromInline struct Entry {
         @usableFromInline var time: Int64
         @usableFromInline var order: UInt64
-        @usableFromInline var slot: Int
-        @inlinable init(time: Int64, order: UInt64, slot: Int) {
+        @usableFromInline var action: Action
+        @inlinable init(time: Int64, order: UInt64, action: consuming Action) {
             self.time = time
             self.order = order
-            self.slot = slot
+            self.action = action
         }
         @inlinable func precedes(_ other: Entry) -> Bool {
             time < other.time || (time == other.time && order < other.order)
@@ -20,7 +21,6 @@ public struct Scheduler<Action> {
     }
 
     @usableFromInline var heap: [Entry] = []
-    @usableFromInline var actions = Slab<Action>()
     @usableFromInline var inserted: UInt64 = 0
 
     public init() {}
@@ -31,40 +31,41 @@ public struct Scheduler<Action> {
 
     @inlinable
     public mutating func schedule(at time: Int64, _ action: consuming Action) {
-        let slot = actions.insert(action)
-        let entry = Entry(time: time, order: inserted, slot: slot)
+        heap.append(Entry(time: time, order: inserted, action: action))
         inserted += 1
-        heap.append(entry)
-        var child = heap.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard entry.precedes(heap[parent]) else { break }
-            heap[child] = heap[parent]
-            child = parent
+        heap.withUnsafeMutableBufferPointer { entries in
+            // Sift the new entry up: swap it with its parent while it comes first.
+            var child = entries.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard entries[child].precedes(entries[parent]) else { break }
+                entries.swapAt(child, parent)
+                child = parent
+            }
         }
-        heap[child] = entry
     }
 
     @inlinable
     public mutating func next() -> (time: Int64, action: Action)? {
-        guard let top = heap.first else { return nil }
-        let last = heap.removeLast()
-        if !heap.isEmpty {
-            // Sift the last entry down from the root, moving children up into the hole.
+        guard !heap.isEmpty else { return nil }
+        let last = heap.count - 1
+        if last > 0 { heap.swapAt(0, last) }
+        let top = heap.removeLast()
+        heap.withUnsafeMutableBufferPointer { entries in
+            // Sift the entry moved to the root down: swap it with its earlier child while that comes first.
             var parent = 0
-            let count = heap.count
+            let count = entries.count
             while true {
                 let left = 2 * parent + 1
                 guard left < count else { break }
                 let right = left + 1
-                let smallest = right < count && heap[right].precedes(heap[left]) ? right : left
-                guard heap[smallest].precedes(last) else { break }
-                heap[parent] = heap[smallest]
-                parent = smallest
+                let earlier = right < count && entries[right].precedes(entries[left]) ? right : left
+                guard entries[earlier].precedes(entries[parent]) else { break }
+                entries.swapAt(parent, earlier)
+                parent = earlier
             }
-            heap[parent] = last
         }
-        return (top.time, actions.remove(top.slot))
+        return (top.time, top.action)
     }
 }
 

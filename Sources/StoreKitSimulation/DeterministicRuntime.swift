@@ -103,17 +103,12 @@ public final class DeterministicRuntime {
     @exclusivity(unchecked) private var now: Int64 = 0
     @exclusivity(unchecked) private var lastDurable: Int64 = 0
     @exclusivity(unchecked) private var published: UInt64 = 0
-    /// Appended events from `firstHeld` on (the live part starts at `heldStart`), kept until
-    /// every role has heard them: a delivery names its sequence, so an event is stored once
-    /// rather than copied (with its strings and arrays retained) into each role's delivery.
-    @exclusivity(unchecked) private var held: [HeldEvent] = []
-    /// Whether each held event is a `transactionFinished` (the removal delay applies), so
-    /// publishing does not copy the event to look at it.
-    @exclusivity(unchecked) private var heldIsFinish: [Bool] = []
-    @exclusivity(unchecked) private var heldStart = 0
+    /// Appended events until every role has heard them: a delivery names its sequence, so an
+    /// event is stored once rather than copied (with its strings and arrays retained) into each
+    /// role's delivery.
+    @exclusivity(unchecked) private var held = HeldEvents()
     /// See `takeReactionBuffer`.
     @exclusivity(unchecked) private var reaction: [Effect] = []
-    @exclusivity(unchecked) private var firstHeld: UInt64 = 1
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
@@ -153,7 +148,7 @@ public final class DeterministicRuntime {
         let header = self.header ?? scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
         let started = try engine.start(header)
         let first = held.count
-        for record in started { held.append(HeldEvent(record.recorded)) }
+        for record in started { held.append(record.recorded) }
         appended(from: first)
         for index in slots.indices {
             var resumed = slots[index].role.resume(now: 0)
@@ -198,13 +193,13 @@ public final class DeterministicRuntime {
                 return
             }
             let first = held.count
-            _ = try engine.handle(command, timestamp: now) { held.append(HeldEvent($0)) }
+            _ = try engine.handle(command, timestamp: now) { held.append($0) }
             appended(from: first)
         case .publish(let first, let last):
             releaseHeard()
             for sequence in first...last {
                 published = sequence
-                let isFinish = heldIsFinish[heldStart + Int(sequence - firstHeld)]
+                let isFinish = held.isTransactionFinished(sequence)
                 for index in slots.indices { send(sequence, isFinish: isFinish, to: index) }
             }
         case .deliver(let sequence, let index):
@@ -217,11 +212,10 @@ public final class DeterministicRuntime {
                          "\(slots[index].kind) heard \(sequence) after \(slots[index].delivered): a link lost its order")
             slots[index].delivered = sequence
             let role = slots[index].role
-            let position = heldStart + Int(sequence - firstHeld)
             var effects = takeReactionBuffer()
             // The role reacts to the held event, lent to it without a copy (roles return effects and
             // never call back, so nothing else reads the event meanwhile).
-            held[position].lend { role.receive($0, now: now, into: &effects) }
+            held.lend(sequence) { role.receive($0, now: now, into: &effects) }
             perform(&effects, slot: index)
             reaction = effects
         case .timer(let tokenSlot, let index, let incarnation):
@@ -259,16 +253,14 @@ public final class DeterministicRuntime {
         return effects
     }
 
-    /// The events the engine added to `held` from index `start` become durable after the log's
-    /// latency (in append order), then are published.
+    /// The events the engine added to `held` from position `start` on become durable after the
+    /// log's latency (in append order), then are published.
     private func appended(from start: Int) {
         guard start < held.count else { return }
-        let first = held[start].recorded.sequence
-        let last = held[held.count - 1].recorded.sequence
-        for index in start..<held.count {
-            let event = held[index]
-            heldIsFinish.append(event.recorded.event.isTransactionFinished)
-            if let eventAppended { event.lend(eventAppended) }
+        let first = held.firstSequence + UInt64(start)
+        let last = held.firstSequence + UInt64(held.count - 1)
+        if let eventAppended {
+            for sequence in first...last { held.lend(sequence, eventAppended) }
         }
         if last > eventLimit { stoppedAtEventLimit = true }
         let durable = max(lastDurable, now + network.durabilityLatency.sampleNanoseconds(choices, .durabilityDelay))
@@ -280,15 +272,7 @@ public final class DeterministicRuntime {
     private func releaseHeard() {
         var heardByAll = UInt64.max
         for index in slots.indices { heardByAll = min(heardByAll, slots[index].delivered) }
-        guard heardByAll >= firstHeld else { return }
-        let count = min(Int(heardByAll - firstHeld + 1), held.count - heldStart)
-        heldStart += count
-        firstHeld += UInt64(count)
-        if heldStart >= 1_024, heldStart * 2 >= held.count {
-            held.removeFirst(heldStart)
-            heldIsFinish.removeFirst(heldStart)
-            heldStart = 0
-        }
+        held.release(through: heardByAll)
     }
 
     private func send(_ sequence: UInt64, isFinish: Bool, to index: Int) {
@@ -385,39 +369,94 @@ public final class DeterministicRuntime {
     }
 }
 
-/// An appended event, stored once until every role has heard it, in memory of its own: read
-/// through the pointer, it is passed to a role (through `any Role`) by address, while a class's
-/// `let` or an array element is copied for the call first, every string and array in it retained
-/// and released. Dropping heard events moves pointers, not whole events.
-private final class HeldEvent {
-    private let storage: UnsafeMutablePointer<RecordedEvent>
-    init(_ recorded: consuming RecordedEvent) {
-        storage = .allocate(capacity: 1)
-        storage.initialize(to: recorded)
+/// The appended events not yet heard by every role, in sequence order, in one ring of memory
+/// that grows to the most held at once: no allocation per event. An event is passed to a role
+/// by moving it out of its memory and back (`lend`: bits moved, nothing retained); read from
+/// memory that someone could change meanwhile, it would be copied for the call, every string and
+/// array in it retained and then released. The run loop is the only reader, and it reads nothing
+/// else while a role reacts.
+private struct HeldEvents: ~Copyable {
+    private var events: UnsafeMutablePointer<RecordedEvent>
+    /// Whether each is a `transactionFinished` (the removal delay applies), so that publishing
+    /// does not copy the event to look at it.
+    private var finishes: UnsafeMutablePointer<Bool>
+    /// A power of two, so that a position in the ring is a mask, not a division.
+    private var capacity: Int
+    /// Where the first held event is in the ring.
+    private var head = 0
+    private(set) var count = 0
+    /// The sequence of the first held event (the engine's sequences follow one another).
+    private(set) var firstSequence: UInt64 = 1
+
+    init() {
+        capacity = 64
+        events = .allocate(capacity: capacity)
+        finishes = .allocate(capacity: capacity)
     }
+
     deinit {
-        storage.deinitialize(count: 1)
-        storage.deallocate()
-    }
-    var recorded: RecordedEvent {
-        unsafeAddress { UnsafePointer(storage) }
+        for offset in 0..<count { (events + (head + offset) & (capacity - 1)).deinitialize(count: 1) }
+        events.deallocate()
+        finishes.deallocate()
     }
 
-    /// Lends the event to `body` by moving it out of its memory and back (bits moved, nothing
-    /// retained): passed from memory that someone could change meanwhile, it would be copied for
-    /// the call, every string and array in it retained and then released. The run loop is the only
-    /// reader, and it reads nothing else while a role reacts.
     @inline(__always)
-    func lend(_ body: (RecordedEvent) -> Void) {
-        let event = storage.move()
-        body(event)
-        storage.initialize(to: consume event)
+    private func position(_ sequence: UInt64) -> Int {
+        precondition(sequence >= firstSequence && sequence - firstSequence < UInt64(count),
+                     "event \(sequence) is not held (held: \(firstSequence) and \(count) after it)")
+        return (head + Int(sequence - firstSequence)) & (capacity - 1)
     }
-}
 
-private extension Event {
-    var isTransactionFinished: Bool {
-        if case .transactionFinished = self { return true }
-        return false
+    mutating func append(_ recorded: consuming RecordedEvent) {
+        precondition(recorded.sequence == firstSequence + UInt64(count),
+                     "event \(recorded.sequence) appended after \(firstSequence + UInt64(count) - 1)")
+        if count == capacity { grow() }
+        let index = (head + count) & (capacity - 1)
+        var isFinish = false
+        if case .transactionFinished = recorded.event { isFinish = true }
+        finishes[index] = isFinish
+        (events + index).initialize(to: recorded)
+        count += 1
+    }
+
+    func isTransactionFinished(_ sequence: UInt64) -> Bool { finishes[position(sequence)] }
+
+    @inline(__always)
+    func lend(_ sequence: UInt64, _ body: (RecordedEvent) -> Void) {
+        let slot = events + position(sequence)
+        let event = slot.move()
+        body(event)
+        slot.initialize(to: consume event)
+    }
+
+    /// Forgets the events through `sequence` (those before the first held are long gone).
+    mutating func release(through sequence: UInt64) {
+        guard sequence >= firstSequence else { return }
+        let released = min(Int(sequence - firstSequence + 1), count)
+        for _ in 0..<released {
+            (events + head).deinitialize(count: 1)
+            head = (head + 1) & (capacity - 1)
+        }
+        count -= released
+        firstSequence += UInt64(released)
+        if count == 0 { head = 0 }
+    }
+
+    /// Twice the room, the held events moved (not copied) to the front of the new ring.
+    private mutating func grow() {
+        let larger = capacity * 2
+        let moved = UnsafeMutablePointer<RecordedEvent>.allocate(capacity: larger)
+        let movedFinishes = UnsafeMutablePointer<Bool>.allocate(capacity: larger)
+        for offset in 0..<count {
+            let from = (head + offset) & (capacity - 1)
+            (moved + offset).moveInitialize(from: events + from, count: 1)
+            movedFinishes[offset] = finishes[from]
+        }
+        events.deallocate()
+        finishes.deallocate()
+        events = moved
+        finishes = movedFinishes
+        capacity = larger
+        head = 0
     }
 }
