@@ -18,7 +18,7 @@ struct ReplayBench: AsyncParsableCommand {
             Records a deterministic run of about --events events on disk (a temporary directory), then measures, best of \
             two each: the baseline (PartitionReader over the log, every payload decoded, nothing else) and `replay --speed \
             max` of it (rebuilding each command, the queue engine, the observers, the comparison; the replayed log is \
-            counted, not kept). Peak RSS is that of `sksim replay` of the same recording in a process of its own. Timed: replays a --timed-devices recording (or \
+            counted, not kept). Peak RSS is that of `sksim replay` of the same recording in a process of its own. Timed: replays the first --timed-seconds of a --timed-devices recording (or \
             --timed-recording DIR, e.g. a live run) at 1x and 10x, each at normal priority (the baseline) and with a \
             real-time priority where allowed (as `sksim replay` runs), and reports lateness p50/p99/max and p99 over the \
             first and the last tenth. JSON fields: events, baselineEventsPerSecond, eventsPerSecond, ratioToBaseline, \
@@ -29,6 +29,7 @@ struct ReplayBench: AsyncParsableCommand {
 
     @Option(parsing: .unconditional, help: "Events in the recording replayed at full speed.") var events = 1_000_000
     @Option(parsing: .unconditional, help: "Devices of the recording replayed at 1x and 10x (its length grows with them).") var timedDevices = 6
+    @Option(parsing: .unconditional, help: "Simulated seconds of that recording (its run stops there): a replay at 1x lasts as long, twice.") var timedSeconds = 20.0
     @Option(help: "Replay this recording (a run directory) at 1x and 10x instead.") var timedRecording: String?
     @Option(help: "Directory for the recordings (default: the system's temporary directory).") var directory: String?
     @Option(parsing: .unconditional, help: "Seeds of the soak: each recorded with every built-in observer behaviour (default network) and once with a faulty network, then replayed unchanged.") var soakSeeds = 100
@@ -38,6 +39,7 @@ struct ReplayBench: AsyncParsableCommand {
     func run() async throws {
         BenchCommand.warnIfDebug()
         guard events >= 1_000, timedDevices >= 1 else { throw UserFacingError("--events must be at least 1000 and --timed-devices at least 1") }
+        guard timedSeconds >= 1, timedSeconds <= 3_600 else { throw UserFacingError("--timed-seconds must be between 1 and 3600 (each timed replay at 1x lasts that long)") }
         let base = directory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? FileManager.default.temporaryDirectory
         let scratch = base.appendingPathComponent("sksim-replay-bench-\(getpid())", isDirectory: true)
         try? FileManager.default.removeItem(at: scratch)
@@ -72,7 +74,7 @@ struct ReplayBench: AsyncParsableCommand {
         let baseline = Double(decoded) / baselineSeconds
 
         let timedDirectory = try timedRecording.map { path in URL(fileURLWithPath: path) }
-            ?? Self.record(seed: 2, devices: timedDevices, purchases: 5, in: scratch.appendingPathComponent("timed"))
+            ?? Self.record(seed: 2, devices: timedDevices, purchases: 5, seconds: timedSeconds, in: scratch.appendingPathComponent("timed"))
         let timedSource = try Recording.open(path: timedDirectory.path)
         // Each speed twice: at normal priority (the baseline) and as `sksim replay` runs, with a
         // real-time priority where the system allows it (SystemReplayClock).
@@ -202,9 +204,12 @@ struct ReplayBench: AsyncParsableCommand {
     }
 
     /// A deterministic run written to `directory`/log; returns the log directory.
-    static func record(seed: UInt64, devices: Int, purchases: Int, in directory: URL) throws -> URL {
+    /// A deterministic run on disk; `seconds` bounds its simulated time (the default scenario's
+    /// subscriptions renew for about 25 simulated minutes, which a replay at 1x would take).
+    static func record(seed: UInt64, devices: Int, purchases: Int, seconds: Double? = nil, in directory: URL) throws -> URL {
         var scenario = Scenario(seed: seed, devices: devices)
         scenario.apps.purchasesPerDevice = purchases
+        if let seconds { scenario.maximumSimulatedSeconds = seconds }
         let log = directory.appendingPathComponent("log", isDirectory: true)
         try FileManager.default.createDirectory(at: log, withIntermediateDirectories: true)
         let environment = DeterministicEnvironment(
