@@ -173,7 +173,9 @@ struct ExploreBench: AsyncParsableCommand {
         // One log per schedule of a batch, emptied before each (as `Explorer.explore` does with its one).
         // Unsafe but sound: worker w touches only explorers[w], and each log is handed to one worker at a time.
         nonisolated(unsafe) let logs = (0..<min(batch, schedules)).map { _ in MemoryLogStorage() }
-        nonisolated(unsafe) let explorers = (0..<jobs).map { _ in Explorer(scenario: scenario) }
+        // Each worker's own copy of the scenario, as `Explorer.explore`'s workers have.
+        let scenarios = (0..<jobs).map { $0 == 0 ? scenario : scenario.unsharedCopy() }
+        nonisolated(unsafe) let explorers = scenarios.map { Explorer(scenario: $0) }
         let slots = WorkerSlots(jobs)
         defer { slots.release() }
         var runSeconds = 0.0
@@ -190,16 +192,16 @@ struct ExploreBench: AsyncParsableCommand {
             let runCPUStart = processCPUNanoseconds()
             slots.inParallel(count: count) { worker, offset in
                 logs[offset].removeAll()
-                var runScenario = scenario
+                var runScenario = scenarios[worker]
                 runScenario.seed = Explorer.scheduleSeed(1, first + offset)
                 steps[offset] = try explorers[worker].check(choices: SeededChoices(seed: runScenario.seed), scenario: runScenario, storage: logs[offset]).steps
             }
             runSeconds += ProjectionBenchmark.monotonicSeconds() - runStart
             runCPUNanoseconds += processCPUNanoseconds() - runCPUStart
             let aloneCPUStart = processCPUNanoseconds()
-            slots.inParallel(count: count) { _, offset in
+            slots.inParallel(count: count) { worker, offset in
                 logs[offset].removeAll()
-                var runScenario = scenario
+                var runScenario = scenarios[worker]
                 runScenario.seed = Explorer.scheduleSeed(1, first + offset)
                 let environment = DeterministicEnvironment(storage: logs[offset], content: VirtualContentStorage(),
                                                            choices: SeededChoices(seed: runScenario.seed), logDescription: "memory")

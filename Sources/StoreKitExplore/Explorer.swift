@@ -287,7 +287,8 @@ public struct Explorer {
         let observers = observerFactory
         let maximumSteps = maximumSteps
         return WorkerPool(threads: jobs - 1) {
-            var explorer = Explorer(scenario: scenario, observers: observers)
+            // Each worker's own copy: threads sharing one catalog contend for its strings' reference counts.
+            var explorer = Explorer(scenario: scenario.unsharedCopy(), observers: observers)
             explorer.maximumSteps = maximumSteps
             return explorer
         }

@@ -29,6 +29,29 @@ public struct Scenario: Sendable {
 
     public static let maximumDevices = 100_000
 
+    /// A copy whose catalog shares no memory with this one's. Threads that each run schedules of
+    /// their own copy do not write the same reference counts: every event carries the catalog's
+    /// product identifiers, and a string longer than 15 bytes is one object, retained and released
+    /// at every copy; two threads doing that to one object take turns at its cache line.
+    public func unsharedCopy() -> Scenario {
+        var copy = self
+        // A JSON round trip makes every string and array of a product anew.
+        let products = catalog.products.map { product in
+            guard let data = try? JSONEncoder().encode(product), let copy = try? JSONDecoder().decode(Product.self, from: data),
+                  copy == product else { preconditionFailure("product \(product.identifier) did not survive a JSON round trip") }
+            return copy
+        }
+        do {
+            var catalog = try Catalog(products: products)
+            catalog.testSettings = self.catalog.testSettings
+            copy.catalog = catalog
+        } catch {
+            preconditionFailure("a copy of a valid catalog was refused: \(error)")
+        }
+        copy.catalogSource = String(decoding: Array(catalogSource.utf8), as: UTF8.self)
+        return copy
+    }
+
     public func validate() throws(ConfigurationError) {
         guard (1...Self.maximumDevices).contains(devices) else {
             throw ConfigurationError("devices is \(devices); use 1 to \(Self.maximumDevices)")
