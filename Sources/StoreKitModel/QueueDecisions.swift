@@ -139,8 +139,12 @@ extension QueueProjection {
                 throw Rejection(.transactionStillPurchasing, "transaction \(key) is deferred, waiting for approval; finish it once it is purchased or failed (R-Q8)")
             case .purchased, .failed, .restored:
                 // Downloads still running lose their content: they are cancelled first (R-T4).
-                let running = transaction.downloads.filter { $0.started && !$0.downloadState.isFinal }
-                return running.map { .downloadCancelled($0.key) } + [.transactionFinished(key)]
+                var events: [Event] = []
+                for download in transaction.downloads where download.started && !download.downloadState.isFinal {
+                    events.append(.downloadCancelled(download.key))
+                }
+                events.append(.transactionFinished(key))
+                return events
             }
 
         case .restoreCompletedTransactions(let name, let username):

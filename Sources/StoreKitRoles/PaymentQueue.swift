@@ -64,7 +64,12 @@ public final class PaymentQueue {
     }
     /// The observers both added here and attached in the queue's view, in attach order: made
     /// again only when either list changes, not for every delivery.
-    @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]?
+    @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]? {
+        didSet { swappedPairCache = nil }
+    }
+    /// With exactly two attached observers, the other order (`attachedCache` reversed), made once:
+    /// a delivery's one draw picks either without copying the list.
+    @exclusivity(unchecked) private var swappedPairCache: [PaymentTransactionObserver]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
     /// Optional so that a drain moves each command out in place (`swap` with nil) instead of reversing
@@ -400,7 +405,13 @@ public final class PaymentQueue {
             attachedCache = attached
         }
         guard ordering == .seededShuffle else { return attached }
-        return Self.shuffled(attached, .observerOrder, choices)
+        guard attached.count == 2 else { return Self.shuffled(attached, .observerOrder, choices) }
+        // The draw `shuffled` makes for two (one, at the first position), without a copy per delivery.
+        guard choices.index(.observerOrder, count: 2) == 1 else { return attached }
+        if let swapped = swappedPairCache { return swapped }
+        let swapped = [attached[1], attached[0]]
+        swappedPairCache = swapped
+        return swapped
     }
 
     /// `ChoiceSource.shuffled` (the same draws), written for observers: the generic version is not

@@ -138,18 +138,24 @@ public final class QueueEngine {
     /// `take`. Each event is copied once, out of `events`, and encoded from that copy; the copies
     /// wait in `unit` (reused) and are moved out of it in order. Reading an element of an array, even through a buffer pointer,
     /// copies it (every string and array retained), so the events are never read back out of one.
-    private func append(_ events: [Event], commandID: CommandID?, timestamp: Int64,
+    private func append(_ events: consuming [Event], commandID: CommandID?, timestamp: Int64,
                         handing take: (consuming RecordedEvent) -> Void) throws {
         guard !events.isEmpty else { return }
         let time = max(timestamp, lastTimestamp)
         let first = projection.lastSequence + 1
         encoder.removeAll()
         ends.removeAll(keepingCapacity: true)
-        for (offset, event) in events.enumerated() {
-            let recorded = RecordedEvent(sequence: first + UInt64(offset), timestamp: time, commandID: commandID, event: event)
+        // The decision's events are moved out (reversed, then `popLast`), not copied: a copy retains
+        // every string of an event, and the array's end released them all again.
+        var pending = events
+        Self.reverseSmall(&pending)
+        var sequence = first
+        while let event = pending.popLast() {
+            let recorded = RecordedEvent(sequence: sequence, timestamp: time, commandID: commandID, event: event)
             EventCodec.encode(recorded.event, commandID: commandID, into: &encoder)
             ends.append(encoder.bytes.count)
             unit.append(recorded)
+            sequence += 1
         }
         let appended: UInt64
         do {
@@ -161,11 +167,22 @@ public final class QueueEngine {
         precondition(appended == first, "the log gave sequence \(appended) after \(first - 1): something else wrote this partition")
         lastTimestamp = time
         // Reversed (swaps move, they do not copy), so that `popLast` moves them out in log order.
-        unit.reverse()
+        Self.reverseSmall(&unit)
         while let recorded = unit.popLast() {
             projection.apply(recorded)
             checker.check(recorded)
             take(recorded)
+        }
+    }
+
+    /// Reverses in place; most commands have one event or two, which the generic `reverse` still
+    /// costs a call for.
+    @inline(__always)
+    private static func reverseSmall<Element>(_ elements: inout [Element]) {
+        switch elements.count {
+        case 0, 1: break
+        case 2: elements.swapAt(0, 1)
+        default: elements.reverse()
         }
     }
 }
