@@ -516,10 +516,19 @@ public struct CommandWindow: Sendable {
     private var lastOrigin = ""
     private var lastSlot = -1
 
+    /// The first `originsCompared` origins by slot (those of `windows`' first slots).
+    private var origins: [String] = []
+
     private func slot(of origin: String) -> Int? {
         if lastSlot >= 0, origin == lastOrigin { return lastSlot }
+        // A run's few senders (its roles) take turns: comparing their short names costs less than
+        // hashing one, several times per command.
+        if windows.count <= Self.originsCompared { return origins.firstIndex(of: origin) }
         return slots[origin]
     }
+
+    /// Up to this many senders, a sender is found by comparing names, not by hashing.
+    static let originsCompared = 8
 
     /// How many recent commands per origin keep the last sequence they produced (what a
     /// duplicate's ACK carries); older duplicates are answered with the log's last sequence.
@@ -627,6 +636,7 @@ public struct CommandWindow: Sendable {
         } else {
             slot = windows.count
             windows.append(OriginWindow())
+            if slot < Self.originsCompared { origins.append(id.origin) }
             slots[id.origin] = slot
         }
         if slot != lastSlot {
