@@ -51,17 +51,17 @@ public enum CommandBody: Sendable, Hashable {
     case failRestore(device: String, restore: UInt64, error: StoreError)
     /// Renews the subscription `original` started, on the device that bought it (F-U1); also
     /// SKTestSession's `forceRenewalOfSubscription`.
-    case renewSubscription(device: String, original: OriginalTransaction)
+    indirect case renewSubscription(device: String, original: OriginalTransaction)
     /// Ends the subscription `original` started (F-U2); also SKTestSession's `expireSubscription`.
-    case expireSubscription(device: String, original: OriginalTransaction)
+    indirect case expireSubscription(device: String, original: OriginalTransaction)
     /// Refunds the purchase `original` (F-K1); SKTestSession's `refundTransaction`.
-    case refundPurchase(device: String, original: OriginalTransaction)
+    indirect case refundPurchase(device: String, original: OriginalTransaction)
     /// The user fixed what interrupted the purchase `interrupted` (F-I1): a new transaction for
     /// `payment`, purchased at once; `charged` as in `decidePurchase` (R-R4).
-    case resumeInterruptedPurchase(device: String, interrupted: TransactionKey, payment: Payment, charged: Bool)
+    indirect case resumeInterruptedPurchase(device: String, interrupted: TransactionKey, payment: Payment, charged: Bool)
     /// The subscription `original` started could not be billed at its period end (F-B1): billing
     /// retry begins, with a grace period of `gracePeriodNanoseconds` (0: none).
-    case beginBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
+    indirect case beginBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
     /// SKTestSession's `clearTransactions` (F-T2): the store forgets every purchase of the device's account.
     case clearTransactions(device: String)
     /// SKReceiptRefreshRequest (R-R2): the app asks the store for the latest receipt. The queue

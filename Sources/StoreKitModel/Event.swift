@@ -2,7 +2,7 @@
 public enum Event: Sendable, Hashable {
     /// First event of every run: the seed every random choice derives from, and every
     /// input of the run (scenario, catalog, versions), so a log alone reproduces it.
-    case runStarted(RunHeader)
+    indirect case runStarted(RunHeader)
     case deviceRegistered(device: String, account: String)
     case appLaunched(device: String)
     case appTerminated(device: String)
@@ -16,7 +16,7 @@ public enum Event: Sendable, Hashable {
     case transactionFailed(TransactionKey, StoreError)
     case restoreStarted(device: String, restore: UInt64, applicationUsername: String?)
     /// A new transaction in state `restored` with a copy of the original (R-Q9, R-T3).
-    case transactionRestored(TransactionKey, restore: UInt64, identifier: String, original: OriginalTransaction, downloads: [HostedContent])
+    indirect case transactionRestored(TransactionKey, restore: UInt64, identifier: String, original: OriginalTransaction, downloads: [HostedContent])
     case restoreFinished(device: String, restore: UInt64)
     case restoreFailed(device: String, restore: UInt64, error: StoreError)
     /// Removed from the queue (R-Q8); observers hear `removedTransactions`.
@@ -29,7 +29,7 @@ public enum Event: Sendable, Hashable {
     case downloadFailed(DownloadKey, error: StoreError)
     case downloadCancelled(DownloadKey)
     /// A command the queue refused, with its whole body; nothing else changed.
-    case commandRejected(CommandBody, Rejection)
+    indirect case commandRejected(CommandBody, Rejection)
     /// Something the app did (granted content, kept a file, showed a restore done or a failure).
     case appActionRecorded(AppAction)
     /// The parent declined an Ask to Buy request: StoreKit makes no callback and the
@@ -37,13 +37,13 @@ public enum Event: Sendable, Hashable {
     case askToBuyDeclined(TransactionKey)
     /// The store renewed an auto-renewable subscription at the end of its period (F-U1): a new
     /// transaction in state `purchased` whose `originalTransaction` is the subscription's first purchase.
-    case subscriptionRenewed(TransactionKey, identifier: String, original: OriginalTransaction, downloads: [HostedContent])
+    indirect case subscriptionRenewed(TransactionKey, identifier: String, original: OriginalTransaction, downloads: [HostedContent])
     /// The subscription that `original` started ended (cancelled, renewals exhausted, replaced in its
     /// group, or expired by a test command, F-U2). No callback: the app learns it from the receipt.
-    case subscriptionExpired(device: String, original: OriginalTransaction)
+    indirect case subscriptionExpired(device: String, original: OriginalTransaction)
     /// The purchase `original` was refunded (F-K1): the app hears
     /// `paymentQueue(_:didRevokeEntitlementsForProductIdentifiers:)` with its product.
-    case entitlementsRevoked(device: String, original: OriginalTransaction)
+    indirect case entitlementsRevoked(device: String, original: OriginalTransaction)
     /// The user fixed what interrupted the purchase `interrupted` (it failed with paymentCancelled) and
     /// bought after all (F-I1): the same unit then adds `key` and purchases it, with no `purchasing`
     /// callback, so observers hear the failure, then a new purchased transaction.
@@ -51,7 +51,7 @@ public enum Event: Sendable, Hashable {
     /// The renewal of the subscription `original` started could not be billed (F-B1): the store retries
     /// billing, and the user stays entitled for `gracePeriodNanoseconds` of simulated time (0: no grace
     /// period). No callback; a recovery is a `subscriptionRenewed`, the end a `subscriptionExpired`.
-    case subscriptionBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
+    indirect case subscriptionBillingRetry(device: String, original: OriginalTransaction, gracePeriodNanoseconds: Int64)
     /// SKTestSession's `clearTransactions` (F-T2): the store forgot every purchase of the device's account
     /// (nothing is owned, restored or renewed any more). No callback; the queue's unfinished transactions stay.
     case transactionsCleared(device: String)

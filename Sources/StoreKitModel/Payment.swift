@@ -11,7 +11,13 @@ public struct Payment: Sendable, Hashable {
     /// A promotional offer to buy at, signed by the developer (`SKPayment.paymentDiscount`, F-O5);
     /// only for auto-renewable subscriptions. Carried on the payment as added; a purchase's
     /// original transaction (restores, renewals, receipts) keeps the payment without it.
-    public var discount: PaymentDiscount?
+    public var discount: PaymentDiscount? {
+        get { discountBox?.value }
+        set { discountBox = newValue.map(DiscountBox.init) }
+    }
+    /// Boxed: a discount is rare and large (72 bytes); inline, it made every payment, and every
+    /// event and command holding one, that much more to move and copy.
+    private var discountBox: DiscountBox?
 
     /// The most items one payment may buy: StoreKit refuses a larger `quantity` (F-P1).
     public static let maximumQuantity = 10
@@ -22,7 +28,7 @@ public struct Payment: Sendable, Hashable {
         self.quantity = quantity
         self.applicationUsername = applicationUsername
         self.requestData = requestData
-        self.discount = discount
+        self.discountBox = discount.map(DiscountBox.init)
     }
 
     /// The payment as an original transaction keeps it: without the discount (F-O5).
@@ -32,6 +38,14 @@ public struct Payment: Sendable, Hashable {
         plain.discount = nil
         return plain
     }
+}
+
+/// A payment's discount, compared and hashed by value.
+private final class DiscountBox: Sendable, Hashable {
+    let value: PaymentDiscount
+    init(_ value: PaymentDiscount) { self.value = value }
+    static func == (left: DiscountBox, right: DiscountBox) -> Bool { left.value == right.value }
+    func hash(into hasher: inout Hasher) { hasher.combine(value) }
 }
 
 /// Identifies a transaction inside the queue of one device. The queue numbers a
