@@ -34,36 +34,43 @@ public struct Scheduler<Action> {
         heap.append(Entry(time: time, order: inserted, action: action))
         inserted += 1
         heap.withUnsafeMutableBufferPointer { entries in
-            // Sift the new entry up: swap it with its parent while it comes first.
-            var child = entries.count - 1
-            while child > 0 {
-                let parent = (child - 1) / 2
-                guard entries[child].precedes(entries[parent]) else { break }
-                entries.swapAt(child, parent)
-                child = parent
+            // Sift the new entry up: parents that come after it move down into the hole it leaves.
+            let base = entries.baseAddress!
+            var hole = entries.count - 1
+            let moving = (base + hole).move()
+            while hole > 0 {
+                let parent = (hole - 1) / 2
+                guard moving.precedes(base[parent]) else { break }
+                (base + hole).moveInitialize(from: base + parent, count: 1)
+                hole = parent
             }
+            (base + hole).initialize(to: moving)
         }
     }
 
     @inlinable
     public mutating func next() -> (time: Int64, action: Action)? {
         guard !heap.isEmpty else { return nil }
-        let last = heap.count - 1
-        if last > 0 { heap.swapAt(0, last) }
-        let top = heap.removeLast()
-        heap.withUnsafeMutableBufferPointer { entries in
-            // Sift the entry moved to the root down: swap it with its earlier child while that comes first.
-            var parent = 0
+        let last = heap.removeLast()
+        guard !heap.isEmpty else { return (last.time, last.action) }
+        let top = heap.withUnsafeMutableBufferPointer { entries in
+            // Take the root out and sift the last entry down from there: earlier children move up
+            // into the hole.
+            let base = entries.baseAddress!
             let count = entries.count
+            let top = base.move()
+            var hole = 0
             while true {
-                let left = 2 * parent + 1
+                let left = 2 * hole + 1
                 guard left < count else { break }
                 let right = left + 1
-                let earlier = right < count && entries[right].precedes(entries[left]) ? right : left
-                guard entries[earlier].precedes(entries[parent]) else { break }
-                entries.swapAt(parent, earlier)
-                parent = earlier
+                let earlier = right < count && base[right].precedes(base[left]) ? right : left
+                guard base[earlier].precedes(last) else { break }
+                (base + hole).moveInitialize(from: base + earlier, count: 1)
+                hole = earlier
             }
+            (base + hole).initialize(to: last)
+            return top
         }
         return (top.time, top.action)
     }
