@@ -32,21 +32,19 @@ public struct Scenario: Sendable {
     /// A copy whose catalog shares no memory with this one's. Threads that each run schedules of
     /// their own copy do not write the same reference counts: every event carries the catalog's
     /// product identifiers, and a string longer than 15 bytes is one object, retained and released
-    /// at every copy; two threads doing that to one object take turns at its cache line.
+    /// at every copy; two threads doing that to one object take turns at its cache line. Sharing is
+    /// only slower, so a catalog that does not come back equal keeps being shared.
     public func unsharedCopy() -> Scenario {
         var copy = self
         // A JSON round trip makes every string and array of a product anew.
-        let products = catalog.products.map { product in
+        let products = catalog.products.compactMap { product -> Product? in
             guard let data = try? JSONEncoder().encode(product), let copy = try? JSONDecoder().decode(Product.self, from: data),
-                  copy == product else { preconditionFailure("product \(product.identifier) did not survive a JSON round trip") }
+                  copy == product else { return nil }
             return copy
         }
-        do {
-            var catalog = try Catalog(products: products)
-            catalog.testSettings = self.catalog.testSettings
-            copy.catalog = catalog
-        } catch {
-            preconditionFailure("a copy of a valid catalog was refused: \(error)")
+        if products.count == catalog.products.count, var unshared = try? Catalog(products: products) {
+            unshared.testSettings = catalog.testSettings
+            if unshared == catalog { copy.catalog = unshared }
         }
         copy.catalogSource = String(decoding: Array(catalogSource.utf8), as: UTF8.self)
         return copy
