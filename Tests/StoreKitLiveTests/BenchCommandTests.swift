@@ -87,6 +87,8 @@ import Testing
         #expect((object["correct"] as? [[String: Any]])?.count == 3)
         let refused = try CommandLineTests.sksim(["bench", "explore", "--buggy", "downloadThenFinish", "--no-results"])
         #expect(refused.status != 0 && refused.error.contains("--buggy: downloadThenFinish is not one of the buggy behaviours"), "\(refused.error)")
+        let noRepetition = try CommandLineTests.sksim(["bench", "explore", "--repetitions", "0", "--no-results"])
+        #expect(noRepetition.status != 0 && noRepetition.error.contains("--repetitions 1 to 100"), "\(noRepetition.error)")
     }
 
     @Test("a bench run is recorded as one JSON file with the commit and the machine")
