@@ -148,7 +148,7 @@ public final class QueueEngine {
         // The decision's events are moved out (reversed, then `popLast`), not copied: a copy retains
         // every string of an event, and the array's end released them all again.
         var pending = events
-        Self.reverseSmall(&pending)
+        pending.reverseFew()
         var sequence = first
         while let event = pending.popLast() {
             let recorded = RecordedEvent(sequence: sequence, timestamp: time, commandID: commandID, event: event)
@@ -167,22 +167,24 @@ public final class QueueEngine {
         precondition(appended == first, "the log gave sequence \(appended) after \(first - 1): something else wrote this partition")
         lastTimestamp = time
         // Reversed (swaps move, they do not copy), so that `popLast` moves them out in log order.
-        Self.reverseSmall(&unit)
+        unit.reverseFew()
         while let recorded = unit.popLast() {
             projection.apply(recorded)
             checker.check(recorded)
             take(recorded)
         }
     }
+}
 
-    /// Reverses in place; most commands have one event or two, which the generic `reverse` still
-    /// costs a call for.
-    @inline(__always)
-    private static func reverseSmall<Element>(_ elements: inout [Element]) {
-        switch elements.count {
+extension Array {
+    /// Reverses in place. Most of what the engine and the runtime reverse (a command's events, a
+    /// reaction's effects) holds one element or two, which the generic `reverse` still costs a call for.
+    @inlinable
+    public mutating func reverseFew() {
+        switch count {
         case 0, 1: break
-        case 2: elements.swapAt(0, 1)
-        default: elements.reverse()
+        case 2: swapAt(0, 1)
+        default: reverse()
         }
     }
 }

@@ -300,9 +300,7 @@ public final class DeterministicRuntime {
     /// instead of being copied out of the array, every string of its body retained, and destroyed
     /// in it afterwards.
     private func perform(_ effects: inout [Effect], slot index: Int) {
-        // Most reactions hold no effect or one: reversing those is still a call into the generic
-        // `reverse`; two (the next most frequent) are one swap.
-        if effects.count == 2 { effects.swapAt(0, 1) } else if effects.count > 2 { effects.reverse() }
+        effects.reverseFew()
         while let effect = effects.popLast() {
             switch effect {
             case .send(let body):
