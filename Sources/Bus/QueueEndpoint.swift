@@ -60,17 +60,22 @@ public struct QueueEndpointConfiguration: Sendable {
     /// a whole window of a sender's commands durable at once, a burst of that many ACKs, and a
     /// dropped ACK costs its sender a retry interval: so it holds the largest window our clients
     /// use (16,384, a load driver's; 4,096 by default). A peer that stops reading costs at most
-    /// this many ACKs of about 450 bytes (7 frames of libzmq's 64-byte message), about 7 MB.
+    /// this many ACKs of about 450 bytes (7 frames of libzmq's 64-byte message), about 7 MB,
+    /// and `maximumQueuedReplyBytes` bounds all peers together.
     /// Beyond it replies are dropped and counted; the sender retries.
     public var replyHighWaterMark: Int = 16_384
     /// Requests queued per peer before libzmq stops reading its connection (back-pressure,
     /// nothing lost): at most this many requests of `maximumCommandBytes` wait per peer.
     public var requestHighWaterMark: Int = 256
-    /// Bytes of BATCH replies one peer may have waiting unread; its FETCHes beyond that are
-    /// dropped unanswered (and counted), and it fetches again once it reads.
+    /// Bytes of replies one peer may have waiting unread before its FETCHes are dropped
+    /// unanswered (and counted); it fetches again once it reads.
     public var maximumQueuedFetchBytesPerPeer: Int = 4 << 20
-    /// Bytes of BATCH replies all peers together may have waiting unread.
-    public var maximumQueuedFetchBytes: Int = 32 << 20
+    /// Bytes of replies (ACK, PONG, BATCH, counted with libzmq's 64 bytes per frame) all peers
+    /// together may have waiting unread. Past it, replies go only to peers holding less than
+    /// this divided by `maximumPeers` (128 KiB by default), and a BATCH to such a peer holds at
+    /// most that many bytes (at least one record): the peers that do not read lose their replies,
+    /// the others are served. So all peers together hold at most about three times this.
+    public var maximumQueuedReplyBytes: Int = 32 << 20
     /// Connections accepted on each socket; more are refused during their handshake. TCP connections
     /// that have not sent a byte do not count, so silent ones cannot lock honest clients out.
     public var maximumPeers: Int = 256
@@ -128,12 +133,17 @@ public struct QueueEndpointCounters: Sendable, Hashable {
     public var eventsPublished = 0
     public var heartbeatsSent = 0
     public var fetchesServed = 0
+    /// Well-formed PINGs handled (answered, or dropped as a reply would be).
+    public var pingsHandled = 0
     /// FETCHes that had to read the log because the records were no longer in memory.
     public var fetchesReadFromLog = 0
     /// FETCHes answered with an empty batch because reading the log failed.
     public var fetchReadFailures = 0
-    /// FETCHes dropped unanswered because the peer (or all peers) had too many BATCH bytes unread.
+    /// FETCHes dropped unanswered because the peer (or all peers) had too many reply bytes unread.
     public var fetchesDroppedForUnreadReplies = 0
+    /// ACKs and PONGs dropped because all peers together had `maximumQueuedReplyBytes` unread and
+    /// this peer more than its share; its sender retries.
+    public var repliesDroppedForUnreadReplies = 0
     /// Replies dropped because the peer's reply queue was at `replyHighWaterMark`.
     public var repliesDropped = 0
     /// Replies to peers that had disconnected meanwhile.
@@ -207,8 +217,7 @@ public final class QueueEndpoint {
     private var lastPublishedTimestamp: Int64 = 0
     private var nextHeartbeat: ContinuousClock.Instant
     private let partitionBytes: [UInt8]
-    private let queuedFetchBytes = QueuedByteCounter()
-    private var queuedFetchBytesByPeer: [[UInt8]: QueuedByteCounter] = [:]
+    private let unreadReplies: UnreadReplies
     private var refusalReports: RefusalReportLimiter
     private var reportedClientKeys = Set<CurveKey>()
     /// What each subscriber connection subscribed to, by descriptor (docs/wire-format.md, "Subscriptions").
@@ -256,6 +265,7 @@ public final class QueueEndpoint {
         recent = RecentRecords(capacity: max(1, configuration.recentRecordCapacity))
         refusalReports = RefusalReportLimiter(interval: configuration.refusalReportInterval)
         subscriptions = SubscriptionLedger(maximumPerConnection: max(1, configuration.maximumSubscriptionsPerSubscriber))
+        unreadReplies = UnreadReplies(totalLimit: configuration.maximumQueuedReplyBytes, maximumPeers: configuration.maximumPeers)
 
         authentication = try AuthenticationHandler(context: context)
         // An XPUB, not a PUB, only to read each connection's (un)subscriptions (libzmq applies them
@@ -340,8 +350,8 @@ public final class QueueEndpoint {
     /// Connections currently open on the events (PUB) and requests (ROUTER) sockets.
     public var connectedPeers: (subscribers: Int, requesters: Int) { (peerWatch[0].openCount, peerWatch[1].openCount) }
 
-    /// Bytes of BATCH replies sent and not yet taken by the peers' connections.
-    public var queuedFetchByteCount: Int { queuedFetchBytes.value }
+    /// Bytes of replies (ACK, PONG, BATCH) sent and not yet taken by the peers' connections.
+    public var queuedReplyByteCount: Int { unreadReplies.total.value }
 
     /// Queues records appended outside a command (such as `runStarted`) for publication once
     /// durable. Records must be ascending and newer than everything handed over before;
@@ -518,7 +528,13 @@ public final class QueueEndpoint {
                 refuse(routingID, WireFailure(.wrongFrameCount, "PING has no body frames"))
                 return
             }
-            reply(routingID, [BusWire.ReplyVerb.pong.bytes, partitionBytes, BusWire.littleEndianBytes(publishedSequence)])
+            counters.pingsHandled += 1
+            outgoing.removeAll()
+            outgoing.appendFrame(routingID)
+            outgoing.appendFrame(BusWire.ReplyVerb.pong.bytes)
+            outgoing.appendFrame(partitionBytes)
+            outgoing.appendFrame(littleEndian: publishedSequence)
+            sendOutgoingReply(to: routingID)
         }
     }
 
@@ -588,9 +604,8 @@ public final class QueueEndpoint {
     }
 
     private func serveFetch(routingID: [UInt8], body: [UInt8]) {
-        let peerQueued = queuedFetchCounter(for: routingID)
-        guard peerQueued.value < configuration.maximumQueuedFetchBytesPerPeer,
-              queuedFetchBytes.value < configuration.maximumQueuedFetchBytes else {
+        let peerQueued = unreadReplies.counter(for: routingID)
+        guard peerQueued.value < configuration.maximumQueuedFetchBytesPerPeer, unreadReplies.admits(peerQueued) else {
             // Not answered: an answer would add to what the peer is not reading. A subscriber
             // asks again after its FETCH retry interval.
             counters.fetchesDroppedForUnreadReplies += 1
@@ -599,13 +614,15 @@ public final class QueueEndpoint {
         let from = max(1, BusWire.readLittleEndian(body, at: 0))
         let requested = Int(BusWire.readLittleEndian32(body, at: 8))
         let limit = requested == 0 ? configuration.maximumFetchRecords : min(requested, configuration.maximumFetchRecords)
+        // Past the total, a batch is at most the peer's share (still at least one record).
+        let maximumBytes = unreadReplies.isOverLimit ? min(configuration.maximumFetchBytes, unreadReplies.fairShare) : configuration.maximumFetchBytes
         var frames: [[UInt8]] = [routingID, BusWire.ReplyVerb.batch.bytes, []]
         counters.fetchesServed += 1
         if from <= publishedSequence {
             let through = min(publishedSequence, from + UInt64(limit) - 1)
             var byteCount = 0
             func add(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer) -> Bool {
-                if frames.count > 3 && byteCount + payload.count > configuration.maximumFetchBytes { return false }
+                if frames.count > 3 && byteCount + payload.count > maximumBytes { return false }
                 var frame: [UInt8] = []
                 frame.reserveCapacity(BusWire.headerByteCount + payload.count)
                 BusWire.appendHeader(BusWire.Header(kind: .event, sequence: sequence, timestamp: timestamp), to: &frame)
@@ -632,18 +649,6 @@ public final class QueueEndpoint {
         BusWire.appendLittleEndian(publishedSequence, to: &header)
         frames[2] = header
         send(frames, countingIn: peerQueued)
-    }
-
-    /// The counter of BATCH bytes queued for one peer; entries of peers with nothing queued
-    /// are forgotten once there are many, so departed peers cost nothing for long.
-    private func queuedFetchCounter(for routingID: [UInt8]) -> QueuedByteCounter {
-        if let counter = queuedFetchBytesByPeer[routingID] { return counter }
-        if queuedFetchBytesByPeer.count >= 4 * configuration.maximumPeers {
-            queuedFetchBytesByPeer = queuedFetchBytesByPeer.filter { $0.value.value > 0 }
-        }
-        let counter = QueuedByteCounter(parent: queuedFetchBytes)
-        queuedFetchBytesByPeer[routingID] = counter
-        return counter
     }
 
     private struct StopReading: Error {}
@@ -709,25 +714,32 @@ public final class QueueEndpoint {
         outgoing.removeAll()
         outgoing.appendFrame(routingID)
         acknowledgement.appendFrames(to: &outgoing)
+        sendOutgoingReply(to: routingID)
+    }
+
+    /// Sends the ACK or PONG composed in `outgoing` (its first frame `routingID`) without waiting,
+    /// counted among the unread replies (`UnreadReplies`). A peer that is not reading, or gone,
+    /// loses it: it retries, and retries are idempotent. Only a closed socket or context is an
+    /// error, and `step` reports that at its next poll.
+    private func sendOutgoingReply(to routingID: [UInt8]) {
+        let peer = unreadReplies.counter(for: routingID)
+        guard unreadReplies.admits(peer) else {
+            counters.repliesDroppedForUnreadReplies += 1
+            return
+        }
+        // The routing id is consumed by the ROUTER socket, not queued.
+        let footprint = QueuedByteCounter.footprint(frameCount: outgoing.frameCount - 1, byteCount: outgoing.byteCount - routingID.count)
         do {
-            if try !router.send(outgoing, mode: .nonBlocking) { counters.repliesDropped += 1 }
+            if try !router.send(outgoing, mode: .nonBlocking, countingIn: peer, footprint: footprint) { counters.repliesDropped += 1 }
         } catch {
             counters.repliesToDepartedPeers += 1
         }
     }
 
-    private func reply(_ routingID: [UInt8], _ frames: [[UInt8]]) {
-        send([routingID] + frames, countingIn: nil)
-    }
-
-    /// Sends a reply without waiting. A peer that is not reading, or gone, loses it: it
-    /// retries, and retries are idempotent. Only a closed socket or context is an error,
-    /// and `step` reports that at its next poll.
-    private func send(_ frames: [[UInt8]], countingIn counter: QueuedByteCounter?) {
+    /// Sends a BATCH without waiting, its bytes counted for `peer`; as `sendOutgoingReply`.
+    private func send(_ frames: [[UInt8]], countingIn peer: QueuedByteCounter) {
         do {
-            let sent = if let counter { try router.send(frames, mode: .nonBlocking, countingIn: counter) }
-                else { try router.send(frames, mode: .nonBlocking) }
-            if !sent { counters.repliesDropped += 1 }
+            if try !router.send(frames, mode: .nonBlocking, countingIn: peer) { counters.repliesDropped += 1 }
         } catch {
             counters.repliesToDepartedPeers += 1
         }

@@ -23,6 +23,10 @@ public struct OutgoingMessage {
         ends.reserveCapacity(16)
     }
 
+    /// Number of bytes over all frames.
+    @inlinable
+    public var byteCount: Int { storage.count }
+
     /// Number of frames.
     @inlinable
     public var frameCount: Int { ends.count }

@@ -33,7 +33,8 @@ public final class QueuedByteCounter: Sendable {
     }
 }
 
-/// Each counted frame is one allocation: an 8-byte size prefix, then the frame bytes.
+/// Each counted frame is one allocation: an 8-byte prefix holding the bytes it accounts for, then
+/// the frame bytes.
 private let sizePrefixBytes = MemoryLayout<Int>.size
 
 /// Called by libzmq when it releases a counted frame (any thread).
@@ -46,8 +47,54 @@ private func releaseCountedFrame(_ data: UnsafeMutableRawPointer?, _ hint: Unsaf
     free(base)
 }
 
+extension QueuedByteCounter {
+    /// What a message of `frameCount` frames and `byteCount` bytes costs while libzmq holds it
+    /// (an estimate): its bytes, one 64-byte `zmq_msg_t` per frame in the pipe, and 64 bytes for
+    /// the counted frame's own allocations. A small reply (an ACK of 7 frames) is mostly overhead.
+    public static func footprint(frameCount: Int, byteCount: Int) -> Int {
+        byteCount + 64 * frameCount + 64
+    }
+}
+
 extension Socket {
-    /// Sends a multipart message like `send(_:mode:)`, counting its bytes in `counter` until
+    /// Sends `message` like `send(_:mode:)` (atomic: a false result means nothing was sent),
+    /// counting `footprint` bytes in `counter` until libzmq lets go of the message's last frame,
+    /// which it takes after the others: the last frame is handed over without a copy, with the
+    /// count, and the others are copied as by a plain send.
+    @discardableResult
+    public func send(_ message: borrowing OutgoingMessage, mode: SendMode = .blocking, countingIn counter: QueuedByteCounter,
+                     footprint: Int) throws(ZeroMQError) -> Bool {
+        guard message.frameCount > 0 else {
+            throw ZeroMQError.invalidArgument("send", "a message needs at least one frame")
+        }
+        let handle = try openHandle("send")
+        let lastIndex = message.frameCount - 1
+        let failure: (frame: Int, code: Int32)? = message.storage.withUnsafeBytes { buffer in
+            var start = 0
+            for (index, end) in message.ends.enumerated() {
+                var flags: Int32 = index == lastIndex ? 0 : ZMQ_SNDMORE
+                if index == 0, mode == .nonBlocking { flags |= ZMQ_DONTWAIT }
+                let frame = UnsafeRawBufferPointer(rebasing: buffer[start..<end])
+                start = end
+                if index < lastIndex {
+                    if retryingOnInterrupt({ zmq_send(handle, frame.baseAddress, frame.count, flags) }) == -1 { return (index, zmq_errno()) }
+                    continue
+                }
+                guard var counted = countedMessage(frame, accounting: footprint, in: counter) else { return (index, ENOMEM) }
+                if retryingOnInterrupt({ zmq_msg_send(&counted, handle, flags) }) == -1 {
+                    let code = zmq_errno()
+                    zmq_msg_close(&counted)  // Releases the frame through the callback.
+                    return (index, code)
+                }
+            }
+            return nil
+        }
+        guard let failure else { return true }
+        if failure.frame == 0, failure.code == EAGAIN { return false }
+        throw ZeroMQError(code: failure.code, operation: "send frame \(failure.frame + 1) of \(message.frameCount)")
+    }
+
+    /// Sends a multipart message like `send(_:mode:)`, counting its footprint in `counter` until
     /// libzmq releases it. Costs the same single copy of each frame as a plain send.
     @discardableResult
     public func send(_ frames: [[UInt8]], mode: SendMode = .blocking, countingIn counter: QueuedByteCounter) throws(ZeroMQError) -> Bool {
@@ -61,18 +108,13 @@ extension Socket {
             var flags: Int32 = index == lastIndex ? 0 : ZMQ_SNDMORE
             if index == 0, mode == .nonBlocking { flags |= ZMQ_DONTWAIT }
             let size = frames[index].count
-            guard let base = malloc(sizePrefixBytes + max(size, 1)) else {
+            let made = frames[index].withUnsafeBytes {
+                countedMessage($0, accounting: QueuedByteCounter.footprint(frameCount: 1, byteCount: size), in: counter)
+            }
+            guard let made else {
                 throw ZeroMQError.invalidArgument("send", "out of memory for a \(size)-byte frame")
             }
-            base.storeBytes(of: size, as: Int.self)
-            let data = base + sizePrefixBytes
-            frames[index].withUnsafeBytes { bytes in
-                if let source = bytes.baseAddress { data.copyMemory(from: source, byteCount: size) }
-            }
-            counter.add(size)
-            let hint = Unmanaged.passRetained(counter).toOpaque()
-            // zmq_msg_init_data only fails for a null buffer, which malloc ruled out.
-            _ = zmq_msg_init_data(&message, data, size, { data, hint in releaseCountedFrame(data, hint) }, hint)
+            message = made
             let result = retryingOnInterrupt { zmq_msg_send(&message, handle, flags) }
             if result == -1 {
                 let code = zmq_errno()
@@ -83,4 +125,19 @@ extension Socket {
         }
         return true
     }
+}
+
+/// A message holding a copy of `bytes` that counts `accounted` bytes in `counter` until libzmq
+/// releases it; nil when memory runs out.
+private func countedMessage(_ bytes: UnsafeRawBufferPointer, accounting accounted: Int, in counter: QueuedByteCounter) -> zmq_msg_t? {
+    guard let base = malloc(sizePrefixBytes + max(bytes.count, 1)) else { return nil }
+    base.storeBytes(of: accounted, as: Int.self)
+    let data = base + sizePrefixBytes
+    if let source = bytes.baseAddress { data.copyMemory(from: source, byteCount: bytes.count) }
+    counter.add(accounted)
+    let hint = Unmanaged.passRetained(counter).toOpaque()
+    var message = zmq_msg_t()
+    // zmq_msg_init_data only fails for a null buffer, which malloc ruled out.
+    _ = zmq_msg_init_data(&message, data, bytes.count, { data, hint in releaseCountedFrame(data, hint) }, hint)
+    return message
 }

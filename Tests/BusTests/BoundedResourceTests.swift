@@ -36,15 +36,15 @@ struct BoundedResourceTests {
         let before = residentBytes()
         for _ in 0..<5_000 { try dealer.send(["FETCH".bytes, fetch]) }
         #expect(queue.wait { $0.fetchesServed + $0.fetchesDroppedForUnreadReplies == 5_000 })
-        print("unread FETCH replies: resident memory grew by \((residentBytes() - before) >> 20) MB, \(queue.queuedFetchBytes >> 10) KiB queued")
+        print("unread FETCH replies: resident memory grew by \((residentBytes() - before) >> 20) MB, \(queue.queuedReplyBytes >> 10) KiB queued")
 
         let counters = queue.counters
         // Each reply is about 256 kB; the kernel's socket buffers take a few, the limit the rest.
         #expect(counters.fetchesDroppedForUnreadReplies > 4_900)
         #expect(counters.fetchesServed < 100)
         // Checked before each reply, so at most one batch (1 MiB) over the limit.
-        #expect(queue.queuedFetchBytes <= perPeerLimit + (1 << 20))
-        #expect(queue.queuedFetchBytes > 0)
+        #expect(queue.queuedReplyBytes <= perPeerLimit + (1 << 20))
+        #expect(queue.queuedReplyBytes > 0)
         #expect(queue.loopFailure == nil)
 
         // Once the peer reads, its FETCHes are served again.
@@ -54,6 +54,91 @@ struct BoundedResourceTests {
         let servedBefore = queue.counters.fetchesServed
         let reply = try request(dealer, ["FETCH".bytes, fetch], within: .seconds(10))
         #expect(reply?.first == "BATCH".bytes || queue.counters.fetchesServed > servedBefore)
+    }
+
+    /// DEALERs that send PINGs and never read the PONGs, in another process (as hostile clients
+    /// are; see `stalledSubscribersScript` for why): argv[1] the endpoint, argv[2] how many DEALERs,
+    /// argv[3] how many PINGs each. Small receive buffers, so the replies pile up in the queue's
+    /// libzmq rather than in the kernel.
+    static let unreadPongsScript = """
+    import sys, zmq
+    context = zmq.Context()
+    dealers = []
+    for _ in range(int(sys.argv[2])):
+        dealer = context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.RCVHWM, 1)
+        dealer.setsockopt(zmq.RCVBUF, 4096)
+        dealer.setsockopt(zmq.SNDHWM, 0)
+        dealer.connect(sys.argv[1])
+        dealers.append(dealer)
+    for _ in range(int(sys.argv[3])):
+        for dealer in dealers:
+            dealer.send(b"PING")
+    print("sent", flush=True)
+    sys.stdin.readline()
+    # Told to end: read every reply first, so the queue holds no message half-written to a
+    # connection that closes (libzmq 4.3.4 can abort then; docs/reliability.md).
+    poller = zmq.Poller()
+    for dealer in dealers:
+        poller.register(dealer, zmq.POLLIN)
+    while True:
+        ready = dict(poller.poll(300))
+        if not ready:
+            break
+        for dealer in ready:
+            while dealer.poll(0):
+                dealer.recv_multipart()
+    for dealer in dealers:
+        dealer.close(linger=0)
+    context.term()
+    """
+
+    @Test("DEALERs that PING and never read hold at most the total reply limit; a reader is still answered", .timeLimit(.minutes(1)),
+          .enabled(if: pythonHasZeroMQ, "needs python3 with pyzmq (scripts/setup installs it) for clients in another process"))
+    func unreadRepliesOverAllPeers() throws {
+        let totalLimit = 1 << 20
+        let (dealers, pings) = (16, 16_000)
+        let queue = try QueueHarness(context: context, transport: .ipc, configure: { $0.maximumQueuedReplyBytes = totalLimit }) { _, _ in
+            .duplicate(lastSequence: 0)
+        }
+        try publish(100, on: queue)
+        let hostile = Process()
+        hostile.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        hostile.arguments = ["python3", "-c", Self.unreadPongsScript, queue.requestsEndpoint, "\(dealers)", "\(pings)"]
+        let input = Pipe()
+        hostile.standardInput = input
+        hostile.standardOutput = FileHandle.nullDevice
+        try hostile.run()
+        defer {
+            // It reads what it was sent and exits; killed only if it has not within 20 s.
+            input.fileHandleForWriting.write(Data("end\n".utf8))
+            let deadline = ContinuousClock.now + .seconds(20)
+            while hostile.isRunning, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            if hostile.isRunning { kill(hostile.processIdentifier, SIGKILL) }
+            hostile.waitUntilExit()
+        }
+        #expect(queue.wait(within: .seconds(45)) { $0.pingsHandled == dealers * pings })
+        let counters = queue.counters
+        let queued = queue.queuedReplyBytes
+        print("unread PONGs of \(dealers) peers: \(queued >> 10) KiB queued, \(counters.repliesDroppedForUnreadReplies) dropped for the total, "
+              + "\(counters.repliesDropped) at the high-water mark")
+        // Without the total each peer holds up to the high-water mark's 16,384 PONGs of about 210 bytes
+        // (the kernel takes a few thousand): over 20 MB here. With it: the limit, then each peer's share
+        // of it (1 MiB / 256 peers) and the one reply that crossed it.
+        let share = totalLimit / QueueEndpointConfiguration(eventsEndpoint: "", requestsEndpoint: "").maximumPeers
+        #expect(queued <= totalLimit + dealers * (share + 256))
+        #expect(counters.repliesDroppedForUnreadReplies > dealers * pings / 4)
+        #expect(queue.loopFailure == nil)
+
+        // A peer that reads is still answered, its FETCH too (a batch of at most its share, past the total).
+        let reader = try context.socket(.dealer)
+        try reader.connect(queue.requestsEndpoint)
+        let reply = try request(reader, ["PING".bytes], within: .seconds(10))
+        #expect(reply?.first == "PONG".bytes)
+        let batch = try request(reader, ["FETCH".bytes, BusWire.encodeFetch(from: 1, maximumCount: 0)], within: .seconds(10))
+        #expect(batch?.first == "BATCH".bytes)
+        let records = (batch?.count ?? 0) - 2
+        #expect(records >= 1 && records * 256 <= share, "\(records) records in a batch past the total")
     }
 
     /// 30 SUB sockets that never read, in another process (as subscribers are): libzmq aborts when

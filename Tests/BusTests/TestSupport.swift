@@ -63,7 +63,7 @@ final class QueueHarness: @unchecked Sendable {
         var tasks: [@Sendable (QueueEndpoint, EventLogAppender) throws -> Void] = []
         var stop = false
         var counters = QueueEndpointCounters()
-        var queuedFetchBytes = 0
+        var queuedReplyBytes = 0
         var connectedPeers = (subscribers: 0, requesters: 0)
         var refusals: [WireFailure] = []
         var failure: String?
@@ -117,10 +117,10 @@ final class QueueHarness: @unchecked Sendable {
                     return
                 }
                 let counters = endpoint.counters
-                let (queuedFetchBytes, connectedPeers) = (endpoint.queuedFetchByteCount, endpoint.connectedPeers)
+                let (queuedReplyBytes, connectedPeers) = (endpoint.queuedReplyByteCount, endpoint.connectedPeers)
                 shared.withLock {
                     $0.counters = counters
-                    $0.queuedFetchBytes = queuedFetchBytes
+                    $0.queuedReplyBytes = queuedReplyBytes
                     $0.connectedPeers = connectedPeers
                 }
             }
@@ -162,8 +162,8 @@ final class QueueHarness: @unchecked Sendable {
     }
 
     var counters: QueueEndpointCounters { shared.withLock { $0.counters } }
-    /// BATCH bytes the endpoint had queued at its last step.
-    var queuedFetchBytes: Int { shared.withLock { $0.queuedFetchBytes } }
+    /// Reply bytes (ACK, PONG, BATCH) the endpoint had queued at its last step.
+    var queuedReplyBytes: Int { shared.withLock { $0.queuedReplyBytes } }
     var connectedPeers: (subscribers: Int, requesters: Int) { shared.withLock { $0.connectedPeers } }
 
     /// Waits until `condition` holds for the endpoint's counters (checked after each of its
