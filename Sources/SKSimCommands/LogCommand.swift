@@ -193,7 +193,7 @@ struct LogCommand: AsyncParsableCommand {
                 event = "runStarted(seed: \(header.seed), sksim \(header.sksimVersion), \(header.runtime) run, "
                     + "catalog: \(header.catalogSource) (\(header.catalogDigest)), scenario: \(header.scenario.utf8.count) bytes of JSON)"
             } else {
-                event = "\(recorded.event)"
+                event = EventText.of(recorded.event)
             }
             return "#\(recorded.sequence) \(LogCommand.time(recorded.timestamp)) \(event)\(command)"
         }

@@ -51,7 +51,7 @@ public struct OriginalTransaction: Sendable, Hashable {
 
 extension OriginalTransaction: CustomReflectable {
     /// The three fields as before offers, and the offers only where a receipt entry has one (F-O3, F-O7),
-    /// so `log cat` prints every earlier log as it did.
+    /// so `log cat` prints an entry without offers as it did before them.
     public var customMirror: Mirror {
         var children: [(label: String?, value: Any)] = [("transactionIdentifier", transactionIdentifier), ("payment", payment),
                                                         ("transactionDate", transactionDate)]
