@@ -107,8 +107,10 @@ public struct QueueEndpointConfiguration: Sendable {
     /// With a writer whose `ownerRequestsSyncs` is set: a step that handled fewer commands than this
     /// (a lightly loaded queue) makes them durable itself and publishes them in the same step, with
     /// no thread hand-off; at this many commands in one step it hands the sync to the log's flusher
-    /// and goes on deciding while it runs (group commit under load).
-    public var synchronousSyncBelowCommands: Int = 16
+    /// and goes on deciding while it runs (group commit under load). 256, not 16 as before: on
+    /// the 2-core VM, at 20,000 lifecycles/s offered, steps of 16 to 255 commands handed off cost
+    /// a thread hop and a wake-up each, and the half-load median doubled (docs/performance.md).
+    public var synchronousSyncBelowCommands: Int = 256
     /// Set to make both sockets CURVE servers; clients then need the matching public key.
     public var curveServerSecretKey: CurveKey?
     /// With CURVE: the client public keys let in; any other key is refused during the
