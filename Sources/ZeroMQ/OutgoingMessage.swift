@@ -73,24 +73,48 @@ extension Socket {
     /// result means nothing was sent), without allocating.
     @discardableResult
     public func send(_ message: borrowing OutgoingMessage, mode: SendMode = .blocking) throws(ZeroMQError) -> Bool {
+        try send(message, mode: mode, counting: nil)
+    }
+
+    /// Sends `message` like `send(_:mode:)`, counting `footprint` bytes in `counter` until libzmq
+    /// lets go of the message's last frame, which it takes after the others (`QueuedByteCounter`):
+    /// that frame is handed over in an allocation of its own, with the count.
+    @discardableResult
+    public func send(_ message: borrowing OutgoingMessage, mode: SendMode = .blocking, countingIn counter: QueuedByteCounter,
+                     footprint: Int) throws(ZeroMQError) -> Bool {
+        try send(message, mode: mode, counting: (counter, footprint))
+    }
+
+    private func send(_ message: borrowing OutgoingMessage, mode: SendMode,
+                      counting: (counter: QueuedByteCounter, footprint: Int)?) throws(ZeroMQError) -> Bool {
         guard message.frameCount > 0 else {
             throw ZeroMQError.invalidArgument("send", "a message needs at least one frame")
         }
         let handle = try openHandle("send")
-        // The index of the frame that failed, or nil when every frame was queued.
-        let failedFrame: Int? = message.storage.withUnsafeBytes { buffer in
+        let lastIndex = message.frameCount - 1
+        // The frame that failed and why, or nil when every frame was queued.
+        let failure: (frame: Int, code: Int32)? = message.storage.withUnsafeBytes { buffer in
             var start = 0
             for (index, end) in message.ends.enumerated() {
-                var flags: Int32 = index == message.ends.count - 1 ? 0 : ZMQ_SNDMORE
+                var flags: Int32 = index == lastIndex ? 0 : ZMQ_SNDMORE
                 if index == 0, mode == .nonBlocking { flags |= ZMQ_DONTWAIT }
                 let frame = UnsafeRawBufferPointer(rebasing: buffer[start..<end])
-                if retryingOnInterrupt({ zmq_send(handle, frame.baseAddress, frame.count, flags) }) == -1 { return index }
                 start = end
+                guard index == lastIndex, let counting else {
+                    if retryingOnInterrupt({ zmq_send(handle, frame.baseAddress, frame.count, flags) }) == -1 { return (index, zmq_errno()) }
+                    continue
+                }
+                guard var counted = countedMessage(frame, accounting: counting.footprint, in: counting.counter) else { return (index, ENOMEM) }
+                if retryingOnInterrupt({ zmq_msg_send(&counted, handle, flags) }) == -1 {
+                    let code = zmq_errno()
+                    zmq_msg_close(&counted)  // Releases the frame through the callback.
+                    return (index, code)
+                }
             }
             return nil
         }
-        guard let failedFrame else { return true }
-        if failedFrame == 0, zmq_errno() == EAGAIN { return false }
-        throw ZeroMQError.last("send frame \(failedFrame + 1) of \(message.frameCount)")
+        guard let failure else { return true }
+        if failure.frame == 0, failure.code == EAGAIN { return false }
+        throw ZeroMQError(code: failure.code, operation: "send frame \(failure.frame + 1) of \(message.frameCount)")
     }
 }

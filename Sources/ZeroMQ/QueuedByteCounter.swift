@@ -57,43 +57,6 @@ extension QueuedByteCounter {
 }
 
 extension Socket {
-    /// Sends `message` like `send(_:mode:)` (atomic: a false result means nothing was sent),
-    /// counting `footprint` bytes in `counter` until libzmq lets go of the message's last frame,
-    /// which it takes after the others: the last frame is handed over without a copy, with the
-    /// count, and the others are copied as by a plain send.
-    @discardableResult
-    public func send(_ message: borrowing OutgoingMessage, mode: SendMode = .blocking, countingIn counter: QueuedByteCounter,
-                     footprint: Int) throws(ZeroMQError) -> Bool {
-        guard message.frameCount > 0 else {
-            throw ZeroMQError.invalidArgument("send", "a message needs at least one frame")
-        }
-        let handle = try openHandle("send")
-        let lastIndex = message.frameCount - 1
-        let failure: (frame: Int, code: Int32)? = message.storage.withUnsafeBytes { buffer in
-            var start = 0
-            for (index, end) in message.ends.enumerated() {
-                var flags: Int32 = index == lastIndex ? 0 : ZMQ_SNDMORE
-                if index == 0, mode == .nonBlocking { flags |= ZMQ_DONTWAIT }
-                let frame = UnsafeRawBufferPointer(rebasing: buffer[start..<end])
-                start = end
-                if index < lastIndex {
-                    if retryingOnInterrupt({ zmq_send(handle, frame.baseAddress, frame.count, flags) }) == -1 { return (index, zmq_errno()) }
-                    continue
-                }
-                guard var counted = countedMessage(frame, accounting: footprint, in: counter) else { return (index, ENOMEM) }
-                if retryingOnInterrupt({ zmq_msg_send(&counted, handle, flags) }) == -1 {
-                    let code = zmq_errno()
-                    zmq_msg_close(&counted)  // Releases the frame through the callback.
-                    return (index, code)
-                }
-            }
-            return nil
-        }
-        guard let failure else { return true }
-        if failure.frame == 0, failure.code == EAGAIN { return false }
-        throw ZeroMQError(code: failure.code, operation: "send frame \(failure.frame + 1) of \(message.frameCount)")
-    }
-
     /// Sends a multipart message like `send(_:mode:)`, counting its footprint in `counter` until
     /// libzmq releases it. Costs the same single copy of each frame as a plain send.
     @discardableResult
@@ -129,7 +92,7 @@ extension Socket {
 
 /// A message holding a copy of `bytes` that counts `accounted` bytes in `counter` until libzmq
 /// releases it; nil when memory runs out.
-private func countedMessage(_ bytes: UnsafeRawBufferPointer, accounting accounted: Int, in counter: QueuedByteCounter) -> zmq_msg_t? {
+func countedMessage(_ bytes: UnsafeRawBufferPointer, accounting accounted: Int, in counter: QueuedByteCounter) -> zmq_msg_t? {
     guard let base = malloc(sizePrefixBytes + max(bytes.count, 1)) else { return nil }
     base.storeBytes(of: accounted, as: Int.self)
     let data = base + sizePrefixBytes
