@@ -21,7 +21,9 @@ struct ReplayBench: AsyncParsableCommand {
             counted, not kept). Peak RSS is that of `sksim replay` of the same recording in a process of its own. Timed: replays the first --timed-seconds of a --timed-devices recording (or \
             --timed-recording DIR, e.g. a live run) at 1x and 10x, each at normal priority (the baseline) and with a \
             real-time priority where allowed (as `sksim replay` runs), and reports lateness p50/p99/max and p99 over the \
-            first and the last tenth. JSON fields: events, baselineEventsPerSecond, eventsPerSecond, ratioToBaseline, \
+            first and the last tenth. JSON fields: events, baselineEventsPerSecond, eventsPerSecond, ratioToBaseline, ceilingEventsPerSecond \
+            (the baseline plus the work every replayed event costs: encoded again and compared, the engine's fold and \
+            check, the app's fold), ceilingRatioToBaseline (bounds ratioToBaseline), runtimeShareOfCeiling, \
             peakMemoryMegabytes, divergences, timed[] {speed, commands, p50Microseconds, p99Microseconds, maxMicroseconds, \
             firstTenthP99Microseconds, lastTenthP99Microseconds, scheduling (realTime or normal), machineBusyFraction, \
             stealFraction (a virtual machine's cores taken by its hypervisor), divergences}.
@@ -62,6 +64,23 @@ struct ReplayBench: AsyncParsableCommand {
             }
             baselineSeconds = min(baselineSeconds, ProjectionBenchmark.monotonicSeconds() - start)
         }
+        // The ceiling: the baseline's reading and decoding, plus the work every replayed event costs
+        // whatever the replay does around it (encoding it again and comparing the bytes, the engine's
+        // fold and check, the app's fold).
+        var ceilingSeconds = Double.infinity
+        for _ in 0..<2 {
+            let start = ProjectionBenchmark.monotonicSeconds()
+            var work = PerEventWork()
+            var identical = 0
+            let reader = try PartitionReader(directory: recorded, partition: LogProjection.partition)
+            try reader.forEachRecord { view in
+                let recorded = try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+                if work.perform(recorded, comparingWith: view.payload) { identical += 1 }
+            }
+            ceilingSeconds = min(ceilingSeconds, ProjectionBenchmark.monotonicSeconds() - start)
+            precondition(work.events == decoded, "the ceiling read \(work.events) events, the baseline \(decoded)")
+            precondition(identical == decoded, "\(decoded - identical) events did not encode again to their logged bytes")
+        }
         ProjectionBenchmark.resetPeakMemory()
         var best: ReplayResult?
         for _ in 0..<2 {
@@ -72,6 +91,7 @@ struct ReplayBench: AsyncParsableCommand {
         let memory = try Self.peakMemoryOfReplayProcess(recorded)
         let replayed = best!
         let baseline = Double(decoded) / baselineSeconds
+        let ceiling = Double(decoded) / ceilingSeconds
 
         let timedDirectory = try timedRecording.map { path in URL(fileURLWithPath: path) }
             ?? Self.record(seed: 2, devices: timedDevices, purchases: 5, seconds: timedSeconds, in: scratch.appendingPathComponent("timed"))
@@ -104,6 +124,9 @@ struct ReplayBench: AsyncParsableCommand {
                 ("events", .int(replayed.events)), ("baselineEventsPerSecond", .double(baseline.rounded())),
                 ("eventsPerSecond", .double(replayed.eventsPerSecond.rounded())),
                 ("ratioToBaseline", .double((replayed.eventsPerSecond / baseline * 1000).rounded() / 1000)),
+                ("ceilingEventsPerSecond", .double(ceiling.rounded())),
+                ("ceilingRatioToBaseline", .double((ceiling / baseline * 1000).rounded() / 1000)),
+                ("runtimeShareOfCeiling", .double((replayed.eventsPerSecond / ceiling * 1000).rounded() / 1000)),
                 ("peakMemoryMegabytes", .double((memory * 10).rounded() / 10)),
                 ("divergences", .int(replayed.divergences)),
                 ("timed", .array(zip(timed, conditions).map { run, condition in
@@ -134,6 +157,8 @@ struct ReplayBench: AsyncParsableCommand {
                          replayed.events, replayed.seconds, replayed.eventsPerSecond, replayed.divergences, memory))
         printLine(String(format: "baseline (read and decode the same log): %d events in %.3f s: %.0f events/s; ratio %.3f",
                          decoded, baselineSeconds, baseline, replayed.eventsPerSecond / baseline))
+        printLine(String(format: "ceiling (the baseline, then each event encoded again and compared, the engine's fold and check, the app's fold; nothing else): %.0f events/s; ratio to baseline %.3f (no replay of these roles can exceed it); the replay reaches %.3f of it",
+                         ceiling, ceiling / baseline, replayed.eventsPerSecond / ceiling))
         for ((speed, result), condition) in zip(timed, conditions) {
             guard let lateness = result.lateness else { continue }
             printLine(String(format: "replay --speed %g of %@: %d commands over %.3f s, lateness p50 %.1f µs p99 %.1f µs max %.1f µs; p99 first tenth %.1f µs, last tenth %.1f µs; %d divergences (%@ priority; cores %.0f %% busy, %.1f %% stolen)",

@@ -59,11 +59,34 @@ import Testing
         #expect(refused.status != 0 && refused.error.contains("--queue-cores 0.0 is out of range"), "\(refused.error)")
     }
 
-    @Test("bench simulate emits events/s beside its baseline")
+    @Test("bench simulate emits events/s beside its baseline and its ceiling")
     func simulate() throws {
         let object = try Self.object(["bench", "simulate", "--runs", "1", "--devices", "3"])
-        for field in ["eventsPerSecond", "baselineEventsPerSecond", "ratioToBaseline", "peakMemoryMegabytes"] {
+        for field in ["eventsPerSecond", "baselineEventsPerSecond", "ratioToBaseline", "ceilingEventsPerSecond", "ceilingRatioToBaseline",
+                      "runtimeShareOfCeiling", "peakMemoryMegabytes"] {
             #expect(object[field] is Double, "\(field) missing")
+        }
+        #expect((object["events"] as? Int ?? 0) > 0)
+    }
+
+    @Test("bench replay emits events/s beside its baseline and its ceiling, memory, and the lateness of timed replays")
+    func replay() throws {
+        let object = try Self.object(["bench", "replay", "--events", "1000", "--soak-seeds", "1", "--timed-devices", "1", "--timed-seconds", "1"])
+        for field in ["eventsPerSecond", "baselineEventsPerSecond", "ratioToBaseline", "ceilingEventsPerSecond", "ceilingRatioToBaseline",
+                      "runtimeShareOfCeiling", "peakMemoryMegabytes"] {
+            #expect(object[field] is Double, "\(field) missing")
+        }
+        #expect((object["events"] as? Int ?? 0) > 0)
+        #expect(object["divergences"] as? Int == 0)
+        let soak = object["soak"] as? [String: Any]
+        #expect((soak?["recordings"] as? Int ?? 0) > 0 && soak?["diverged"] as? Int == 0 && soak?["faultyDiverged"] as? Int == 0, "\(String(describing: soak))")
+        let timed = object["timed"] as? [[String: Any]] ?? []
+        #expect(timed.map { $0["speed"] as? Double } == [1, 1, 10, 10])
+        for run in timed {
+            for field in ["p50Microseconds", "p99Microseconds", "maxMicroseconds", "firstTenthP99Microseconds", "lastTenthP99Microseconds"] {
+                #expect(run[field] is Double, "timed \(field) missing")
+            }
+            #expect(run["divergences"] as? Int == 0)
         }
     }
 

@@ -26,6 +26,26 @@ import StoreKitSimulation
         return (report, records)
     }
 
+    @Test("The benches' ceiling does the per-event work over a run's log: the same fold as the run, each event encoded again to its logged bytes")
+    func perEventWorkMatchesTheRun() throws {
+        let (report, records) = try run(scenario(seed: 11), choices: SeededChoices(seed: 11))
+        var work = PerEventWork()
+        var identical = 0
+        for (index, payload) in records.enumerated() {
+            let recorded = try payload.withUnsafeBytes { try LogProjection.decode(sequence: UInt64(index + 1), timestamp: 0, payload: $0) }
+            if payload.withUnsafeBytes({ work.perform(recorded, comparingWith: $0) }) { identical += 1 }
+        }
+        #expect(work.totals == report.totals)
+        #expect(work.events == records.count && identical == records.count)
+        #expect(work.encodedBytes == records.reduce(0) { $0 + $1.count })
+        // Bytes that differ in one place are told apart.
+        var altered = records[1]
+        altered[altered.count - 1] ^= 0xFF
+        let recorded = try records[1].withUnsafeBytes { try LogProjection.decode(sequence: 2, timestamp: 0, payload: $0) }
+        var again = PerEventWork()
+        #expect(!altered.withUnsafeBytes { again.perform(recorded, comparingWith: $0) })
+    }
+
     @Test("A recorded choice sequence reproduces the run exactly", arguments: [3, 17, 99] as [UInt64])
     func recordedChoicesReproduce(seed: UInt64) throws {
         let recording = SeededChoices(seed: seed, recording: true)
