@@ -207,7 +207,10 @@ struct BusBench: AsyncParsableCommand {
             (unloadedLatencyP50Microseconds) beside the floor of its critical path measured just before and just after it, \
             the lower of the two (floorMicroseconds: three write + fdatasync of one record and three round trips over the \
             transport; ratioToFloor); and the open model \
-            at half the measured throughput, each lifecycle timed from its intended start (halfLoadLatencyP99Microseconds).
+            at half the measured throughput, each lifecycle timed from its intended start (halfLoadLatencyP99Microseconds). \
+            queueMicrosecondsPerLifecycle is the queue process's CPU per lifecycle in the closed loop, and \
+            ceilingRatioToBaseline = ratioToBaseline × cores / queueCores the ratio the bus could reach if the queue had \
+            every core of the machine to itself at that cost (the store and the drivers costing nothing).
             """)
 
     @Option(parsing: .unconditional, help: "Seconds of load per transport.") var seconds: Double = 4
@@ -271,6 +274,8 @@ struct BusBench: AsyncParsableCommand {
                     ("rawMessagesPerSecond", .double(result.rawMessagesPerSecond.rounded())),
                     ("busMessagesPerLifecycle", .double(result.busMessagesPerLifecycle)),
                     ("ratioToBaseline", .double((result.ratioToBaseline * 1000).rounded() / 1000)),
+                    ("queueMicrosecondsPerLifecycle", result.queueMicrosecondsPerLifecycle.map { .double(($0 * 10).rounded() / 10) } ?? .null),
+                    ("ceilingRatioToBaseline", result.ceilingRatioToBaseline.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
                     ("unloadedLatencyP50Microseconds", .double(figure.unloaded.latencyMicroseconds.p50.rounded())),
                     ("unloadedLatencyP99Microseconds", .double(figure.unloaded.latencyMicroseconds.p99.rounded())),
                     ("fsyncMicroseconds", .double((figure.floor.fsyncMicroseconds * 10).rounded() / 10)),
@@ -307,6 +312,10 @@ struct BusBench: AsyncParsableCommand {
                              result.transport, result.lifecyclesPerSecond, result.lifecycles, result.seconds,
                              result.latencyMicroseconds.p50, result.latencyMicroseconds.p99, result.latencyMicroseconds.p999,
                              result.rawMessagesPerSecond, result.averageEventBytes, result.ratioToBaseline, result.busMessagesPerLifecycle))
+            if let perLifecycle = result.queueMicrosecondsPerLifecycle, let ceiling = result.ceilingRatioToBaseline {
+                printLine(String(format: "%@: the queue used %.1f µs of CPU per lifecycle; with all %d cores to itself at that cost (store and drivers free) the ratio could reach %.3f",
+                                 result.transport, perLifecycle, ProcessInfo.processInfo.activeProcessorCount, ceiling))
+            }
             printLine(String(format: "%@: one lifecycle alone p50 %.0f µs (p99 %.0f µs); floor %.0f µs (3 × write+fdatasync %.0f µs + 3 × round trip %.0f µs); ratio to floor %.2f",
                              result.transport, figure.unloaded.latencyMicroseconds.p50, figure.unloaded.latencyMicroseconds.p99,
                              figure.floor.floorMicroseconds, figure.floor.fsyncMicroseconds, figure.floor.roundTripMicroseconds, figure.ratioToFloor))

@@ -56,6 +56,17 @@ public enum BusBenchmark {
         public var queueCores: Double = 0
         public var storeCores: Double = 0
         public var driverCores: Double = 0
+        /// The queue's CPU per finished lifecycle in the window, in microseconds (`queueCores` over the rate).
+        public var queueMicrosecondsPerLifecycle: Double? {
+            queueCores > 0 && lifecyclesPerSecond > 0 ? queueCores / lifecyclesPerSecond * 1e6 : nil
+        }
+        /// The ratio to the baseline if the queue had every core of the machine to itself (the store and
+        /// the drivers costing nothing) at its measured CPU per lifecycle:
+        /// `ratioToBaseline × cores / queueCores`. What the bus reaches on this machine without making the
+        /// queue's own work per lifecycle smaller (larger batches at a higher rate would lower it a little).
+        public var ceilingRatioToBaseline: Double? {
+            queueCores > 0 ? ratioToBaseline * Double(ProcessInfo.processInfo.activeProcessorCount) / queueCores : nil
+        }
         /// Group-commit fsyncs of the queue's log over its life, and the records it wrote.
         public var durabilityRounds = 0
         public var records: UInt64 = 0

@@ -16,13 +16,17 @@ import Testing
         let transport = try #require((object["transports"] as? [[String: Any]])?.first)
         for field in ["lifecyclesPerSecond", "latencyP50Microseconds", "latencyP99Microseconds", "rawMessagesPerSecond", "ratioToBaseline",
                       "unloadedLatencyP50Microseconds", "floorMicroseconds", "ratioToFloor", "halfLoadLatencyP99Microseconds",
-                      "fsyncMicroseconds", "fsyncP99Microseconds", "roundTripMicroseconds", "halfLoadOfferedPerSecond", "queueCores", "storeCores", "driverCores"] {
+                      "fsyncMicroseconds", "fsyncP99Microseconds", "roundTripMicroseconds", "halfLoadOfferedPerSecond", "queueCores", "storeCores", "driverCores", "queueMicrosecondsPerLifecycle",
+                      "ceilingRatioToBaseline"] {
             #expect(transport[field] is Double, "\(field) missing")
         }
         for field in ["halfLoadUnfinished", "retriesSent", "queueAnsweredUnavailable", "queueDuplicates", "repliesDropped", "durabilityRounds"] {
             #expect(transport[field] is Int, "\(field) missing")
         }
         #expect((transport["floorMicroseconds"] as? Double ?? 0) > 0)
+        // The queue cannot use more than every core: the ratio with every core to itself is at least the ratio measured.
+        #expect((transport["queueMicrosecondsPerLifecycle"] as? Double ?? 0) > 0)
+        #expect((transport["ceilingRatioToBaseline"] as? Double ?? 0) >= (transport["ratioToBaseline"] as? Double ?? 1))
         // The half load drains: every lifecycle started in its window is counted, however late it ends.
         #expect((transport["halfLoadOfferedPerSecond"] as? Double ?? 0) > 0)
         #expect((transport["halfLoadLifecyclesPerSecond"] as? Double ?? 0) > 0)
