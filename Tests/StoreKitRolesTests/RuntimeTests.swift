@@ -26,6 +26,26 @@ import StoreKitSimulation
         return (report, records)
     }
 
+    @Test("The engine's payloads are copies of their own size: a command of one event does not keep the encoder's buffer")
+    func payloadsDoNotShareTheEncodersBuffer() throws {
+        let engine = try QueueEngine(catalog: .sample, storage: MemoryLogStorage())
+        var payloads: [[UInt8]] = []
+        let bodies: [CommandBody] = [.registerDevice(device: "d1", account: "a1"), .launchApp(device: "d1"),
+                                     .attachObserver(device: "d1", observer: "o1")]
+        for (index, body) in bodies.enumerated() {
+            let outcome = try engine.handle(Command(id: CommandID(origin: "test", number: UInt64(index + 1)), body: body), timestamp: Int64(index))
+            #expect(outcome.records.count == 1)
+            payloads += outcome.records.map(\.payload)
+        }
+        for (index, payload) in payloads.enumerated() {
+            // The encoder reserves 1 KiB; a payload sharing its buffer would hold all of it (and the
+            // live queue keeps 65,536 recent payloads and more in its replies).
+            #expect(payload.capacity < 256, "payload \(index) of \(payload.count) bytes holds \(payload.capacity)")
+        }
+        let addresses = payloads.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }
+        #expect(Set(addresses).count == payloads.count)
+    }
+
     @Test("The benches' ceiling does the per-event work over a run's log: the same fold as the run, each event encoded again to its logged bytes")
     func perEventWorkMatchesTheRun() throws {
         let (report, records) = try run(scenario(seed: 11), choices: SeededChoices(seed: 11))
