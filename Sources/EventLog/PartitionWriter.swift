@@ -134,6 +134,24 @@ public final class PartitionWriter: @unchecked Sendable {
         }
     }
 
+    /// The same, with the payloads one after another in `bytes`, payload `k` ending at offset `ends[k]` (a
+    /// caller that encodes a unit into one buffer hands it over without an array per payload).
+    @discardableResult
+    public func appendUnit(bytes: UnsafeRawBufferPointer, ends: [Int], timestampNanoseconds: Int64) throws(LogError) -> UInt64 {
+        guard ends.last ?? 0 <= bytes.count, zip(ends, ends.dropFirst()).allSatisfy({ $0 <= $1 }), ends.first ?? 0 >= 0 else {
+            throw LogError(.invalidUnit, "payload ends \(ends) do not lie within the unit's \(bytes.count) bytes in order",
+                           remedy: "Give each payload's end offset, ascending, within the bytes")
+        }
+        return try appendUnit(recordCount: ends.count, timestampNanoseconds: timestampNanoseconds) { index in
+            ends[index] - (index == 0 ? 0 : ends[index - 1])
+        } copyPayload: { index, destination in
+            let start = index == 0 ? 0 : ends[index - 1]
+            if ends[index] > start, let source = bytes.baseAddress {
+                destination.copyMemory(from: source + start, byteCount: ends[index] - start)
+            }
+        }
+    }
+
     private func appendUnit(
         recordCount: Int, timestampNanoseconds: Int64, payloadCount: (Int) -> Int,
         copyPayload: (Int, UnsafeMutableRawPointer) -> Void

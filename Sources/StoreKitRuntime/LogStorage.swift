@@ -47,6 +47,11 @@ public final class DiskLogStorage: LogStorage {
         try writer.appendUnit(payloads, timestampNanoseconds: timestamp)
     }
 
+    /// Straight from the engine's buffer into the writer's: no array per event on the way.
+    public func appendUnit(bytes: UnsafeRawBufferPointer, ends: [Int], timestamp: Int64) throws -> UInt64 {
+        try writer.appendUnit(bytes: bytes, ends: ends, timestampNanoseconds: timestamp)
+    }
+
     public func forEachRecord(from: UInt64, _ body: (UInt64, Int64, UnsafeRawBufferPointer) throws -> Void) throws {
         guard writer.lastSequence >= from else { return }
         try writer.flush()  // A reader sees only what reached the file.

@@ -189,6 +189,47 @@ func recordOffsets(base: Int, last: Int) -> [Int] {
         }
     }
 
+    @Test("a unit given as one buffer and its payload ends is written as the same records as one given as payloads")
+    func unitFromOneBuffer() throws {
+        try withTemporaryDirectory { first in
+            try withTemporaryDirectory { second in
+                let units = try writeUnits(first)
+                let writer = try PartitionWriter(directory: second, partition: "main", configuration: smallSegments())
+                for unit in units {
+                    let payloads = unit.map { samplePayload($0) }
+                    var ends: [Int] = []
+                    for payload in payloads { ends.append((ends.last ?? 0) + payload.count) }
+                    let bytes = payloads.flatMap { $0 }
+                    let sequence = try bytes.withUnsafeBytes {
+                        try writer.appendUnit(bytes: $0, ends: ends, timestampNanoseconds: sampleTimestamp(unit.lowerBound))
+                    }
+                    #expect(sequence == UInt64(unit.lowerBound))
+                }
+                try writer.close()
+                #expect(try readAll(second) == readAll(first))
+                var unitEnds: [Bool] = []
+                try PartitionReader(directory: second, partition: "main").forEachRecord { unitEnds.append($0.endsUnit) }
+                #expect(unitEnds.enumerated().filter(\.element).count == units.count)
+            }
+        }
+    }
+
+    @Test("payload ends outside the buffer or out of order are refused, and nothing is written")
+    func unitFromOneBufferRefusesWrongEnds() throws {
+        try withTemporaryDirectory { directory in
+            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: smallSegments())
+            let bytes: [UInt8] = [1, 2, 3, 4]
+            for ends in [[5], [3, 2], [-1, 4], [Int]()] {
+                let error = #expect(throws: LogError.self) {
+                    try bytes.withUnsafeBytes { try writer.appendUnit(bytes: $0, ends: ends, timestampNanoseconds: 0) }
+                }
+                #expect(error?.code == .invalidUnit, "ends \(ends)")
+            }
+            #expect(writer.lastSequence == 0)
+            try writer.close()
+        }
+    }
+
     @Test("a unit that does not fit the current segment starts the next one whole")
     func unitsDoNotSpanSegments() throws {
         try withTemporaryDirectory { directory in
