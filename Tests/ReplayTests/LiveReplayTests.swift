@@ -15,11 +15,7 @@ import Testing
     func liveReplay() throws {
         let scratch = CLI.Scratch()
         try Self.topology.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
-        let run = try CLI.sksim(["run", scratch.path("live.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
-        #expect(run.status == 0, "\(run.output) \(run.error)")
-        let before = try CLI.snapshot(scratch.path("rec/log"))
-
-        let (same, attempts) = try CLI.liveReplay(scratch.path("rec"), topology: scratch.path("live.yaml"), out: scratch.path("same"))
+        let (same, attempts, before) = try CLI.recordAndReplayLive(scratch, topology: "live.yaml")
         #expect(same.status == 0, "\(attempts)")
         #expect(same.json["divergences"] as? Int == 0, "\(attempts)")
         #expect(same.json["firstDivergence"] is NSNull)

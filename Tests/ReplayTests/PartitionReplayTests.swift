@@ -70,28 +70,9 @@ import Testing
         let scratch = CLI.Scratch()
         let topology = Self.topology
         try topology.text.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
-        // A live replay re-runs the observers on real processes: which of two nearly simultaneous things
-        // an app meets first (a quit the recorded user made, a restore's last download or its end) is
-        // timing. About 1 live replay in 6 diverged that way under load (an extra restoreShownDone, the
-        // recorded app having quit just before it; docs/replay.md, "Live replay"), and a recording whose
-        // quit fell within a millisecond of its restore's start diverged in all three replays once (CI).
-        // So up to three replays of a recording are made (`liveReplay`), and a second recording when none
-        // was clean; the first replay without a divergence is examined, and every one is printed when none is.
-        var before: [String: Data] = [:]
-        var last: ProgramOutcome?
-        var reports: [String] = []
-        for recording in 1...2 {
-            try? FileManager.default.removeItem(atPath: scratch.path("rec"))
-            let run = try CLI.sksim(["run", scratch.path("parts.yaml"), "--out", scratch.path("rec"), "--duration", "60"])
-            #expect(run.status == 0, "recording \(recording): \(run.output) \(run.error)")
-            before = try CLI.snapshot(scratch.path("rec/log"))
-            let (outcome, report) = try CLI.liveReplay(scratch.path("rec"), topology: scratch.path("parts.yaml"), out: scratch.path("same"))
-            last = outcome
-            reports.append("recording \(recording):\n\(report)")
-            if outcome.status == 0, outcome.json["divergences"] as? Int == 0 { break }
-        }
-        let attempts = reports.joined(separator: "\n")
-        let same = try #require(last)
+        // Up to three replays of a recording, and a second recording when none was clean (live replay's
+        // timing, `recordAndReplayLive`); the first replay without a divergence is examined.
+        let (same, attempts, before) = try CLI.recordAndReplayLive(scratch, topology: "parts.yaml")
         #expect(same.status == 0, "\(attempts)")
         #expect(same.json["divergences"] as? Int == 0, "\(attempts)")
         let live = try #require(same.json["live"] as? [String: Any])
