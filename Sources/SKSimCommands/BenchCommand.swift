@@ -209,7 +209,7 @@ struct BusBench: AsyncParsableCommand {
             transport; ratioToFloor); and the open model \
             at half the measured throughput, each lifecycle timed from its intended start (halfLoadLatencyP99Microseconds). \
             queueMicrosecondsPerLifecycle is the queue process's CPU per lifecycle in the closed loop, and \
-            ceilingRatioToBaseline = ratioToBaseline × cores / queueCores the ratio the bus could reach if the queue had \
+            ceilingRatioToBaseline = ratioToBaseline × cores / queueCores is the ratio the bus could reach if the queue had \
             every core of the machine to itself at that cost (the store and the drivers costing nothing).
             """)
 
