@@ -117,6 +117,22 @@ class DocumentedCommandsTest(unittest.TestCase):
         rate = re.compile(r" in [0-9.]+ s: [0-9]+ events/s$")
         self.assertEqual([rate.sub("", line) for line in actual], [rate.sub("", line) for line in expected])
 
+    def test_explore_on_every_core_example_is_exact(self):
+        """docs/explore.md's `--jobs` example: the report is the same on one thread and on two."""
+        one = "sksim explore --observers finishOnFirstDownload --strategy pct --seed 2 --jobs 1 --report par1"
+        completed = self.run_documented(one)
+        self.assertEqual(completed.returncode, 1, completed.stderr)  # a violation was found
+        rate = re.compile(r" in [0-9.]+ s: [0-9]+ schedules/s$")
+        self.assertEqual([rate.sub("", line) for line in completed.stdout.split("\n")[:-1]],
+                         [rate.sub("", line) for line in documented_output("docs/explore.md", one)])
+        two = self.run_documented(one.replace("--jobs 1", "--jobs 2").replace("par1", "par2"))
+        self.assertEqual(two.returncode, 1, two.stderr)
+        for directory, _, files in os.walk(os.path.join(self.directory, "par1")):
+            for file in files:
+                first = os.path.join(directory, file)
+                with open(first, "rb") as one_file, open(first.replace("par1", "par2"), "rb") as two_file:
+                    self.assertEqual(one_file.read(), two_file.read(), file)
+
     def test_log_cat_json_examples_are_exact(self):
         """docs/cli.md's `log cat --json` example lines come from the runs it names."""
         expected = [line for line in read_text("docs/cli.md").split("\n") if line.startswith('{"sequence":')]
