@@ -2,7 +2,7 @@ import StoreKitModel
 import StoreKitRuntime
 import StoreKitSimulation
 
-/// JSON shapes of events, transactions and reports (documented in docs/log-format.md).
+/// JSON shapes of events, transactions and reports (documented in docs/cli.md, "log cat --json").
 enum JSONShapes {
     static func key(_ key: TransactionKey) -> JSONValue { .string(key.description) }
     static func download(_ key: DownloadKey) -> JSONValue { .string(key.description) }

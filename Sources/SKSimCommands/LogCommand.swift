@@ -101,7 +101,7 @@ struct LogCommand: AsyncParsableCommand {
 
     struct Cat: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print events (JSON Lines with --json; docs/log-format.md has the schema), filtered by sequence, device, transaction or type.",
+            abstract: "Print events (JSON Lines with --json, whose schema docs/cli.md gives), filtered by sequence, device, transaction or type.",
             discussion: "Every whole record before any damage is printed; the damage is then reported and the exit status is 1.")
         @Argument(help: "A run directory or its log folder.") var directory: String
         @Option(parsing: .unconditional, help: "First sequence number to print.") var from: UInt64 = 1

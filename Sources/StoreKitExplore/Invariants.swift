@@ -28,7 +28,7 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         }
     }
 
-    /// The SPEC.md rules it comes from.
+    /// The behaviour rules it comes from (docs/rules.md).
     public var rules: String {
         switch self {
         case .grantBeforeFinish: "R-T4, R-O1, R-Q5"

@@ -58,7 +58,7 @@ final class ScheduleLedger: @unchecked Sendable {
                 break
             }
             // Bounded: re-checks the budget at least every 100 ms.
-            condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
         }
         defer { next += 1 }
         return (next, longest)
@@ -98,7 +98,7 @@ final class ScheduleLedger: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         // Bounded: every schedule handed out finishes, and each one finishing wakes this.
-        while !settled { condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
+        while !settled { _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
     }
 
     /// Once settled: the lowest-index finding and the schedules counted as serial

@@ -56,13 +56,13 @@ final class WorkerPool: @unchecked Sendable {
         closed = true
         task = nil
         condition.broadcast()
-        while running > 0 { condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
+        while running > 0 { _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
     }
 
     private func nextTask(after seen: Int) -> (ScheduleLedger, Attempt, Int)? {
         condition.lock()
         defer { condition.unlock() }
-        while !closed, generation == seen { condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
+        while !closed, generation == seen { _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1)) }
         guard !closed, let task else { return nil }
         return (task.ledger, task.attempt, generation)
     }

@@ -36,7 +36,7 @@ public enum AcceptedConnection {
                 pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address -> String? in
                     var host = address.pointee.sin_addr
                     guard inet_ntop(AF_INET, &host, &text, socklen_t(text.count)) != nil else { return nil }
-                    return "\(String(cString: text)):\(UInt16(bigEndian: address.pointee.sin_port))"
+                    return "\(nulTerminated(text)):\(UInt16(bigEndian: address.pointee.sin_port))"
                 }
             }
         case AF_INET6:
@@ -44,7 +44,7 @@ public enum AcceptedConnection {
                 pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address -> String? in
                     var host = address.pointee.sin6_addr
                     guard inet_ntop(AF_INET6, &host, &text, socklen_t(text.count)) != nil else { return nil }
-                    return "[\(String(cString: text))]:\(UInt16(bigEndian: address.pointee.sin6_port))"
+                    return "[\(nulTerminated(text))]:\(UInt16(bigEndian: address.pointee.sin6_port))"
                 }
             }
         default:
@@ -104,4 +104,9 @@ public enum AcceptedConnection {
         }
         return false
     }
+}
+
+/// The text of a C string buffer filled by the C library (such as `inet_ntop`), up to its first NUL.
+private func nulTerminated(_ characters: [CChar]) -> String {
+    String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

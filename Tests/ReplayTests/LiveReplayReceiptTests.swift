@@ -133,8 +133,6 @@ import StoreKitRuntime
                     sent[LiveReplayPlan.ReceiptName(device: device, request: request), default: []].append(body)
                 case .timer(_, let next):
                     tokens.append(next)
-                default:
-                    break
                 }
             }
         }

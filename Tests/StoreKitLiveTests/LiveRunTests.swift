@@ -90,7 +90,7 @@ import StoreKitRuntime
             while Date() < deadline {
                 var seen = 0
                 // A record being written is a torn tail to a reader: count what is whole, try again.
-                try? PartitionReader(directory: log, partition: partition).forEachRecord { _ in seen += 1 }
+                _ = try? PartitionReader(directory: log, partition: partition).forEachRecord { _ in seen += 1 }
                 if seen >= count { return true }
                 usleep(20_000)
             }

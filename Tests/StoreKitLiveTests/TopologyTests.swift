@@ -6,7 +6,7 @@ import StoreKitRoles
 @Suite struct TopologyTests {
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    @Test("Every shipped topology file loads", arguments: ["local.yaml", "tcp.yaml", "multi-host.yaml"])
+    @Test("Every shipped topology file loads", arguments: ["local.yaml", "tcp.yaml", "multi-host.yaml", "replay-live.yaml"])
     func shippedTopologies(name: String) throws {
         let topology = try Topology.load(path: Self.repositoryRoot.appendingPathComponent("topology/\(name)").path)
         #expect(topology.processes.filter { $0.role == .queue }.count == 1)

@@ -79,7 +79,7 @@ import StoreKitTestKit
 
     @Test("F-B1: a recovery after the grace period (paid service paused) starts the next period at the recovery")
     func recoveryAfterGraceMovesRenewalDate() {
-        let (store, feed) = store(gracePeriod: false, recovery: 1)
+        let (_, feed) = store(gracePeriod: false, recovery: 1)
         let first = subscribe(feed)
         _ = feed(.subscriptionBillingRetry(device: "d", original: first, gracePeriodNanoseconds: 0), 30_000_000_000)
         let next = feed(.subscriptionRenewed(TransactionKey(device: "d", number: 2), identifier: "d.2", original: first, downloads: []), 90_000_000_000)

@@ -145,7 +145,7 @@ import StoreKitTestKit
 
     @Test("F-U3: one active subscription per group: buying another level replaces the one the account has at once")
     func oneSubscriptionPerGroup() {
-        let (store, feed) = store()
+        let (_, feed) = store()
         _ = feed(.deviceRegistered(device: "d", account: "a"), 0)
         _ = feed(.transactionAdded(TransactionKey(device: "d", number: 1), Payment(productIdentifier: Self.monthly)), 0)
         _ = feed(.transactionPurchased(TransactionKey(device: "d", number: 1), identifier: "d.1", downloads: [], charged: true), 0)

@@ -26,7 +26,7 @@ except ImportError:
     zmq = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_wire import ROOT, command, free_port, string  # noqa: E402
+from test_wire import ROOT, command, free_port, read_text, string  # noqa: E402
 
 REPORT = []
 
@@ -84,6 +84,7 @@ class Queue:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait(timeout=10)
         self.log.close()
 
 
@@ -360,7 +361,7 @@ class CurveHostileClientTest(HostileClientTest):
 
 def print_report():
     binary = os.environ.get("SKSIM") or os.path.join(ROOT, ".build", "debug", "sksim")
-    print("\nbinary: %s; load average %s" % (binary, open("/proc/loadavg").read().split()[:3]))
+    print("\nbinary: %s; load average %s" % (binary, read_text("/proc/loadavg").split()[:3]))
     print("| attack | queue RSS growth | honest lifecycle p50 quiet | p50 under attack | p99 under attack | not served |")
     print("|---|---|---|---|---|---|")
     for name, growth, quiet, p50, p99, lost, total in REPORT:

@@ -23,6 +23,11 @@ except ImportError:  # scripts/setup installs pyzmq; say so plainly if it could 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def read_text(path):
+    with open(path) as file:
+        return file.read()
+
+
 def varint(value):
     out = bytearray()
     while value >= 0x80:
@@ -347,7 +352,7 @@ class HostilePublisherTest(unittest.TestCase):
             garbage = [b"evt.d1", struct.pack("<BB6xQq", 1, 3, 1, 0), b""]  # message kind 3 does not exist
             # Until the store's subscription is up, its first report shows it hears the garbage.
             deadline = time.time() + 20
-            while "dropped a malformed event frame" not in open(log_path).read():
+            while "dropped a malformed event frame" not in read_text(log_path):
                 self.assertLess(time.time(), deadline, "the store never reported the garbage")
                 publisher.send_multipart(garbage)
                 while router.poll(0):  # FETCH/PING: an empty partition
@@ -363,12 +368,13 @@ class HostilePublisherTest(unittest.TestCase):
             self.assertIsNone(store.poll(), "the store died")
             store.send_signal(signal.SIGTERM)
             store.wait(timeout=10)
-            reports = open(log_path).read().count("dropped a malformed event frame")
+            reports = read_text(log_path).count("dropped a malformed event frame")
             # One a second, plus the first: once one line per frame.
             self.assertLessEqual(reports, int(elapsed) + 3, "%d reports in %.1f s" % (reports, elapsed))
         finally:
             if store.poll() is None:
                 store.kill()
+                store.wait(timeout=10)
             publisher.close()
             router.close()
             context.term()
