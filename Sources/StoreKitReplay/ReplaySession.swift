@@ -391,7 +391,8 @@ public final class ReplaySession {
             result.extra += 1
             verbatim = false
             if result.firstDivergence == nil {
-                result.firstDivergence = Divergence(kind: .extra, sequence: records[0].recorded.sequence, recorded: nil,
+                let next = (head..<window.end).lazy.map { self.window[$0] }.first { $0.unit.sequence <= self.sliceTo && !$0.unit.events.isEmpty }
+                result.firstDivergence = Divergence(kind: .extra, sequence: records[0].recorded.sequence, recorded: next?.unit.events.first,
                                                     replayed: records[0].recorded, device: body.device, context: nil, handledBefore: handled - 1)
             }
             return
