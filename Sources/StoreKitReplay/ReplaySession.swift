@@ -588,9 +588,15 @@ public final class ReplaySession {
     }
 
     private func collectReactions(of device: String, compared: Bool) {
-        if whatIf && compared {
-            // Decided anew: every command the observers under test send is handled where it is sent.
-            reactions.append(contentsOf: apps.drainObserverCommands(device))
+        if whatIf {
+            // Decided anew: every command the observers under test send is handled where it is sent. Before
+            // the slice the recording is the truth, and what they send is not sent.
+            let drained = apps.drainObserverCommands(device)
+            if compared {
+                reactions.append(contentsOf: drained)
+            } else {
+                for body in drained { apps.withdraw(body, device: device) }
+            }
             return
         }
         for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) {

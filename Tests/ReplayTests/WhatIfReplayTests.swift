@@ -137,6 +137,19 @@ import Testing
                 "\(behavior) broke nothing in simulate")
     }
 
+    @Test("A what-if replay from sequence 150 of a recording keeps the history before it as recorded and decides the new observers anew after it")
+    func whatIfFromTheMiddle() throws {
+        let recording = try recordInMemory(seed: 42, devices: 6, purchases: 8)
+        var options = ReplayOptions()
+        options.observers = [.finishBeforeDownloads, .audit]
+        options.from = 150
+        let result = try ReplaySession(recording: recording, options: options).run()
+        #expect(result.divergences > 0)
+        let first = try #require(result.firstDivergence)
+        #expect(first.sequence >= 150, "\(first)")
+        #expect(!result.violations.isEmpty && result.violations.allSatisfy { $0.rule == "R-D3" && $0.sequence >= 150 }, "\(result.violations)")
+    }
+
     @Test("sdkFinishesEarly ahead of the app's own observer: the what-if replay finds what simulate finds")
     func sdkFinishesEarlyFirst() throws {
         for seed: UInt64 in [42, 7] {
