@@ -37,6 +37,15 @@ public final class ReplaySession {
     /// the recorded observers' commands are not replayed; users', store and downloader commands
     /// are replayed while the queue still accepts them (docs/replay.md, "What-if replays").
     private let whatIf: Bool
+    /// What-if replays: the downloader that transfers what the observers under test start and the
+    /// recording never started (its reports decided anew, as `simulate`'s downloader decides them),
+    /// the downloads it answers for, and its timers (due time, order set, token).
+    private let downloader: DownloaderRole?
+    private var downloadsAnew: Set<DownloadKey> = []
+    private var downloaderTimers: [(due: Int64, order: Int, token: TimerToken)] = []
+    private var downloaderTimersSet = 0
+    /// Most downloader timers fired after the recording's end (each download ends after a bounded number of ticks).
+    private static let maximumTrailingTimers = 1_000_000
 
     private struct Slot {
         var unit: RecordedUnit
@@ -155,6 +164,8 @@ public final class ReplaySession {
             throw ReplayInputError("the replay's output log already holds records; give a new --out directory")
         }
         whatIf = options.observers.map { $0 != recorded.apps.observers } ?? false
+        downloader = whatIf ? DownloaderRole(name: "downloader", content: VirtualContentStorage(), behavior: scenario.downloader,
+                                             choices: SeededChoices(seed: scenario.seed).stream(ChoiceStream.downloader)) : nil
         // A what-if replay's observers draw from each device's observer stream, as `simulate`'s do.
         apps = ReplayApps(behaviors: scenario.apps.observers, ordering: scenario.apps.ordering, catalog: scenario.catalog,
                           choices: whatIf ? SeededChoices(seed: scenario.seed) : SeededChoices(seed: scenario.seed, stream: "replay"),
@@ -224,6 +235,7 @@ public final class ReplaySession {
                 collectReactions(of: device, compared: true)
             }
             try handleReactions(compared: true)
+            try fireDownloaderTimers(through: .max)
         }
         noteRetention()
     }
@@ -321,6 +333,7 @@ public final class ReplaySession {
         guard unit.sequence <= sliceTo else { return }
         let compared = unit.sequence >= sliceFrom
         if compared { waitForSchedule(unit.timestamp) }
+        if downloader != nil, compared { try fireDownloaderTimers(through: unit.timestamp) }
         now = unit.timestamp
         switch unit.source {
         case .header:
@@ -348,6 +361,7 @@ public final class ReplaySession {
         case .user, .store, .downloader:
             let body = unit.body!
             if whatIf && compared {
+                if unit.source == .downloader, let key = Self.download(of: body), downloadsAnew.contains(key) { return noteNoLongerApplies(unit) }
                 guard stillApplies(unit) else { return noteNoLongerApplies(unit) }
                 if unit.source == .user, apps.attachLateAtStep(body) { collectReactions(of: body.device, compared: compared) }
             }
@@ -358,6 +372,52 @@ public final class ReplaySession {
             collectReactions(of: body.device, compared: compared)
         }
         try handleReactions(compared: compared)
+    }
+
+    /// The download a downloader's report is about.
+    static func download(of body: CommandBody) -> DownloadKey? {
+        switch body {
+        case .reportDownloadProgress(let key, _, _), .completeDownload(let key, _), .failDownload(let key, _): key
+        default: nil
+        }
+    }
+
+    /// Keeps the downloader's timers; its reports on downloads decided anew are handled where they are made.
+    private func takeDownloaderEffects(_ effects: [Effect]) {
+        for effect in effects {
+            switch effect {
+            case .timer(let delay, let token):
+                downloaderTimersSet += 1
+                downloaderTimers.append((now + max(0, delay), downloaderTimersSet, token))
+            case .send(let body):
+                guard let key = Self.download(of: body), downloadsAnew.contains(key) else { continue }
+                downloaderReports.append(body)
+            }
+        }
+    }
+
+    private var downloaderReports: [CommandBody] = []
+
+    /// Fires the downloader's timers due by `time`, in due order, each at its own time, and handles the
+    /// reports they make and what the observers answer.
+    private func fireDownloaderTimers(through time: Int64) throws {
+        guard let downloader else { return }
+        var fired = 0
+        while let next = downloaderTimers.indices.min(by: { (downloaderTimers[$0].due, downloaderTimers[$0].order) < (downloaderTimers[$1].due, downloaderTimers[$1].order) }),
+              downloaderTimers[next].due <= time {
+            fired += 1
+            if time == .max && fired > Self.maximumTrailingTimers { break }
+            let timer = downloaderTimers.remove(at: next)
+            now = max(now, timer.due)
+            takeDownloaderEffects(downloader.timerFired(timer.token, now: now))
+            while !downloaderReports.isEmpty {
+                let body = downloaderReports.removeFirst()
+                extraNumber += 1
+                let records = try handle(Command(id: CommandID(origin: extraOrigin, number: extraNumber), body: body))
+                deliver(records, compared: true)
+                try handleReactions(compared: true)
+            }
+        }
     }
 
     /// Whether the queue still accepts a recorded user's, store or downloader command in a what-if
@@ -387,6 +447,10 @@ public final class ReplaySession {
     /// events do (names of observers aside); with none, it is `extra`. Only the report depends on this.
     private func noteWhatIf(_ body: CommandBody, _ records: [EngineRecord]) {
         guard let absolute = correspondingRecorded(body) else {
+            // A transfer the recording did not start here has no recorded reports to follow: decided anew.
+            if case .startDownloads = body {
+                for record in records { if case .downloadStarted(let key) = record.recorded.event { downloadsAnew.insert(key) } }
+            }
             guard !records.isEmpty else { return }
             result.extra += 1
             verbatim = false
@@ -572,6 +636,9 @@ public final class ReplaySession {
 
     /// Lets the apps hear appended events, then takes what their observers sent.
     private func deliver(_ records: [EngineRecord], compared: Bool) {
+        if let downloader, compared {
+            for record in records { takeDownloaderEffects(downloader.receive(record.recorded, now: now)) }
+        }
         // A command's events almost always concern one device: others are listed only when seen.
         var first: String?
         var others: [String] = []

@@ -150,6 +150,28 @@ import Testing
         #expect(!result.violations.isEmpty && result.violations.allSatisfy { $0.rule == "R-D3" && $0.sequence >= 150 }, "\(result.violations)")
     }
 
+    @Test("Downloads the observers under test start and the recording never started are transferred anew by a downloader, as in simulate: every transaction ends finished")
+    func downloadsDecidedAnew() throws {
+        for seed: UInt64 in [9, 42] {
+            let recording = try recordInMemory(seed: seed, devices: 4, purchases: 6, observers: [.deliverThenFinish, .audit])
+            var options = ReplayOptions()
+            options.observers = [.downloadThenFinish, .audit]
+            let replayed = MemoryLogStorage()
+            let result = try ReplaySession(recording: recording, options: options, storage: replayed).run()
+            var finishedDownloads = 0
+            var projection = QueueProjection()
+            try replayed.forEachRecord(from: 1) { sequence, timestamp, payload in
+                let recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
+                if case .downloadFinished = recorded.event { finishedDownloads += 1 }
+                projection.apply(recorded)
+            }
+            #expect(finishedDownloads > 0, "seed \(seed)")
+            #expect(projection.pendingCount == 0, "seed \(seed): \(projection.pendingCount) transactions left unfinished")
+            let invariants = try Self.invariants(replayed)
+            #expect(result.violations.isEmpty && invariants.isEmpty, "seed \(seed): \(result.violations) \(invariants)")
+        }
+    }
+
     @Test("sdkFinishesEarly ahead of the app's own observer: the what-if replay finds what simulate finds")
     func sdkFinishesEarlyFirst() throws {
         for seed: UInt64 in [42, 7] {
