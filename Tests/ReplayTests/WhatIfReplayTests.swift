@@ -115,9 +115,9 @@ import Testing
 
     /// Per seed, the queue's rules agree. The apps' invariants agree over the seeds together: `simulate`
     /// with other observers sends other commands, so its network delays (one stream for the network)
-    /// and with them the order of a relaunch and a store's later approval can differ from the
-    /// recording's, which the what-if replay keeps (seed 42 with `deferredAsFailed`: simulate's app
-    /// heard the approval before a relaunch, the recorded one after it).
+    /// differ from the recording's, which the what-if replay keeps, and an invariant that needs a
+    /// particular order of events can break in one run and not the other (seen: seed 42 with
+    /// `deferredAsFailed`, where simulate breaks deferred-approved-granted and the what-if replay does not).
     @Test("A what-if replay finds what simulate with the same observer finds (the queue's rules per seed, the apps' invariants over seeds 42, 7, 11), for every built-in buggy behaviour",
           arguments: [ObserverBehavior.finishBeforeDownloads] + ObserverBehavior.buggy)
     func whatIfFindsWhatSimulateFinds(_ behavior: ObserverBehavior) throws {
