@@ -41,6 +41,7 @@ public final class ReplaySession {
     /// recording never started (its reports decided anew, as `simulate`'s downloader decides them),
     /// the downloads it answers for, and its timers (due time, order set, token).
     private let downloader: DownloaderRole?
+    /// Downloads under way that the downloader answers for (ended ones leave the set).
     private var downloadsAnew: Set<DownloadKey> = []
     private var downloaderTimers: [(due: Int64, order: Int, token: TimerToken)] = []
     private var downloaderTimersSet = 0
@@ -637,7 +638,15 @@ public final class ReplaySession {
     /// Lets the apps hear appended events, then takes what their observers sent.
     private func deliver(_ records: [EngineRecord], compared: Bool) {
         if let downloader, compared {
-            for record in records { takeDownloaderEffects(downloader.receive(record.recorded, now: now)) }
+            for record in records {
+                takeDownloaderEffects(downloader.receive(record.recorded, now: now))
+                // A download that ended is forgotten (the set holds what is under way, not the history): a
+                // recorded report on it later no longer applies anyway.
+                switch record.recorded.event {
+                case .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key): downloadsAnew.remove(key)
+                default: break
+                }
+            }
         }
         // A command's events almost always concern one device: others are listed only when seen.
         var first: String?
