@@ -86,7 +86,7 @@ let package = Package(
                                                      .product(name: "Histogram", package: "hdrhistogram-swift"),
                                                      .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
-        .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestKit", "StoreKitReplay", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
+        .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestKit", "StoreKitReplay", "StoreKitSimulation", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
                                                       "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),
     ],
     swiftLanguageModes: [.v6]

@@ -45,6 +45,39 @@ final class RecordingChoices<Inner: ChoiceSource>: ChoiceSource {
         values.append(value)
         return value
     }
+
+    /// The wrapped source's stream, recorded here too: one sequence in execution order.
+    func stream(_ name: String) -> ChoiceSource {
+        let innerStream = inner.stream(name)
+        if innerStream === inner { return self }
+        if let existing = streams[name] { return existing }
+        let made = RecordedStream(innerStream, into: self)
+        streams[name] = made
+        return made
+    }
+
+    private var streams: [String: RecordedStream] = [:]
+
+    fileprivate func note(_ value: UInt64) { values.append(value) }
+
+    /// One stream of the wrapped source, recorded in the sequence of the source that made it.
+    private final class RecordedStream: ChoiceSource {
+        let inner: ChoiceSource
+        unowned let recorder: RecordingChoices
+
+        init(_ inner: ChoiceSource, into recorder: RecordingChoices) {
+            self.inner = inner
+            self.recorder = recorder
+        }
+
+        func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
+            let value = inner.choose(kind, below: bound)
+            recorder.note(value)
+            return value
+        }
+
+        func stream(_ name: String) -> ChoiceSource { recorder.stream(name) }
+    }
 }
 
 /// PCT over choices: zero everywhere except at `depth` positions below `length`.

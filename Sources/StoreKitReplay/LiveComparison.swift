@@ -1,4 +1,5 @@
 import StoreKitModel
+import StoreKitRoles
 import StoreKitRuntime
 
 /// Compares a live replay's log with its recording by what must hold when timing is real.
@@ -24,6 +25,15 @@ import StoreKitRuntime
 /// one divergence: `different` where both logs have an event at the first difference,
 /// `missing` where only the recording has one, `extra` where only the replay has one.
 public struct LiveComparison {
+    /// A built-in observer by its place on the device (`downloadThenFinish-1` is "observer 1"): an
+    /// observer's new name in a what-if replay is not a divergence, what it does is. Other names
+    /// (users' own observers) stay as they are.
+    static func place(_ observer: String) -> String {
+        guard let dash = observer.lastIndex(of: "-"), let number = Int(observer[observer.index(after: dash)...]),
+              ObserverBehavior(rawValue: String(observer[..<dash])) != nil else { return observer }
+        return "observer \(number)"
+    }
+
     public enum Track: Hashable, Sendable, CustomStringConvertible {
         case device(String)
         case transaction(TransactionIdentity)
@@ -173,8 +183,8 @@ public struct LiveComparison {
         case .deviceRegistered(let device, let account): return (.device(device), "registered to \(account)")
         case .appLaunched(let device): return (.device(device), "launched")
         case .appTerminated(let device): return (.device(device), "quit")
-        case .observerAttached(let device, let observer): return (.device(device), "attached \(observer)")
-        case .observerDetached(let device, let observer): return (.device(device), "detached \(observer)")
+        case .observerAttached(let device, let observer): return (.device(device), "attached \(Self.place(observer))")
+        case .observerDetached(let device, let observer): return (.device(device), "detached \(Self.place(observer))")
         case .paymentsAllowedChanged(let device, let allowed): return (.device(device), "payments allowed \(allowed)")
         case .transactionAdded(let key, let payment):
             // A resumed interrupted purchase is the store's addition: on its own track, not among the user's payments.
@@ -229,13 +239,13 @@ public struct LiveComparison {
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, let observer, let product):
-                return (.observer(device: key.device, observer: observer, subject: subject(key)), "granted \(product)")
+                return (.observer(device: key.device, observer: Self.place(observer), subject: subject(key)), "granted \(product)")
             case .contentKept(let key, let observer):
-                return (.observer(device: key.transaction.device, observer: observer, subject: subject(key.transaction)), "kept download \(key.index)")
+                return (.observer(device: key.transaction.device, observer: Self.place(observer), subject: subject(key.transaction)), "kept download \(key.index)")
             case .restoreShownDone(let device, let restore, let observer):
-                return (.observer(device: device, observer: observer, subject: "restore \(restore)"), "showed the restore done")
+                return (.observer(device: device, observer: Self.place(observer), subject: "restore \(restore)"), "showed the restore done")
             case .failureShown(let key, let observer):
-                return (.observer(device: key.device, observer: observer, subject: subject(key)), "showed the failure")
+                return (.observer(device: key.device, observer: Self.place(observer), subject: subject(key)), "showed the failure")
             }
         case .commandRejected(let body, let rejection):
             let said = "\(body.name) refused: \(rejection.code)"
@@ -249,7 +259,7 @@ public struct LiveComparison {
             case .deliverReceipt(let device, let request, _, _, _):
                 return (.receipt(device: device, request: request), said)
             case .recordAppAction(let action):
-                return (.observer(device: action.device, observer: action.observer, subject: "refused actions"), said)
+                return (.observer(device: action.device, observer: Self.place(action.observer), subject: "refused actions"), said)
             default:
                 return (.device(body.device), said)
             }

@@ -11,6 +11,8 @@ final class ReplayApps {
     private let ordering: ObserverOrdering
     private let catalog: Catalog
     private let choices: ChoiceSource
+    /// Each device's queue draws from its own observer stream (`ChoiceStream.observers`), as `simulate`'s do.
+    private let streamPerDevice: Bool
     private var devices: [String: Device] = [:]
     /// The app found last: a command's events, and the reactions drained after them, are its.
     private var last: (name: String, app: Device)?
@@ -21,13 +23,19 @@ final class ReplayApps {
         /// app attaches them a drawn number of user steps after launch, which the log shows only
         /// by their recorded `attachObserver`; the replay attaches them when that command is due.
         var lateObservers: [BuiltInObserver] = []
+        /// User steps until late observers attach (what-if replays, drawn as the simulator's app draws it).
+        var lateSteps = 0
+        /// The device's observer stream (what-if replays), which the simulator's app draws the attach time from.
+        let observerChoices: ChoiceSource
 
-        init(queue: PaymentQueue) {
+        init(queue: PaymentQueue, observerChoices: ChoiceSource) {
             self.queue = queue
+            self.observerChoices = observerChoices
         }
     }
 
-    init(behaviors: [ObserverBehavior], ordering: ObserverOrdering, catalog: Catalog, choices: ChoiceSource) {
+    init(behaviors: [ObserverBehavior], ordering: ObserverOrdering, catalog: Catalog, choices: ChoiceSource, streamPerDevice: Bool = false) {
+        self.streamPerDevice = streamPerDevice
         self.behaviors = behaviors
         self.ordering = ordering
         self.catalog = catalog
@@ -40,7 +48,8 @@ final class ReplayApps {
         if let existing = devices[name] {
             app = existing
         } else {
-            app = Device(queue: PaymentQueue(device: name, catalog: catalog, ordering: ordering, choices: choices))
+            let source = streamPerDevice ? choices.stream(ChoiceStream.observers(name)) : choices
+            app = Device(queue: PaymentQueue(device: name, catalog: catalog, ordering: ordering, choices: source), observerChoices: source)
             devices[name] = app
         }
         last = (name, app)
@@ -79,6 +88,8 @@ final class ReplayApps {
         let observers = Self.makeObservers(behaviors)
         app.lateObservers = observers.filter(\.behavior.attachesLate)
         for observer in observers where !observer.behavior.attachesLate { app.queue.add(observer) }
+        // The simulator's app draws, after attaching, after how many steps the late ones attach.
+        if streamPerDevice, !app.lateObservers.isEmpty { app.lateSteps = 1 + app.observerChoices.index(.observerAttach, count: 2) }
     }
 
     /// Attaches the late observer of this launch named `observer`, if there is one; true if so.
@@ -86,6 +97,34 @@ final class ReplayApps {
         guard let app = existingDevice(name), let index = app.lateObservers.firstIndex(where: { $0.observerName == observer }) else { return false }
         app.queue.add(app.lateObservers.remove(at: index))
         return true
+    }
+
+    /// In a what-if replay, late observers attach at the user's step they drew at launch, before the
+    /// step's action, as the simulator's app attaches them (the recorded attachments are the recorded
+    /// observers'). A step is a purchase or a restore. True if some attached.
+    func attachLateAtStep(_ body: CommandBody) -> Bool {
+        switch body {
+        case .addPayment, .restoreCompletedTransactions: break
+        default: return false
+        }
+        guard let app = existingDevice(body.device), !app.lateObservers.isEmpty else { return false }
+        app.lateSteps -= 1
+        guard app.lateSteps <= 0 else { return false }
+        for observer in app.lateObservers { app.queue.add(observer) }
+        app.lateObservers.removeAll()
+        return true
+    }
+
+    /// The devices whose late observers are still waiting, in name order (what-if replays).
+    func devicesWithLateObservers() -> [String] {
+        devices.filter { !$0.value.lateObservers.isEmpty }.keys.sorted()
+    }
+
+    /// Attaches every late observer of the device now.
+    func attachLate(device name: String) {
+        guard let app = existingDevice(name) else { return }
+        for observer in app.lateObservers { app.queue.add(observer) }
+        app.lateObservers.removeAll()
     }
 
     /// Delivers one appended event to its device's app, calling the observers as StoreKit would;

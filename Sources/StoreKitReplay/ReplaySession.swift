@@ -32,6 +32,21 @@ public final class ReplaySession {
     private let apps: ReplayApps
     /// The origin of commands the replayed observers send that the recording has no place for.
     private let extraOrigin: String
+    /// A what-if replay: the observers under test are not the recorded ones. Their commands are
+    /// decided anew and handled at once, where they are sent (no recorded place is looked for);
+    /// the recorded observers' commands are not replayed; users', store and downloader commands
+    /// are replayed while the queue still accepts them (docs/replay.md, "What-if replays").
+    private let whatIf: Bool
+    /// What-if replays: the downloader that transfers what the observers under test start and the
+    /// recording never started (its reports decided anew, as `simulate`'s downloader decides them),
+    /// the downloads it answers for, and its timers (due time, order set, token).
+    private let downloader: DownloaderRole?
+    /// Downloads under way that the downloader answers for (ended ones leave the set).
+    private var downloadsAnew: Set<DownloadKey> = []
+    private var downloaderTimers: [(due: Int64, order: Int, token: TimerToken)] = []
+    private var downloaderTimersSet = 0
+    /// Most downloader timers fired after the recording's end (each download ends after a bounded number of ticks).
+    private static let maximumTrailingTimers = 1_000_000
 
     private struct Slot {
         var unit: RecordedUnit
@@ -58,6 +73,10 @@ public final class ReplaySession {
     /// Per device, absolute numbers of its user and observer units in the window, in order: the
     /// rules that look ahead at one app's commands read these, not every device's units.
     private var appUnitsByDevice: [String: IndexQueue] = [:]
+    /// Per device, absolute numbers of its user, store and downloader units in the window, in order
+    /// (what-if replays): a command the observers under test send stands for a recorded one only
+    /// between the same two inputs of its device.
+    private var inputUnitsByDevice: [String: IndexQueue] = [:]
     /// Recorded times never went back so far (true of every log a queue writes); where they do, the
     /// look-ahead rules scan the whole window as they did before `appUnitsByDevice`.
     private var timestampsIncrease = true
@@ -145,8 +164,13 @@ public final class ReplaySession {
         guard engine.projection.lastSequence == 0 else {
             throw ReplayInputError("the replay's output log already holds records; give a new --out directory")
         }
+        whatIf = options.observers.map { $0 != recorded.apps.observers } ?? false
+        downloader = whatIf ? DownloaderRole(name: "downloader", content: VirtualContentStorage(), behavior: scenario.downloader,
+                                             choices: SeededChoices(seed: scenario.seed).stream(ChoiceStream.downloader)) : nil
+        // A what-if replay's observers draw from each device's observer stream, as `simulate`'s do.
         apps = ReplayApps(behaviors: scenario.apps.observers, ordering: scenario.apps.ordering, catalog: scenario.catalog,
-                          choices: SeededChoices(seed: scenario.seed, stream: "replay"))
+                          choices: whatIf ? SeededChoices(seed: scenario.seed) : SeededChoices(seed: scenario.seed, stream: "replay"),
+                          streamPerDevice: whatIf)
         if let devices = options.devices {
             let known = Set(recorded.deviceNames)
             if let unknown = devices.sorted().first(where: { !known.contains($0) }) {
@@ -204,6 +228,16 @@ public final class ReplaySession {
         }
         draining = true
         try processReady()
+        if whatIf && stopAfterHandled == nil {
+            // The simulator's user steps on until late observers attach: steps that send nothing, so the
+            // recording does not show them. They attach once its inputs are spent.
+            for device in apps.devicesWithLateObservers() {
+                apps.attachLate(device: device)
+                collectReactions(of: device, compared: true)
+            }
+            try handleReactions(compared: true)
+            try fireDownloaderTimers(through: .max)
+        }
         noteRetention()
     }
 
@@ -244,6 +278,9 @@ public final class ReplaySession {
         let absolute = window.end
         if unit.source == .observer { unclaimed[unit.device, default: IndexQueue()].append(absolute) }
         if unit.source == .observer || unit.source == .user { appUnitsByDevice[unit.device, default: IndexQueue()].append(absolute) }
+        if whatIf, unit.source == .user || unit.source == .store || unit.source == .downloader {
+            inputUnitsByDevice[unit.device, default: IndexQueue()].append(absolute)
+        }
         if unit.timestamp < lastIngestedTimestamp { timestampsIncrease = false }
         lastIngestedTimestamp = unit.timestamp
         window.append(Slot(unit: unit, claimed: nil))
@@ -272,8 +309,8 @@ public final class ReplaySession {
         let absolute = head
         if window[head].unit.source == .observer, window[head].claimed == nil {
             let sequence = window[head].unit.sequence
-            if sequence >= sliceFrom, sequence <= sliceTo { launchEarly(for: head) }
-            if case .attachObserver(let device, let observer) = window[head].unit.body, sequence <= sliceTo,
+            if !whatIf, sequence >= sliceFrom, sequence <= sliceTo { launchEarly(for: head) }
+            if !whatIf || sequence < sliceFrom, case .attachObserver(let device, let observer) = window[head].unit.body, sequence <= sliceTo,
                apps.attachLate(device: device, observer: observer) {
                 // A late observer attaches at its recorded place (the app's own choice of when is not in
                 // the log), so its command is matched from there, not from the last command's time.
@@ -291,9 +328,13 @@ public final class ReplaySession {
     private func replayUnit(_ unit: RecordedUnit, claimed: CommandBody?, absolute: Int) throws {
         let isUnclaimedObserverCommand = unit.source == .observer && unclaimed[unit.device, default: IndexQueue()].popFront(ifEqual: absolute)
         if unit.source == .observer || unit.source == .user { _ = appUnitsByDevice[unit.device]?.popFront(ifEqual: absolute) }
+        if whatIf, unit.source == .user || unit.source == .store || unit.source == .downloader {
+            _ = inputUnitsByDevice[unit.device]?.popFront(ifEqual: absolute)
+        }
         guard unit.sequence <= sliceTo else { return }
         let compared = unit.sequence >= sliceFrom
         if compared { waitForSchedule(unit.timestamp) }
+        if downloader != nil, compared { try fireDownloaderTimers(through: unit.timestamp) }
         now = unit.timestamp
         switch unit.source {
         case .header:
@@ -301,6 +342,15 @@ public final class ReplaySession {
             result.events += records.count
             if compared { result.comparedEvents += 1 }
             check(records, against: unit, compared: compared)
+        case .observer where whatIf && compared:
+            // The recorded observers' command: the observers under test decided anew (`noteWhatIf`).
+            if isUnclaimedObserverCommand {
+                noteMissing(unit)
+            } else {
+                recordedInRange += unit.events.count
+                result.comparedEvents += unit.events.count
+            }
+            return
         case .observer:
             if isUnclaimedObserverCommand && compared {
                 noteMissing(unit)
@@ -311,6 +361,11 @@ public final class ReplaySession {
             try handleRecorded(compared ? claimed ?? unit.body! : unit.body!, unit, compared: compared)
         case .user, .store, .downloader:
             let body = unit.body!
+            if whatIf && compared {
+                if unit.source == .downloader, let key = Self.download(of: body), downloadsAnew.contains(key) { return noteNoLongerApplies(unit) }
+                guard stillApplies(unit) else { return noteNoLongerApplies(unit) }
+                if unit.source == .user, apps.attachLateAtStep(body) { collectReactions(of: body.device, compared: compared) }
+            }
             if unit.source == .user { noteAppOrigin(unit) }
             apps.beforeUserAction(body)
             try handleRecorded(body, unit, compared: compared)
@@ -318,6 +373,169 @@ public final class ReplaySession {
             collectReactions(of: body.device, compared: compared)
         }
         try handleReactions(compared: compared)
+    }
+
+    /// The download a downloader's report is about.
+    static func download(of body: CommandBody) -> DownloadKey? {
+        switch body {
+        case .reportDownloadProgress(let key, _, _), .completeDownload(let key, _), .failDownload(let key, _): key
+        default: nil
+        }
+    }
+
+    /// Keeps the downloader's timers; its reports on downloads decided anew are handled where they are made.
+    private func takeDownloaderEffects(_ effects: [Effect]) {
+        for effect in effects {
+            switch effect {
+            case .timer(let delay, let token):
+                downloaderTimersSet += 1
+                downloaderTimers.append((now + max(0, delay), downloaderTimersSet, token))
+            case .send(let body):
+                guard let key = Self.download(of: body), downloadsAnew.contains(key) else { continue }
+                downloaderReports.append(body)
+            }
+        }
+    }
+
+    private var downloaderReports: [CommandBody] = []
+
+    /// Fires the downloader's timers due by `time`, in due order, each at its own time, and handles the
+    /// reports they make and what the observers answer.
+    private func fireDownloaderTimers(through time: Int64) throws {
+        guard let downloader else { return }
+        var fired = 0
+        while let next = downloaderTimers.indices.min(by: { (downloaderTimers[$0].due, downloaderTimers[$0].order) < (downloaderTimers[$1].due, downloaderTimers[$1].order) }),
+              downloaderTimers[next].due <= time {
+            fired += 1
+            if time == .max && fired > Self.maximumTrailingTimers { break }
+            let timer = downloaderTimers.remove(at: next)
+            now = max(now, timer.due)
+            takeDownloaderEffects(downloader.timerFired(timer.token, now: now))
+            while !downloaderReports.isEmpty {
+                let body = downloaderReports.removeFirst()
+                extraNumber += 1
+                let records = try handle(Command(id: CommandID(origin: extraOrigin, number: extraNumber), body: body))
+                deliver(records, compared: true)
+                try handleReactions(compared: true)
+            }
+        }
+    }
+
+    /// Whether the queue still accepts a recorded user's, store or downloader command in a what-if
+    /// replay (a report on a download the observers under test cancelled does not), or refused it in
+    /// the recording too.
+    private func stillApplies(_ unit: RecordedUnit) -> Bool {
+        if case .commandRejected = unit.events.first?.event { return true }
+        guard case .reject = engine.projection.decide(Command(id: unit.commandID!, body: unit.body!), catalog: scenario.catalog) else { return true }
+        return false
+    }
+
+    /// A recorded command that no longer applies is left out: its recorded events differ from the replay's (none).
+    private func noteNoLongerApplies(_ unit: RecordedUnit) {
+        recordedInRange += unit.events.count
+        result.comparedEvents += unit.events.count
+        result.different += 1
+        verbatim = false
+        guard result.firstDivergence == nil else { return }
+        result.firstDivergence = Divergence(kind: .different, sequence: engine.projection.lastSequence + 1, recorded: unit.events.first,
+                                            replayed: nil, device: unit.device, context: nil, handledBefore: handled)
+        firstNeedsReplayed = true
+    }
+
+    /// Classifies a command the observers under test sent in a what-if replay, already handled where
+    /// it was sent: it stands for the first recorded observer command of its device ahead that makes the
+    /// same request (an attachment under another observer's name is the same), and differs when its
+    /// events do (names of observers aside); with none, it is `extra`. Only the report depends on this.
+    private func noteWhatIf(_ body: CommandBody, _ records: [EngineRecord]) {
+        guard let absolute = correspondingRecorded(body) else {
+            // A transfer the recording did not start here has no recorded reports to follow: decided anew.
+            if case .startDownloads = body {
+                for record in records { if case .downloadStarted(let key) = record.recorded.event { downloadsAnew.insert(key) } }
+            }
+            guard !records.isEmpty else { return }
+            result.extra += 1
+            verbatim = false
+            if result.firstDivergence == nil {
+                let next = (head..<window.end).lazy.map { self.window[$0] }.first { $0.unit.sequence <= self.sliceTo && !$0.unit.events.isEmpty }
+                result.firstDivergence = Divergence(kind: .extra, sequence: records[0].recorded.sequence, recorded: next?.unit.events.first,
+                                                    replayed: records[0].recorded, device: body.device, context: nil, handledBefore: handled - 1)
+            }
+            return
+        }
+        window[absolute].claimed = body
+        let recorded = window[absolute].unit.events
+        var firstDifference: Int?
+        for index in 0..<max(records.count, recorded.count) {
+            guard index < records.count, index < recorded.count,
+                  Self.withoutObserverName(records[index].recorded.event) == Self.withoutObserverName(recorded[index].event) else {
+                firstDifference = index
+                break
+            }
+        }
+        guard let index = firstDifference else { return }
+        result.different += 1
+        verbatim = false
+        guard result.firstDivergence == nil else { return }
+        result.firstDivergence = Divergence(
+            kind: .different, sequence: index < records.count ? records[index].recorded.sequence : engine.projection.lastSequence + 1,
+            recorded: index < recorded.count ? recorded[index] : nil, replayed: index < records.count ? records[index].recorded : nil,
+            device: body.device, context: nil, handledBefore: handled - 1)
+    }
+
+    /// The first recorded observer command of the device that makes the same request before the
+    /// device's next recorded input (user, store, downloader), struck out: the same request elsewhere
+    /// among the inputs is another behaviour.
+    private func correspondingRecorded(_ body: CommandBody) -> Int? {
+        guard let index = unclaimed.index(forKey: body.device) else { return nil }
+        var nextInput = window.end
+        if let inputs = inputUnitsByDevice[body.device] {
+            for position in inputs.start..<inputs.items.count where inputs.items[position] >= head {
+                nextInput = inputs.items[position]
+                break
+            }
+        }
+        var position = unclaimed.values[index].start
+        while position < unclaimed.values[index].items.count {
+            let absolute = unclaimed.values[index].items[position]
+            if absolute >= nextInput { return nil }
+            if absolute >= head, Self.sameRequest(body, window[absolute].unit.body!) {
+                unclaimed.values[index].items[position] = -1
+                return absolute
+            }
+            position += 1
+        }
+        return nil
+    }
+
+    /// Equal requests, an observer's name aside: an observer's new name is not a new behaviour.
+    static func sameRequest(_ sent: CommandBody, _ recorded: CommandBody) -> Bool {
+        switch (sent, recorded) {
+        case (.attachObserver(let device, _), .attachObserver(let recordedDevice, _)),
+             (.detachObserver(let device, _), .detachObserver(let recordedDevice, _)):
+            device == recordedDevice
+        case (.recordAppAction(let action), .recordAppAction(let recordedAction)):
+            withoutObserverName(action) == withoutObserverName(recordedAction)
+        default:
+            matches(sent, recorded)
+        }
+    }
+
+    static func withoutObserverName(_ event: Event) -> Event {
+        switch event {
+        case .observerAttached(let device, _): .observerAttached(device: device, observer: "")
+        case .observerDetached(let device, _): .observerDetached(device: device, observer: "")
+        case .appActionRecorded(let action): .appActionRecorded(withoutObserverName(action))
+        default: event
+        }
+    }
+
+    static func withoutObserverName(_ action: AppAction) -> AppAction {
+        switch action {
+        case .contentGranted(let key, _, let product): .contentGranted(key, observer: "", productIdentifier: product)
+        case .contentKept(let key, _): .contentKept(key, observer: "")
+        case .restoreShownDone(let device, let restore, _): .restoreShownDone(device: device, restore: restore, observer: "")
+        case .failureShown(let key, _): .failureShown(key, observer: "")
+        }
     }
 
     /// The app process incarnation of the device's last app-side command (written only when it
@@ -419,6 +637,17 @@ public final class ReplaySession {
 
     /// Lets the apps hear appended events, then takes what their observers sent.
     private func deliver(_ records: [EngineRecord], compared: Bool) {
+        if let downloader, compared {
+            for record in records {
+                takeDownloaderEffects(downloader.receive(record.recorded, now: now))
+                // A download that ended is forgotten (the set holds what is under way, not the history): a
+                // recorded report on it later no longer applies anyway.
+                switch record.recorded.event {
+                case .downloadFinished(let key, _), .downloadFailed(let key, _), .downloadCancelled(let key): downloadsAnew.remove(key)
+                default: break
+                }
+            }
+        }
         // A command's events almost always concern one device: others are listed only when seen.
         var first: String?
         var others: [String] = []
@@ -435,6 +664,17 @@ public final class ReplaySession {
     }
 
     private func collectReactions(of device: String, compared: Bool) {
+        if whatIf {
+            // Decided anew: every command the observers under test send is handled where it is sent. Before
+            // the slice the recording is the truth, and what they send is not sent.
+            let drained = apps.drainObserverCommands(device)
+            if compared {
+                reactions.append(contentsOf: drained)
+            } else {
+                for body in drained { apps.withdraw(body, device: device) }
+            }
+            return
+        }
         for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) {
             // Before the slice the recording is the truth: what it has no place for is not sent;
             // nor is what the recorded app lost as it quit, and the app does not remember it either.
@@ -591,7 +831,9 @@ public final class ReplaySession {
             }
             extraNumber += 1
             let records = try handle(Command(id: CommandID(origin: extraOrigin, number: extraNumber), body: body))
-            if !records.isEmpty {
+            if whatIf {
+                noteWhatIf(body, records)
+            } else if !records.isEmpty {
                 result.extra += 1
                 verbatim = false
                 if result.firstDivergence == nil {

@@ -91,7 +91,10 @@ public final class DeviceApp {
     private let behavior: AppBehavior
     private let catalog: Catalog
     private let isAdditionalDevice: Bool
+    /// The user's stream: what the user does does not depend on the observers.
     private let choices: ChoiceSource
+    /// The stream of this device's observers and app: their order, attachments, duplicates, kills.
+    let observerChoices: ChoiceSource
     /// The key the developer's server signs promotional offers with, which the store checks (F-O6).
     private let promotionalOfferKey: PromotionalOfferKey
     /// Subscription groups this app has bought in: its users are the current and lapsed subscribers a
@@ -116,11 +119,12 @@ public final class DeviceApp {
         self.behavior = behavior
         self.catalog = catalog
         self.isAdditionalDevice = isAdditionalDevice
-        self.choices = choices
+        self.choices = choices.stream(ChoiceStream.user(device))
+        observerChoices = choices.stream(ChoiceStream.observers(device))
         self.purchasesLeft = behavior.purchasesPerDevice
         self.storage = storage
         self.hooks = hooks
-        self.queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, choices: choices)
+        self.queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, choices: observerChoices)
         queue.duplicateDeliveryProbability = behavior.choicePoints?.duplicateDeliveryProbability ?? 0
         queue.trace = hooks?.trace
     }
@@ -147,9 +151,9 @@ public final class DeviceApp {
         observers = makeObservers()
         var atLaunch = observers.filter { !(($0 as? BuiltInObserver)?.behavior.attachesLate ?? false) }
         lateObservers = observers.filter { ($0 as? BuiltInObserver)?.behavior.attachesLate ?? false }
-        if behavior.choicePoints?.shuffleAttachOrder == true { atLaunch = PaymentQueue.shuffled(atLaunch, .observerAttach, choices) }
+        if behavior.choicePoints?.shuffleAttachOrder == true { atLaunch = PaymentQueue.shuffled(atLaunch, .observerAttach, observerChoices) }
         for observer in atLaunch { queue.add(observer) }
-        lateSteps = lateObservers.isEmpty ? 0 : 1 + choices.index(.observerAttach, count: 2)
+        lateSteps = lateObservers.isEmpty ? 0 : 1 + observerChoices.index(.observerAttach, count: 2)
     }
 
     /// Attaches late observers once their steps have passed.
@@ -377,11 +381,11 @@ public final class AppRole: Role {
             }
             return send(app, into: &effects)
         }
-        guard let probability = choicePoints?.killProbability, probability > 0, let choices, app.canBeKilled,
-              choices.chance(.appKill, probability) else { return send(app, into: &effects) }
+        guard let probability = choicePoints?.killProbability, probability > 0, choices != nil, app.canBeKilled,
+              app.observerChoices.chance(.appKill, probability) else { return send(app, into: &effects) }
         // Killed after handling this update, between two of the commands it made (or after all).
         let made = app.queue.pendingCommandCount
-        let kept = made == 0 ? 0 : choices.index(.appKill, count: made + 1)
+        let kept = made == 0 ? 0 : app.observerChoices.index(.appKill, count: made + 1)
         send(app, keepingFirst: kept, into: &effects)
         hooks?.trace?.killed(device: device, dropped: made - kept, afterCause: recorded.sequence)
         app.kill()

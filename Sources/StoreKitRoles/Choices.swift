@@ -72,10 +72,36 @@ public struct Choice: Sendable, Hashable, Codable {
 /// model draw from it in execution order; it records each draw, so the seed reproduces a
 /// run and so does the recorded sequence (`ReplayedChoices`).
 ///
+/// Each source of choices (a user, the store, the downloader, the network, a device's observers)
+/// draws from a stream of its own (`stream(_:)`): what one source draws does not move what
+/// another draws, so a run with other observers has the same users. The streams of one run share
+/// one numbering and one record, in execution order, so a recorded sequence replays whichever
+/// stream each draw came from.
+///
 /// A reference type: every part of one runtime shares the same numbering.
 public protocol ChoiceSource: AnyObject {
     /// A value in `0..<bound` (`bound` ≥ 1).
     func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64
+    /// The stream of one named source (`ChoiceStream`), the same object every time it is asked for,
+    /// so a restarted role goes on where its stream was. Sources that are one sequence (a recorded
+    /// sequence, an exploration strategy) return themselves.
+    func stream(_ name: String) -> ChoiceSource
+}
+
+/// The names of the sources of a run's choices: each draws from a stream of its own.
+public enum ChoiceStream {
+    public static let store = "store"
+    public static let downloader = "downloader"
+    public static let network = "network"
+    /// The user of one device: products, quantities, restores, relaunches, think times.
+    public static func user(_ device: String) -> String { "user " + device }
+    /// The observers of one device and their app: the order they hear an update in, when they
+    /// attach, duplicate deliveries, kills.
+    public static func observers(_ device: String) -> String { "observers " + device }
+}
+
+extension ChoiceSource {
+    public func stream(_ name: String) -> ChoiceSource { self }
 }
 
 /// Resolution of unit draws: 2^53 steps, the precision of a Double in [0, 1).
@@ -119,25 +145,54 @@ extension ChoiceSource {
     }
 }
 
-/// Choices drawn from a seed (xoshiro256**), each recorded when `isRecording`.
+/// Choices drawn from a seed (xoshiro256**), each recorded when `isRecording`. Each named
+/// stream (`stream(_:)`) has a generator of its own, derived from the seed and the stream's name;
+/// every stream counts and records into the one it was made from, in execution order.
 public final class SeededChoices: ChoiceSource {
     // Unchecked exclusivity: `choose` is the only writer and never re-entered (several draws per event).
     @exclusivity(unchecked) private var random: SeededRandom
     public let isRecording: Bool
     @exclusivity(unchecked) public private(set) var recorded: [Choice] = []
     @exclusivity(unchecked) public private(set) var count = 0
+    private let seed: UInt64
+    private let streamName: String
+    /// The source this stream was made from (nil: this is the run's source), which counts and records.
+    private let root: SeededChoices?
+    /// The streams made so far, by name (on the run's source only).
+    private var streams: [String: SeededChoices] = [:]
 
     public init(seed: UInt64, stream: String = "run", recording: Bool = false) {
         random = SeededRandom(seed: seed, stream: stream)
         isRecording = recording
+        self.seed = seed
+        streamName = stream
+        root = nil
+    }
+
+    private init(root: SeededChoices, name: String) {
+        let full = root.streamName + "/" + name
+        random = SeededRandom(seed: root.seed, stream: full)
+        isRecording = root.isRecording
+        seed = root.seed
+        streamName = full
+        self.root = root
+    }
+
+    public func stream(_ name: String) -> ChoiceSource {
+        if let root { return root.stream(name) }
+        if let existing = streams[name] { return existing }
+        let made = SeededChoices(root: self, name: name)
+        streams[name] = made
+        return made
     }
 
     public func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
         precondition(bound >= 1, "a choice needs at least one option")
-        count += 1
         // Lemire's multiply-shift: unbiased enough for bounds far below 2^64 and branch-free.
         let value = bound == 1 ? 0 : random.next().multipliedFullWidth(by: bound).high
-        if isRecording { recorded.append(Choice(kind: kind, bound: bound, value: value)) }
+        let counter = root ?? self
+        counter.count += 1
+        if isRecording { counter.recorded.append(Choice(kind: kind, bound: bound, value: value)) }
         return value
     }
 }

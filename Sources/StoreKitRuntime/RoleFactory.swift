@@ -26,9 +26,9 @@ public struct RoleFactory {
     public func make(_ kind: Kind, name: String, deviceIndices: [Int]? = nil) -> Role {
         switch kind {
         case .store:
-            StoreRole(name: name, catalog: scenario.catalog, behavior: scenario.store, choices: choices)
+            StoreRole(name: name, catalog: scenario.catalog, behavior: scenario.store, choices: choices.stream(ChoiceStream.store))
         case .downloader:
-            DownloaderRole(name: name, content: content, behavior: scenario.downloader, choices: choices)
+            DownloaderRole(name: name, content: content, behavior: scenario.downloader, choices: choices.stream(ChoiceStream.downloader))
         case .apps:
             AppRole(name: name, devices: scenario.makeApps(indices: deviceIndices, choices: choices, storage: content),
                     hooks: scenario.hooks, choicePoints: scenario.apps.choicePoints, choices: choices)

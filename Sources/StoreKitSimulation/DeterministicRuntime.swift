@@ -123,7 +123,7 @@ public final class DeterministicRuntime {
         try scenario.validate()
         self.scenario = scenario
         self.environment = environment
-        choices = environment.choices
+        choices = environment.choices.stream(ChoiceStream.network)
         network = scenario.network
         if let points = scenario.apps.choicePoints, points.removalDelayProbability > 0 {
             removalDelay = (points.removalDelayProbability, Int64(points.removalDelayMilliseconds * 1e6))

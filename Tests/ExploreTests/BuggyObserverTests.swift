@@ -211,7 +211,7 @@ import Testing
         #expect(throws: ExplorationError.self) { try Self.explore({ _ in [RestoresInLoop("restorer")] }, schedules: 3) }
         var explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 1), observers: { _ in [RestoresInLoop("restorer")] })
         explorer.maximumSteps = 2_000
-        #expect(throws: ExplorationError.self) { try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 8), jobs: 2) }
+        #expect(throws: ExplorationError.self) { try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 40), jobs: 2) }
     }
 
     @Test("Never finishing is reported (queue-drains or no-purchase-lost), shrunk")

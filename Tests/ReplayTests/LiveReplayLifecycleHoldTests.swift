@@ -121,7 +121,7 @@ import StoreKitRuntime
     /// it instead, among the app's burst (a user's action and the quit, one step of the user): as
     /// the live queue logged a restore's end between the app's commands.
     static func recording() throws -> (Recording, LiveReplayPlan) {
-        let recorded = try recordInMemory(seed: 5, devices: 1, purchases: 30) { $0.apps.relaunchProbability = 0.5 }
+        let recorded = try recordInMemory(seed: 6, devices: 1, purchases: 30) { $0.apps.relaunchProbability = 0.5 }
         var units: [RecordedUnit] = []
         try recorded.forEachUnit { units.append($0) }
         let quit = try #require(units.indices.first { index in

@@ -12,7 +12,7 @@ import StoreKitRuntime
     /// Two devices of one account, many purchases: receipts of more than one piece (100 entries
     /// each; finished consumables leave the receipt, so it grows by about one entry in five purchases).
     static func recording() throws -> Recording {
-        try recordInMemory(seed: 21, devices: 2, purchases: 400) {
+        try recordInMemory(seed: 24, devices: 2, purchases: 400) {
             $0.apps.receiptRefreshProbability = 0.01
             $0.apps.devicesPerAccount = 2
             $0.apps.relaunchProbability = 0.2

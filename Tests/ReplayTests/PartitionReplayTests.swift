@@ -70,8 +70,7 @@ import Testing
         let scratch = CLI.Scratch()
         let topology = Self.topology
         try topology.text.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
-        // Up to three replays of a recording, and a second recording when none was clean (live replay's
-        // timing, `recordAndReplayLive`); the first replay without a divergence is examined.
+        // One recording, replayed live once (`recordAndReplayLive`): a divergence fails the test.
         let (same, attempts, before) = try CLI.recordAndReplayLive(scratch, topology: "parts.yaml")
         #expect(same.status == 0, "\(attempts)")
         #expect(same.json["divergences"] as? Int == 0, "\(attempts)")
