@@ -74,6 +74,7 @@ struct RunCommand: AsyncParsableCommand {
         logger[metadataKey: "topology"] = "\(loaded.name)"
         // On a terminal the progress line tells the story; info lines would break it up.
         if options.showProgress && logger.logLevel > .debug { logger.logLevel = .warning }
+        if let warning = loaded.unauthenticatedTransportWarning { logger.warning("\(warning)") }
         let supervisor = Supervisor(topology: loaded, topologyPath: topologyPath, runDirectory: directory.standardizedFileURL,
                                     executable: currentExecutable(), options: options, logger: logger)
         let result: Supervisor.Result

@@ -458,6 +458,21 @@ extension Topology {
         return "insecure: true: \(exposed) carries events and commands unauthenticated and unencrypted"
     }
 
+    /// A warning for a topology with a queue endpoint on tcp:// (loopback included) and no CURVE:
+    /// every client that can connect is trusted with every role (docs/reliability.md, "Roles").
+    public var unauthenticatedTransportWarning: String? {
+        guard curve == nil else { return nil }
+        for (index, process) in processes.enumerated() {
+            for (name, endpoint) in [("events", process.eventsEndpoint), ("requests", process.requestsEndpoint)] {
+                guard let endpoint, endpoint.hasPrefix("tcp://") else { continue }
+                return "processes[\(index)].\(name) is \(endpoint) without CURVE: the queue trusts every client that can connect "
+                    + "with every role (any of them can send the store's or the downloader's commands); add a 'curve' section "
+                    + "to bind each client key to its roles (docs/reliability.md, \"Roles\")"
+            }
+        }
+        return nil
+    }
+
     /// Key files are relative to the topology file's directory.
     private func keyFilePath(_ path: String) -> String {
         path.hasPrefix("/") ? path : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(path).path

@@ -26,6 +26,17 @@ import ZeroMQ
         #expect(loopback.securityNotice == nil)
     }
 
+    @Test("tcp:// without CURVE, loopback included, gets a warning that every client is trusted with every role; ipc:// does not")
+    func tcpWithoutCurveWarns() throws {
+        let loopback = try Topology.parse(Self.exposed.replacingOccurrences(of: "10.0.0.1", with: "127.0.0.1"), file: "lo.yaml")
+        let warning = try #require(loopback.unauthenticatedTransportWarning)
+        #expect(warning.contains("processes[0].events is tcp://127.0.0.1:1 without CURVE"))
+        #expect(warning.contains("every role"))
+        let local = try Topology.parse(Self.exposed.replacingOccurrences(of: "tcp://10.0.0.1:1", with: "ipc://{run}/e.ipc")
+            .replacingOccurrences(of: "tcp://10.0.0.1:2", with: "ipc://{run}/r.ipc"), file: "ipc.yaml")
+        #expect(local.unauthenticatedTransportWarning == nil)
+    }
+
     @Test("each side reads only its own key file; the queue gets the allow-list")
     func keyFiles() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)")
