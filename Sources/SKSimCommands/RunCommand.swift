@@ -62,6 +62,8 @@ struct RunCommand: AsyncParsableCommand {
         let topologyPath = topology.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? Topology.builtInName
         do {
             try Supervisor.checkAllLocal(loaded, topologyPath: topology ?? Topology.builtInName)
+            // A client key the queue does not list only shows as a queue that "did not answer".
+            try loaded.checkClientKeyAllowed()
         } catch {
             throw UserFacingError("\(error)")
         }

@@ -75,6 +75,7 @@ public final class QueueProcess {
         if let security = try topology.curveServerSecurity() {
             configuration.curveServerSecretKey = security.secretKey
             configuration.allowedClientKeys = security.allowedClientKeys
+            if !security.permissions.isEmpty { configuration.clientPermissions = security.permissions }
         }
         if let notice = topology.securityNotice { logger.warning("\(notice)") }
         configuration.durabilityWakeup = wakeup
