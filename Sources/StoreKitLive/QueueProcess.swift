@@ -74,6 +74,7 @@ public final class QueueProcess {
         configuration.durabilityWakeup = wakeup
         let logger = self.logger
         var order = SenderOrderGate()
+        var admission = PaymentAdmission()
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
             // A sender's commands are applied in its order: one that arrives ahead of an earlier one
             // still being retried (after a restart of this queue) is answered "retry later", for a while.
@@ -81,6 +82,10 @@ public final class QueueProcess {
             if order.mustWait(command.id, window: window, now: LiveClock.monotonicNanoseconds()) {
                 let highest = window.highest(of: command.id.origin)
                 return .retryLater("command \(command.id) arrived before \(command.id.origin):\(highest + 1); send it again after the earlier ones")
+            }
+            // A payment beyond the bounds is refused unrecorded, so a burst cannot grow the queue without limit.
+            if let refusal = admission.refusal(of: command.body, in: engine.projection) {
+                return .rejected(refusal, appended: [])
             }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
             let outcome = try engine.handle(command, timestamp: LiveClock.wallNanoseconds() - startedAt)
