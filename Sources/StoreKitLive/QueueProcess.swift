@@ -85,6 +85,8 @@ public final class QueueProcess {
             }
             // A payment beyond the bounds is refused unrecorded, so a burst cannot grow the queue without limit.
             if let refusal = admission.refusal(of: command.body, in: engine.projection) {
+                // Handled, though unrecorded: its sender's next command must not wait for it (SenderOrderGate).
+                engine.noteRefused(command.id)
                 return .rejected(refusal, appended: [])
             }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
