@@ -98,6 +98,10 @@ public final class CommandSender {
     /// ACKs for commands no longer outstanding (answers to retries that crossed an ACK).
     public private(set) var lateAcknowledgements = 0
     public var retriesSent: Int { retries.retriesSent }
+    /// Retries sent as probes while the queue was silent (`CommandRetries`).
+    public var probesSent: Int { retries.probesSent }
+    /// Retries of lost commands held back because the retry budget was spent.
+    public var retriesDeferredByBudget: Int { retries.retriesDeferredByBudget }
     /// Refused inbound messages by reason.
     public private(set) var malformed = WireFailureCounts()
     /// Connections to the queue made again after the first (a restarted queue).
