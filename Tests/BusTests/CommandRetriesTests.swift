@@ -27,6 +27,13 @@ import Testing
         /// Copies waiting in the connection, with when they were sent (µs).
         var connection: [(number: UInt64, sentMicroseconds: Int)] = []
         var head = 0
+        /// Copies the connection holds before a send is dropped: a sender's DEALER high-water mark (4 × its window).
+        var capacity = 65_536
+
+        mutating func send(_ number: UInt64, at microseconds: Int) {
+            guard connection.count - head < capacity else { return }
+            connection.append((number, microseconds))
+        }
         var nextFreeMicroseconds = 0
         var applied = Set<UInt64>()
         var duplicates = 0
@@ -52,7 +59,86 @@ import Testing
     /// Open load of `rate` commands per second for `seconds`, the queue stalled from 8 s to 10 s;
     /// returns the duplicates and the median latency (first send to answer) per second of start.
     func stormRun(rate: Int, seconds: Int) -> (duplicates: Int, commands: Int, medianMillisecondsBySecond: [Int: Double]) {
-        var retries = retries()
+        var retries = Current(retries: retries())
+        return stormRun(rate: rate, seconds: seconds, policy: &retries)
+    }
+
+    /// What the simulation needs of a retry policy.
+    protocol Policy {
+        mutating func sent(_ number: UInt64, now: ContinuousClock.Instant)
+        /// True when the answer completed an outstanding command.
+        mutating func answered(_ number: UInt64, now: ContinuousClock.Instant) -> Bool
+        mutating func due(now: ContinuousClock.Instant) -> [UInt64]
+    }
+
+    struct Current: Policy {
+        var retries: CommandRetries
+        mutating func sent(_ number: UInt64, now: ContinuousClock.Instant) { retries.sent(number, payload: [], now: now) }
+        mutating func answered(_ number: UInt64, now: ContinuousClock.Instant) -> Bool {
+            if case .completed = retries.answered(number, status: .accepted, now: now) { return true }
+            return false
+        }
+        mutating func due(now: ContinuousClock.Instant) -> [UInt64] {
+            // As `CommandSender` does: only when something is due.
+            guard let wake = retries.nextWake(now: now), wake <= now else { return [] }
+            let work = retries.due(now: now)
+            #expect(work.expired.isEmpty)
+            return work.resend.map(\.number)
+        }
+    }
+
+    /// The sender's former rule, kept here to show the storm it made: once no answer had come for a
+    /// retry interval, every unanswered command up to the last one due was sent again, at each scan.
+    struct Former: Policy {
+        struct Pending { var firstSent: ContinuousClock.Instant; var nextAttempt: ContinuousClock.Instant; var interval: Duration }
+        /// By number − 1 (numbers are 1, 2, 3, …); nil once answered or given up.
+        var outstanding: [Pending?] = []
+        var lowest = 0
+        var lastAnswer: ContinuousClock.Instant
+        var highestHandled: UInt64 = 0
+        var nextScan: ContinuousClock.Instant
+        let policy = CommandRetriesTests.policy
+
+        mutating func sent(_ number: UInt64, now: ContinuousClock.Instant) {
+            outstanding.append(Pending(firstSent: now, nextAttempt: now + policy.retryInterval, interval: policy.retryInterval))
+        }
+        mutating func answered(_ number: UInt64, now: ContinuousClock.Instant) -> Bool {
+            let index = Int(number) - 1
+            guard outstanding[index] != nil else { return false }
+            outstanding[index] = nil
+            lastAnswer = now
+            highestHandled = max(highestHandled, number)
+            return true
+        }
+        mutating func due(now: ContinuousClock.Instant) -> [UInt64] {
+            guard now >= nextScan else { return [] }
+            nextScan = now + .milliseconds(5)
+            while lowest < outstanding.count && outstanding[lowest] == nil { lowest += 1 }
+            let stalled = now - lastAnswer >= policy.retryInterval
+            var lastDue = -1
+            for index in stride(from: outstanding.count - 1, through: lowest, by: -1) {
+                guard let pending = outstanding[index], pending.nextAttempt <= now, stalled || UInt64(index + 1) < highestHandled else { continue }
+                lastDue = index
+                break
+            }
+            guard lastDue >= lowest else { return [] }
+            var resend: [UInt64] = []
+            for index in lowest...lastDue {
+                guard var pending = outstanding[index] else { continue }
+                if now - pending.firstSent >= policy.giveUpAfter {
+                    outstanding[index] = nil
+                    continue
+                }
+                resend.append(UInt64(index + 1))
+                pending.interval = min(pending.interval * 2, policy.maximumRetryInterval)
+                pending.nextAttempt = now + pending.interval
+                outstanding[index] = pending
+            }
+            return resend
+        }
+    }
+
+    func stormRun<P: Policy>(rate: Int, seconds: Int, policy retries: inout P) -> (duplicates: Int, commands: Int, medianMillisecondsBySecond: [Int: Double]) {
         // 250 µs per command: the queue has four times the capacity the load needs.
         var queue = SimulatedQueue(serviceMicroseconds: 1_000_000 / rate / 4, stalledFromMilliseconds: 8_000, stalledUntilMilliseconds: 10_000)
         var sentAt: [UInt64: Int] = [:]
@@ -67,23 +153,17 @@ import Testing
                 let due = (now + stepMicroseconds) * rate / 1_000_000 - now * rate / 1_000_000
                 for _ in 0..<due {
                     number += 1
-                    retries.sent(number, payload: [], now: start + .microseconds(now))
-                    queue.connection.append((number, now))
+                    retries.sent(number, now: start + .microseconds(now))
+                    queue.send(number, at: now)
                     sentAt[number] = now
                 }
             }
             for (answered, when) in queue.answers(through: now) {
-                if case .completed = retries.answered(answered, status: .accepted, now: start + .microseconds(when)),
-                    let sent = sentAt[answered] {
+                if retries.answered(answered, now: start + .microseconds(when)), let sent = sentAt[answered] {
                     latencies[sent / 1_000_000, default: []].append(when - sent)
                 }
             }
-            // As `CommandSender` does: only when something is due.
-            if let wake = retries.nextWake(now: start + .microseconds(now)), wake <= start + .microseconds(now) {
-                let work = retries.due(now: start + .microseconds(now))
-                #expect(work.expired.isEmpty)
-                for (resent, _) in work.resend { queue.connection.append((resent, now)) }
-            }
+            for resent in retries.due(now: start + .microseconds(now)) { queue.send(resent, at: now) }
             now += stepMicroseconds
         }
         let medians = latencies.mapValues { values in Double(values.sorted()[values.count / 2]) / 1_000 }
@@ -99,6 +179,17 @@ import Testing
         // interval: after the stall it works off the 2,000 commands that waited, and nothing more.
         #expect(after <= max(3 * before, 50), "median before \(before) ms, after \(after) ms")
         #expect(run.duplicates * 100 <= run.commands * 2, "\(run.duplicates) duplicates of \(run.commands) commands")
+    }
+
+    @Test("the former rule (every unanswered command up to the last one due, at each scan) turns the same 2 s stall into a lasting overload")
+    func formerRuleStorms() {
+        var former = Former(lastAnswer: start, nextScan: start)
+        let run = stormRun(rate: 1_000, seconds: 20, policy: &former)
+        let before = run.medianMillisecondsBySecond[5]!
+        // Seconds with no command answered at all count as never.
+        let after = (14...18).map { run.medianMillisecondsBySecond[$0] ?? .infinity }.max()!
+        #expect(after > max(3 * before, 50), "median before \(before) ms, after \(after) ms")
+        #expect(run.duplicates * 100 > run.commands * 2, "\(run.duplicates) duplicates of \(run.commands) commands")
     }
 
     @Test("while the queue is silent only the oldest command is sent again, at doubling intervals")
