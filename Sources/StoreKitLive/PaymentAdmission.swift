@@ -16,7 +16,7 @@ public struct PaymentAdmission: Sendable {
     private var pendingInQueue = 0
     private var paymentsSinceCount = Int.max
 
-    public init(maximumPendingPerDevice: Int = 1_000, maximumPendingInQueue: Int = 200_000, recountEvery: Int = 4_096) {
+    public init(maximumPendingPerDevice: Int = 1_000, maximumPendingInQueue: Int = 100_000, recountEvery: Int = 4_096) {
         self.maximumPendingPerDevice = maximumPendingPerDevice
         self.maximumPendingInQueue = maximumPendingInQueue
         self.recountEvery = recountEvery
