@@ -221,6 +221,8 @@ public enum WireFailureReason: String, Sendable, Hashable, CaseIterable, CustomS
     case tooManySubscriptions
     /// A message on the events socket that is neither a subscription nor an unsubscription; its connection is closed.
     case notASubscription
+    /// A command outside the roles of its sender's CURVE key (docs/reliability.md, "Roles"); answered `rejected`.
+    case roleRefused
 
     public var description: String { rawValue }
 }

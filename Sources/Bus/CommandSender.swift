@@ -12,15 +12,21 @@ public struct CommandSenderConfiguration: Sendable {
     public var firstNumber: UInt64 = 1
     /// Most commands awaiting an ACK; `submit` refuses more (back-pressure).
     public var window: Int = 4_096
-    /// First retry after this long without an ACK; doubles per attempt up to `maximumRetryInterval`.
-    /// A command is not retried while the queue is still acknowledging this sender's earlier
-    /// commands (it is queued behind them); see `CommandSender`.
+    /// How long the queue may stay silent before the sender probes it, and a command's first
+    /// interval after an `unavailable` answer; doubles up to `maximumRetryInterval`. A command is
+    /// not retried while the queue is still answering this sender's earlier commands (it is queued
+    /// behind them); see `CommandRetries`.
     public var retryInterval: Duration = .milliseconds(500)
     public var maximumRetryInterval: Duration = .seconds(2)
     /// A command still unacknowledged this long after its first send is given up.
     public var giveUpAfter: Duration = .seconds(10)
     /// Set when the queue is a CURVE server.
     public var curve: CurveClientKeys?
+
+    /// The retry settings as `CommandRetries` takes them.
+    public var retryPolicy: CommandRetries.Policy {
+        CommandRetries.Policy(retryInterval: retryInterval, maximumRetryInterval: maximumRetryInterval, giveUpAfter: giveUpAfter)
+    }
 
     public init(origin: String, requestsEndpoint: String) {
         self.origin = origin
@@ -79,9 +85,10 @@ public enum CommandCompletion: Sendable, Equatable {
 }
 
 /// Sends commands to the queue with at-least-once delivery and exactly-once effect: each gets
-/// a fresh id, stays outstanding until its ACK, and is re-sent with the same id on timeout
-/// (the queue dedupes by id). Many commands are in flight at once, which is what makes the
-/// bus fast; the window bounds them.
+/// a fresh id, stays outstanding until its ACK, and is re-sent with the same id when its answers
+/// show it lost (the queue dedupes by id). When it is re-sent is `CommandRetries`' decision: this
+/// class only owns the socket and the clock. Many commands are in flight at once, which is what
+/// makes the bus fast; the window bounds them.
 ///
 /// Poll-loop friendly and single-threaded: `submit` and `poll` from the owning thread. Not Sendable.
 public final class CommandSender {
@@ -90,58 +97,55 @@ public final class CommandSender {
     public private(set) var nextNumber: UInt64
     /// ACKs for commands no longer outstanding (answers to retries that crossed an ACK).
     public private(set) var lateAcknowledgements = 0
-    public private(set) var retriesSent = 0
+    public var retriesSent: Int { retries.retriesSent }
+    /// Retries sent as probes while the queue was silent (`CommandRetries`).
+    public var probesSent: Int { retries.probesSent }
+    /// Retries of lost commands held back because the retry budget was spent.
+    public var retriesDeferredByBudget: Int { retries.retriesDeferredByBudget }
     /// Refused inbound messages by reason.
     public private(set) var malformed = WireFailureCounts()
+    /// Connections to the queue made again after the first (a restarted queue).
+    public private(set) var reconnections = 0
 
     private let dealer: Socket
+    /// Reports each completed handshake: after the first, the queue restarted and lost what it had not answered.
+    private let connections: SocketMonitor
+    private var handshakes = 0
     private let poller = Poller()
-    private var outstanding: [UInt64: Outstanding] = [:]
-    private var nextRetryScan: ContinuousClock.Instant = .now
-    /// When the queue last answered one of this sender's commands as handled (accepted, rejected or
-    /// duplicate), and the highest number so answered: the queue handles a sender's commands in number
-    /// order and answers them in that order, so an older command still unanswered while a newer one
-    /// was answered is lost, and one newer than every answer is waiting its turn while answers come.
-    private var lastHandledAnswer: ContinuousClock.Instant = .now
-    private var highestHandled: UInt64 = 0
+    private var retries: CommandRetries
     private let commandVerb = Array(BusWire.RequestVerb.command.rawValue.utf8)
     private let acknowledgementVerb = Array(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
-
-    private struct Outstanding {
-        var payload: [UInt8]
-        var firstSent: ContinuousClock.Instant
-        var nextAttempt: ContinuousClock.Instant
-        var interval: Duration
-        var attempts: Int
-        /// The queue answered `unavailable`: nothing was recorded, so it is retried when due whatever
-        /// else is answered meanwhile.
-        var refused = false
-    }
 
     public init(context: ZeroMQContext, configuration: CommandSenderConfiguration) throws(ZeroMQError) {
         self.configuration = configuration
         nextNumber = configuration.firstNumber
+        retries = CommandRetries(policy: configuration.retryPolicy, now: .now)
         dealer = try context.socket(.dealer)
         if let curve = configuration.curve { try curve.apply(to: dealer) }
         // Room for the whole window plus its retries in both directions.
         try dealer.set(.sendHighWaterMark, max(1_000, configuration.window * 4))
         try dealer.set(.receiveHighWaterMark, max(1_000, configuration.window * 4))
         dealer.receiveLimits = MessageLimits(maximumFrameCount: 6, maximumByteCount: 64 << 10)
+        connections = try dealer.monitor([.handshakeSucceeded])
         try dealer.connect(configuration.requestsEndpoint)
         poller.register(dealer, for: .readable)
+        poller.register(connections.socket, for: .readable)
     }
 
     /// Closes the socket; outstanding commands are abandoned.
-    public func close() { dealer.close() }
+    public func close() {
+        connections.close()
+        dealer.close()
+    }
 
-    /// The socket to wait on, for a loop that polls several senders at once (`PartitionedSender`).
-    public var pollItems: [PollItem] { [.socket(dealer, .readable)] }
+    /// The sockets to wait on, for a loop that polls several senders at once (`PartitionedSender`).
+    public var pollItems: [PollItem] { [.socket(dealer, .readable), .socket(connections.socket, .readable)] }
 
     /// Commands awaiting an ACK.
-    public var outstandingCount: Int { outstanding.count }
+    public var outstandingCount: Int { retries.outstandingCount }
 
     /// Whether `submit` would accept another command now.
-    public var hasCapacity: Bool { outstanding.count < configuration.window }
+    public var hasCapacity: Bool { retries.outstandingCount < configuration.window }
 
     /// Assigns the next id to `body`, sends it and keeps it outstanding until its ACK.
     /// Throws `.windowFull` instead of blocking when the window is full.
@@ -150,34 +154,42 @@ public final class CommandSender {
         guard hasCapacity else { throw .windowFull(window: configuration.window) }
         let command = Command(id: CommandID(origin: configuration.origin, number: nextNumber), body: body)
         let payload = EventCodec.encode(command)
-        let now = ContinuousClock.now
         do {
             // A refused send (no connection yet, or full) is simply retried on schedule.
             try dealer.send([commandVerb, payload], mode: .nonBlocking)
         } catch {
             throw .transport(error)
         }
-        outstanding[nextNumber] = Outstanding(
-            payload: payload, firstSent: now, nextAttempt: now + configuration.retryInterval,
-            interval: configuration.retryInterval, attempts: 1)
-        nextRetryScan = min(nextRetryScan, now + configuration.retryInterval)
+        retries.sent(nextNumber, payload: payload, now: .now)
         nextNumber += 1
         return command.id
     }
 
-    /// Waits up to `timeout` for ACKs, re-sends overdue commands and gives up on expired ones;
-    /// returns the commands that completed (possibly none).
+    /// Waits up to `timeout` for ACKs, re-sends what `CommandRetries` finds due and gives up on
+    /// expired commands; returns the commands that completed (possibly none).
     public func poll(timeout: Duration) throws(ZeroMQError) -> [CommandCompletion] {
         var completions: [CommandCompletion] = []
         let deadline = ContinuousClock.now + timeout
         while true {
+            try noteReconnections()
             try drainAcknowledgements(into: &completions)
-            try retryOverdue(into: &completions)
+            try retryDue(into: &completions)
             let now = ContinuousClock.now
             if !completions.isEmpty || now >= deadline { return completions }
             var wait = deadline - now
-            if !outstanding.isEmpty { wait = min(wait, max(.milliseconds(1), nextRetryScan - now)) }
+            if let wake = retries.nextWake(now: now) { wait = min(wait, max(.milliseconds(1), wake - now)) }
             try poller.poll(timeout: wait)
+        }
+    }
+
+    private func noteReconnections() throws(ZeroMQError) {
+        while let event = try connections.receive(timeout: .zero) {
+            guard event.event == .handshakeSucceeded else { continue }
+            handshakes += 1
+            if handshakes > 1 {
+                reconnections += 1
+                retries.reconnected(now: .now)
+            }
         }
     }
 
@@ -208,88 +220,38 @@ public final class CommandSender {
                 malformed.record(failure.reason)
                 continue
             }
-            guard let commandID = acknowledgement.commandID, commandID.origin == configuration.origin,
-                var pending = outstanding[commandID.number]
-            else {
+            guard let commandID = acknowledgement.commandID, commandID.origin == configuration.origin else {
                 lateAcknowledgements += 1
                 continue
             }
-            if acknowledgement.status == .unavailable {
-                // The queue is alive but could not take it now: retry on the usual schedule.
-                pending.nextAttempt = min(pending.nextAttempt, .now + pending.interval)
-                pending.refused = true
-                outstanding[commandID.number] = pending
-                nextRetryScan = min(nextRetryScan, pending.nextAttempt)
+            switch retries.answered(commandID.number, status: acknowledgement.status, now: .now) {
+            case .late:
+                lateAcknowledgements += 1
+            case .retryLater:
                 continue
+            case .completed(let sentOnce):
+                if acknowledgement.status == .duplicate && sentOnce {
+                    // Sent once, so no earlier copy of ours can have been applied: someone else's was.
+                    completions.append(.failed(commandID, .duplicateOfUnsentCommand(
+                        commandID: commandID, endpoint: configuration.requestsEndpoint)))
+                    continue
+                }
+                completions.append(.acknowledged(acknowledgement))
             }
-            outstanding[commandID.number] = nil
-            if acknowledgement.status != .malformed {
-                lastHandledAnswer = .now
-                highestHandled = max(highestHandled, commandID.number)
-            }
-            if acknowledgement.status == .duplicate && pending.attempts == 1 {
-                // Sent once, so no earlier copy of ours can have been applied: someone else's was.
-                completions.append(.failed(commandID, .duplicateOfUnsentCommand(
-                    commandID: commandID, endpoint: configuration.requestsEndpoint)))
-                continue
-            }
-            completions.append(.acknowledged(acknowledgement))
         }
     }
 
-    private func retryOverdue(into completions: inout [CommandCompletion]) throws(ZeroMQError) {
+    private func retryDue(into completions: inout [CommandCompletion]) throws(ZeroMQError) {
         let now = ContinuousClock.now
-        guard now >= nextRetryScan, !outstanding.isEmpty else { return }
-        // The next scan is due when the earliest outstanding attempt is (at least 5 ms on),
-        // so a full window of commands that are acknowledged in time is never scanned.
-        var earliest = now + configuration.maximumRetryInterval
-        var expired: [UInt64] = []
-        // A command waiting behind older ones that the queue is still answering is not lost, only
-        // queued: a window of thousands of commands can take longer than a retry interval to go
-        // through, and re-sending it then would feed the queue duplicates of all of it, slowing it
-        // further (congestion collapse). It is due only once no answer has come for a retry
-        // interval (the queue stalled, restarted or lost it), or when the queue answered a newer
-        // command (this one or its answer was lost), or after the queue refused it.
-        let stalled = now - lastHandledAnswer >= configuration.retryInterval
-        func isDue(_ number: UInt64, _ pending: Outstanding) -> Bool {
-            pending.nextAttempt <= now && (stalled || pending.refused || number < highestHandled || now - pending.firstSent >= configuration.giveUpAfter)
+        guard let wake = retries.nextWake(now: now), wake <= now else { return }
+        let work = retries.due(now: now)
+        for (_, payload) in work.resend {
+            try dealer.send([commandVerb, payload], mode: .nonBlocking)
         }
-        // A retry means the queue may have lost what it was sent (a restart). Commands of one sender
-        // must reach it in order (a payment after its device's registration), so every unacknowledged
-        // command up to the last one due is sent again, in number order; duplicates are harmless.
-        let lastDue = outstanding.lazy.filter { isDue($0.key, $0.value) }.map(\.key).max() ?? 0
-        if !stalled, outstanding.values.contains(where: { $0.nextAttempt <= now }) {
-            // Held back while answers come: look again when they would have stopped for an interval.
-            earliest = min(earliest, lastHandledAnswer + configuration.retryInterval)
-        }
-        for number in outstanding.keys.sorted() {
-            let pending = outstanding[number]!
-            guard number <= lastDue else {
-                // One held back (its time has come) is looked at again with the answers, above.
-                if pending.nextAttempt > now { earliest = min(earliest, pending.nextAttempt) }
-                continue
-            }
-            if now - pending.firstSent >= configuration.giveUpAfter {
-                expired.append(number)
-                continue
-            }
-            var updated = pending
-            try dealer.send([commandVerb, pending.payload], mode: .nonBlocking)
-            retriesSent += 1
-            updated.refused = false
-            updated.attempts += 1
-            updated.interval = min(updated.interval * 2, configuration.maximumRetryInterval)
-            updated.nextAttempt = min(now + updated.interval, pending.firstSent + configuration.giveUpAfter)
-            earliest = min(earliest, updated.nextAttempt)
-            outstanding[number] = updated
-        }
-        nextRetryScan = max(earliest, now + .milliseconds(5))
-        for number in expired.sorted() {
-            guard let pending = outstanding.removeValue(forKey: number) else { continue }
+        for (number, attempts, elapsed) in work.expired {
             let commandID = CommandID(origin: configuration.origin, number: number)
             completions.append(.failed(commandID, .notAcknowledged(
-                commandID: commandID, endpoint: configuration.requestsEndpoint, attempts: pending.attempts,
-                elapsed: now - pending.firstSent)))
+                commandID: commandID, endpoint: configuration.requestsEndpoint, attempts: attempts, elapsed: elapsed)))
         }
     }
 }

@@ -116,6 +116,11 @@ public struct QueueEndpointConfiguration: Sendable {
     /// With CURVE: the client public keys let in; any other key is refused during the
     /// handshake. nil lets in every client that knows the server's public key.
     public var allowedClientKeys: Set<CurveKey>?
+    /// With CURVE: what each client key may send (docs/reliability.md, "Roles"). A command outside
+    /// its sender's permissions is answered `rejected` and reported (`onRefused`, `roleRefused`),
+    /// never handed to the handler. A key not listed here (but allowed) may send everything; nil
+    /// checks nothing.
+    public var clientPermissions: [CurveKey: ClientPermissions]?
     /// Signalled by the writer's `onDurable` hook, so `step` wakes as soon as records become
     /// durable instead of polling every millisecond while they wait (see `QueueEndpoint.init`).
     public var durabilityWakeup: PollWakeup?
@@ -132,6 +137,8 @@ public struct QueueEndpointCounters: Sendable, Hashable {
     public var commandsHandled = 0
     /// Commands answered `unavailable` (overload or a throwing handler).
     public var commandsRefusedAsUnavailable = 0
+    /// Commands refused because their role is not among their sender's key's (`clientPermissions`).
+    public var commandsRefusedForRole = 0
     public var eventsPublished = 0
     public var heartbeatsSent = 0
     public var fetchesServed = 0
@@ -222,6 +229,8 @@ public final class QueueEndpoint {
     private let unreadReplies: UnreadReplies
     private var refusalReports: RefusalReportLimiter
     private var reportedClientKeys = Set<CurveKey>()
+    /// `clientPermissions` by the user id each connection is let in with (the key's Z85 text).
+    private let permissionsByUserID: [String: ClientPermissions]
     /// What each subscriber connection subscribed to, by descriptor (docs/wire-format.md, "Subscriptions").
     private var subscriptions: SubscriptionLedger
     /// The last read of the events socket stopped at `subscriptionMessagesPerRead`: more may wait unsignalled.
@@ -266,6 +275,7 @@ public final class QueueEndpoint {
         lastEnqueuedSequence = publishedSequence
         recent = RecentRecords(capacity: max(1, configuration.recentRecordCapacity))
         refusalReports = RefusalReportLimiter(interval: configuration.refusalReportInterval)
+        permissionsByUserID = Dictionary(uniqueKeysWithValues: (configuration.clientPermissions ?? [:]).map { ($0.key.z85, $0.value) })
         subscriptions = SubscriptionLedger(maximumPerConnection: max(1, configuration.maximumSubscriptionsPerSubscriber))
         unreadReplies = UnreadReplies(totalLimit: configuration.maximumQueuedReplyBytes, maximumPeers: configuration.maximumPeers)
 
@@ -495,6 +505,8 @@ public final class QueueEndpoint {
                 }
                 return .deny(reason: "client key not allowed")
             }
+            // Every message of the connection then names its key, so a command is judged by its sender's roles.
+            if configuration.clientPermissions != nil { return .allowAs(userID: key.z85) }
         }
         return .allow
     }
@@ -518,7 +530,7 @@ public final class QueueEndpoint {
                 refuse(routingID, WireFailure(.wrongFrameCount, "CMD has \(message.count - 1) frames, expected 2"))
                 return
             }
-            handleCommand(routingID: routingID, payload: message[2])
+            handleCommand(routingID: routingID, payload: message[2], sender: permissionsByUserID.isEmpty ? nil : message.userID(ofFrame: 2))
         case .fetch:
             guard message.count == 3, message[2].count == BusWire.fetchRequestByteCount else {
                 refuse(routingID, WireFailure(.malformedBody, "FETCH needs one \(BusWire.fetchRequestByteCount)-byte frame"))
@@ -548,7 +560,7 @@ public final class QueueEndpoint {
         return lastRoutingID
     }
 
-    private func handleCommand(routingID: [UInt8], payload: UnsafeRawBufferPointer) {
+    private func handleCommand(routingID: [UInt8], payload: UnsafeRawBufferPointer, sender: String?) {
         guard payload.count <= configuration.maximumCommandBytes else {
             refuse(routingID, WireFailure(.commandTooLarge, "command of \(payload.count) bytes exceeds \(configuration.maximumCommandBytes) bytes"),
                    commandID: BusWire.leadingCommandID(payload))
@@ -561,6 +573,16 @@ public final class QueueEndpoint {
             let reason: WireFailureReason = payload.first.map { $0 != EventCodec.formatVersion } ?? false
                 ? .unsupportedVersion : .undecodablePayload
             refuse(routingID, WireFailure(reason, error.description), commandID: BusWire.leadingCommandID(payload))
+            return
+        }
+        if let sender, let permissions = permissionsByUserID[sender], let refusal = permissions.refusal(of: command.body) {
+            // Refused before the handler: nothing is recorded, and retrying cannot help.
+            counters.commandsRefusedForRole += 1
+            let detail = "refused command \(command.id) from client key \(sender): \(refusal)"
+            counters.refused.record(.roleRefused)
+            if let report = refusalReports.admit(WireFailure(.roleRefused, detail), at: .now) { onRefused?(report) } else { counters.refusalReportsSkipped += 1 }
+            acknowledge(routingID, CommandAcknowledgement(status: .rejected, commandID: command.id, lastSequence: 0,
+                                                          message: "not allowed: \(refusal)"))
             return
         }
         if unpublished.count >= configuration.maximumUnpublishedRecords {

@@ -35,11 +35,14 @@ extension LogMaintenance {
     /// Truncates torn tails back to the last whole unit, removes a last segment cut inside its header, completes
     /// the seal of a segment whose roll a crash interrupted, and rebuilds stale indexes. Refuses with `.repairRefused` (changing nothing) when any other damage exists:
     /// it never drops records from the middle of a partition.
-    public static func repair(directory: URL) throws(LogError) -> [RepairAction] {
+    ///
+    /// - Parameter validatePayload: as for `verify`: a record whose checksum is right but whose payload
+    ///   it refuses is damage, so repair refuses as `verify` fails (the two never disagree).
+    public static func repair(directory: URL, validatePayload: ((UnsafeRawBufferPointer) -> String?)? = nil) throws(LogError) -> [RepairAction] {
         var plans: [(partition: String, partitionPath: String, problems: [LogProblem], findings: [SegmentFinding])] = []
         var refused: [LogProblem] = []
         for partition in try logPartitions(in: directory) {
-            let (report, findings) = try verifyPartition(directory: directory, partition: partition)
+            let (report, findings) = try verifyPartition(directory: directory, partition: partition, validatePayload: validatePayload)
             refused += report.problems.filter { !$0.isRepairable }
             plans.append((partition, LogDirectory.partitionPath(directory, partition), report.problems, findings))
         }

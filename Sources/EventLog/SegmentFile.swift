@@ -191,6 +191,16 @@ final class SegmentFile {
             let word = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
             let length = word & SegmentFormat.payloadLengthMask
             guard length <= header.maximumPayloadBytes else {
+                // A whole record whose checksum holds was written so: the header's limit is what is wrong
+                // (a crafted or damaged header), and calling it a torn tail would have repair delete it.
+                if UInt64(recordHeaderBytes) + UInt64(length) <= bytesLeftInFile,
+                    try hasValidChecksum(at: recordOffset, recordBytes: recordHeaderBytes + Int(length)) {
+                    return .damage(
+                        LogProblem(
+                            kind: .invalidLength, path: path, byteOffset: recordOffset,
+                            message: "record length \(length) exceeds the segment header's payload limit \(header.maximumPayloadBytes), "
+                                + "yet the record's checksum holds: the header is damaged, not the record; this is not a torn tail"))
+                }
                 return try unusable(
                     .invalidLength, "record length \(length) exceeds the segment's payload limit \(header.maximumPayloadBytes)")
             }
@@ -283,7 +293,9 @@ final class SegmentFile {
                 let word = UInt32(littleEndian: window.loadUnaligned(fromByteOffset: start + 4, as: UInt32.self))
                 let length = UInt64(word & SegmentFormat.payloadLengthMask)
                 let isSeal = word & SegmentFormat.sealFlag != 0
-                guard length <= UInt64(header.maximumPayloadBytes), !isSeal || word == SegmentFormat.sealFlag,
+                // Any length the format allows, not only the header's limit: a header can be wrong too, and a whole
+                // record whose checksum holds after a bad one proves the bad one is damage, not a torn tail.
+                guard !isSeal || word == SegmentFormat.sealFlag,
                     candidate + recordHeaderBytes + length <= size
                 else { continue }
                 let sequence = UInt64(littleEndian: window.loadUnaligned(fromByteOffset: start + 8, as: UInt64.self))

@@ -39,6 +39,19 @@ struct LogCommand: AsyncParsableCommand {
             try await body()
         } catch let error as LogError {
             throw UserFacingError("\(error)", exitStatus: error.code == .corruption || error.code == .repairRefused ? 1 : 2)
+        } catch let error as LogContentError {
+            // A record that holds no event is damage, as `verify` and `cat` report it (status 1).
+            throw UserFacingError("\(error)", exitStatus: 1)
+        }
+    }
+
+    /// Why a record's payload is no event this build reads, or nil: `verify` and `repair` judge alike.
+    static func payloadProblem(_ payload: UnsafeRawBufferPointer) -> String? {
+        do throws(DecodingFailure) {
+            _ = try EventCodec.decodeEvent(payload)
+            return nil
+        } catch {
+            return "the payload is not an event of format \(EventCodec.formatVersion): \(error)"
         }
     }
 
@@ -72,15 +85,7 @@ struct LogCommand: AsyncParsableCommand {
         func run() async throws { try await LogCommand.reportingLogErrors(perform) }
 
         func perform() async throws {
-            // A record whose checksum is right but whose payload is no event this build reads is damage too.
-            let report = try LogMaintenance.verify(directory: try LogCommand.logDirectory(directory)) { payload in
-                do throws(DecodingFailure) {
-                    _ = try EventCodec.decodeEvent(payload)
-                    return nil
-                } catch {
-                    return "the payload is not an event of format \(EventCodec.formatVersion): \(error)"
-                }
-            }
+            let report = try LogMaintenance.verify(directory: try LogCommand.logDirectory(directory), validatePayload: LogCommand.payloadProblem)
             printLine(report.description)
             if !report.isIntact { throw ExitCode(1) }
         }
@@ -93,7 +98,8 @@ struct LogCommand: AsyncParsableCommand {
         func run() async throws { try await LogCommand.reportingLogErrors(perform) }
 
         func perform() async throws {
-            let actions = try LogMaintenance.repair(directory: try LogCommand.logDirectory(directory))
+            // Judged as `verify` judges: a payload that is no event refuses the repair as it fails the verification.
+            let actions = try LogMaintenance.repair(directory: try LogCommand.logDirectory(directory), validatePayload: LogCommand.payloadProblem)
             if actions.isEmpty { printLine("nothing to repair: the log is intact") }
             for action in actions { printLine(action.description) }
         }

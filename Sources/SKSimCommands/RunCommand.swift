@@ -62,6 +62,8 @@ struct RunCommand: AsyncParsableCommand {
         let topologyPath = topology.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? Topology.builtInName
         do {
             try Supervisor.checkAllLocal(loaded, topologyPath: topology ?? Topology.builtInName)
+            // A client key the queue does not list only shows as a queue that "did not answer".
+            try loaded.checkClientKeyAllowed()
         } catch {
             throw UserFacingError("\(error)")
         }
@@ -74,6 +76,7 @@ struct RunCommand: AsyncParsableCommand {
         logger[metadataKey: "topology"] = "\(loaded.name)"
         // On a terminal the progress line tells the story; info lines would break it up.
         if options.showProgress && logger.logLevel > .debug { logger.logLevel = .warning }
+        if let warning = loaded.unauthenticatedTransportWarning { logger.warning("\(warning)") }
         let supervisor = Supervisor(topology: loaded, topologyPath: topologyPath, runDirectory: directory.standardizedFileURL,
                                     executable: currentExecutable(), options: options, logger: logger)
         let result: Supervisor.Result

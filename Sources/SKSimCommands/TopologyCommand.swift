@@ -33,6 +33,7 @@ struct TopologyCommand: AsyncParsableCommand {
             let topology = try loadTopology(file)
             do {
                 _ = try topology.curveClientKeys()
+                try topology.checkClientKeyAllowed()
                 if topology.processes.contains(where: { $0.role == .queue && $0.host == topology.queue.host }) {
                     _ = try topology.curveServerSecurity()
                 }

@@ -44,25 +44,18 @@ public final class QueueProcess {
         })
         // The endpoint syncs a lightly loaded step itself, with no hand-off, and wakes the flusher under load.
         writerConfiguration.ownerRequestsSyncs = true
+        // A log of another run is refused before the writer opens it: opening recovers a torn tail,
+        // which would change a log this queue must not touch.
+        let ownHeader = topology.scenario.header(runtime: "live", startedAtUnixNanoseconds: LiveClock.wallNanoseconds())
+        if let logged = Self.loggedHeader(logDirectory: logDirectory, partition: partition) {
+            try Self.refuseAnotherRun(logged: logged, own: ownHeader, logDirectory: logDirectory)
+        }
         let writer = try PartitionWriter(directory: logDirectory, partition: partition, configuration: writerConfiguration)
         for recovery in writer.recoveries { logger.warning("recovered the log's torn tail", metadata: ["recovery": "\(recovery)"]) }
         // The engine rebuilds its projection from the log, so a restarted queue carries on.
         let engine = try QueueEngine(catalog: topology.scenario.catalog, storage: DiskLogStorage(writer: writer))
-        let ownHeader = topology.scenario.header(runtime: "live", startedAtUnixNanoseconds: LiveClock.wallNanoseconds())
-        // A restart carries on its own run; a log of another run (a reused --run-directory) must not be
-        // continued with this topology's store and apps as if it were theirs.
-        if let logged = engine.header {
-            let differences = [logged.seed != ownHeader.seed ? "seed \(logged.seed), not \(ownHeader.seed)" : nil,
-                               logged.scenario != ownHeader.scenario ? "another scenario" : nil,
-                               logged.catalogDigest != ownHeader.catalogDigest ? "another catalog (\(logged.catalogSource))" : nil]
-                .compactMap { $0 }
-            guard differences.isEmpty else {
-                throw RoleProcessError(
-                    "the log in \(logDirectory.path) holds another run (\(differences.joined(separator: ", "))); "
-                        + "give this queue a new --run-directory, or start it with the topology that made that log",
-                    failsTheRun: true)
-            }
-        }
+        // Checked again on the engine's fold, in case the first record could not be read before.
+        if let logged = engine.header { try Self.refuseAnotherRun(logged: logged, own: ownHeader, logDirectory: logDirectory) }
         let startup = try engine.start(ownHeader)
         let startedAt = engine.header?.startedAtUnixNanoseconds ?? LiveClock.wallNanoseconds()
         logger.info("queue ready", metadata: ["partition": "\(partition)", "sequence": "\(engine.projection.lastSequence)", "devices": "\(engine.projection.devices.count)"])
@@ -75,11 +68,13 @@ public final class QueueProcess {
         if let security = try topology.curveServerSecurity() {
             configuration.curveServerSecretKey = security.secretKey
             configuration.allowedClientKeys = security.allowedClientKeys
+            if !security.permissions.isEmpty { configuration.clientPermissions = security.permissions }
         }
         if let notice = topology.securityNotice { logger.warning("\(notice)") }
         configuration.durabilityWakeup = wakeup
         let logger = self.logger
         var order = SenderOrderGate()
+        var admission = PaymentAdmission()
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
             // A sender's commands are applied in its order: one that arrives ahead of an earlier one
             // still being retried (after a restart of this queue) is answered "retry later", for a while.
@@ -87,6 +82,12 @@ public final class QueueProcess {
             if order.mustWait(command.id, window: window, now: LiveClock.monotonicNanoseconds()) {
                 let highest = window.highest(of: command.id.origin)
                 return .retryLater("command \(command.id) arrived before \(command.id.origin):\(highest + 1); send it again after the earlier ones")
+            }
+            // A payment beyond the bounds is refused unrecorded, so a burst cannot grow the queue without limit.
+            if let refusal = admission.refusal(of: command.body, in: engine.projection) {
+                // Handled, though unrecorded: its sender's next command must not wait for it (SenderOrderGate).
+                engine.noteRefused(command.id)
+                return .rejected(refusal, appended: [])
             }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
             let outcome = try engine.handle(command, timestamp: LiveClock.wallNanoseconds() - startedAt)
@@ -128,6 +129,36 @@ public final class QueueProcess {
                              records: engine.projection.lastSequence,
                              commandsAnsweredUnavailable: counters.commandsRefusedAsUnavailable,
                              repliesDropped: counters.repliesDropped).write(in: runDirectory, partition: partition)
+    }
+}
+
+extension QueueProcess {
+    /// The run header in the partition's first record, read without writing anything; nil when there
+    /// is no log yet or its first record cannot be read (the writer's recovery then judges it).
+    static func loggedHeader(logDirectory: URL, partition: String) -> RunHeader? {
+        guard let reader = try? PartitionReader(directory: logDirectory, partition: partition) else { return nil }
+        var header: RunHeader?
+        _ = try? reader.forEachRecord(from: 1, through: 1) { view in
+            if case .runStarted(let logged)? = try? LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload).event {
+                header = logged
+            }
+        }
+        return header
+    }
+
+    /// A restart carries on its own run; a log of another run (a reused --run-directory) must not be
+    /// continued with this topology's store and apps as if it were theirs.
+    static func refuseAnotherRun(logged: RunHeader, own: RunHeader, logDirectory: URL) throws {
+        let differences = [logged.seed != own.seed ? "seed \(logged.seed), not \(own.seed)" : nil,
+                           logged.scenario != own.scenario ? "another scenario" : nil,
+                           logged.catalogDigest != own.catalogDigest ? "another catalog (\(logged.catalogSource))" : nil]
+            .compactMap { $0 }
+        guard differences.isEmpty else {
+            throw RoleProcessError(
+                "the log in \(logDirectory.path) holds another run (\(differences.joined(separator: ", "))); "
+                    + "give this queue a new --run-directory, or start it with the topology that made that log",
+                failsTheRun: true)
+        }
     }
 }
 

@@ -39,6 +39,20 @@ public struct CurveConfiguration: Sendable {
     public var clientKeyFile: String
     /// Public keys of the client pairs the queue lets in.
     public var allowedClientKeys: [String]
+    /// What each bound key may send (an `allowedClientKeys` entry written as a mapping): the
+    /// processes that run with it and the roles given outright. A key written as a plain string is
+    /// not here and may send every role's command.
+    public var bindings: [String: ClientKeyBinding] = [:]
+}
+
+/// One `allowedClientKeys` entry written as `{key, processes, roles}` (docs/topology.md).
+public struct ClientKeyBinding: Sendable {
+    /// Processes of the topology that run with this key: their roles, and an observer's devices.
+    public var processes: [String]
+    /// Roles given outright, for any device (a load driver's invented devices).
+    public var roles: [CommandRole]
+    /// Where the entry is, for messages.
+    public var keyPath: String
 }
 
 /// A topology file: which processes run where, how they connect, and what they simulate.
@@ -173,6 +187,11 @@ public struct Topology: Sendable {
         let processes = try parseProcesses(processesNode, devices: scenario.devices)
         try checkEndpoints(processes, node: processesNode)
         let curve = try top["curve"].flatMap { node throws(TopologyError) in node.isPresent ? try parseCurve(node) : nil }
+        for binding in curve?.bindings.values.sorted(by: { $0.keyPath < $1.keyPath }) ?? [] {
+            for name in binding.processes where !processes.contains(where: { $0.name == name }) {
+                throw TopologyError(file: file, keyPath: binding.keyPath, problem: "binds process '\(name)', which the topology does not have")
+            }
+        }
         let insecure = try top["insecure"]?.bool() ?? false
         try checkTransportSecurity(processes, curve: curve, insecure: insecure, file: file)
         return Topology(name: name, file: file, scenario: scenario, durability: durability, durabilityName: durabilityName,
@@ -439,8 +458,20 @@ extension Topology {
                                clientKeyPair: try CurveKeyFile.load(path: keyFilePath(curve.clientKeyFile), topologyFile: file, keyPath: "curve.clientKeyFile"))
     }
 
+    /// Checks that this host's client key (`curve.clientKeyFile`) is among `allowedClientKeys`: the
+    /// queue refuses a key it does not list during the handshake, and its clients then only time out.
+    public func checkClientKeyAllowed() throws {
+        guard let curve, let keys = try curveClientKeys() else { return }
+        let publicKey = keys.clientKeyPair.publicKey.z85
+        guard curve.allowedClientKeys.contains(publicKey) else {
+            throw TopologyError(file: file, keyPath: "curve.allowedClientKeys",
+                                problem: "this host's client key \(publicKey) (from curve.clientKeyFile \(keyFilePath(curve.clientKeyFile))) is not listed; "
+                                    + "the queue would refuse every process of this host during its handshake. Add that publicKey line to allowedClientKeys")
+        }
+    }
+
     /// What the queue needs to be a CURVE server that lets in only the allowed clients.
-    public func curveServerSecurity() throws -> (secretKey: CurveKey, allowedClientKeys: Set<CurveKey>)? {
+    public func curveServerSecurity() throws -> (secretKey: CurveKey, allowedClientKeys: Set<CurveKey>, permissions: [CurveKey: ClientPermissions])? {
         guard let curve else { return nil }
         let pair = try CurveKeyFile.load(path: keyFilePath(curve.serverKeyFile), topologyFile: file, keyPath: "curve.serverKeyFile")
         guard pair.publicKey.z85 == curve.serverPublicKey else {
@@ -448,14 +479,59 @@ extension Topology {
                                 problem: "the key file's public key is not curve.serverPublicKey; put the file's publicKey line in serverPublicKey")
         }
         var allowed = Set<CurveKey>()
-        for key in curve.allowedClientKeys { allowed.insert(try CurveKey(z85: key)) }
-        return (pair.secretKey, allowed)
+        var permissions: [CurveKey: ClientPermissions] = [:]
+        for (index, key) in curve.allowedClientKeys.enumerated() {
+            let keyPath = curve.bindings[key]?.keyPath ?? "curve.allowedClientKeys[\(index)]"
+            let parsed: CurveKey
+            do {
+                parsed = try CurveKey(z85: key)
+            } catch {
+                throw TopologyError(file: file, keyPath: keyPath, problem: "'\(key)' is not a CURVE public key (\(error)); copy the publicKey line `sksim keys` printed on that host")
+            }
+            allowed.insert(parsed)
+            if let binding = curve.bindings[key] { permissions[parsed] = clientPermissions(binding) }
+        }
+        return (pair.secretKey, allowed, permissions)
+    }
+
+    /// The roles (and an observer's devices) a bound key may send commands for.
+    func clientPermissions(_ binding: ClientKeyBinding) -> ClientPermissions {
+        var roles = Set(binding.roles)
+        var devices: Set<String>? = binding.roles.contains(.app) ? nil : []
+        let names = scenario.deviceNames
+        for name in binding.processes {
+            guard let process = processes.first(where: { $0.name == name }) else { continue }
+            switch process.role {
+            case .queue: break
+            case .store: roles.insert(.store)
+            case .downloader: roles.insert(.downloader)
+            case .observer:
+                roles.insert(.app)
+                devices?.formUnion(process.deviceIndices.filter(names.indices.contains).map { names[$0] })
+            }
+        }
+        return ClientPermissions(roles: roles, devices: devices)
     }
 
     /// A line to log at start when the topology runs tcp:// across the network without CURVE.
     public var securityNotice: String? {
         guard insecure, curve == nil, let exposed = Self.exposedEndpoint(processes) else { return nil }
         return "insecure: true: \(exposed) carries events and commands unauthenticated and unencrypted"
+    }
+
+    /// A warning for a topology with a queue endpoint on tcp:// (loopback included) and no CURVE:
+    /// every client that can connect is trusted with every role (docs/reliability.md, "Roles").
+    public var unauthenticatedTransportWarning: String? {
+        guard curve == nil else { return nil }
+        for (index, process) in processes.enumerated() {
+            for (name, endpoint) in [("events", process.eventsEndpoint), ("requests", process.requestsEndpoint)] {
+                guard let endpoint, endpoint.hasPrefix("tcp://") else { continue }
+                return "processes[\(index)].\(name) is \(endpoint) without CURVE: the queue trusts every client that can connect "
+                    + "with every role (any of them can send the store's or the downloader's commands); add a 'curve' section "
+                    + "to bind each client key to its roles (docs/reliability.md, \"Roles\")"
+            }
+        }
+        return nil
     }
 
     /// Key files are relative to the topology file's directory.
@@ -476,13 +552,35 @@ extension Topology {
         }
         let allowedNode = try required("allowedClientKeys", "the publicKey of every client host's `sksim keys` pair")
         var allowed: [String] = []
-        for item in try allowedNode.sequence() { allowed.append(try key(item)) }
+        var bindings: [String: ClientKeyBinding] = [:]
+        for item in try allowedNode.sequence() {
+            guard (try? item.string()) == nil else {
+                allowed.append(try key(item))
+                continue
+            }
+            // {key: "…", processes: [store, downloader], roles: [app]}: the key sends only those roles' commands.
+            let entry = try item.mapping(allowedKeys: ["key", "processes", "roles"])
+            guard let keyNode = entry["key"] else { throw item.error("missing key 'key' (the host's publicKey)") }
+            let text = try key(keyNode)
+            let processes = try entry["processes"].map { node throws(TopologyError) in try node.sequence().map { item throws(TopologyError) in try item.string() } } ?? []
+            var roles: [CommandRole] = []
+            for roleNode in try entry["roles"]?.sequence() ?? [] {
+                let name = try roleNode.string()
+                guard let role = CommandRole(rawValue: name) else {
+                    throw roleNode.error("unknown role '\(name)'; expected one of \(CommandRole.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                roles.append(role)
+            }
+            guard !processes.isEmpty || !roles.isEmpty else { throw item.error("a bound key needs 'processes' or 'roles' (or write the key alone to allow every role)") }
+            allowed.append(text)
+            bindings[text] = ClientKeyBinding(processes: processes, roles: roles, keyPath: keyNode.keyPath)
+        }
         guard !allowed.isEmpty else { throw allowedNode.error("expected at least one client public key; the queue would refuse every client") }
         return CurveConfiguration(
             serverPublicKey: try key(try required("serverPublicKey", "the publicKey line of the queue's `sksim keys` pair")),
             serverKeyFile: try required("serverKeyFile", "path of the queue's key file, `sksim keys > server.key` on the queue's host").string(),
             clientKeyFile: try required("clientKeyFile", "path of each client host's own key file, `sksim keys > client.key` on that host").string(),
-            allowedClientKeys: allowed)
+            allowedClientKeys: allowed, bindings: bindings)
     }
 
     /// tcp:// on a non-loopback address without CURVE must be asked for explicitly.

@@ -78,6 +78,12 @@ public final class QueueEngine {
         return try append([.runStarted(header)], commandID: nil, timestamp: 0)
     }
 
+    /// Notes a command refused before it was decided (a live queue's bounds) as handled, so its
+    /// sender's next command does not look as if it skipped ahead of it. Nothing is recorded.
+    public func noteRefused(_ id: CommandID) {
+        projection.noteNoOperation(id)
+    }
+
     /// Decides, appends and applies one command. `timestamp` is the runtime's time since the
     /// run started; the log's timestamps never go backwards even if that clock does.
     public func handle(_ command: Command, timestamp: Int64) throws -> EngineOutcome {

@@ -14,6 +14,9 @@ public struct AuthenticationRequest: Sendable, Hashable {
 /// The answer to an `AuthenticationRequest`.
 public enum AuthenticationDecision: Sendable, Hashable {
     case allow
+    /// Let in, with a user id libzmq attaches to every message of the connection as its
+    /// `User-Id` property (`ReceivedMessage.userID`), so the receiver knows who sent it.
+    case allowAs(userID: String)
     /// Refused (ZAP status 400); libzmq closes the connection and the reason stays local.
     case deny(reason: String)
 }
@@ -67,11 +70,12 @@ public final class AuthenticationHandler {
                 address: String(decoding: frames[3], as: UTF8.self),
                 mechanism: mechanism,
                 curvePublicKey: mechanism == "CURVE" && frames.count == 7 ? try? CurveKey(bytes: frames[6]) : nil)
-            let (status, text): (String, String) = switch decide(request) {
-            case .allow: ("200", "OK")
-            case .deny(let reason): ("400", reason)
+            let (status, text, userID): (String, String, String) = switch decide(request) {
+            case .allow: ("200", "OK", "")
+            case .allowAs(let userID): ("200", "OK", userID)
+            case .deny(let reason): ("400", reason, "")
             }
-            try socket.send([Array("1.0".utf8), frames[1], Array(status.utf8), Array(text.utf8), [], []])
+            try socket.send([Array("1.0".utf8), frames[1], Array(status.utf8), Array(text.utf8), Array(userID.utf8), []])
         }
         return answered
     }

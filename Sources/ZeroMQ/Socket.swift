@@ -456,6 +456,15 @@ public struct ReceivedMessage: ~Copyable {
         self.count = count
     }
 
+    /// The user id the authentication handler gave the connection frame `index` came in on
+    /// (`AuthenticationDecision.allowAs`), or nil when it gave none.
+    public func userID(ofFrame index: Int) -> String? {
+        precondition(index >= 0 && index < count, "frame \(index) of a \(count)-frame message")
+        guard let value = zmq_msg_gets(frames[index], "User-Id") else { return nil }
+        let text = String(cString: value)
+        return text.isEmpty ? nil : text
+    }
+
     /// The bytes of frame `index`; valid only inside the `receiveMessage` body.
     public subscript(index: Int) -> UnsafeRawBufferPointer {
         precondition(index >= 0 && index < count, "frame \(index) of a \(count)-frame message")

@@ -74,4 +74,57 @@ struct AuthenticationTests {
         #expect(try collect(strangerSubscriber, count: 1, within: .milliseconds(300)).isEmpty)
         #expect(queue.counters.connectionsRefused >= 1)
     }
+
+    @Test("issue 30: a forging client with an allowed app key is refused the store's and the downloader's commands and other devices', and the refusal names its key and role",
+          .timeLimit(.minutes(1)))
+    func rolesEnforced() throws {
+        let server = try CurveKeyPair.generate()
+        let app = try CurveKeyPair.generate()
+        let store = try CurveKeyPair.generate()
+        let handler = DedupingHandler()
+        let queue = try QueueHarness(context: context, configure: {
+            $0.curveServerSecretKey = server.secretKey
+            $0.allowedClientKeys = [app.publicKey, store.publicKey]
+            $0.clientPermissions = [app.publicKey: ClientPermissions(roles: [.app], devices: ["d1"]),
+                                    store.publicKey: ClientPermissions(roles: [.store])]
+        }) { command, appender in try handler.handle(command, appender) }
+        func sender(_ pair: CurveKeyPair, origin: String) throws -> CommandSender {
+            var configuration = CommandSenderConfiguration(origin: origin, requestsEndpoint: queue.requestsEndpoint)
+            configuration.curve = CurveClientKeys(serverPublicKey: server.publicKey, clientKeyPair: pair)
+            return try CommandSender(context: context, configuration: configuration)
+        }
+        func answer(_ sender: CommandSender, _ body: CommandBody) throws -> CommandAcknowledgement? {
+            let id = try sender.submit(body)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                for case .acknowledged(let acknowledgement) in try sender.poll(timeout: .milliseconds(50)) where acknowledgement.commandID == id {
+                    return acknowledgement
+                }
+            }
+            return nil
+        }
+        let forger = try sender(app, origin: "forger.1")
+        defer { forger.close() }
+        // Its own device: served.
+        #expect(try answer(forger, .launchApp(device: "d1"))?.status == .accepted)
+        // The store's decision for its own purchase, the downloader's completion, another device's payment: refused.
+        let decision = try #require(try answer(forger, .decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: false))))
+        #expect(decision.status == .rejected)
+        #expect(decision.message.contains("store command"))
+        let download = try #require(try answer(forger, .completeDownload(DownloadKey(transaction: TransactionKey(device: "d1", number: 1), index: 0), contentURL: "/x")))
+        #expect(download.status == .rejected)
+        let elsewhere = try #require(try answer(forger, .launchApp(device: "d2")))
+        #expect(elsewhere.status == .rejected)
+        #expect(elsewhere.message.contains("d2"))
+        #expect(queue.wait { $0.commandsRefusedForRole >= 3 })
+        #expect(handler.appliedCount == 1, "only the forger's own launch reached the handler")
+        let report = try #require(queue.refusals.first { $0.reason == .roleRefused })
+        #expect(report.detail.contains(app.publicKey.z85))
+        #expect(report.detail.contains("store command"))
+        #expect(report.detail.contains("roles are app"))
+        // The store's key may send the store's command.
+        let honestStore = try sender(store, origin: "store.1")
+        defer { honestStore.close() }
+        #expect(try answer(honestStore, .decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: false)))?.status == .accepted)
+    }
 }

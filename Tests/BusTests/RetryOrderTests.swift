@@ -8,10 +8,46 @@ import ZeroMQ
 /// before the registration of its device (found by scripts/soak: after a queue kill, retries in
 /// hash order were rejected as `unknownDevice` and the run stalled).
 @Suite struct RetryOrderTests {
-    @Test("a retry resends every unacknowledged command up to the last one due, in number order")
-    func retriesInOrder() throws {
-        // A queue that takes commands and never acknowledges them (it lost them: a restart).
-        try Self.withScriptedQueue(retryInterval: .milliseconds(30)) { router, sender in try Self.retriesInOrder(router, sender) }
+    @Test("a queue that restarts (a new connection) gets every unacknowledged command again at once, in number order")
+    func retriesInOrderAfterRestart() throws {
+        // The first queue takes commands and never answers; then it is gone and another binds the
+        // same endpoint. The retry interval is far longer than the test: only the reconnection
+        // can make the sender send again.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sksim-retry-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let endpoint = "ipc://\(directory.path)/r.ipc"
+        var configuration = CommandSenderConfiguration(origin: "app.1", requestsEndpoint: endpoint)
+        configuration.retryInterval = .seconds(60)
+        configuration.maximumRetryInterval = .seconds(60)
+        configuration.giveUpAfter = .seconds(120)
+        let first = try context.socket(.router)
+        try first.bind(endpoint)
+        let sender = try CommandSender(context: context, configuration: configuration)
+        defer { sender.close() }
+        func receive(from router: Socket, count: Int) throws -> [UInt64] {
+            var received: [UInt64] = []
+            let deadline = ContinuousClock.now + .seconds(10)
+            while received.count < count && ContinuousClock.now < deadline {
+                _ = try sender.poll(timeout: .zero)
+                if let message = try router.receive(timeout: .milliseconds(5)), message.count == 3 {
+                    received.append(try EventCodec.decodeCommand(message[2]).id.number)
+                }
+            }
+            return received
+        }
+        _ = try sender.submit(.registerDevice(device: "d", account: "a"))
+        _ = try sender.submit(.launchApp(device: "d"))
+        _ = try sender.submit(.addPayment(device: "d", payment: Payment(productIdentifier: "p")))
+        #expect(try receive(from: first, count: 3) == [1, 2, 3])
+        first.close()
+        let second = try context.socket(.router)
+        defer { second.close() }
+        try second.bind(endpoint)
+        #expect(try receive(from: second, count: 3) == [1, 2, 3], "retries must keep the sender's order")
+        #expect(sender.reconnections == 1)
     }
 
     /// A sender (origin `app.1`) connected to a ROUTER socket the test scripts as the queue.
@@ -31,30 +67,6 @@ import ZeroMQ
         let sender = try CommandSender(context: context, configuration: configuration)
         defer { sender.close() }
         return try body(router, sender)
-    }
-
-    static func retriesInOrder(_ router: Socket, _ sender: CommandSender) throws {
-
-        var received: [UInt64] = []
-        func pump(until count: Int) throws {
-            let deadline = ContinuousClock.now + .seconds(10)
-            while received.count < count && ContinuousClock.now < deadline {
-                _ = try sender.poll(timeout: .zero)
-                if let message = try router.receive(timeout: .milliseconds(5)), message.count == 3 {
-                    received.append(try EventCodec.decodeCommand(message[2]).id.number)
-                }
-            }
-        }
-        _ = try sender.submit(.registerDevice(device: "d", account: "a"))
-        try pump(until: 2)  // its first send and first retry: its interval is now twice the others'
-        #expect(received == [1, 1])
-        _ = try sender.submit(.launchApp(device: "d"))
-        _ = try sender.submit(.addPayment(device: "d", payment: Payment(productIdentifier: "p")))
-        try pump(until: 4)
-        #expect(Array(received.suffix(2)) == [2, 3])
-        // Commands 2 and 3 fall due before command 1 does: all three go again, 1 first.
-        try pump(until: 7)
-        #expect(Array(received.suffix(3)) == [1, 2, 3], "retries must keep the sender's order: \(received)")
     }
 
     /// A scripted queue on a real ROUTER socket: it takes every command and answers them in order,

@@ -42,6 +42,48 @@ import Testing
         }
     }
 
+    @Test("issue 30: a crafted segment header (valid CRC, small payload limit) is damage: repair refuses and deletes no record that verifies")
+    func craftedHeaderPayloadLimit() throws {
+        try withTemporaryDirectory { directory in
+            try writeSampleRecords(directory, 1...100, configuration: smallSegments(maximumSegmentBytes: 1_000_000))
+            let segment = try segmentURLs(directory)[0]
+            var bytes = [UInt8](try Data(contentsOf: segment))
+            // The same header with a payload limit below every record's length; its own CRC is right.
+            let crafted = SegmentFormat.encodeHeader(partition: "main", baseSequence: 1, maximumPayloadBytes: 8)
+            bytes.replaceSubrange(0..<crafted.count, with: crafted)
+            try Data(bytes).write(to: segment)
+            let before = try snapshot(directory)
+
+            let report = try LogMaintenance.verify(directory: directory)
+            #expect(!report.isIntact)
+            #expect(!report.isRepairable, "\(report)")
+            #expect(report.problems.first?.kind == .invalidLength)
+            #expect(report.problems.first?.message.contains("not a torn tail") == true)
+            let repairError = #expect(throws: LogError.self) { try LogMaintenance.repair(directory: directory) }
+            #expect(repairError?.code == .repairRefused)
+            #expect(try snapshot(directory) == before, "nothing changed: every record still verifies under a right header")
+            // A writer refuses it too, rather than truncating it as a torn tail.
+            #expect(throws: LogError.self) { try PartitionWriter(directory: directory, partition: "main", configuration: smallSegments()) }
+            #expect(try snapshot(directory) == before)
+        }
+    }
+
+    @Test("issue 30: repair judges payloads as verify does: a record that holds no event refuses the repair")
+    func repairAgreesWithVerifyOnPayloads() throws {
+        try withTemporaryDirectory { directory in
+            try writeSampleRecords(directory, 1...10, configuration: smallSegments(maximumSegmentBytes: 100_000))
+            let before = try snapshot(directory)
+            let refuseRecordFive: (UnsafeRawBufferPointer) -> String? = { payload in
+                payload.elementsEqual(samplePayload(5)) ? "not an event" : nil
+            }
+            let report = try LogMaintenance.verify(directory: directory, validatePayload: refuseRecordFive)
+            #expect(!report.isIntact)
+            let repairError = #expect(throws: LogError.self) { try LogMaintenance.repair(directory: directory, validatePayload: refuseRecordFive) }
+            #expect(repairError?.code == .repairRefused)
+            #expect(try snapshot(directory) == before)
+        }
+    }
+
     @Test("a missing middle segment is a sequence gap that nothing repairs")
     func missingSegment() throws {
         try withTemporaryDirectory { directory in

@@ -1,4 +1,6 @@
+import EventLog
 import Foundation
+import StoreKitModel
 import StoreKitTestKit
 import Testing
 
@@ -32,11 +34,20 @@ import Testing
         #expect(object["logDirectory"] as? String == scratch.path("run") + "/log")
     }
 
-    @Test("a queue started on the log of another run refuses in one line and writes nothing to it (it once carried on as if the log were its own)")
-    func queueRefusesAnotherRunsLog() throws {
+    @Test("a queue started on the log of another run refuses in one line and writes nothing to it (it once carried on as if the log were its own; issue 30: with a torn tail, it once truncated it first)",
+          arguments: [false, true])
+    func queueRefusesAnotherRunsLog(tornTail: Bool) throws {
         let scratch = Scratch()
         let simulated = try Self.sksim(["simulate", "--devices", "3", "--purchases-per-device", "2", "--seed", "8", "--out", scratch.path("run")])
         #expect(simulated.status == 0, "\(simulated.error)")
+        if tornTail {
+            // Half a record header at the end: what opening the log for writing would cut off.
+            let segment = URL(fileURLWithPath: scratch.path("run/log/queue/00000000000000000001.segment"))
+            let handle = try FileHandle(forWritingTo: segment)
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data([0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A]))
+            try handle.close()
+        }
         let topology = try Self.sksim(["topology", "show"])
         try topology.output.write(toFile: scratch.path("local.yaml"), atomically: true, encoding: .utf8)
         func logBytes() throws -> [String: Data] {
@@ -111,6 +122,25 @@ import Testing
             #expect(outcome.status == 2, "\(command): \(outcome.error)")
             #expect(outcome.error.hasPrefix("error: ") && outcome.error.contains("newer sksim (log format 3)"), "\(command): \(outcome.error)")
         }
+    }
+
+    @Test("issue 30: a record whose payload holds no event (a valid checksum) is damage to every log command: verify, repair, cat and project exit 1")
+    func undecodablePayloadIsDamageToEveryCommand() throws {
+        let scratch = Scratch()
+        #expect(try Self.sksim(["simulate", "--devices", "2", "--seed", "3", "--out", scratch.path("run")]).status == 0)
+        let writer = try PartitionWriter(directory: URL(fileURLWithPath: scratch.path("run/log")), partition: "queue",
+                                         configuration: PartitionWriterConfiguration(durability: .always))
+        _ = try writer.append(payload: [EventCodec.formatVersion, 0xFF, 0xFF, 0xFF], timestampNanoseconds: 1)
+        try writer.close()
+        let segment = URL(fileURLWithPath: scratch.path("run/log/queue/00000000000000000001.segment"))
+        let before = try Data(contentsOf: segment)
+        for command in ["verify", "repair", "cat", "project"] {
+            let outcome = try Self.sksim(["log", command, scratch.path("run")])
+            #expect(outcome.status == 1, "\(command): \(outcome.output.suffix(300)) \(outcome.error)")
+        }
+        let repair = try Self.sksim(["log", "repair", scratch.path("run")])
+        #expect(!repair.output.contains("intact"), "\(repair.output)")
+        #expect(try Data(contentsOf: segment) == before)
     }
 
     @Test("Output that cannot be written (a full disk) ends a command with one line and status 2, not Foundation's trap")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Bus
 import ZeroMQ
 @testable import StoreKitLive
 
@@ -24,6 +25,17 @@ import ZeroMQ
         #expect(allowed.securityNotice?.contains("unauthenticated") == true)
         let loopback = try Topology.parse(Self.exposed.replacingOccurrences(of: "10.0.0.1", with: "127.0.0.1"), file: "lo.yaml")
         #expect(loopback.securityNotice == nil)
+    }
+
+    @Test("tcp:// without CURVE, loopback included, gets a warning that every client is trusted with every role; ipc:// does not")
+    func tcpWithoutCurveWarns() throws {
+        let loopback = try Topology.parse(Self.exposed.replacingOccurrences(of: "10.0.0.1", with: "127.0.0.1"), file: "lo.yaml")
+        let warning = try #require(loopback.unauthenticatedTransportWarning)
+        #expect(warning.contains("processes[0].events is tcp://127.0.0.1:1 without CURVE"))
+        #expect(warning.contains("every role"))
+        let local = try Topology.parse(Self.exposed.replacingOccurrences(of: "tcp://10.0.0.1:1", with: "ipc://{run}/e.ipc")
+            .replacingOccurrences(of: "tcp://10.0.0.1:2", with: "ipc://{run}/r.ipc"), file: "ipc.yaml")
+        #expect(local.unauthenticatedTransportWarning == nil)
     }
 
     @Test("each side reads only its own key file; the queue gets the allow-list")
@@ -55,5 +67,70 @@ import ZeroMQ
         try keyFile(client).write(to: directory.appendingPathComponent("client.key"), atomically: true, encoding: .utf8)
         #expect(try topology.curveClientKeys()?.clientKeyPair == client)
         #expect(try topology.curveClientKeys()?.serverPublicKey == server.publicKey)
+    }
+
+    /// A directory holding the server's and this host's key files, and a topology text using them.
+    static func keyedTopology(allowedClientKeys: String, client: CurveKeyPair) throws -> (directory: URL, file: String, text: String) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let server = try CurveKeyPair.generate()
+        func keyFile(_ pair: CurveKeyPair) -> String { "publicKey: \"\(pair.publicKey.z85)\"\nsecretKey: \"\(pair.secretKey.z85)\"\n" }
+        try keyFile(server).write(to: directory.appendingPathComponent("server.key"), atomically: true, encoding: .utf8)
+        try keyFile(client).write(to: directory.appendingPathComponent("client.key"), atomically: true, encoding: .utf8)
+        let text = exposed + """
+
+        curve:
+          serverPublicKey: "\(server.publicKey.z85)"
+          serverKeyFile: server.key
+          clientKeyFile: client.key
+          allowedClientKeys: \(allowedClientKeys)
+        """
+        return (directory, directory.appendingPathComponent("t.yaml").path, text)
+    }
+
+    @Test("issue 30: allowedClientKeys binds a key to the roles of the processes it runs, an observer's key to its devices")
+    func keysBoundToRoles() throws {
+        let (store, apps, driver, open) = (try CurveKeyPair.generate(), try CurveKeyPair.generate(), try CurveKeyPair.generate(), try CurveKeyPair.generate())
+        let list = "[{key: \"\(store.publicKey.z85)\", processes: [store, downloader]}, {key: \"\(apps.publicKey.z85)\", processes: [apps]}, "
+            + "{key: \"\(driver.publicKey.z85)\", roles: [app]}, \"\(open.publicKey.z85)\"]"
+        let (directory, file, text) = try Self.keyedTopology(allowedClientKeys: list, client: store)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let topology = try Topology.parse(text, file: file)
+        let security = try #require(try topology.curveServerSecurity())
+        #expect(security.allowedClientKeys.count == 4)
+        #expect(security.permissions[store.publicKey] == ClientPermissions(roles: [.store, .downloader], devices: []))
+        #expect(security.permissions[apps.publicKey] == ClientPermissions(roles: [.app], devices: [topology.scenario.deviceNames[0]]))
+        #expect(security.permissions[driver.publicKey] == ClientPermissions(roles: [.app], devices: nil))
+        #expect(security.permissions[open.publicKey] == nil, "a key written alone may send every role's command")
+        let unknown = #expect(throws: TopologyError.self) {
+            _ = try Topology.parse(text.replacingOccurrences(of: "processes: [apps]", with: "processes: [nobody]"), file: file)
+        }
+        #expect(unknown?.description.contains("curve.allowedClientKeys[1].key") == true)
+        #expect(unknown?.description.contains("nobody") == true)
+    }
+
+    @Test("issue 30: this host's client key missing from allowedClientKeys is named, with its file")
+    func missingClientKeyNamed() throws {
+        let client = try CurveKeyPair.generate()
+        let other = try CurveKeyPair.generate()
+        let (directory, file, text) = try Self.keyedTopology(allowedClientKeys: "[\"\(other.publicKey.z85)\"]", client: client)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let topology = try Topology.parse(text, file: file)
+        let error = #expect(throws: TopologyError.self) { try topology.checkClientKeyAllowed() }
+        #expect(error?.description.contains(client.publicKey.z85) == true)
+        #expect(error?.description.contains("client.key") == true)
+        #expect(error?.description.contains("curve.allowedClientKeys") == true)
+    }
+
+    @Test("issue 30: a malformed key in allowedClientKeys is refused with its file and key path")
+    func badAllowedKeyNamed() throws {
+        let client = try CurveKeyPair.generate()
+        let bad = String(repeating: "~", count: 40)
+        let (directory, file, text) = try Self.keyedTopology(allowedClientKeys: "[\"\(client.publicKey.z85)\", \"\(bad)\"]", client: client)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let error = #expect(throws: (any Error).self) { _ = try Topology.parse(text, file: file).curveServerSecurity() }
+        let description = "\(error.map { "\($0)" } ?? "")"
+        #expect(description.contains(file), "\(description)")
+        #expect(description.contains("curve.allowedClientKeys[1]"), "\(description)")
     }
 }
