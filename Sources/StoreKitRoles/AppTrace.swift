@@ -42,9 +42,14 @@ public final class AppHooks: @unchecked Sendable {
     /// quitting or a kill loses the previous instances. Names must be the same at every launch.
     public var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
     public var trace: AppTrace?
+    /// The app's own code at every launch, given the device's queue (StoreKitSim's `SimulatedApp`):
+    /// it attaches its observers itself, through the queue. Takes precedence over `observerFactory`.
+    public var appLaunch: ((_ queue: PaymentQueue) -> Void)?
 
-    public init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])? = nil, trace: AppTrace? = nil) {
+    public init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])? = nil, trace: AppTrace? = nil,
+                appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil) {
         self.observerFactory = observerFactory
         self.trace = trace
+        self.appLaunch = appLaunch
     }
 }
