@@ -239,7 +239,13 @@ public final class PaymentQueue {
         guard (currentState ?? transaction.transactionState) != .purchasing else {
             throw Rejection(.transactionStillPurchasing, "transaction \(transaction.key) is still purchasing; it cannot be finished yet (R-Q8)")
         }
-        guard currentState != nil, finishRequested.insert(transaction.key).inserted else { return }
+        guard let currentState else { return }
+        // Only a finish the queue will accept (a complete transaction) is remembered, so that a second
+        // one is not sent. A deferred transaction's finish is sent and refused (the log shows the app's
+        // mistake); remembered, it would swallow the app's correct finish after approval.
+        if currentState.isComplete {
+            guard finishRequested.insert(transaction.key).inserted else { return }
+        }
         enqueue(.finishTransaction(transaction.key))
     }
 
