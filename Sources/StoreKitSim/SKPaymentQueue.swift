@@ -73,22 +73,31 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     /// Adds a payment (R-Q7). StoreKit raises an exception for a quantity out of range; here such a
     /// payment, or one for a product the store does not sell, is not added.
     open func add(_ payment: SKPayment) {
+        device?.noteBelief()
         try? device?.queue.add(payment.payment)
     }
 
     /// Finishes a transaction (R-Q8). Finishing one that is still purchasing is StoreKit's exception;
     /// here it is ignored, as is finishing one twice.
     open func finishTransaction(_ transaction: SKPaymentTransaction) {
+        device?.noteBelief()
         try? device?.queue.finishTransaction(transaction.value)
     }
 
-    open func restoreCompletedTransactions() { device?.queue.restoreCompletedTransactions() }
+    open func restoreCompletedTransactions() {
+        device?.noteBelief()
+        device?.queue.restoreCompletedTransactions()
+    }
 
     open func restoreCompletedTransactions(withApplicationUsername username: String?) {
+        device?.noteBelief()
         device?.queue.restoreCompletedTransactions(applicationUsername: username)
     }
 
-    open func start(_ downloads: [SKDownload]) { device?.queue.start(downloads.map(\.value)) }
+    open func start(_ downloads: [SKDownload]) {
+        device?.noteBelief()
+        device?.queue.start(downloads.map(\.value))
+    }
     open func pause(_ downloads: [SKDownload]) { device?.queue.pause(downloads.map(\.value)) }
     open func resume(_ downloads: [SKDownload]) { device?.queue.resume(downloads.map(\.value)) }
     open func cancel(_ downloads: [SKDownload]) { device?.queue.cancel(downloads.map(\.value)) }

@@ -16,10 +16,16 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// This launch's `SKPaymentQueue` (a launch's objects go with it, as an app process's do).
     private(set) lazy var paymentQueue = SKPaymentQueue(device: self)
 
-    init(queue: PaymentQueue, storage: DeviceStorage) {
+    /// Reads what the app believes (`SimulatedApp`'s `belief`); nil when the test gives no way.
+    let readBelief: (() -> AppBelief)?
+    /// Depth of `run` calls: the app's state is read once its outermost callback returned.
+    private var depth = 0
+
+    init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil) {
         self.name = queue.device
         self.queue = queue
         self.storage = storage
+        self.readBelief = readBelief
     }
 
     /// Receipt refreshes this launch started, oldest first: the store answers them in order.
@@ -33,7 +39,57 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     /// Runs `body` as this device's app code.
     func run<Result>(_ body: () throws -> Result) rethrows -> Result {
-        try Self.$current.withValue(self, operation: body)
+        depth += 1
+        defer {
+            depth -= 1
+            if depth == 0 { noteBelief() }
+        }
+        return try Self.$current.withValue(self, operation: body)
+    }
+
+    /// Records in the log what the app's own state says it did since it was last read: each new
+    /// credit of a transaction as `contentGranted` and each restore shown done as `restoreShownDone`,
+    /// attributed to the observer whose callback is running. Called after each callback and before
+    /// each command the app makes, so a credit the app made before a finish is logged before it.
+    func noteBelief() {
+        guard let readBelief else { return }
+        let belief = readBelief()
+        let before = storage.lastBelief
+        storage.lastBelief = belief
+        if belief.restoresShownDone > before.restoresShownDone {
+            for _ in before.restoresShownDone..<belief.restoresShownDone { queue.restoreShownDone() }
+        }
+        guard !belief.credits.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
+        var grants: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
+        for (identifier, count) in belief.credits where count > before.credits[identifier] ?? 0 {
+            guard let transaction = Self.transaction(creditedAs: identifier, in: pending) else { continue }
+            grants[transaction.key, default: (transaction, 0)].times += count - (before.credits[identifier] ?? 0)
+        }
+        // What the app owns by its own state is granted, once, for every unfinished transaction that
+        // pays for it: a restore of something it credited before, or a credit whose record a kill
+        // dropped (the app's storage kept it).
+        for transaction in pending.values where transaction.transactionState.isPaid && grants[transaction.key] == nil
+            && !queue.wasGranted(transaction) {
+            let identifiers = [transaction.transactionIdentifier, transaction.originalTransaction?.transactionIdentifier]
+            if identifiers.contains(where: { ($0.flatMap { belief.credits[$0] } ?? 0) > 0 }) { grants[transaction.key] = (transaction, 1) }
+        }
+        // In transaction order: the app's dictionary has none.
+        for key in grants.keys.sorted() {
+            let grant = grants[key]!
+            for _ in 0..<grant.times { queue.contentGranted(grant.transaction) }
+        }
+    }
+
+    /// The unfinished transaction that the app's credit keyed by `identifier` is for: the one with
+    /// that transaction identifier, or the newest restored one whose original has it.
+    static func transaction(creditedAs identifier: String, in pending: [UInt64: PaymentTransaction]) -> PaymentTransaction? {
+        var found: PaymentTransaction?
+        for transaction in pending.values {
+            if transaction.transactionIdentifier == identifier { return transaction }
+            guard transaction.originalTransaction?.transactionIdentifier == identifier else { continue }
+            if found.map({ $0.key < transaction.key }) ?? true { found = transaction }
+        }
+        return found
     }
 
     /// Starts asynchronous work of the app: `completion` runs later, as the app's code on this
@@ -48,6 +104,8 @@ final class DeviceStorage: @unchecked Sendable {
     let device: String
     /// The folder of the app's bundle on this device; the receipt is `StoreKit/receipt` in it, as on iOS.
     let bundleFolder: URL
+    /// What the app's own state said when last read (it survives launches, as the app's storage does).
+    var lastBelief = AppBelief()
     /// The receipt's entries as the device last knew them, by transaction identifier, in order.
     private(set) var receiptEntries: [OriginalTransaction] = []
     private var receiptIdentifiers: Set<String> = []
