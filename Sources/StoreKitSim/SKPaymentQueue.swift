@@ -80,8 +80,12 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     /// Finishes a transaction (R-Q8). Finishing one that is still purchasing is StoreKit's exception;
     /// here it is ignored, as is finishing one twice.
     open func finishTransaction(_ transaction: SKPaymentTransaction) {
-        device?.noteBelief()
-        try? device?.queue.finishTransaction(transaction.value)
+        guard let device else { return }
+        device.noteBelief()
+        // The queue's current state of it: the app's object may be older (a completion arriving late).
+        let current = device.queue.transactions.first { $0.key == transaction.value.key } ?? transaction.value
+        device.grantIfOwned(current)
+        try? device.queue.finishTransaction(current)
     }
 
     open func restoreCompletedTransactions() {

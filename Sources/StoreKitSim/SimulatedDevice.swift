@@ -65,19 +65,21 @@ public final class SimulatedDevice: @unchecked Sendable {
             guard let transaction = Self.transaction(creditedAs: identifier, in: pending) else { continue }
             grants[transaction.key, default: (transaction, 0)].times += count - (before.credits[identifier] ?? 0)
         }
-        // What the app owns by its own state is granted, once, for every unfinished transaction that
-        // pays for it: a restore of something it credited before, or a credit whose record a kill
-        // dropped (the app's storage kept it).
-        for transaction in pending.values where transaction.transactionState.isPaid && grants[transaction.key] == nil
-            && !queue.wasGranted(transaction) {
-            let identifiers = [transaction.transactionIdentifier, transaction.originalTransaction?.transactionIdentifier]
-            if identifiers.contains(where: { ($0.flatMap { belief.credits[$0] } ?? 0) > 0 }) { grants[transaction.key] = (transaction, 1) }
-        }
         // In transaction order: the app's dictionary has none.
         for key in grants.keys.sorted() {
             let grant = grants[key]!
             for _ in 0..<grant.times { queue.contentGranted(grant.transaction) }
         }
+    }
+
+    /// The app finishes `transaction`, which its own state says it owns though no credit of it was
+    /// logged: a restore of something it credited before, or a credit whose record a kill dropped
+    /// (the app's storage kept it). It is logged as granted then, just before the finish.
+    func grantIfOwned(_ transaction: PaymentTransaction) {
+        guard transaction.transactionState.isPaid, !queue.wasGranted(transaction), !storage.lastBelief.credits.isEmpty else { return }
+        let identifiers = [transaction.transactionIdentifier, transaction.originalTransaction?.transactionIdentifier]
+        guard identifiers.contains(where: { ($0.flatMap { storage.lastBelief.credits[$0] } ?? 0) > 0 }) else { return }
+        queue.contentGranted(transaction)
     }
 
     /// The unfinished transaction that the app's credit keyed by `identifier` is for: the one with
