@@ -41,11 +41,16 @@ public final class SimulatedDevice: @unchecked Sendable {
     func run<Result>(_ body: () throws -> Result) rethrows -> Result {
         depth += 1
         defer {
+            // The app's tasks that this made ready run now, as the app's code, before its state is read.
+            if depth == 1 { Self.$current.withValue(self) { executor.runReady() } }
             depth -= 1
             if depth == 0 { noteBelief() }
         }
         return try Self.$current.withValue(self, operation: body)
     }
+
+    /// Where this launch's tasks run (`Task { … }` in the app's code); a kill drops what is waiting.
+    let executor = SimulatedExecutor()
 
     /// Records in the log what the app's own state says it did since it was last read: each new
     /// credit of a transaction as `contentGranted` and each restore shown done as `restoreShownDone`,

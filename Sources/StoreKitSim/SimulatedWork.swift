@@ -10,4 +10,14 @@ public enum SimulatedWork {
         guard let device = SimulatedDevice.current else { return completion(true) }
         device.startWork(canFail: canFail, completion: completion)
     }
+
+    /// `start` for `async` code: returns once the work is done, `true` when it succeeded. Outside a
+    /// simulated device's code it returns `true` at once.
+    public static func result(canFail: Bool = true) async -> Bool {
+        guard let device = SimulatedDevice.current else { return true }
+        // Unsafe rather than checked: a kill loses the work, and with it this continuation, on purpose.
+        return await withUnsafeContinuation { continuation in
+            device.startWork(canFail: canFail) { succeeded in continuation.resume(returning: succeeded) }
+        }
+    }
 }
