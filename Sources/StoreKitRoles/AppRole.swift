@@ -410,8 +410,10 @@ public final class AppRole: Role {
         // Killed after handling this update, between two of the commands it made (or after all).
         let made = app.queue.pendingCommandCount
         let kept = made == 0 ? 0 : choices.index(.appKill, count: made + 1)
+        // What the kill drops, named in traces only.
+        let dropped = hooks?.trace == nil ? [] : Array(app.queue.pendingCommands.dropFirst(kept))
         send(app, keepingFirst: kept, into: &effects)
-        hooks?.trace?.killed(device: device, dropped: made - kept, afterCause: recorded.sequence)
+        hooks?.trace?.killed(device: device, dropped: dropped, afterCause: recorded.sequence)
         app.kill()
         send(app, into: &effects)
         if !app.stepTimerPending {

@@ -11,8 +11,9 @@ public final class AppTrace {
         case callback(device: String, observer: String, callback: String, detail: String, cause: UInt64)
         /// The apps role sent its `ordinal`-th command (1-based, the number in its command id).
         case command(device: String, sender: String, body: CommandBody, ordinal: UInt64)
-        /// The app on `device` was killed; `dropped` commands it had made were never sent.
-        case killed(device: String, dropped: Int, afterCause: UInt64)
+        /// The app on `device` was killed after handling the event at `afterCause`, once the apps role
+        /// had sent `sentBefore` commands; `dropped` (made, never sent) were lost with it.
+        case killed(device: String, dropped: [CommandBody], afterCause: UInt64, sentBefore: UInt64)
     }
 
     public private(set) var entries: [Entry] = []
@@ -30,8 +31,8 @@ public final class AppTrace {
         entries.append(.command(device: device, sender: sender, body: body, ordinal: commandsSent))
     }
 
-    func killed(device: String, dropped: Int, afterCause: UInt64) {
-        entries.append(.killed(device: device, dropped: dropped, afterCause: afterCause))
+    func killed(device: String, dropped: [CommandBody], afterCause: UInt64) {
+        entries.append(.killed(device: device, dropped: dropped, afterCause: afterCause, sentBefore: commandsSent))
     }
 }
 

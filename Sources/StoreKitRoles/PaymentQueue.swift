@@ -394,6 +394,9 @@ public final class PaymentQueue {
     /// Commands made and not yet drained.
     public var pendingCommandCount: Int { outbox.count }
 
+    /// The commands made and not yet drained, in order.
+    public var pendingCommands: [CommandBody] { outbox.compactMap { $0?.body } }
+
     /// Commands produced since the last call, in the order they were made.
     public func drainOutbox() -> [CommandBody] {
         drainOutbox(keepingFirst: .max).map(\.body)
