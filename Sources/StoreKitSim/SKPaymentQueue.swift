@@ -81,9 +81,9 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     /// here it is ignored, as is finishing one twice.
     open func finishTransaction(_ transaction: SKPaymentTransaction) {
         guard let device else { return }
-        device.noteBelief()
         // The queue's current state of it: the app's object may be older (a completion arriving late).
         let current = device.queue.transactions.first { $0.key == transaction.value.key } ?? transaction.value
+        device.noteBelief(finishing: current)
         device.grantIfOwned(current)
         try? device.queue.finishTransaction(current)
     }

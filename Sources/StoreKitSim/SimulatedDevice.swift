@@ -56,7 +56,7 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// credit of a transaction as `contentGranted` and each restore shown done as `restoreShownDone`,
     /// attributed to the observer whose callback is running. Called after each callback and before
     /// each command the app makes, so a credit the app made before a finish is logged before it.
-    func noteBelief() {
+    func noteBelief(finishing: PaymentTransaction? = nil) {
         guard let readBelief else { return }
         let belief = readBelief()
         let before = storage.lastBelief
@@ -67,7 +67,12 @@ public final class SimulatedDevice: @unchecked Sendable {
         guard !belief.credits.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
         var grants: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
         for (identifier, count) in belief.credits where count > before.credits[identifier] ?? 0 {
-            guard let transaction = Self.transaction(creditedAs: identifier, in: pending) else { continue }
+            // The transaction being finished is the one a credit just before its finish is for;
+            // otherwise the one with that identifier, or the newest restore of it.
+            let finished = finishing.flatMap { finishing in
+                finishing.transactionIdentifier == identifier || finishing.originalTransaction?.transactionIdentifier == identifier ? finishing : nil
+            }
+            guard let transaction = finished ?? Self.transaction(creditedAs: identifier, in: pending) else { continue }
             grants[transaction.key, default: (transaction, 0)].times += count - (before.credits[identifier] ?? 0)
         }
         // In transaction order: the app's dictionary has none.
