@@ -166,6 +166,7 @@ final class ObserverBridge: PaymentTransactionObserver {
     }
 
     func paymentQueueRestoreCompletedTransactionsFinished(_ simulated: PaymentQueue) {
+        if queue.isFirst(self), let restore = simulated.lastFinishedRestore { device.restoresToShow.append(restore) }
         device.run { observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
     }
 

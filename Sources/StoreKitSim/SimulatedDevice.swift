@@ -28,6 +28,9 @@ public final class SimulatedDevice: @unchecked Sendable {
         self.readBelief = readBelief
     }
 
+    /// Restores this launch heard finish and the app has not shown done yet, oldest first.
+    var restoresToShow: [UInt64] = []
+
     /// Receipt refreshes this launch started, oldest first: the store answers them in order.
     var receiptRefreshes: [SKReceiptRefreshRequest] = []
 
@@ -62,7 +65,15 @@ public final class SimulatedDevice: @unchecked Sendable {
         let before = storage.lastBelief
         storage.lastBelief = belief
         if belief.restoresShownDone > before.restoresShownDone {
-            for _ in before.restoresShownDone..<belief.restoresShownDone { queue.restoreShownDone() }
+            // Each "done" shown is for the oldest restore this launch heard finish and has not shown yet.
+            for _ in before.restoresShownDone..<belief.restoresShownDone {
+                if let restore = restoresToShow.first {
+                    restoresToShow.removeFirst()
+                    queue.restoreShownDone(restore: restore)
+                } else {
+                    queue.restoreShownDone()
+                }
+            }
         }
         guard !belief.credits.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
         var grants: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]

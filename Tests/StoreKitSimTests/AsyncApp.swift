@@ -16,6 +16,9 @@ class AsyncObserver: NSObject, SKPaymentTransactionObserver, @unchecked Sendable
     let store: EntitlementStore
     let server: AsyncServer
     private var checking: Set<String> = []
+    private var restoredOutstanding: Set<String> = []
+    /// Restores that ended and are not shown done yet: each is shown once its restored transactions are handled.
+    private var restoresEnded = 0
 
     init(store: EntitlementStore, server: AsyncServer) {
         self.store = store
@@ -29,6 +32,7 @@ class AsyncObserver: NSObject, SKPaymentTransactionObserver, @unchecked Sendable
             switch transaction.transactionState {
             case .purchased, .restored:
                 guard let identifier = transaction.transactionIdentifier, checking.insert(identifier).inserted else { continue }
+                if transaction.transactionState == .restored { restoredOutstanding.insert(identifier) }
                 Task { await self.complete(transaction, identifier) }
             case .failed:
                 queue.finishTransaction(transaction)
@@ -44,9 +48,21 @@ class AsyncObserver: NSObject, SKPaymentTransactionObserver, @unchecked Sendable
             let purchase = transaction.original?.transactionIdentifier ?? identifier
             if store.credits[purchase, default: 0] == 0 { store.credits[purchase] = 1 }
             SKPaymentQueue.default().finishTransaction(transaction)
+            if restoredOutstanding.remove(identifier) != nil { showRestoreDoneWhenHandled() }
             break
         }
         checking.remove(identifier)
+    }
+
+    func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {
+        restoresEnded += 1
+        showRestoreDoneWhenHandled()
+    }
+
+    private func showRestoreDoneWhenHandled() {
+        guard restoredOutstanding.isEmpty else { return }
+        for _ in 0..<restoresEnded { store.restoresShownDone += 1 }
+        restoresEnded = 0
     }
 }
 

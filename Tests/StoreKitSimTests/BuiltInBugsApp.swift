@@ -11,7 +11,8 @@ import StoreKitSim
 class ContentObserver: NSObject, SKPaymentTransactionObserver {
     let store: EntitlementStore
     private var restoredOutstanding: Set<String> = []
-    private var restoreEnded = false
+    /// Restores that ended and are not shown done yet: each is shown once its restored transactions are handled.
+    private var restoresEnded = 0
 
     init(store: EntitlementStore) {
         self.store = store
@@ -47,7 +48,7 @@ class ContentObserver: NSObject, SKPaymentTransactionObserver {
     }
 
     func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {
-        restoreEnded = true
+        restoresEnded += 1
         showRestoreDoneWhenHandled()
     }
 
@@ -71,9 +72,9 @@ class ContentObserver: NSObject, SKPaymentTransactionObserver {
     }
 
     func showRestoreDoneWhenHandled() {
-        guard restoreEnded, restoredOutstanding.isEmpty else { return }
-        restoreEnded = false
-        store.restoresShownDone += 1
+        guard restoredOutstanding.isEmpty else { return }
+        for _ in 0..<restoresEnded { store.restoresShownDone += 1 }
+        restoresEnded = 0
     }
 }
 

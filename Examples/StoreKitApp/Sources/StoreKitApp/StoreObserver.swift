@@ -46,7 +46,8 @@ public final class StoreObserver: NSObject, SKPaymentTransactionObserver, SKProd
     private var checks: [String: Int] = [:]
     /// Restored transactions not credited yet, and whether the restore has ended.
     private var restoredOutstanding: Set<String> = []
-    private var restoreEnded = false
+    /// Restores that ended and are not shown done yet: each is shown once its restored transactions are handled.
+    private var restoresEnded = 0
 
     public init(entitlements: Entitlements, verifier: ReceiptVerifier) {
         self.entitlements = entitlements
@@ -92,13 +93,8 @@ public final class StoreObserver: NSObject, SKPaymentTransactionObserver, SKProd
     }
 
     public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {
-        restoreEnded = true
+        restoresEnded += 1
         showRestoreDoneWhenHandled()
-    }
-
-    public func paymentQueue(_ queue: SKPaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error) {
-        restoreEnded = false
-        restoredOutstanding = []
     }
 
     private static func hasEnded(_ state: SKDownloadState) -> Bool {
@@ -135,8 +131,8 @@ public final class StoreObserver: NSObject, SKPaymentTransactionObserver, SKProd
     }
 
     private func showRestoreDoneWhenHandled() {
-        guard restoreEnded, restoredOutstanding.isEmpty else { return }
-        restoreEnded = false
-        entitlements.restoreShownDone()
+        guard restoredOutstanding.isEmpty else { return }
+        for _ in 0..<restoresEnded { entitlements.restoreShownDone() }
+        restoresEnded = 0
     }
 }
