@@ -208,14 +208,14 @@ public final class DeviceApp {
 
     /// How long one piece of the app's asynchronous work takes: a choice.
     func asynchronousWorkDelay() -> Int64 {
-        (behavior.asynchronousWorkLatency ?? .exponential(minimumMilliseconds: 20, meanMilliseconds: 300)).sampleNanoseconds(choices, .appWork)
+        (behavior.asynchronousWorkLatency ?? .exponential(minimumMilliseconds: 20, meanMilliseconds: 300)).sampleNanoseconds(choices, .appWorkDelay)
     }
 
     /// Whether a piece of asynchronous work that can fail fails: a choice, drawn only when the
     /// scenario gives it a chance.
     func asynchronousWorkFails(canFail: Bool) -> Bool {
         guard canFail, let probability = behavior.choicePoints?.asynchronousWorkFailureProbability, probability > 0 else { return false }
-        return choices.chance(.appWork, probability)
+        return choices.chance(.appWorkFailure, probability)
     }
 
     /// Picks the script up after the app's process was restarted, from what the queue

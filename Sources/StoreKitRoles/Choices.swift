@@ -53,7 +53,8 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     case promotionalOffer
     /// When a piece of the app's own asynchronous work completes (a server reply, a timer), and
     /// whether it fails (StoreKitSim's `SimulatedWork`).
-    case appWork
+    case appWorkDelay
+    case appWorkFailure
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest
