@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "Bus", targets: ["Bus"]),
         .library(name: "StoreKitLive", targets: ["StoreKitLive"]),
         .library(name: "StoreKitLoad", targets: ["StoreKitLoad"]),
+        .library(name: "StoreKitSim", targets: ["StoreKitSim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -67,6 +68,8 @@ let package = Package(
             .product(name: "Histogram", package: "hdrhistogram-swift"), .product(name: "Logging", package: "swift-log"),
             .product(name: "Yams", package: "Yams"),
         ]),
+        // Apple's StoreKit 1 API over the simulator's queue: users' own app code, unchanged (docs/explore.md).
+        .target(name: "StoreKitSim", dependencies: ["StoreKitRoles", "StoreKitModel"]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
             "StoreKitLive", "StoreKitLoad", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
@@ -88,6 +91,7 @@ let package = Package(
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
         .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestKit", "StoreKitReplay", "StoreKitSimulation", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
                                                       "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "StoreKitSimTests", dependencies: ["StoreKitSim", "StoreKitExplore", "StoreKitTestKit", "StoreKitRoles", "StoreKitModel"]),
     ],
     swiftLanguageModes: [.v6]
 )

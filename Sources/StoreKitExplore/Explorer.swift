@@ -146,9 +146,20 @@ public struct Explorer {
     public var shrinkRunLimit = 20_000
     public var shrinkSecondsLimit = 10.0
 
+    /// Called at every launch of every device with its queue: the app's own code, which attaches
+    /// its observers itself (StoreKitSim's `SimulatedApp.launch`). Takes precedence over `observerFactory`.
+    /// With `explore(jobs:)` above 1 it is called from several threads at once.
+    public var appLaunch: (@Sendable (_ queue: PaymentQueue) -> Void)?
+
     public init(scenario: Scenario, observers: (@Sendable (_ device: String) -> [PaymentTransactionObserver])? = nil) {
         self.scenario = scenario
         self.observerFactory = observers
+    }
+
+    /// Explores the app's own code (`SimulatedApp.launch` of StoreKitSim) on every device.
+    public init(scenario: Scenario, appLaunch: @escaping @Sendable (_ queue: PaymentQueue) -> Void) {
+        self.scenario = scenario
+        self.appLaunch = appLaunch
     }
 
     // MARK: One schedule
@@ -187,7 +198,9 @@ public struct Explorer {
     func execute<Source: ChoiceSource>(choices source: Source, scenario runScenario: Scenario? = nil, trace: AppTrace? = nil,
                                        keepEvents: Bool = false, storage: LogStorage) throws -> ScheduleOutcome {
         var scenario = runScenario ?? self.scenario
-        if observerFactory != nil || trace != nil { scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace) }
+        if observerFactory != nil || appLaunch != nil || trace != nil {
+            scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace, appLaunch: appLaunch)
+        }
         let recording = RecordingChoices(source)
         let environment = DeterministicEnvironment(storage: storage, content: VirtualContentStorage(), choices: recording, logDescription: "memory")
         let runtime = try DeterministicRuntime(scenario: scenario, environment: environment)
@@ -285,10 +298,12 @@ public struct Explorer {
         guard jobs > 1 else { return nil }
         let scenario = self.scenario
         let observers = observerFactory
+        let appLaunch = appLaunch
         let maximumSteps = maximumSteps
         return WorkerPool(threads: jobs - 1) {
             // Each worker's own copy: threads sharing one catalog contend for its strings' reference counts.
             var explorer = Explorer(scenario: scenario.unsharedCopy(), observers: observers)
+            explorer.appLaunch = appLaunch
             explorer.maximumSteps = maximumSteps
             return explorer
         }
@@ -511,7 +526,7 @@ public struct Explorer {
         let diagram = TraceDiagram(events: final.events, trace: trace, violation: finalViolation)
         let reproduce = ReproduceFile(invariant: violation.invariant, message: finalViolation.message, seed: scenario.seed,
                                       choices: shrunk.choices, scenario: shrunk.scenario, steps: final.steps,
-                                      logDigest: final.logDigest, customObservers: observerFactory != nil)
+                                      logDigest: final.logDigest, customObservers: observerFactory != nil || appLaunch != nil)
         return FoundViolation(invariant: violation.invariant, message: finalViolation.message, seed: scenario.seed,
                               choices: shrunk.choices, choicesBeforeShrinking: original.choices.count,
                               stepsBeforeShrinking: original.steps, stepsAfterShrinking: final.steps,

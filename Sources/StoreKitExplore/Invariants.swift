@@ -12,6 +12,7 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
     case restoreDoneAfterHandled = "restore-done-after-handled"
     case deferredApprovedGranted = "deferred-approved-granted"
     case launchObserversSeeRedeliveries = "launch-observers-see-redeliveries"
+    case restoreDoneOnce = "restore-done-once"
 
     /// One line: what must hold.
     public var statement: String {
@@ -25,6 +26,7 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         case .restoreDoneAfterHandled: "A restore is shown done only after every transaction it restored was granted."
         case .deferredApprovedGranted: "A deferred transaction that is later approved is granted."
         case .launchObserversSeeRedeliveries: "Every observer of the app attaches before any transaction redelivered at launch is finished."
+        case .restoreDoneOnce: "A restore the app heard finish is shown done exactly once, also when nothing was restored."
         }
     }
 
@@ -40,6 +42,7 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         case .restoreDoneAfterHandled: "R-O3, R-Q9"
         case .deferredApprovedGranted: "R-T1"
         case .launchObserversSeeRedeliveries: "R-Q4, R-Q3"
+        case .restoreDoneOnce: "R-O3"
         }
     }
 }
@@ -91,6 +94,14 @@ public struct AppInvariantMonitor: Sendable {
     /// Grants of finished transactions, per device, so a late second grant is still seen.
     private var finishedGrants: [TransactionKey: Int] = [:]
     private var lastSequence: UInt64 = 0
+    /// Observers attached per device now: a restore that ends while none is attached is heard by no one.
+    private var attachedObservers: [String: Int] = [:]
+    /// Finished restores the app heard, with how often each was shown done, and whether the app
+    /// ended (quit, killed) since: not showing one then is no fault of the app's.
+    private var restoresHeard: [RestoreID: (shown: Int, appEnded: Bool)] = [:]
+    /// Restores under way that the running launch of their app asked for: a launch that ended took
+    /// the screen that would say "done" with it.
+    private var restoresOfThisLaunch: Set<RestoreID> = []
 
     public init() {}
 
@@ -133,10 +144,26 @@ public struct AppInvariantMonitor: Sendable {
             update(key) { $0.state = .failed }
         case .downloadCancelled(let key):
             update(key) { $0.state = .cancelled; $0.cancelledBy = recorded.commandID }
+        case .restoreStarted(let device, let restore, _):
+            restoresOfThisLaunch.insert(RestoreID(device: device, number: restore))
+        case .restoreFinished(let device, let restore):
+            let id = RestoreID(device: device, number: restore)
+            if restoresOfThisLaunch.remove(id) != nil, attachedObservers[device, default: 0] > 0 { restoresHeard[id] = (0, false) }
+        case .restoreFailed(let device, let restore, _):
+            restoresOfThisLaunch.remove(RestoreID(device: device, number: restore))
+        case .observerDetached(let device, _):
+            attachedObservers[device] = max(0, attachedObservers[device, default: 0] - 1)
+        case .appTerminated(let device):
+            attachedObservers[device] = 0
+            if !restoresOfThisLaunch.isEmpty { restoresOfThisLaunch = restoresOfThisLaunch.filter { $0.device != device } }
+            if !restoresHeard.isEmpty {
+                for key in restoresHeard.keys where key.device == device { restoresHeard[key]?.appEnded = true }
+            }
         case .appLaunched(let device):
             let pending = transactions.keys.filter { $0.device == device }.map(\.number)
             launches[device] = pending.isEmpty ? nil : DeviceLaunch(pendingAtLaunch: Set(pending))
         case .observerAttached(let device, let observer):
+            attachedObservers[device, default: 0] += 1
             if !launches.isEmpty, let missed = launches[device]?.finishedSinceLaunch.first {
                 report(.launchObserversSeeRedeliveries, sequence,
                        "observer \(observer) attached to \(device) after transaction #\(missed), redelivered at launch, was finished without it")
@@ -210,6 +237,13 @@ public struct AppInvariantMonitor: Sendable {
             }
             if grants > 1 { report(.grantedOnce, sequence, "\(observer) granted transaction \(key) again (grant number \(grants))") }
         case .restoreShownDone(let device, let restore, let observer):
+            let id = RestoreID(device: device, number: restore)
+            if let heard = restoresHeard[id] {
+                restoresHeard[id]?.shown = heard.shown + 1
+                if heard.shown >= 1 {
+                    report(.restoreDoneOnce, sequence, "\(observer) showed restore \(restore) of \(device) done again (time \(heard.shown + 1))")
+                }
+            }
             for key in restored[RestoreID(device: device, number: restore)] ?? [] {
                 let grants = transactions[key]?.grants ?? finishedGrants[key] ?? 0
                 if grants == 0 {
@@ -224,6 +258,10 @@ public struct AppInvariantMonitor: Sendable {
 
     /// The end-of-run checks: nothing lost, nothing left unfinished.
     public mutating func finish() {
+        for (id, heard) in restoresHeard.sorted(by: { ($0.key.device, $0.key.number) < ($1.key.device, $1.key.number) })
+        where heard.shown == 0 && !heard.appEnded {
+            report(.restoreDoneOnce, lastSequence, "restore \(id.number) of \(id.device) finished and was never shown done")
+        }
         for key in transactions.keys.sorted() {
             guard let tracked = transactions[key] else { continue }
             if tracked.state.isPaid && tracked.grants == 0 {

@@ -128,7 +128,7 @@ public struct ExhaustiveSpace: Sendable, Hashable {
     var productCount: UInt64
 
     /// Choices about time and amounts only: held at their simplest, so the search is over decisions.
-    static let heldKinds: Set<ChoiceKind> = [.latency, .networkDelay, .durabilityDelay, .transferRate, .quantity]
+    static let heldKinds: Set<ChoiceKind> = [.latency, .networkDelay, .durabilityDelay, .transferRate, .quantity, .appWorkDelay]
     /// Most values tried for a small index draw (all of them below this bound).
     static let maximumIndexValues: UInt64 = 8
 
@@ -167,6 +167,7 @@ public struct ExhaustiveSpace: Sendable, Hashable {
             .appKill: chance(points.killProbability),
             .duplicateDelivery: chance(points.duplicateDeliveryProbability),
             .removalDelay: chance(points.removalDelayProbability),
+            .appWorkFailure: chance(points.asynchronousWorkFailureProbability ?? 0),
             .downloadFailure: chance(scenario.downloader.failureProbabilityPerTick),
             .crash: chance(scenario.network.crashProbability),
             .networkLoss: chance(scenario.network.lossProbability),

@@ -25,19 +25,26 @@ public struct TraceDiagram {
             multipleDevices ? "\(device.replacingOccurrences(of: "device-", with: "d"))/\(name)" : name
         }
         var senders: [UInt64: String] = [:]
+        var bodies: [UInt64: CommandBody] = [:]
         var callbacks: [UInt64: [(String, String)]] = [:]
-        var kills: [UInt64: String] = [:]
+        // A kill is drawn where the app's next command (its termination) reaches the queue: after
+        // every command it sent before dying. Keyed by that command's number.
+        var kills: [UInt64: (lifeline: String, text: String)] = [:]
         var observers: [String] = []
         for entry in trace.entries {
             switch entry {
-            case .command(let device, let sender, _, let ordinal):
-                senders[ordinal] = lifeline(device, sender == "device" || sender == "app" ? "device" : sender)
+            case .command(let device, let sender, let body, let ordinal):
+                // "device" is the user's script and the OS; an observer is drawn as itself, whatever its name.
+                senders[ordinal] = lifeline(device, sender == "device" ? "device" : sender)
+                bodies[ordinal] = body
             case .callback(let device, let observer, let callback, let detail, let cause):
                 let name = lifeline(device, observer)
                 if !observers.contains(name) { observers.append(name) }
                 callbacks[cause, default: []].append((name, "\(callback)(\(detail))"))
-            case .killed(let device, let dropped, let cause):
-                kills[cause] = lifeline(device, "device") + (dropped > 0 ? "|app killed: \(dropped) command(s) never sent" : "|app killed")
+            case .killed(let device, let dropped, let cause, let sentBefore):
+                let text = dropped.isEmpty ? "app killed after #\(cause)"
+                    : "app killed after #\(cause): never sent \(dropped.map(Self.describe).joined(separator: ", "))"
+                kills[sentBefore + 1] = (lifeline(device, "device"), text)
             }
         }
         let devices = multipleDevices ? Set(events.compactMap(\.event.device)).sorted().map { lifeline($0, "device") } : ["device"]
@@ -49,14 +56,23 @@ public struct TraceDiagram {
             if case .downloadProgressed(_, let progress, _) = recorded.event, progress < 1 { continue }
             let label = Self.describe(recorded.event)
             if let id = recorded.commandID {
-                let from: String = if id.origin.hasPrefix("apps") {
+                let fromApps = id.origin.hasPrefix("apps")
+                if fromApps, let kill = kills.removeValue(forKey: id.number) {
+                    messages.append(Message(kind: .note, from: kill.lifeline, to: kill.lifeline, text: kill.text))
+                }
+                let from: String = if fromApps {
                     senders[id.number] ?? "device"
                 } else if id.origin.hasPrefix("store") {
                     "store"
                 } else {
                     "downloader"
                 }
-                messages.append(Message(kind: .arrow, from: from, to: "queue", text: "\(sequence) \(label)"))
+                if case .downloadCancelled = recorded.event, fromApps, case .finishTransaction? = bodies[id.number] {
+                    // The queue cancels a running download when its transaction is finished: not the app's own command.
+                    messages.append(Message(kind: .note, from: "queue", to: "queue", text: "\(sequence) \(label) by the queue (its transaction was finished)"))
+                } else {
+                    messages.append(Message(kind: .arrow, from: from, to: "queue", text: "\(sequence) \(label)"))
+                }
             } else {
                 messages.append(Message(kind: .note, from: "queue", to: "queue", text: "\(sequence) \(label)"))
             }
@@ -71,15 +87,32 @@ public struct TraceDiagram {
             for (observer, text) in callbacks[sequence] ?? [] {
                 messages.append(Message(kind: .reply, from: "queue", to: observer, text: text))
             }
-            if let kill = kills[sequence] {
-                let parts = kill.split(separator: "|", maxSplits: 1).map(String.init)
-                messages.append(Message(kind: .note, from: parts[0], to: parts[0], text: parts[1]))
-            }
             if sequence == violation.sequence {
                 messages.append(Message(kind: .note, from: "queue", to: "queue", text: "VIOLATION \(violation.invariant.rawValue)"))
             }
         }
+        // A kill whose termination is not in the log (the run ended first) closes the trace.
+        for number in kills.keys.sorted() {
+            let kill = kills[number]!
+            messages.append(Message(kind: .note, from: kill.lifeline, to: kill.lifeline, text: kill.text))
+        }
         self.messages = messages
+    }
+
+    /// A command in a few words, for what a kill dropped: "finish t2", "grant t2".
+    static func describe(_ body: CommandBody) -> String {
+        switch body {
+        case .finishTransaction(let key): return "finish t\(key.number)"
+        case .startDownloads(let keys): return "start " + keys.map { "t\($0.transaction.number)/\($0.index)" }.joined(separator: " ")
+        case .recordAppAction(let action):
+            switch action {
+            case .contentGranted(let key, _, _): return "grant t\(key.number)"
+            case .contentKept(let key, _): return "keep t\(key.transaction.number)/\(key.index)"
+            case .restoreShownDone(_, let restore, _): return "restore \(restore) shown done"
+            case .failureShown(let key, _): return "failure of t\(key.number) shown"
+            }
+        default: return body.name
+        }
     }
 
     /// An event in a few words: "t2 purchased", "t2/1 finished".
@@ -124,7 +157,10 @@ public struct TraceDiagram {
         case .downloadFinished(let key, _): return "download \(download(key)) finished"
         case .downloadFailed(let key, _): return "download \(download(key)) failed"
         case .downloadCancelled(let key): return "download \(download(key)) cancelled"
-        case .commandRejected(let command, let rejection): return "\(command.name) rejected (\(rejection.code))"
+        case .commandRejected(let command, let rejection):
+            // The transaction a refused finish was for, so the trace says which.
+            if case .finishTransaction(let key) = command { return "finish of \(transaction(key)) rejected (\(rejection.code))" }
+            return "\(command.name) rejected (\(rejection.code))"
         case .appActionRecorded(let action):
             switch action {
             case .contentGranted(let key, _, let identifier): return "granted \(transaction(key)) (\(product(identifier)))"
@@ -171,9 +207,15 @@ public struct TraceDiagram {
         let column = 190
         let row = 26
         let top = 50
-        let width = column * participants.count
-        let height = top + row * (messages.count + 1)
         func x(_ participant: String) -> Int { (participants.firstIndex(of: participant) ?? 0) * column + column / 2 }
+        /// A note's box: as wide as its text (about 6.5 px a character at 11 px), never left of the page.
+        func noteBox(_ message: Message) -> (left: Int, width: Int) {
+            let width = max(180, message.text.count * 13 / 2 + 16)
+            return (max(2, x(message.from) - width / 2), width)
+        }
+        let notesRight = messages.filter { $0.kind == .note }.map { let box = noteBox($0); return box.left + box.width + 2 }.max() ?? 0
+        let width = max(column * participants.count, notesRight)
+        let height = top + row * (messages.count + 1)
         var svg = ["<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(width)\" height=\"\(height)\" font-family=\"sans-serif\" font-size=\"11\">",
                    "<defs><marker id=\"arrow\" markerWidth=\"8\" markerHeight=\"8\" refX=\"8\" refY=\"4\" orient=\"auto\"><path d=\"M0,0 L8,4 L0,8 z\" fill=\"#333\"/></marker></defs>"]
         for participant in participants {
@@ -189,10 +231,10 @@ public struct TraceDiagram {
             defer { svg.append("</g>") }
             switch message.kind {
             case .note:
-                let center = x(message.from)
+                let box = noteBox(message)
                 let violation = message.text.hasPrefix("VIOLATION")
-                svg.append("<rect x=\"\(center - 90)\" y=\"\(y - 14)\" width=\"180\" height=\"20\" fill=\"\(violation ? "#fcc" : "#ffd")\" stroke=\"\(violation ? "#c00" : "#cc9")\"/>")
-                svg.append("<text x=\"\(center)\" y=\"\(y)\" text-anchor=\"middle\">\(Self.escape(message.text))</text>")
+                svg.append("<rect x=\"\(box.left)\" y=\"\(y - 14)\" width=\"\(box.width)\" height=\"20\" fill=\"\(violation ? "#fcc" : "#ffd")\" stroke=\"\(violation ? "#c00" : "#cc9")\"/>")
+                svg.append("<text x=\"\(box.left + box.width / 2)\" y=\"\(y)\" text-anchor=\"middle\">\(Self.escape(message.text))</text>")
             case .arrow, .reply:
                 let from = x(message.from)
                 let to = x(message.to)

@@ -19,6 +19,9 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     /// Choice points that exploration turns on (app kills, duplicate deliveries, late
     /// `removedTransactions`, attach order); nil in ordinary runs, so their logs stay as they were.
     public var choicePoints: ChoicePoints?
+    /// How long a piece of the app's own asynchronous work takes (a server reply, StoreKitSim's
+    /// `SimulatedWork`); nil: 20 ms plus an exponential of mean 300 ms.
+    public var asynchronousWorkLatency: LatencyDistribution?
     /// Share of devices whose user may not authorise payments (parental restrictions, R-Q1):
     /// their payments fail with `paymentNotAllowed`. nil (none) keeps older scenarios' logs as they were.
     public var restrictedDeviceShare: Double?
@@ -61,12 +64,16 @@ public struct ChoicePoints: Sendable, Hashable, Codable {
     public var removalDelayMilliseconds: Double = 400
     /// Attach the observers in an order drawn at every launch, rather than the listed order.
     public var shuffleAttachOrder = false
+    /// Chance that a piece of the app's own asynchronous work that can fail (a server request) fails;
+    /// nil: 0, and nothing is drawn.
+    public var asynchronousWorkFailureProbability: Double?
 
     public init() {}
 
     public func validate() throws(ConfigurationError) {
         for (name, value) in [("killProbability", killProbability), ("duplicateDeliveryProbability", duplicateDeliveryProbability),
-                              ("removalDelayProbability", removalDelayProbability)] where !(0...1).contains(value) {
+                              ("removalDelayProbability", removalDelayProbability),
+                              ("asynchronousWorkFailureProbability", asynchronousWorkFailureProbability ?? 0)] where !(0...1).contains(value) {
             throw ConfigurationError("apps.choicePoints.\(name) is \(value); a probability must be between 0 and 1")
         }
         guard removalDelayMilliseconds >= 0 else { throw ConfigurationError("apps.choicePoints.removalDelayMilliseconds must be 0 or more") }
@@ -131,6 +138,11 @@ public final class DeviceApp {
 
     /// New observer instances for a launch: the user's own, or the built-in behaviours.
     private func makeObservers() -> [PaymentTransactionObserver] {
+        if let appLaunch = hooks?.appLaunch {
+            // The app's own code attaches its observers through the queue.
+            appLaunch(queue)
+            return []
+        }
         if let factory = hooks?.observerFactory { return factory(device) }
         if builtInObserverNames.isEmpty {
             // Concatenated rather than interpolated: every schedule of an exploration makes its apps anew.
@@ -195,6 +207,19 @@ public final class DeviceApp {
     public var isSettled: Bool {
         guard isDone, let state = queue.state else { return isDone && queue.state == nil }
         return state.onlyDeclinedPending && state.restoresInProgress.isEmpty && state.receiptRefreshesInProgress.isEmpty
+            && !queue.hasPendingWork
+    }
+
+    /// How long one piece of the app's asynchronous work takes: a choice.
+    func asynchronousWorkDelay() -> Int64 {
+        (behavior.asynchronousWorkLatency ?? .exponential(minimumMilliseconds: 20, meanMilliseconds: 300)).sampleNanoseconds(choices, .appWorkDelay)
+    }
+
+    /// Whether a piece of asynchronous work that can fail fails: a choice, drawn only when the
+    /// scenario gives it a chance.
+    func asynchronousWorkFails(canFail: Bool) -> Bool {
+        guard canFail, let probability = behavior.choicePoints?.asynchronousWorkFailureProbability, probability > 0 else { return false }
+        return choices.chance(.appWorkFailure, probability)
     }
 
     /// Picks the script up after the app's process was restarted, from what the queue
@@ -351,6 +376,9 @@ public final class AppRole: Role {
             trace?.sent(device: app.device, sender: sender, body: body)
             effects.append(.send(body))
         }
+        for started in app.queue.takeStartedWork() {
+            effects.append(.timer(afterNanoseconds: app.asynchronousWorkDelay(), .appWork(device: app.device, work: started.number)))
+        }
     }
 
     /// Every device's script is done and nothing is left unfinished.
@@ -386,8 +414,10 @@ public final class AppRole: Role {
         // Killed after handling this update, between two of the commands it made (or after all).
         let made = app.queue.pendingCommandCount
         let kept = made == 0 ? 0 : app.observerChoices.index(.appKill, count: made + 1)
+        // What the kill drops, named in traces only.
+        let dropped = hooks?.trace == nil ? [] : Array(app.queue.pendingCommands.dropFirst(kept))
         send(app, keepingFirst: kept, into: &effects)
-        hooks?.trace?.killed(device: device, dropped: made - kept, afterCause: recorded.sequence)
+        hooks?.trace?.killed(device: device, dropped: dropped, afterCause: recorded.sequence)
         app.kill()
         send(app, into: &effects)
         if !app.stepTimerPending {
@@ -409,6 +439,12 @@ public final class AppRole: Role {
     }
 
     public func timerFired(_ token: TimerToken, now: Int64, into effects: inout [Effect]) {
+        if case .appWork(let device, let number) = token {
+            // Work of a launch that ended is gone with it: nothing is drawn for it.
+            guard let app = app(device), let canFail = app.queue.awaitedWorkCanFail(number) else { return }
+            app.queue.completeWork(number, succeeded: !app.asynchronousWorkFails(canFail: canFail))
+            return send(app, into: &effects)
+        }
         guard case .deviceStep(let device) = token, let app = app(device) else { return }
         app.stepTimerPending = false
         let delay = app.step()

@@ -11,8 +11,9 @@ public final class AppTrace {
         case callback(device: String, observer: String, callback: String, detail: String, cause: UInt64)
         /// The apps role sent its `ordinal`-th command (1-based, the number in its command id).
         case command(device: String, sender: String, body: CommandBody, ordinal: UInt64)
-        /// The app on `device` was killed; `dropped` commands it had made were never sent.
-        case killed(device: String, dropped: Int, afterCause: UInt64)
+        /// The app on `device` was killed after handling the event at `afterCause`, once the apps role
+        /// had sent `sentBefore` commands; `dropped` (made, never sent) were lost with it.
+        case killed(device: String, dropped: [CommandBody], afterCause: UInt64, sentBefore: UInt64)
     }
 
     public private(set) var entries: [Entry] = []
@@ -30,8 +31,8 @@ public final class AppTrace {
         entries.append(.command(device: device, sender: sender, body: body, ordinal: commandsSent))
     }
 
-    func killed(device: String, dropped: Int, afterCause: UInt64) {
-        entries.append(.killed(device: device, dropped: dropped, afterCause: afterCause))
+    func killed(device: String, dropped: [CommandBody], afterCause: UInt64) {
+        entries.append(.killed(device: device, dropped: dropped, afterCause: afterCause, sentBefore: commandsSent))
     }
 }
 
@@ -42,9 +43,14 @@ public final class AppHooks: @unchecked Sendable {
     /// quitting or a kill loses the previous instances. Names must be the same at every launch.
     public var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
     public var trace: AppTrace?
+    /// The app's own code at every launch, given the device's queue (StoreKitSim's `SimulatedApp`):
+    /// it attaches its observers itself, through the queue. Takes precedence over `observerFactory`.
+    public var appLaunch: ((_ queue: PaymentQueue) -> Void)?
 
-    public init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])? = nil, trace: AppTrace? = nil) {
+    public init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])? = nil, trace: AppTrace? = nil,
+                appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil) {
         self.observerFactory = observerFactory
         self.trace = trace
+        self.appLaunch = appLaunch
     }
 }

@@ -51,6 +51,10 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     case receiptRefresh
     /// Whether a user buys a subscription at a promotional offer, and which of its offers (F-O5).
     case promotionalOffer
+    /// When a piece of the app's own asynchronous work completes (a server reply, a timer), and
+    /// whether it fails (StoreKitSim's `SimulatedWork`).
+    case appWorkDelay
+    case appWorkFailure
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

@@ -98,6 +98,8 @@ public final class PaymentQueue {
     public var duplicateDeliveryProbability: Double = 0
     /// Records callbacks and commands with their senders, when set (exploration traces).
     public var trace: AppTrace?
+    /// What the host of the app's own code (StoreKitSim) keeps for this device across launches.
+    public var appHost: AnyObject?
     /// Set when the app quit, until the queue confirms it: what the queue says meanwhile was
     /// meant for the observers that went with the app, not for the next launch's.
     @exclusivity(unchecked) private var awaitingTermination = false
@@ -237,7 +239,13 @@ public final class PaymentQueue {
         guard (currentState ?? transaction.transactionState) != .purchasing else {
             throw Rejection(.transactionStillPurchasing, "transaction \(transaction.key) is still purchasing; it cannot be finished yet (R-Q8)")
         }
-        guard currentState != nil, finishRequested.insert(transaction.key).inserted else { return }
+        guard let currentState else { return }
+        // Only a finish the queue will accept (a complete transaction) is remembered, so that a second
+        // one is not sent. A deferred transaction's finish is sent and refused (the log shows the app's
+        // mistake); remembered, it would swallow the app's correct finish after approval.
+        if currentState.isComplete {
+            guard finishRequested.insert(transaction.key).inserted else { return }
+        }
         enqueue(.finishTransaction(transaction.key))
     }
 
@@ -264,6 +272,57 @@ public final class PaymentQueue {
     private func send(_ downloads: [Download], _ make: ([DownloadKey]) -> CommandBody) {
         guard !downloads.isEmpty else { return }
         enqueue(make(downloads.map(\.key)))
+    }
+
+    // MARK: The app's own asynchronous work
+
+    /// Asynchronous work the app started and whose completion has not come yet, by number: the
+    /// app's process holds it, so a quit or a kill loses it (its completion never comes).
+    @exclusivity(unchecked) private var work: [UInt64: Work] = [:]
+    /// Work started since the runtime last took it (`takeStartedWork`), to be timed.
+    @exclusivity(unchecked) private var startedWork: [(number: UInt64, canFail: Bool)] = []
+    @exclusivity(unchecked) private var nextWorkNumber: UInt64 = 1
+    private struct Work {
+        var canFail: Bool
+        var sender: String
+        var completion: (_ succeeded: Bool) -> Void
+    }
+
+    /// Starts a piece of the app's asynchronous work (a request to its server, a timer): the runtime
+    /// times its completion (in exploration, a choice: before or after the next delivery, and, when
+    /// `canFail`, whether it fails), then calls `completion` as an app callback. Returns its number.
+    @discardableResult
+    public func startWork(canFail: Bool, completion: @escaping (_ succeeded: Bool) -> Void) -> UInt64 {
+        let number = nextWorkNumber
+        nextWorkNumber += 1
+        work[number] = Work(canFail: canFail, sender: calling ?? "device", completion: completion)
+        startedWork.append((number, canFail))
+        return number
+    }
+
+    /// Work started since the last call, for the runtime to time.
+    public func takeStartedWork() -> [(number: UInt64, canFail: Bool)] {
+        guard !startedWork.isEmpty else { return [] }
+        defer { startedWork = [] }
+        return startedWork
+    }
+
+    /// True while some work the app started has not completed.
+    public var hasPendingWork: Bool { !work.isEmpty }
+
+    /// Whether work `number` can fail; nil when it is no longer awaited (completed, or lost with its launch).
+    public func awaitedWorkCanFail(_ number: UInt64) -> Bool? { work[number]?.canFail }
+
+    /// Work `number` completes: its completion runs, attributed to whoever started it. False when
+    /// it is no longer awaited (the launch that started it ended).
+    @discardableResult
+    public func completeWork(_ number: UInt64, succeeded: Bool) -> Bool {
+        guard let finished = work.removeValue(forKey: number) else { return false }
+        let previous = calling
+        calling = finished.sender
+        finished.completion(succeeded)
+        calling = previous
+        return true
     }
 
     // MARK: The app's side of the runtime
@@ -328,10 +387,15 @@ public final class PaymentQueue {
     private func forgetLaunch() {
         observers.removeAll()
         restoredBatch = nil
+        work.removeAll()
+        startedWork.removeAll()
     }
 
     /// Commands made and not yet drained.
     public var pendingCommandCount: Int { outbox.count }
+
+    /// The commands made and not yet drained, in order.
+    public var pendingCommands: [CommandBody] { outbox.compactMap { $0?.body } }
 
     /// Commands produced since the last call, in the order they were made.
     public func drainOutbox() -> [CommandBody] {

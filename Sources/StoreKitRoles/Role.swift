@@ -23,6 +23,8 @@ public enum TimerToken: Sendable, Hashable {
     /// A live replay's store: the recorded store actions on a device's account (clearings), timed
     /// from the device's registration.
     case replayAccountActions(device: String)
+    /// A piece of asynchronous work the app on `device` started (`PaymentQueue.startWork`) completes.
+    case appWork(device: String, work: UInt64)
 }
 
 /// What a role wants done. Roles never send or sleep themselves: the runtime (the

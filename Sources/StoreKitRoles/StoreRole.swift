@@ -568,7 +568,7 @@ public final class StoreRole: Role {
         case .storeAction(let index):
             guard let actions = behavior.actions, actions.indices.contains(index) else { return [] }
             return perform(actions[index])
-        case .decidePurchase, .downloadTick, .deviceStep, .replaySettleDeadline, .replayRecordingEnd, .replayAccountActions:
+        case .decidePurchase, .downloadTick, .deviceStep, .replaySettleDeadline, .replayRecordingEnd, .replayAccountActions, .appWork:
             return []
         }
     }

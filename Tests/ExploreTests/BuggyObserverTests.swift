@@ -28,7 +28,8 @@ import Testing
         // Declared here so that subclasses override them: a subclass's own method would not be the
         // protocol's witness (the extension's empty default would be called instead).
         func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {}
-        func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) {}
+        /// Shows each restore done once (restore-done-once); no restore here restores content to wait for.
+        func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) { queue.restoreShownDone() }
         func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {}
     }
 

@@ -1,0 +1,16 @@
+/// What the app believes it did, read from the app's own state (its entitlement store, its
+/// persistence), never from a call the app makes to the simulator. The explorer's invariants
+/// compare it with what the store knows: each new credit is logged as the app granting that
+/// transaction, each restore shown done as such (docs/explore.md, "Your own observer").
+public struct AppBelief: Sendable, Hashable {
+    /// How many times the app credited each transaction, by the identifier it keys its credits by:
+    /// the transaction's `transactionIdentifier`, or for a restored one its `original`'s.
+    public var credits: [String: Int]
+    /// How many times the app told its user that a restore is done.
+    public var restoresShownDone: Int
+
+    public init(credits: [String: Int] = [:], restoresShownDone: Int = 0) {
+        self.credits = credits
+        self.restoresShownDone = restoresShownDone
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+
+/// `SKPaymentTransactionObserver`, with Apple's optional methods as empty defaults. Declare the
+/// ones you implement in the class itself (a subclass's override of a method the class did not
+/// declare is not seen through the protocol, as with any Swift protocol default).
+public protocol SKPaymentTransactionObserver: NSObjectProtocol {
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction])
+    func paymentQueue(_ queue: SKPaymentQueue, removedTransactions transactions: [SKPaymentTransaction])
+    func paymentQueue(_ queue: SKPaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error)
+    func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue)
+    func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload])
+    func paymentQueue(_ queue: SKPaymentQueue, shouldAddStorePayment payment: SKPayment, for product: SKProduct) -> Bool
+    func paymentQueueDidChangeStorefront(_ queue: SKPaymentQueue)
+    func paymentQueue(_ queue: SKPaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String])
+}
+
+extension SKPaymentTransactionObserver {
+    public func paymentQueue(_ queue: SKPaymentQueue, removedTransactions transactions: [SKPaymentTransaction]) {}
+    public func paymentQueue(_ queue: SKPaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error) {}
+    public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {}
+    public func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload]) {}
+    public func paymentQueue(_ queue: SKPaymentQueue, shouldAddStorePayment payment: SKPayment, for product: SKProduct) -> Bool { true }
+    public func paymentQueueDidChangeStorefront(_ queue: SKPaymentQueue) {}
+    public func paymentQueue(_ queue: SKPaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {}
+}
+
+/// `SKPaymentQueue`: the payment queue of the simulated device whose app code is running.
+/// Its calls become commands to the simulator's queue; its observers are called as StoreKit calls them.
+open class SKPaymentQueue: NSObject, @unchecked Sendable {
+    /// Nil for the queue `default()` gives outside any simulated device's code, which does nothing.
+    private unowned(unsafe) let device: SimulatedDevice?
+    private var attached: [ObserverBridge] = []
+    /// One object per transaction for this launch, updated as the transaction changes.
+    private var objects: [TransactionKey: SKPaymentTransaction] = [:]
+
+    init(device: SimulatedDevice?) { self.device = device }
+
+    private static let detached = SKPaymentQueue(device: nil)
+
+    /// The queue of the device whose app code is running.
+    open class func `default`() -> SKPaymentQueue { SimulatedDevice.current?.paymentQueue ?? detached }
+
+    /// False when the device's user may not authorise payments (R-Q1), and outside a simulated device.
+    open class func canMakePayments() -> Bool { SimulatedDevice.current?.queue.canMakePayments ?? false }
+
+    /// The unfinished transactions; empty while no observer is attached (R-Q6).
+    open var transactions: [SKPaymentTransaction] { device?.queue.transactions.map(object) ?? [] }
+
+    /// The App Store country the user buys in; nil when the catalog sets none (F-S4).
+    open var storefront: SKStorefront? { device?.queue.storefront.map(SKStorefront.init) }
+
+    /// The observers added to this queue, in the order added.
+    open var transactionObservers: [any SKPaymentTransactionObserver] { attached.map(\.observer) }
+
+    /// Attaches an observer (R-Q3); every unfinished transaction is then delivered to it (R-Q4).
+    open func add(_ observer: any SKPaymentTransactionObserver) {
+        guard let device, !attached.contains(where: { $0.observer === observer }) else { return }
+        let typeName = String(describing: type(of: observer))
+        let sameType = attached.filter { $0.typeName == typeName }.count
+        let bridge = ObserverBridge(name: sameType == 0 ? typeName : "\(typeName)-\(sameType + 1)", typeName: typeName,
+                                    observer: observer, queue: self, device: device)
+        attached.append(bridge)
+        device.queue.add(bridge)
+    }
+
+    open func remove(_ observer: any SKPaymentTransactionObserver) {
+        guard let device, let index = attached.firstIndex(where: { $0.observer === observer }) else { return }
+        device.queue.remove(attached.remove(at: index))
+    }
+
+    /// Adds a payment (R-Q7). StoreKit raises an exception for a quantity out of range; here such a
+    /// payment, or one for a product the store does not sell, is not added.
+    open func add(_ payment: SKPayment) {
+        device?.noteBelief()
+        try? device?.queue.add(payment.payment)
+    }
+
+    /// Finishes a transaction (R-Q8). Finishing one that is still purchasing is StoreKit's exception;
+    /// here it is ignored, as is finishing one twice.
+    open func finishTransaction(_ transaction: SKPaymentTransaction) {
+        guard let device else { return }
+        // The queue's current state of it: the app's object may be older (a completion arriving late).
+        let current = device.queue.transactions.first { $0.key == transaction.value.key } ?? transaction.value
+        device.noteBelief(finishing: current)
+        device.grantIfOwned(current)
+        try? device.queue.finishTransaction(current)
+    }
+
+    open func restoreCompletedTransactions() {
+        device?.noteBelief()
+        device?.queue.restoreCompletedTransactions()
+    }
+
+    open func restoreCompletedTransactions(withApplicationUsername username: String?) {
+        device?.noteBelief()
+        device?.queue.restoreCompletedTransactions(applicationUsername: username)
+    }
+
+    open func start(_ downloads: [SKDownload]) {
+        device?.noteBelief()
+        device?.queue.start(downloads.map(\.value))
+    }
+    open func pause(_ downloads: [SKDownload]) { device?.queue.pause(downloads.map(\.value)) }
+    open func resume(_ downloads: [SKDownload]) { device?.queue.resume(downloads.map(\.value)) }
+    open func cancel(_ downloads: [SKDownload]) { device?.queue.cancel(downloads.map(\.value)) }
+
+    // MARK: Objects handed to the app
+
+    /// The object of `transaction` for this launch, brought up to date.
+    func object(_ transaction: PaymentTransaction) -> SKPaymentTransaction {
+        if let known = objects[transaction.key] {
+            if known.value != transaction { known.value = transaction }
+            return known
+        }
+        let made = SKPaymentTransaction(transaction)
+        objects[transaction.key] = made
+        return made
+    }
+
+    /// The object of `download`'s transaction brought up to date with it, and its download object.
+    func object(_ download: Download) -> SKDownload? {
+        guard let transaction = objects[download.key.transaction], transaction.value.downloads.indices.contains(download.key.index) else {
+            return nil
+        }
+        if transaction.value.downloads[download.key.index] != download { transaction.value.downloads[download.key.index] = download }
+        return transaction.downloads[download.key.index]
+    }
+
+    /// The observer that hears of receipt refreshes for this queue's requests: the first attached.
+    func isFirst(_ bridge: ObserverBridge) -> Bool { attached.first === bridge }
+}
+
+/// The simulator's observer standing for one of the app's: it turns the simulator's callbacks into
+/// StoreKit's, run as the app's code on its device.
+final class ObserverBridge: PaymentTransactionObserver {
+    let observerName: String
+    let typeName: String
+    let observer: any SKPaymentTransactionObserver
+    private unowned let queue: SKPaymentQueue
+    private let device: SimulatedDevice
+
+    init(name: String, typeName: String, observer: any SKPaymentTransactionObserver, queue: SKPaymentQueue, device: SimulatedDevice) {
+        self.observerName = name
+        self.typeName = typeName
+        self.observer = observer
+        self.queue = queue
+        self.device = device
+    }
+
+    func paymentQueue(_ simulated: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
+        for transaction in transactions {
+            // A purchase or a restore is in the device's receipt from then on, as on iOS.
+            guard transaction.transactionState.isPaid, let identifier = transaction.transactionIdentifier else { continue }
+            device.storage.note(OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment.withoutDiscount,
+                                                    transactionDate: transaction.transactionDate ?? 0))
+        }
+        let objects = transactions.map(queue.object)
+        device.run { observer.paymentQueue(queue, updatedTransactions: objects) }
+    }
+
+    func paymentQueue(_ simulated: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {
+        let objects = transactions.map(queue.object)
+        device.run { observer.paymentQueue(queue, removedTransactions: objects) }
+    }
+
+    func paymentQueueRestoreCompletedTransactionsFinished(_ simulated: PaymentQueue) {
+        if queue.isFirst(self), let restore = simulated.lastFinishedRestore { device.restoresToShow.append(restore) }
+        device.run { observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
+    }
+
+    func paymentQueue(_ simulated: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {
+        device.run { observer.paymentQueue(queue, restoreCompletedTransactionsFailedWithError: SKError(error)) }
+    }
+
+    func paymentQueue(_ simulated: PaymentQueue, updatedDownloads downloads: [Download]) {
+        let objects = downloads.compactMap(queue.object)
+        guard !objects.isEmpty else { return }
+        device.run { observer.paymentQueue(queue, updatedDownloads: objects) }
+    }
+
+    func paymentQueue(_ simulated: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {
+        device.run { observer.paymentQueue(queue, didRevokeEntitlementsForProductIdentifiers: productIdentifiers) }
+    }
+
+    func paymentQueue(_ simulated: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {
+        guard queue.isFirst(self) else { return }
+        device.storage.replaceReceipt(with: receipt)
+        device.run { device.finishReceiptRefresh() }
+    }
+}

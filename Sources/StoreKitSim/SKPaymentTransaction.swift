@@ -1,0 +1,135 @@
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+
+/// `SKPaymentTransactionState`, with Apple's raw values.
+public enum SKPaymentTransactionState: Int, Sendable, Hashable {
+    case purchasing = 0
+    case purchased = 1
+    case failed = 2
+    case restored = 3
+    case deferred = 4
+
+    init(_ state: TransactionState) {
+        switch state {
+        case .purchasing: self = .purchasing
+        case .purchased: self = .purchased
+        case .failed: self = .failed
+        case .restored: self = .restored
+        case .deferred: self = .deferred
+        }
+    }
+}
+
+/// Where simulated time starts as a date: a transaction logged `n` nanoseconds into a run is dated
+/// this plus `n`, so dates are the same for the same run.
+let simulatedEpoch = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01T00:00:00Z
+
+func simulatedDate(_ nanoseconds: Int64) -> Date { simulatedEpoch.addingTimeInterval(Double(nanoseconds) / 1e9) }
+
+/// `SKPaymentTransaction`: one transaction of the device's queue. One object per transaction and
+/// launch: the queue hands the same object again as the transaction changes.
+open class SKPaymentTransaction: NSObject, @unchecked Sendable {
+    /// The transaction as the queue last told it.
+    var value: PaymentTransaction {
+        didSet { cachedDownloads = nil }
+    }
+    private var cachedDownloads: [SKDownload]?
+    /// A restored transaction's original, made once.
+    private lazy var originalTransaction: SKPaymentTransaction? = value.originalTransaction.map(SKPaymentTransaction.init(original:))
+
+    init(_ value: PaymentTransaction) { self.value = value }
+
+    private init(original: OriginalTransaction) {
+        var transaction = PaymentTransaction(key: TransactionKey(device: "", number: 0), payment: original.payment)
+        transaction.transactionState = .purchased
+        transaction.transactionIdentifier = original.transactionIdentifier
+        transaction.transactionDate = original.transactionDate
+        self.value = transaction
+    }
+
+    open var payment: SKPayment { SKPayment(value.payment) }
+    open var transactionState: SKPaymentTransactionState { SKPaymentTransactionState(value.transactionState) }
+    /// Set once purchased or restored.
+    open var transactionIdentifier: String? { value.transactionIdentifier }
+    /// Set once purchased or restored.
+    open var transactionDate: Date? { value.transactionDate.map(simulatedDate) }
+    /// The purchase a restored transaction restores.
+    open var original: SKPaymentTransaction? { originalTransaction }
+    /// Set when failed.
+    open var error: (any Error)? { value.error.map { SKError($0) } }
+    /// The hosted content of a purchased or restored transaction.
+    open var downloads: [SKDownload] {
+        if let cachedDownloads { return cachedDownloads }
+        let made = value.downloads.map { SKDownload($0, transaction: self) }
+        cachedDownloads = made
+        return made
+    }
+
+    open override var description: String {
+        "<SKPaymentTransaction \(value.payment.productIdentifier) \(value.transactionState) \(value.transactionIdentifier ?? "-")>"
+    }
+}
+
+/// `SKDownloadState`, with Apple's raw values.
+public enum SKDownloadState: Int, Sendable, Hashable {
+    case waiting = 0
+    case active = 1
+    case paused = 2
+    case finished = 3
+    case failed = 4
+    case cancelled = 5
+
+    init(_ state: DownloadState) {
+        switch state {
+        case .waiting: self = .waiting
+        case .active: self = .active
+        case .paused: self = .paused
+        case .finished: self = .finished
+        case .failed: self = .failed
+        case .cancelled: self = .cancelled
+        }
+    }
+}
+
+/// `SKDownload`: one piece of hosted content of a transaction.
+open class SKDownload: NSObject, @unchecked Sendable {
+    let value: Download
+    /// `SKDownloadTimeRemainingUnknown`.
+    public static let timeRemainingUnknown: TimeInterval = -1
+    /// Weak: the transaction keeps its downloads. Should the app keep a download longer than its
+    /// transaction object, `transaction` makes the object again from the value it had.
+    private weak var owner: SKPaymentTransaction?
+    private let ownerValue: PaymentTransaction
+
+    init(_ value: Download, transaction: SKPaymentTransaction) {
+        self.value = value
+        self.owner = transaction
+        self.ownerValue = transaction.value
+    }
+
+    open var state: SKDownloadState { SKDownloadState(value.downloadState) }
+    @available(*, deprecated, renamed: "state")
+    open var downloadState: SKDownloadState { state }
+    open var contentIdentifier: String { value.contentIdentifier }
+    open var contentLength: Int64 { value.contentLength }
+    @available(*, deprecated, renamed: "expectedContentLength")
+    open var contentLengthNumber: Int64 { value.contentLength }
+    open var expectedContentLength: Int64 { value.contentLength }
+    open var contentVersion: String { value.contentVersion }
+    open var progress: Float { Float(value.progress) }
+    open var timeRemaining: TimeInterval { value.timeRemaining }
+    open var error: (any Error)? { value.error.map { SKError($0) } }
+    /// Where the finished content is, relative to the run's content root as the simulator keeps it.
+    open var contentURL: URL? { value.contentURL.map { URL(fileURLWithPath: $0) } }
+    open var transaction: SKPaymentTransaction { owner ?? SKPaymentTransaction(ownerValue) }
+}
+
+/// `SKStorefront`: the App Store country of the queue.
+open class SKStorefront: NSObject, @unchecked Sendable {
+    /// ISO 3166-1 alpha-3, e.g. "USA".
+    open var countryCode: String { storefront.countryCode }
+    open var identifier: String { storefront.identifier }
+    private let storefront: Storefront
+    init(_ storefront: Storefront) { self.storefront = storefront }
+}

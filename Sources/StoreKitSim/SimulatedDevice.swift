@@ -1,0 +1,180 @@
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+
+/// One simulated device as its app's code sees it: the queue of the launch now running, the
+/// app's receipt file, and the asynchronous work it started. Every callback into the app's code
+/// runs with its device bound (`run`), so `SKPaymentQueue.default()` and
+/// `Bundle.main.appStoreReceiptURL` are that device's, whichever thread the runtime uses.
+public final class SimulatedDevice: @unchecked Sendable {
+    /// The device whose app code is running on this task or thread, if any.
+    @TaskLocal static var current: SimulatedDevice?
+
+    public let name: String
+    let queue: PaymentQueue
+    let storage: DeviceStorage
+    /// This launch's `SKPaymentQueue` (a launch's objects go with it, as an app process's do).
+    private(set) lazy var paymentQueue = SKPaymentQueue(device: self)
+
+    /// Reads what the app believes (`SimulatedApp`'s `belief`); nil when the test gives no way.
+    let readBelief: (() -> AppBelief)?
+    /// Depth of `run` calls: the app's state is read once its outermost callback returned.
+    private var depth = 0
+
+    init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil) {
+        self.name = queue.device
+        self.queue = queue
+        self.storage = storage
+        self.readBelief = readBelief
+    }
+
+    /// Restores this launch heard finish and the app has not shown done yet, oldest first.
+    var restoresToShow: [UInt64] = []
+
+    /// Receipt refreshes this launch started, oldest first: the store answers them in order.
+    var receiptRefreshes: [SKReceiptRefreshRequest] = []
+
+    /// A receipt refresh's answer arrived (the receipt file is already updated).
+    func finishReceiptRefresh() {
+        guard !receiptRefreshes.isEmpty else { return }
+        receiptRefreshes.removeFirst().finished()
+    }
+
+    /// Runs `body` as this device's app code.
+    func run<Result>(_ body: () throws -> Result) rethrows -> Result {
+        depth += 1
+        defer {
+            // The app's tasks that this made ready run now, as the app's code, before its state is read.
+            if depth == 1 { Self.$current.withValue(self) { executor.runReady() } }
+            depth -= 1
+            if depth == 0 { noteBelief() }
+        }
+        return try Self.$current.withValue(self, operation: body)
+    }
+
+    /// Where this launch's tasks run (`Task { … }` in the app's code); a kill drops what is waiting.
+    let executor = SimulatedExecutor()
+
+    /// Records in the log what the app's own state says it did since it was last read: each new
+    /// credit of a transaction as `contentGranted` and each restore shown done as `restoreShownDone`,
+    /// attributed to the observer whose callback is running. Called after each callback and before
+    /// each command the app makes, so a credit the app made before a finish is logged before it.
+    func noteBelief(finishing: PaymentTransaction? = nil) {
+        guard let readBelief else { return }
+        let belief = readBelief()
+        let before = storage.lastBelief
+        storage.lastBelief = belief
+        if belief.restoresShownDone > before.restoresShownDone {
+            // Each "done" shown is for the oldest restore this launch heard finish and has not shown yet.
+            for _ in before.restoresShownDone..<belief.restoresShownDone {
+                if let restore = restoresToShow.first {
+                    restoresToShow.removeFirst()
+                    queue.restoreShownDone(restore: restore)
+                } else {
+                    queue.restoreShownDone()
+                }
+            }
+        }
+        guard !belief.credits.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
+        var grants: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
+        for (identifier, count) in belief.credits where count > before.credits[identifier] ?? 0 {
+            // The transaction being finished is the one a credit just before its finish is for;
+            // otherwise the one with that identifier, or the newest restore of it.
+            let finished = finishing.flatMap { finishing in
+                finishing.transactionIdentifier == identifier || finishing.originalTransaction?.transactionIdentifier == identifier ? finishing : nil
+            }
+            guard let transaction = finished ?? Self.transaction(creditedAs: identifier, in: pending) else { continue }
+            grants[transaction.key, default: (transaction, 0)].times += count - (before.credits[identifier] ?? 0)
+        }
+        // In transaction order: the app's dictionary has none.
+        for key in grants.keys.sorted() {
+            let grant = grants[key]!
+            for _ in 0..<grant.times { queue.contentGranted(grant.transaction) }
+        }
+    }
+
+    /// The app finishes `transaction`, which its own state says it owns though no credit of it was
+    /// logged: a restore of something it credited before, or a credit whose record a kill dropped
+    /// (the app's storage kept it). It is logged as granted then, just before the finish.
+    func grantIfOwned(_ transaction: PaymentTransaction) {
+        guard transaction.transactionState.isPaid, !queue.wasGranted(transaction), !storage.lastBelief.credits.isEmpty else { return }
+        let identifiers = [transaction.transactionIdentifier, transaction.originalTransaction?.transactionIdentifier]
+        guard identifiers.contains(where: { ($0.flatMap { storage.lastBelief.credits[$0] } ?? 0) > 0 }) else { return }
+        queue.contentGranted(transaction)
+    }
+
+    /// The unfinished transaction that the app's credit keyed by `identifier` is for: the one with
+    /// that transaction identifier, or the newest restored one whose original has it.
+    static func transaction(creditedAs identifier: String, in pending: [UInt64: PaymentTransaction]) -> PaymentTransaction? {
+        var found: PaymentTransaction?
+        for transaction in pending.values {
+            if transaction.transactionIdentifier == identifier { return transaction }
+            guard transaction.originalTransaction?.transactionIdentifier == identifier else { continue }
+            if found.map({ $0.key < transaction.key }) ?? true { found = transaction }
+        }
+        return found
+    }
+
+    /// Starts asynchronous work of the app: `completion` runs later, as the app's code on this
+    /// device (in exploration its timing, and when `canFail` its failure, are choices).
+    func startWork(canFail: Bool, completion: @escaping (_ succeeded: Bool) -> Void) {
+        queue.startWork(canFail: canFail) { [self] succeeded in run { completion(succeeded) } }
+    }
+}
+
+/// What a device keeps across its app's launches: its receipt file.
+final class DeviceStorage: @unchecked Sendable {
+    let device: String
+    /// The folder of the app's bundle on this device; the receipt is `StoreKit/receipt` in it, as on iOS.
+    let bundleFolder: URL
+    /// What the app's own state said when last read (it survives launches, as the app's storage does).
+    var lastBelief = AppBelief()
+    /// The receipt's entries as the device last knew them, by transaction identifier, in order.
+    private(set) var receiptEntries: [OriginalTransaction] = []
+    private var receiptIdentifiers: Set<String> = []
+    private var receiptWritten = false
+    private var madeFolder = false
+
+    /// The folder made for this device alone, removed with it.
+    private let root: URL
+
+    init(device: String, root: URL) {
+        self.device = device
+        self.root = root
+        self.bundleFolder = root.appendingPathComponent(device.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "device", isDirectory: true)
+    }
+
+    deinit {
+        if madeFolder { try? FileManager.default.removeItem(at: root) }
+    }
+
+    var receiptURL: URL { bundleFolder.appendingPathComponent("StoreKit/receipt") }
+
+    /// A purchase or a restore lands in the device's receipt, as StoreKit updates it.
+    func note(_ entry: OriginalTransaction) {
+        guard receiptIdentifiers.insert(entry.transactionIdentifier).inserted else { return }
+        receiptEntries.append(entry)
+        receiptWritten = false
+    }
+
+    /// A refreshed receipt replaces what the device had.
+    func replaceReceipt(with entries: [OriginalTransaction]) {
+        receiptEntries = entries
+        receiptIdentifiers = Set(entries.map(\.transactionIdentifier))
+        receiptWritten = false
+    }
+
+    /// Writes the receipt file if it changed since last written; nil when it cannot be written.
+    func writtenReceiptURL() -> URL? {
+        if receiptWritten { return receiptURL }
+        do {
+            madeFolder = true
+            try FileManager.default.createDirectory(at: receiptURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try AppReceipt.encode(receiptEntries).write(to: receiptURL, options: .atomic)
+            receiptWritten = true
+            return receiptURL
+        } catch {
+            return nil
+        }
+    }
+}

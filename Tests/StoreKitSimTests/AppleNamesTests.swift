@@ -1,0 +1,83 @@
+import StoreKitExplore
+import StoreKitModel
+import StoreKitRoles
+import StoreKitSim
+import Testing
+
+@Suite struct AppleNamesTests {
+    @Test("SKError's codes have Apple's numbers and bridge to NSError in SKErrorDomain")
+    func errorCodes() {
+        #expect(SKErrorDomain == "SKErrorDomain")
+        #expect(SKError.Code.paymentCancelled.rawValue == 2)
+        #expect(SKError.Code.storeProductNotAvailable.rawValue == 5)
+        #expect(SKError.Code.overlayPresentedInBackgroundScene.rawValue == 20)
+        let error: any Error = SKError(.paymentNotAllowed)
+        #expect((error as NSError).domain == SKErrorDomain)
+        #expect((error as NSError).code == 4)
+        #expect((error as? SKError)?.code == .paymentNotAllowed)
+        var caught = false
+        do { throw SKError(.paymentCancelled) } catch SKError.paymentCancelled { caught = true } catch {}
+        #expect(caught)
+    }
+
+    @Test("transaction and download states have Apple's raw values")
+    func rawValues() {
+        #expect([SKPaymentTransactionState.purchasing, .purchased, .failed, .restored, .deferred].map(\.rawValue) == [0, 1, 2, 3, 4])
+        #expect([SKDownloadState.waiting, .active, .paused, .finished, .failed, .cancelled].map(\.rawValue) == [0, 1, 2, 3, 4, 5])
+        #expect([SKProductDiscount.PaymentMode.payAsYouGo, .payUpFront, .freeTrial].map(\.rawValue) == [0, 1, 2])
+    }
+
+    @Test("outside any simulated device, the default queue does nothing and there is no receipt")
+    func outsideADevice() {
+        #expect(!SKPaymentQueue.canMakePayments())
+        #expect(SKPaymentQueue.default().transactions.isEmpty)
+        #expect(readAppReceipt() == nil)
+        #expect(Bundle.main.appStoreReceiptURL == nil)
+    }
+
+    @Test("an NSObject observer on every device hears its own device's transactions through SKPaymentQueue.default()")
+    func observerPerDevice() throws {
+        var scenario = Scenario.exploration(devices: 2, purchasesPerDevice: 2, observers: [.deliverThenFinish])
+        scenario.apps.choicePoints = nil
+        scenario.store.failureProbability = 0
+        scenario.store.deferralProbability = 0
+        scenario.store.cancellationProbability = 0
+        let apps = Apps()
+        let app = SimulatedApp { apps.made(PlainStoreObserver()) }
+        let explorer = Explorer(scenario: scenario, appLaunch: app.launch)
+        let run = try explorer.run(choices: SeededChoices(seed: 3), keepEvents: true)
+        let finished = run.events.filter { if case .transactionFinished = $0.event { true } else { false } }
+        #expect(finished.count >= 4)
+        let observers = apps.all
+        #expect(observers.count >= 2)
+        // Each device's observer heard only its own transactions, each a distinct launch's queue.
+        #expect(Set(observers.compactMap(\.queueIdentity)).count == observers.count)
+        #expect(observers.reduce(0) { $0 + $1.removed } == finished.count)
+        // Every purchase found its entry in the receipt, read with Bundle.main.appStoreReceiptURL.
+        #expect(observers.flatMap(\.receiptSizes).count >= 4)
+        #expect(observers.flatMap(\.receiptSizes).allSatisfy { $0 > 20 })
+    }
+
+    @Test("Bundle.main.appStoreReceiptURL, shadowed by StoreKitSim, is each device's own receipt file")
+    func receiptPerDevice() throws {
+        let catalog = Catalog.sample
+        let first = PaymentQueue(device: "d1", catalog: catalog, choices: SeededChoices(seed: 1))
+        let second = PaymentQueue(device: "d2", catalog: catalog, choices: SeededChoices(seed: 1))
+        let firstURL = SimulatedApp.run(on: first) { Bundle.main.appStoreReceiptURL }
+        let secondURL = SimulatedApp.run(on: second) { Bundle.main.appStoreReceiptURL }
+        #expect(firstURL != nil && secondURL != nil && firstURL != secondURL)
+        let bytes = try #require(SimulatedApp.run(on: first) { readAppReceipt() })
+        #expect(bytes == AppReceipt.encode([]))
+    }
+}
+
+/// The app objects made at every launch of every device.
+final class Apps: @unchecked Sendable {
+    private let lock = NSLock()
+    private var made: [PlainStoreObserver] = []
+    func made(_ observer: PlainStoreObserver) -> PlainStoreObserver {
+        lock.withLock { made.append(observer) }
+        return observer
+    }
+    var all: [PlainStoreObserver] { lock.withLock { made } }
+}

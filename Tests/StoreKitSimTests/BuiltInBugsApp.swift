@@ -1,0 +1,143 @@
+// The simulator's built-in observer behaviours, rewritten as an app writes them on Apple's API.
+#if canImport(StoreKit)
+import Foundation
+import StoreKit
+#else
+import StoreKitSim
+#endif
+
+/// Downloads hosted content, credits once, then finishes; shows a restore done once every
+/// transaction it restored was handled. The correct behaviour; subclasses make one mistake each.
+class ContentObserver: NSObject, SKPaymentTransactionObserver {
+    let store: EntitlementStore
+    private var restoredOutstanding: Set<String> = []
+    /// Restores that ended and are not shown done yet: each is shown once its restored transactions are handled.
+    private var restoresEnded = 0
+
+    init(store: EntitlementStore) {
+        self.store = store
+        super.init()
+        SKPaymentQueue.default().add(self)
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
+        for transaction in transactions {
+            switch transaction.transactionState {
+            case .purchased, .restored:
+                if transaction.transactionState == .restored, let identifier = transaction.transactionIdentifier {
+                    restoredOutstanding.insert(identifier)
+                }
+                let waiting = transaction.downloads.filter { $0.state == .waiting }
+                if !waiting.isEmpty { queue.start(waiting) }
+                if transaction.downloads.allSatisfy({ Self.hasEnded($0) }) { complete(transaction, queue) }
+            case .failed:
+                queue.finishTransaction(transaction)
+            case .deferred:
+                deferred(transaction)
+            default:
+                break
+            }
+        }
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload]) {
+        for download in downloads where Self.hasEnded(download) {
+            let transaction = download.transaction
+            if transaction.downloads.allSatisfy({ Self.hasEnded($0) }) { complete(transaction, queue) }
+        }
+    }
+
+    func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {
+        restoresEnded += 1
+        showRestoreDoneWhenHandled()
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error) {}
+
+    func deferred(_ transaction: SKPaymentTransaction) {}
+
+    static func hasEnded(_ download: SKDownload) -> Bool {
+        download.state == .finished || download.state == .failed || download.state == .cancelled
+    }
+
+    func credit(_ transaction: SKPaymentTransaction) {
+        let purchase = transaction.original?.transactionIdentifier ?? transaction.transactionIdentifier ?? ""
+        if store.credits[purchase, default: 0] == 0 { store.credits[purchase] = 1 }
+    }
+
+    func complete(_ transaction: SKPaymentTransaction, _ queue: SKPaymentQueue) {
+        credit(transaction)
+        queue.finishTransaction(transaction)
+        if let identifier = transaction.transactionIdentifier, restoredOutstanding.remove(identifier) != nil { showRestoreDoneWhenHandled() }
+    }
+
+    func showRestoreDoneWhenHandled() {
+        guard restoredOutstanding.isEmpty else { return }
+        for _ in 0..<restoresEnded { store.restoresShownDone += 1 }
+        restoresEnded = 0
+    }
+}
+
+/// Credits on every delivery, without remembering what it credited.
+final class CreditEveryDeliveryObserver: ContentObserver {
+    override func credit(_ transaction: SKPaymentTransaction) {
+        store.credits[transaction.original?.transactionIdentifier ?? transaction.transactionIdentifier ?? "", default: 0] += 1
+    }
+}
+
+/// Finishes when the first of several downloads ends.
+final class FinishOnFirstDownloadObserver: ContentObserver {
+    override func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload]) {
+        for download in downloads where Self.hasEnded(download) { complete(download.transaction, queue) }
+    }
+}
+
+/// Takes progress 1.0 for finished.
+final class FinishAtFullProgressObserver: ContentObserver {
+    override func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload]) {
+        for download in downloads where download.progress >= 1 { complete(download.transaction, queue) }
+    }
+}
+
+/// Shows "restore done" as soon as StoreKit says the restore finished.
+final class RestoreDoneEarlyObserver: ContentObserver {
+    override func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {
+        store.restoresShownDone += 1
+    }
+}
+
+/// Takes a deferred purchase for a failed one and forgets it.
+final class DeferredAsFailedObserver: ContentObserver {
+    private var forgotten: Set<String> = []
+    override func deferred(_ transaction: SKPaymentTransaction) {
+        forgotten.insert("\(transaction.payment.productIdentifier) \(ObjectIdentifier(transaction))")
+    }
+    override func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
+        super.paymentQueue(queue, updatedTransactions: transactions.filter {
+            !forgotten.contains("\($0.payment.productIdentifier) \(ObjectIdentifier($0))")
+        })
+    }
+}
+
+/// A second SDK in the app that finishes every completed transaction at once.
+final class EagerSDK: NSObject, SKPaymentTransactionObserver {
+    override init() {
+        super.init()
+        SKPaymentQueue.default().add(self)
+    }
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
+        for transaction in transactions where transaction.transactionState == .purchased || transaction.transactionState == .restored {
+            queue.finishTransaction(transaction)
+        }
+    }
+}
+
+/// An analytics observer the app attaches a while after launch.
+final class LateAnalytics: NSObject, SKPaymentTransactionObserver {
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {}
+}
+
+/// The app's objects of one launch.
+final class AppObjects {
+    var objects: [AnyObject] = []
+}

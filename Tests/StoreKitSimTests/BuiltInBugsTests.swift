@@ -1,0 +1,65 @@
+import StoreKitExplore
+import StoreKitModel
+import StoreKitRoles
+import StoreKitSim
+import Testing
+
+/// Every built-in buggy behaviour, rewritten on Apple's API, is found within 2,000 schedules;
+/// the correct one breaks nothing (issue 28, "Targets").
+@Suite struct BuiltInBugsTests {
+    enum App: String, CaseIterable, Sendable {
+        case correct, creditEveryDelivery, finishOnFirstDownload, finishAtFullProgress, restoreDoneEarly, deferredAsFailed,
+             sdkFinishesEarly, attachesLate
+
+        /// What exploration may find first; empty: nothing (as docs/explore.md lists for the built-in behaviours).
+        var expected: Set<AppInvariant> {
+            switch self {
+            case .correct: []
+            case .creditEveryDelivery: [.grantedOnce]
+            case .finishOnFirstDownload: [.downloadsBeforeFinish]
+            case .finishAtFullProgress: [.noCompletionFromProgress]
+            case .restoreDoneEarly: [.restoreDoneAfterHandled]
+            case .deferredAsFailed: [.deferredApprovedGranted, .queueDrains]  // queue-drains when the parent declines
+            case .sdkFinishesEarly: [.grantBeforeFinish]
+            case .attachesLate: [.launchObserversSeeRedeliveries]
+            }
+        }
+
+        func launch(_ store: EntitlementStore) -> AnyObject {
+            let objects = AppObjects()
+            switch self {
+            case .correct: objects.objects = [ContentObserver(store: store)]
+            case .creditEveryDelivery: objects.objects = [CreditEveryDeliveryObserver(store: store)]
+            case .finishOnFirstDownload: objects.objects = [FinishOnFirstDownloadObserver(store: store)]
+            case .finishAtFullProgress: objects.objects = [FinishAtFullProgressObserver(store: store)]
+            case .restoreDoneEarly: objects.objects = [RestoreDoneEarlyObserver(store: store)]
+            case .deferredAsFailed: objects.objects = [DeferredAsFailedObserver(store: store)]
+            case .sdkFinishesEarly: objects.objects = [ContentObserver(store: store), EagerSDK()]
+            case .attachesLate:
+                objects.objects = [ContentObserver(store: store)]
+                // The app sets up its analytics a while after launch.
+                SimulatedWork.start(canFail: false) { _ in
+                    let analytics = LateAnalytics()
+                    objects.objects.append(analytics)
+                    SKPaymentQueue.default().add(analytics)
+                }
+            }
+            return objects
+        }
+    }
+
+    @Test("each app rewritten on Apple's API: a bug is found within 2,000 schedules, the correct app breaks nothing in 2,000",
+          arguments: App.allCases)
+    func found(app: App) throws {
+        let simulated = SimulatedApp(storage: { EntitlementStore() },
+                                     belief: { AppBelief(credits: $0.credits, restoresShownDone: $0.restoresShownDone) },
+                                     launch: { app.launch($0) })
+        var explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 3), appLaunch: simulated.launch)
+        explorer.shrinkSecondsLimit = 2
+        let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 2_000, seconds: 120), seed: 1, jobs: 2)
+        let found = Set(report.violations.map(\.invariant))
+        #expect(app.expected.isEmpty ? found.isEmpty : !found.isDisjoint(with: app.expected),
+                "\(report.violations.map { "\($0.invariant): \($0.message)" })")
+        if app.expected.isEmpty { #expect(report.schedules == 2_000) }
+    }
+}
