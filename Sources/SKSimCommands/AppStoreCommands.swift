@@ -148,30 +148,63 @@ struct AppStoreServerCommand: AsyncParsableCommand {
     func run() async throws {
         let url = try LogCommand.logDirectory(directory)
         let (host, port) = AppStoreServerCommand.hostAndPort(listen)!
-        let chainFolder = appStore.certificates.map { URL(fileURLWithPath: $0, isDirectory: true) }
-            ?? AppStoreOptions.runDirectory(logDirectory: url).appendingPathComponent("app-store", isDirectory: true)
+        var keys: [String: String] = [:]
+        for entry in apiKeys {
+            guard let equals = entry.firstIndex(of: "=") else { throw UserFacingError("--api-key \(entry): give KID=PEMFILE") }
+            keys[String(entry[..<equals])] = String(entry[entry.index(after: equals)...])
+        }
+        let service = AppStoreService(
+            logDirectory: url, host: host, port: port,
+            certificates: appStore.certificates.map { URL(fileURLWithPath: $0, isDirectory: true) }
+                ?? AppStoreOptions.runDirectory(logDirectory: url).appendingPathComponent("app-store", isDirectory: true),
+            settings: AppStoreSettings(bundleIdentifier: appStore.bundleIdentifier, environment: environment), apiKeyFiles: keys,
+            notificationURL: notificationURL, retryDelays: AppStoreServerCommand.delays(notificationRetryDelays)!, follow: follow, drainSeconds: 0)
+        Shutdown.installSignalHandlers()
+        let undelivered = try await service.run { listening, root in
+            printLine(JSONValue.object([("listening", .string(listening)), ("rootCertificate", .string(root))]).serialized())
+        }
+        if undelivered > 0 { printError("app-store-server: \(undelivered) notifications not delivered yet; they are sent when it starts again") }
+    }
+}
+
+/// The App Store server as `sksim app-store-server` and the `appStoreServer` role run it: the HTTP API,
+/// and notifications when a URL is set, until SIGTERM or SIGINT; then outstanding notifications get
+/// `drainSeconds` to be delivered. Returns how many were left undelivered (the journal keeps them).
+struct AppStoreService {
+    var logDirectory: URL
+    var host: String
+    var port: Int
+    var certificates: URL
+    var settings: AppStoreSettings
+    /// Key id → PEM file.
+    var apiKeyFiles: [String: String]
+    var notificationURL: String?
+    var retryDelays: [Double]
+    var follow: Bool
+    var drainSeconds: Double
+
+    func run(onListening: @escaping @Sendable (_ listening: String, _ rootCertificate: String) async -> Void) async throws -> Int {
         let chain: SigningChain
         do {
-            chain = try SigningChain.loadOrCreate(directory: chainFolder)
+            chain = try SigningChain.loadOrCreate(directory: certificates)
         } catch let error as SigningChainError {
             throw UserFacingError(error.description)
         }
         var keys: [String: String] = [:]
-        for entry in apiKeys {
-            guard let equals = entry.firstIndex(of: "="), let pem = try? String(contentsOfFile: String(entry[entry.index(after: equals)...]), encoding: .utf8) else {
-                throw UserFacingError("--api-key \(entry): give KID=PEMFILE with a readable PEM file")
+        for (kid, path) in apiKeyFiles {
+            guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw UserFacingError("API key \(kid): cannot read the PEM file \(path)")
             }
-            keys[String(entry[..<equals])] = pem
+            keys[kid] = pem
         }
-        let settings = AppStoreSettings(bundleIdentifier: appStore.bundleIdentifier, environment: environment)
         let documents = try await AppStoreDocuments(chain: chain, settings: settings)
-        let follower = LedgerFollower(logDirectory: url)
+        let follower = LedgerFollower(logDirectory: logDirectory)
         try await follower.refresh()
         var logger = Logger(label: "sksim.app-store-server")
         logger.logLevel = .notice
         let notifier = try notificationURL.map { target in
-            try NotificationSender(configuration: .init(url: target, journal: chainFolder.appendingPathComponent("notifications.journal"),
-                                                        retryDelaysSeconds: AppStoreServerCommand.delays(notificationRetryDelays)!),
+            try NotificationSender(configuration: .init(url: target, journal: certificates.appendingPathComponent("notifications.journal"),
+                                                        retryDelaysSeconds: retryDelays),
                                    documents: documents, follower: follower, logger: logger)
         }
         let server: AppStoreHTTPServer
@@ -181,21 +214,16 @@ struct AppStoreServerCommand: AsyncParsableCommand {
         } catch let error as AppStoreServerError {
             throw UserFacingError(error.description)
         }
-        Shutdown.installSignalHandlers()
         let follow = self.follow
+        let host = self.host
+        let root = certificates.appendingPathComponent(SigningChain.FileName.root).path
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                try await server.run { bound in
-                    printLine(JSONValue.object([("listening", .string("\(host):\(bound)")), ("rootCertificate", .string(chainFolder.appendingPathComponent("root.cer").path))]).serialized())
-                }
+                try await server.run { bound in await onListening("\(host):\(bound)", root) }
             }
             if let notifier {
                 group.addTask {
-                    if follow {
-                        await notifier.follow()
-                    } else {
-                        try await notifier.catchUp()
-                    }
+                    if follow { await notifier.follow() } else { try await notifier.catchUp() }
                 }
             }
             group.addTask {
@@ -204,14 +232,97 @@ struct AppStoreServerCommand: AsyncParsableCommand {
                 throw CancellationError()
             }
             do {
-                for try await _ in group where Shutdown.isRequested { break }
+                for try await _ in group {}
             } catch is CancellationError {
             }
             group.cancelAll()
         }
-        if let notifier {
-            let left = await notifier.drain(seconds: 0)
-            if left > 0 { printError("app-store-server: \(left) notifications not delivered yet; they are sent when it starts again") }
+        guard let notifier else { return 0 }
+        // What the log holds by now (a run's last events) is queued before the drain.
+        try? await notifier.catchUp()
+        return await notifier.drain(seconds: drainSeconds)
+    }
+}
+
+/// `sksim run`'s and `sksim load`'s App Store server flags, passed on to every child so each reads the
+/// same topology (docs/app-store-server.md).
+struct AppStoreServerOverrides: ParsableArguments {
+    @Option(name: .customLong("app-store-server"), help: "Run the App Store server role (docs/app-store-server.md), listening on HOST:PORT (topology: appStoreServer.listen).")
+    var listen: String?
+    @Option(name: .customLong("notification-url"), help: "Run the App Store server role and POST App Store Server Notifications V2 to this URL (topology: appStoreServer.notificationURL).")
+    var notificationURL: String?
+    @Option(name: .customLong("certificates"), help: "The App Store signing chain's folder: root.cer and the rest, created when missing (topology: appStoreServer.certificates; default: RUN/app-store).")
+    var certificates: String?
+    @Option(name: .customLong("notification-drain"), help: ArgumentHelp("How long the run waits for outstanding notifications before it stops, e.g. 30s (default: 30s).", valueName: "duration"),
+            transform: parseDurationArgument)
+    var drainSeconds: Double?
+
+    func validate() throws {
+        if let listen, AppStoreServerCommand.hostAndPort(listen) == nil { throw ValidationError("--app-store-server takes HOST:PORT, e.g. 127.0.0.1:8080") }
+        if let notificationURL, !(notificationURL.hasPrefix("http://") || notificationURL.hasPrefix("https://")) {
+            throw ValidationError("--notification-url takes an http:// or https:// URL")
+        }
+    }
+
+    /// The topology with these overrides; it gains the App Store server role when a flag asks for it.
+    func apply(to topology: Topology) -> Topology {
+        guard listen != nil || notificationURL != nil || certificates != nil || drainSeconds != nil || topology.appStoreServer != nil else { return topology }
+        var section = topology.appStoreServer ?? AppStoreServerSection()
+        if let listen { section.listen = listen }
+        if let notificationURL { section.notificationURL = notificationURL }
+        if let certificates { section.certificates = URL(fileURLWithPath: certificates).standardizedFileURL.path }
+        if let drainSeconds { section.notificationDrainSeconds = drainSeconds }
+        return topology.withAppStoreServer(section)
+    }
+
+    /// The same flags for a child process.
+    var childArguments: [String] {
+        (listen.map { ["--app-store-server", $0] } ?? []) + (notificationURL.map { ["--notification-url", $0] } ?? [])
+            + (certificates.map { ["--certificates", URL(fileURLWithPath: $0).standardizedFileURL.path] } ?? [])
+            + (drainSeconds.map { ["--notification-drain", "\($0)"] } ?? [])
+    }
+}
+
+/// `sksim appStoreServer --topology FILE --name NAME`: the App Store server role of a topology, which
+/// `sksim run` and `sksim load` start. It follows the run's log, restartable like every role.
+struct AppStoreServerRoleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: RoleKind.appStoreServer.rawValue,
+                                                    abstract: "Run the App Store server of a topology (docs/app-store-server.md).")
+    @OptionGroup var options: RoleOptions
+
+    func run() async throws {
+        let (topology, directory, logger) = try options.resolve()
+        let process = try topology.process(named: options.name)
+        guard process.role == .appStoreServer, let section = topology.appStoreServer else {
+            throw UserFacingError("'\(options.name)' is a \(process.role.rawValue) in \(topology.file), not an appStoreServer")
+        }
+        try RoleOptions.create(directory)
+        let (host, port) = AppStoreServerCommand.hostAndPort(section.listen) ?? ("127.0.0.1", 0)
+        let service = AppStoreService(
+            logDirectory: directory.appendingPathComponent("log", isDirectory: true), host: host, port: port,
+            certificates: section.certificates.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? directory.appendingPathComponent("app-store", isDirectory: true),
+            settings: AppStoreSettings(bundleIdentifier: section.bundleIdentifier, environment: section.environment), apiKeyFiles: section.apiKeys,
+            notificationURL: section.notificationURL, retryDelays: [1, 2, 4, 8, 16], follow: true, drainSeconds: section.notificationDrainSeconds)
+        let note = directory.appendingPathComponent("app-store-server.json")
+        let undelivered: Int
+        do {
+            undelivered = try await service.run { listening, root in
+                let text = JSONValue.object([("listening", .string(listening)), ("rootCertificate", .string(root))]).serialized()
+                try? Data((text + "\n").utf8).write(to: note, options: .atomic)
+                logger.notice("App Store server listening", metadata: ["address": "\(listening)"])
+                try? ReadyNote.write(process: process.name, runDirectory: directory)
+            }
+        } catch {
+            FailureNote.write(describeError(error), process: options.name, runDirectory: directory)
+            throw error
+        }
+        if undelivered > 0 {
+            logger.warning("notifications left undelivered; they are sent when the server starts again", metadata: ["undelivered": "\(undelivered)"])
+        }
+        // The run reports what was left (AppStoreServerReport).
+        if var object = (try? JSONSerialization.jsonObject(with: Data(contentsOf: note))) as? [String: Any] {
+            object["undelivered"] = undelivered
+            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) { try? data.write(to: note, options: .atomic) }
         }
     }
 }

@@ -406,6 +406,35 @@ class NotificationDurabilityTest(unittest.TestCase):
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+@unittest.skipIf(SignedDataVerifier is None, "app-store-server-library is not installed (scripts/setup installs it)")
+class RunWithAppStoreServerTest(unittest.TestCase):
+    def test_sksim_run_starts_the_role_and_drains_every_notification_before_it_exits(self):
+        scratch = tempfile.mkdtemp(prefix="sksim-app-store-run-")
+        webhook = Webhook(failures=1)
+        try:
+            run_dir = os.path.join(scratch, "run")
+            result = subprocess.run([SKSIM, "run", "--devices", "4", "--duration", "60s", "--out", run_dir, "--json",
+                                     "--notification-url", f"http://127.0.0.1:{webhook.port}/hook"],
+                                    capture_output=True, text=True, timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            report = json.loads(result.stdout)
+            self.assertEqual(report["appStoreServer"]["undelivered"], 0)
+            processes = json.load(open(os.path.join(run_dir, "run.json")))["processes"]
+            self.assertIn("appStoreServer", [process["role"] for process in processes])
+            expected = {json.loads(line)["notificationUUID"] for line in sksim("log", "signed", run_dir).splitlines()
+                        if line and "signedPayload" in line}
+            self.assertTrue(expected)
+            # Delivered before `sksim run` exited (the drain), each after one refusal, with the same UUID.
+            self.assertEqual(webhook.delivered(), expected)
+            with open(os.path.join(run_dir, "app-store", "root.cer"), "rb") as file:
+                verifier = SignedDataVerifier([file.read()], False, Environment.SANDBOX, BUNDLE_ID)
+            for uuid in expected:
+                verifier.verify_and_decode_notification(webhook.payloads[uuid])
+        finally:
+            webhook.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     sys.exit(0 if result.wasSuccessful() else 1)
