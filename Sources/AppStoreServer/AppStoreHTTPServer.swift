@@ -124,6 +124,8 @@ public struct AppStoreHTTPServer: Sendable {
         guard parsed.payload.bid == configuration.settings.bundleIdentifier else { return "token for another app (bid)" }
         guard let expires = parsed.payload.exp, expires > Date().timeIntervalSince1970 else { return "token expired or without exp" }
         if let keys {
+            // jwt-kit would fall back to its default key for an unknown kid: the kid must name a configured key.
+            guard let kid = parsed.header.kid, configuration.apiKeys[kid] != nil else { return "token kid names no configured API key" }
             do {
                 _ = try await keys.verify(token, as: APIClaims.self)
             } catch {

@@ -117,6 +117,9 @@ struct AppStoreServerCommand: AsyncParsableCommand {
     var notificationRetryDelays: String = "1,2,4,8,16"
     @Option(name: .customLong("api-key"), help: "KID=PEMFILE: an API key whose signature bearer tokens must carry (repeatable; default: none, any well-formed ES256 token for the bundle id).")
     var apiKeys: [String] = []
+    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp("Close a connection idle this long, e.g. 30s: a client that stops sending mid-request (default: 30s).", valueName: "duration"),
+            transform: parseDurationArgument)
+    var idleTimeoutSeconds: Double = 30
 
     func validate() throws {
         guard AppStoreServerCommand.hostAndPort(listen) != nil else {
@@ -158,7 +161,8 @@ struct AppStoreServerCommand: AsyncParsableCommand {
             certificates: appStore.certificates.map { URL(fileURLWithPath: $0, isDirectory: true) }
                 ?? AppStoreOptions.runDirectory(logDirectory: url).appendingPathComponent("app-store", isDirectory: true),
             settings: AppStoreSettings(bundleIdentifier: appStore.bundleIdentifier, environment: environment), apiKeyFiles: keys,
-            notificationURL: notificationURL, retryDelays: AppStoreServerCommand.delays(notificationRetryDelays)!, follow: follow, drainSeconds: 0)
+            notificationURL: notificationURL, retryDelays: AppStoreServerCommand.delays(notificationRetryDelays)!, follow: follow, drainSeconds: 0,
+            idleTimeoutSeconds: idleTimeoutSeconds)
         Shutdown.installSignalHandlers()
         let undelivered = try await service.run { listening, root in
             printLine(JSONValue.object([("listening", .string(listening)), ("rootCertificate", .string(root))]).serialized())
@@ -182,6 +186,7 @@ struct AppStoreService {
     var retryDelays: [Double]
     var follow: Bool
     var drainSeconds: Double
+    var idleTimeoutSeconds: Double = 30
 
     func run(onListening: @escaping @Sendable (_ listening: String, _ rootCertificate: String) async -> Void) async throws -> Int {
         let chain: SigningChain
@@ -209,7 +214,8 @@ struct AppStoreService {
         }
         let server: AppStoreHTTPServer
         do {
-            server = try await AppStoreHTTPServer(configuration: .init(host: host, port: port, settings: settings, apiKeys: keys),
+            server = try await AppStoreHTTPServer(configuration: .init(host: host, port: port, settings: settings, apiKeys: keys,
+                                                                       idleTimeoutSeconds: max(1, Int64(idleTimeoutSeconds.rounded(.up)))),
                                                   documents: documents, follower: follower, notifier: notifier, logger: logger)
         } catch let error as AppStoreServerError {
             throw UserFacingError(error.description)

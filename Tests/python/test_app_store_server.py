@@ -247,7 +247,7 @@ class AppStoreServerHTTPTest(unittest.TestCase):
         cls.signed = [json.loads(line) for line in sksim("log", "signed", cls.run_dir).splitlines() if line]
         cls.webhook = Webhook(failures=2)
         cls.process, cls.port = start_server(cls.run_dir, "--notification-url", f"http://127.0.0.1:{cls.webhook.port}/hook",
-                                             "--notification-retry-delays", "0.05,0.05,0.05,0.05,0.05")
+                                             "--notification-retry-delays", "0.05,0.05,0.05,0.05,0.05", "--idle-timeout", "1s")
         with open(os.path.join(cls.run_dir, "app-store", "root.cer"), "rb") as file:
             cls.verifier = SignedDataVerifier([file.read()], False, Environment.SANDBOX, BUNDLE_ID)
         cls.key = ec.generate_private_key(ec.SECP256R1())
@@ -354,6 +354,38 @@ class AppStoreServerHTTPTest(unittest.TestCase):
         self.assertEqual(self.request("POST", "/verifyReceipt", body=huge)[0], 413)
         self.assertEqual(self.request("GET", "/inApps/v1/nothing-here", self.token())[0], 404)
         self.assertEqual(self.request("GET", "/inApps/v1/transactions/" + "9" * 200, self.token())[0], 400)
+
+    def test_a_client_that_stops_mid_request_is_disconnected(self):
+        import socket
+        with socket.create_connection(("127.0.0.1", int(self.port)), timeout=15) as connection:
+            connection.sendall(b"POST /verifyReceipt HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
+            started = time.monotonic()
+            # recv blocks until the server closes the idle connection (1 s here); the socket's own timeout bounds the wait.
+            data = connection.recv(65536)
+            while data:
+                data = connection.recv(65536)
+            self.assertLess(time.monotonic() - started, 10)
+
+    def test_api_keys_make_the_signature_count(self):
+        key = ec.generate_private_key(ec.SECP256R1())
+        pem = os.path.join(self.scratch, "api-key.pem")
+        with open(pem, "wb") as file:
+            file.write(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        process, port = start_server(self.run_dir, "--api-key", f"2X9R4HXF34={pem}")
+        try:
+            path = f"http://127.0.0.1:{port}/inApps/v1/transactions/" + self.transactions()[0]["transactionId"]
+            def status(token):
+                request = urllib.request.Request(path, headers={"Authorization": "Bearer " + token})
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as response:
+                        return response.status
+                except urllib.error.HTTPError as error:
+                    return error.code
+            self.assertEqual(status(self.token(key=key)), 200)
+            self.assertEqual(status(self.token()), 401)  # well-formed, but signed by a key not configured
+            self.assertEqual(status(self.token(key=key, headers={"kid": "OTHERKEY01"})), 401)
+        finally:
+            stop_server(process)
 
     def test_every_notification_is_delivered_after_retries_with_the_same_uuid(self):
         expected = {entry["notificationUUID"] for entry in self.signed if "signedPayload" in entry}
