@@ -211,7 +211,9 @@ public struct AppStoreHTTPServer: Sendable {
         guard let notifier else {
             return Self.json(.badRequest, ["errorCode": 4_000_000, "errorMessage": "No notification URL is set (--notification-url)."])
         }
-        let token = await notifier.sendTest()
+        guard let token = await notifier.sendTest() else {
+            return Self.json(.tooManyRequests, ["errorCode": 4_290_000, "errorMessage": "Rate limit exceeded: \(NotificationSender.maximumWaitingTests) test notifications already wait."])
+        }
         return Self.json(.ok, ["testNotificationToken": token])
     }
 

@@ -17,7 +17,7 @@ import Darwin
 /// - What was delivered (or given up) is appended to `journal` and synced before the next notification is
 ///   counted done, and the notifications themselves derive from the log: a sender killed at any point
 ///   sends on restart everything not in the journal, so none is lost (at least once).
-/// - At most `maximumConcurrentDeliveries` are in flight; the rest wait as indexes into the ledger, so a
+/// - At most `maximumConcurrentDeliveries` are in flight; the rest wait as a position in the ledger, so a
 ///   webhook that is down holds no more than that, and never touches the queue or the store.
 public actor NotificationSender {
     public struct Configuration: Sendable {
@@ -45,10 +45,13 @@ public actor NotificationSender {
     private let logger: Logger
     /// UUIDs the journal holds: delivered, or given up after the last retry.
     private var settled: Set<String> = []
-    /// The next notification of the ledger not yet queued.
-    private var scanned = 0
-    private var waiting: [(uuid: String, type: String, subtype: String?, transactionIndex: Int?)] = []
-    private var waitingHead = 0
+    /// The ledger's notifications as of the last `catchUp`, and the next one not yet started: what waits
+    /// is a position in the ledger, not a copy per notification, so a webhook that is down holds no more.
+    private var notifications: [AppStoreLedger.Notification] = []
+    private var next = 0
+    /// `TEST` notifications asked for and not yet started, at most `maximumWaitingTests`.
+    private var tests: [String] = []
+    public static let maximumWaitingTests = 64
     private var inFlight = 0
     public private(set) var delivered = 0
     public private(set) var givenUp = 0
@@ -80,24 +83,25 @@ public actor NotificationSender {
     }
 
     /// Notifications queued or in flight.
-    public var outstanding: Int { waiting.count - waitingHead + inFlight }
+    public var outstanding: Int { waitingInLedger + tests.count + inFlight }
+    /// Notifications of `notifications` from `next` on that are not settled.
+    private var waitingInLedger = 0
 
-    /// Queues the ledger's notifications not yet queued and not settled, and starts deliveries up to the bound.
+    /// Takes in the notifications the log holds by now and starts deliveries up to the bound.
     public func catchUp() async throws {
-        let ledger = try await follower.refresh()
-        while scanned < ledger.notifications.count {
-            let notification = ledger.notifications[scanned]
-            scanned += 1
-            guard !settled.contains(notification.notificationUUID) else { continue }
-            waiting.append((notification.notificationUUID, notification.notificationType, notification.subtype, notification.transactionIndex))
-        }
+        let known = notifications.count
+        // The ledger only grows: the notifications known already keep their places.
+        notifications = try await follower.refresh().notifications
+        for index in known..<notifications.count where !settled.contains(notifications[index].notificationUUID) { waitingInLedger += 1 }
         startDeliveries()
     }
 
-    /// Sends `TEST` (POST /inApps/v1/notifications/test), returning its token (the notification's UUID).
-    public func sendTest() -> String {
+    /// Sends `TEST` (POST /inApps/v1/notifications/test), returning its token (the notification's UUID),
+    /// or nil when `maximumWaitingTests` already wait.
+    public func sendTest() -> String? {
+        guard tests.count < Self.maximumWaitingTests else { return nil }
         let uuid = UUID().uuidString.lowercased()
-        waiting.append((uuid, "TEST", nil, nil))
+        tests.append(uuid)
         startDeliveries()
         return uuid
     }
@@ -124,15 +128,23 @@ public actor NotificationSender {
     }
 
     private func startDeliveries() {
-        while inFlight < configuration.maximumConcurrentDeliveries, waitingHead < waiting.count {
-            let next = waiting[waitingHead]
-            waitingHead += 1
-            if waitingHead > 1_024, waitingHead * 2 > waiting.count {
-                waiting.removeFirst(waitingHead)
-                waitingHead = 0
+        while inFlight < configuration.maximumConcurrentDeliveries {
+            if !tests.isEmpty {
+                let uuid = tests.removeFirst()
+                inFlight += 1
+                Task { await self.deliver(uuid: uuid, type: "TEST", subtype: nil, transactionIndex: nil) }
+                continue
             }
+            guard next < notifications.count else { return }
+            let notification = notifications[next]
+            next += 1
+            guard !settled.contains(notification.notificationUUID) else { continue }
+            waitingInLedger -= 1
             inFlight += 1
-            Task { await self.deliver(uuid: next.uuid, type: next.type, subtype: next.subtype, transactionIndex: next.transactionIndex) }
+            Task {
+                await self.deliver(uuid: notification.notificationUUID, type: notification.notificationType, subtype: notification.subtype,
+                                   transactionIndex: notification.transactionIndex)
+            }
         }
     }
 
