@@ -103,7 +103,7 @@ let package = Package(
                                                      .product(name: "Histogram", package: "hdrhistogram-swift"),
                                                      .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
-        .testTarget(name: "AppStoreServerTests", dependencies: ["AppStoreServer", "StoreKitTestKit", "StoreKitRuntime", "StoreKitModel", "SKSimCommands",
+        .testTarget(name: "AppStoreServerTests", dependencies: ["AppStoreServer", "StoreKitTestKit", "StoreKitLive", "StoreKitRuntime", "StoreKitModel", "SKSimCommands",
                                                             .product(name: "X509", package: "swift-certificates"),
                                                             .product(name: "JWTKit", package: "jwt-kit")]),
         .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestKit", "StoreKitReplay", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",

@@ -97,6 +97,19 @@ import Testing
         #expect(try documents.appReceipt(device: "no-such-device", in: ledger) == nil)
     }
 
+    /// `--at SEQUENCE`: the ledger as of a record knows only what happened up to it.
+    @Test func aLedgerAsOfASequenceKnowsOnlyWhatCameBefore() throws {
+        let scratch = Scratch()
+        let run = try Self.simulate(scratch)
+        let log = run.appendingPathComponent("log")
+        let whole = try AppStoreLedger.build(logDirectory: log)
+        let first = try #require(whole.transactions.first)
+        let early = try AppStoreLedger.build(logDirectory: log, through: first.sequence)
+        #expect(early.transactions == [first])
+        #expect(early.receiptEntries(device: first.device)?.map(\.transactionIdentifier) == [first.logIdentifier])
+        #expect(try AppStoreLedger.build(logDirectory: log, through: first.sequence - 1).transactions.isEmpty)
+    }
+
     /// Keys never enter the log: two runs of one seed, one of them signed for with its own new chain,
     /// hold the same log bytes.
     @Test func theLogIsByteIdenticalWhateverTheKeys() throws {
