@@ -79,7 +79,13 @@ public struct Topology: Sendable {
     /// Default output directory (relative to the working directory) when `--out` is not given.
     public var output: String?
     /// The App Store's server side, when the topology (or `run`'s flags) asks for it.
-    public var appStoreServer: AppStoreServerSection? = nil
+    public var appStoreServer: AppStoreServerSection? {
+        get { appStoreServerStorage.first }
+        set { appStoreServerStorage = newValue.map { [$0] } ?? [] }
+    }
+    /// Held out of line (an array's one element): a topology is parsed and copied through deep call
+    /// chains, and every byte it holds inline is on each of their stack frames.
+    var appStoreServerStorage: [AppStoreServerSection] = []
 
     /// The first queue (the only one in a topology without partitions).
     public var queue: ProcessSpecification { processes.first { $0.role == .queue }! }
