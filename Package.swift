@@ -20,12 +20,20 @@ let package = Package(
         .library(name: "StoreKitLive", targets: ["StoreKitLive"]),
         .library(name: "StoreKitLoad", targets: ["StoreKitLoad"]),
         .library(name: "StoreKitSim", targets: ["StoreKitSim"]),
+        .library(name: "AppStoreServer", targets: ["AppStoreServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
         // libzmq, the system library (Debian: libzmq3-dev).
@@ -70,9 +78,18 @@ let package = Package(
         ]),
         // Apple's StoreKit 1 API over the simulator's queue: users' own app code, unchanged (docs/explore.md).
         .target(name: "StoreKitSim", dependencies: ["StoreKitRoles", "StoreKitModel"]),
+        // The App Store's server side, projected from the log: the signing chain, signed transactions and
+        // renewal info (JWS), app receipts (CMS), the App Store Server API and Server Notifications V2.
+        .target(name: "AppStoreServer", dependencies: [
+            "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"), .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "Hummingbird", package: "hummingbird"), .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+        ]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
-            "StoreKitLive", "StoreKitLoad", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitLive", "StoreKitLoad", "AppStoreServer", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -89,6 +106,9 @@ let package = Package(
                                                      .product(name: "Histogram", package: "hdrhistogram-swift"),
                                                      .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
+        .testTarget(name: "AppStoreServerTests", dependencies: ["AppStoreServer", "StoreKitTestKit", "StoreKitLive", "StoreKitRuntime", "StoreKitModel", "SKSimCommands",
+                                                            .product(name: "X509", package: "swift-certificates"),
+                                                            .product(name: "JWTKit", package: "jwt-kit")]),
         .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestKit", "StoreKitReplay", "StoreKitSimulation", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
                                                       "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "StoreKitSimTests", dependencies: ["StoreKitSim", "StoreKitExplore", "StoreKitTestKit", "StoreKitRoles", "StoreKitModel"]),

@@ -48,10 +48,11 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Lifecycles one driver keeps in flight at most; starts beyond are missed (default 50000).") var maximumInFlight: Int?
     @Option(help: "Output directory (default: out/load-<seed>).") var out: String?
     @Option(help: "This machine's `host` in the topology, for a load across hosts: start only the services on it and wait for the other hosts' queues (started by hand with `sksim queue`).") var host: String?
+    @OptionGroup var appStoreServer: AppStoreServerOverrides
 
     func run() async throws {
         Shutdown.installSignalHandlers()
-        let loaded = try loadTopology(topology)
+        let loaded = appStoreServer.apply(to: try loadTopology(topology))
         var commandLine = LoadSettings()
         commandLine.model = model
         commandLine.rate = rate
@@ -76,6 +77,7 @@ struct LoadCommand: AsyncParsableCommand {
             throw UserFacingError("\(error)")
         }
         options.showLiveView = options.showLiveView && !json
+        options.childArguments = appStoreServer.childArguments
         if let host {
             guard loaded.processes.contains(where: { $0.host == host && $0.role != .observer }) else {
                 throw UserFacingError("--host \(host): no queue, store or downloader of \(topology) names host \(host); give the 'host' of this machine's processes (hosts in the file: \(Set(loaded.processes.map(\.host)).sorted().joined(separator: ", ")))")

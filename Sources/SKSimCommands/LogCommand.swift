@@ -10,7 +10,7 @@ struct LogCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log",
         abstract: "Inspect, verify and repair an event log (a run's `log` directory).",
-        subcommands: [Verify.self, Repair.self, Cat.self, Project.self, Stats.self])
+        subcommands: [Verify.self, Repair.self, Cat.self, Project.self, Stats.self, Receipt.self, Signed.self])
 
     /// Accepts a run directory too: its `log` folder is the log. Refuses a directory that holds
     /// no log (no partition folder with segment files), so nothing reports an empty folder "intact".

@@ -34,7 +34,7 @@ struct LiveReplayChildOptions: ParsableArguments {
         case .observer:
             return ReplayAppsRole(name: process.name, plan: plan, speed: speed, deviceIndices: process.deviceIndices,
                                   choices: SeededChoices(seed: topology.scenario.seed, stream: process.name))
-        case .queue: return nil
+        case .queue, .appStoreServer: return nil
         }
     }
 }

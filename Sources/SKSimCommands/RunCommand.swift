@@ -50,6 +50,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Simulated devices, shared evenly by the topology's observer processes (default: the topology's).") var devices: Int?
     @Option(parsing: .unconditional, help: "Restarts allowed per process; each rebuilds from the log (for an observer, an app relaunch).") var maximumRestarts = 3
     @Flag(help: "Print one JSON object instead of the human summary.") var json = false
+    @OptionGroup var appStoreServer: AppStoreServerOverrides
     @OptionGroup var verbosity: VerbosityOptions
 
     func validate() throws {
@@ -58,7 +59,7 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         Shutdown.installSignalHandlers()
-        let loaded = try loadTopology(topology, seed: seed, devices: devices)
+        let loaded = appStoreServer.apply(to: try loadTopology(topology, seed: seed, devices: devices))
         let topologyPath = topology.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? Topology.builtInName
         do {
             try Supervisor.checkAllLocal(loaded, topologyPath: topology ?? Topology.builtInName)
@@ -72,6 +73,7 @@ struct RunCommand: AsyncParsableCommand {
         options.durationSeconds = duration
         options.maximumRestarts = maximumRestarts
         options.childArguments = (seed.map { ["--seed", "\($0)"] } ?? []) + (devices.map { ["--devices", "\($0)"] } ?? [])
+            + appStoreServer.childArguments
         var logger = Logger(label: "sksim.run")
         logger[metadataKey: "topology"] = "\(loaded.name)"
         // On a terminal the progress line tells the story; info lines would break it up.
@@ -85,7 +87,11 @@ struct RunCommand: AsyncParsableCommand {
         } catch {
             throw UserFacingError("run failed: \(describeError(error))")
         }
-        let extra: [(String, JSONValue)] = [
+        let appStore = AppStoreServerReport(runDirectory: directory, topology: loaded)
+        if let appStore, appStore.undelivered > 0 {
+            printError("app store server: \(appStore.undelivered) notifications left undelivered after the drain; `sksim app-store-server \(directory.path) --notification-url URL` sends them")
+        }
+        var extra: [(String, JSONValue)] = [
             ("topology", .string(loaded.name)), ("wallSeconds", .double((result.wallSeconds * 1000).rounded() / 1000)),
             ("finished", .bool(result.finished)), ("interrupted", .bool(result.interrupted)),
             ("restarts", .object(result.restarts.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })),
@@ -93,12 +99,16 @@ struct RunCommand: AsyncParsableCommand {
             ("failure", result.failure.map { .string($0) } ?? .null),
             ("exitStatus", .int(Int(result.exitStatus))),
         ]
+        if let appStore {
+            extra.append(("appStoreServer", .object([("listening", .string(appStore.listening)), ("undelivered", .int(appStore.undelivered))])))
+        }
         if json {
             printLine(JSONShapes.report(result.report, extra: extra).serialized())
         } else {
             printLine(JSONShapes.summaryText(result.report).replacingOccurrences(of: "simulated time", with: "elapsed time  "))
             if !result.restarts.isEmpty { printLine("restarts        " + result.restarts.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")) }
             printLine("processes       \(directory.appendingPathComponent("run.json").path)")
+            if let appStore { printLine("app store       \(appStore.listening), \(appStore.undelivered) notifications undelivered") }
             if result.interrupted { printLine("interrupted     stopped by a signal before the apps were done") }
         }
         if let failure = result.failure { throw UserFacingError(failure, exitStatus: result.exitStatus) }
@@ -133,12 +143,13 @@ struct RoleOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: "Seed override, as given to `sksim run --seed` (every process of a run must use the same).") var seed: UInt64?
     @Option(parsing: .unconditional, help: "Devices override, as given to `sksim run --devices` (every process of a run must use the same).") var devices: Int?
     @OptionGroup var liveReplay: LiveReplayChildOptions
+    @OptionGroup var appStoreServer: AppStoreServerOverrides
     @OptionGroup var verbosity: VerbosityOptions
 
     func resolve() throws -> (Topology, URL, Logger) {
         Shutdown.installSignalHandlers()
         Shutdown.followSupervisor()
-        let topology = try liveReplay.replayed(loadTopology(self.topology, seed: seed, devices: devices))
+        let topology = try liveReplay.replayed(appStoreServer.apply(to: loadTopology(self.topology, seed: seed, devices: devices)))
         let directory = URL(fileURLWithPath: runDirectory ?? topology.output ?? "out/\(topology.name)", isDirectory: true).standardizedFileURL
         var logger = Logger(label: "sksim.\(name)")
         logger[metadataKey: "process"] = "\(name)"
@@ -215,5 +226,20 @@ struct KeysCommand: AsyncParsableCommand {
     func run() async throws {
         let pair = try CurveKeyPairMaker.generate()
         printLine("publicKey: \"\(pair.publicKey)\"\nsecretKey: \"\(pair.secretKey)\"")
+    }
+}
+
+/// What the App Store server role wrote when it stopped (`RUN/app-store-server.json`): where it listened
+/// and how many notifications it left undelivered after the drain.
+struct AppStoreServerReport {
+    var listening: String
+    var undelivered: Int
+
+    init?(runDirectory: URL, topology: Topology) {
+        guard topology.appStoreServer != nil,
+              let data = FileManager.default.contents(atPath: runDirectory.appendingPathComponent("app-store-server.json").path),
+              let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return nil }
+        listening = object["listening"] as? String ?? ""
+        undelivered = object["undelivered"] as? Int ?? 0
     }
 }

@@ -19,7 +19,8 @@ public struct SKSim: AsyncParsableCommand {
         version: sksimVersion,
         subcommands: [RunCommand.self, SimulateCommand.self, ReplayCommand.self, ExploreCommand.self, LoadCommand.self, DriverCommand.self, TopologyCommand.self, CatalogCommand.self, LogCommand.self, BenchCommand.self,
                       QueueCommand.self, RoleCommand<StoreKind>.self, RoleCommand<DownloaderKind>.self,
-                      RoleCommand<ObserverKind>.self, KeysCommand.self])
+                      RoleCommand<ObserverKind>.self, KeysCommand.self, AppStoreServerCommand.self,
+                      AppStoreServerRoleCommand.self])
 
     public init() {}
 

@@ -165,6 +165,16 @@ struct ConfigurationNode {
         return result
     }
 
+    /// A mapping whose keys are chosen by the user (e.g. API key ids) and whose values are strings, sorted by key.
+    func stringMapping() throws(TopologyError) -> [(String, String)] {
+        guard let dictionary = value as? [String: Any] else {
+            throw error("expected a mapping of names to strings, found \(describe(value))")
+        }
+        var result: [(String, String)] = []
+        for key in dictionary.keys.sorted() { result.append((key, try child(key, dictionary[key]).string())) }
+        return result
+    }
+
     func sequence() throws(TopologyError) -> [ConfigurationNode] {
         guard let array = value as? [Any] else { throw error("expected a list, found \(describe(value))") }
         return array.enumerated().map { index, item in

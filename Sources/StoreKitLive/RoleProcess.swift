@@ -60,6 +60,7 @@ public final class RoleProcess {
         case .store: return factory.make(.store, name: process.name)
         case .downloader: return factory.make(.downloader, name: process.name)
         case .observer, .queue: return factory.make(.apps, name: process.name, deviceIndices: process.deviceIndices)
+        case .appStoreServer: preconditionFailure("the App Store server reads the log in its own process (sksim appStoreServer), not as a role")
         }
     }
 

@@ -157,7 +157,7 @@ extension EnvironmentFailure {
 public enum ReadyNote {
     static func file(for name: String, in runDirectory: URL) -> URL { runDirectory.appendingPathComponent("\(name).ready") }
 
-    static func write(process name: String, runDirectory: URL) throws {
+    public static func write(process name: String, runDirectory: URL) throws {
         try Data("\(getpid())\n".utf8).write(to: file(for: name, in: runDirectory), options: .atomic)
     }
 

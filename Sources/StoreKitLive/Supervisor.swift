@@ -362,7 +362,11 @@ public final class Supervisor {
     /// SIGTERM to everyone but the queue, then the queue (so late commands still land),
     /// each with a bounded wait before SIGKILL.
     private func stopAll() {
-        let order = children.filter { $0.specification.role != .queue } + children.filter { $0.specification.role == .queue }
+        // The App Store server reads the log: it stops last, after the queue wrote the last events, and is
+        // given its notification drain to deliver what is outstanding (docs/app-store-server.md).
+        let readers = children.filter { $0.specification.role == .appStoreServer }
+        let order = children.filter { $0.specification.role != .queue && $0.specification.role != .appStoreServer }
+            + children.filter { $0.specification.role == .queue }
         var group: [Child] = []
         for child in order {
             if child.specification.role == .queue {
@@ -373,14 +377,16 @@ public final class Supervisor {
             group.append(child)
         }
         waitOrKill(group)
+        for child in readers where child.process.isRunning { child.process.terminate() }
+        waitOrKill(readers, seconds: 5 + (topology.appStoreServer?.notificationDrainSeconds ?? 0))
         for child in children { FailureNote.discardBlank(process: child.specification.name, runDirectory: runDirectory) }
     }
 
-    private func waitOrKill(_ group: [Child]) {
-        let deadline = LiveClock.monotonicNanoseconds() + 5_000_000_000
+    private func waitOrKill(_ group: [Child], seconds: Double = 5) {
+        let deadline = LiveClock.monotonicNanoseconds() + Int64(seconds * 1e9)
         while group.contains(where: { $0.process.isRunning }) && LiveClock.monotonicNanoseconds() < deadline { usleep(10_000) }
         for child in group where child.process.isRunning {
-            logger.warning("process did not stop within 5 s; killing it", metadata: ["name": "\(child.specification.name)"])
+            logger.warning("process did not stop in time; killing it", metadata: ["name": "\(child.specification.name)", "seconds": "\(seconds)"])
             kill(child.process.processIdentifier, SIGKILL)
             child.process.waitUntilExit()
         }

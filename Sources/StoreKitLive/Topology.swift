@@ -9,6 +9,29 @@ import ZeroMQ
 /// The roles a process can play.
 public enum RoleKind: String, Sendable, CaseIterable {
     case queue, store, downloader, observer
+    /// The App Store's server side (docs/app-store-server.md): reads the log, never writes it.
+    case appStoreServer
+}
+
+/// A topology's `appStoreServer:` section (docs/app-store-server.md, docs/topology.md): where the App
+/// Store Server API listens and what it signs with. Its process reads the log only.
+public struct AppStoreServerSection: Sendable, Hashable {
+    /// HOST:PORT (port 0: any free one, written to `RUN/app-store-server.json`).
+    public var listen = "127.0.0.1:0"
+    /// The signing chain's folder (default: `RUN/app-store`).
+    public var certificates: String?
+    public var environment = "Sandbox"
+    public var bundleIdentifier = "com.example.sksim"
+    public var notificationURL: String?
+    /// API keys: key id → PEM file of its public (or .p8 private) key.
+    public var apiKeys: [String: String] = [:]
+    /// How long `sksim run` lets outstanding notifications be delivered before it stops the server.
+    public var notificationDrainSeconds: Double = 30
+
+    public init() {}
+
+    /// The process a topology with the section but none of that role runs it in.
+    public static let defaultProcessName = "appStoreServer"
 }
 
 /// One process of a topology.
@@ -69,6 +92,14 @@ public struct Topology: Sendable {
     public var insecure = false
     /// Default output directory (relative to the working directory) when `--out` is not given.
     public var output: String?
+    /// The App Store's server side, when the topology (or `run`'s flags) asks for it.
+    public var appStoreServer: AppStoreServerSection? {
+        get { appStoreServerStorage.first }
+        set { appStoreServerStorage = newValue.map { [$0] } ?? [] }
+    }
+    /// Held out of line (an array's one element): a topology is parsed and copied through deep call
+    /// chains, and every byte it holds inline is on each of their stack frames.
+    var appStoreServerStorage: [AppStoreServerSection] = []
 
     /// The first queue (the only one in a topology without partitions).
     public var queue: ProcessSpecification { processes.first { $0.role == .queue }! }
@@ -161,7 +192,7 @@ public struct Topology: Sendable {
 
     public static func parse(_ text: String, file: String) throws(TopologyError) -> Topology {
         let root = try ConfigurationNode.parse(text, file: file)
-        let top = try root.mapping(allowedKeys: ["name", "seed", "durability", "heartbeatMilliseconds", "scenario", "processes", "curve", "insecure", "output", "load"])
+        let top = try root.mapping(allowedKeys: ["name", "seed", "durability", "heartbeatMilliseconds", "scenario", "processes", "curve", "insecure", "output", "load", "appStoreServer"])
         func required(_ key: String) throws(TopologyError) -> ConfigurationNode {
             guard let node = top[key], node.isPresent else { throw root.error("missing key '\(key)'") }
             return node
@@ -194,9 +225,15 @@ public struct Topology: Sendable {
         }
         let insecure = try top["insecure"]?.bool() ?? false
         try checkTransportSecurity(processes, curve: curve, insecure: insecure, file: file)
-        return Topology(name: name, file: file, scenario: scenario, durability: durability, durabilityName: durabilityName,
-                        heartbeatMilliseconds: heartbeat, processes: processes, curve: curve, insecure: insecure,
-                        output: try top["output"]?.string())
+        var topology = Topology(name: name, file: file, scenario: scenario, durability: durability, durabilityName: durabilityName,
+                                heartbeatMilliseconds: heartbeat, processes: processes, curve: curve, insecure: insecure,
+                                output: try top["output"]?.string())
+        if let section = top["appStoreServer"], section.isPresent {
+            topology = topology.withAppStoreServer(try parseAppStoreServer(section))
+        } else if processes.contains(where: { $0.role == .appStoreServer }) {
+            topology.appStoreServer = AppStoreServerSection()
+        }
+        return topology
     }
 
     private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
@@ -605,5 +642,45 @@ extension Topology {
             }
         }
         return nil
+    }
+}
+
+extension Topology {
+    /// The same topology with the App Store's server side: `section`, and a process of role
+    /// `appStoreServer` unless it has one (`sksim run --app-store-server`, `--notification-url`, `--certificates`).
+    public func withAppStoreServer(_ section: AppStoreServerSection) -> Topology {
+        var result = self
+        result.appStoreServer = section
+        if !processes.contains(where: { $0.role == .appStoreServer }) {
+            result.processes.append(ProcessSpecification(name: AppStoreServerSection.defaultProcessName, role: .appStoreServer, host: "localhost",
+                                                         eventsEndpoint: nil, requestsEndpoint: nil, deviceIndices: []))
+        }
+        return result
+    }
+
+    fileprivate static func parseAppStoreServer(_ node: ConfigurationNode) throws(TopologyError) -> AppStoreServerSection {
+        let keys = try node.mapping(allowedKeys: ["listen", "certificates", "environment", "bundleIdentifier", "notificationURL", "apiKeys",
+                                                  "notificationDrainSeconds"])
+        var section = AppStoreServerSection()
+        if let item = keys["listen"] {
+            section.listen = try item.string()
+            guard let colon = section.listen.lastIndex(of: ":"), colon != section.listen.startIndex,
+                  let port = Int(section.listen[section.listen.index(after: colon)...]), (0...65_535).contains(port) else {
+                throw item.error("expected HOST:PORT, e.g. 127.0.0.1:8080, found '\(section.listen)'")
+            }
+        }
+        section.certificates = try keys["certificates"]?.string()
+        if let item = keys["environment"] { section.environment = try item.oneOf(["Sandbox", "Production"]) }
+        if let item = keys["bundleIdentifier"] { section.bundleIdentifier = try item.string() }
+        if let item = keys["notificationURL"] {
+            let url = try item.string()
+            guard url.hasPrefix("http://") || url.hasPrefix("https://") else { throw item.error("expected an http:// or https:// URL, found '\(url)'") }
+            section.notificationURL = url
+        }
+        if let item = keys["apiKeys"], item.isPresent {
+            for (kid, path) in try item.stringMapping() { section.apiKeys[kid] = path }
+        }
+        if let item = keys["notificationDrainSeconds"] { section.notificationDrainSeconds = try item.double(in: 0...3_600) }
+        return section
     }
 }

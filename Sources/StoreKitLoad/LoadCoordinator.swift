@@ -26,6 +26,8 @@ public final class LoadCoordinator {
         /// This machine's `host` in the topology, for a load across hosts: only the services on it
         /// are started here; the other hosts' queues are started by hand (docs/load-testing.md).
         public var thisHost: String?
+        /// Passed to every service process after its role arguments (`Supervisor.Options.childArguments`).
+        public var childArguments: [String] = []
         /// A driver silent this long (no report) fails the run.
         public var driverSilenceSeconds = 15.0
         /// Called once the queue, store and downloader are up (their ready notes, with their pids, are
@@ -99,8 +101,10 @@ public final class LoadCoordinator {
 
     public func run() throws -> Result {
         let wallStart = LiveClock.monotonicNanoseconds()
+        var supervisorOptions = Supervisor.Options()
+        supervisorOptions.childArguments = options.childArguments
         let supervisor = Supervisor(topology: topology, topologyPath: topologyPath, runDirectory: runDirectory, executable: executable,
-                                    options: Supervisor.Options(), logger: logger)
+                                    options: supervisorOptions, logger: logger)
         var localProcesses: [Process] = []
         var servicesRunning = false
         defer {

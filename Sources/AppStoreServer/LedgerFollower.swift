@@ -1,0 +1,44 @@
+import EventLog
+import Foundation
+import StoreKitModel
+import StoreKitRuntime
+
+/// The ledger of a run's log, read once (a finished run) or kept up with (`--follow`): each partition is
+/// read on from the record after the last one folded, so following costs only the new records.
+public actor LedgerFollower {
+    public let logDirectory: URL
+    private var ledger = AppStoreLedger()
+    private var nextSequence: [String: UInt64] = [:]
+
+    public init(logDirectory: URL) {
+        self.logDirectory = logDirectory
+    }
+
+    /// The ledger as of the last `refresh`.
+    public var current: AppStoreLedger { ledger }
+
+    /// Folds every record written since the last call. A partition that appeared since is read from its start.
+    @discardableResult
+    public func refresh() throws -> AppStoreLedger {
+        guard FileManager.default.fileExists(atPath: logDirectory.path) else { return ledger }
+        let names = (try? LogDirectory.partitions(in: logDirectory)) ?? []
+        for name in names {
+            let reader: PartitionReader
+            do {
+                reader = try PartitionReader(directory: logDirectory, partition: name)
+            } catch {
+                continue  // a partition its queue is only creating; read at the next refresh
+            }
+            var next = nextSequence[name] ?? 1
+            var folded = ledger
+            try reader.forEachRecord(from: next, through: .max) { view in
+                try folded.apply(try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload),
+                                 partition: name)
+                next = view.sequence + 1
+            }
+            ledger = folded
+            nextSequence[name] = next
+        }
+        return ledger
+    }
+}
