@@ -115,12 +115,12 @@ struct DriverEngine {
     let devices: [String]
     let choices: SeededChoices
 
-    enum Kind { case purchase, restore }
-
     struct Lifecycle {
-        var kind: Kind
+        var kind: LifecycleKind
         var intended: Int64
         var device: Int
+        /// A purchase: what its account holds from its start (`LoadProduct.ownershipKey`).
+        var ownershipKey: String? = nil
         /// A restore: transactions restored and not yet removed, and whether restoreFinished came.
         var openTransactions = 0
         var delivered = false
@@ -130,7 +130,21 @@ struct DriverEngine {
         var lifecycle: Int
         var downloadsRemaining: Int
         var isRestored: Bool
+        /// What the account holds while this purchase is open or once it is bought (`LoadProduct.ownershipKey`).
+        var ownershipKey: String? = nil
+        var payment: Payment? = nil
     }
+
+    /// Per account (device index / 2): the non-consumables and subscription groups it bought or is
+    /// buying, so it never buys one of them again.
+    var owned: [Int: Set<String>] = [:]
+    /// Per device: its latest purchases that a refund request may name (at most `refundableKept`).
+    var refundable: [Int: [OriginalTransaction]] = [:]
+    static let refundableKept = 8
+    /// (device, receipt refresh number) → lifecycle.
+    var receiptRequests: [String: Int] = [:]
+    /// When starts stop being offered: a lifecycle ending before it counts in `completedDuringLoad`.
+    var loadEnd = Int64.max
 
     var lifecycles: [Int: Lifecycle] = [:]
     var nextLifecycle = 0
@@ -198,7 +212,7 @@ struct DriverEngine {
     }
 
     mutating func drive(startMonotonic: Int64, sender: PartitionedSender, subscriber: PartitionedSubscriber, coordinator: Socket) throws {
-        let loadEnd = startMonotonic + plan.loadNanoseconds
+        loadEnd = startMonotonic + plan.loadNanoseconds
         var drainEnd = loadEnd + plan.drainNanoseconds
         var nextReport = startMonotonic + plan.intervalNanoseconds
         var reportIndex = 0
@@ -309,7 +323,9 @@ struct DriverEngine {
             switch plan.model {
             case .open:
                 nextArrival += plan.driverCount
-                if inFlight >= plan.maximumInFlight {
+                // A start the loop reaches more than the bound behind its schedule is not made (a stalled
+                // driver or a full window); made, it would hide the stall among on-time starts.
+                if inFlight >= plan.maximumInFlight || now - due > plan.lateStartBoundNanoseconds {
                     interval.missedStarts += 1
                     continue
                 }
@@ -323,21 +339,56 @@ struct DriverEngine {
     }
 
     mutating func start(device: Int, intended: Int64, sender: PartitionedSender) throws {
-        let kind: Kind = choices.chance(.userRestore, plan.restoreFraction) ? .restore : .purchase
+        var kind: LifecycleKind
+        if let mix = plan.mix {
+            kind = mix.draw(choices)
+        } else {
+            kind = choices.chance(.userRestore, plan.restoreFraction) ? .restore : .purchase
+        }
+        let account = device / 2
+        var purchase: (product: String, ownershipKey: String?)?
+        // A refund needs an earlier purchase of this device; with none, the user buys instead.
+        if kind == .refundRequest && refundable[device, default: []].isEmpty { kind = .purchase }
+        if kind == .purchase {
+            if let products = plan.products {
+                // Only what the account may still buy; an account that owns every product restores instead.
+                let owns = owned[account, default: []]
+                if let product = products.draw(choices, allowed: { $0.ownershipKey.map { !owns.contains($0) } ?? true }) {
+                    purchase = (product.identifier, product.ownershipKey)
+                } else {
+                    kind = .restore
+                }
+            } else {
+                purchase = (choices.chance(.product, plan.downloadFraction) ? LoadDriver.contentProduct : LoadDriver.plainProduct, nil)
+            }
+        }
         let body: CommandBody
         switch kind {
         case .restore:
             body = .restoreCompletedTransactions(device: devices[device], applicationUsername: nil)
+        case .receiptRefresh:
+            body = .refreshReceipt(device: devices[device])
+        case .refundRequest:
+            let original = refundable[device]!.removeLast()
+            body = .refundPurchase(device: devices[device], original: original)
         case .purchase:
-            let product = choices.chance(.product, plan.downloadFraction) ? LoadDriver.contentProduct : LoadDriver.plainProduct
-            body = .addPayment(device: devices[device], payment: Payment(productIdentifier: product))
+            body = .addPayment(device: devices[device], payment: Payment(productIdentifier: purchase!.product))
+            if let key = purchase!.ownershipKey { owned[account, default: []].insert(key) }
         }
         let id = try sender.submit(body)
         let lifecycle = nextLifecycle
         nextLifecycle += 1
-        lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device)
+        lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device, ownershipKey: purchase?.ownershipKey)
         pendingStarts[id] = lifecycle
         interval.started += 1
+    }
+
+    /// A purchase that did not happen frees what its account was buying.
+    mutating func release(_ transaction: Transaction) { release(lifecycle: transaction.lifecycle) }
+
+    mutating func release(lifecycle: Int) {
+        guard let started = lifecycles[lifecycle], let key = started.ownershipKey else { return }
+        owned[started.device / 2]?.remove(key)
     }
 
     mutating func flushWaiting(_ sender: PartitionedSender) throws {
@@ -358,7 +409,12 @@ struct DriverEngine {
     mutating func end(_ lifecycle: Int, now: Int64, stage: LifecycleStage?, error: Bool = false) {
         guard let ended = lifecycles.removeValue(forKey: lifecycle) else { return }
         if let stage { histograms.record(stage, nanoseconds: now - ended.intended) }
-        if error { interval.errors += 1 } else { interval.completed += 1 }
+        if error {
+            interval.errors += 1
+        } else {
+            interval.completed += 1
+            if now < loadEnd { interval.completedDuringLoad += 1 }
+        }
         if plan.model == .closed {
             closedStarts.schedule(at: now + plan.thinkTime.sampleNanoseconds(choices), ended.device)
         }
@@ -367,14 +423,22 @@ struct DriverEngine {
     mutating func handle(_ completion: CommandCompletion, now: Int64) {
         switch completion {
         case .failed(let id, _):
-            interval.errors += 1
-            if let lifecycle = pendingStarts.removeValue(forKey: id) { end(lifecycle, now: now, stage: nil, error: true) }
+            // A lifecycle's command counts once, as that lifecycle's error; any other (a renewal's finish) on its own.
+            let errorsBefore = interval.errors
+            if let lifecycle = pendingStarts.removeValue(forKey: id) {
+                release(lifecycle: lifecycle)
+                end(lifecycle, now: now, stage: nil, error: true)
+            }
             if let finish = pendingFinishes.removeValue(forKey: id) { end(finish.lifecycle, now: now, stage: nil, error: true) }
+            if interval.errors == errorsBefore { interval.errors += 1 }
         case .acknowledged(let acknowledgement):
             guard let id = acknowledgement.commandID else { return }
             if acknowledgement.status == .rejected || acknowledgement.status == .malformed {
                 interval.rejections += 1
-                if let lifecycle = pendingStarts.removeValue(forKey: id) { end(lifecycle, now: now, stage: nil, error: true) }
+                if let lifecycle = pendingStarts.removeValue(forKey: id) {
+                    release(lifecycle: lifecycle)
+                    end(lifecycle, now: now, stage: nil, error: true)
+                }
                 if let finish = pendingFinishes.removeValue(forKey: id) { end(finish.lifecycle, now: now, stage: nil, error: true) }
                 return
             }
@@ -391,24 +455,36 @@ struct DriverEngine {
             guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id),
                   let started = lifecycles[lifecycle] else { return }
             histograms.record(.added, nanoseconds: now - started.intended)
-            let downloads = payment.productIdentifier == LoadDriver.contentProduct ? -1 : 0
-            transactions[key] = Transaction(lifecycle: lifecycle, downloadsRemaining: downloads, isRestored: false)
+            let product = plan.products?.first { $0.identifier == payment.productIdentifier }
+            transactions[key] = Transaction(lifecycle: lifecycle, downloadsRemaining: -1, isRestored: false,
+                                            ownershipKey: product?.ownershipKey, payment: payment)
         case .transactionDeferred(let key):
             guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.deferred, nanoseconds: now - lifecycle.intended)
-        case .transactionPurchased(let key, _, let downloads, _):
+        case .transactionPurchased(let key, let identifier, let downloads, _):
             guard var transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.purchased, nanoseconds: now - lifecycle.intended)
             transaction.downloadsRemaining = downloads.count
             transactions[key] = transaction
+            if let payment = transaction.payment {
+                // Exactly the store's record of it (StoreProjection), so a refund request can name it.
+                let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount,
+                                                   transactionDate: recorded.timestamp)
+                var kept = refundable[lifecycle.device, default: []]
+                if kept.count >= Self.refundableKept { kept.removeFirst() }
+                kept.append(original)
+                refundable[lifecycle.device] = kept
+            }
             settle(key, downloads: downloads.count)
         case .transactionFailed(let key, _):
             guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.failed, nanoseconds: now - lifecycle.intended)
+            release(transaction)
             queueCommand(.finishTransaction(key))
         case .askToBuyDeclined(let key):
             // Declined stays deferred for good (F-A1): the lifecycle is complete, with no stage timed.
             guard let transaction = transactions.removeValue(forKey: key) else { return }
+            release(transaction)
             end(transaction.lifecycle, now: now, stage: nil)
         case .restoreStarted(let device, let restore, _):
             guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id) else { return }
@@ -445,6 +521,25 @@ struct DriverEngine {
             } else {
                 end(transaction.lifecycle, now: now, stage: .removed)
             }
+        case .receiptRefreshStarted(let device, let request):
+            guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id) else { return }
+            receiptRequests["\(device)#\(request)"] = lifecycle
+        case .receiptDelivered(let device, let request, _, _, let isLast):
+            guard isLast, let lifecycle = receiptRequests.removeValue(forKey: "\(device)#\(request)") else { return }
+            end(lifecycle, now: now, stage: .receiptRefreshed)
+        case .entitlementsRevoked(_, let original):
+            guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id),
+                  let started = lifecycles[lifecycle] else { return }
+            // A refunded non-consumable may be bought again; a subscription's group stays held (its store
+            // may still be ending it).
+            if let product = plan.products?.first(where: { $0.identifier == original.payment.productIdentifier }), product.kind == .nonConsumable {
+                owned[started.device / 2]?.remove(product.identifier)
+            }
+            end(lifecycle, now: now, stage: .refunded)
+        case .subscriptionRenewed(let key, _, _, _):
+            // A renewal is a new transaction the app must finish, outside any lifecycle.
+            guard key.device.utf8.starts(with: Array("\(name)-".utf8)) else { return }
+            queueCommand(.finishTransaction(key))
         case .commandRejected:
             // Counted from the acknowledgement, which also ends the lifecycle it started.
             break

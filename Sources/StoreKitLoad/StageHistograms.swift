@@ -10,7 +10,12 @@ import Histogram
 /// A restore: `restored` (restoreFinished heard, every restored transaction delivered) →
 /// `restoreFinished` (every restored transaction finished and removed, the end).
 public enum LifecycleStage: String, Sendable, Codable, CaseIterable, Comparable {
+    // New stages go last: a report names a stage by its position here.
     case added, purchased, failed, deferred, downloaded, finished, removed, restored, restoreFinished
+    /// A receipt refresh's end: the receipt's last piece heard (`requestDidFinish`).
+    case receiptRefreshed
+    /// A refund request's end: `entitlementsRevoked` heard for the refunded purchase.
+    case refunded
 
     public static func < (left: LifecycleStage, right: LifecycleStage) -> Bool {
         allCases.firstIndex(of: left)! < allCases.firstIndex(of: right)!
