@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // libzmq, the system library (Debian: libzmq3-dev).
@@ -66,6 +67,7 @@ let package = Package(
             "StoreKitLive", "Bus", "ZeroMQ", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "CZlib",
             .product(name: "Histogram", package: "hdrhistogram-swift"), .product(name: "Logging", package: "swift-log"),
             .product(name: "Yams", package: "Yams"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ]),
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [

@@ -52,6 +52,8 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Lifecycle kinds and their weights, e.g. purchase=90,restore=5,receiptRefresh=3,refundRequest=2 (default: purchases, and --restore-fraction restores).") var mix: String?
     @Option(parsing: .unconditional, help: "A start that can be made only more than this behind its schedule is not made and counts as missed (default 1s).") var lateStartBound: String?
     @Option(parsing: .unconditional, help: "--abort-on-fail judges no threshold before this much of the load ran (default 5s), like k6's delayAbortEval.") var abortDelay: String?
+    @Option(help: "Your server: before finishing a purchased or restored transaction, the app POSTs it there as JSON; a non-2xx answer, a timeout or a refused connection leaves it unfinished and counts as an error.") var backend: String?
+    @Option(parsing: .unconditional, help: "How long a --backend POST may take before it counts as an error (default 5s).") var backendTimeout: String?
     @Option(help: "This machine's `host` in the topology, for a load across hosts: start only the services on it and wait for the other hosts' queues (started by hand with `sksim queue`).") var host: String?
 
     func run() async throws {
@@ -79,6 +81,8 @@ struct LoadCommand: AsyncParsableCommand {
         commandLine.mix = mix
         commandLine.lateStartBound = lateStartBound
         commandLine.abortDelay = abortDelay
+        commandLine.backend = backend
+        commandLine.backendTimeout = backendTimeout
         var options: LoadCoordinator.Options
         let settings: LoadSettings
         do {

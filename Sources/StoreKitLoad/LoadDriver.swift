@@ -23,6 +23,8 @@ public final class LoadDriver {
         public var heartbeatMilliseconds = 250
         /// How long to wait for the coordinator's plan and start before giving up.
         public var coordinatorTimeoutSeconds = 60.0
+        /// The signed transaction and app receipt sent to `--backend` (the App Store server's signer goes here).
+        public var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
 
         public init(name: String, coordinatorEndpoint: String, partitions: [PartitionEndpoints]) {
             precondition(!partitions.isEmpty, "a load needs at least one queue partition")
@@ -78,6 +80,10 @@ public final class LoadDriver {
             sender.close()
         }
         var engine = DriverEngine(name: configuration.name, plan: plan, origins: sender.origins)
+        let backend = plan.backendURL.map { BackendPoster(url: $0, timeoutNanoseconds: plan.backendTimeoutNanoseconds) }
+        defer { backend?.shutdown() }
+        engine.backend = backend
+        engine.evidence = configuration.evidence
         try engine.setUp(sender: sender, subscriber: subscriber)
         _ = try coordinator.send(LoadWire.frames(.ready, DriverReady(name: configuration.name, devices: plan.devicesPerDriver)), mode: .blocking)
         let start = try awaitMessage(.start, LoadStart.self, from: coordinator)
@@ -145,6 +151,12 @@ struct DriverEngine {
     var receiptRequests: [String: Int] = [:]
     /// When starts stop being offered: a lifecycle ending before it counts in `completedDuringLoad`.
     var loadEnd = Int64.max
+    /// `--backend`: the poster, how evidence is made, and the transactions whose POST is unanswered
+    /// (by token), each with the instant it arrived at the app.
+    var backend: BackendPoster?
+    var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
+    var awaitingBackend: [Int: (key: TransactionKey, arrival: Int64, downloads: Int)] = [:]
+    var nextBackendToken = 0
 
     var lifecycles: [Int: Lifecycle] = [:]
     var nextLifecycle = 0
@@ -241,12 +253,15 @@ struct DriverEngine {
                 if case .failed(_, let error) = completion, case .duplicateOfUnsentCommand = error { throw error }
                 handle(completion, now: LiveClock.monotonicNanoseconds())
             }
+            if let backend { for answer in backend.take() { handle(answer) } }
 
             // Wait for events no longer than until the next start or report is due.
             now = LiveClock.monotonicNanoseconds()
             var wake = nextReport
             if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
-            let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, 5_000_000))
+            // With POSTs out, look for their answers every millisecond (each is timed when it came, on its own thread).
+            let longest: Int64 = awaitingBackend.isEmpty ? 5_000_000 : 1_000_000
+            let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, longest))
             for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
                 // Every driver hears every partition whole; the topic's device says whose it is. A record
                 // caught up by FETCH (after a queue restart, or a gap) has no topic: its event says. Those
@@ -475,7 +490,8 @@ struct DriverEngine {
                 kept.append(original)
                 refundable[lifecycle.device] = kept
             }
-            settle(key, downloads: downloads.count)
+            deliver(key, identifier: identifier, original: identifier, product: transaction.payment?.productIdentifier ?? "",
+                    device: lifecycle.device, downloads: downloads.count, isRestored: false, timestamp: recorded.timestamp, now: now)
         case .transactionFailed(let key, _):
             guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.failed, nanoseconds: now - lifecycle.intended)
@@ -489,11 +505,12 @@ struct DriverEngine {
         case .restoreStarted(let device, let restore, _):
             guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id) else { return }
             restores["\(device)#\(restore)"] = lifecycle
-        case .transactionRestored(let key, let restore, _, _, let downloads):
-            guard let lifecycle = restores["\(key.device)#\(restore)"] else { return }
+        case .transactionRestored(let key, let restore, let identifier, let original, let downloads):
+            guard let lifecycle = restores["\(key.device)#\(restore)"], let started = lifecycles[lifecycle] else { return }
             lifecycles[lifecycle]?.openTransactions += 1
             transactions[key] = Transaction(lifecycle: lifecycle, downloadsRemaining: downloads.count, isRestored: true)
-            settle(key, downloads: downloads.count)
+            deliver(key, identifier: identifier, original: original.transactionIdentifier, product: original.payment.productIdentifier,
+                    device: started.device, downloads: downloads.count, isRestored: true, timestamp: recorded.timestamp, now: now)
         case .restoreFinished(let device, let restore):
             guard let lifecycle = restores.removeValue(forKey: "\(device)#\(restore)"), let started = lifecycles[lifecycle] else { return }
             histograms.record(.restored, nanoseconds: now - started.intended)
@@ -546,6 +563,38 @@ struct DriverEngine {
         default:
             break
         }
+    }
+
+    /// A purchased or restored transaction arrived at the app: with `--backend`, POST it first and
+    /// settle it on the 2xx (`handle(_ answer:)`); without, settle it now.
+    mutating func deliver(_ key: TransactionKey, identifier: String, original: String, product: String, device: Int, downloads: Int,
+                          isRestored: Bool, timestamp: Int64, now: Int64) {
+        guard let backend else { return settle(key, downloads: downloads) }
+        let account = "\(name)-account-\(device / 2)"
+        let request = PurchaseEvidenceRequest(transactionId: identifier, originalTransactionId: original, productId: product,
+                                              device: devices[device], account: account, transactionDateNanoseconds: timestamp, isRestored: isRestored)
+        let made = evidence(request)
+        let token = nextBackendToken
+        nextBackendToken += 1
+        awaitingBackend[token] = (key, now, downloads)
+        backend.post(token: token, body: BackendPurchase(transactionId: identifier, originalTransactionId: original, productId: product,
+                                                         signedTransaction: made.signedTransaction, appReceipt: made.appReceipt,
+                                                         device: devices[device], account: account))
+    }
+
+    /// The backend's answer: a 2xx settles the transaction (timed as stage `backend` from its arrival);
+    /// anything else leaves it unfinished, as an app does (StoreKit delivers it again at the next
+    /// launch), and its lifecycle ends in an error.
+    mutating func handle(_ answer: BackendPoster.Answer) {
+        guard let waiting = awaitingBackend.removeValue(forKey: answer.token) else { return }
+        if answer.isSuccess {
+            histograms.record(.backend, nanoseconds: answer.monotonicNanoseconds - waiting.arrival)
+            settle(waiting.key, downloads: waiting.downloads)
+            return
+        }
+        interval.backendErrors += 1
+        guard let transaction = transactions.removeValue(forKey: waiting.key) else { return }
+        end(transaction.lifecycle, now: answer.monotonicNanoseconds, stage: nil, error: true)
     }
 
     /// A purchased or restored transaction: download its content first, if any, then finish it.

@@ -35,6 +35,7 @@ public struct LoadFigures: Sendable {
         case "missedStarts": Double(counters.missedStarts)
         case "errors": Double(counters.errors)
         case "errorRate": errorRate
+        case "backendErrors": Double(counters.backendErrors)
         case "rejections": Double(logRejections ?? counters.rejections)
         case "incomplete": Double(counters.incomplete)
         case "violations": violations.map(Double.init)

@@ -38,6 +38,11 @@ public struct LoadPlan: Sendable, Codable, Equatable {
     /// A start that could be made only more than this behind its intended instant is not made: it
     /// counts as a missed start (docs/load-testing.md, "Late and missed starts").
     public var lateStartBoundNanoseconds: Int64 = 1_000_000_000
+    /// The team's server (`--backend URL`): each purchased or restored transaction is POSTed there
+    /// before the app finishes it; nil: none.
+    public var backendURL: String?
+    /// A POST unanswered this long counts as a backend error.
+    public var backendTimeoutNanoseconds: Int64 = 5_000_000_000
     public var intervalNanoseconds: Int64 = 1_000_000_000
     /// After the last start, how long a driver waits for lifecycles in flight to end.
     public var drainNanoseconds: Int64 = 10_000_000_000
@@ -76,7 +81,7 @@ public struct LoadPlan: Sendable, Codable, Equatable {
             throw refuse("\(report.inFlight) lifecycles in flight; a driver of this load keeps 0 to \(mostInFlight)")
         }
         let counts = [report.counters.started, report.counters.missedStarts, report.counters.completed, report.counters.completedDuringLoad,
-                      report.counters.rejections, report.counters.errors, report.counters.incomplete]
+                      report.counters.rejections, report.counters.errors, report.counters.incomplete, report.counters.backendErrors]
         guard counts.allSatisfy({ $0 >= 0 }), report.cpuNanoseconds >= 0, report.peakMemoryBytes >= 0 else {
             throw refuse("a negative count, CPU time or memory size")
         }
@@ -99,6 +104,9 @@ public struct LoadCounters: Sendable, Codable, Equatable {
     public var errors = 0
     /// Lifecycles still in flight when the drain time ran out (final report only).
     public var incomplete = 0
+    /// Transactions the backend refused (non-2xx), or did not answer in time, or could not be reached:
+    /// not finished, and each one's lifecycle is an error.
+    public var backendErrors = 0
 
     public init() {}
 
@@ -113,6 +121,7 @@ public struct LoadCounters: Sendable, Codable, Equatable {
         rejections = try count(.rejections)
         errors = try count(.errors)
         incomplete = try count(.incomplete)
+        backendErrors = try count(.backendErrors)
     }
 
     /// Saturating: counts come from other processes' reports, and a sum of them must not trap.
@@ -129,6 +138,7 @@ public struct LoadCounters: Sendable, Codable, Equatable {
         sum.rejections = add(left.rejections, right.rejections)
         sum.errors = add(left.errors, right.errors)
         sum.incomplete = add(left.incomplete, right.incomplete)
+        sum.backendErrors = add(left.backendErrors, right.backendErrors)
         return sum
     }
 }

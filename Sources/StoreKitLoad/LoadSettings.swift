@@ -34,12 +34,15 @@ public struct LoadSettings: Sendable, Equatable {
     public var lateStartBound: String?
     /// `--abort-on-fail` judges no threshold before this much of the load ran (default 5s).
     public var abortDelay: String?
+    /// The team's server, to which each purchased or restored transaction is POSTed before it is finished.
+    public var backend: String?
+    public var backendTimeout: String?
 
     public init() {}
 
     static let keys: Set<String> = ["model", "rate", "stages", "devices", "duration", "thinkTime", "drivers", "remoteDrivers", "listen",
                                     "thresholds", "abortOnFail", "restoreFraction", "downloadFraction", "interval", "drain", "maximumInFlight",
-                                    "catalog", "products", "mix", "lateStartBound", "abortDelay"]
+                                    "catalog", "products", "mix", "lateStartBound", "abortDelay", "backend", "backendTimeout"]
 
     /// The `load:` section of a topology file (empty settings when it has none).
     public static func fromTopology(path: String) throws(LoadSpecificationError) -> LoadSettings {
@@ -104,6 +107,8 @@ public struct LoadSettings: Sendable, Equatable {
         settings.mix = try text("mix")
         settings.lateStartBound = try text("lateStartBound")
         settings.abortDelay = try text("abortDelay")
+        settings.backend = try text("backend")
+        settings.backendTimeout = try text("backendTimeout")
         settings.restoreFraction = try fraction("restoreFraction")
         settings.downloadFraction = try fraction("downloadFraction")
         if let value = load["abortOnFail"] {
@@ -146,6 +151,8 @@ public struct LoadSettings: Sendable, Equatable {
         if let value = other.mix { result.mix = value }
         if let value = other.lateStartBound { result.lateStartBound = value }
         if let value = other.abortDelay { result.abortDelay = value }
+        if let value = other.backend { result.backend = value }
+        if let value = other.backendTimeout { result.backendTimeout = value }
         result.thresholds += other.thresholds.filter { !result.thresholds.contains($0) }
         return result
     }
@@ -211,6 +218,12 @@ public struct LoadSettings: Sendable, Equatable {
         plan.lateStartBoundNanoseconds = try nanoseconds(lateStartBound, "late-start-bound", default: 1_000_000_000)
         guard plan.lateStartBoundNanoseconds > 0 else { throw LoadSpecificationError("--late-start-bound must be longer than 0") }
         options.abortDelayNanoseconds = try nanoseconds(abortDelay, "abort-delay", default: 5_000_000_000)
+        if let backend {
+            try BackendPoster.check(backend)
+            plan.backendURL = backend
+        }
+        plan.backendTimeoutNanoseconds = try nanoseconds(backendTimeout, "backend-timeout", default: 5_000_000_000)
+        guard plan.backendTimeoutNanoseconds > 0 else { throw LoadSpecificationError("--backend-timeout must be longer than 0") }
         options.plan = plan
         options.listenEndpoint = listen
         options.abortOnFail = abortOnFail ?? false

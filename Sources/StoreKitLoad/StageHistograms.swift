@@ -16,6 +16,9 @@ public enum LifecycleStage: String, Sendable, Codable, CaseIterable, Comparable 
     case receiptRefreshed
     /// A refund request's end: `entitlementsRevoked` heard for the refunded purchase.
     case refunded
+    /// `--backend`: from the transaction's arrival at the app (purchased or restored heard) to the
+    /// backend's 2xx answer; the only stage not timed from the intended start.
+    case backend
 
     public static func < (left: LifecycleStage, right: LifecycleStage) -> Bool {
         allCases.firstIndex(of: left)! < allCases.firstIndex(of: right)!

@@ -42,7 +42,7 @@ public struct Threshold: Sendable, Equatable, Codable {
     /// Figures known only once the run is over (from the log, or over the whole load): not
     /// judged by `--abort-on-fail` while the load runs.
     public static let endOfRunFigures: Set<String> = ["rate", "violations", "pending", "duplicates", "incomplete", "lifecycles"]
-    public static let figures = ["rate", "lifecycles", "started", "missedStarts", "errors", "errorRate", "rejections", "incomplete",
+    public static let figures = ["rate", "lifecycles", "started", "missedStarts", "errors", "errorRate", "backendErrors", "rejections", "incomplete",
                                  "violations", "pending", "duplicates"]
     static let aggregates: [String: Double?] = ["p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9, "max": nil]
 

@@ -219,29 +219,58 @@ import ZeroMQ
         #expect(try Self.sksim(["log", "verify", run]).status == 0)
     }
 
-    @Test("a local driver killed with SIGKILL mid-load is reported at once, naming the driver and the signal; its reports are kept, its lifecycles in flight are errors, and the run ends with a summary and a report (exit 99)")
-    func driverKilledMidLoad() throws {
-        let scratch = Scratch()
-        let run = scratch.path("run")
-        let load = try SKSimProgram.start(try Self.executable(), ["load", "--rate", "100", "--duration", "8s", "--devices", "20", "--drivers", "2",
-                                                                 "--out", run, "--report", scratch.path("report"), "--json"], in: Self.repositoryRoot)
-        // The coordinator's child running `sksim driver`, once lifecycles are under way (bounded wait on the log).
+    /// The coordinator's child running `sksim driver`, once `afterAdded` transactions are in the log
+    /// (a bounded wait on the log).
+    static func driverProcess(of load: SKSimProgram.StartedProgram, run: String, afterAdded: Int) throws -> Int32? {
         let deadline = Date().addingTimeInterval(60)
-        var driver: Int32?
-        while driver == nil, Date() < deadline, load.process.isRunning {
+        while Date() < deadline, load.process.isRunning {
             let added = try Self.sksim(["log", "cat", run, "--type", "transactionAdded", "--json"]).output.split(separator: "\n").count
             // Each thread lists the children it started: the driver is started from any of the load's threads.
             let tasks = "/proc/\(load.process.processIdentifier)/task"
             let children = ((try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []).flatMap { task in
                 ((try? String(contentsOfFile: "\(tasks)/\(task)/children", encoding: .utf8)) ?? "").split(separator: " ").compactMap { Int32($0) }
             }
-            // After its first report (1 s in), so what it reported is there to keep.
-            driver = added < 150 ? nil : children.first { pid in
+            if added >= afterAdded, let driver = children.first(where: { pid in
                 ((try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? "").contains("driver\0--topology")
-            }
-            if driver == nil { usleep(50_000) }
+            }) { return driver }
+            usleep(50_000)
         }
-        let killed = try #require(driver, "no driver process found")
+        return nil
+    }
+
+    @Test("a driver stopped (SIGSTOP) for 2.5 s: the starts its loop reaches more than --late-start-bound (1 s) behind their schedule are missed starts, not made; rate counts only completions while starts were offered")
+    func lateStartsAreMissed() throws {
+        let scratch = Scratch()
+        let run = scratch.path("run")
+        let load = try SKSimProgram.start(try Self.executable(), ["load", "--rate", "100", "--duration", "5s", "--devices", "20",
+                                                                 "--out", run, "--json"], in: Self.repositoryRoot)
+        let driver = try #require(try Self.driverProcess(of: load, run: run, afterAdded: 50), "no driver process found")
+        #expect(kill(driver, SIGSTOP) == 0)
+        // The stop is the situation under test, not synchronisation: the driver is frozen for 2.5 s of its schedule.
+        usleep(2_500_000)
+        #expect(kill(driver, SIGCONT) == 0)
+        let outcome = load.finish()
+        let json = outcome.json
+        let started = try #require(json["started"] as? Int)
+        let missed = try #require(json["missedStarts"] as? Int)
+        #expect(started + missed == 500)
+        // 2.5 s frozen, 1 s of it within the bound: about 150 starts more than 1 s late. The SIGSTOP
+        // lands somewhere after the 50th add, so allow for the signal's and the loop's timing.
+        #expect(missed >= 100 && missed <= 200, "\(json)")
+        let rate = try #require(json["lifecyclesPerSecond"] as? Double)
+        let drain = try #require(json["drainLifecycles"] as? Int)
+        let lifecycles = try #require(json["lifecycles"] as? Int)
+        #expect(abs(rate * (json["loadSeconds"] as? Double ?? 0) - Double(lifecycles - drain)) < 1.5)
+    }
+
+    @Test("a local driver killed with SIGKILL mid-load is reported at once, naming the driver and the signal; its reports are kept, its lifecycles in flight are errors, and the run ends with a summary and a report (exit 99)")
+    func driverKilledMidLoad() throws {
+        let scratch = Scratch()
+        let run = scratch.path("run")
+        let load = try SKSimProgram.start(try Self.executable(), ["load", "--rate", "100", "--duration", "8s", "--devices", "20", "--drivers", "2",
+                                                                 "--out", run, "--report", scratch.path("report"), "--json"], in: Self.repositoryRoot)
+        // After its first report (1 s in), so what it reported is there to keep.
+        let killed = try #require(try Self.driverProcess(of: load, run: run, afterAdded: 150), "no driver process found")
         let killedName = ((try? String(contentsOfFile: "/proc/\(killed)/cmdline", encoding: .utf8)) ?? "").contains("driver-1\0") ? "driver-1" : "driver-2"
         #expect(kill(killed, SIGKILL) == 0)
         // The other driver goes on to the end of its 8 s; the run then ends with a report, failed.
