@@ -321,15 +321,17 @@ import ZeroMQ
         #expect(outcome.error.contains("ignored a message beyond the driver protocol's limits"), "\(outcome.error)")
     }
 
-    @Test("--abort-on-fail stops the load early when a latency threshold fails")
+    @Test("--abort-on-fail stops the load early when a latency threshold fails, but not before --abort-delay (k6's delayAbortEval)")
     func abortOnFail() throws {
         let scratch = Scratch()
         let outcome = try Self.sksim(["load", "--rate", "100", "--duration", "30s", "--threshold", "added.p99<1us", "--abort-on-fail",
-                                      "--out", scratch.path("run"), "--json"])
+                                      "--abort-delay", "3s", "--out", scratch.path("run"), "--json"])
         #expect(outcome.status == 99)
         let json = outcome.json
         #expect((json["aborted"] as? String)?.contains("added.p99<1us") == true)
-        #expect((json["loadSeconds"] as? Double ?? 30) < 10)
+        // Failed from the first interval on, judged from the third: the load ran 3 s, and stopped well before its 30 s.
+        let loadSeconds = try #require(json["loadSeconds"] as? Double)
+        #expect(loadSeconds >= 2.9 && loadSeconds < 10, "\(loadSeconds)")
     }
 
     @Test("bad settings are one clear line and start nothing", arguments: [
