@@ -54,6 +54,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "--abort-on-fail judges no threshold before this much of the load ran (default 5s), like k6's delayAbortEval.") var abortDelay: String?
     @Option(help: "Your server: before finishing a purchased or restored transaction, the app POSTs it there as JSON; a non-2xx answer, a timeout or a refused connection leaves it unfinished and counts as an error.") var backend: String?
     @Option(parsing: .unconditional, help: "How long a --backend POST may take before it counts as an error (default 5s).") var backendTimeout: String?
+    @Option(help: "Serve the run's figures to Prometheus at http://HOST:PORT/metrics while the load runs, e.g. 127.0.0.1:9464.") var metrics: String?
     @Option(help: "This machine's `host` in the topology, for a load across hosts: start only the services on it and wait for the other hosts' queues (started by hand with `sksim queue`).") var host: String?
 
     func run() async throws {
@@ -126,6 +127,16 @@ struct LoadCommand: AsyncParsableCommand {
         } catch {
             throw UserFacingError("\(error)")
         }
+        var metricsEndpoint: MetricsEndpoint?
+        if let metrics {
+            do {
+                metricsEndpoint = try MetricsEndpoint(listen: metrics)
+            } catch {
+                throw UserFacingError("\(error)")
+            }
+            options.metrics = metricsEndpoint
+        }
+        defer { metricsEndpoint?.close() }
         var logger = Logger(label: "sksim.load")
         if logger.logLevel > .debug { logger.logLevel = .warning }
         let coordinator = LoadCoordinator(topology: topology, topologyPath: topologyPath, runDirectory: directory,

@@ -22,6 +22,8 @@ public final class LoadCoordinator {
         public var listenEndpoint: String?
         public var thresholds: [Threshold] = []
         public var abortOnFail = false
+        /// `--metrics`: where each interval's merged figures are served to Prometheus while the load runs.
+        public var metrics: MetricsEndpoint?
         /// `--abort-on-fail` judges nothing before this much of the load ran (k6's `delayAbortEval`).
         public var abortDelayNanoseconds: Int64 = 5_000_000_000
         public var showLiveView = isatty(STDERR_FILENO) != 0
@@ -262,6 +264,7 @@ public final class LoadCoordinator {
                 let row = IntervalRow(interval: nextEmit, startSeconds: Double(nextEmit) * intervalSeconds, counters: accumulator.counters,
                                       inFlight: accumulator.inFlight, stages: stages)
                 rows.append(row)
+                options.metrics?.record(row)
                 liveView?.draw(row: row, figures: figures, elapsedSeconds: Double(nextEmit + 1) * intervalSeconds)
                 nextEmit += 1
                 // Nothing is judged before the abort delay: early intervals hold few samples (k6's delayAbortEval).
