@@ -33,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
@@ -75,6 +76,10 @@ let package = Package(
             "StoreKitLive", "Bus", "ZeroMQ", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "CZlib",
             .product(name: "Histogram", package: "hdrhistogram-swift"), .product(name: "Logging", package: "swift-log"),
             .product(name: "Yams", package: "Yams"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         // Apple's StoreKit 1 API over the simulator's queue: users' own app code, unchanged (docs/explore.md).
         .target(name: "StoreKitSim", dependencies: ["StoreKitRoles", "StoreKitModel"]),

@@ -47,6 +47,14 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "After the last start, how long to wait for lifecycles in flight (default 10s).") var drain: String?
     @Option(parsing: .unconditional, help: "Lifecycles one driver keeps in flight at most; starts beyond are missed (default 50000).") var maximumInFlight: Int?
     @Option(help: "Output directory (default: out/load-<seed>).") var out: String?
+    @Option(help: "The team's product catalog: an Xcode .storekit file or a native catalog; the store sells it and the drivers buy from it.") var catalog: String?
+    @Option(help: "Products to buy and their weights, ID=WEIGHT,… (default: every product of the catalog equally).") var products: String?
+    @Option(help: "Lifecycle kinds and their weights, e.g. purchase=90,restore=5,receiptRefresh=3,refundRequest=2 (default: purchases, and --restore-fraction restores).") var mix: String?
+    @Option(parsing: .unconditional, help: "A start that can be made only more than this behind its schedule is not made and counts as missed (default 1s).") var lateStartBound: String?
+    @Option(parsing: .unconditional, help: "--abort-on-fail judges no threshold before this much of the load ran (default 5s), like k6's delayAbortEval.") var abortDelay: String?
+    @Option(help: "Your server: before finishing a purchased or restored transaction, the app POSTs it there as JSON; a non-2xx answer, a timeout or a refused connection leaves it unfinished and counts as an error.") var backend: String?
+    @Option(parsing: .unconditional, help: "How long a --backend POST may take before it counts as an error (default 5s).") var backendTimeout: String?
+    @Option(help: "Serve the run's figures to Prometheus at http://HOST:PORT/metrics while the load runs, e.g. 127.0.0.1:9464.") var metrics: String?
     @Option(help: "This machine's `host` in the topology, for a load across hosts: start only the services on it and wait for the other hosts' queues (started by hand with `sksim queue`).") var host: String?
     @OptionGroup var appStoreServer: AppStoreServerOverrides
 
@@ -70,9 +78,18 @@ struct LoadCommand: AsyncParsableCommand {
         commandLine.interval = interval
         commandLine.drain = drain
         commandLine.maximumInFlight = maximumInFlight
+        commandLine.catalog = catalog.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        commandLine.products = products
+        commandLine.mix = mix
+        commandLine.lateStartBound = lateStartBound
+        commandLine.abortDelay = abortDelay
+        commandLine.backend = backend
+        commandLine.backendTimeout = backendTimeout
         var options: LoadCoordinator.Options
+        let settings: LoadSettings
         do {
-            options = try LoadSettings.fromTopology(path: topology).overridden(by: commandLine).resolve(seed: loaded.scenario.seed)
+            settings = try LoadSettings.fromTopology(path: topology).overridden(by: commandLine)
+            options = try settings.resolve(seed: loaded.scenario.seed)
         } catch {
             throw UserFacingError("\(error)")
         }
@@ -88,11 +105,45 @@ struct LoadCommand: AsyncParsableCommand {
         if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
             throw UserFacingError("\(directory.path) already holds a run; choose a new --out directory or remove the old run")
         }
+        // The team's catalog: the store must sell it, so its processes get a copy of the topology that names it.
+        var topology = loaded
+        var topologyPath = loadTopologyPath(self.topology)
+        if let catalogPath = settings.catalog {
+            let catalogFile = URL(fileURLWithPath: catalogPath)
+            do {
+                _ = try Catalog.load(contentsOf: catalogFile)
+            } catch {
+                throw UserFacingError("--catalog: \(error)")
+            }
+            do {
+                topologyPath = try LoadSettings.writeTopology(self.topology, catalog: catalogFile, into: directory)
+            } catch {
+                throw UserFacingError("\(error)")
+            }
+            topology = try loadTopology(topologyPath)
+        }
+        do {
+            options.plan.products = try settings.loadProducts(storeCatalog: topology.scenario.catalog,
+                                                              isBuiltInSample: settings.catalog == nil && topology.scenario.catalogSource == "built-in sample",
+                                                              source: settings.catalog ?? "the topology's catalog (\(topology.scenario.catalogSource))")
+        } catch {
+            throw UserFacingError("\(error)")
+        }
+        var metricsEndpoint: MetricsEndpoint?
+        if let metrics {
+            do {
+                metricsEndpoint = try MetricsEndpoint(listen: metrics)
+            } catch {
+                throw UserFacingError("\(error)")
+            }
+            options.metrics = metricsEndpoint
+        }
+        defer { metricsEndpoint?.close() }
         var logger = Logger(label: "sksim.load")
         if logger.logLevel > .debug { logger.logLevel = .warning }
-        let coordinator = LoadCoordinator(topology: loaded, topologyPath: loadTopologyPath(topology), runDirectory: directory,
+        let coordinator = LoadCoordinator(topology: topology, topologyPath: topologyPath, runDirectory: directory,
                                           executable: currentExecutable(), options: options, logger: logger)
-        let result: LoadCoordinator.Result
+        var result: LoadCoordinator.Result
         do {
             result = try coordinator.run()
         } catch {
@@ -100,6 +151,7 @@ struct LoadCommand: AsyncParsableCommand {
         }
         if let report {
             do {
+                result.reportDirectory = URL(fileURLWithPath: report, isDirectory: true).standardizedFileURL
                 try LoadReportWriter.write(result, to: URL(fileURLWithPath: report, isDirectory: true))
             } catch {
                 throw UserFacingError("cannot write the report into \(report): \(describeError(error)); free some space or choose another --report folder")

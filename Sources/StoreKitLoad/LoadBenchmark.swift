@@ -44,8 +44,8 @@ public enum LoadBenchmark {
         /// The limit on each queue's CPU, in cores, if there was one.
         public var queueCoresLimit: Double?
         /// Lifecycles completed per second while starts were still offered (the whole seconds of the load,
-        /// the first left out as warm-up): the rate the system sustains, without the drain after the load,
-        /// whose completions `lifecyclesPerSecond` also counts.
+        /// the first left out as warm-up): the rate the system sustains; `lifecyclesPerSecond` counts the
+        /// first second too (neither counts the drain after the load).
         public var sustainedLifecyclesPerSecond: Double {
             let interval = Double(result.plan.intervalNanoseconds) / 1e9
             let rows = result.rows.filter { $0.startSeconds >= interval && $0.startSeconds + interval <= result.figures.loadSeconds + 1e-9 }

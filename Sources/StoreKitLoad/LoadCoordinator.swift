@@ -22,6 +22,10 @@ public final class LoadCoordinator {
         public var listenEndpoint: String?
         public var thresholds: [Threshold] = []
         public var abortOnFail = false
+        /// `--metrics`: where each interval's merged figures are served to Prometheus while the load runs.
+        public var metrics: MetricsEndpoint?
+        /// `--abort-on-fail` judges nothing before this much of the load ran (k6's `delayAbortEval`).
+        public var abortDelayNanoseconds: Int64 = 5_000_000_000
         public var showLiveView = isatty(STDERR_FILENO) != 0
         /// This machine's `host` in the topology, for a load across hosts: only the services on it
         /// are started here; the other hosts' queues are started by hand (docs/load-testing.md).
@@ -57,11 +61,16 @@ public final class LoadCoordinator {
         public var driverPeakMemoryBytes: Int64
         public var wallSeconds: Double
         public var aborted: String?
+        /// Drivers that died or fell silent during the load: their reports up to then are kept.
+        public var lostDrivers: [LostDriver] = []
+        /// Where the report was written (set by the command once it wrote it).
+        public var reportDirectory: URL?
         public var startUnixNanoseconds: Int64
         public var runDirectory: URL
         public var histogramLog: URL
         public var plan: LoadPlan
-        public var thresholdsFailed: Bool { thresholds.contains { !$0.passed } }
+        /// A failed threshold, or a driver lost: its figures are not whole, so the run cannot pass.
+        public var thresholdsFailed: Bool { thresholds.contains { !$0.passed } || !lostDrivers.isEmpty }
     }
 
     public let topology: Topology
@@ -78,6 +87,16 @@ public final class LoadCoordinator {
         self.executable = executable
         self.options = options
         self.logger = logger
+    }
+
+    /// A driver that died (kill -9, a crash) or fell silent during the load. What it reported is kept;
+    /// the lifecycles it had in flight at its last report count as errors (they ended without their end).
+    public struct LostDriver: Sendable, Codable, Equatable {
+        public var name: String
+        public var reason: String
+        /// Its last interval reported (-1: none).
+        public var lastInterval: Int
+        public var inFlight: Int
     }
 
     private struct DriverState {
@@ -249,14 +268,25 @@ public final class LoadCoordinator {
                 let row = IntervalRow(interval: nextEmit, startSeconds: Double(nextEmit) * intervalSeconds, counters: accumulator.counters,
                                       inFlight: accumulator.inFlight, stages: stages)
                 rows.append(row)
+                options.metrics?.record(row)
                 liveView?.draw(row: row, figures: figures, elapsedSeconds: Double(nextEmit + 1) * intervalSeconds)
                 nextEmit += 1
-                if options.abortOnFail, aborted == nil,
+                // Nothing is judged before the abort delay: early intervals hold few samples (k6's delayAbortEval).
+                if options.abortOnFail, aborted == nil, Int64(nextEmit) * options.plan.intervalNanoseconds >= options.abortDelayNanoseconds,
                    let failed = options.thresholds.first(where: { !$0.isEndOfRun && !$0.passes(figures) }) {
                     logger.warning("threshold failed; stopping the load (--abort-on-fail)", metadata: ["threshold": "\(failed.expression)"])
                     try stopDrivers("threshold '\(failed.expression)' failed during the run (--abort-on-fail)")
                 }
             }
+        }
+
+        var lostDrivers: [LostDriver] = []
+        func lose(_ name: String, _ reason: String) {
+            guard let driver = drivers[name], !driver.isFinal else { return }
+            logger.error("driver lost; the load goes on without it", metadata: ["driver": "\(name)", "reason": "\(reason)"])
+            drivers[name]?.isFinal = true
+            lostDrivers.append(LostDriver(name: name, reason: reason, lastInterval: driver.lastInterval, inFlight: driver.inFlight))
+            figures.counters.errors = figures.counters.errors &+ driver.inFlight
         }
 
         while drivers.values.contains(where: { !$0.isFinal }) {
@@ -267,14 +297,15 @@ public final class LoadCoordinator {
             }
             // A local driver that died (kill -9, a crash) says so at once, not after its silence bound;
             // one that exited 0 sent its final report, still to be read.
-            if let dead = localProcesses.firstIndex(where: { !$0.isRunning && !($0.terminationReason == .exit && $0.terminationStatus == 0) }),
-               drivers["driver-\(dead + 1)"]?.isFinal != true {
-                throw LoadProtocolError(Self.deathMessage(localProcesses[dead], name: "driver-\(dead + 1)", runDirectory: runDirectory))
+            for (index, process) in localProcesses.enumerated()
+            where !process.isRunning && !(process.terminationReason == .exit && process.terminationStatus == 0) && drivers["driver-\(index + 1)"]?.isFinal != true {
+                lose("driver-\(index + 1)", Self.deathMessage(process, name: "driver-\(index + 1)", runDirectory: runDirectory))
             }
             let now = LiveClock.monotonicNanoseconds()
-            if let silent = drivers.values.first(where: { !$0.isFinal && Double(now - $0.lastHeard) / 1e9 > options.driverSilenceSeconds + intervalSeconds }) {
-                throw LoadProtocolError("driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
+            for silent in drivers.values where !silent.isFinal && Double(now - silent.lastHeard) / 1e9 > options.driverSilenceSeconds + intervalSeconds {
+                lose(silent.name, "driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
             }
+            guard drivers.values.contains(where: { !$0.isFinal }) else { break }
             try security?.admit()
             guard let frames = try receive(router, ignoredFrames: &ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]),
                   let name = byIdentity[frames[0]] else { continue }
@@ -337,7 +368,7 @@ public final class LoadCoordinator {
                       driversCPUSeconds: drivers.values.reduce(0.0) { $0 + Double($1.cpuNanoseconds) } / 1e9,
                       coordinatorPeakMemoryBytes: peakResidentBytes(),
                       driverPeakMemoryBytes: drivers.values.map(\.peakMemoryBytes).max() ?? 0,
-                      wallSeconds: Double(LiveClock.monotonicNanoseconds() - wallStart) / 1e9, aborted: aborted,
+                      wallSeconds: Double(LiveClock.monotonicNanoseconds() - wallStart) / 1e9, aborted: aborted, lostDrivers: lostDrivers,
                       startUnixNanoseconds: startUnix, runDirectory: runDirectory, histogramLog: logURL, plan: options.plan)
     }
 
@@ -378,8 +409,8 @@ public final class LoadCoordinator {
         let log = runDirectory.appendingPathComponent("\(name).log")
         let lastLine = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").last
             .flatMap { $0.contains("error") ? ": \($0)" : nil } ?? ""
-        return "\(name) \(how) during the load\(lastLine); the lifecycles it was timing are lost, so no summary is made: "
-            + "run the load again (see \(log.path))"
+        return "\(name) \(how) during the load\(lastLine); its reports up to then are kept, and the lifecycles it had in flight count as errors "
+            + "(see \(log.path))"
     }
 
     private func waitOrKill(_ process: Process) {

@@ -23,6 +23,8 @@ public final class LoadDriver {
         public var heartbeatMilliseconds = 250
         /// How long to wait for the coordinator's plan and start before giving up.
         public var coordinatorTimeoutSeconds = 60.0
+        /// The signed transaction and app receipt sent to `--backend` (the App Store server's signer goes here).
+        public var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
 
         public init(name: String, coordinatorEndpoint: String, partitions: [PartitionEndpoints]) {
             precondition(!partitions.isEmpty, "a load needs at least one queue partition")
@@ -78,6 +80,10 @@ public final class LoadDriver {
             sender.close()
         }
         var engine = DriverEngine(name: configuration.name, plan: plan, origins: sender.origins)
+        let backend = plan.backendURL.map { BackendPoster(url: $0, timeoutNanoseconds: plan.backendTimeoutNanoseconds) }
+        defer { backend?.shutdown() }
+        engine.backend = backend
+        engine.evidence = configuration.evidence
         try engine.setUp(sender: sender, subscriber: subscriber)
         _ = try coordinator.send(LoadWire.frames(.ready, DriverReady(name: configuration.name, devices: plan.devicesPerDriver)), mode: .blocking)
         let start = try awaitMessage(.start, LoadStart.self, from: coordinator)
@@ -115,12 +121,12 @@ struct DriverEngine {
     let devices: [String]
     let choices: SeededChoices
 
-    enum Kind { case purchase, restore }
-
     struct Lifecycle {
-        var kind: Kind
+        var kind: LifecycleKind
         var intended: Int64
         var device: Int
+        /// A purchase: what its account holds from its start (`LoadProduct.ownershipKey`).
+        var ownershipKey: String? = nil
         /// A restore: transactions restored and not yet removed, and whether restoreFinished came.
         var openTransactions = 0
         var delivered = false
@@ -130,7 +136,27 @@ struct DriverEngine {
         var lifecycle: Int
         var downloadsRemaining: Int
         var isRestored: Bool
+        /// What the account holds while this purchase is open or once it is bought (`LoadProduct.ownershipKey`).
+        var ownershipKey: String? = nil
+        var payment: Payment? = nil
     }
+
+    /// Per account (device index / 2): the non-consumables and subscription groups it bought or is
+    /// buying, so it never buys one of them again.
+    var owned: [Int: Set<String>] = [:]
+    /// Per device: its latest purchases that a refund request may name (at most `refundableKept`).
+    var refundable: [Int: [OriginalTransaction]] = [:]
+    static let refundableKept = 8
+    /// (device, receipt refresh number) → lifecycle.
+    var receiptRequests: [String: Int] = [:]
+    /// When starts stop being offered: a lifecycle ending before it counts in `completedDuringLoad`.
+    var loadEnd = Int64.max
+    /// `--backend`: the poster, how evidence is made, and the transactions whose POST is unanswered
+    /// (by token), each with the instant it arrived at the app.
+    var backend: BackendPoster?
+    var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
+    var awaitingBackend: [Int: (key: TransactionKey, arrival: Int64, downloads: Int)] = [:]
+    var nextBackendToken = 0
 
     var lifecycles: [Int: Lifecycle] = [:]
     var nextLifecycle = 0
@@ -198,7 +224,7 @@ struct DriverEngine {
     }
 
     mutating func drive(startMonotonic: Int64, sender: PartitionedSender, subscriber: PartitionedSubscriber, coordinator: Socket) throws {
-        let loadEnd = startMonotonic + plan.loadNanoseconds
+        loadEnd = startMonotonic + plan.loadNanoseconds
         var drainEnd = loadEnd + plan.drainNanoseconds
         var nextReport = startMonotonic + plan.intervalNanoseconds
         var reportIndex = 0
@@ -227,12 +253,15 @@ struct DriverEngine {
                 if case .failed(_, let error) = completion, case .duplicateOfUnsentCommand = error { throw error }
                 handle(completion, now: LiveClock.monotonicNanoseconds())
             }
+            if let backend { for answer in backend.take() { handle(answer) } }
 
             // Wait for events no longer than until the next start or report is due.
             now = LiveClock.monotonicNanoseconds()
             var wake = nextReport
             if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
-            let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, 5_000_000))
+            // With POSTs out, look for their answers every millisecond (each is timed when it came, on its own thread).
+            let longest: Int64 = awaitingBackend.isEmpty ? 5_000_000 : 1_000_000
+            let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, longest))
             for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
                 // Every driver hears every partition whole; the topic's device says whose it is. A record
                 // caught up by FETCH (after a queue restart, or a gap) has no topic: its event says. Those
@@ -309,7 +338,9 @@ struct DriverEngine {
             switch plan.model {
             case .open:
                 nextArrival += plan.driverCount
-                if inFlight >= plan.maximumInFlight {
+                // A start the loop reaches more than the bound behind its schedule is not made (a stalled
+                // driver or a full window); made, it would hide the stall among on-time starts.
+                if inFlight >= plan.maximumInFlight || now - due > plan.lateStartBoundNanoseconds {
                     interval.missedStarts += 1
                     continue
                 }
@@ -323,21 +354,56 @@ struct DriverEngine {
     }
 
     mutating func start(device: Int, intended: Int64, sender: PartitionedSender) throws {
-        let kind: Kind = choices.chance(.userRestore, plan.restoreFraction) ? .restore : .purchase
+        var kind: LifecycleKind
+        if let mix = plan.mix {
+            kind = mix.draw(choices)
+        } else {
+            kind = choices.chance(.userRestore, plan.restoreFraction) ? .restore : .purchase
+        }
+        let account = device / 2
+        var purchase: (product: String, ownershipKey: String?)?
+        // A refund needs an earlier purchase of this device; with none, the user buys instead.
+        if kind == .refundRequest && refundable[device, default: []].isEmpty { kind = .purchase }
+        if kind == .purchase {
+            if let products = plan.products {
+                // Only what the account may still buy; an account that owns every product restores instead.
+                let owns = owned[account, default: []]
+                if let product = products.draw(choices, allowed: { $0.ownershipKey.map { !owns.contains($0) } ?? true }) {
+                    purchase = (product.identifier, product.ownershipKey)
+                } else {
+                    kind = .restore
+                }
+            } else {
+                purchase = (choices.chance(.product, plan.downloadFraction) ? LoadDriver.contentProduct : LoadDriver.plainProduct, nil)
+            }
+        }
         let body: CommandBody
         switch kind {
         case .restore:
             body = .restoreCompletedTransactions(device: devices[device], applicationUsername: nil)
+        case .receiptRefresh:
+            body = .refreshReceipt(device: devices[device])
+        case .refundRequest:
+            let original = refundable[device]!.removeLast()
+            body = .refundPurchase(device: devices[device], original: original)
         case .purchase:
-            let product = choices.chance(.product, plan.downloadFraction) ? LoadDriver.contentProduct : LoadDriver.plainProduct
-            body = .addPayment(device: devices[device], payment: Payment(productIdentifier: product))
+            body = .addPayment(device: devices[device], payment: Payment(productIdentifier: purchase!.product))
+            if let key = purchase!.ownershipKey { owned[account, default: []].insert(key) }
         }
         let id = try sender.submit(body)
         let lifecycle = nextLifecycle
         nextLifecycle += 1
-        lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device)
+        lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device, ownershipKey: purchase?.ownershipKey)
         pendingStarts[id] = lifecycle
         interval.started += 1
+    }
+
+    /// A purchase that did not happen frees what its account was buying.
+    mutating func release(_ transaction: Transaction) { release(lifecycle: transaction.lifecycle) }
+
+    mutating func release(lifecycle: Int) {
+        guard let started = lifecycles[lifecycle], let key = started.ownershipKey else { return }
+        owned[started.device / 2]?.remove(key)
     }
 
     mutating func flushWaiting(_ sender: PartitionedSender) throws {
@@ -358,7 +424,12 @@ struct DriverEngine {
     mutating func end(_ lifecycle: Int, now: Int64, stage: LifecycleStage?, error: Bool = false) {
         guard let ended = lifecycles.removeValue(forKey: lifecycle) else { return }
         if let stage { histograms.record(stage, nanoseconds: now - ended.intended) }
-        if error { interval.errors += 1 } else { interval.completed += 1 }
+        if error {
+            interval.errors += 1
+        } else {
+            interval.completed += 1
+            if now < loadEnd { interval.completedDuringLoad += 1 }
+        }
         if plan.model == .closed {
             closedStarts.schedule(at: now + plan.thinkTime.sampleNanoseconds(choices), ended.device)
         }
@@ -367,14 +438,22 @@ struct DriverEngine {
     mutating func handle(_ completion: CommandCompletion, now: Int64) {
         switch completion {
         case .failed(let id, _):
-            interval.errors += 1
-            if let lifecycle = pendingStarts.removeValue(forKey: id) { end(lifecycle, now: now, stage: nil, error: true) }
+            // A lifecycle's command counts once, as that lifecycle's error; any other (a renewal's finish) on its own.
+            let errorsBefore = interval.errors
+            if let lifecycle = pendingStarts.removeValue(forKey: id) {
+                release(lifecycle: lifecycle)
+                end(lifecycle, now: now, stage: nil, error: true)
+            }
             if let finish = pendingFinishes.removeValue(forKey: id) { end(finish.lifecycle, now: now, stage: nil, error: true) }
+            if interval.errors == errorsBefore { interval.errors += 1 }
         case .acknowledged(let acknowledgement):
             guard let id = acknowledgement.commandID else { return }
             if acknowledgement.status == .rejected || acknowledgement.status == .malformed {
                 interval.rejections += 1
-                if let lifecycle = pendingStarts.removeValue(forKey: id) { end(lifecycle, now: now, stage: nil, error: true) }
+                if let lifecycle = pendingStarts.removeValue(forKey: id) {
+                    release(lifecycle: lifecycle)
+                    end(lifecycle, now: now, stage: nil, error: true)
+                }
                 if let finish = pendingFinishes.removeValue(forKey: id) { end(finish.lifecycle, now: now, stage: nil, error: true) }
                 return
             }
@@ -391,33 +470,47 @@ struct DriverEngine {
             guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id),
                   let started = lifecycles[lifecycle] else { return }
             histograms.record(.added, nanoseconds: now - started.intended)
-            let downloads = payment.productIdentifier == LoadDriver.contentProduct ? -1 : 0
-            transactions[key] = Transaction(lifecycle: lifecycle, downloadsRemaining: downloads, isRestored: false)
+            let product = plan.products?.first { $0.identifier == payment.productIdentifier }
+            transactions[key] = Transaction(lifecycle: lifecycle, downloadsRemaining: -1, isRestored: false,
+                                            ownershipKey: product?.ownershipKey, payment: payment)
         case .transactionDeferred(let key):
             guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.deferred, nanoseconds: now - lifecycle.intended)
-        case .transactionPurchased(let key, _, let downloads, _):
+        case .transactionPurchased(let key, let identifier, let downloads, _):
             guard var transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.purchased, nanoseconds: now - lifecycle.intended)
             transaction.downloadsRemaining = downloads.count
             transactions[key] = transaction
-            settle(key, downloads: downloads.count)
+            if let payment = transaction.payment {
+                // Exactly the store's record of it (StoreProjection), so a refund request can name it.
+                let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount,
+                                                   transactionDate: recorded.timestamp)
+                var kept = refundable[lifecycle.device, default: []]
+                if kept.count >= Self.refundableKept { kept.removeFirst() }
+                kept.append(original)
+                refundable[lifecycle.device] = kept
+            }
+            deliver(key, identifier: identifier, original: identifier, product: transaction.payment?.productIdentifier ?? "",
+                    device: lifecycle.device, downloads: downloads.count, isRestored: false, timestamp: recorded.timestamp, now: now)
         case .transactionFailed(let key, _):
             guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.failed, nanoseconds: now - lifecycle.intended)
+            release(transaction)
             queueCommand(.finishTransaction(key))
         case .askToBuyDeclined(let key):
             // Declined stays deferred for good (F-A1): the lifecycle is complete, with no stage timed.
             guard let transaction = transactions.removeValue(forKey: key) else { return }
+            release(transaction)
             end(transaction.lifecycle, now: now, stage: nil)
         case .restoreStarted(let device, let restore, _):
             guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id) else { return }
             restores["\(device)#\(restore)"] = lifecycle
-        case .transactionRestored(let key, let restore, _, _, let downloads):
-            guard let lifecycle = restores["\(key.device)#\(restore)"] else { return }
+        case .transactionRestored(let key, let restore, let identifier, let original, let downloads):
+            guard let lifecycle = restores["\(key.device)#\(restore)"], let started = lifecycles[lifecycle] else { return }
             lifecycles[lifecycle]?.openTransactions += 1
             transactions[key] = Transaction(lifecycle: lifecycle, downloadsRemaining: downloads.count, isRestored: true)
-            settle(key, downloads: downloads.count)
+            deliver(key, identifier: identifier, original: original.transactionIdentifier, product: original.payment.productIdentifier,
+                    device: started.device, downloads: downloads.count, isRestored: true, timestamp: recorded.timestamp, now: now)
         case .restoreFinished(let device, let restore):
             guard let lifecycle = restores.removeValue(forKey: "\(device)#\(restore)"), let started = lifecycles[lifecycle] else { return }
             histograms.record(.restored, nanoseconds: now - started.intended)
@@ -445,12 +538,63 @@ struct DriverEngine {
             } else {
                 end(transaction.lifecycle, now: now, stage: .removed)
             }
+        case .receiptRefreshStarted(let device, let request):
+            guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id) else { return }
+            receiptRequests["\(device)#\(request)"] = lifecycle
+        case .receiptDelivered(let device, let request, _, _, let isLast):
+            guard isLast, let lifecycle = receiptRequests.removeValue(forKey: "\(device)#\(request)") else { return }
+            end(lifecycle, now: now, stage: .receiptRefreshed)
+        case .entitlementsRevoked(_, let original):
+            guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id),
+                  let started = lifecycles[lifecycle] else { return }
+            // A refunded non-consumable may be bought again; a subscription's group stays held (its store
+            // may still be ending it).
+            if let product = plan.products?.first(where: { $0.identifier == original.payment.productIdentifier }), product.kind == .nonConsumable {
+                owned[started.device / 2]?.remove(product.identifier)
+            }
+            end(lifecycle, now: now, stage: .refunded)
+        case .subscriptionRenewed(let key, _, _, _):
+            // A renewal is a new transaction the app must finish, outside any lifecycle.
+            guard key.device.utf8.starts(with: Array("\(name)-".utf8)) else { return }
+            queueCommand(.finishTransaction(key))
         case .commandRejected:
             // Counted from the acknowledgement, which also ends the lifecycle it started.
             break
         default:
             break
         }
+    }
+
+    /// A purchased or restored transaction arrived at the app: with `--backend`, POST it first and
+    /// settle it on the 2xx (`handle(_ answer:)`); without, settle it now.
+    mutating func deliver(_ key: TransactionKey, identifier: String, original: String, product: String, device: Int, downloads: Int,
+                          isRestored: Bool, timestamp: Int64, now: Int64) {
+        guard let backend else { return settle(key, downloads: downloads) }
+        let account = "\(name)-account-\(device / 2)"
+        let request = PurchaseEvidenceRequest(transactionId: identifier, originalTransactionId: original, productId: product,
+                                              device: devices[device], account: account, transactionDateNanoseconds: timestamp, isRestored: isRestored)
+        let made = evidence(request)
+        let token = nextBackendToken
+        nextBackendToken += 1
+        awaitingBackend[token] = (key, now, downloads)
+        backend.post(token: token, body: BackendPurchase(transactionId: identifier, originalTransactionId: original, productId: product,
+                                                         signedTransaction: made.signedTransaction, appReceipt: made.appReceipt,
+                                                         device: devices[device], account: account))
+    }
+
+    /// The backend's answer: a 2xx settles the transaction (timed as stage `backend` from its arrival);
+    /// anything else leaves it unfinished, as an app does (StoreKit delivers it again at the next
+    /// launch), and its lifecycle ends in an error.
+    mutating func handle(_ answer: BackendPoster.Answer) {
+        guard let waiting = awaitingBackend.removeValue(forKey: answer.token) else { return }
+        if answer.isSuccess {
+            histograms.record(.backend, nanoseconds: answer.monotonicNanoseconds - waiting.arrival)
+            settle(waiting.key, downloads: waiting.downloads)
+            return
+        }
+        interval.backendErrors += 1
+        guard let transaction = transactions.removeValue(forKey: waiting.key) else { return }
+        end(transaction.lifecycle, now: answer.monotonicNanoseconds, stage: nil, error: true)
     }
 
     /// A purchased or restored transaction: download its content first, if any, then finish it.

@@ -17,7 +17,15 @@ public struct LoadFigures: Sendable {
 
     public init() {}
 
-    public var lifecyclesPerSecond: Double { loadSeconds > 0 ? Double(counters.completed) / loadSeconds : 0 }
+    /// Lifecycles completed per second while starts were offered; completions in the drain do not
+    /// count (they would credit the load with a rate it never sustained).
+    public var lifecyclesPerSecond: Double { loadSeconds > 0 ? Double(counters.completedDuringLoad) / loadSeconds : 0 }
+
+    /// Lifecycles that ended in an error, of those that ended or were given up (errors + completed + incomplete).
+    public var errorRate: Double {
+        let ended = counters.errors &+ counters.completed &+ counters.incomplete
+        return ended > 0 ? Double(counters.errors) / Double(ended) : 0
+    }
 
     public func value(of figure: String) -> Double? {
         switch figure {
@@ -26,6 +34,8 @@ public struct LoadFigures: Sendable {
         case "started": Double(counters.started)
         case "missedStarts": Double(counters.missedStarts)
         case "errors": Double(counters.errors)
+        case "errorRate": errorRate
+        case "backendErrors": Double(counters.backendErrors)
         case "rejections": Double(logRejections ?? counters.rejections)
         case "incomplete": Double(counters.incomplete)
         case "violations": violations.map(Double.init)
@@ -46,23 +56,28 @@ public struct StageSummary: Sendable, Codable, Equatable {
     public var count: UInt64
     public var p50Microseconds: UInt64
     public var p90Microseconds: UInt64
+    public var p95Microseconds: UInt64
     public var p99Microseconds: UInt64
     public var p999Microseconds: UInt64
     public var maxMicroseconds: UInt64
+    public var meanMicroseconds: Double
 
     public init(_ histogram: Histogram<UInt64>) {
         count = histogram.totalCount
         p50Microseconds = histogram.valueAtPercentile(50)
         p90Microseconds = histogram.valueAtPercentile(90)
+        p95Microseconds = histogram.valueAtPercentile(95)
         p99Microseconds = histogram.valueAtPercentile(99)
         p999Microseconds = histogram.valueAtPercentile(99.9)
         maxMicroseconds = histogram.max
+        meanMicroseconds = (histogram.mean * 10).rounded() / 10
     }
 
     public func percentileMicroseconds(_ percentile: Double) -> Double {
         switch percentile {
         case 50: Double(p50Microseconds)
         case 90: Double(p90Microseconds)
+        case 95: Double(p95Microseconds)
         case 99: Double(p99Microseconds)
         default: Double(p999Microseconds)
         }

@@ -30,6 +30,19 @@ public struct LoadPlan: Sendable, Codable, Equatable {
     /// Lifecycles one driver keeps in flight at most; a start due beyond it is a missed start
     /// (counted, never queued without bound).
     public var maximumInFlight = 50_000
+    /// The products to buy, weighted, from the store's catalog (`--catalog`, `--products`); nil:
+    /// the built-in sample's plain consumable, or its hosted-content pack for `downloadFraction`.
+    public var products: [LoadProduct]?
+    /// The lifecycles' kinds, weighted (`--mix`); nil: purchases, and restores for `restoreFraction`.
+    public var mix: LifecycleMix?
+    /// A start that could be made only more than this behind its intended instant is not made: it
+    /// counts as a missed start (docs/load-testing.md, "Late and missed starts").
+    public var lateStartBoundNanoseconds: Int64 = 1_000_000_000
+    /// The team's server (`--backend URL`): each purchased or restored transaction is POSTed there
+    /// before the app finishes it; nil: none.
+    public var backendURL: String?
+    /// A POST unanswered this long counts as a backend error.
+    public var backendTimeoutNanoseconds: Int64 = 5_000_000_000
     public var intervalNanoseconds: Int64 = 1_000_000_000
     /// After the last start, how long a driver waits for lifecycles in flight to end.
     public var drainNanoseconds: Int64 = 10_000_000_000
@@ -67,8 +80,8 @@ public struct LoadPlan: Sendable, Codable, Equatable {
         guard (0...mostInFlight).contains(report.inFlight) else {
             throw refuse("\(report.inFlight) lifecycles in flight; a driver of this load keeps 0 to \(mostInFlight)")
         }
-        let counts = [report.counters.started, report.counters.missedStarts, report.counters.completed,
-                      report.counters.rejections, report.counters.errors, report.counters.incomplete]
+        let counts = [report.counters.started, report.counters.missedStarts, report.counters.completed, report.counters.completedDuringLoad,
+                      report.counters.rejections, report.counters.errors, report.counters.incomplete, report.counters.backendErrors]
         guard counts.allSatisfy({ $0 >= 0 }), report.cpuNanoseconds >= 0, report.peakMemoryBytes >= 0 else {
             throw refuse("a negative count, CPU time or memory size")
         }
@@ -82,14 +95,34 @@ public struct LoadCounters: Sendable, Codable, Equatable {
     public var missedStarts = 0
     /// Lifecycles that reached their end (removed, or restoreFinished).
     public var completed = 0
+    /// Of `completed`, those that ended while starts were still offered (before the load's end):
+    /// what `rate` counts; the rest ended in the drain.
+    public var completedDuringLoad = 0
     /// Commands the queue refused (addPayment refused ends its lifecycle).
     public var rejections = 0
     /// Lifecycles that ended in an error: a failed restore, a command never acknowledged.
     public var errors = 0
     /// Lifecycles still in flight when the drain time ran out (final report only).
     public var incomplete = 0
+    /// Transactions the backend refused (non-2xx), or did not answer in time, or could not be reached:
+    /// not finished, and each one's lifecycle is an error.
+    public var backendErrors = 0
 
     public init() {}
+
+    /// A count a report leaves out is 0: drivers written elsewhere (`--driver`) send what they count.
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        func count(_ key: CodingKeys) throws -> Int { try container.decodeIfPresent(Int.self, forKey: key) ?? 0 }
+        started = try count(.started)
+        missedStarts = try count(.missedStarts)
+        completed = try count(.completed)
+        completedDuringLoad = try count(.completedDuringLoad)
+        rejections = try count(.rejections)
+        errors = try count(.errors)
+        incomplete = try count(.incomplete)
+        backendErrors = try count(.backendErrors)
+    }
 
     /// Saturating: counts come from other processes' reports, and a sum of them must not trap.
     public static func + (left: LoadCounters, right: LoadCounters) -> LoadCounters {
@@ -101,9 +134,11 @@ public struct LoadCounters: Sendable, Codable, Equatable {
         sum.started = add(left.started, right.started)
         sum.missedStarts = add(left.missedStarts, right.missedStarts)
         sum.completed = add(left.completed, right.completed)
+        sum.completedDuringLoad = add(left.completedDuringLoad, right.completedDuringLoad)
         sum.rejections = add(left.rejections, right.rejections)
         sum.errors = add(left.errors, right.errors)
         sum.incomplete = add(left.incomplete, right.incomplete)
+        sum.backendErrors = add(left.backendErrors, right.backendErrors)
         return sum
     }
 }

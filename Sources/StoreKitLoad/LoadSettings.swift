@@ -23,11 +23,26 @@ public struct LoadSettings: Sendable, Equatable {
     public var interval: String?
     public var drain: String?
     public var maximumInFlight: Int?
+    /// The team's catalog (`--catalog`, `load.catalog`): an Xcode .storekit file or a native catalog.
+    /// From the topology, a relative path is resolved against the topology file's folder.
+    public var catalog: String?
+    /// `ID=WEIGHT,…` of the catalog's products (default: every product equally).
+    public var products: String?
+    /// `KIND=WEIGHT,…` of lifecycle kinds (`LifecycleMix`).
+    public var mix: String?
+    /// How far behind its schedule a start may be made; later, it is missed (default 1s).
+    public var lateStartBound: String?
+    /// `--abort-on-fail` judges no threshold before this much of the load ran (default 5s).
+    public var abortDelay: String?
+    /// The team's server, to which each purchased or restored transaction is POSTed before it is finished.
+    public var backend: String?
+    public var backendTimeout: String?
 
     public init() {}
 
     static let keys: Set<String> = ["model", "rate", "stages", "devices", "duration", "thinkTime", "drivers", "remoteDrivers", "listen",
-                                    "thresholds", "abortOnFail", "restoreFraction", "downloadFraction", "interval", "drain", "maximumInFlight"]
+                                    "thresholds", "abortOnFail", "restoreFraction", "downloadFraction", "interval", "drain", "maximumInFlight",
+                                    "catalog", "products", "mix", "lateStartBound", "abortDelay", "backend", "backendTimeout"]
 
     /// The `load:` section of a topology file (empty settings when it has none).
     public static func fromTopology(path: String) throws(LoadSpecificationError) -> LoadSettings {
@@ -83,6 +98,17 @@ public struct LoadSettings: Sendable, Equatable {
         settings.interval = try text("interval")
         settings.drain = try text("drain")
         settings.maximumInFlight = try integer("maximumInFlight")
+        if let catalog = try text("catalog") {
+            let base = Topology.builtInText(path) != nil ? URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
+                : URL(fileURLWithPath: path).deletingLastPathComponent()
+            settings.catalog = URL(fileURLWithPath: catalog, relativeTo: base).standardizedFileURL.path
+        }
+        settings.products = try text("products")
+        settings.mix = try text("mix")
+        settings.lateStartBound = try text("lateStartBound")
+        settings.abortDelay = try text("abortDelay")
+        settings.backend = try text("backend")
+        settings.backendTimeout = try text("backendTimeout")
         settings.restoreFraction = try fraction("restoreFraction")
         settings.downloadFraction = try fraction("downloadFraction")
         if let value = load["abortOnFail"] {
@@ -120,6 +146,13 @@ public struct LoadSettings: Sendable, Equatable {
         if let value = other.interval { result.interval = value }
         if let value = other.drain { result.drain = value }
         if let value = other.maximumInFlight { result.maximumInFlight = value }
+        if let value = other.catalog { result.catalog = value }
+        if let value = other.products { result.products = value }
+        if let value = other.mix { result.mix = value }
+        if let value = other.lateStartBound { result.lateStartBound = value }
+        if let value = other.abortDelay { result.abortDelay = value }
+        if let value = other.backend { result.backend = value }
+        if let value = other.backendTimeout { result.backendTimeout = value }
         result.thresholds += other.thresholds.filter { !result.thresholds.contains($0) }
         return result
     }
@@ -181,10 +214,65 @@ public struct LoadSettings: Sendable, Equatable {
         plan.drainNanoseconds = try nanoseconds(drain, "drain", default: 10_000_000_000)
         plan.maximumInFlight = maximumInFlight ?? 50_000
         guard (1...1_000_000).contains(plan.maximumInFlight) else { throw LoadSpecificationError("--maximum-in-flight must be between 1 and 1,000,000") }
+        if let mix { plan.mix = try LifecycleMix.parse(mix) }
+        plan.lateStartBoundNanoseconds = try nanoseconds(lateStartBound, "late-start-bound", default: 1_000_000_000)
+        guard plan.lateStartBoundNanoseconds > 0 else { throw LoadSpecificationError("--late-start-bound must be longer than 0") }
+        options.abortDelayNanoseconds = try nanoseconds(abortDelay, "abort-delay", default: 5_000_000_000)
+        if let backend {
+            try BackendPoster.check(backend)
+            plan.backendURL = backend
+        }
+        plan.backendTimeoutNanoseconds = try nanoseconds(backendTimeout, "backend-timeout", default: 5_000_000_000)
+        guard plan.backendTimeoutNanoseconds > 0 else { throw LoadSpecificationError("--backend-timeout must be longer than 0") }
         options.plan = plan
         options.listenEndpoint = listen
         options.abortOnFail = abortOnFail ?? false
-        options.thresholds = try thresholds.map { expression throws(LoadSpecificationError) in try Threshold(parsing: expression) }
+        var judged = try thresholds.map { expression throws(LoadSpecificationError) in try Threshold(parsing: expression) }
+        // No silent pass: a run is judged on its errors and violations unless a threshold says otherwise.
+        for figure in Self.defaultThresholdFigures where !judged.contains(where: { $0.metric == .figure(figure) }) {
+            judged.append(try Threshold(parsing: "\(figure)==0"))
+        }
+        options.thresholds = judged
         return options
+    }
+
+    /// Figures judged `==0` when no threshold names them.
+    public static let defaultThresholdFigures = ["errors", "violations"]
+
+    /// The products the drivers buy from `storeCatalog` (what the store sells: `--catalog`'s, or the
+    /// topology's), weighted by `products`. nil: the built-in sample catalog with no `--products`,
+    /// whose plain consumable and hosted-content pack the drivers buy (`downloadFraction`).
+    public func loadProducts(storeCatalog: Catalog, isBuiltInSample: Bool, source: String) throws(LoadSpecificationError) -> [LoadProduct]? {
+        if isBuiltInSample && products == nil { return nil }
+        let weights = try products.map { text throws(LoadSpecificationError) in try LoadProduct.parseWeights(text) } ?? [:]
+        return try LoadProduct.choose(from: storeCatalog, weights: weights, source: source)
+    }
+
+    /// A copy of the topology `source` whose scenario sells `catalog`, written into the run directory
+    /// (`load-topology.yaml`) for the load's processes. Paths in a topology are relative to its file, so
+    /// one that names other files (CURVE keys) is refused: name the catalog in its `scenario.catalog` instead.
+    public static func writeTopology(_ source: String, catalog: URL, into directory: URL) throws(LoadSpecificationError) -> String {
+        let text: String
+        do {
+            text = try Topology.builtInText(source) ?? String(contentsOfFile: source, encoding: .utf8)
+        } catch {
+            throw LoadSpecificationError("cannot read \(source): \(describeError(error, withPath: false))")
+        }
+        guard var root = (try? Yams.load(yaml: text)) as? [String: Any], var scenario = root["scenario"] as? [String: Any] else {
+            throw LoadSpecificationError("\(source) has no scenario section to put --catalog into")
+        }
+        guard root["curve"] == nil else {
+            throw LoadSpecificationError("--catalog with a topology that has a curve section: its key paths are relative to \(source); set scenario.catalog in that file instead")
+        }
+        scenario["catalog"] = catalog.path
+        root["scenario"] = scenario
+        let file = directory.appendingPathComponent("load-topology.yaml")
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try Yams.dump(object: root).write(to: file, atomically: true, encoding: .utf8)
+        } catch {
+            throw LoadSpecificationError("cannot write \(file.path): \(describeError(error))")
+        }
+        return file.path
     }
 }

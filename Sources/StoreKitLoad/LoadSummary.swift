@@ -61,6 +61,15 @@ public struct LoadSummaryJSON: Codable, Sendable {
     public var violationMessages: [String]
     public var started: Int
     public var errors: Int
+    /// errors / (errors + completed + incomplete).
+    public var errorRate: Double
+    /// Transactions the backend (`--backend`) refused or did not answer: not finished.
+    public var backendErrors: Int
+    /// Lifecycles completed in the drain, after the last start was offered (not in `lifecyclesPerSecond`).
+    public var drainLifecycles: Int
+    public var lostDrivers: [LoadCoordinator.LostDriver]
+    /// Where `--report` wrote the report (its report.html), when it did.
+    public var report: String?
     public var rejections: Int
     public var incomplete: Int
     public var pending: Int
@@ -90,6 +99,11 @@ public struct LoadSummaryJSON: Codable, Sendable {
         violationMessages = figures.violationMessages
         started = figures.counters.started
         errors = figures.counters.errors
+        errorRate = (figures.errorRate * 1e6).rounded() / 1e6
+        backendErrors = figures.counters.backendErrors
+        drainLifecycles = figures.counters.completed - figures.counters.completedDuringLoad
+        lostDrivers = result.lostDrivers
+        report = result.reportDirectory.map { $0.appendingPathComponent("report.html").path }
         rejections = Int(figures.value(of: "rejections") ?? 0)
         incomplete = figures.counters.incomplete
         pending = figures.pending ?? 0
@@ -134,13 +148,14 @@ public func summaryText(_ result: LoadCoordinator.Result) -> String {
         "  " + name + " " + String(repeating: ".", count: max(2, 26 - name.count)) + ": " + value
     }
     lines.append(dotted("lifecycles", String(format: "%d   %.1f/s over %.1f s", figures.counters.completed, figures.lifecyclesPerSecond, figures.loadSeconds)
-                        + " (\(result.plan.model.rawValue) model, \(result.drivers) driver\(result.drivers == 1 ? "" : "s"))"))
+                        + " (\(result.plan.model.rawValue) model, \(result.drivers) driver\(result.drivers == 1 ? "" : "s"))"
+                        + "   drain \(figures.counters.completed - figures.counters.completedDuringLoad)"))
     lines.append(dotted("started", "\(figures.counters.started)   missed starts \(figures.counters.missedStarts)   incomplete \(figures.counters.incomplete)"))
     for stage in LifecycleStage.allCases {
         guard let summary = figures.summary(stage) else { continue }
-        lines.append(dotted(stage.rawValue, "count=\(summary.count) p50=\(formatMicroseconds(summary.p50Microseconds)) p90=\(formatMicroseconds(summary.p90Microseconds)) p99=\(formatMicroseconds(summary.p99Microseconds)) p99.9=\(formatMicroseconds(summary.p999Microseconds)) max=\(formatMicroseconds(summary.maxMicroseconds))"))
+        lines.append(dotted(stage.rawValue, "count=\(summary.count) mean=\(formatMicroseconds(UInt64(summary.meanMicroseconds))) p50=\(formatMicroseconds(summary.p50Microseconds)) p90=\(formatMicroseconds(summary.p90Microseconds)) p95=\(formatMicroseconds(summary.p95Microseconds)) p99=\(formatMicroseconds(summary.p99Microseconds)) p99.9=\(formatMicroseconds(summary.p999Microseconds)) max=\(formatMicroseconds(summary.maxMicroseconds))"))
     }
-    lines.append(dotted("errors", "\(figures.counters.errors)   rejections \(Int(figures.value(of: "rejections") ?? 0))   duplicates \(figures.duplicates ?? 0)   pending \(figures.pending ?? 0)"))
+    lines.append(dotted("errors", "\(figures.counters.errors) (rate \(String(format: "%.4f", figures.errorRate)))   backend errors \(figures.counters.backendErrors)   rejections \(Int(figures.value(of: "rejections") ?? 0))   duplicates \(figures.duplicates ?? 0)   pending \(figures.pending ?? 0)"))
     lines.append(dotted("violations", figures.violations.map { $0 == 0 ? "none" : "\($0): " + figures.violationMessages.prefix(3).joined(separator: "; ") } ?? "unknown"))
     lines.append(dotted("coordinator", String(format: "%.2f s CPU over %.1f s, peak memory %.1f MB", result.coordinatorCPUSeconds, result.wallSeconds,
                                               Double(result.coordinatorPeakMemoryBytes) / 1_048_576)))
@@ -148,6 +163,8 @@ public func summaryText(_ result: LoadCoordinator.Result) -> String {
                                           figures.counters.started > 0 ? result.driversCPUSeconds * 1e6 / Double(figures.counters.started) : 0,
                                           Double(result.driverPeakMemoryBytes) / 1_048_576)))
     if let aborted = result.aborted { lines.append(dotted("aborted", aborted)) }
+    for lost in result.lostDrivers { lines.append(dotted("lost driver", lost.reason)) }
     lines.append(dotted("run", result.runDirectory.path))
+    if let report = result.reportDirectory { lines.append(dotted("report", report.appendingPathComponent("report.html").path)) }
     return lines.joined(separator: "\n")
 }

@@ -10,7 +10,15 @@ import Histogram
 /// A restore: `restored` (restoreFinished heard, every restored transaction delivered) →
 /// `restoreFinished` (every restored transaction finished and removed, the end).
 public enum LifecycleStage: String, Sendable, Codable, CaseIterable, Comparable {
+    // New stages go last: a report names a stage by its position here.
     case added, purchased, failed, deferred, downloaded, finished, removed, restored, restoreFinished
+    /// A receipt refresh's end: the receipt's last piece heard (`requestDidFinish`).
+    case receiptRefreshed
+    /// A refund request's end: `entitlementsRevoked` heard for the refunded purchase.
+    case refunded
+    /// `--backend`: from the transaction's arrival at the app (purchased or restored heard) to the
+    /// backend's 2xx answer; the only stage not timed from the intended start.
+    case backend
 
     public static func < (left: LifecycleStage, right: LifecycleStage) -> Bool {
         allCases.firstIndex(of: left)! < allCases.firstIndex(of: right)!

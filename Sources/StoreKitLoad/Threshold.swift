@@ -42,9 +42,9 @@ public struct Threshold: Sendable, Equatable, Codable {
     /// Figures known only once the run is over (from the log, or over the whole load): not
     /// judged by `--abort-on-fail` while the load runs.
     public static let endOfRunFigures: Set<String> = ["rate", "violations", "pending", "duplicates", "incomplete", "lifecycles"]
-    public static let figures = ["rate", "lifecycles", "started", "missedStarts", "errors", "rejections", "incomplete",
+    public static let figures = ["rate", "lifecycles", "started", "missedStarts", "errors", "errorRate", "backendErrors", "rejections", "incomplete",
                                  "violations", "pending", "duplicates"]
-    static let aggregates: [String: Double?] = ["p50": 50, "p90": 90, "p99": 99, "p999": 99.9, "max": nil]
+    static let aggregates: [String: Double?] = ["p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9, "max": nil]
 
     public init(parsing text: String) throws(LoadSpecificationError) {
         expression = text
@@ -70,13 +70,13 @@ public struct Threshold: Sendable, Equatable, Codable {
                 metric = .stageLatency(stage, percentile: percentile)
                 value = try Self.latencyMicroseconds(valueText, text)
             } else {
-                throw LoadSpecificationError("threshold '\(text)' asks for '\(parts[1])' of a stage; use p50, p90, p99, p999, max or count")
+                throw LoadSpecificationError("threshold '\(text)' asks for '\(parts[1])' of a stage; use p50, p90, p95, p99, p999, max or count")
             }
         } else if parts.count == 1, Self.figures.contains(name) {
             metric = .figure(name)
             value = try Self.number(name == "rate" && valueText.hasSuffix("/s") ? String(valueText.dropLast(2)) : valueText, text)
         } else {
-            throw LoadSpecificationError("threshold '\(text)' names no known metric '\(name)'; use STAGE.p99 (and p50, p90, p999, max, count) or one of \(Self.figures.joined(separator: ", "))")
+            throw LoadSpecificationError("threshold '\(text)' names no known metric '\(name)'; use STAGE.p99 (and p50, p90, p95, p999, max, count) or one of \(Self.figures.joined(separator: ", "))")
         }
     }
 
@@ -97,8 +97,12 @@ public struct Threshold: Sendable, Equatable, Codable {
     }
 
     public var isEndOfRun: Bool {
-        if case .figure(let name) = metric { return Self.endOfRunFigures.contains(name) }
-        return false
+        switch metric {
+        case .figure(let name): return Self.endOfRunFigures.contains(name)
+        // A count grows all run long: one that must reach a value is known only at the end.
+        case .stageCount: return comparison == .greater || comparison == .greaterOrEqual
+        case .stageLatency: return false
+        }
     }
 
     /// The figure this threshold is about, or nil when the run has none (a stage no lifecycle

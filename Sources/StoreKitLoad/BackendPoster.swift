@@ -1,0 +1,145 @@
+import AsyncHTTPClient
+import Foundation
+import StoreKitLive
+import Synchronization
+
+/// What a load's app sends its team's server for one purchased or restored transaction before it
+/// finishes it (`sksim load --backend URL`), as real apps send purchases to their servers. The JSON
+/// names are fixed (docs/load-testing.md, "Your backend in the purchase path").
+public struct BackendPurchase: Sendable, Codable, Equatable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var productId: String
+    /// The App Store's signed transaction (a JWS) for this transaction.
+    public var signedTransaction: String
+    /// The app's receipt (base64) as it stands with this transaction in it.
+    public var appReceipt: String
+    public var device: String
+    public var account: String
+}
+
+/// What the producer of a transaction's evidence is given.
+public struct PurchaseEvidenceRequest: Sendable, Equatable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var productId: String
+    public var device: String
+    public var account: String
+    /// The event's log time (nanoseconds of the run), the transaction's date.
+    public var transactionDateNanoseconds: Int64
+    public var isRestored: Bool
+}
+
+/// The signed transaction and app receipt a backend is sent.
+public struct PurchaseEvidence: Sendable, Equatable {
+    public var signedTransaction: String
+    public var appReceipt: String
+
+    public init(signedTransaction: String, appReceipt: String) {
+        self.signedTransaction = signedTransaction
+        self.appReceipt = appReceipt
+    }
+
+    /// Makes the evidence of one transaction; `LoadDriver.Configuration.evidence` holds the one in use,
+    /// so the App Store server's signer can be put in its place without touching the driver.
+    public typealias Producer = @Sendable (PurchaseEvidenceRequest) -> PurchaseEvidence
+
+    /// Until a signer is wired in: the transaction's fields in a JWS of `alg: none` (header and
+    /// payload base64url, no signature) and a receipt that is the same payload in base64. A backend
+    /// that verifies signatures refuses these, as it should.
+    public static let unsigned: Producer = { request in
+        let payload: [String: Any] = [
+            "transactionId": request.transactionId, "originalTransactionId": request.originalTransactionId,
+            "productId": request.productId, "purchaseDate": request.transactionDateNanoseconds / 1_000_000,
+            "type": request.isRestored ? "restored" : "purchased", "environment": "Xcode",
+        ]
+        let json = (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data("{}".utf8)
+        let header = base64URL(Data(#"{"alg":"none","typ":"JWT"}"#.utf8))
+        return PurchaseEvidence(signedTransaction: "\(header).\(base64URL(json)).", appReceipt: json.base64EncodedString())
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// POSTs to the backend from the driver's one thread without blocking it: each request runs on
+/// AsyncHTTPClient's event loop, and its answer (with the instant it came) waits in a bounded list
+/// that the driver's loop takes every round.
+final class BackendPoster: Sendable {
+    struct Answer: Sendable {
+        var token: Int
+        /// The HTTP status, or nil when no answer came (refused, timed out).
+        var status: Int?
+        var failure: String?
+        var monotonicNanoseconds: Int64
+        var isSuccess: Bool { status.map { (200..<300).contains($0) } ?? false }
+    }
+
+    /// Requests in flight at most; the driver's lifecycles in flight are bounded anyway, this keeps the answers list bounded too.
+    static let maximumOutstanding = 50_000
+
+    private let client: HTTPClient
+    private let url: String
+    private let timeoutNanoseconds: Int64
+    private let answers = Mutex<[Answer]>([])
+    private let outstandingCount = Mutex(0)
+
+    init(url: String, timeoutNanoseconds: Int64) {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        configuration.timeout = .init(connect: .nanoseconds(timeoutNanoseconds), read: .nanoseconds(timeoutNanoseconds))
+        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        self.url = url
+        self.timeoutNanoseconds = timeoutNanoseconds
+    }
+
+    var outstanding: Int { outstandingCount.withLock { $0 } }
+    var hasCapacity: Bool { outstanding < Self.maximumOutstanding }
+
+    func post(token: Int, body: BackendPurchase) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let json = String(decoding: (try? encoder.encode(body)) ?? Data("{}".utf8), as: UTF8.self)
+        let request: HTTPClient.Request
+        do {
+            request = try HTTPClient.Request(url: url, method: .POST, headers: ["Content-Type": "application/json"], body: .string(json))
+        } catch {
+            answers.withLock { $0.append(Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: LiveClock.monotonicNanoseconds())) }
+            return
+        }
+        outstandingCount.withLock { $0 += 1 }
+        // NIODeadline counts the monotonic clock's nanoseconds, as DispatchTime's uptime does.
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, timeoutNanoseconds))
+        client.execute(request: request, deadline: .uptimeNanoseconds(deadline)).whenComplete { [self] result in
+            let now = LiveClock.monotonicNanoseconds()
+            let answer: Answer
+            switch result {
+            case .success(let response): answer = Answer(token: token, status: Int(response.status.code), failure: nil, monotonicNanoseconds: now)
+            case .failure(let error): answer = Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: now)
+            }
+            self.answers.withLock { $0.append(answer) }
+            self.outstandingCount.withLock { $0 -= 1 }
+        }
+    }
+
+    /// The answers that came since the last call.
+    func take() -> [Answer] {
+        answers.withLock { list in
+            defer { list.removeAll(keepingCapacity: true) }
+            return list
+        }
+    }
+
+    func shutdown() {
+        try? client.syncShutdown()
+    }
+
+    /// Refuses a URL AsyncHTTPClient cannot POST to, before anything starts.
+    static func check(_ url: String) throws(LoadSpecificationError) {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme), parsed.host != nil else {
+            throw LoadSpecificationError("--backend '\(url)' is not an http:// or https:// URL with a host, e.g. http://127.0.0.1:8080/purchases")
+        }
+    }
+}
