@@ -539,7 +539,7 @@ extension Topology {
         for name in binding.processes {
             guard let process = processes.first(where: { $0.name == name }) else { continue }
             switch process.role {
-            case .queue: break
+            case .queue, .appStoreServer: break
             case .store: roles.insert(.store)
             case .downloader: roles.insert(.downloader)
             case .observer:
