@@ -20,6 +20,8 @@ let package = Package(
         .library(name: "StoreKitLive", targets: ["StoreKitLive"]),
         .library(name: "StoreKitLoad", targets: ["StoreKitLoad"]),
         .library(name: "StoreKitSim", targets: ["StoreKitSim"]),
+        // A team's own `sksim` that registers its app (`SKSim.main(apps:)`, Examples/StoreKitApp).
+        .library(name: "SKSimCommands", targets: ["SKSimCommands"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -73,6 +75,7 @@ let package = Package(
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
             "StoreKitLive", "StoreKitLoad", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitSim",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -91,7 +94,8 @@ let package = Package(
         .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
         .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestKit", "StoreKitReplay", "StoreKitSimulation", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
                                                       "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "StoreKitSimTests", dependencies: ["StoreKitSim", "StoreKitExplore", "StoreKitTestKit", "StoreKitRoles", "StoreKitModel"]),
+        .testTarget(name: "StoreKitSimTests", dependencies: ["StoreKitSim", "StoreKitExplore", "StoreKitTestKit", "StoreKitRoles", "StoreKitModel",
+                                                           "SKSimCommands", "StoreKitReplay", "StoreKitRuntime", "StoreKitSimulation", "EventLog"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -138,7 +138,9 @@ struct RoleOptions: ParsableArguments {
     func resolve() throws -> (Topology, URL, Logger) {
         Shutdown.installSignalHandlers()
         Shutdown.followSupervisor()
-        let topology = try liveReplay.replayed(loadTopology(self.topology, seed: seed, devices: devices))
+        var topology = try liveReplay.replayed(loadTopology(self.topology, seed: seed, devices: devices))
+        // An observer process of a topology that names an app runs that app's code (this executable registers it).
+        try RegisteredApps.attach(to: &topology.scenario)
         let directory = URL(fileURLWithPath: runDirectory ?? topology.output ?? "out/\(topology.name)", isDirectory: true).standardizedFileURL
         var logger = Logger(label: "sksim.\(name)")
         logger[metadataKey: "process"] = "\(name)"
