@@ -138,9 +138,7 @@ struct RoleOptions: ParsableArguments {
     func resolve() throws -> (Topology, URL, Logger) {
         Shutdown.installSignalHandlers()
         Shutdown.followSupervisor()
-        var topology = try liveReplay.replayed(loadTopology(self.topology, seed: seed, devices: devices))
-        // An observer process of a topology that names an app runs that app's code (this executable registers it).
-        try RegisteredApps.attach(to: &topology.scenario)
+        let topology = try liveReplay.replayed(loadTopology(self.topology, seed: seed, devices: devices))
         let directory = URL(fileURLWithPath: runDirectory ?? topology.output ?? "out/\(topology.name)", isDirectory: true).standardizedFileURL
         var logger = Logger(label: "sksim.\(name)")
         logger[metadataKey: "process"] = "\(name)"
@@ -184,7 +182,9 @@ struct RoleCommand<Kind: RoleKindName>: AsyncParsableCommand {
     init() {}
 
     func run() async throws {
-        let (topology, directory, logger) = try options.resolve()
+        var (topology, directory, logger) = try options.resolve()
+        // An observer process of a topology that names an app runs that app's code (this executable registers it).
+        if Kind.kind == .observer { try RegisteredApps.attach(to: &topology.scenario) }
         let process = try topology.process(named: options.name)
         guard process.role == Kind.kind else {
             throw UserFacingError("'\(options.name)' is a \(process.role.rawValue) in \(topology.file), not a \(Kind.kind.rawValue); run `sksim \(process.role.rawValue) --name \(options.name)`")

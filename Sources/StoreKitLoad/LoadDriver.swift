@@ -23,6 +23,8 @@ public final class LoadDriver {
         public var heartbeatMilliseconds = 250
         /// How long to wait for the coordinator's plan and start before giving up.
         public var coordinatorTimeoutSeconds = 60.0
+        /// The user's own app, run on every device in place of the driver's observer (`DriverApps`).
+        public var app: DriverApp?
 
         public init(name: String, coordinatorEndpoint: String, partitions: [PartitionEndpoints]) {
             precondition(!partitions.isEmpty, "a load needs at least one queue partition")
@@ -78,6 +80,7 @@ public final class LoadDriver {
             sender.close()
         }
         var engine = DriverEngine(name: configuration.name, plan: plan, origins: sender.origins)
+        engine.apps = configuration.app.map { DriverApps(app: $0, devices: engine.devices, choices: SeededChoices(seed: plan.seed, stream: "\(configuration.name) apps")) }
         try engine.setUp(sender: sender, subscriber: subscriber)
         _ = try coordinator.send(LoadWire.frames(.ready, DriverReady(name: configuration.name, devices: plan.devicesPerDriver)), mode: .blocking)
         let start = try awaitMessage(.start, LoadStart.self, from: coordinator)
@@ -146,6 +149,9 @@ struct DriverEngine {
     var waiting: [CommandBody] = []
     var waitingHead = 0
 
+    /// The user's own app on every device, deciding what the driver's observer decides otherwise.
+    var apps: DriverApps?
+
     var histograms = StageHistograms()
     var interval = LoadCounters()
     var total = LoadCounters()
@@ -171,6 +177,12 @@ struct DriverEngine {
         var commands: [CommandBody] = []
         for (index, device) in devices.enumerated() {
             commands.append(.registerDevice(device: device, account: "\(name)-account-\(index / 2)"))
+            if let apps {
+                // The app's launch attaches its own observers.
+                apps.launch(device, now: LiveClock.monotonicNanoseconds())
+                commands.append(contentsOf: apps.takeCommands())
+                continue
+            }
             commands.append(.launchApp(device: device))
             commands.append(.attachObserver(device: device, observer: "load"))
         }
@@ -192,8 +204,14 @@ struct DriverEngine {
                 default: break
                 }
             }
-            // Keep the subscription drained meanwhile, so its buffers stay small.
-            _ = try subscriber.receiveRecords(timeout: .zero)
+            // Keep the subscription drained meanwhile, so its buffers stay small; an app hears its devices' events.
+            let records = try subscriber.receiveRecords(timeout: .zero)
+            if let apps {
+                for record in records {
+                    guard let recorded = try? record.decoded(), recorded.event.device?.hasPrefix("\(name)-") == true else { continue }
+                    apps.deliver(recorded, now: LiveClock.monotonicNanoseconds())
+                }
+            }
         }
     }
 
@@ -232,6 +250,7 @@ struct DriverEngine {
             now = LiveClock.monotonicNanoseconds()
             var wake = nextReport
             if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
+            if let due = apps?.nextWorkDue { wake = min(wake, due) }
             let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, 5_000_000))
             for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
                 // Every driver hears every partition whole; the topic's device says whose it is. A record
@@ -247,6 +266,11 @@ struct DriverEngine {
                 }
                 if record.device == nil, !(recorded.event.device.map { $0.utf8.starts(with: prefix) } ?? false) { continue }
                 handle(recorded, now: LiveClock.monotonicNanoseconds())
+                apps?.deliver(recorded, now: LiveClock.monotonicNanoseconds())
+            }
+            if let apps {
+                apps.completeDueWork(now: LiveClock.monotonicNanoseconds())
+                waiting.append(contentsOf: apps.takeCommands())
             }
 
             if let frames = try coordinator.receive(timeout: .zero), LoadWire.verb(frames[0]) == .stop, !stopped {
@@ -464,6 +488,8 @@ struct DriverEngine {
 
     /// Commands decided while handling events go out on the next round (the sender is not at hand here).
     mutating func queueCommand(_ body: CommandBody) {
+        // An app decides its own finishes and downloads.
+        guard apps == nil else { return }
         waiting.append(body)
     }
 }

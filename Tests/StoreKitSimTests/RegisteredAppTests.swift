@@ -6,6 +6,7 @@ import StoreKitModel
 import StoreKitReplay
 import StoreKitRoles
 import StoreKitSim
+import StoreKitTestKit
 import Testing
 
 /// An app written on Apple's names, registered the way a team's own `sksim` registers it
@@ -157,6 +158,54 @@ import Testing
         } throws: { error in
             "\(error)".contains("unknown observer behaviour 'storeApp'")
         }
+    }
+
+    @Test("sksim load with a topology naming the app: a real coordinator, queue, store and downloader; the driver runs the app's code, which finishes every purchase after its server's reply")
+    func loadDriverRunsTheApp() async throws {
+        try Self.register()
+        // Short: ipc socket paths must stay under 100 bytes.
+        let scratch = URL(fileURLWithPath: "/tmp/skapp-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let topology = scratch.appendingPathComponent("t.yaml").path
+        try Data("""
+            name: apps
+            seed: 3
+            scenario:
+              devices: 1
+              purchasesPerDevice: 0
+              app: storeApp
+              store: {failureProbability: 0.1, deferralProbability: 0, cancellationProbability: 0, latencyMilliseconds: {minimum: 0, mean: 1}}
+            processes:
+              - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
+              - {name: store, role: store}
+              - {name: downloader, role: downloader}
+              - {name: apps, role: observer, devices: "1-1"}
+
+            """.utf8).write(to: URL(fileURLWithPath: topology))
+        let run = scratch.appendingPathComponent("run").path
+        let endpoint = "ipc://\(scratch.path)/c.ipc"
+        // The coordinator and the services are the plain sksim (they run no app); the one driver is this process,
+        // where the app is registered, as in the team's own executable.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let load = try SKSimProgram.start(try SKSimProgram.executable(packageRoot: root),
+                                          ["load", topology, "--drivers", "0", "--remote-drivers", "1", "--listen", endpoint, "--rate", "20",
+                                           "--duration", "1s", "--devices", "4", "--out", run, "--json"])
+        let asked = Self.checks.asked
+        let driver = try await Self.sksim(["driver", "--topology", topology, "--name", "app", "--coordinator", endpoint, "--run-directory", run])
+        let outcome = load.finish()
+        #expect(driver == 0)
+        #expect(outcome.status == 0, "\(outcome.output) \(outcome.error)")
+        #expect(outcome.json["started"] as? Int == 20, "\(outcome.output)")
+        #expect(outcome.json["incomplete"] as? Int == 0, "\(outcome.output)")
+        #expect(outcome.json["violations"] as? Int == 0, "\(outcome.output)")
+        let log = try Self.summary(of: run)
+        #expect(log.scenario.apps.app == "storeApp")
+        #expect(Self.checks.asked > asked)
+        // Every purchase the store made was credited by the app, read from its storage, and finished by it.
+        #expect(log.paidFinished > 10)
+        #expect(log.grants == log.paidFinished)
+        #expect(!log.attachments.contains("load"), "\(log.attachments)")
     }
 
     @Test("an app cannot be registered under a built-in behaviour's name")
