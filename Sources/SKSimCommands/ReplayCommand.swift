@@ -39,6 +39,13 @@ struct ReplayCommand: AsyncParsableCommand {
             throw UserFacingError("a second argument (\(liveTopology!)) is only taken with --live; give one recorded run")
         }
         if live {
+            // A live replay's observer processes run the built-in behaviours only.
+            if let observers, case .app(let name) = try parseObserversOrApp(observers) {
+                throw UserFacingError("--live replays with built-in observers only; replay with the app '\(name)' without --live")
+            }
+            if let recordedApp = (try? Recording.openPartitions(path: run))?.first.flatMap({ try? Scenario(header: $0.header) })?.apps.app, observers == nil {
+                throw UserFacingError("\(run) ran the app '\(recordedApp)'; --live replays with built-in observers only: give --observers, or replay without --live")
+            }
             do {
                 return try replayLive()
             } catch let error as ReplayInputError {
