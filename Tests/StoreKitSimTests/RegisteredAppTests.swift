@@ -95,6 +95,18 @@ import Testing
         #expect(log.violations.isEmpty, "\(log.violations.map(\.description))")
         // The app's observer attached under its class's name, not a built-in behaviour's.
         #expect(!log.attachments.isEmpty && !log.attachments.contains { $0.hasPrefix("downloadThenFinish") }, "\(log.attachments)")
+        // Same seed, same log, with the app's code too (its storage and receipts live elsewhere for each run).
+        let again = directory.appendingPathComponent("again").path
+        #expect(try await Self.sksim(["simulate", "--devices", "3", "--purchases-per-device", "4", "--seed", "11",
+                                      "--catalog", "sample", "--observers", "storeApp", "--out", again, "--json"]) == 0)
+        #expect(try Self.payloads(of: directory.path) == Self.payloads(of: again))
+    }
+
+    /// Every record's bytes, in order.
+    static func payloads(of path: String) throws -> [[UInt8]] {
+        var payloads: [[UInt8]] = []
+        _ = try Recording.openPartitions(path: path)[0].forEachUnit { unit in payloads.append(contentsOf: unit.payloads) }
+        return payloads
     }
 
     @Test("a what-if replay of a recording made with the built-in observers runs the registered app in their place, its server replies on the replay's timers")
