@@ -220,6 +220,18 @@ import Testing
         #expect(!log.attachments.contains("load"), "\(log.attachments)")
     }
 
+    @Test("sksim explore --observers storeApp explores the registered app on two worker threads and finds nothing wrong with it")
+    func exploreRunsTheApp() async throws {
+        try Self.register()
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let asked = Self.checks.asked
+        let status = try await Self.sksim(["explore", "--observers", "storeApp", "--strategy", "random", "--schedules", "200", "--seconds", "60",
+                                           "--seed", "3", "--jobs", "2", "--report", directory.path, "--json"])
+        #expect(status == 0)
+        #expect(Self.checks.asked > asked + 200)
+    }
+
     @Test("an app cannot be registered under a built-in behaviour's name")
     func builtInNamesAreRefused() {
         #expect(throws: RegisteredApps.RegistrationError.self) {
