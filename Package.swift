@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "StoreKitLoad", targets: ["StoreKitLoad"]),
         .library(name: "StoreKitSim", targets: ["StoreKitSim"]),
         .library(name: "AppStoreServer", targets: ["AppStoreServer"]),
+        // A team's own `sksim` that registers its app (`SKSim.main(apps:)`, Examples/StoreKitApp).
+        .library(name: "SKSimCommands", targets: ["SKSimCommands"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -95,6 +97,7 @@ let package = Package(
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
             "StoreKitLive", "StoreKitLoad", "AppStoreServer", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "StoreKitSim",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -116,7 +119,8 @@ let package = Package(
                                                             .product(name: "JWTKit", package: "jwt-kit")]),
         .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestKit", "StoreKitReplay", "StoreKitSimulation", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
                                                       "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "StoreKitSimTests", dependencies: ["StoreKitSim", "StoreKitExplore", "StoreKitTestKit", "StoreKitRoles", "StoreKitModel"]),
+        .testTarget(name: "StoreKitSimTests", dependencies: ["StoreKitSim", "StoreKitExplore", "StoreKitTestKit", "StoreKitRoles", "StoreKitModel",
+                                                           "SKSimCommands", "StoreKitReplay", "StoreKitRuntime", "StoreKitSimulation", "EventLog"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,6 +8,10 @@ let package = Package(
     dependencies: [.package(name: "StoreKitSim", path: "../..")],
     targets: [
         .target(name: "StoreKitApp", dependencies: [.product(name: "StoreKitSim", package: "StoreKitSim")]),
+        // The team's own `sksim`, with the app registered (README.md).
+        .executableTarget(name: "my-sksim", dependencies: [
+            "StoreKitApp", .product(name: "SKSimCommands", package: "StoreKitSim"),
+        ]),
         .testTarget(name: "StoreKitAppTests", dependencies: [
             "StoreKitApp",
             .product(name: "StoreKitSim", package: "StoreKitSim"),

@@ -24,7 +24,7 @@ struct ExploreCommand: AsyncParsableCommand {
     var topology: String?
     @Option(parsing: .unconditional, help: "Devices (default: 1).") var devices: Int?
     @Option(parsing: .unconditional, help: "Purchases each device's user makes (default: 3).") var purchasesPerDevice: Int?
-    @Option(help: "Observers per device, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")) (default: downloadThenFinish,audit).")
+    @Option(help: "Observers per device, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")) (default: downloadThenFinish,audit); or the name of one app the executable registers (SKSim.main(apps:)).")
     var observers: String?
     @Option(help: "random, pct or exhaustive (default: pct).") var strategy = "pct"
     @Option(parsing: .unconditional, help: "Unusual (non-zero) choices per schedule: where pct makes them (default: 3), or the most exhaustive allows (default: 2).")
@@ -49,7 +49,8 @@ struct ExploreCommand: AsyncParsableCommand {
             throw UserFacingError("--jobs is \(workerCount); use 1 to \(Self.maximumJobs) worker threads (default: this machine's \(ProcessInfo.processInfo.activeProcessorCount) active processors)")
         }
         let explorationSeed = chooseSeed(seed)
-        var explorer = Explorer(scenario: scenario)
+        // A registered app's own code, as the user's `swift test` explores it (`Explorer(scenario:appLaunch:)`).
+        var explorer = try scenario.apps.app.map { Explorer(scenario: scenario, appLaunch: try RegisteredApps.launch(for: $0)) } ?? Explorer(scenario: scenario)
         if isatty(STDERR_FILENO) == 1 {
             explorer.progress = { count, elapsed in
                 writeStandardError(String(format: "\rexplore: %d schedules, %.0f/s ", count, Double(count) / max(elapsed, 1e-9)))
@@ -147,7 +148,7 @@ struct ExploreCommand: AsyncParsableCommand {
             guard (0...1_000).contains(purchasesPerDevice) else { throw UserFacingError("--purchases-per-device is \(purchasesPerDevice); use 0 to 1000") }
             scenario.apps.purchasesPerDevice = purchasesPerDevice
         }
-        if let observers { scenario.apps.observers = try parseObservers(observers) }
+        if let observers { try parseObserversOrApp(observers).apply(to: &scenario) }
         do {
             try scenario.validate()
         } catch {

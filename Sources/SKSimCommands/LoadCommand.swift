@@ -95,6 +95,8 @@ struct LoadCommand: AsyncParsableCommand {
         }
         options.showLiveView = options.showLiveView && !json
         options.childArguments = appStoreServer.childArguments
+        // The drivers this starts (this executable) run the topology's app: it must be registered here too.
+        if let app = loaded.scenario.apps.app, options.localDrivers > 0 { _ = try RegisteredApps.launch(for: app) }
         if let host {
             guard loaded.processes.contains(where: { $0.host == host && $0.role != .observer }) else {
                 throw UserFacingError("--host \(host): no queue, store or downloader of \(topology) names host \(host); give the 'host' of this machine's processes (hosts in the file: \(Set(loaded.processes.map(\.host)).sorted().joined(separator: ", ")))")
@@ -187,6 +189,10 @@ struct DriverCommand: AsyncParsableCommand {
             name: name, coordinatorEndpoint: loaded.resolved(coordinator, runDirectory: directory),
             partitions: loaded.partitionEndpoints(runDirectory: directory))
         configuration.heartbeatMilliseconds = loaded.heartbeatMilliseconds
+        if let app = loaded.scenario.apps.app {
+            configuration.app = DriverApp(name: app, launch: try RegisteredApps.launch(for: app), catalog: loaded.scenario.catalog,
+                                          workLatency: loaded.scenario.apps.asynchronousWorkLatency)
+        }
         if let coordinatorTimeout {
             do {
                 configuration.coordinatorTimeoutSeconds = try DurationText.positiveSeconds(coordinatorTimeout)

@@ -23,7 +23,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Argument(help: "With --live: the topology to replay over (default: topology/local.yaml).") var liveTopology: String?
     @Option(help: "Write the replayed run's log to DIR/log (default: the log is compared, not kept).") var out: String?
     @Option(parsing: .unconditional, help: "max (as fast as possible; the default), or K: K times the recorded pace, 1 = real time (the default with --live).") var speed: String?
-    @Option(help: "Observers per device instead of the recorded ones, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")).")
+    @Option(help: "Observers per device instead of the recorded ones, comma-separated: \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", ")); or the name of one app the executable registers (SKSim.main(apps:)), whose code runs instead.")
     var observers: String?
     @Option(parsing: .unconditional, help: "Compare from this recorded sequence on; the history before it is rebuilt silently.") var from: UInt64?
     @Option(parsing: .unconditional, help: "Compare up to this recorded sequence.") var to: UInt64?
@@ -39,6 +39,13 @@ struct ReplayCommand: AsyncParsableCommand {
             throw UserFacingError("a second argument (\(liveTopology!)) is only taken with --live; give one recorded run")
         }
         if live {
+            // A live replay's observer processes run the built-in behaviours only.
+            if let observers, case .app(let name) = try parseObserversOrApp(observers) {
+                throw UserFacingError("--live replays with built-in observers only; replay with the app '\(name)' without --live")
+            }
+            if let recordedApp = (try? Recording.openPartitions(path: run))?.first.flatMap({ try? Scenario(header: $0.header) })?.apps.app, observers == nil {
+                throw UserFacingError("\(run) ran the app '\(recordedApp)'; --live replays with built-in observers only: give --observers, or replay without --live")
+            }
             do {
                 return try replayLive()
             } catch let error as ReplayInputError {
@@ -54,6 +61,7 @@ struct ReplayCommand: AsyncParsableCommand {
         let result = outcome.result
         // This process's peak resident memory: a replay runs in a process of its own (`sksim bench replay` reads it).
         var extra: [(String, JSONValue)] = [("peakMemoryMegabytes", .double((Double(peakResidentBytes()) / 1_048_576 * 10).rounded() / 10))]
+        if let app = result.app { extra.append(("app", .string(app))) }
         if outcome.partitions.count > 1 { extra.append(("partitions", Self.partitionsJSON(outcome.partitions))) }
         if json {
             printLine(Self.json(result, recording: outcome.recording, logDirectory: outcome.logDirectory, speed: outcome.speed, extra: extra).serialized())
@@ -84,7 +92,7 @@ struct ReplayCommand: AsyncParsableCommand {
         let recording = recordings[0]
         var options = ReplayOptions()
         options.speed = try Self.parseSpeed(speed ?? "max")
-        if let observers { options.observers = try parseObservers(observers) }
+        try Self.chooseObservers(observers, recording: recording, into: &options)
         options.from = from ?? 1
         options.to = to ?? .max
         options.loop = loop
@@ -127,6 +135,23 @@ struct ReplayCommand: AsyncParsableCommand {
         var (result, partitions) = try replay.run(clock: options.speed == nil ? nil : clock)
         result.lateness?.scheduling = clock.scheduling.rawValue
         return Outcome(result: result, partitions: partitions, recording: recording, logDirectory: logDirectory, speed: options.speed)
+    }
+
+    /// `--observers`: built-in behaviours, or a registered app; without it, the app the recording ran, if
+    /// it ran one (this executable must register it).
+    static func chooseObservers(_ observers: String?, recording: Recording, into options: inout ReplayOptions) throws {
+        let choice: ObserversChoice
+        if let observers {
+            choice = try parseObserversOrApp(observers)
+        } else if let recordedApp = (try? Scenario(header: recording.header))?.apps.app {
+            choice = .app(recordedApp)
+        } else {
+            return
+        }
+        switch choice {
+        case .builtIn(let behaviors): options.observers = behaviors
+        case .app(let name): options.app = ReplayOptions.AppUnderTest(name: name, launch: try RegisteredApps.launch(for: name))
+        }
     }
 
     static func partitionsJSON(_ partitions: [(name: String, result: ReplayResult)]) -> JSONValue {
@@ -225,7 +250,7 @@ struct ReplayCommand: AsyncParsableCommand {
         let header = recording.header
         var lines = [
             "recording       \(recording.location) (seed \(header.seed), \(header.runtime) run, sksim \(header.sksimVersion))",
-            "observers       \(result.observers.map(\.rawValue).joined(separator: ","))",
+            result.app.map { "app             \($0)" } ?? "observers       \(result.observers.map(\.rawValue).joined(separator: ","))",
             String(format: "replayed        %d events (%d compared), %d commands in %.3f s: %.0f events/s",
                    result.events, result.comparedEvents, result.commands, result.seconds, result.eventsPerSecond),
         ]

@@ -47,7 +47,11 @@ enum LiveReplay {
         } catch {
             throw UserFacingError("\(recording.location): \(error)")
         }
-        if let observers { scenario.apps.observers = try parseObservers(observers) }
+        if let observers {
+            scenario.apps.observers = try parseObservers(observers)
+            // Built-in observers in place of the app a recording ran.
+            scenario.apps.app = nil
+        }
         return scenario
     }
 }

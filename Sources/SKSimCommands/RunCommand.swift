@@ -193,7 +193,9 @@ struct RoleCommand<Kind: RoleKindName>: AsyncParsableCommand {
     init() {}
 
     func run() async throws {
-        let (topology, directory, logger) = try options.resolve()
+        var (topology, directory, logger) = try options.resolve()
+        // An observer process of a topology that names an app runs that app's code (this executable registers it).
+        if Kind.kind == .observer { try RegisteredApps.attach(to: &topology.scenario) }
         let process = try topology.process(named: options.name)
         guard process.role == Kind.kind else {
             throw UserFacingError("'\(options.name)' is a \(process.role.rawValue) in \(topology.file), not a \(Kind.kind.rawValue); run `sksim \(process.role.rawValue) --name \(options.name)`")

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import StoreKitLive
 import StoreKitModel
+import StoreKitSim
 
 /// The `sksim` command line. Lives in a library so tests can call `SKSim.parseAsRoot([...])`.
 public struct SKSim: AsyncParsableCommand {
@@ -23,6 +24,28 @@ public struct SKSim: AsyncParsableCommand {
                       AppStoreServerRoleCommand.self])
 
     public init() {}
+
+    /// The whole `sksim`, with `apps` registered under their names: `--observers NAME` runs an app's
+    /// own code on every simulated device (`RegisteredApps`). A team's executable calls this from its
+    /// `@main`, so its `simulate`, `explore`, `replay`, `run` and `load`, and the processes they start
+    /// (this same executable), know its app. Sets up logging (`--quiet`, `--verbose`, `SKSIM_LOG_LEVEL`).
+    public static func main(apps: [String: SimulatedApp]) async -> Never {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        let (level, warning) = logLevel(arguments: arguments, environment: ProcessInfo.processInfo.environment)
+        if let warning { printError(warning) }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        do {
+            try RegisteredApps.register(apps)
+        } catch {
+            printError("error: \(error)")
+            Foundation.exit(2)
+        }
+        await main(arguments: arguments)
+    }
 
     /// Parses and runs; a `UserFacingError` prints one line, `error: …`, and exits with its status.
     public static func main(arguments: [String]) async -> Never {

@@ -26,8 +26,7 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Product catalog: an Xcode .storekit file or an sksim catalog (default: the built-in sample).") var catalog: String?
     @Option(help: "Output directory for the log and content (default: out/simulate-<seed>).") var out: String?
     @Option(parsing: .unconditional, help: "Devices signed in to the same account; later ones restore on first launch, R-Q9 (default: 2).") var devicesPerAccount: Int?
-    @Option(help: ArgumentHelp("Observers per device, comma-separated (default: downloadThenFinish,audit): "
-                                + ObserverBehavior.allCases.map { "\($0.rawValue): \($0.summary)" }.joined(separator: "; ") + "."))
+    @Option(help: ArgumentHelp(observersHelp(default: "downloadThenFinish,audit")))
     var observers: String?
     @Option(parsing: .unconditional, help: "Share of devices (0 to 1) whose user may not authorise payments; their payments fail with paymentNotAllowed, R-Q1 (default: 0).")
     var restrictedDeviceShare: Double?
@@ -61,7 +60,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if let devices { scenario.devices = devices }
         if let purchasesPerDevice { scenario.apps.purchasesPerDevice = purchasesPerDevice }
         if let devicesPerAccount { scenario.apps.devicesPerAccount = devicesPerAccount }
-        if let observers { scenario.apps.observers = try parseObservers(observers) }
+        if let observers { try parseObserversOrApp(observers).apply(to: &scenario) }
         if let restrictedDeviceShare { scenario.apps.restrictedDeviceShare = restrictedDeviceShare }
         if let receiptRefreshProbability { scenario.apps.receiptRefreshProbability = receiptRefreshProbability }
         if let promotionalOfferProbability { scenario.apps.promotionalOfferProbability = promotionalOfferProbability }
@@ -71,6 +70,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if let billingIssueProbability { scenario.store.billingIssueProbability = billingIssueProbability }
         if billingGracePeriod { scenario.store.billingGracePeriodEnabled = true }
         if let seed { scenario.seed = seed }
+        try RegisteredApps.attach(to: &scenario)
         let directory = outputDirectory(out, prefix: "simulate", seed: scenario.seed)
         let report: RunReport
         do {

@@ -52,7 +52,7 @@ struct TopologyCommand: AsyncParsableCommand {
             }
             printLine("\(topology.file): valid")
             printLine("  name \(topology.name), seed \(scenario.seed), durability \(topology.durabilityName)")
-            printLine("  \(scenario.devices) devices, \(scenario.apps.purchasesPerDevice) purchases each, observers \(scenario.apps.observers.map(\.rawValue).joined(separator: ", "))")
+            printLine("  \(scenario.devices) devices, \(scenario.apps.purchasesPerDevice) purchases each, " + (scenario.apps.app.map { "app \($0)" + (RegisteredApps.app(named: $0) == nil ? " (not registered by this executable)" : "") } ?? "observers \(scenario.apps.observers.map(\.rawValue).joined(separator: ", "))"))
             printLine("  catalog \(scenario.catalogSource): \(scenario.catalog.products.count) products")
             printLine("  processes: \(roles.joined(separator: ", "))")
             let security = topology.curve == nil ? "" : " with CURVE"

@@ -237,7 +237,7 @@ public struct Topology: Sendable {
     }
 
     private static func parseScenario(_ node: ConfigurationNode, seed: UInt64, file: String) throws(TopologyError) -> Scenario {
-        let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers",
+        let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers", "app",
                                                   "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader",
                                                   "restrictedDeviceShare", "storeActions", "receiptRefreshProbability",
                                                   "promotionalOfferProbability"])
@@ -286,6 +286,14 @@ public struct Topology: Sendable {
                 ObserverBehavior(rawValue: try item.oneOf(ObserverBehavior.allCases.map(\.rawValue)))!
             }
             guard !scenario.apps.observers.isEmpty else { throw value.error("expected at least one observer behaviour") }
+        }
+        if let value = keys["app"] {
+            // The team's own app code, registered under this name by the executable that runs the topology.
+            guard keys["observers"] == nil else { throw value.error("give either 'app' or 'observers': the app's code attaches its own observers") }
+            let name = try value.string()
+            guard !name.isEmpty else { throw value.error("expected the name of an app the executable registers") }
+            scenario.apps.app = name
+            scenario.apps.observers = []
         }
         if let value = keys["store"] {
             let store = try value.mapping(allowedKeys: ["failureProbability", "deferralProbability", "cancellationProbability",

@@ -25,6 +25,8 @@ public final class LoadDriver {
         public var coordinatorTimeoutSeconds = 60.0
         /// The signed transaction and app receipt sent to `--backend` (the App Store server's signer goes here).
         public var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
+        /// The user's own app, run on every device in place of the driver's observer (`DriverApps`).
+        public var app: DriverApp?
 
         public init(name: String, coordinatorEndpoint: String, partitions: [PartitionEndpoints]) {
             precondition(!partitions.isEmpty, "a load needs at least one queue partition")
@@ -84,6 +86,7 @@ public final class LoadDriver {
         defer { backend?.shutdown() }
         engine.backend = backend
         engine.evidence = configuration.evidence
+        engine.apps = configuration.app.map { DriverApps(app: $0, devices: engine.devices, choices: SeededChoices(seed: plan.seed, stream: "\(configuration.name) apps")) }
         try engine.setUp(sender: sender, subscriber: subscriber)
         _ = try coordinator.send(LoadWire.frames(.ready, DriverReady(name: configuration.name, devices: plan.devicesPerDriver)), mode: .blocking)
         let start = try awaitMessage(.start, LoadStart.self, from: coordinator)
@@ -172,6 +175,9 @@ struct DriverEngine {
     var waiting: [CommandBody] = []
     var waitingHead = 0
 
+    /// The user's own app on every device, deciding what the driver's observer decides otherwise.
+    var apps: DriverApps?
+
     var histograms = StageHistograms()
     var interval = LoadCounters()
     var total = LoadCounters()
@@ -197,6 +203,12 @@ struct DriverEngine {
         var commands: [CommandBody] = []
         for (index, device) in devices.enumerated() {
             commands.append(.registerDevice(device: device, account: "\(name)-account-\(index / 2)"))
+            if let apps {
+                // The app's launch attaches its own observers.
+                apps.launch(device, now: LiveClock.monotonicNanoseconds())
+                commands.append(contentsOf: apps.takeCommands())
+                continue
+            }
             commands.append(.launchApp(device: device))
             commands.append(.attachObserver(device: device, observer: "load"))
         }
@@ -218,8 +230,14 @@ struct DriverEngine {
                 default: break
                 }
             }
-            // Keep the subscription drained meanwhile, so its buffers stay small.
-            _ = try subscriber.receiveRecords(timeout: .zero)
+            // Keep the subscription drained meanwhile, so its buffers stay small; an app hears its devices' events.
+            let records = try subscriber.receiveRecords(timeout: .zero)
+            if let apps {
+                for record in records {
+                    guard let recorded = try? record.decoded(), recorded.event.device?.hasPrefix("\(name)-") == true else { continue }
+                    apps.deliver(recorded, now: LiveClock.monotonicNanoseconds())
+                }
+            }
         }
     }
 
@@ -259,6 +277,7 @@ struct DriverEngine {
             now = LiveClock.monotonicNanoseconds()
             var wake = nextReport
             if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
+            if let due = apps?.nextWorkDue { wake = min(wake, due) }
             // With POSTs out, look for their answers every millisecond (each is timed when it came, on its own thread).
             let longest: Int64 = awaitingBackend.isEmpty ? 5_000_000 : 1_000_000
             let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, longest))
@@ -276,6 +295,11 @@ struct DriverEngine {
                 }
                 if record.device == nil, !(recorded.event.device.map { $0.utf8.starts(with: prefix) } ?? false) { continue }
                 handle(recorded, now: LiveClock.monotonicNanoseconds())
+                apps?.deliver(recorded, now: LiveClock.monotonicNanoseconds())
+            }
+            if let apps {
+                apps.completeDueWork(now: LiveClock.monotonicNanoseconds())
+                waiting.append(contentsOf: apps.takeCommands())
             }
 
             if let frames = try coordinator.receive(timeout: .zero), LoadWire.verb(frames[0]) == .stop, !stopped {
@@ -608,6 +632,8 @@ struct DriverEngine {
 
     /// Commands decided while handling events go out on the next round (the sender is not at hand here).
     mutating func queueCommand(_ body: CommandBody) {
+        // An app decides its own finishes and downloads.
+        guard apps == nil else { return }
         waiting.append(body)
     }
 }

@@ -49,6 +49,7 @@ public final class PartitionedReplay {
         var merged = ReplayResult()
         merged.header = partitions[0].result.header
         merged.observers = partitions[0].result.observers
+        merged.app = partitions[0].result.app
         merged.identical = true
         for (name, result) in partitions {
             merged.events += result.events

@@ -8,6 +8,11 @@ import StoreKitRoles
 /// launch attaches them again).
 final class ReplayApps {
     let behaviors: [ObserverBehavior]
+    /// The user's own app code, launched on every launch instead of the built-in observers (what-if replays).
+    private let appLaunch: (@Sendable (PaymentQueue) -> Void)?
+    /// How long the app's asynchronous work takes, and whether work that can fail fails.
+    private let workLatency: LatencyDistribution
+    private let workFailureProbability: Double
     private let ordering: ObserverOrdering
     private let catalog: Catalog
     private let choices: ChoiceSource
@@ -34,8 +39,13 @@ final class ReplayApps {
         }
     }
 
-    init(behaviors: [ObserverBehavior], ordering: ObserverOrdering, catalog: Catalog, choices: ChoiceSource, streamPerDevice: Bool = false) {
+    init(behaviors: [ObserverBehavior], ordering: ObserverOrdering, catalog: Catalog, choices: ChoiceSource, streamPerDevice: Bool = false,
+         appLaunch: (@Sendable (PaymentQueue) -> Void)? = nil, workLatency: LatencyDistribution? = nil, workFailureProbability: Double = 0) {
         self.streamPerDevice = streamPerDevice
+        self.appLaunch = appLaunch
+        // The simulator's apps' default (`DeviceApp.asynchronousWorkDelay`).
+        self.workLatency = workLatency ?? .exponential(minimumMilliseconds: 20, meanMilliseconds: 300)
+        self.workFailureProbability = workFailureProbability
         self.behaviors = behaviors
         self.ordering = ordering
         self.catalog = catalog
@@ -85,6 +95,11 @@ final class ReplayApps {
     func afterUserAction(_ body: CommandBody) {
         guard case .launchApp(let name) = body else { return }
         let app = device(name)
+        if let appLaunch {
+            // The app's own code attaches its observers itself, through the queue, as at an iOS app's launch.
+            appLaunch(app.queue)
+            return
+        }
         let observers = Self.makeObservers(behaviors)
         app.lateObservers = observers.filter(\.behavior.attachesLate)
         for observer in observers where !observer.behavior.attachesLate { app.queue.add(observer) }
@@ -146,6 +161,33 @@ final class ReplayApps {
         commands.reserveCapacity(drained.count)
         for (body, _) in drained where CommandSource.of(body) == .observer { commands.append(body) }
         return commands
+    }
+
+    /// The asynchronous work the app of `device` started since the last call, each with the delay after
+    /// which it completes, drawn from the device's own stream (`app work DEVICE`).
+    func takeStartedWork(_ name: String) -> [(number: UInt64, delay: Int64)] {
+        guard let app = existingDevice(name) else { return [] }
+        let started = app.queue.takeStartedWork()
+        guard !started.isEmpty else { return [] }
+        let source = workChoices(name)
+        return started.map { ($0.number, workLatency.sampleNanoseconds(source, .appWorkDelay)) }
+    }
+
+    /// Completes work `number` of `device`'s app (succeeded unless it can fail and the draw says so);
+    /// false when the launch that started it ended.
+    func completeWork(device name: String, work number: UInt64) -> Bool {
+        guard let app = existingDevice(name), let canFail = app.queue.awaitedWorkCanFail(number) else { return false }
+        let fails = canFail && workFailureProbability > 0 && workChoices(name).chance(.appWorkFailure, workFailureProbability)
+        return app.queue.completeWork(number, succeeded: !fails)
+    }
+
+    /// Each device's stream for its app's work: the replay's own, so it moves no other draw.
+    private var workStreams: [String: ChoiceSource] = [:]
+    private func workChoices(_ name: String) -> ChoiceSource {
+        if let stream = workStreams[name] { return stream }
+        let stream = choices.stream("app work " + name)
+        workStreams[name] = stream
+        return stream
     }
 
     /// A command drained from `device`'s app that the replay does not send.

@@ -10,6 +10,10 @@ public struct ReplayOptions: Sendable {
     public var speed: Double?
     /// Observer behaviours to run instead of the recorded ones.
     public var observers: [ObserverBehavior]?
+    /// The user's own app code to run instead of the recorded observers (or the recorded app): a
+    /// what-if replay, whatever the recording ran, since the timing of the app's asynchronous work is
+    /// not in the log. Needed to replay a recording that ran an app (`Scenario.apps.app`).
+    public var app: AppUnderTest?
     /// Compare only commands whose first record lies in `from...to` (recorded sequences); the
     /// history before `from` is replayed from the recording without being compared.
     public var from: UInt64 = 1
@@ -43,6 +47,17 @@ public struct ReplayOptions: Sendable {
 
     public init() {}
 
+    /// An app registered under a name (StoreKitSim's `SimulatedApp.launch`), as a replay runs it.
+    public struct AppUnderTest: Sendable {
+        public var name: String
+        public var launch: @Sendable (_ queue: PaymentQueue) -> Void
+
+        public init(name: String, launch: @escaping @Sendable (_ queue: PaymentQueue) -> Void) {
+            self.name = name
+            self.launch = launch
+        }
+    }
+
     public func validate() throws(ReplayInputError) {
         if let speed, !(speed.isFinite && speed > 0) {
             throw ReplayInputError("--speed \(speed) is not a pace; use max, or a number greater than 0 (1 = the recorded pace)")
@@ -55,5 +70,6 @@ public struct ReplayOptions: Sendable {
             throw ReplayInputError("--observers names no observer; give at least one of \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         if let devices, devices.isEmpty { throw ReplayInputError("--devices names no device") }
+        if app != nil, observers != nil { throw ReplayInputError("give either an app or built-in observers to replay with, not both") }
     }
 }

@@ -98,6 +98,8 @@ public struct ReplayResult: Sendable {
     public var warning: String?
     /// Observers the replay ran.
     public var observers: [ObserverBehavior] = []
+    /// The user's own app replayed instead of built-in observers, by its registered name.
+    public var app: String?
     /// A reaction stopped at `ReplayOptions.maximumReactionCommands` (a runaway observer).
     public var stoppedRunawayObserver = false
 }

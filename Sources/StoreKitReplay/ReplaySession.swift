@@ -153,8 +153,17 @@ public final class ReplaySession {
         }
         var scenario = recorded
         var header = recording.header
-        if let observers = options.observers, observers != recorded.apps.observers {
+        if let recordedApp = recorded.apps.app, options.app == nil, options.observers == nil {
+            throw ReplayInputError("\(recording.location) ran the app '\(recordedApp)': replay it with the executable that registers that app (SKSim.main(apps:)), or give built-in --observers")
+        }
+        if let app = options.app {
+            scenario.apps.app = app.name
+            scenario.apps.observers = []
+        } else if let observers = options.observers, observers != recorded.apps.observers || recorded.apps.app != nil {
             scenario.apps.observers = observers
+            scenario.apps.app = nil
+        }
+        if scenario.apps.app != recorded.apps.app || scenario.apps.observers != recorded.apps.observers {
             header.scenario = scenario.header(runtime: header.runtime, startedAtUnixNanoseconds: header.startedAtUnixNanoseconds).scenario
         }
         self.scenario = scenario
@@ -164,13 +173,15 @@ public final class ReplaySession {
         guard engine.projection.lastSequence == 0 else {
             throw ReplayInputError("the replay's output log already holds records; give a new --out directory")
         }
-        whatIf = options.observers.map { $0 != recorded.apps.observers } ?? false
+        // An app's commands are always decided anew: the timing of its asynchronous work is not in the log.
+        whatIf = options.app != nil || scenario.apps.observers != recorded.apps.observers || scenario.apps.app != recorded.apps.app
         downloader = whatIf ? DownloaderRole(name: "downloader", content: VirtualContentStorage(), behavior: scenario.downloader,
                                              choices: SeededChoices(seed: scenario.seed).stream(ChoiceStream.downloader)) : nil
         // A what-if replay's observers draw from each device's observer stream, as `simulate`'s do.
         apps = ReplayApps(behaviors: scenario.apps.observers, ordering: scenario.apps.ordering, catalog: scenario.catalog,
                           choices: whatIf ? SeededChoices(seed: scenario.seed) : SeededChoices(seed: scenario.seed, stream: "replay"),
-                          streamPerDevice: whatIf)
+                          streamPerDevice: whatIf, appLaunch: options.app?.launch, workLatency: scenario.apps.asynchronousWorkLatency,
+                          workFailureProbability: scenario.apps.choicePoints?.asynchronousWorkFailureProbability ?? 0)
         if let devices = options.devices {
             let known = Set(recorded.deviceNames)
             if let unknown = devices.sorted().first(where: { !known.contains($0) }) {
@@ -190,6 +201,7 @@ public final class ReplaySession {
         result.seconds = Double(wall.nanoseconds() - started) / 1e9
         result.header = recording.header
         result.observers = scenario.apps.observers
+        result.app = scenario.apps.app
         result.violations = engine.checker.violations
         result.violationCount = engine.checker.violationCount
         result.lateness = Lateness(latenessSamples)
@@ -410,6 +422,14 @@ public final class ReplaySession {
             if time == .max && fired > Self.maximumTrailingTimers { break }
             let timer = downloaderTimers.remove(at: next)
             now = max(now, timer.due)
+            if case .appWork(let device, let work) = timer.token {
+                // The app's own asynchronous work completes (a server's reply): its code runs, and what it sends is handled.
+                if apps.completeWork(device: device, work: work) {
+                    collectReactions(of: device, compared: true)
+                    try handleReactions(compared: true)
+                }
+                continue
+            }
             takeDownloaderEffects(downloader.timerFired(timer.token, now: now))
             while !downloaderReports.isEmpty {
                 let body = downloaderReports.removeFirst()
@@ -668,6 +688,12 @@ public final class ReplaySession {
             // Decided anew: every command the observers under test send is handled where it is sent. Before
             // the slice the recording is the truth, and what they send is not sent.
             let drained = apps.drainObserverCommands(device)
+            // The app's asynchronous work completes later, on the timers the downloader's share (before the
+            // slice, the recording is the truth, and what the work would make is not sent either).
+            for started in apps.takeStartedWork(device) where compared {
+                downloaderTimersSet += 1
+                downloaderTimers.append((now + max(0, started.delay), downloaderTimersSet, .appWork(device: device, work: started.number)))
+            }
             if compared {
                 reactions.append(contentsOf: drained)
             } else {

@@ -12,6 +12,10 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     public var relaunchProbability: Double = 0.05
     /// Observers attached on every launch, in this order (R-Q5).
     public var observers: [ObserverBehavior] = [.downloadThenFinish, .audit]
+    /// The user's own app code (StoreKitSim's `SimulatedApp`) that runs on every device instead of the
+    /// built-in observers, by the name an executable registered it under (`SKSim.main(apps:)`); the
+    /// runtime finds it there (`AppHooks.appLaunch`). nil: the built-in `observers`, and nothing is recorded.
+    public var app: String?
     public var ordering: ObserverOrdering = .seededShuffle
     /// Devices signed in to the same account; every device after the first restores
     /// once its own purchases are done (R-Q9: restoring on a new device).
@@ -38,7 +42,8 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     public func validate() throws(ConfigurationError) {
         guard purchasesPerDevice >= 0 else { throw ConfigurationError("purchasesPerDevice must be 0 or more") }
         guard devicesPerAccount >= 1 else { throw ConfigurationError("devicesPerAccount must be 1 or more") }
-        guard !observers.isEmpty else { throw ConfigurationError("at least one observer per device is needed to complete purchases") }
+        guard !observers.isEmpty || app != nil else { throw ConfigurationError("at least one observer per device is needed to complete purchases") }
+        if let app, app.isEmpty { throw ConfigurationError("apps.app is empty; name an app the executable registered") }
         for (name, value) in [("restoreProbability", restoreProbability), ("relaunchProbability", relaunchProbability),
                               ("restrictedDeviceShare", restrictedDeviceShare ?? 0),
                               ("receiptRefreshProbability", receiptRefreshProbability ?? 0),

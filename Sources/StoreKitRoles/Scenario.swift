@@ -137,7 +137,7 @@ public struct Scenario: Sendable {
     /// A one-line description for people.
     public var summary: String {
         "devices=\(devices) purchasesPerDevice=\(apps.purchasesPerDevice) devicesPerAccount=\(apps.devicesPerAccount) "
-            + "observers=\(apps.observers.map(\.rawValue).joined(separator: ",")) catalog=\(catalogSource) products=\(catalog.products.count)"
+            + (apps.app.map { "app=\($0)" } ?? "observers=\(apps.observers.map(\.rawValue).joined(separator: ","))") + " catalog=\(catalogSource) products=\(catalog.products.count)"
     }
 }
 

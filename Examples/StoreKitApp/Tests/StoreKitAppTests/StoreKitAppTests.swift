@@ -7,39 +7,9 @@ import StoreKitRoles
 import StoreKitSim
 import Testing
 
-/// The app's server, in the simulation: it answers after a while that exploration chooses, may
-/// fail, and says whether the receipt the app sent holds the transaction (as the real one would).
-final class SimulatedServer: ReceiptVerifier {
-    let checks: ServerChecks
-
-    init(checks: ServerChecks) { self.checks = checks }
-
-    func verify(receipt: Data, transactionIdentifier: String, completion: @escaping (Result<Bool, any Error>) -> Void) {
-        let entries = (try? JSONSerialization.jsonObject(with: receipt) as? [String: Any])?["in_app"] as? [[String: Any]] ?? []
-        let holdsIt = entries.contains { $0["transaction_id"] as? String == transactionIdentifier }
-        checks.note(holdsIt: holdsIt)
-        SimulatedWork.start(canFail: true) { succeeded in
-            completion(succeeded ? .success(holdsIt) : .failure(URLError(.timedOut)))
-        }
-    }
-}
-
-/// What the server was asked, over every device and schedule (the explorer's threads share it).
-final class ServerChecks: @unchecked Sendable {
-    private let lock = NSLock()
-    private var counts = (asked: 0, heldIt: 0)
-    func note(holdsIt: Bool) { lock.withLock { counts.asked += 1; if holdsIt { counts.heldIt += 1 } } }
-    var asked: Int { lock.withLock { counts.asked } }
-    var heldIt: Int { lock.withLock { counts.heldIt } }
-}
-
 @Suite struct StoreKitAppTests {
     /// The app on every device: its storage made once per device, its objects at every launch.
-    static func app(checks: ServerChecks) -> SimulatedApp {
-        SimulatedApp(storage: { Entitlements() },
-                     belief: { AppBelief(credits: $0.credits, restoresShownDone: $0.restoresShownDone) },
-                     launch: { StoreObserver(entitlements: $0, verifier: SimulatedServer(checks: checks)) })
-    }
+    static func app(checks: ServerChecks) -> SimulatedApp { StoreObserver.simulatedApp(checks: checks) }
 
     static func scenario() throws -> Scenario {
         var scenario = Scenario.exploration(devices: 1, purchasesPerDevice: 3)
