@@ -59,8 +59,11 @@ let package = Package(
         // Replay of a recorded run through the one engine, compared with the recording event by event.
         .target(name: "StoreKitReplay", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog"]),
         // Test helpers that this project's tests and users' own tests share: the queue engine over
-        // an in-memory log, a device wired straight to it.
+        // an in-memory log, a device wired straight to it, an observer that records every callback.
         .target(name: "StoreKitTestKit", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
+        // This project's own test plumbing, not a product: programs run to their end, headless
+        // Chromium, the live replay topology, a role fed events by hand.
+        .target(name: "StoreKitTestSupport", dependencies: ["StoreKitRoles", "StoreKitModel"]),
         // Observer-ordering exploration: strategies over recorded choices, invariants over the log,
         // shrinking, traces (Mermaid, HTML), reproduce files. Users' `swift test` depends on it.
         .target(name: "StoreKitExplore", dependencies: ["StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
@@ -107,19 +110,19 @@ let package = Package(
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"],
                     exclude: ["Golden", "Fixtures"]),
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
-        .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitTestKit", "StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
+        .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitTestSupport", "StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "ExploreTests", dependencies: ["StoreKitTestKit", "StoreKitExplore", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "SKSimCommands"]),
-        .testTarget(name: "LoadTests", dependencies: ["StoreKitTestKit", "StoreKitLoad", "StoreKitLive", "StoreKitModel", "SKSimCommands", "ZeroMQ",
+        .testTarget(name: "ExploreTests", dependencies: ["StoreKitTestKit", "StoreKitTestSupport", "StoreKitExplore", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "SKSimCommands"]),
+        .testTarget(name: "LoadTests", dependencies: ["StoreKitTestKit", "StoreKitTestSupport", "StoreKitLoad", "StoreKitLive", "StoreKitModel", "SKSimCommands", "ZeroMQ",
                                                      .product(name: "Histogram", package: "hdrhistogram-swift"),
                                                      .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "EventLog", "SKSimCommands"]),
-        .testTarget(name: "AppStoreServerTests", dependencies: ["AppStoreServer", "StoreKitTestKit", "StoreKitLive", "StoreKitRuntime", "StoreKitModel", "SKSimCommands",
+        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "StoreKitTestSupport", "EventLog", "SKSimCommands"]),
+        .testTarget(name: "AppStoreServerTests", dependencies: ["AppStoreServer", "StoreKitTestKit", "StoreKitTestSupport", "StoreKitLive", "StoreKitRuntime", "StoreKitModel", "SKSimCommands",
                                                             .product(name: "X509", package: "swift-certificates"),
                                                             .product(name: "JWTKit", package: "jwt-kit")]),
-        .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestKit", "StoreKitReplay", "StoreKitSimulation", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
+        .testTarget(name: "ReplayTests", dependencies: ["StoreKitTestSupport", "StoreKitReplay", "StoreKitSimulation", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel",
                                                       "EventLog", "SKSimCommands", "StoreKitLive", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "StoreKitSimTests", dependencies: ["StoreKitSim", "StoreKitExplore", "StoreKitTestKit", "StoreKitRoles", "StoreKitModel",
+        .testTarget(name: "StoreKitSimTests", dependencies: ["StoreKitSim", "StoreKitExplore", "StoreKitTestKit", "StoreKitTestSupport", "StoreKitRoles", "StoreKitModel",
                                                            "SKSimCommands", "StoreKitReplay", "StoreKitRuntime", "StoreKitSimulation", "EventLog"]),
     ],
     swiftLanguageModes: [.v6]

@@ -41,32 +41,33 @@ public struct EncodedEventFold: Sendable {
                 guard let origin = commandOrigin(bytes) else { return false }
                 commandID = CommandID(origin: origin, number: number)
             }
-            switch try reader.readByte() {
-            case 3:  // appLaunched(device)
+            guard let tag = EventTag(rawValue: try reader.readByte()) else { return false }
+            switch tag {
+            case .appLaunched:
                 let device = try reader.readStringBytes()
                 guard reader.isAtEnd, let slot = deviceSlot(device) else { return false }
                 projection.noteEvent(sequence: sequence, commandID: commandID)
                 projection.launchApp(device: slot)
-            case 5:  // observerAttached(device, observer)
+            case .observerAttached:
                 let device = try reader.readStringBytes()
                 let observer = try readString(&reader)
                 guard reader.isAtEnd, let slot = deviceSlot(device) else { return false }
                 projection.noteEvent(sequence: sequence, commandID: commandID)
                 projection.attachObserver(device: slot, observer)
-            case 8:  // transactionAdded(key, payment)
+            case .transactionAdded:
                 let device = try reader.readStringBytes()
                 let number = try reader.readVarint()
                 let payment = try readPayment(&reader)
                 guard reader.isAtEnd, let slot = deviceSlot(device) else { return false }
                 projection.noteEvent(sequence: sequence, commandID: commandID)
                 projection.addTransaction(device: slot, TransactionKey(device: projection.deviceName(at: slot), number: number), payment)
-            case 9:  // transactionDeferred(key)
+            case .transactionDeferred:
                 let device = try reader.readStringBytes()
                 let number = try reader.readVarint()
                 guard reader.isAtEnd, let slot = deviceSlot(device) else { return false }
                 projection.noteEvent(sequence: sequence, commandID: commandID)
                 projection.deferTransaction(device: slot, number: number)
-            case 10:  // transactionPurchased(key, identifier, downloads, charged)
+            case .transactionPurchased:
                 let device = try reader.readStringBytes()
                 let number = try reader.readVarint()
                 let identifier = try readUniqueString(&reader)
@@ -76,38 +77,38 @@ public struct EncodedEventFold: Sendable {
                 projection.noteEvent(sequence: sequence, commandID: commandID)
                 projection.purchaseTransaction(device: slot, TransactionKey(device: projection.deviceName(at: slot), number: number),
                                                identifier: identifier, date: timestamp, contents: contents, charged: charged)
-            case 11:  // transactionFailed(key, error)
+            case .transactionFailed:
                 let device = try reader.readStringBytes()
                 let number = try reader.readVarint()
                 let error = try EventCodec.readError(&reader)
                 guard reader.isAtEnd, let slot = deviceSlot(device) else { return false }
                 projection.noteEvent(sequence: sequence, commandID: commandID)
                 projection.failTransaction(device: slot, number: number, error: error)
-            case 16:  // transactionFinished(key)
+            case .transactionFinished:
                 let device = try reader.readStringBytes()
                 let number = try reader.readVarint()
                 guard reader.isAtEnd, let slot = deviceSlot(device) else { return false }
                 projection.noteEvent(sequence: sequence, commandID: commandID)
                 projection.finishTransaction(device: slot, number: number)
-            case let tag where tag >= 17 && tag <= 23:  // the download events
+            case .downloadStarted, .downloadProgressed, .downloadPaused, .downloadResumed, .downloadFinished, .downloadFailed, .downloadCancelled:
                 let device = try reader.readStringBytes()
                 let number = try reader.readVarint()
                 let index = try EventCodec.readDownloadIndex(&reader)
                 let change: QueueProjection.DownloadChange
                 switch tag {
-                case 17: change = .started
-                case 18: change = .progressed(progress: try reader.readDouble(), timeRemaining: try reader.readDouble())
-                case 19: change = .paused
-                case 20: change = .resumed
-                case 21: change = .finished(contentURL: try readUniqueString(&reader))
-                case 22: change = .failed(try EventCodec.readError(&reader))
+                case .downloadStarted: change = .started
+                case .downloadProgressed: change = .progressed(progress: try reader.readDouble(), timeRemaining: try reader.readDouble())
+                case .downloadPaused: change = .paused
+                case .downloadResumed: change = .resumed
+                case .downloadFinished: change = .finished(contentURL: try readUniqueString(&reader))
+                case .downloadFailed: change = .failed(try EventCodec.readError(&reader))
                 default: change = .cancelled
                 }
                 guard reader.isAtEnd, let slot = deviceSlot(device) else { return false }
                 projection.noteEvent(sequence: sequence, commandID: commandID)
                 let key = DownloadKey(transaction: TransactionKey(device: projection.deviceName(at: slot), number: number), index: index)
                 projection.changeDownload(device: slot, key, change)
-            case 25:  // appActionRecorded(action): the queue's fold only counts it
+            case .appActionRecorded:  // the queue's fold only counts it
                 guard try skipAppAction(&reader), reader.isAtEnd else { return false }
                 projection.noteEvent(sequence: sequence, commandID: commandID)
             default:
@@ -174,26 +175,26 @@ public struct EncodedEventFold: Sendable {
     /// `EventCodec` makes: its strings must be UTF-8 all the same.
     private func skipAppAction(_ reader: inout BinaryReader) throws(DecodingFailure) -> Bool {
         func skipString() throws(DecodingFailure) -> Bool { BinaryReader.isValidUTF8(try reader.readStringBytes()) }
-        switch try reader.readByte() {
-        case 1:  // contentGranted(key, observer, product)
+        switch AppActionTag(rawValue: try reader.readByte()) {
+        case .contentGranted:  // key, observer, product
             guard try skipString() else { return false }
             _ = try reader.readVarint()
             guard try skipString() else { return false }
             return try skipString()
-        case 2:  // contentKept(download key, observer)
+        case .contentKept:  // download key, observer
             guard try skipString() else { return false }
             _ = try reader.readVarint()
             _ = try EventCodec.readDownloadIndex(&reader)
             return try skipString()
-        case 3:  // restoreShownDone(device, restore, observer)
+        case .restoreShownDone:  // device, restore, observer
             guard try skipString() else { return false }
             _ = try reader.readVarint()
             return try skipString()
-        case 4:  // failureShown(key, observer)
+        case .failureShown:  // key, observer
             guard try skipString() else { return false }
             _ = try reader.readVarint()
             return try skipString()
-        default:
+        case nil:
             return false
         }
     }

@@ -13,84 +13,84 @@ public enum EventCodec {
         writeCommandID(commandID, into: &writer)
         switch event {
         case .runStarted(let header):
-            writer.write(tag: 1); writer.write(varint: header.seed); writer.write(header.sksimVersion)
+            writer.write(tag: .runStarted); writer.write(varint: header.seed); writer.write(header.sksimVersion)
             writer.write(header.runtime); writer.write(signed: header.startedAtUnixNanoseconds)
             writer.write(header.scenario); writer.write(header.catalogSource); writer.write(header.catalogDigest)
             writer.write(header.catalog)
         case .deviceRegistered(let device, let account):
-            writer.write(tag: 2); writer.write(device); writer.write(account)
+            writer.write(tag: .deviceRegistered); writer.write(device); writer.write(account)
         case .appLaunched(let device):
-            writer.write(tag: 3); writer.write(device)
+            writer.write(tag: .appLaunched); writer.write(device)
         case .appTerminated(let device):
-            writer.write(tag: 4); writer.write(device)
+            writer.write(tag: .appTerminated); writer.write(device)
         case .observerAttached(let device, let observer):
-            writer.write(tag: 5); writer.write(device); writer.write(observer)
+            writer.write(tag: .observerAttached); writer.write(device); writer.write(observer)
         case .observerDetached(let device, let observer):
-            writer.write(tag: 6); writer.write(device); writer.write(observer)
+            writer.write(tag: .observerDetached); writer.write(device); writer.write(observer)
         case .paymentsAllowedChanged(let device, let allowed):
-            writer.write(tag: 7); writer.write(device); writer.write(allowed)
+            writer.write(tag: .paymentsAllowedChanged); writer.write(device); writer.write(allowed)
         case .transactionAdded(let key, let payment):
             // Tag 36 only for a payment with a discount (F-O5): every other log keeps its bytes.
-            writer.write(tag: payment.discount == nil ? 8 : 36); writeKey(key, into: &writer); writePaymentWithDiscount(payment, into: &writer)
+            writer.write(tag: payment.discount == nil ? EventTag.transactionAdded : .transactionAddedWithDiscount); writeKey(key, into: &writer); writePaymentWithDiscount(payment, into: &writer)
         case .transactionDeferred(let key):
-            writer.write(tag: 9); writeKey(key, into: &writer)
+            writer.write(tag: .transactionDeferred); writeKey(key, into: &writer)
         case .transactionPurchased(let key, let identifier, let downloads, let charged):
-            writer.write(tag: 10); writeKey(key, into: &writer); writer.write(identifier)
+            writer.write(tag: .transactionPurchased); writeKey(key, into: &writer); writer.write(identifier)
             writeContents(downloads, into: &writer); writer.write(charged)
         case .transactionFailed(let key, let error):
-            writer.write(tag: 11); writeKey(key, into: &writer); writeError(error, into: &writer)
+            writer.write(tag: .transactionFailed); writeKey(key, into: &writer); writeError(error, into: &writer)
         case .restoreStarted(let device, let restore, let applicationUsername):
-            writer.write(tag: 12); writer.write(device); writer.write(varint: restore); writer.write(optional: applicationUsername)
+            writer.write(tag: .restoreStarted); writer.write(device); writer.write(varint: restore); writer.write(optional: applicationUsername)
         case .transactionRestored(let key, let restore, let identifier, let original, let downloads):
-            writer.write(tag: 13); writeKey(key, into: &writer); writer.write(varint: restore); writer.write(identifier)
+            writer.write(tag: .transactionRestored); writeKey(key, into: &writer); writer.write(varint: restore); writer.write(identifier)
             writeOriginal(original, into: &writer); writeContents(downloads, into: &writer)
         case .restoreFinished(let device, let restore):
-            writer.write(tag: 14); writer.write(device); writer.write(varint: restore)
+            writer.write(tag: .restoreFinished); writer.write(device); writer.write(varint: restore)
         case .restoreFailed(let device, let restore, let error):
-            writer.write(tag: 15); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
+            writer.write(tag: .restoreFailed); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
         case .transactionFinished(let key):
-            writer.write(tag: 16); writeKey(key, into: &writer)
+            writer.write(tag: .transactionFinished); writeKey(key, into: &writer)
         case .downloadStarted(let key):
-            writer.write(tag: 17); writeDownloadKey(key, into: &writer)
+            writer.write(tag: .downloadStarted); writeDownloadKey(key, into: &writer)
         case .downloadProgressed(let key, let progress, let timeRemaining):
-            writer.write(tag: 18); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
+            writer.write(tag: .downloadProgressed); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
         case .downloadPaused(let key):
-            writer.write(tag: 19); writeDownloadKey(key, into: &writer)
+            writer.write(tag: .downloadPaused); writeDownloadKey(key, into: &writer)
         case .downloadResumed(let key):
-            writer.write(tag: 20); writeDownloadKey(key, into: &writer)
+            writer.write(tag: .downloadResumed); writeDownloadKey(key, into: &writer)
         case .downloadFinished(let key, let contentURL):
-            writer.write(tag: 21); writeDownloadKey(key, into: &writer); writer.write(contentURL)
+            writer.write(tag: .downloadFinished); writeDownloadKey(key, into: &writer); writer.write(contentURL)
         case .downloadFailed(let key, let error):
-            writer.write(tag: 22); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
+            writer.write(tag: .downloadFailed); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
         case .downloadCancelled(let key):
-            writer.write(tag: 23); writeDownloadKey(key, into: &writer)
+            writer.write(tag: .downloadCancelled); writeDownloadKey(key, into: &writer)
         case .commandRejected(let command, let rejection):
-            writer.write(tag: 24); writeCommandBody(command, into: &writer)
+            writer.write(tag: .commandRejected); writeCommandBody(command, into: &writer)
             writer.write(rejection.code.rawValue); writer.write(rejection.message)
         case .appActionRecorded(let action):
-            writer.write(tag: 25); writeAppAction(action, into: &writer)
+            writer.write(tag: .appActionRecorded); writeAppAction(action, into: &writer)
         case .askToBuyDeclined(let key):
-            writer.write(tag: 26); writeKey(key, into: &writer)
+            writer.write(tag: .askToBuyDeclined); writeKey(key, into: &writer)
         case .subscriptionRenewed(let key, let identifier, let original, let contents):
-            writer.write(tag: 27); writeKey(key, into: &writer); writer.write(identifier)
+            writer.write(tag: .subscriptionRenewed); writeKey(key, into: &writer); writer.write(identifier)
             writeOriginal(original, into: &writer); writeContents(contents, into: &writer)
         case .subscriptionExpired(let device, let original):
-            writer.write(tag: 28); writer.write(device); writeOriginal(original, into: &writer)
+            writer.write(tag: .subscriptionExpired); writer.write(device); writeOriginal(original, into: &writer)
         case .entitlementsRevoked(let device, let original):
-            writer.write(tag: 29); writer.write(device); writeOriginal(original, into: &writer)
+            writer.write(tag: .entitlementsRevoked); writer.write(device); writeOriginal(original, into: &writer)
         case .interruptedPurchaseResumed(let key, let interrupted):
-            writer.write(tag: 30); writeKey(key, into: &writer); writeKey(interrupted, into: &writer)
+            writer.write(tag: .interruptedPurchaseResumed); writeKey(key, into: &writer); writeKey(interrupted, into: &writer)
         case .subscriptionBillingRetry(let device, let original, let grace):
-            writer.write(tag: 31); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
+            writer.write(tag: .subscriptionBillingRetry); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
         case .transactionsCleared(let device):
-            writer.write(tag: 32); writer.write(device)
+            writer.write(tag: .transactionsCleared); writer.write(device)
         case .receiptRefreshStarted(let device, let request):
-            writer.write(tag: 33); writer.write(device); writer.write(varint: request)
+            writer.write(tag: .receiptRefreshStarted); writer.write(device); writer.write(varint: request)
         case .receiptDelivered(let device, let request, let firstIndex, let entries, let isLast):
             // Tag 35 only when an entry was at an introductory offer (F-O3), 37 when one was at a
             // promotional offer (F-O7): a log without offers keeps its bytes.
             let offers = receiptOffers(entries)
-            writer.write(tag: [34, 35, 37][offers.rawValue])
+            writer.write(tag: offers.eventTag)
             writeReceiptPiece(device, request, firstIndex, entries, isLast, offers: offers, into: &writer)
         }
     }
@@ -106,67 +106,66 @@ public enum EventCodec {
         var reader = BinaryReader(buffer)
         try readVersion(&reader)
         let commandID = try readCommandID(&reader)
-        let tag = try reader.readByte()
+        let rawTag = try reader.readByte()
+        guard let tag = EventTag(rawValue: rawTag) else { throw reader.failure("unknown event tag \(rawTag)") }
         let event: Event
         switch tag {
-        case 1:
+        case .runStarted:
             event = .runStarted(RunHeader(
                 seed: try reader.readVarint(), sksimVersion: try reader.readString(), runtime: try reader.readString(),
                 startedAtUnixNanoseconds: try reader.readSigned(), scenario: try reader.readString(),
                 catalogSource: try reader.readString(), catalogDigest: try reader.readString(), catalog: try reader.readString()))
-        case 2: event = .deviceRegistered(device: try reader.readString(), account: try reader.readString())
-        case 3: event = .appLaunched(device: try reader.readString())
-        case 4: event = .appTerminated(device: try reader.readString())
-        case 5: event = .observerAttached(device: try reader.readString(), observer: try reader.readString())
-        case 6: event = .observerDetached(device: try reader.readString(), observer: try reader.readString())
-        case 7: event = .paymentsAllowedChanged(device: try reader.readString(), allowed: try reader.readBool())
-        case 8: event = .transactionAdded(try readKey(&reader), try readPayment(&reader))
-        case 36: event = .transactionAdded(try readKey(&reader), try readPaymentWithDiscount(&reader))
-        case 9: event = .transactionDeferred(try readKey(&reader))
-        case 10:
+        case .deviceRegistered: event = .deviceRegistered(device: try reader.readString(), account: try reader.readString())
+        case .appLaunched: event = .appLaunched(device: try reader.readString())
+        case .appTerminated: event = .appTerminated(device: try reader.readString())
+        case .observerAttached: event = .observerAttached(device: try reader.readString(), observer: try reader.readString())
+        case .observerDetached: event = .observerDetached(device: try reader.readString(), observer: try reader.readString())
+        case .paymentsAllowedChanged: event = .paymentsAllowedChanged(device: try reader.readString(), allowed: try reader.readBool())
+        case .transactionAdded: event = .transactionAdded(try readKey(&reader), try readPayment(&reader))
+        case .transactionAddedWithDiscount: event = .transactionAdded(try readKey(&reader), try readPaymentWithDiscount(&reader))
+        case .transactionDeferred: event = .transactionDeferred(try readKey(&reader))
+        case .transactionPurchased:
             event = .transactionPurchased(try readKey(&reader), identifier: try reader.readString(),
                                           downloads: try readContents(&reader), charged: try reader.readBool())
-        case 11: event = .transactionFailed(try readKey(&reader), try readError(&reader))
-        case 12:
+        case .transactionFailed: event = .transactionFailed(try readKey(&reader), try readError(&reader))
+        case .restoreStarted:
             event = .restoreStarted(device: try reader.readString(), restore: try reader.readVarint(),
                                     applicationUsername: try reader.readOptionalString())
-        case 13:
+        case .transactionRestored:
             event = .transactionRestored(try readKey(&reader), restore: try reader.readVarint(), identifier: try reader.readString(),
                                          original: try readOriginal(&reader), downloads: try readContents(&reader))
-        case 14: event = .restoreFinished(device: try reader.readString(), restore: try reader.readVarint())
-        case 15: event = .restoreFailed(device: try reader.readString(), restore: try reader.readVarint(), error: try readError(&reader))
-        case 16: event = .transactionFinished(try readKey(&reader))
-        case 17: event = .downloadStarted(try readDownloadKey(&reader))
-        case 18:
+        case .restoreFinished: event = .restoreFinished(device: try reader.readString(), restore: try reader.readVarint())
+        case .restoreFailed: event = .restoreFailed(device: try reader.readString(), restore: try reader.readVarint(), error: try readError(&reader))
+        case .transactionFinished: event = .transactionFinished(try readKey(&reader))
+        case .downloadStarted: event = .downloadStarted(try readDownloadKey(&reader))
+        case .downloadProgressed:
             event = .downloadProgressed(try readDownloadKey(&reader), progress: try reader.readDouble(), timeRemaining: try reader.readDouble())
-        case 19: event = .downloadPaused(try readDownloadKey(&reader))
-        case 20: event = .downloadResumed(try readDownloadKey(&reader))
-        case 21: event = .downloadFinished(try readDownloadKey(&reader), contentURL: try reader.readString())
-        case 22: event = .downloadFailed(try readDownloadKey(&reader), error: try readError(&reader))
-        case 23: event = .downloadCancelled(try readDownloadKey(&reader))
-        case 24:
+        case .downloadPaused: event = .downloadPaused(try readDownloadKey(&reader))
+        case .downloadResumed: event = .downloadResumed(try readDownloadKey(&reader))
+        case .downloadFinished: event = .downloadFinished(try readDownloadKey(&reader), contentURL: try reader.readString())
+        case .downloadFailed: event = .downloadFailed(try readDownloadKey(&reader), error: try readError(&reader))
+        case .downloadCancelled: event = .downloadCancelled(try readDownloadKey(&reader))
+        case .commandRejected:
             let command = try readCommandBody(&reader)
             let rawCode = try reader.readByte()
             guard let code = Rejection.Code(rawValue: rawCode) else { throw reader.failure("unknown rejection code \(rawCode)") }
             event = .commandRejected(command, Rejection(code, try reader.readString()))
-        case 25: event = .appActionRecorded(try readAppAction(&reader))
-        case 26: event = .askToBuyDeclined(try readKey(&reader))
-        case 27:
+        case .appActionRecorded: event = .appActionRecorded(try readAppAction(&reader))
+        case .askToBuyDeclined: event = .askToBuyDeclined(try readKey(&reader))
+        case .subscriptionRenewed:
             event = .subscriptionRenewed(try readKey(&reader), identifier: try reader.readString(),
                                          original: try readOriginal(&reader), downloads: try readContents(&reader))
-        case 28: event = .subscriptionExpired(device: try reader.readString(), original: try readOriginal(&reader))
-        case 29: event = .entitlementsRevoked(device: try reader.readString(), original: try readOriginal(&reader))
-        case 30: event = .interruptedPurchaseResumed(try readKey(&reader), interrupted: try readKey(&reader))
-        case 31:
+        case .subscriptionExpired: event = .subscriptionExpired(device: try reader.readString(), original: try readOriginal(&reader))
+        case .entitlementsRevoked: event = .entitlementsRevoked(device: try reader.readString(), original: try readOriginal(&reader))
+        case .interruptedPurchaseResumed: event = .interruptedPurchaseResumed(try readKey(&reader), interrupted: try readKey(&reader))
+        case .subscriptionBillingRetry:
             event = .subscriptionBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
                                               gracePeriodNanoseconds: try reader.readSigned())
-        case 32: event = .transactionsCleared(device: try reader.readString())
-        case 33: event = .receiptRefreshStarted(device: try reader.readString(), request: try reader.readVarint())
-        case 34, 35, 37:
-            let piece = try readReceiptPiece(&reader, offers: tag == 34 ? .none : tag == 35 ? .introductory : .promotional)
+        case .transactionsCleared: event = .transactionsCleared(device: try reader.readString())
+        case .receiptRefreshStarted: event = .receiptRefreshStarted(device: try reader.readString(), request: try reader.readVarint())
+        case .receiptDelivered, .receiptDeliveredWithIntroductoryOffers, .receiptDeliveredWithPromotionalOffers:
+            let piece = try readReceiptPiece(&reader, offers: ReceiptOffers(tag))
             event = .receiptDelivered(device: piece.device, request: piece.request, firstIndex: piece.firstIndex, entries: piece.entries, isLast: piece.isLast)
-        default:
-            throw reader.failure("unknown event tag \(tag)")
         }
         guard reader.isAtEnd else { throw reader.failure("trailing bytes after a \(event.name) event") }
         return (commandID, event)
@@ -195,73 +194,73 @@ public enum EventCodec {
     private static func writeCommandBody(_ body: CommandBody, into writer: inout BinaryWriter) {
         switch body {
         case .registerDevice(let device, let account):
-            writer.write(tag: 1); writer.write(device); writer.write(account)
+            writer.write(tag: .registerDevice); writer.write(device); writer.write(account)
         case .launchApp(let device):
-            writer.write(tag: 2); writer.write(device)
+            writer.write(tag: .launchApp); writer.write(device)
         case .terminateApp(let device):
-            writer.write(tag: 3); writer.write(device)
+            writer.write(tag: .terminateApp); writer.write(device)
         case .attachObserver(let device, let observer):
-            writer.write(tag: 4); writer.write(device); writer.write(observer)
+            writer.write(tag: .attachObserver); writer.write(device); writer.write(observer)
         case .detachObserver(let device, let observer):
-            writer.write(tag: 5); writer.write(device); writer.write(observer)
+            writer.write(tag: .detachObserver); writer.write(device); writer.write(observer)
         case .setPaymentsAllowed(let device, let allowed):
-            writer.write(tag: 6); writer.write(device); writer.write(allowed)
+            writer.write(tag: .setPaymentsAllowed); writer.write(device); writer.write(allowed)
         case .addPayment(let device, let payment):
             // Tag 30 only for a payment with a discount (F-O5).
-            writer.write(tag: payment.discount == nil ? 7 : 30); writer.write(device); writePaymentWithDiscount(payment, into: &writer)
+            writer.write(tag: payment.discount == nil ? CommandTag.addPayment : .addPaymentWithDiscount); writer.write(device); writePaymentWithDiscount(payment, into: &writer)
         case .finishTransaction(let key):
-            writer.write(tag: 8); writeKey(key, into: &writer)
+            writer.write(tag: .finishTransaction); writeKey(key, into: &writer)
         case .restoreCompletedTransactions(let device, let applicationUsername):
-            writer.write(tag: 9); writer.write(device); writer.write(optional: applicationUsername)
+            writer.write(tag: .restoreCompletedTransactions); writer.write(device); writer.write(optional: applicationUsername)
         case .startDownloads(let keys):
-            writer.write(tag: 10); writeDownloadKeys(keys, into: &writer)
+            writer.write(tag: .startDownloads); writeDownloadKeys(keys, into: &writer)
         case .pauseDownloads(let keys):
-            writer.write(tag: 11); writeDownloadKeys(keys, into: &writer)
+            writer.write(tag: .pauseDownloads); writeDownloadKeys(keys, into: &writer)
         case .resumeDownloads(let keys):
-            writer.write(tag: 12); writeDownloadKeys(keys, into: &writer)
+            writer.write(tag: .resumeDownloads); writeDownloadKeys(keys, into: &writer)
         case .cancelDownloads(let keys):
-            writer.write(tag: 13); writeDownloadKeys(keys, into: &writer)
+            writer.write(tag: .cancelDownloads); writeDownloadKeys(keys, into: &writer)
         case .decidePurchase(let key, let decision):
-            writer.write(tag: 14); writeKey(key, into: &writer)
+            writer.write(tag: .decidePurchase); writeKey(key, into: &writer)
             switch decision {
-            case .purchased(let charged): writer.write(tag: 0); writer.write(charged)
-            case .failed(let error): writer.write(tag: 1); writeError(error, into: &writer)
-            case .deferred: writer.write(tag: 2)
-            case .declined: writer.write(tag: 3)
+            case .purchased(let charged): writer.write(tag: .purchased); writer.write(charged)
+            case .failed(let error): writer.write(tag: .failed); writeError(error, into: &writer)
+            case .deferred: writer.write(tag: .deferred)
+            case .declined: writer.write(tag: .declined)
             }
         case .completeRestore(let device, let restore, let firstIndex, let originals, let isLast):
-            writer.write(tag: 15); writer.write(device); writer.write(varint: restore)
+            writer.write(tag: .completeRestore); writer.write(device); writer.write(varint: restore)
             writer.write(varint: UInt64(firstIndex)); writer.write(isLast)
             writer.write(varint: UInt64(originals.count))
             for original in originals { writeOriginal(original, into: &writer) }
         case .failRestore(let device, let restore, let error):
-            writer.write(tag: 16); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
+            writer.write(tag: .failRestore); writer.write(device); writer.write(varint: restore); writeError(error, into: &writer)
         case .reportDownloadProgress(let key, let progress, let timeRemaining):
-            writer.write(tag: 17); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
+            writer.write(tag: .reportDownloadProgress); writeDownloadKey(key, into: &writer); writer.write(progress); writer.write(timeRemaining)
         case .completeDownload(let key, let contentURL):
-            writer.write(tag: 18); writeDownloadKey(key, into: &writer); writer.write(contentURL)
+            writer.write(tag: .completeDownload); writeDownloadKey(key, into: &writer); writer.write(contentURL)
         case .failDownload(let key, let error):
-            writer.write(tag: 19); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
+            writer.write(tag: .failDownload); writeDownloadKey(key, into: &writer); writeError(error, into: &writer)
         case .recordAppAction(let action):
-            writer.write(tag: 20); writeAppAction(action, into: &writer)
+            writer.write(tag: .recordAppAction); writeAppAction(action, into: &writer)
         case .renewSubscription(let device, let original):
-            writer.write(tag: 21); writer.write(device); writeOriginal(original, into: &writer)
+            writer.write(tag: .renewSubscription); writer.write(device); writeOriginal(original, into: &writer)
         case .expireSubscription(let device, let original):
-            writer.write(tag: 22); writer.write(device); writeOriginal(original, into: &writer)
+            writer.write(tag: .expireSubscription); writer.write(device); writeOriginal(original, into: &writer)
         case .refundPurchase(let device, let original):
-            writer.write(tag: 23); writer.write(device); writeOriginal(original, into: &writer)
+            writer.write(tag: .refundPurchase); writer.write(device); writeOriginal(original, into: &writer)
         case .resumeInterruptedPurchase(let device, let interrupted, let payment, let charged):
-            writer.write(tag: 24); writer.write(device); writeKey(interrupted, into: &writer)
+            writer.write(tag: .resumeInterruptedPurchase); writer.write(device); writeKey(interrupted, into: &writer)
             writePayment(payment, into: &writer); writer.write(charged)
         case .beginBillingRetry(let device, let original, let grace):
-            writer.write(tag: 25); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
+            writer.write(tag: .beginBillingRetry); writer.write(device); writeOriginal(original, into: &writer); writer.write(signed: grace)
         case .clearTransactions(let device):
-            writer.write(tag: 26); writer.write(device)
+            writer.write(tag: .clearTransactions); writer.write(device)
         case .refreshReceipt(let device):
-            writer.write(tag: 27); writer.write(device)
+            writer.write(tag: .refreshReceipt); writer.write(device)
         case .deliverReceipt(let device, let request, let firstIndex, let entries, let isLast):
             let offers = receiptOffers(entries)
-            writer.write(tag: [28, 29, 31][offers.rawValue])
+            writer.write(tag: offers.commandTag)
             writeReceiptPiece(device, request, firstIndex, entries, isLast, offers: offers, into: &writer)
         }
     }
@@ -276,35 +275,37 @@ public enum EventCodec {
     }
 
     private static func readCommandBody(_ reader: inout BinaryReader) throws(DecodingFailure) -> CommandBody {
-        let tag = try reader.readByte()
+        let rawTag = try reader.readByte()
+        guard let tag = CommandTag(rawValue: rawTag) else { throw reader.failure("unknown command tag \(rawTag)") }
         let body: CommandBody
         switch tag {
-        case 1: body = .registerDevice(device: try reader.readString(), account: try reader.readString())
-        case 2: body = .launchApp(device: try reader.readString())
-        case 3: body = .terminateApp(device: try reader.readString())
-        case 4: body = .attachObserver(device: try reader.readString(), observer: try reader.readString())
-        case 5: body = .detachObserver(device: try reader.readString(), observer: try reader.readString())
-        case 6: body = .setPaymentsAllowed(device: try reader.readString(), allowed: try reader.readBool())
-        case 7: body = .addPayment(device: try reader.readString(), payment: try readPayment(&reader))
-        case 30: body = .addPayment(device: try reader.readString(), payment: try readPaymentWithDiscount(&reader))
-        case 8: body = .finishTransaction(try readKey(&reader))
-        case 9: body = .restoreCompletedTransactions(device: try reader.readString(), applicationUsername: try reader.readOptionalString())
-        case 10: body = .startDownloads(try readDownloadKeys(&reader))
-        case 11: body = .pauseDownloads(try readDownloadKeys(&reader))
-        case 12: body = .resumeDownloads(try readDownloadKeys(&reader))
-        case 13: body = .cancelDownloads(try readDownloadKeys(&reader))
-        case 14:
+        case .registerDevice: body = .registerDevice(device: try reader.readString(), account: try reader.readString())
+        case .launchApp: body = .launchApp(device: try reader.readString())
+        case .terminateApp: body = .terminateApp(device: try reader.readString())
+        case .attachObserver: body = .attachObserver(device: try reader.readString(), observer: try reader.readString())
+        case .detachObserver: body = .detachObserver(device: try reader.readString(), observer: try reader.readString())
+        case .setPaymentsAllowed: body = .setPaymentsAllowed(device: try reader.readString(), allowed: try reader.readBool())
+        case .addPayment: body = .addPayment(device: try reader.readString(), payment: try readPayment(&reader))
+        case .addPaymentWithDiscount: body = .addPayment(device: try reader.readString(), payment: try readPaymentWithDiscount(&reader))
+        case .finishTransaction: body = .finishTransaction(try readKey(&reader))
+        case .restoreCompletedTransactions: body = .restoreCompletedTransactions(device: try reader.readString(), applicationUsername: try reader.readOptionalString())
+        case .startDownloads: body = .startDownloads(try readDownloadKeys(&reader))
+        case .pauseDownloads: body = .pauseDownloads(try readDownloadKeys(&reader))
+        case .resumeDownloads: body = .resumeDownloads(try readDownloadKeys(&reader))
+        case .cancelDownloads: body = .cancelDownloads(try readDownloadKeys(&reader))
+        case .decidePurchase:
             let key = try readKey(&reader)
             let decision: StoreDecision
-            switch try reader.readByte() {
-            case 0: decision = .purchased(charged: try reader.readBool())
-            case 1: decision = .failed(try readError(&reader))
-            case 2: decision = .deferred
-            case 3: decision = .declined
-            case let other: throw reader.failure("unknown store decision \(other)")
+            let rawDecision = try reader.readByte()
+            switch StoreDecisionTag(rawValue: rawDecision) {
+            case .purchased: decision = .purchased(charged: try reader.readBool())
+            case .failed: decision = .failed(try readError(&reader))
+            case .deferred: decision = .deferred
+            case .declined: decision = .declined
+            case nil: throw reader.failure("unknown store decision \(rawDecision)")
             }
             body = .decidePurchase(key, decision)
-        case 15:
+        case .completeRestore:
             let device = try reader.readString()
             let restore = try reader.readVarint()
             let firstIndex = try readCount(&reader, maximum: Int(Int32.max))
@@ -314,27 +315,26 @@ public enum EventCodec {
             originals.reserveCapacity(count)
             for _ in 0..<count { originals.append(try readOriginal(&reader)) }
             body = .completeRestore(device: device, restore: restore, firstIndex: firstIndex, originals: originals, isLast: isLast)
-        case 16: body = .failRestore(device: try reader.readString(), restore: try reader.readVarint(), error: try readError(&reader))
-        case 17:
+        case .failRestore: body = .failRestore(device: try reader.readString(), restore: try reader.readVarint(), error: try readError(&reader))
+        case .reportDownloadProgress:
             body = .reportDownloadProgress(try readDownloadKey(&reader), progress: try reader.readDouble(), timeRemaining: try reader.readDouble())
-        case 18: body = .completeDownload(try readDownloadKey(&reader), contentURL: try reader.readString())
-        case 19: body = .failDownload(try readDownloadKey(&reader), error: try readError(&reader))
-        case 20: body = .recordAppAction(try readAppAction(&reader))
-        case 21: body = .renewSubscription(device: try reader.readString(), original: try readOriginal(&reader))
-        case 22: body = .expireSubscription(device: try reader.readString(), original: try readOriginal(&reader))
-        case 23: body = .refundPurchase(device: try reader.readString(), original: try readOriginal(&reader))
-        case 24:
+        case .completeDownload: body = .completeDownload(try readDownloadKey(&reader), contentURL: try reader.readString())
+        case .failDownload: body = .failDownload(try readDownloadKey(&reader), error: try readError(&reader))
+        case .recordAppAction: body = .recordAppAction(try readAppAction(&reader))
+        case .renewSubscription: body = .renewSubscription(device: try reader.readString(), original: try readOriginal(&reader))
+        case .expireSubscription: body = .expireSubscription(device: try reader.readString(), original: try readOriginal(&reader))
+        case .refundPurchase: body = .refundPurchase(device: try reader.readString(), original: try readOriginal(&reader))
+        case .resumeInterruptedPurchase:
             body = .resumeInterruptedPurchase(device: try reader.readString(), interrupted: try readKey(&reader),
                                               payment: try readPayment(&reader), charged: try reader.readBool())
-        case 25:
+        case .beginBillingRetry:
             body = .beginBillingRetry(device: try reader.readString(), original: try readOriginal(&reader),
                                       gracePeriodNanoseconds: try reader.readSigned())
-        case 26: body = .clearTransactions(device: try reader.readString())
-        case 27: body = .refreshReceipt(device: try reader.readString())
-        case 28, 29, 31:
-            let piece = try readReceiptPiece(&reader, offers: tag == 28 ? .none : tag == 29 ? .introductory : .promotional)
+        case .clearTransactions: body = .clearTransactions(device: try reader.readString())
+        case .refreshReceipt: body = .refreshReceipt(device: try reader.readString())
+        case .deliverReceipt, .deliverReceiptWithIntroductoryOffers, .deliverReceiptWithPromotionalOffers:
+            let piece = try readReceiptPiece(&reader, offers: ReceiptOffers(tag))
             body = .deliverReceipt(device: piece.device, request: piece.request, firstIndex: piece.firstIndex, entries: piece.entries, isLast: piece.isLast)
-        default: throw reader.failure("unknown command tag \(tag)")
         }
         return body
     }
@@ -353,7 +353,33 @@ public enum EventCodec {
 
     /// Which form a receipt piece needs: plain (event tag 34, command tag 28), with introductory
     /// offers (35, 29, F-O3), or with promotional offers too (37, 31, F-O7).
-    private enum ReceiptOffers: Int { case none = 0, introductory = 1, promotional = 2 }
+    private enum ReceiptOffers {
+        case none, introductory, promotional
+
+        init(_ tag: EventTag) {
+            self = tag == .receiptDelivered ? .none : tag == .receiptDeliveredWithIntroductoryOffers ? .introductory : .promotional
+        }
+
+        init(_ tag: CommandTag) {
+            self = tag == .deliverReceipt ? .none : tag == .deliverReceiptWithIntroductoryOffers ? .introductory : .promotional
+        }
+
+        var eventTag: EventTag {
+            switch self {
+            case .none: .receiptDelivered
+            case .introductory: .receiptDeliveredWithIntroductoryOffers
+            case .promotional: .receiptDeliveredWithPromotionalOffers
+            }
+        }
+
+        var commandTag: CommandTag {
+            switch self {
+            case .none: .deliverReceipt
+            case .introductory: .deliverReceiptWithIntroductoryOffers
+            case .promotional: .deliverReceiptWithPromotionalOffers
+            }
+        }
+    }
 
     private static func receiptOffers(_ entries: [OriginalTransaction]) -> ReceiptOffers {
         if entries.contains(where: { $0.promotionalOfferIdentifier != nil }) { return .promotional }
@@ -401,23 +427,24 @@ public enum EventCodec {
     private static func writeAppAction(_ action: AppAction, into writer: inout BinaryWriter) {
         switch action {
         case .contentGranted(let key, let observer, let product):
-            writer.write(tag: 1); writeKey(key, into: &writer); writer.write(observer); writer.write(product)
+            writer.write(tag: .contentGranted); writeKey(key, into: &writer); writer.write(observer); writer.write(product)
         case .contentKept(let key, let observer):
-            writer.write(tag: 2); writeDownloadKey(key, into: &writer); writer.write(observer)
+            writer.write(tag: .contentKept); writeDownloadKey(key, into: &writer); writer.write(observer)
         case .restoreShownDone(let device, let restore, let observer):
-            writer.write(tag: 3); writer.write(device); writer.write(varint: restore); writer.write(observer)
+            writer.write(tag: .restoreShownDone); writer.write(device); writer.write(varint: restore); writer.write(observer)
         case .failureShown(let key, let observer):
-            writer.write(tag: 4); writeKey(key, into: &writer); writer.write(observer)
+            writer.write(tag: .failureShown); writeKey(key, into: &writer); writer.write(observer)
         }
     }
 
     private static func readAppAction(_ reader: inout BinaryReader) throws(DecodingFailure) -> AppAction {
-        switch try reader.readByte() {
-        case 1: return .contentGranted(try readKey(&reader), observer: try reader.readString(), productIdentifier: try reader.readString())
-        case 2: return .contentKept(try readDownloadKey(&reader), observer: try reader.readString())
-        case 3: return .restoreShownDone(device: try reader.readString(), restore: try reader.readVarint(), observer: try reader.readString())
-        case 4: return .failureShown(try readKey(&reader), observer: try reader.readString())
-        case let other: throw reader.failure("unknown app action \(other)")
+        let rawTag = try reader.readByte()
+        switch AppActionTag(rawValue: rawTag) {
+        case .contentGranted: return .contentGranted(try readKey(&reader), observer: try reader.readString(), productIdentifier: try reader.readString())
+        case .contentKept: return .contentKept(try readDownloadKey(&reader), observer: try reader.readString())
+        case .restoreShownDone: return .restoreShownDone(device: try reader.readString(), restore: try reader.readVarint(), observer: try reader.readString())
+        case .failureShown: return .failureShown(try readKey(&reader), observer: try reader.readString())
+        case nil: throw reader.failure("unknown app action \(rawTag)")
         }
     }
 

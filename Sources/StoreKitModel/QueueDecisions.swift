@@ -60,6 +60,22 @@ extension QueueProjection {
 
     private func events(for body: CommandBody, catalog: Catalog) throws(Rejection) -> [Event] {
         switch body {
+        case .registerDevice, .launchApp, .terminateApp, .attachObserver, .detachObserver, .setPaymentsAllowed, .recordAppAction:
+            return try appEvents(body)
+        case .addPayment, .decidePurchase, .resumeInterruptedPurchase, .finishTransaction:
+            return try transactionEvents(body, catalog: catalog)
+        case .restoreCompletedTransactions, .completeRestore, .failRestore, .refreshReceipt, .deliverReceipt:
+            return try restoreAndReceiptEvents(body, catalog: catalog)
+        case .startDownloads, .pauseDownloads, .resumeDownloads, .cancelDownloads, .reportDownloadProgress, .completeDownload, .failDownload:
+            return try downloadCommandEvents(body)
+        case .renewSubscription, .expireSubscription, .beginBillingRetry, .refundPurchase, .clearTransactions:
+            return try storeActionEvents(body, catalog: catalog)
+        }
+    }
+
+    /// The commands of an app and its device: registration, launches, observers, payments allowed, the app's own reports.
+    private func appEvents(_ body: CommandBody) throws(Rejection) -> [Event] {
+        switch body {
         case .registerDevice(let device, let account):
             try validateName(device, "device")
             // The downloader and the apps keep files under `content/<device>/…` and `apps/<device>/…`:
@@ -106,6 +122,30 @@ extension QueueProjection {
             _ = try existingSlot(name)
             return [.paymentsAllowedChanged(device: name, allowed: allowed)]
 
+        case .recordAppAction(let action):
+            // The app's own report: checked only for naming something this queue knows, so a
+            // late report (after the transaction was finished) is still recorded as it happened.
+            try validateName(action.observer, "observer")
+            let slot = try existingSlot(action.device)
+            switch action {
+            case .contentGranted(let key, _, _), .failureShown(let key, _):
+                try requireKnown(key, in: slot)
+            case .contentKept(let key, _):
+                try requireKnown(key.transaction, in: slot)
+            case .restoreShownDone(_, let restore, _):
+                guard restore >= 1, restore < deviceStates[slot].nextRestoreNumber else {
+                    throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(deviceStates[slot].device)' was never started; report only restores the queue started")
+                }
+            }
+            return [.appActionRecorded(action)]
+        default:
+            preconditionFailure("\(body.name) is not one of the commands appEvents decides")
+        }
+    }
+
+    /// The commands of a transaction's life: the payment, the store's decision, an interrupted purchase resumed, the finish.
+    private func transactionEvents(_ body: CommandBody, catalog: Catalog) throws(Rejection) -> [Event] {
+        switch body {
         case .addPayment(let name, let payment):
             let slot = try runningSlot(name)
             guard payment.quantity > 0 else {
@@ -127,64 +167,6 @@ extension QueueProjection {
                         .transactionFailed(key, StoreError(.paymentNotAllowed, "the user of device '\(name)' may not authorise payments (canMakePayments is false); check canMakePayments before offering a purchase"))]
             }
             return [.transactionAdded(key, payment)]
-
-        case .finishTransaction(let key):
-            let slot = try existingSlot(key.device)
-            if deviceStates[slot].wasFinished(key.number) { return [] }  // Finishing twice is harmless (R-Q8).
-            let transaction = try pendingTransaction(key, in: slot)
-            switch transaction.transactionState {
-            case .purchasing:
-                throw Rejection(.transactionStillPurchasing, "transaction \(key) is still purchasing; finish it only after the store completed it (R-Q8)")
-            case .deferred:
-                throw Rejection(.transactionStillPurchasing, "transaction \(key) is deferred, waiting for approval; finish it once it is purchased or failed (R-Q8)")
-            case .purchased, .failed, .restored:
-                // Downloads still running lose their content: they are cancelled first (R-T4).
-                var events: [Event] = []
-                for download in transaction.downloads where download.started && !download.downloadState.isFinal {
-                    events.append(.downloadCancelled(download.key))
-                }
-                events.append(.transactionFinished(key))
-                return events
-            }
-
-        case .restoreCompletedTransactions(let name, let username):
-            let slot = try runningSlot(name)
-            return [.restoreStarted(device: name, restore: deviceStates[slot].nextRestoreNumber, applicationUsername: username)]
-
-        case .startDownloads(let keys):
-            // Starting a download that is already under way is harmless, like finishing
-            // twice: an app relaunched while its start was in flight asks again (R-Q4).
-            return try downloadEvents(keys, action: "start") { download throws(Rejection) in
-                if download.started && !download.downloadState.isFinal { return nil }
-                guard !download.started, download.downloadState == .waiting else {
-                    throw Rejection(.invalidDownloadTransition, "download \(download.key) already ended (it is \(download.downloadState)); a download is started once")
-                }
-                return .downloadStarted(download.key)
-            }
-
-        case .pauseDownloads(let keys):
-            return try downloadEvents(keys, action: "pause") { download throws(Rejection) in
-                guard download.downloadState == .active else {
-                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is \(download.downloadState); only an active download can be paused")
-                }
-                return .downloadPaused(download.key)
-            }
-
-        case .resumeDownloads(let keys):
-            return try downloadEvents(keys, action: "resume") { download throws(Rejection) in
-                guard download.downloadState == .paused else {
-                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is \(download.downloadState); only a paused download can be resumed")
-                }
-                return .downloadResumed(download.key)
-            }
-
-        case .cancelDownloads(let keys):
-            return try downloadEvents(keys, action: "cancel") { download throws(Rejection) in
-                guard !download.downloadState.isFinal else {
-                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is already \(download.downloadState); it cannot be cancelled")
-                }
-                return .downloadCancelled(download.key)
-            }
 
         case .decidePurchase(let key, let decision):
             let slot = try existingSlot(key.device)
@@ -212,6 +194,60 @@ extension QueueProjection {
                 let contents = catalog.index(of: transaction.payment.productIdentifier).map { catalog.products[$0].hostedContent } ?? []
                 return [.transactionPurchased(key, identifier: Self.transactionIdentifier(key), downloads: contents, charged: charged)]
             }
+
+        case .resumeInterruptedPurchase(let name, let interrupted, let payment, let charged):
+            let slot = try existingSlot(name)
+            guard interrupted.device == name, interrupted.number < deviceStates[slot].nextTransactionNumber else {
+                throw Rejection(.transactionNotFound, "transaction \(interrupted) was never created on device '\(name)'; resume a purchase of this device that the store failed (F-I1)")
+            }
+            if let transaction = deviceStates[slot].pending[interrupted.number], transaction.transactionState != .failed {
+                throw Rejection(.transactionNotAwaitingStore, "transaction \(interrupted) is \(transaction.transactionState); only a failed (interrupted) purchase can be resumed (F-I1)")
+            }
+            guard !deviceStates[slot].resumedInterruptions.contains(interrupted.number) else {
+                throw Rejection(.invalidArgument, "the interrupted purchase \(interrupted) was resumed already; it resumes once (F-I1)")
+            }
+            guard (1...Payment.maximumQuantity).contains(payment.quantity) else {
+                throw Rejection(.invalidQuantity, "quantity must be 1 to \(Payment.maximumQuantity), got \(payment.quantity) for '\(payment.productIdentifier)' (R-Q7, F-P1)")
+            }
+            guard let product = catalog.product(payment.productIdentifier) else {
+                throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not in the store's catalog; use one of the catalog's product identifiers (R-Q7)")
+            }
+            guard deviceStates[slot].pending.count < Self.maximumPendingPerDevice else {
+                throw Rejection(.invalidArgument, "device '\(name)' already has \(deviceStates[slot].pending.count) unfinished transactions; finish some before resuming a purchase")
+            }
+            let key = TransactionKey(device: name, number: deviceStates[slot].nextTransactionNumber)
+            return [.interruptedPurchaseResumed(key, interrupted: interrupted), .transactionAdded(key, payment),
+                    .transactionPurchased(key, identifier: Self.transactionIdentifier(key), downloads: product.hostedContent, charged: charged)]
+
+        case .finishTransaction(let key):
+            let slot = try existingSlot(key.device)
+            if deviceStates[slot].wasFinished(key.number) { return [] }  // Finishing twice is harmless (R-Q8).
+            let transaction = try pendingTransaction(key, in: slot)
+            switch transaction.transactionState {
+            case .purchasing:
+                throw Rejection(.transactionStillPurchasing, "transaction \(key) is still purchasing; finish it only after the store completed it (R-Q8)")
+            case .deferred:
+                throw Rejection(.transactionStillPurchasing, "transaction \(key) is deferred, waiting for approval; finish it once it is purchased or failed (R-Q8)")
+            case .purchased, .failed, .restored:
+                // Downloads still running lose their content: they are cancelled first (R-T4).
+                var events: [Event] = []
+                for download in transaction.downloads where download.started && !download.downloadState.isFinal {
+                    events.append(.downloadCancelled(download.key))
+                }
+                events.append(.transactionFinished(key))
+                return events
+            }
+        default:
+            preconditionFailure("\(body.name) is not one of the commands transactionEvents decides")
+        }
+    }
+
+    /// Restores (R-Q9) and receipt refreshes (R-R2), each delivered by the store in pieces.
+    private func restoreAndReceiptEvents(_ body: CommandBody, catalog: Catalog) throws(Rejection) -> [Event] {
+        switch body {
+        case .restoreCompletedTransactions(let name, let username):
+            let slot = try runningSlot(name)
+            return [.restoreStarted(device: name, restore: deviceStates[slot].nextRestoreNumber, applicationUsername: username)]
 
         case .completeRestore(let name, let restore, let firstIndex, let originals, let isLast):
             let slot = try existingSlot(name)
@@ -253,6 +289,73 @@ extension QueueProjection {
             }
             return [.restoreFailed(device: name, restore: restore, error: error)]
 
+        case .refreshReceipt(let name):
+            let slot = try runningSlot(name)
+            guard deviceStates[slot].receiptRefreshesInProgress.count < Self.maximumReceiptRefreshesInProgress else {
+                throw Rejection(.invalidArgument, "device '\(name)' already waits for \(deviceStates[slot].receiptRefreshesInProgress.count) receipt refreshes; wait for requestDidFinish before asking again (R-R2)")
+            }
+            return [.receiptRefreshStarted(device: name, request: deviceStates[slot].nextReceiptRefreshNumber)]
+
+        case .deliverReceipt(let name, let request, let firstIndex, let entries, let isLast):
+            let slot = try existingSlot(name)
+            guard let delivered = deviceStates[slot].receiptRefreshesInProgress[request] else {
+                throw Rejection(.invalidArgument, "receipt refresh \(request) of device '\(name)' is not in progress; it was never asked for or already answered (R-R2)")
+            }
+            guard entries.count <= Self.maximumRestorePiece else {
+                throw Rejection(.invalidArgument, "a receipt piece holds at most \(Self.maximumRestorePiece) entries, got \(entries.count); send the rest in further pieces")
+            }
+            // A piece that landed already (a restarted store sending it again) changes nothing.
+            if firstIndex < delivered && firstIndex + entries.count <= delivered && !isLast { return [] }
+            guard firstIndex == delivered else {
+                throw Rejection(.invalidArgument, "receipt refresh \(request) of device '\(name)' has \(delivered) entries delivered; the next piece starts at \(delivered), not \(firstIndex)")
+            }
+            for entry in entries where catalog.product(entry.payment.productIdentifier) == nil {
+                throw Rejection(.unknownProduct, "receipt entry \(entry.transactionIdentifier) names product '\(entry.payment.productIdentifier)', which is not in the catalog")
+            }
+            return [.receiptDelivered(device: name, request: request, firstIndex: firstIndex, entries: entries, isLast: isLast)]
+        default:
+            preconditionFailure("\(body.name) is not one of the commands restoreAndReceiptEvents decides")
+        }
+    }
+
+    /// The commands of hosted-content downloads: the app's (start, pause, resume, cancel) and the downloader's.
+    private func downloadCommandEvents(_ body: CommandBody) throws(Rejection) -> [Event] {
+        switch body {
+        case .startDownloads(let keys):
+            // Starting a download that is already under way is harmless, like finishing
+            // twice: an app relaunched while its start was in flight asks again (R-Q4).
+            return try downloadEvents(keys, action: "start") { download throws(Rejection) in
+                if download.started && !download.downloadState.isFinal { return nil }
+                guard !download.started, download.downloadState == .waiting else {
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) already ended (it is \(download.downloadState)); a download is started once")
+                }
+                return .downloadStarted(download.key)
+            }
+
+        case .pauseDownloads(let keys):
+            return try downloadEvents(keys, action: "pause") { download throws(Rejection) in
+                guard download.downloadState == .active else {
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is \(download.downloadState); only an active download can be paused")
+                }
+                return .downloadPaused(download.key)
+            }
+
+        case .resumeDownloads(let keys):
+            return try downloadEvents(keys, action: "resume") { download throws(Rejection) in
+                guard download.downloadState == .paused else {
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is \(download.downloadState); only a paused download can be resumed")
+                }
+                return .downloadResumed(download.key)
+            }
+
+        case .cancelDownloads(let keys):
+            return try downloadEvents(keys, action: "cancel") { download throws(Rejection) in
+                guard !download.downloadState.isFinal else {
+                    throw Rejection(.invalidDownloadTransition, "download \(download.key) is already \(download.downloadState); it cannot be cancelled")
+                }
+                return .downloadCancelled(download.key)
+            }
+
         case .reportDownloadProgress(let key, let progress, let timeRemaining):
             let download = try existingDownload(key)
             guard download.downloadState == .active else {
@@ -278,23 +381,20 @@ extension QueueProjection {
             }
             return [.downloadFinished(key, contentURL: contentURL)]
 
-        case .recordAppAction(let action):
-            // The app's own report: checked only for naming something this queue knows, so a
-            // late report (after the transaction was finished) is still recorded as it happened.
-            try validateName(action.observer, "observer")
-            let slot = try existingSlot(action.device)
-            switch action {
-            case .contentGranted(let key, _, _), .failureShown(let key, _):
-                try requireKnown(key, in: slot)
-            case .contentKept(let key, _):
-                try requireKnown(key.transaction, in: slot)
-            case .restoreShownDone(_, let restore, _):
-                guard restore >= 1, restore < deviceStates[slot].nextRestoreNumber else {
-                    throw Rejection(.restoreNotInProgress, "restore \(restore) of device '\(deviceStates[slot].device)' was never started; report only restores the queue started")
-                }
+        case .failDownload(let key, let error):
+            let download = try existingDownload(key)
+            guard download.downloadState == .active || download.downloadState == .paused else {
+                throw Rejection(.invalidDownloadTransition, "download \(key) is \(download.downloadState); only an active or paused download can fail")
             }
-            return [.appActionRecorded(action)]
+            return [.downloadFailed(key, error: error)]
+        default:
+            preconditionFailure("\(body.name) is not one of the commands downloadCommandEvents decides")
+        }
+    }
 
+    /// What the store does to a subscription or a purchase later: renewal, expiry, billing retry, refund, clearing (F-U1, F-U2, F-B1, F-K1, F-T2).
+    private func storeActionEvents(_ body: CommandBody, catalog: Catalog) throws(Rejection) -> [Event] {
+        switch body {
         case .renewSubscription(let name, let original):
             let slot = try existingSlot(name)
             let product = try subscriptionProduct(original, catalog: catalog, action: "renew")
@@ -314,6 +414,17 @@ extension QueueProjection {
             if deviceStates[slot].endedSubscriptions.contains(original.transactionIdentifier) { return [] }
             return [.subscriptionExpired(device: name, original: original)]
 
+        case .beginBillingRetry(let name, let original, let grace):
+            let slot = try existingSlot(name)
+            _ = try subscriptionProduct(original, catalog: catalog, action: "retry billing for")
+            guard !deviceStates[slot].endedSubscriptions.contains(original.transactionIdentifier) else {
+                throw Rejection(.invalidArgument, "the subscription started by \(original.transactionIdentifier) on '\(name)' has expired; there is nothing to bill (F-B1)")
+            }
+            guard grace >= 0 else {
+                throw Rejection(.invalidArgument, "a grace period of \(grace) ns is negative; use 0 for none or a duration (F-B1)")
+            }
+            return [.subscriptionBillingRetry(device: name, original: original, gracePeriodNanoseconds: grace)]
+
         case .refundPurchase(let name, let original):
             let slot = try existingSlot(name)
             guard catalog.product(original.payment.productIdentifier) != nil else {
@@ -330,73 +441,8 @@ extension QueueProjection {
         case .clearTransactions(let name):
             _ = try existingSlot(name)
             return [.transactionsCleared(device: name)]
-
-        case .refreshReceipt(let name):
-            let slot = try runningSlot(name)
-            guard deviceStates[slot].receiptRefreshesInProgress.count < Self.maximumReceiptRefreshesInProgress else {
-                throw Rejection(.invalidArgument, "device '\(name)' already waits for \(deviceStates[slot].receiptRefreshesInProgress.count) receipt refreshes; wait for requestDidFinish before asking again (R-R2)")
-            }
-            return [.receiptRefreshStarted(device: name, request: deviceStates[slot].nextReceiptRefreshNumber)]
-
-        case .deliverReceipt(let name, let request, let firstIndex, let entries, let isLast):
-            let slot = try existingSlot(name)
-            guard let delivered = deviceStates[slot].receiptRefreshesInProgress[request] else {
-                throw Rejection(.invalidArgument, "receipt refresh \(request) of device '\(name)' is not in progress; it was never asked for or already answered (R-R2)")
-            }
-            guard entries.count <= Self.maximumRestorePiece else {
-                throw Rejection(.invalidArgument, "a receipt piece holds at most \(Self.maximumRestorePiece) entries, got \(entries.count); send the rest in further pieces")
-            }
-            // A piece that landed already (a restarted store sending it again) changes nothing.
-            if firstIndex < delivered && firstIndex + entries.count <= delivered && !isLast { return [] }
-            guard firstIndex == delivered else {
-                throw Rejection(.invalidArgument, "receipt refresh \(request) of device '\(name)' has \(delivered) entries delivered; the next piece starts at \(delivered), not \(firstIndex)")
-            }
-            for entry in entries where catalog.product(entry.payment.productIdentifier) == nil {
-                throw Rejection(.unknownProduct, "receipt entry \(entry.transactionIdentifier) names product '\(entry.payment.productIdentifier)', which is not in the catalog")
-            }
-            return [.receiptDelivered(device: name, request: request, firstIndex: firstIndex, entries: entries, isLast: isLast)]
-
-        case .beginBillingRetry(let name, let original, let grace):
-            let slot = try existingSlot(name)
-            _ = try subscriptionProduct(original, catalog: catalog, action: "retry billing for")
-            guard !deviceStates[slot].endedSubscriptions.contains(original.transactionIdentifier) else {
-                throw Rejection(.invalidArgument, "the subscription started by \(original.transactionIdentifier) on '\(name)' has expired; there is nothing to bill (F-B1)")
-            }
-            guard grace >= 0 else {
-                throw Rejection(.invalidArgument, "a grace period of \(grace) ns is negative; use 0 for none or a duration (F-B1)")
-            }
-            return [.subscriptionBillingRetry(device: name, original: original, gracePeriodNanoseconds: grace)]
-
-        case .resumeInterruptedPurchase(let name, let interrupted, let payment, let charged):
-            let slot = try existingSlot(name)
-            guard interrupted.device == name, interrupted.number < deviceStates[slot].nextTransactionNumber else {
-                throw Rejection(.transactionNotFound, "transaction \(interrupted) was never created on device '\(name)'; resume a purchase of this device that the store failed (F-I1)")
-            }
-            if let transaction = deviceStates[slot].pending[interrupted.number], transaction.transactionState != .failed {
-                throw Rejection(.transactionNotAwaitingStore, "transaction \(interrupted) is \(transaction.transactionState); only a failed (interrupted) purchase can be resumed (F-I1)")
-            }
-            guard !deviceStates[slot].resumedInterruptions.contains(interrupted.number) else {
-                throw Rejection(.invalidArgument, "the interrupted purchase \(interrupted) was resumed already; it resumes once (F-I1)")
-            }
-            guard (1...Payment.maximumQuantity).contains(payment.quantity) else {
-                throw Rejection(.invalidQuantity, "quantity must be 1 to \(Payment.maximumQuantity), got \(payment.quantity) for '\(payment.productIdentifier)' (R-Q7, F-P1)")
-            }
-            guard let product = catalog.product(payment.productIdentifier) else {
-                throw Rejection(.unknownProduct, "product '\(payment.productIdentifier)' is not in the store's catalog; use one of the catalog's product identifiers (R-Q7)")
-            }
-            guard deviceStates[slot].pending.count < Self.maximumPendingPerDevice else {
-                throw Rejection(.invalidArgument, "device '\(name)' already has \(deviceStates[slot].pending.count) unfinished transactions; finish some before resuming a purchase")
-            }
-            let key = TransactionKey(device: name, number: deviceStates[slot].nextTransactionNumber)
-            return [.interruptedPurchaseResumed(key, interrupted: interrupted), .transactionAdded(key, payment),
-                    .transactionPurchased(key, identifier: Self.transactionIdentifier(key), downloads: product.hostedContent, charged: charged)]
-
-        case .failDownload(let key, let error):
-            let download = try existingDownload(key)
-            guard download.downloadState == .active || download.downloadState == .paused else {
-                throw Rejection(.invalidDownloadTransition, "download \(key) is \(download.downloadState); only an active or paused download can fail")
-            }
-            return [.downloadFailed(key, error: error)]
+        default:
+            preconditionFailure("\(body.name) is not one of the commands storeActionEvents decides")
         }
     }
 

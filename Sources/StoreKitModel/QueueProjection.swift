@@ -179,8 +179,7 @@ public struct QueueProjection: Sendable {
     public mutating func apply(_ recorded: RecordedEvent) {
         noteEvent(sequence: recorded.sequence, commandID: recorded.event.isOutOfWindowRejection ? nil : recorded.commandID)
         switch recorded.event {
-        case .runStarted(let header):
-            headerBox = HeaderBox(header)
+        case .runStarted(let header): headerBox = HeaderBox(header)
         case .deviceRegistered(let device, let account):
             let state = DeviceState(device: device, account: account)
             if let existing = deviceSlots[device] {
@@ -189,28 +188,21 @@ public struct QueueProjection: Sendable {
                 deviceSlots[device] = deviceStates.count
                 deviceStates.append(state)
             }
-        case .appLaunched(let device):
-            launchApp(device: slot(of: device))
+        case .appLaunched(let device): launchApp(device: slot(of: device))
         case .appTerminated(let device):
             modifyDevice(device) { state in
                 state.isRunning = false
                 state.observers.removeAll()
             }
-        case .observerAttached(let device, let observer):
-            attachObserver(device: slot(of: device), observer)
-        case .observerDetached(let device, let observer):
-            modifyDevice(device) { $0.observers.removeAll { $0 == observer } }
-        case .paymentsAllowedChanged(let device, let allowed):
-            modifyDevice(device) { $0.canMakePayments = allowed }
-        case .transactionAdded(let key, let payment):
-            addTransaction(device: slot(of: key.device), key, payment)
-        case .transactionDeferred(let key):
-            deferTransaction(device: slot(of: key.device), number: key.number)
+        case .observerAttached(let device, let observer): attachObserver(device: slot(of: device), observer)
+        case .observerDetached(let device, let observer): modifyDevice(device) { $0.observers.removeAll { $0 == observer } }
+        case .paymentsAllowedChanged(let device, let allowed): modifyDevice(device) { $0.canMakePayments = allowed }
+        case .transactionAdded(let key, let payment): addTransaction(device: slot(of: key.device), key, payment)
+        case .transactionDeferred(let key): deferTransaction(device: slot(of: key.device), number: key.number)
         case .transactionPurchased(let key, let identifier, let contents, let charged):
             purchaseTransaction(device: slot(of: key.device), key, identifier: identifier, date: recorded.timestamp,
                                 contents: contents, charged: charged)
-        case .transactionFailed(let key, let error):
-            failTransaction(device: slot(of: key.device), number: key.number, error: error)
+        case .transactionFailed(let key, let error): failTransaction(device: slot(of: key.device), number: key.number, error: error)
         case .restoreStarted(let device, let number, let username):
             modifyDevice(device) { state in
                 state.restoresInProgress[number] = RestoreProgress(number: number, applicationUsername: username)
@@ -218,13 +210,8 @@ public struct QueueProjection: Sendable {
             }
         case .transactionRestored(let key, let restore, let identifier, let original, let contents):
             totals.restored += 1
-            var transaction = PaymentTransaction(key: key, payment: original.payment)
-            transaction.transactionState = .restored
-            transaction.transactionIdentifier = identifier
-            transaction.transactionDate = recorded.timestamp
-            transaction.originalTransaction = original
+            var transaction = Self.completed(key, .restored, identifier: identifier, original: original, date: recorded.timestamp, contents: contents)
             transaction.restoreNumber = restore
-            transaction.downloads = Self.downloads(of: key, contents)
             modifyDevice(key.device) { state in
                 state.pending[key.number] = transaction
                 state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
@@ -236,26 +223,18 @@ public struct QueueProjection: Sendable {
         case .restoreFailed(let device, let restore, _):
             totals.restoresFailed += 1
             modifyDevice(device) { $0.restoresInProgress[restore] = nil }
-        case .transactionFinished(let key):
-            finishTransaction(device: slot(of: key.device), number: key.number)
-        case .downloadStarted(let key):
-            changeDownload(device: slot(of: key.transaction.device), key, .started)
+        case .transactionFinished(let key): finishTransaction(device: slot(of: key.device), number: key.number)
+        case .downloadStarted(let key): changeDownload(device: slot(of: key.transaction.device), key, .started)
         case .downloadProgressed(let key, let progress, let timeRemaining):
             changeDownload(device: slot(of: key.transaction.device), key, .progressed(progress: progress, timeRemaining: timeRemaining))
-        case .downloadPaused(let key):
-            changeDownload(device: slot(of: key.transaction.device), key, .paused)
-        case .downloadResumed(let key):
-            changeDownload(device: slot(of: key.transaction.device), key, .resumed)
+        case .downloadPaused(let key): changeDownload(device: slot(of: key.transaction.device), key, .paused)
+        case .downloadResumed(let key): changeDownload(device: slot(of: key.transaction.device), key, .resumed)
         case .downloadFinished(let key, let contentURL):
             changeDownload(device: slot(of: key.transaction.device), key, .finished(contentURL: contentURL))
-        case .downloadFailed(let key, let error):
-            changeDownload(device: slot(of: key.transaction.device), key, .failed(error))
-        case .downloadCancelled(let key):
-            changeDownload(device: slot(of: key.transaction.device), key, .cancelled)
-        case .commandRejected:
-            totals.rejections += 1
-        case .appActionRecorded:
-            break
+        case .downloadFailed(let key, let error): changeDownload(device: slot(of: key.transaction.device), key, .failed(error))
+        case .downloadCancelled(let key): changeDownload(device: slot(of: key.transaction.device), key, .cancelled)
+        case .commandRejected: totals.rejections += 1
+        case .appActionRecorded: break
         case .askToBuyDeclined(let key):
             totals.declined += 1
             modifyDevice(key.device) { state in
@@ -263,13 +242,8 @@ public struct QueueProjection: Sendable {
             }
         case .subscriptionRenewed(let key, let identifier, let original, let contents):
             totals.renewed += 1
-            var transaction = PaymentTransaction(key: key, payment: original.payment)
-            transaction.transactionState = .purchased
-            transaction.transactionIdentifier = identifier
-            transaction.transactionDate = recorded.timestamp
-            transaction.originalTransaction = original
+            var transaction = Self.completed(key, .purchased, identifier: identifier, original: original, date: recorded.timestamp, contents: contents)
             transaction.charged = true
-            transaction.downloads = Self.downloads(of: key, contents)
             modifyDevice(key.device) { state in
                 state.pending[key.number] = transaction
                 state.nextTransactionNumber = max(state.nextTransactionNumber, key.number + 1)
@@ -297,8 +271,7 @@ public struct QueueProjection: Sendable {
             modifyDevice(device) { state in
                 if isLast { state.receiptRefreshesInProgress[request] = nil } else { state.receiptRefreshesInProgress[request]? += entries.count }
             }
-        case .subscriptionBillingRetry, .transactionsCleared:
-            break  // The store's concern: the queue holds no subscription state but ended ones.
+        case .subscriptionBillingRetry, .transactionsCleared: break  // The store's concern: the queue holds no subscription state but ended ones.
         }
     }
 
@@ -428,6 +401,18 @@ public struct QueueProjection: Sendable {
             download.downloadState = .cancelled
             download.timeRemaining = Download.timeRemainingUnknown
         }
+    }
+
+    /// A transaction the store completed with no payment of this device's app: restored, or a renewal.
+    private static func completed(_ key: TransactionKey, _ state: TransactionState, identifier: String, original: OriginalTransaction,
+                                  date: Int64, contents: [HostedContent]) -> PaymentTransaction {
+        var transaction = PaymentTransaction(key: key, payment: original.payment)
+        transaction.transactionState = state
+        transaction.transactionIdentifier = identifier
+        transaction.transactionDate = date
+        transaction.originalTransaction = original
+        transaction.downloads = downloads(of: key, contents)
+        return transaction
     }
 
     private static func downloads(of key: TransactionKey, _ contents: [HostedContent]) -> [Download] {

@@ -209,49 +209,7 @@ public struct StoreProjection: Sendable {
         case .transactionDeferred(let key):
             deferred.insert(key)
         case .transactionPurchased(let key, let identifier, _, let charged):
-            // Removing from an empty set still hashes the key; most purchases were never deferred.
-            if !deferred.isEmpty { deferred.remove(key) }
-            guard let payment = awaitingDecision.removeValue(forKey: key) else { return }
-            guard charged, let account = account(device: key.device, applicationUsername: payment.applicationUsername) else { return }
-            // Mutated in place, found once: copying the history out and back would copy its arrays
-            // on every purchase (quadratic in an account's purchases), and each lookup hashes the name.
-            let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount, transactionDate: recorded.timestamp)
-            if accounts.index(forKey: account) == nil { accounts[account] = AccountHistory() }
-            let history = accounts.index(forKey: account)!
-            accounts.values[history].purchaseCount += 1
-            accounts.values[history].purchases.append(original)
-            // The product's fields are read in place (`catalog.product` returns a copy of all of them).
-            guard let product = catalog.index(of: payment.productIdentifier) else { return }
-            let kind = catalog.products[product].kind
-            if kind == .nonConsumable { accounts.values[history].ownedNonConsumables.insert(payment.productIdentifier) }
-            if kind == .autoRenewableSubscription {
-                let group = catalog.products[product].subscriptionGroup
-                var subscription = Subscription(device: key.device, account: account, original: original,
-                                                group: group, renewals: 0, periodStart: recorded.timestamp,
-                                                period: catalog.products[product].subscriptionPeriod, level: catalog.products[product].subscriptionLevel)
-                // An account new to the group gets the product's introductory offer (F-O2); one that has
-                // subscribed in it gets the promotional offer its payment's discount names (F-O5), which the
-                // store checked before the purchase. Decided from the log alone, so a replay or a restarted
-                // store decides the same without a choice.
-                let isNewToGroup = group.map { accounts.values[history].subscribedGroups.insert($0).inserted } ?? false
-                if isNewToGroup, let offer = catalog.products[product].introductoryOffer {
-                    subscription.introductoryOffer = offer
-                    accounts.values[history].introductoryOfferPeriods[identifier] = IntroductoryOfferPeriod(offer.paymentMode)
-                } else if !isNewToGroup, group != nil, let discount = payment.discount,
-                          let offer = catalog.products[product].promotionalOffer(discount.identifier) {
-                    subscription.promotionalOffer = offer
-                    accounts.values[history].promotionalOfferIdentifiers[identifier] = offer.identifier
-                }
-                if let current = changedAtRenewal(subscription) {
-                    subscription.startsAfter = current
-                    subscriptions[current]?.replacedBy = identifier
-                }
-                accounts.values[history].activeSubscriptions.insert(payment.productIdentifier)
-                subscriptionsOfAccount[account, default: []].insert(identifier)
-                subscriptions[identifier] = subscription
-            }
-            if kind.isRestorable { accounts.values[history].restorable.append(original) }
-            if kind == .consumable { unfinishedConsumables[key] = (account, identifier) }
+            recordPurchase(key, identifier: identifier, charged: charged, at: recorded.timestamp, catalog: catalog)
         case .transactionFinished(let key):
             // A finished consumable leaves the receipt (R-R2).
             guard let consumable = unfinishedConsumables.removeValue(forKey: key) else { return }
@@ -264,31 +222,7 @@ public struct StoreProjection: Sendable {
             if !deferred.isEmpty { deferred.remove(key) }
             awaitingDecision[key] = nil
         case .subscriptionRenewed(let key, let identifier, let original, _):
-            // The renewal on the device that bought it counts; its copies on the account's other devices do not (F-U4).
-            guard var subscription = subscriptions[original.transactionIdentifier], key.device == subscription.device else { return }
-            subscription.renewals += 1
-            // A renewal after billing retry is the recovery (F-B1). Within the grace period the paid days
-            // go on uninterrupted, so the period counts from the period end billing failed at; after it,
-            // paid service paused, and the next period counts from the recovery.
-            if let start = subscription.billingRetryStart, let graceEnd = subscription.gracePeriodEnd, recorded.timestamp < graceEnd {
-                subscription.periodStart = start
-            } else {
-                subscription.periodStart = recorded.timestamp
-            }
-            subscription.billingRetryStart = nil
-            subscription.gracePeriodEnd = nil
-            subscriptions[original.transactionIdentifier] = subscription
-            // Each renewal is a charge the receipt lists (R-R2).
-            accounts[subscription.account, default: AccountHistory()].purchases.append(
-                OriginalTransaction(transactionIdentifier: identifier, payment: original.payment, transactionDate: recorded.timestamp))
-            // A pay-as-you-go renewal still at the offer price (F-O2, F-O3).
-            if subscription.isInIntroductoryOfferPeriod, let offer = subscription.introductoryOffer {
-                accounts[subscription.account]?.introductoryOfferPeriods[identifier] = IntroductoryOfferPeriod(offer.paymentMode)
-            }
-            // The same for a promotional offer (F-O5, F-O7).
-            if subscription.isInPromotionalOfferPeriod, let offer = subscription.promotionalOffer {
-                accounts[subscription.account]?.promotionalOfferIdentifiers[identifier] = offer.identifier
-            }
+            recordRenewal(key, identifier: identifier, original: original, at: recorded.timestamp)
         case .subscriptionExpired(_, let original):
             endSubscription(original, at: recorded.timestamp)
         case .transactionsCleared(let device):
@@ -315,6 +249,85 @@ public struct StoreProjection: Sendable {
             restoresAwaiting.removeAll { $0.device == device && $0.number == number }
         default:
             break
+        }
+    }
+
+    /// A purchase the store charged: the account's history, its non-consumables, its subscription
+    /// (with the offer it was bought at, F-O2, F-O5) and the consumables waiting to be finished (R-R2).
+    private mutating func recordPurchase(_ key: TransactionKey, identifier: String, charged: Bool, at time: Int64, catalog: Catalog) {
+        // Removing from an empty set still hashes the key; most purchases were never deferred.
+        if !deferred.isEmpty { deferred.remove(key) }
+        guard let payment = awaitingDecision.removeValue(forKey: key) else { return }
+        guard charged, let account = account(device: key.device, applicationUsername: payment.applicationUsername) else { return }
+        // Mutated in place, found once: copying the history out and back would copy its arrays
+        // on every purchase (quadratic in an account's purchases), and each lookup hashes the name.
+        let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount, transactionDate: time)
+        if accounts.index(forKey: account) == nil { accounts[account] = AccountHistory() }
+        let history = accounts.index(forKey: account)!
+        accounts.values[history].purchaseCount += 1
+        accounts.values[history].purchases.append(original)
+        // The product's fields are read in place (`catalog.product` returns a copy of all of them).
+        guard let product = catalog.index(of: payment.productIdentifier) else { return }
+        let kind = catalog.products[product].kind
+        if kind == .nonConsumable { accounts.values[history].ownedNonConsumables.insert(payment.productIdentifier) }
+        if kind == .autoRenewableSubscription {
+            let group = catalog.products[product].subscriptionGroup
+            var subscription = Subscription(device: key.device, account: account, original: original,
+                                            group: group, renewals: 0, periodStart: time,
+                                            period: catalog.products[product].subscriptionPeriod, level: catalog.products[product].subscriptionLevel)
+            // An account new to the group gets the product's introductory offer (F-O2); one that has
+            // subscribed in it gets the promotional offer its payment's discount names (F-O5), which the
+            // store checked before the purchase. Decided from the log alone, so a replay or a restarted
+            // store decides the same without a choice.
+            let isNewToGroup = group.map { accounts.values[history].subscribedGroups.insert($0).inserted } ?? false
+            if isNewToGroup, let offer = catalog.products[product].introductoryOffer {
+                subscription.introductoryOffer = offer
+                accounts.values[history].introductoryOfferPeriods[identifier] = IntroductoryOfferPeriod(offer.paymentMode)
+            } else if !isNewToGroup, group != nil, let discount = payment.discount,
+                      let offer = catalog.products[product].promotionalOffer(discount.identifier) {
+                subscription.promotionalOffer = offer
+                accounts.values[history].promotionalOfferIdentifiers[identifier] = offer.identifier
+            }
+            if let current = changedAtRenewal(subscription) {
+                // `changedAtRenewal` looks only at the account's other subscriptions: none waits for itself.
+                precondition(current != identifier, "subscription \(identifier) would start after itself")
+                subscription.startsAfter = current
+                subscriptions[current]?.replacedBy = identifier
+            }
+            accounts.values[history].activeSubscriptions.insert(payment.productIdentifier)
+            subscriptionsOfAccount[account, default: []].insert(identifier)
+            subscriptions[identifier] = subscription
+        }
+        if kind.isRestorable { accounts.values[history].restorable.append(original) }
+        if kind == .consumable { unfinishedConsumables[key] = (account, identifier) }
+    }
+
+    /// A renewal of a subscription (F-U1): its period, its recovery from billing retry (F-B1), the charge the receipt lists.
+    private mutating func recordRenewal(_ key: TransactionKey, identifier: String, original: OriginalTransaction, at time: Int64) {
+        // The renewal on the device that bought it counts; its copies on the account's other devices do not (F-U4).
+        guard var subscription = subscriptions[original.transactionIdentifier], key.device == subscription.device else { return }
+        subscription.renewals += 1
+        // A renewal after billing retry is the recovery (F-B1). Within the grace period the paid days
+        // go on uninterrupted, so the period counts from the period end billing failed at; after it,
+        // paid service paused, and the next period counts from the recovery.
+        if let start = subscription.billingRetryStart, let graceEnd = subscription.gracePeriodEnd, time < graceEnd {
+            subscription.periodStart = start
+        } else {
+            subscription.periodStart = time
+        }
+        subscription.billingRetryStart = nil
+        subscription.gracePeriodEnd = nil
+        subscriptions[original.transactionIdentifier] = subscription
+        // Each renewal is a charge the receipt lists (R-R2).
+        accounts[subscription.account, default: AccountHistory()].purchases.append(
+            OriginalTransaction(transactionIdentifier: identifier, payment: original.payment, transactionDate: time))
+        // A pay-as-you-go renewal still at the offer price (F-O2, F-O3).
+        if subscription.isInIntroductoryOfferPeriod, let offer = subscription.introductoryOffer {
+            accounts[subscription.account]?.introductoryOfferPeriods[identifier] = IntroductoryOfferPeriod(offer.paymentMode)
+        }
+        // The same for a promotional offer (F-O5, F-O7).
+        if subscription.isInPromotionalOfferPeriod, let offer = subscription.promotionalOffer {
+            accounts[subscription.account]?.promotionalOfferIdentifiers[identifier] = offer.identifier
         }
     }
 }

@@ -182,7 +182,14 @@ public final class QueueEngine {
         // Reversed (swaps move, they do not copy), so that `popLast` moves them out in log order.
         unit.reverseFew()
         while let recorded = unit.popLast() {
+            // The state machine (QueueTransitions.swift): `decide` made this event, so an event that
+            // breaks it is a bug in the engine and stops it at once. Observers' mistakes are the
+            // checker's to report.
+            if let broken = projection.brokenTransition(recorded.event) {
+                preconditionFailure("event \(recorded.sequence) (\(recorded.event.name)) breaks the queue's state machine: \(broken)")
+            }
             projection.apply(recorded)
+            precondition(projection.lastSequence == recorded.sequence, "the projection did not advance to event \(recorded.sequence)")
             checker.check(recorded)
             take(recorded)
         }

@@ -2,7 +2,7 @@ import Foundation
 @testable import StoreKitExplore
 import StoreKitModel
 import StoreKitRoles
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// `explore(jobs:)` and `sksim explore --jobs`: more workers, the same result. Four jobs on this

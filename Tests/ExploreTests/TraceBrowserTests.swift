@@ -1,5 +1,5 @@
 import Foundation
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// The trace page as people see it: `sksim explore` (the real binary) writes trace.html, and

@@ -1,5 +1,5 @@
 import Foundation
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 import ZeroMQ
 

@@ -1,6 +1,6 @@
 import Foundation
 import StoreKitReplay
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// `sksim replay --live`: the topology's real processes over ZeroMQ, a real log on disk.

@@ -1,5 +1,5 @@
 import Foundation
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// `sksim replay` of a recording from a topology with two queues (two log partitions, devices

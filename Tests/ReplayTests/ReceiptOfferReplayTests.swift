@@ -1,6 +1,5 @@
 import Foundation
 import StoreKitModel
-import StoreKitTestKit
 import Testing
 @testable import StoreKitReplay
 

@@ -1,6 +1,6 @@
 import EventLog
 import Foundation
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// `sksim replay` as a user runs it: real processes, real logs on disk, exit codes.

@@ -5,7 +5,6 @@ import StoreKitReplay
 import StoreKitRoles
 import StoreKitRuntime
 import StoreKitSimulation
-import StoreKitTestKit
 import Testing
 
 /// One choice stream per source, and what-if replays (`replay --observers`) that decide the observers

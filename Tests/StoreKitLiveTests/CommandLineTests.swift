@@ -1,7 +1,7 @@
 import EventLog
 import Foundation
 import StoreKitModel
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// The `sksim` command line as a user runs it: a real process, its output and exit code.

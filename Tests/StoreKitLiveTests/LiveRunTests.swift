@@ -1,7 +1,6 @@
 import EventLog
 import Foundation
 import Logging
-import StoreKitTestKit
 import Testing
 import Bus
 import ZeroMQ
@@ -9,6 +8,7 @@ import StoreKitModel
 import StoreKitSimulation
 import StoreKitRuntime
 @testable import StoreKitLive
+import StoreKitTestSupport
 
 /// End-to-end: real `sksim` processes talking over real ZeroMQ sockets.
 @Suite(.serialized) struct LiveRunTests {

@@ -1,5 +1,5 @@
 import Foundation
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// Promotional offers as a user meets them, through the real program: `catalog show` lists them

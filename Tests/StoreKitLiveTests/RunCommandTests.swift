@@ -1,7 +1,7 @@
 import Foundation
 import StoreKitLive
 import StoreKitModel
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// `sksim run` as an operator meets it, through the real binary: the built-in topology from any

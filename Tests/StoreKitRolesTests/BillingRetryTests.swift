@@ -1,9 +1,10 @@
-import Testing
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
 import StoreKitSimulation
 import StoreKitTestKit
+import StoreKitTestSupport
+import Testing
 
 /// Billing retry and the billing grace period of auto-renewable subscriptions (F-B1);
 /// docs/storekit-fidelity.md.

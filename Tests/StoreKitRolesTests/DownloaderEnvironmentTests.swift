@@ -1,7 +1,7 @@
 import Foundation
 import StoreKitModel
 import StoreKitRoles
-import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// A downloader whose content cannot be written (a full disk, a folder that is a file) reports it

@@ -1,10 +1,10 @@
 import Foundation
-import Testing
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
 import StoreKitSimulation
-import StoreKitTestKit
+import StoreKitTestSupport
+import Testing
 
 /// Introductory offers applied by the store (F-O2): who gets one, and how long its periods last;
 /// docs/storekit-fidelity.md.

@@ -1,10 +1,10 @@
 import Foundation
-import Testing
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
 import StoreKitSimulation
-import StoreKitTestKit
+import StoreKitTestSupport
+import Testing
 
 /// Promotional offers bought with a signed discount (F-O5, F-O6, F-O7): the store's refusals with
 /// Apple's codes, the offer's periods, the receipt's `promotional_offer_id`, and whole runs;

@@ -4,6 +4,7 @@ import StoreKitModel
 import StoreKitRuntime
 import StoreKitSimulation
 import StoreKitTestKit
+import StoreKitTestSupport
 
 /// Receipt refresh as the app-side request SKReceiptRefreshRequest is (R-R2); docs/storekit-fidelity.md.
 @Suite struct ReceiptRefreshTests {

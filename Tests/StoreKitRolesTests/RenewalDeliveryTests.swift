@@ -5,6 +5,7 @@ import StoreKitModel
 import StoreKitRuntime
 import StoreKitSimulation
 import StoreKitTestKit
+import StoreKitTestSupport
 
 /// A renewal reaches every device of the account (F-U4), so a device that restored an
 /// auto-renewable subscription hears its renewals too; docs/storekit-fidelity.md.

@@ -3,7 +3,6 @@ import StoreKitModel
 @testable import StoreKitRoles
 import StoreKitRuntime
 import StoreKitSimulation
-import StoreKitTestKit
 
 /// Selective restore (R-R5): `restoreThenFinish` downloads only the restored content the device
 /// lacks and grants and finishes every other restored transaction at once; docs/storekit-fidelity.md.

@@ -1,11 +1,11 @@
 import EventLog
 import Foundation
-import StoreKitTestKit
 import Testing
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
 @testable import StoreKitSimulation
+import StoreKitTestSupport
 
 @Suite struct SimulationTests {
     /// A run with its log on disk under `directory`/log and real content files under `directory`.

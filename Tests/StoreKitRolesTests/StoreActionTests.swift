@@ -1,9 +1,10 @@
-import Testing
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
 import StoreKitSimulation
 import StoreKitTestKit
+import StoreKitTestSupport
+import Testing
 
 /// SKTestSession's `clearTransactions` and timed store actions in a scenario (F-T2);
 /// docs/storekit-fidelity.md.

@@ -1,8 +1,8 @@
 import Foundation
-import Testing
 import StoreKitModel
 import StoreKitRoles
-import StoreKitTestKit
+import StoreKitTestSupport
+import Testing
 
 /// Upgrades, downgrades and crossgrades within a subscription group (F-U3); docs/storekit-fidelity.md.
 @Suite struct SubscriptionLevelTests {

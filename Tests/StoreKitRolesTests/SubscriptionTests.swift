@@ -1,9 +1,10 @@
-import Testing
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
 import StoreKitSimulation
 import StoreKitTestKit
+import StoreKitTestSupport
+import Testing
 
 /// Auto-renewable subscriptions over simulated time (F-U1 … F-U3) and SKTestSession's store
 /// controls (F-T1, F-K1); docs/storekit-fidelity.md.

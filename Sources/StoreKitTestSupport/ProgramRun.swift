@@ -16,7 +16,7 @@ public struct ProgramOutcome: Sendable {
     public var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]) ?? [:] }
 }
 
-/// The `sksim` binary as a user runs it, for end-to-end tests (this package's and users' own).
+/// The `sksim` binary as a user runs it, for this package's end-to-end tests.
 public enum SKSimProgram {
     public struct NotBuilt: Error, CustomStringConvertible {
         public var description: String { "no sksim binary next to the tests or in .build/debug; build it first (swift build --build-tests)" }
