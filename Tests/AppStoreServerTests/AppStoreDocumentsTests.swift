@@ -3,6 +3,7 @@ import Foundation
 import JWTKit
 import StoreKitModel
 import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// Signed transactions and receipts projected from a real `sksim simulate` run (docs/app-store-server.md).

@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 import X509
 

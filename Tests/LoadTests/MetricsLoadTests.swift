@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// `sksim load --metrics HOST:PORT`: Prometheus's text format over real HTTP while the load runs.

@@ -7,6 +7,7 @@ import StoreKitReplay
 import StoreKitRoles
 import StoreKitSim
 import StoreKitTestKit
+import StoreKitTestSupport
 import Testing
 
 /// An app written on Apple's names, registered the way a team's own `sksim` registers it
