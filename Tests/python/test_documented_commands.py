@@ -53,7 +53,8 @@ def markdown_files():
 
 class DocumentedCommandsTest(unittest.TestCase):
     def setUp(self):
-        self.binary = os.environ.get("SKSIM") or os.path.join(ROOT, ".build", "debug", "sksim")
+        # Absolute, since each command runs in a fresh directory (SKSIM may be relative to the caller).
+        self.binary = os.path.abspath(os.environ.get("SKSIM") or os.path.join(ROOT, ".build", "debug", "sksim"))
         self.assertTrue(os.access(self.binary, os.X_OK), "build sksim first (swift build), or set SKSIM")
         self.directory = tempfile.mkdtemp(prefix="sksim-docs-")
 
