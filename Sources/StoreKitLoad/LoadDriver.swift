@@ -595,15 +595,12 @@ struct DriverEngine {
                           isRestored: Bool, timestamp: Int64, now: Int64) {
         guard let backend else { return settle(key, downloads: downloads) }
         let account = "\(name)-account-\(device / 2)"
-        let request = PurchaseEvidenceRequest(transactionId: identifier, originalTransactionId: original, productId: product,
+        let request = PurchaseEvidenceRequest(logIdentifier: identifier, originalLogIdentifier: original, productId: product,
                                               device: devices[device], account: account, transactionDateNanoseconds: timestamp, isRestored: isRestored)
-        let made = evidence(request)
         let token = nextBackendToken
         nextBackendToken += 1
         awaitingBackend[token] = (key, now, downloads)
-        backend.post(token: token, body: BackendPurchase(transactionId: identifier, originalTransactionId: original, productId: product,
-                                                         signedTransaction: made.signedTransaction, appReceipt: made.appReceipt,
-                                                         device: devices[device], account: account))
+        backend.post(token: token, request: request, evidence: evidence)
     }
 
     /// The backend's answer: a 2xx settles the transaction (timed as stage `backend` from its arrival);
