@@ -161,6 +161,8 @@ struct LoadCommand: AsyncParsableCommand {
             } catch {
                 throw UserFacingError("cannot time the notifications from \(directory.path): \(describeError(error))")
             }
+            // Judged again with stage notified in the figures (`notified.p99<2s`); the other figures are unchanged.
+            result.thresholds = result.thresholds.map { ($0.threshold, $0.threshold.passes(result.figures), $0.threshold.actual(in: result.figures)) }
         }
         if let report {
             do {

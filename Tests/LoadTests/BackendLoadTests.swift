@@ -192,7 +192,7 @@ import Testing
         let backend = try Backend(status: 200, scratch: scratch, root: URL(fileURLWithPath: run).appendingPathComponent("app-store/root.cer"))
         let notificationURL = backend.url.replacingOccurrences(of: "/purchases", with: "/notifications")
         let outcome = try LoadRunTests.sksim(["load", "--notification-url", notificationURL, "--rate", "50", "--duration", "1s", "--devices", "10",
-                                              "--out", run, "--json"])
+                                              "--threshold", "notified.p99<60s", "--out", run, "--json"])
         #expect(outcome.status == 0, "\(outcome.error)\n\(outcome.output)")
         let json = outcome.json
         let received = backend.notifications
@@ -209,6 +209,8 @@ import Testing
         let notified = try #require(stages["notified"], "no stage notified: \(stages.keys.sorted())")
         #expect(notified["count"] as? Int == charged.count)
         #expect(Set(notified.keys) == Set(try #require(stages["added"]).keys))
+        let thresholds = try #require(json["thresholds"] as? [[String: Any]])
+        #expect(thresholds.contains { $0["expression"] as? String == "notified.p99<60s" && $0["passed"] as? Bool == true }, "\(thresholds)")
         // The retried one waited for its retry (1 s at test speed).
         #expect((notified["maxMicroseconds"] as? Int ?? 0) >= 1_000_000)
     }
