@@ -54,7 +54,7 @@ public enum AppReceipt {
     /// another chain): what `/verifyReceipt` checks before reading it.
     public static func verifiedPayload(_ receipt: [UInt8], chain: SigningChain) async -> [UInt8]? {
         let result = await CMS.isValidAttachedSignature(signatureBytes: receipt, trustRoots: CertificateStore([chain.root])) {
-            RFC5280Policy(validationTime: Date())
+            RFC5280Policy()
         }
         guard case .success = result else { return nil }
         return try? content(ofSignedData: receipt)

@@ -30,14 +30,14 @@ public actor LedgerFollower {
                 continue  // a partition its queue is only creating; read at the next refresh
             }
             var next = nextSequence[name] ?? 1
-            var folded = ledger
+            // Folded in place (a copy would cost the whole ledger at every refresh); what was folded
+            // before an error stays, and the next refresh goes on from the record after it.
+            defer { nextSequence[name] = next }
             try reader.forEachRecord(from: next, through: .max) { view in
-                try folded.apply(try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload),
-                                 partition: name)
+                let recorded = try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+                try ledger.apply(recorded, partition: name)
                 next = view.sequence + 1
             }
-            ledger = folded
-            nextSequence[name] = next
         }
         return ledger
     }

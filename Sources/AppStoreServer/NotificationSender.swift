@@ -64,13 +64,7 @@ public actor NotificationSender {
         self.logger = logger
         client = HTTPClient(eventLoopGroupProvider: .singleton)
         let path = configuration.journal.path
-        if let text = try? String(contentsOfFile: path, encoding: .utf8) {
-            // A line cut short by a crash is not a whole UUID and settles nothing.
-            for line in text.split(separator: "\n") {
-                let parts = line.split(separator: " ")
-                if parts.count == 2, parts[1].count == 36 { settled.insert(String(parts[1])) }
-            }
-        }
+        settled = Set(NotificationJournal.read(configuration.journal).map(\.notificationUUID))
         journalDescriptor = open(path, O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0o644)
         guard journalDescriptor >= 0 else {
             throw AppStoreServerError("cannot open the notification journal \(path): \(String(cString: strerror(errno)))")
@@ -150,6 +144,7 @@ public actor NotificationSender {
 
     private func deliver(uuid: String, type: String, subtype: String?, transactionIndex: Int?) async {
         var succeeded = false
+        var attempts = 0
         do {
             let ledger = await follower.current
             let signed = try await documents.signedNotification(type: type, subtype: subtype, uuid: uuid, transactionIndex: transactionIndex, in: ledger)
@@ -158,6 +153,7 @@ public actor NotificationSender {
                 if attempt > 0 {
                     try await Task.sleep(for: .milliseconds(Int64(configuration.retryDelaysSeconds[attempt - 1] * 1000)))
                 }
+                attempts = attempt + 1
                 if await post(body, uuid: uuid, attempt: attempt) {
                     succeeded = true
                     break
@@ -166,7 +162,7 @@ public actor NotificationSender {
         } catch {
             logger.error("notification not sent", metadata: ["notificationUUID": "\(uuid)", "error": "\(error)"])
         }
-        record(uuid: uuid, delivered: succeeded)
+        record(uuid: uuid, delivered: succeeded, attempts: attempts)
         inFlight -= 1
         startDeliveries()
     }
@@ -189,13 +185,44 @@ public actor NotificationSender {
     }
 
     /// Appends the outcome and syncs it: only then is the notification settled.
-    private func record(uuid: String, delivered wasDelivered: Bool) {
-        let line = Array("\(wasDelivered ? "delivered" : "gave-up") \(uuid)\n".utf8)
+    private func record(uuid: String, delivered wasDelivered: Bool, attempts: Int) {
+        let entry = NotificationJournal.Entry(delivered: wasDelivered, notificationUUID: uuid,
+                                              unixNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9), attempts: attempts)
+        let line = Array(entry.line.utf8)
         let written = line.withUnsafeBytes { write(journalDescriptor, $0.baseAddress, $0.count) }
         if written != line.count || fsync(journalDescriptor) != 0 {
             logger.error("cannot record a notification in the journal; it may be sent again", metadata: ["notificationUUID": "\(uuid)"])
         }
         settled.insert(uuid)
         if wasDelivered { delivered += 1 } else { givenUp += 1 }
+    }
+}
+
+/// The sender's durable record, one line per settled notification:
+/// `delivered|gave-up UUID UNIX_NANOSECONDS ATTEMPTS` (the time of the last attempt's answer, and how
+/// many POSTs were made). `sksim load` reads it to time stage `notified`.
+public enum NotificationJournal {
+    public struct Entry: Sendable, Equatable {
+        public var delivered: Bool
+        public var notificationUUID: String
+        /// Wall-clock time of the outcome (nil in a line of an older form).
+        public var unixNanoseconds: Int64?
+        public var attempts: Int?
+
+        var line: String {
+            "\(delivered ? "delivered" : "gave-up") \(notificationUUID) \(unixNanoseconds.map(String.init) ?? "-") \(attempts.map(String.init) ?? "-")\n"
+        }
+    }
+
+    /// Every whole entry of the journal at `url` (none when it is missing); a line cut short by a crash
+    /// is not a whole UUID and settles nothing.
+    public static func read(_ url: URL) -> [Entry] {
+        guard let text = try? String(contentsOf: url, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: " ")
+            guard parts.count >= 2, parts[1].count == 36, ["delivered", "gave-up"].contains(parts[0]) else { return nil }
+            return Entry(delivered: parts[0] == "delivered", notificationUUID: String(parts[1]),
+                         unixNanoseconds: parts.count >= 4 ? Int64(parts[2]) : nil, attempts: parts.count >= 4 ? Int(parts[3]) : nil)
+        }
     }
 }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import StoreKitLive
+import StoreKitModel
 import Synchronization
 
 /// What a load's app sends its team's server for one purchased or restored transaction before it
@@ -18,10 +19,12 @@ public struct BackendPurchase: Sendable, Codable, Equatable {
     public var account: String
 }
 
-/// What the producer of a transaction's evidence is given.
+/// What the producer of a transaction's evidence is given: the transaction as the log names it.
 public struct PurchaseEvidenceRequest: Sendable, Equatable {
-    public var transactionId: String
-    public var originalTransactionId: String
+    /// The log's identifier of the transaction that arrived (`device.number`).
+    public var logIdentifier: String
+    /// The log's identifier of its original purchase (itself for a purchase).
+    public var originalLogIdentifier: String
     public var productId: String
     public var device: String
     public var account: String
@@ -30,32 +33,42 @@ public struct PurchaseEvidenceRequest: Sendable, Equatable {
     public var isRestored: Bool
 }
 
-/// The signed transaction and app receipt a backend is sent.
+/// The identifiers, signed transaction and app receipt a backend is sent.
 public struct PurchaseEvidence: Sendable, Equatable {
+    /// Apple's decimal identifiers, those the signed transaction carries.
+    public var transactionId: String
+    public var originalTransactionId: String
     public var signedTransaction: String
+    /// The app's receipt, base64.
     public var appReceipt: String
 
-    public init(signedTransaction: String, appReceipt: String) {
+    public init(transactionId: String, originalTransactionId: String, signedTransaction: String, appReceipt: String) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
         self.signedTransaction = signedTransaction
         self.appReceipt = appReceipt
     }
 
-    /// Makes the evidence of one transaction; `LoadDriver.Configuration.evidence` holds the one in use,
-    /// so the App Store server's signer can be put in its place without touching the driver.
-    public typealias Producer = @Sendable (PurchaseEvidenceRequest) -> PurchaseEvidence
+    /// Makes the evidence of one transaction, off the driver's thread; `LoadDriver.Configuration.evidence`
+    /// holds the one in use (`sksim driver` sets the App Store server's signer, `SignedPurchaseEvidence`).
+    /// A thrown error counts as a backend error of that transaction: nothing is POSTed.
+    public typealias Producer = @Sendable (PurchaseEvidenceRequest) async throws -> PurchaseEvidence
 
-    /// Until a signer is wired in: the transaction's fields in a JWS of `alg: none` (header and
-    /// payload base64url, no signature) and a receipt that is the same payload in base64. A backend
-    /// that verifies signatures refuses these, as it should.
+    /// For a driver without the run's log at hand: the transaction's fields in a JWS of `alg: none`
+    /// (header and payload base64url, no signature) and a receipt that is the same payload in base64.
+    /// A backend that verifies signatures refuses these, as it should.
     public static let unsigned: Producer = { request in
+        let transactionId = AppStoreIdentifier.transactionIdentifier(request.logIdentifier)
+        let originalTransactionId = AppStoreIdentifier.transactionIdentifier(request.originalLogIdentifier)
         let payload: [String: Any] = [
-            "transactionId": request.transactionId, "originalTransactionId": request.originalTransactionId,
+            "transactionId": transactionId, "originalTransactionId": originalTransactionId,
             "productId": request.productId, "purchaseDate": request.transactionDateNanoseconds / 1_000_000,
             "type": request.isRestored ? "restored" : "purchased", "environment": "Xcode",
         ]
         let json = (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data("{}".utf8)
         let header = base64URL(Data(#"{"alg":"none","typ":"JWT"}"#.utf8))
-        return PurchaseEvidence(signedTransaction: "\(header).\(base64URL(json)).", appReceipt: json.base64EncodedString())
+        return PurchaseEvidence(transactionId: transactionId, originalTransactionId: originalTransactionId,
+                                signedTransaction: "\(header).\(base64URL(json)).", appReceipt: json.base64EncodedString())
     }
 
     static func base64URL(_ data: Data) -> String {
@@ -98,7 +111,25 @@ final class BackendPoster: Sendable {
     var outstanding: Int { outstandingCount.withLock { $0 } }
     var hasCapacity: Bool { outstanding < Self.maximumOutstanding }
 
-    func post(token: Int, body: BackendPurchase) {
+    /// Makes the transaction's evidence with `evidence`, then POSTs it; both off the calling thread.
+    func post(token: Int, request evidenceRequest: PurchaseEvidenceRequest, evidence: @escaping PurchaseEvidence.Producer) {
+        outstandingCount.withLock { $0 += 1 }
+        Task { [self] in
+            let body: BackendPurchase
+            do {
+                let made = try await evidence(evidenceRequest)
+                body = BackendPurchase(transactionId: made.transactionId, originalTransactionId: made.originalTransactionId,
+                                       productId: evidenceRequest.productId, signedTransaction: made.signedTransaction,
+                                       appReceipt: made.appReceipt, device: evidenceRequest.device, account: evidenceRequest.account)
+            } catch {
+                finish(Answer(token: token, status: nil, failure: "no evidence: \(error)", monotonicNanoseconds: LiveClock.monotonicNanoseconds()))
+                return
+            }
+            post(token: token, body: body)
+        }
+    }
+
+    private func post(token: Int, body: BackendPurchase) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let json = String(decoding: (try? encoder.encode(body)) ?? Data("{}".utf8), as: UTF8.self)
@@ -106,22 +137,23 @@ final class BackendPoster: Sendable {
         do {
             request = try HTTPClient.Request(url: url, method: .POST, headers: ["Content-Type": "application/json"], body: .string(json))
         } catch {
-            answers.withLock { $0.append(Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: LiveClock.monotonicNanoseconds())) }
+            finish(Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: LiveClock.monotonicNanoseconds()))
             return
         }
-        outstandingCount.withLock { $0 += 1 }
         // NIODeadline counts the monotonic clock's nanoseconds, as DispatchTime's uptime does.
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, timeoutNanoseconds))
         client.execute(request: request, deadline: .uptimeNanoseconds(deadline)).whenComplete { [self] result in
             let now = LiveClock.monotonicNanoseconds()
-            let answer: Answer
             switch result {
-            case .success(let response): answer = Answer(token: token, status: Int(response.status.code), failure: nil, monotonicNanoseconds: now)
-            case .failure(let error): answer = Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: now)
+            case .success(let response): finish(Answer(token: token, status: Int(response.status.code), failure: nil, monotonicNanoseconds: now))
+            case .failure(let error): finish(Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: now))
             }
-            self.answers.withLock { $0.append(answer) }
-            self.outstandingCount.withLock { $0 -= 1 }
         }
+    }
+
+    private func finish(_ answer: Answer) {
+        answers.withLock { $0.append(answer) }
+        outstandingCount.withLock { $0 -= 1 }
     }
 
     /// The answers that came since the last call.

@@ -30,7 +30,7 @@ public final class LoadCoordinator {
         /// This machine's `host` in the topology, for a load across hosts: only the services on it
         /// are started here; the other hosts' queues are started by hand (docs/load-testing.md).
         public var thisHost: String?
-        /// Passed to every service process after its role arguments (`Supervisor.Options.childArguments`).
+        /// Passed to every service process after its role arguments (`Supervisor.Options.childArguments`), and to every local driver.
         public var childArguments: [String] = []
         /// A driver silent this long (no report) fails the run.
         public var driverSilenceSeconds = 15.0
@@ -390,7 +390,7 @@ public final class LoadCoordinator {
     private func launchDriver(name: String, endpoint: String) throws -> Process {
         let process = Process()
         process.executableURL = executable
-        process.arguments = ["driver", "--topology", topologyPath, "--name", name, "--coordinator", endpoint, "--run-directory", runDirectory.path]
+        process.arguments = ["driver", "--topology", topologyPath, "--name", name, "--coordinator", endpoint, "--run-directory", runDirectory.path] + options.childArguments
         let logFile = runDirectory.appendingPathComponent("\(name).log")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let handle = try FileHandle(forWritingTo: logFile)

@@ -92,6 +92,9 @@ public final class LoadDriver {
         let start = try awaitMessage(.start, LoadStart.self, from: coordinator)
         let startMonotonic = LiveClock.monotonicNanoseconds() + (start.startAtUnixNanoseconds - LiveClock.wallNanoseconds())
         try engine.drive(startMonotonic: startMonotonic, sender: sender, subscriber: subscriber, coordinator: coordinator)
+        if let failure = engine.firstBackendFailure {
+            logger.warning("backend errors", metadata: ["count": "\(engine.total.backendErrors)", "first": "\(failure)"])
+        }
         logger.info("done", metadata: ["started": "\(engine.total.started)", "completed": "\(engine.total.completed)",
                                        "missedStarts": "\(engine.total.missedStarts)", "incomplete": "\(engine.total.incomplete)"])
     }
@@ -160,6 +163,9 @@ struct DriverEngine {
     var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
     var awaitingBackend: [Int: (key: TransactionKey, arrival: Int64, downloads: Int)] = [:]
     var nextBackendToken = 0
+    /// Why the first refused or failed POST failed (its evidence could not be made, an HTTP status, a
+    /// timeout), for the driver's log.
+    var firstBackendFailure: String?
 
     var lifecycles: [Int: Lifecycle] = [:]
     var nextLifecycle = 0
@@ -595,15 +601,12 @@ struct DriverEngine {
                           isRestored: Bool, timestamp: Int64, now: Int64) {
         guard let backend else { return settle(key, downloads: downloads) }
         let account = "\(name)-account-\(device / 2)"
-        let request = PurchaseEvidenceRequest(transactionId: identifier, originalTransactionId: original, productId: product,
+        let request = PurchaseEvidenceRequest(logIdentifier: identifier, originalLogIdentifier: original, productId: product,
                                               device: devices[device], account: account, transactionDateNanoseconds: timestamp, isRestored: isRestored)
-        let made = evidence(request)
         let token = nextBackendToken
         nextBackendToken += 1
         awaitingBackend[token] = (key, now, downloads)
-        backend.post(token: token, body: BackendPurchase(transactionId: identifier, originalTransactionId: original, productId: product,
-                                                         signedTransaction: made.signedTransaction, appReceipt: made.appReceipt,
-                                                         device: devices[device], account: account))
+        backend.post(token: token, request: request, evidence: evidence)
     }
 
     /// The backend's answer: a 2xx settles the transaction (timed as stage `backend` from its arrival);
@@ -617,6 +620,7 @@ struct DriverEngine {
             return
         }
         interval.backendErrors += 1
+        if firstBackendFailure == nil { firstBackendFailure = answer.failure ?? "HTTP \(answer.status ?? 0)" }
         guard let transaction = transactions.removeValue(forKey: waiting.key) else { return }
         end(transaction.lifecycle, now: answer.monotonicNanoseconds, stage: nil, error: true)
     }

@@ -14,6 +14,8 @@ public struct LoadFigures: Sendable {
     public var pending: Int?
     public var duplicates: Int?
     public var logRejections: Int?
+    /// With `--notification-url`, once the run is over: the notifications the log produced, by outcome.
+    public var notifications: NotificationCounts?
 
     public init() {}
 
@@ -82,4 +84,16 @@ public struct StageSummary: Sendable, Codable, Equatable {
         default: Double(p999Microseconds)
         }
     }
+}
+
+/// The App Store Server Notifications of a load (`--notification-url`), from the log and the sender's journal.
+public struct NotificationCounts: Sendable, Codable, Equatable {
+    /// Answered 2xx.
+    public var delivered = 0
+    /// Needed more than one POST (delivered or given up).
+    public var retried = 0
+    /// Given up after the last retry, or not settled when the run ended.
+    public var undelivered = 0
+
+    public init() {}
 }

@@ -65,6 +65,8 @@ public struct LoadSummaryJSON: Codable, Sendable {
     public var errorRate: Double
     /// Transactions the backend (`--backend`) refused or did not answer: not finished.
     public var backendErrors: Int
+    /// `--notification-url`: notifications delivered, retried and undelivered (stage `notified` times them).
+    public var notifications: NotificationCounts?
     /// Lifecycles completed in the drain, after the last start was offered (not in `lifecyclesPerSecond`).
     public var drainLifecycles: Int
     public var lostDrivers: [LoadCoordinator.LostDriver]
@@ -101,6 +103,7 @@ public struct LoadSummaryJSON: Codable, Sendable {
         errors = figures.counters.errors
         errorRate = (figures.errorRate * 1e6).rounded() / 1e6
         backendErrors = figures.counters.backendErrors
+        notifications = figures.notifications
         drainLifecycles = figures.counters.completed - figures.counters.completedDuringLoad
         lostDrivers = result.lostDrivers
         report = result.reportDirectory.map { $0.appendingPathComponent("report.html").path }
@@ -156,6 +159,9 @@ public func summaryText(_ result: LoadCoordinator.Result) -> String {
         lines.append(dotted(stage.rawValue, "count=\(summary.count) mean=\(formatMicroseconds(UInt64(summary.meanMicroseconds))) p50=\(formatMicroseconds(summary.p50Microseconds)) p90=\(formatMicroseconds(summary.p90Microseconds)) p95=\(formatMicroseconds(summary.p95Microseconds)) p99=\(formatMicroseconds(summary.p99Microseconds)) p99.9=\(formatMicroseconds(summary.p999Microseconds)) max=\(formatMicroseconds(summary.maxMicroseconds))"))
     }
     lines.append(dotted("errors", "\(figures.counters.errors) (rate \(String(format: "%.4f", figures.errorRate)))   backend errors \(figures.counters.backendErrors)   rejections \(Int(figures.value(of: "rejections") ?? 0))   duplicates \(figures.duplicates ?? 0)   pending \(figures.pending ?? 0)"))
+    if let notifications = figures.notifications {
+        lines.append(dotted("notifications", "delivered \(notifications.delivered)   retried \(notifications.retried)   undelivered \(notifications.undelivered)"))
+    }
     lines.append(dotted("violations", figures.violations.map { $0 == 0 ? "none" : "\($0): " + figures.violationMessages.prefix(3).joined(separator: "; ") } ?? "unknown"))
     lines.append(dotted("coordinator", String(format: "%.2f s CPU over %.1f s, peak memory %.1f MB", result.coordinatorCPUSeconds, result.wallSeconds,
                                               Double(result.coordinatorPeakMemoryBytes) / 1_048_576)))

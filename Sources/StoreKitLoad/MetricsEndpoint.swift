@@ -26,12 +26,12 @@ public final class MetricsEndpoint: Sendable {
             throw LoadSpecificationError("--metrics '\(listen)' is not HOST:PORT, e.g. 127.0.0.1:9464")
         }
         let host = String(listen[..<colon])
-        started = registry.makeCounter(name: "sksim_load_started_total", help: "Lifecycles started.")
-        completed = registry.makeCounter(name: "sksim_load_completed_total", help: "Lifecycles that reached their end.")
-        errors = registry.makeCounter(name: "sksim_load_errors_total", help: "Lifecycles that ended in an error.")
-        missedStarts = registry.makeCounter(name: "sksim_load_missed_starts_total", help: "Starts not made (late beyond the bound, or beyond the in-flight bound).")
-        backendErrors = registry.makeCounter(name: "sksim_load_backend_errors_total", help: "Transactions the backend refused or did not answer.")
-        inFlight = registry.makeGauge(name: "sksim_load_in_flight", help: "Lifecycles in flight at the end of the last interval.")
+        started = registry.makeCounter(descriptor: Self.name("started", "total", "Lifecycles started."))
+        completed = registry.makeCounter(descriptor: Self.name("completed", "total", "Lifecycles that reached their end."))
+        errors = registry.makeCounter(descriptor: Self.name("errors", "total", "Lifecycles that ended in an error."))
+        missedStarts = registry.makeCounter(descriptor: Self.name("missed_starts", "total", "Starts not made (late beyond the bound, or beyond the in-flight bound)."))
+        backendErrors = registry.makeCounter(descriptor: Self.name("backend_errors", "total", "Transactions the backend refused or did not answer."))
+        inFlight = registry.makeGauge(descriptor: Self.name("in_flight", "", "Lifecycles in flight at the end of the last interval."))
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let registry = self.registry
         do {
@@ -59,11 +59,17 @@ public final class MetricsEndpoint: Sendable {
         backendErrors.increment(by: Int64(row.counters.backendErrors))
         inFlight.set(Double(row.inFlight))
         for (stage, summary) in row.stages {
-            registry.makeGauge(name: "sksim_load_stage_p99_seconds", labels: [("stage", stage)], help: "A stage's p99 latency over the last interval, from the intended start.")
+            registry.makeGauge(descriptor: Self.name("stage_p99", "seconds", "A stage's p99 latency over the last interval, from the intended start."),
+                               labels: [("stage", stage)])
                 .set(Double(summary.p99Microseconds) / 1e6)
-            registry.makeCounter(name: "sksim_load_stage_total", labels: [("stage", stage)], help: "Lifecycles that reached a stage.")
+            registry.makeCounter(descriptor: Self.name("stage", "total", "Lifecycles that reached a stage."), labels: [("stage", stage)])
                 .increment(by: Int64(summary.count))
         }
+    }
+
+    /// `sksim_load_NAME_UNIT` (an empty unit adds nothing), with its help text.
+    private static func name(_ metricName: String, _ unitName: String, _ helpText: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "sksim", subsystem: "load", metricName: metricName, unitName: unitName, helpText: helpText)
     }
 
     public func close() {

@@ -19,6 +19,9 @@ public enum LifecycleStage: String, Sendable, Codable, CaseIterable, Comparable 
     /// `--backend`: from the transaction's arrival at the app (purchased or restored heard) to the
     /// backend's 2xx answer; the only stage not timed from the intended start.
     case backend
+    /// `--notification-url`: an App Store Server Notification, from its event's log time to the
+    /// webhook's 2xx (read from the notification sender's journal once the run is over).
+    case notified
 
     public static func < (left: LifecycleStage, right: LifecycleStage) -> Bool {
         allCases.firstIndex(of: left)! < allCases.firstIndex(of: right)!

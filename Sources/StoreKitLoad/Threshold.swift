@@ -99,6 +99,8 @@ public struct Threshold: Sendable, Equatable, Codable {
     public var isEndOfRun: Bool {
         switch metric {
         case .figure(let name): return Self.endOfRunFigures.contains(name)
+        // Stage notified is read from the notification sender's journal once the run is over.
+        case .stageCount(.notified), .stageLatency(.notified, _): return true
         // A count grows all run long: one that must reach a value is known only at the end.
         case .stageCount: return comparison == .greater || comparison == .greaterOrEqual
         case .stageLatency: return false
