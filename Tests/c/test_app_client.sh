@@ -28,7 +28,8 @@ for _ in range(2):
 print(*[s.getsockname()[1] for s in ports])')
 cat > "$directory/app.yaml" <<EOF
 name: app
-scenario: {devices: 1}
+# The client checks the wire format, not the store's failures: its restores must succeed.
+scenario: {devices: 1, store: {restoreFailureProbability: 0}}
 processes:
   - {name: queue, role: queue, events: "tcp://127.0.0.1:$events", requests: "tcp://127.0.0.1:$requests"}
   - {name: store, role: store}
