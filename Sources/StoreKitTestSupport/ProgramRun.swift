@@ -38,24 +38,14 @@ public enum SKSimProgram {
         try start(executable, arguments, in: directory).finish()
     }
 
-    /// `sksim replay RECORDING --live TOPOLOGY --out OUT --json` up to `attempts` times: the first
-    /// outcome without a divergence (its run left in `out`), else the last; and every attempt's output.
-    /// A live replay runs the observers again on real processes, and what an app had heard when its
-    /// user acted is timing the log does not hold: about 1 live replay in 10 to 20 of an unchanged
-    /// recording diverges on a loaded machine (docs/replay.md, "What a live replay does not reproduce").
-    public static func liveReplay(_ executable: URL, recording: String, topology: String, out: String,
-                                  attempts: Int = 3) throws -> (outcome: ProgramOutcome, report: String) {
-        precondition(attempts > 0, "at least one attempt")
-        var outputs: [String] = []
-        var outcome: ProgramOutcome?
-        for attempt in 1...attempts {
-            try? FileManager.default.removeItem(atPath: out)
-            let tried = try run(executable, ["replay", recording, "--live", topology, "--out", out, "--json"])
-            outputs.append("attempt \(attempt): exit \(tried.status) \(tried.output) \(tried.error)")
-            outcome = tried
-            if tried.status == 0, tried.json["divergences"] as? Int == 0 { break }
-        }
-        return (outcome!, outputs.joined(separator: "\n"))
+    /// `sksim replay RECORDING --live TOPOLOGY --out OUT --json`, once: its outcome (its run left in
+    /// `out`) and its output for a failing test's message. Once only, so that a live replay that
+    /// diverges now and then fails the test that made it rather than being retried until clean.
+    public static func liveReplay(_ executable: URL, recording: String, topology: String, out: String)
+        throws -> (outcome: ProgramOutcome, report: String) {
+        try? FileManager.default.removeItem(atPath: out)
+        let outcome = try run(executable, ["replay", recording, "--live", topology, "--out", out, "--json"])
+        return (outcome, "exit \(outcome.status) \(outcome.output) \(outcome.error)")
     }
 
     /// Starts `executable` in the background (a run to kill, interrupt or watch); `finish` waits for it.

@@ -23,7 +23,7 @@ import Testing
     /// One live replay of a recording (`SKSimProgram.liveReplay` with one attempt): an intermittent
     /// divergence fails the test that made it.
     static func liveReplay(_ recording: String, topology: String, out: String) throws -> (outcome: Outcome, report: String) {
-        try SKSimProgram.liveReplay(try executable(), recording: recording, topology: topology, out: out, attempts: 1)
+        try SKSimProgram.liveReplay(try executable(), recording: recording, topology: topology, out: out)
     }
 
     /// Records a live run of the topology file `topology` (in `scratch`) into `rec` and replays it live
