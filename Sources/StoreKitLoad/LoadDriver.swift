@@ -171,6 +171,13 @@ struct DriverEngine {
     var backend: BackendPoster?
     var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
     var awaitingBackend: [Int: (key: TransactionKey, arrival: Int64, downloads: Int)] = [:]
+    /// With the user's app and `--backend`: transactions whose POST is unanswered, the app's finishes held
+    /// until their 2xx, and transactions the backend refused whose finish the app has yet to ask for
+    /// (dropped when it does; bounded, as a refused transaction's finish comes soon after if at all).
+    var backendPending: Set<TransactionKey> = []
+    var heldFinishes: Set<TransactionKey> = []
+    var backendRefused: Set<TransactionKey> = []
+    static let refusedKept = 100_000
     var nextBackendToken = 0
     /// Why the first refused or failed POST failed (its evidence could not be made, an HTTP status, a
     /// timeout), for the driver's log.
@@ -326,7 +333,17 @@ struct DriverEngine {
             }
             if let apps {
                 apps.completeDueWork(now: LiveClock.monotonicNanoseconds())
-                waiting.append(contentsOf: apps.takeCommands())
+                for command in apps.takeCommands() {
+                    // With --backend, the app's finish waits for the backend's 2xx, and a refused transaction stays unfinished.
+                    if case .finishTransaction(let key) = command {
+                        if backendPending.contains(key) {
+                            heldFinishes.insert(key)
+                            continue
+                        }
+                        if backendRefused.remove(key) != nil { continue }
+                    }
+                    waiting.append(command)
+                }
             }
 
             if let frames = try coordinator.receive(timeout: .zero), LoadWire.verb(frames[0]) == .stop, !stopped {
@@ -698,6 +715,7 @@ struct DriverEngine {
         let token = nextBackendToken
         nextBackendToken += 1
         awaitingBackend[token] = (key, now, downloads)
+        if apps != nil { backendPending.insert(key) }
         backend.post(token: token, request: request, evidence: evidence)
     }
 
@@ -706,6 +724,15 @@ struct DriverEngine {
     /// launch), and its lifecycle ends in an error.
     mutating func handle(_ answer: BackendPoster.Answer) {
         guard let waiting = awaitingBackend.removeValue(forKey: answer.token) else { return }
+        if apps != nil {
+            backendPending.remove(waiting.key)
+            let held = heldFinishes.remove(waiting.key) != nil
+            if answer.isSuccess, held { self.waiting.append(.finishTransaction(waiting.key)) }
+            if !answer.isSuccess, !held {
+                if backendRefused.count >= Self.refusedKept { backendRefused.removeAll() }
+                backendRefused.insert(waiting.key)
+            }
+        }
         if answer.isSuccess {
             histograms.record(.backend, nanoseconds: answer.monotonicNanoseconds - waiting.arrival)
             settle(waiting.key, downloads: waiting.downloads)
