@@ -236,7 +236,7 @@ public struct LoadSettings: Sendable, Equatable {
             }
             options.driverExecutable = URL(fileURLWithPath: driver).standardizedFileURL
         }
-        var judged = try thresholds.map { expression throws(LoadSpecificationError) in try Threshold(parsing: expression) }
+        var judged = try thresholds.map { expression throws(LoadSpecificationError) in try Threshold(parsing: expression, customStages: driver != nil) }
         // No silent pass: a run is judged on its errors and violations unless a threshold says otherwise;
         // a team's driver, on its checks too.
         for figure in Self.defaultThresholdFigures + (driver == nil ? [] : ["checksFailed"]) where !judged.contains(where: { $0.metric == .figure(figure) }) {

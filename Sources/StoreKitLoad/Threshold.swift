@@ -50,7 +50,9 @@ public struct Threshold: Sendable, Equatable, Codable {
                                  "violations", "pending", "duplicates", "checksFailed"]
     static let aggregates: [String: Double?] = ["p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9, "max": nil]
 
-    public init(parsing text: String) throws(LoadSpecificationError) {
+    /// `customStages`: a name that is no built-in stage names a stage of a team's driver (`--driver`);
+    /// without one, such a name is a misspelt stage and refused.
+    public init(parsing text: String, customStages: Bool = false) throws(LoadSpecificationError) {
         expression = text
         let trimmed = text.replacingOccurrences(of: " ", with: "")
         // Two-character operators first, so `<=` is not read as `<`.
@@ -72,6 +74,9 @@ public struct Threshold: Sendable, Equatable, Codable {
             // A name that is no built-in stage is a custom stage of a team's driver (`--driver`): known only
             // once its reports come, so a misspelt one has no data and fails.
             let stage = LifecycleStage(rawValue: parts[0])
+            if stage == nil, !customStages {
+                throw LoadSpecificationError("threshold '\(text)' names stage '\(parts[0])'; the stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", ")) (and, with --driver, the driver's own)")
+            }
             if stage == nil, let refusal = CustomFigureName.refusal(parts[0], isStage: true) {
                 throw LoadSpecificationError("threshold '\(text)' names stage \(refusal); the built-in stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", ")), and a driver's own stages take names of that form")
             }

@@ -50,13 +50,15 @@ struct CustomFiguresTests {
         custom.count("coins", by: 500)
         custom.check("listed", passed: false)
         try figures.custom.add(custom)
-        #expect(try Threshold(parsing: "entitlements.p99<5ms").passes(figures))
-        #expect(try !Threshold(parsing: "entitlements.p99<2ms").passes(figures))
-        #expect(try Threshold(parsing: "entitlements.count==1").passes(figures))
+        #expect(try Threshold(parsing: "entitlements.p99<5ms", customStages: true).passes(figures))
+        #expect(try !Threshold(parsing: "entitlements.p99<2ms", customStages: true).passes(figures))
+        #expect(try Threshold(parsing: "entitlements.count==1", customStages: true).passes(figures))
         #expect(try Threshold(parsing: "counters.coins>=500").passes(figures))
         #expect(try Threshold(parsing: "counters.refunds==0").passes(figures))
         #expect(try !Threshold(parsing: "checksFailed==0").passes(figures))
-        #expect(try !Threshold(parsing: "entitlementz.p99<5ms").passes(figures))
-        #expect(throws: LoadSpecificationError.self) { try Threshold(parsing: "enti tlements!.p99<5ms") }
+        #expect(try !Threshold(parsing: "entitlementz.p99<5ms", customStages: true).passes(figures))
+        #expect(throws: LoadSpecificationError.self) { try Threshold(parsing: "enti tlements!.p99<5ms", customStages: true) }
+        // Without --driver a name that is no built-in stage is a misspelling.
+        #expect(throws: LoadSpecificationError.self) { try Threshold(parsing: "entitlements.p99<5ms") }
     }
 }
