@@ -50,7 +50,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Output directory (default: out/load-<seed>).") var out: String?
     @Option(help: "The team's product catalog: an Xcode .storekit file or a native catalog; the store sells it and the drivers buy from it.") var catalog: String?
     @Option(help: "Products to buy and their weights, ID=WEIGHT,… (default: every product of the catalog equally).") var products: String?
-    @Option(help: "Lifecycle kinds and their weights, e.g. purchase=90,restore=5,receiptRefresh=3,refundRequest=2 (default: purchases, and --restore-fraction restores).") var mix: String?
+    @Option(help: "Lifecycle kinds and their weights, e.g. purchase=90,restore=5,receiptRefresh=3,refundRequest=2,askToBuy=1 (default: purchases, and --restore-fraction restores).") var mix: String?
     @Option(parsing: .unconditional, help: "A start that can be made only more than this behind its schedule is not made and counts as missed (default 1s).") var lateStartBound: String?
     @Option(parsing: .unconditional, help: "--abort-on-fail judges no threshold before this much of the load ran (default 5s), like k6's delayAbortEval.") var abortDelay: String?
     @Option(help: "Your server: before finishing a purchased or restored transaction, the app POSTs it there as JSON; a non-2xx answer, a timeout or a refused connection leaves it unfinished and counts as an error.") var backend: String?
