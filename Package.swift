@@ -23,6 +23,8 @@ let package = Package(
         .library(name: "AppStoreServer", targets: ["AppStoreServer"]),
         // A team's own `sksim` that registers its app (`SKSim.main(apps:)`, Examples/StoreKitApp).
         .library(name: "SKSimCommands", targets: ["SKSimCommands"]),
+        // A team's own load driver: its users' behaviour and its app, run by `sksim load --driver` (Examples/LoadDriver).
+        .library(name: "StoreKitLoadKit", targets: ["StoreKitLoadKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -105,6 +107,10 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "sksim", dependencies: ["SKSimCommands", .product(name: "Logging", package: "swift-log")]),
+        // A team's load driver: behaviour and app over `sksim driver` (docs/load-testing.md, "Your own driver").
+        .target(name: "StoreKitLoadKit", dependencies: ["StoreKitLoad", "StoreKitSim", "SKSimCommands"]),
+        // The example driver, built here too so that LoadTests runs `sksim load --driver` with it.
+        .executableTarget(name: "shop-load-driver", dependencies: ["StoreKitLoadKit"], path: "Examples/LoadDriver/Sources/shop-load-driver"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"],

@@ -366,6 +366,7 @@ struct LoadBench: AsyncParsableCommand {
     @Option(help: "Comma-separated load lengths, one run each (e.g. 5s, or 1m,10m for a memory soak).") var durations = "5s"
     @Option(parsing: .unconditional, help: "Devices the driver spreads lifecycles over.") var devices = 1_000
     @Option(help: "Comma-separated numbers of queue partitions, one load each (e.g. 1,2).") var partitions = "1"
+    @Option(help: "Comma-separated numbers of driver processes, one load each at the same rate and devices (e.g. 1,4): driverScaling compares their CPU per lifecycle.") var drivers = "1"
     @Option(parsing: .unconditional, help: "Seconds of the bus baseline.") var baselineSeconds: Double = 4
     @Option(parsing: .unconditional, help: "Limit each queue process to this many cores (e.g. 0.25; a cgroup, needs root), so that the queue is the bottleneck.")
     var queueCores: Double?
@@ -397,6 +398,11 @@ struct LoadBench: AsyncParsableCommand {
             throw UserFacingError("--partitions '\(partitions)' must be numbers of queue partitions within 1-16, comma-separated, e.g. 1,2")
         }
         configuration.partitions = partitionCounts
+        let driverCounts = drivers.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !driverCounts.isEmpty, driverCounts.count == drivers.split(separator: ",").count, driverCounts.allSatisfy({ (1...64).contains($0) }) else {
+            throw UserFacingError("--drivers '\(drivers)' must be numbers of driver processes within 1-64, comma-separated, e.g. 1,4")
+        }
+        configuration.drivers = driverCounts
         guard rate > 0, rate <= 10_000_000 else { throw UserFacingError("--rate must be above 0 and at most 10,000,000 starts per second") }
         var logger = Logger(label: "sksim.bench.load")
         logger.logLevel = .warning
@@ -430,12 +436,15 @@ struct LoadBench: AsyncParsableCommand {
                         ("removedP50Microseconds", .int(Int(removed?.p50Microseconds ?? 0))),
                         ("removedP99Microseconds", .int(Int(removed?.p99Microseconds ?? 0))),
                         ("ratioToBaseline", rounded(figures.lifecyclesPerSecond / max(1, baseline.lifecyclesPerSecond), 1000)),
-                        ("partitions", .int(run.partitions)),
+                        ("partitions", .int(run.partitions)), ("drivers", .int(run.drivers)),
                         ("machineBusyPercent", rounded(run.machineBusyFraction * 100)),
                         ("cores", .int(run.cores)),
                         ("queueCoresLimit", queueLimit), ("maximumInFlight", .int(configuration.maximumInFlight)),
                         ("queues", .array(queues)),
                     ])
+                })),
+                ("driverScaling", .array(LoadBenchmark.driverScaling(runs).map { scaling in
+                    .object([("drivers", .int(scaling.drivers)), ("driverMicrosecondsPerLifecycle", rounded(scaling.microsecondsPerLifecycle, 10))])
                 })),
             ])
         results.record(bench: "load", figures: object)
@@ -448,8 +457,8 @@ struct LoadBench: AsyncParsableCommand {
         for run in runs {
             let figures = run.result.figures
             let removed = figures.summary(.removed)
-            printLine(String(format: "load %.0f s at %.0f/s, 1 driver: %.0f starts/s (%d started, %d missed), %.0f lifecycles/s completed (%.0f/s sustained during the load; ratio to baseline %.3f); driver CPU %.1f µs per lifecycle; removed p50 %@ p99 %@; peak memory driver %.1f MB, coordinator %.1f MB; coordinator CPU %.2f s",
-                             run.durationSeconds, rate, run.startsPerSecond, figures.counters.started, figures.counters.missedStarts,
+            printLine(String(format: "load %.0f s at %.0f/s, %d driver%@: %.0f starts/s (%d started, %d missed), %.0f lifecycles/s completed (%.0f/s sustained during the load; ratio to baseline %.3f); driver CPU %.1f µs per lifecycle; removed p50 %@ p99 %@; peak memory driver %.1f MB, coordinator %.1f MB; coordinator CPU %.2f s",
+                             run.durationSeconds, rate, run.drivers, (run.drivers == 1 ? "" : "s") as NSString, run.startsPerSecond, figures.counters.started, figures.counters.missedStarts,
                              figures.lifecyclesPerSecond, run.sustainedLifecyclesPerSecond, figures.lifecyclesPerSecond / max(1, baseline.lifecyclesPerSecond),
                              run.driverCPUMicrosecondsPerLifecycle, formatMicroseconds(removed?.p50Microseconds ?? 0) as NSString,
                              formatMicroseconds(removed?.p99Microseconds ?? 0) as NSString,
@@ -463,6 +472,13 @@ struct LoadBench: AsyncParsableCommand {
             let limit = run.queueCoresLimit.map { String(format: " (each queue limited to %.2f cores)", $0) } ?? ""
             printLine(String(format: "  %d partition%@%@: %@; machine %.0f%% busy over %d cores", run.partitions, run.partitions == 1 ? "" : "s",
                              limit as NSString, queues.joined(separator: "; ") as NSString, run.machineBusyFraction * 100, run.cores))
+        }
+        // The drivers' CPU per lifecycle, by number of drivers, against one driver's (target: at most 1.25×).
+        let scaling = LoadBenchmark.driverScaling(runs)
+        if scaling.count > 1, let one = scaling.first {
+            printLine("driverScaling: " + scaling.map { String(format: "%d driver%@ %.1f µs per lifecycle (%.2f×)", $0.drivers, ($0.drivers == 1 ? "" : "s") as NSString,
+                                                              $0.microsecondsPerLifecycle, $0.microsecondsPerLifecycle / max(0.001, one.microsecondsPerLifecycle)) }
+                .joined(separator: ", "))
         }
         // Partitioned against one queue, at the same length: the rates sustained while the load ran.
         for run in runs where run.partitions > 1 {

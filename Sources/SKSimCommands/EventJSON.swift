@@ -16,7 +16,9 @@ enum JSONShapes {
         } ?? []
         return .object([("productIdentifier", .string(payment.productIdentifier)), ("quantity", .int(payment.quantity)),
                         ("applicationUsername", .optional(payment.applicationUsername)),
-                        ("requestDataBytes", payment.requestData.map { .int($0.count) } ?? .null)] + discount)
+                        ("requestDataBytes", payment.requestData.map { .int($0.count) } ?? .null)] + discount
+                        // Only an Ask to Buy payment has the key, likewise.
+                        + (payment.simulatesAskToBuyInSandbox ? [("simulatesAskToBuyInSandbox", .bool(true))] : []))
     }
 
     static func error(_ error: StoreError) -> JSONValue {

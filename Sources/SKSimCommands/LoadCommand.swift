@@ -50,12 +50,13 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Output directory (default: out/load-<seed>).") var out: String?
     @Option(help: "The team's product catalog: an Xcode .storekit file or a native catalog; the store sells it and the drivers buy from it.") var catalog: String?
     @Option(help: "Products to buy and their weights, ID=WEIGHT,… (default: every product of the catalog equally).") var products: String?
-    @Option(help: "Lifecycle kinds and their weights, e.g. purchase=90,restore=5,receiptRefresh=3,refundRequest=2 (default: purchases, and --restore-fraction restores).") var mix: String?
+    @Option(help: "Lifecycle kinds and their weights, e.g. purchase=90,restore=5,receiptRefresh=3,refundRequest=2,askToBuy=1 (default: purchases, and --restore-fraction restores).") var mix: String?
     @Option(parsing: .unconditional, help: "A start that can be made only more than this behind its schedule is not made and counts as missed (default 1s).") var lateStartBound: String?
     @Option(parsing: .unconditional, help: "--abort-on-fail judges no threshold before this much of the load ran (default 5s), like k6's delayAbortEval.") var abortDelay: String?
     @Option(help: "Your server: before finishing a purchased or restored transaction, the app POSTs it there as JSON; a non-2xx answer, a timeout or a refused connection leaves it unfinished and counts as an error.") var backend: String?
     @Option(parsing: .unconditional, help: "How long a --backend POST may take before it counts as an error (default 5s).") var backendTimeout: String?
     @Option(help: "Serve the run's figures to Prometheus at http://HOST:PORT/metrics while the load runs, e.g. 127.0.0.1:9464.") var metrics: String?
+    @Option(help: "Your own driver: an executable built with StoreKitLoadKit, started as each local driver with `sksim driver`'s arguments (docs/load-testing.md, \"Your own driver\").") var driver: String?
     @Option(help: "This machine's `host` in the topology, for a load across hosts: start only the services on it and wait for the other hosts' queues (started by hand with `sksim queue`).") var host: String?
     @OptionGroup var appStoreServer: AppStoreServerOverrides
 
@@ -86,6 +87,7 @@ struct LoadCommand: AsyncParsableCommand {
         commandLine.abortDelay = abortDelay
         commandLine.backend = backend
         commandLine.backendTimeout = backendTimeout
+        commandLine.driver = driver.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         var options: LoadCoordinator.Options
         let settings: LoadSettings
         do {
@@ -97,7 +99,8 @@ struct LoadCommand: AsyncParsableCommand {
         options.showLiveView = options.showLiveView && !json
         options.childArguments = appStoreServer.childArguments
         // The drivers this starts (this executable) run the topology's app: it must be registered here too.
-        if let app = loaded.scenario.apps.app, options.localDrivers > 0 { _ = try RegisteredApps.launch(for: app) }
+        // (A team's own driver, --driver, registers its app itself.)
+        if let app = loaded.scenario.apps.app, options.localDrivers > 0, settings.driver == nil { _ = try RegisteredApps.launch(for: app) }
         if let host {
             guard loaded.processes.contains(where: { $0.host == host && $0.role != .observer }) else {
                 throw UserFacingError("--host \(host): no queue, store or downloader of \(topology) names host \(host); give the 'host' of this machine's processes (hosts in the file: \(Set(loaded.processes.map(\.host)).sorted().joined(separator: ", ")))")
@@ -203,7 +206,12 @@ struct DriverCommand: AsyncParsableCommand {
             name: name, coordinatorEndpoint: loaded.resolved(coordinator, runDirectory: directory),
             partitions: loaded.partitionEndpoints(runDirectory: directory))
         configuration.heartbeatMilliseconds = loaded.heartbeatMilliseconds
-        if let app = loaded.scenario.apps.app {
+        configuration.behavior = RegisteredLoadDriver.behavior
+        if let app = RegisteredLoadDriver.app {
+            // A team's driver runs its own app on every device, whatever the topology names.
+            configuration.app = DriverApp(name: "driver app", launch: app.launch, catalog: loaded.scenario.catalog,
+                                          workLatency: loaded.scenario.apps.asynchronousWorkLatency)
+        } else if let app = loaded.scenario.apps.app {
             configuration.app = DriverApp(name: app, launch: try RegisteredApps.launch(for: app), catalog: loaded.scenario.catalog,
                                           workLatency: loaded.scenario.apps.asynchronousWorkLatency)
         }

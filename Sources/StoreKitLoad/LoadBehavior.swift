@@ -70,9 +70,10 @@ public enum LifecycleKind: String, Sendable, Codable, CaseIterable {
     /// `SKReceiptRefreshRequest` to `requestDidFinish` (the receipt's last piece).
     case receiptRefresh
     /// A refund of one of the device's earlier purchases, granted (`didRevokeEntitlements`).
-    /// Ask to Buy is no kind of its own: the store defers purchases (the catalog's
-    /// `_askToBuyEnabled`, or the topology's `store.deferralProbability`), and a purchase times it.
     case refundRequest
+    /// A purchase whose payment asks for a parent's approval (`simulatesAskToBuyInSandbox`): deferred,
+    /// then approved (bought, finished and removed like a purchase) or declined (its end, F-A1).
+    case askToBuy
 }
 
 /// How often each kind of lifecycle starts: weights, `purchase=90,restore=5,receiptRefresh=3,refundRequest=2`.

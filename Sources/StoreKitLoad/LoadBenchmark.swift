@@ -17,6 +17,8 @@ public enum LoadBenchmark {
         public var devices = 1_000
         /// Queue partitions, one load per entry (and duration): 1 and 2 compare partitioned throughput.
         public var partitions: [Int] = [1]
+        /// Local driver processes, one load per entry: 1 and 4 compare a driver's CPU per lifecycle (`driverScaling`).
+        public var drivers: [Int] = [1]
         public var baselineSeconds = 4.0
         /// Each queue process limited to this many cores by the kernel (`CPULimit`), so that the
         /// queue is the bottleneck even on a machine with fewer cores than processes; nil: no limit.
@@ -33,6 +35,7 @@ public enum LoadBenchmark {
     public struct Measurement: Sendable {
         public var durationSeconds: Double
         public var partitions: Int
+        public var drivers = 1
         public var result: LoadCoordinator.Result
         /// Each queue's statistics (CPU, durability rounds, records), in partition order.
         public var queues: [QueueStatistics]
@@ -60,8 +63,10 @@ public enum LoadBenchmark {
 
     public static func run(_ configuration: Configuration, logger: Logger) throws -> [Measurement] {
         var measurements: [Measurement] = []
-        let runs = configuration.durationsNanoseconds.flatMap { duration in configuration.partitions.map { (duration, $0) } }
-        for (index, (duration, partitions)) in runs.enumerated() {
+        let runs = configuration.durationsNanoseconds.flatMap { duration in
+            configuration.partitions.flatMap { partitions in configuration.drivers.map { (duration, partitions, $0) } }
+        }
+        for (index, (duration, partitions, drivers)) in runs.enumerated() {
             let directory = configuration.directory.appendingPathComponent("skbl-\(getpid())-\(index)", isDirectory: true)
             try? FileManager.default.removeItem(at: directory)
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -72,7 +77,9 @@ public enum LoadBenchmark {
             var options = LoadCoordinator.Options()
             options.plan.model = .open
             options.plan.schedule = .constant(perSecond: configuration.ratePerSecond, durationNanoseconds: duration)
-            options.plan.devicesPerDriver = configuration.devices
+            // The same devices and rate in all, split over the drivers: only the number of drivers changes.
+            options.localDrivers = drivers
+            options.plan.devicesPerDriver = max(1, configuration.devices / drivers)
             options.plan.maximumInFlight = configuration.maximumInFlight
             options.plan.drainNanoseconds = 5_000_000_000
             options.showLiveView = false
@@ -101,12 +108,22 @@ public enum LoadBenchmark {
             let after = CPUTimes.read()
             let queues = names.map { QueueStatistics.read(in: directory.appendingPathComponent("run"), partition: $0)
                 ?? QueueStatistics(duplicateCommands: 0, commandsHandled: 0, refusedFrames: 0) }
-            measurements.append(Measurement(durationSeconds: Double(duration) / 1e9, partitions: partitions, result: result, queues: queues,
+            measurements.append(Measurement(durationSeconds: Double(duration) / 1e9, partitions: partitions, drivers: drivers, result: result, queues: queues,
                                             queuePartitions: names,
                                             machineBusyFraction: CPUTimes.busyFraction(from: before, to: after),
                                             cores: ProcessInfo.processInfo.activeProcessorCount, queueCoresLimit: configuration.queueCores))
         }
         return measurements
+    }
+
+    /// CPU per lifecycle of the drivers together, per number of drivers (the first run of each, at the
+    /// first duration and partition count): what `driverScaling` reports. Flat when each driver's work
+    /// follows its own lifecycles; growing when every driver handles every driver's events.
+    public static func driverScaling(_ measurements: [Measurement]) -> [(drivers: Int, microsecondsPerLifecycle: Double)] {
+        guard let first = measurements.first else { return [] }
+        var seen: Set<Int> = []
+        return measurements.filter { $0.durationSeconds == first.durationSeconds && $0.partitions == first.partitions && seen.insert($0.drivers).inserted }
+            .map { ($0.drivers, $0.driverCPUMicrosecondsPerLifecycle) }
     }
 
     /// `bench bus`'s topology, with its one queue split into `partitions` queues over ipc.

@@ -37,6 +37,9 @@ public final class LoadCoordinator {
         /// Called once the queue, store and downloader are up (their ready notes, with their pids, are
         /// in the run directory) and before any driver starts: `bench load --queue-cores` caps the queues here.
         public var servicesStarted: (@Sendable (_ runDirectory: URL) throws -> Void)?
+        /// `--driver PATH`: the executable started as each local driver, with `sksim driver`'s arguments
+        /// (nil: this executable's own `driver` command).
+        public var driverExecutable: URL?
         public init() {}
     }
 
@@ -114,6 +117,7 @@ public final class LoadCoordinator {
 
     private struct IntervalAccumulator {
         var histograms = StageHistograms()
+        var custom = CustomFigures()
         var counters = LoadCounters()
         var inFlight = 0
     }
@@ -264,6 +268,11 @@ public final class LoadCoordinator {
                     stages[stage.rawValue] = StageSummary(histogram)
                     histogramLog.append(tag: stage.rawValue, startSeconds: Double(nextEmit) * intervalSeconds, lengthSeconds: intervalSeconds, histogram: histogram)
                 }
+                // A team's driver's own stages, merged like the built-in ones (their names are no built-in stage's).
+                for (name, histogram) in accumulator.custom.stages.sorted(by: { $0.key < $1.key }) where histogram.totalCount > 0 {
+                    stages[name] = StageSummary(histogram)
+                    histogramLog.append(tag: name, startSeconds: Double(nextEmit) * intervalSeconds, lengthSeconds: intervalSeconds, histogram: histogram)
+                }
                 try logHandle.write(contentsOf: Data(histogramLog.take().utf8))
                 let row = IntervalRow(interval: nextEmit, startSeconds: Double(nextEmit) * intervalSeconds, counters: accumulator.counters,
                                       inFlight: accumulator.inFlight, stages: stages)
@@ -314,6 +323,8 @@ public final class LoadCoordinator {
                 let report = try LoadWire.decode(DriverReport.self, frames[2])
                 try options.plan.checkReport(report)
                 let histograms = try StageHistograms(encoded: report.histograms)
+                let custom = try report.custom.map { wire throws(LoadProtocolError) in try CustomFigures(wire: wire) } ?? CustomFigures()
+                try figures.custom.add(custom)
                 figures.stages.add(histograms)
                 figures.counters = figures.counters + report.counters
                 // A report for an interval already shown (from a driver far behind) counts in the
@@ -321,6 +332,7 @@ public final class LoadCoordinator {
                 if report.interval >= nextEmit {
                     var accumulator = intervals[report.interval] ?? IntervalAccumulator()
                     accumulator.histograms.add(histograms)
+                    try accumulator.custom.add(custom)
                     accumulator.counters = accumulator.counters + report.counters
                     accumulator.inFlight += report.inFlight
                     intervals[report.interval] = accumulator
@@ -389,7 +401,7 @@ public final class LoadCoordinator {
 
     private func launchDriver(name: String, endpoint: String) throws -> Process {
         let process = Process()
-        process.executableURL = executable
+        process.executableURL = options.driverExecutable ?? executable
         process.arguments = ["driver", "--topology", topologyPath, "--name", name, "--coordinator", endpoint, "--run-directory", runDirectory.path] + options.childArguments
         let logFile = runDirectory.appendingPathComponent("\(name).log")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)

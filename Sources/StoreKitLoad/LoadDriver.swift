@@ -27,6 +27,8 @@ public final class LoadDriver {
         public var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
         /// The user's own app, run on every device in place of the driver's observer (`DriverApps`).
         public var app: DriverApp?
+        /// A team's users as code (`StoreKitLoadKit`): what each user does, think times, HTTP calls, counters, checks.
+        public var behavior: (any LoadUserBehavior)?
 
         public init(name: String, coordinatorEndpoint: String, partitions: [PartitionEndpoints]) {
             precondition(!partitions.isEmpty, "a load needs at least one queue partition")
@@ -86,6 +88,10 @@ public final class LoadDriver {
         defer { backend?.shutdown() }
         engine.backend = backend
         engine.evidence = configuration.evidence
+        engine.behavior = configuration.behavior
+        let http = configuration.behavior.map { _ in LoadHTTPCaller() }
+        defer { http?.shutdown() }
+        engine.http = http
         engine.apps = configuration.app.map { DriverApps(app: $0, devices: engine.devices, choices: SeededChoices(seed: plan.seed, stream: "\(configuration.name) apps")) }
         try engine.setUp(sender: sender, subscriber: subscriber)
         _ = try coordinator.send(LoadWire.frames(.ready, DriverReady(name: configuration.name, devices: plan.devicesPerDriver)), mode: .blocking)
@@ -133,6 +139,9 @@ struct DriverEngine {
         var device: Int
         /// A purchase: what its account holds from its start (`LoadProduct.ownershipKey`).
         var ownershipKey: String? = nil
+        /// A purchase: its product, and the log's identifier of its transaction once purchased (for a behaviour).
+        var product: String? = nil
+        var transactionIdentifier: String? = nil
         /// A restore: transactions restored and not yet removed, and whether restoreFinished came.
         var openTransactions = 0
         var delivered = false
@@ -162,6 +171,13 @@ struct DriverEngine {
     var backend: BackendPoster?
     var evidence: PurchaseEvidence.Producer = PurchaseEvidence.unsigned
     var awaitingBackend: [Int: (key: TransactionKey, arrival: Int64, downloads: Int)] = [:]
+    /// With the user's app and `--backend`: transactions whose POST is unanswered, the app's finishes held
+    /// until their 2xx, and transactions the backend refused whose finish the app has yet to ask for
+    /// (dropped when it does; bounded, as a refused transaction's finish comes soon after if at all).
+    var backendPending: Set<TransactionKey> = []
+    var heldFinishes: Set<TransactionKey> = []
+    var backendRefused: Set<TransactionKey> = []
+    static let refusedKept = 100_000
     var nextBackendToken = 0
     /// Why the first refused or failed POST failed (its evidence could not be made, an HTTP status, a
     /// timeout), for the driver's log.
@@ -183,6 +199,17 @@ struct DriverEngine {
 
     /// The user's own app on every device, deciding what the driver's observer decides otherwise.
     var apps: DriverApps?
+    /// A team's users as code, the HTTP calls it makes (by token: stage, when sent, the answer's hook),
+    /// and the interval's custom stages, counters and checks.
+    var behavior: (any LoadUserBehavior)?
+    var http: LoadHTTPCaller?
+    var awaitingHTTP: [Int: (stage: String, sent: Int64, request: LoadHTTPRequest)] = [:]
+    var nextHTTPToken = 0
+    var custom = CustomFigures()
+    /// Per device: lifecycles started, and products purchased (the latest `purchasesKept`), for a behaviour's `LoadUser`.
+    var lifecyclesStarted: [Int: Int] = [:]
+    var purchasedProducts: [Int: [String]] = [:]
+    static let purchasesKept = 16
 
     var histograms = StageHistograms()
     var interval = LoadCounters()
@@ -278,6 +305,7 @@ struct DriverEngine {
                 handle(completion, now: LiveClock.monotonicNanoseconds())
             }
             if let backend { for answer in backend.take() { handle(answer) } }
+            if let http { for answer in http.take() { handle(answer) } }
 
             // Wait for events no longer than until the next start or report is due.
             now = LiveClock.monotonicNanoseconds()
@@ -285,7 +313,7 @@ struct DriverEngine {
             if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
             if let due = apps?.nextWorkDue { wake = min(wake, due) }
             // With POSTs out, look for their answers every millisecond (each is timed when it came, on its own thread).
-            let longest: Int64 = awaitingBackend.isEmpty ? 5_000_000 : 1_000_000
+            let longest: Int64 = awaitingBackend.isEmpty && awaitingHTTP.isEmpty ? 5_000_000 : 1_000_000
             let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, longest))
             for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
                 // Every driver hears every partition whole; the topic's device says whose it is. A record
@@ -305,7 +333,17 @@ struct DriverEngine {
             }
             if let apps {
                 apps.completeDueWork(now: LiveClock.monotonicNanoseconds())
-                waiting.append(contentsOf: apps.takeCommands())
+                for command in apps.takeCommands() {
+                    // With --backend, the app's finish waits for the backend's 2xx, and a refused transaction stays unfinished.
+                    if case .finishTransaction(let key) = command {
+                        if backendPending.contains(key) {
+                            heldFinishes.insert(key)
+                            continue
+                        }
+                        if backendRefused.remove(key) != nil { continue }
+                    }
+                    waiting.append(command)
+                }
             }
 
             if let frames = try coordinator.receive(timeout: .zero), LoadWire.verb(frames[0]) == .stop, !stopped {
@@ -316,7 +354,7 @@ struct DriverEngine {
             // Done once nothing is in flight and every finish was acknowledged (its `finished` stage
             // is measured from the acknowledgement), or when the drain time is up.
             let loadOver = stopped || now >= drainEnd || (now >= loadEnd && !(nextDue(startMonotonic: startMonotonic).map { $0 < loadEnd } ?? false))
-            let finished = loadOver && ((inFlight == 0 && pendingFinishes.isEmpty) || now >= drainEnd)
+            let finished = loadOver && ((inFlight == 0 && pendingFinishes.isEmpty && awaitingHTTP.isEmpty) || now >= drainEnd)
             if now >= nextReport || finished {
                 if finished {
                     interval.incomplete = inFlight
@@ -324,11 +362,12 @@ struct DriverEngine {
                 }
                 let report = DriverReport(driver: name, interval: reportIndex, isFinal: finished, counters: interval, inFlight: inFlight,
                                           cpuNanoseconds: processCPUNanoseconds(), peakMemoryBytes: peakResidentBytes(),
-                                          histograms: histograms.encoded())
+                                          histograms: histograms.encoded(), custom: custom.wire)
                 _ = try coordinator.send(LoadWire.frames(.report, report), mode: .blocking)
                 total = total + interval
                 interval = LoadCounters()
                 histograms.reset()
+                custom.reset()
                 reportIndex += 1
                 nextReport += plan.intervalNanoseconds
                 if finished { return }
@@ -385,16 +424,31 @@ struct DriverEngine {
 
     mutating func start(device: Int, intended: Int64, sender: PartitionedSender) throws {
         var kind: LifecycleKind
-        if let mix = plan.mix {
-            kind = mix.draw(choices)
-        } else {
-            kind = choices.chance(.userRestore, plan.restoreFraction) ? .restore : .purchase
-        }
-        let account = device / 2
         var purchase: (product: String, ownershipKey: String?)?
+        // A team's behaviour decides first; `.planned` leaves it to --mix and --products.
+        let action = behavior?.nextAction(for: user(device), random: LoadRandom(choices)) ?? .planned
+        switch action {
+        case .planned:
+            if let mix = plan.mix {
+                kind = mix.draw(choices)
+            } else {
+                kind = choices.chance(.userRestore, plan.restoreFraction) ? .restore : .purchase
+            }
+        case .purchase(let product):
+            kind = .purchase
+            purchase = (product, plan.products?.first { $0.identifier == product }?.ownershipKey)
+        case .askToBuy(let product):
+            kind = .askToBuy
+            purchase = (product, plan.products?.first { $0.identifier == product }?.ownershipKey)
+        case .restore: kind = .restore
+        case .refreshReceipt: kind = .receiptRefresh
+        case .requestRefund: kind = .refundRequest
+        }
+        lifecyclesStarted[device, default: 0] += 1
+        let account = device / 2
         // A refund needs an earlier purchase of this device; with none, the user buys instead.
         if kind == .refundRequest && refundable[device, default: []].isEmpty { kind = .purchase }
-        if kind == .purchase {
+        if (kind == .purchase || kind == .askToBuy) && purchase == nil {
             if let products = plan.products {
                 // Only what the account may still buy; an account that owns every product restores instead.
                 let owns = owned[account, default: []]
@@ -416,14 +470,17 @@ struct DriverEngine {
         case .refundRequest:
             let original = refundable[device]!.removeLast()
             body = .refundPurchase(device: devices[device], original: original)
-        case .purchase:
-            body = .addPayment(device: devices[device], payment: Payment(productIdentifier: purchase!.product))
+        case .purchase, .askToBuy:
+            // Ask to Buy: the payment asks for a parent's approval, as `SKMutablePayment.simulatesAskToBuyInSandbox` does.
+            var payment = Payment(productIdentifier: purchase!.product)
+            payment.simulatesAskToBuyInSandbox = kind == .askToBuy
+            body = .addPayment(device: devices[device], payment: payment)
             if let key = purchase!.ownershipKey { owned[account, default: []].insert(key) }
         }
         let id = try sender.submit(body)
         let lifecycle = nextLifecycle
         nextLifecycle += 1
-        lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device, ownershipKey: purchase?.ownershipKey)
+        lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device, ownershipKey: purchase?.ownershipKey, product: purchase?.product)
         pendingStarts[id] = lifecycle
         interval.started += 1
     }
@@ -460,9 +517,54 @@ struct DriverEngine {
             interval.completed += 1
             if now < loadEnd { interval.completedDuringLoad += 1 }
         }
-        if plan.model == .closed {
-            closedStarts.schedule(at: now + plan.thinkTime.sampleNanoseconds(choices), ended.device)
+        if let behavior {
+            let outcome = LoadOutcome(kind: ended.kind, productIdentifier: ended.product, transactionIdentifier: ended.transactionIdentifier,
+                                      succeeded: !error, latencyNanoseconds: now - ended.intended)
+            let context = LoadContext()
+            behavior.lifecycleEnded(outcome, user: user(ended.device), context: context)
+            carryOut(context, now: now)
         }
+        if plan.model == .closed {
+            let think = behavior?.thinkTimeNanoseconds(for: user(ended.device), random: LoadRandom(choices)).map { max(0, $0) }
+            closedStarts.schedule(at: now + (think ?? plan.thinkTime.sampleNanoseconds(choices)), ended.device)
+        }
+    }
+
+    /// What a behaviour's hook asked for: its counts and checks now, its HTTP calls sent (each timed
+    /// as its stage from now). A stage name that cannot be reported fails the call's check unsent.
+    mutating func carryOut(_ context: LoadContext, now: Int64) {
+        for (name, amount) in context.counts where CustomFigureName.refusal(name) == nil { custom.count(name, by: amount) }
+        for (name, passed) in context.checks where CustomFigureName.refusal(name, isCheck: true) == nil { custom.check(name, passed: passed) }
+        for (stage, request) in context.calls {
+            guard CustomFigureName.refusal(stage, isStage: true) == nil, let http else { continue }
+            let token = nextHTTPToken
+            nextHTTPToken += 1
+            guard http.call(token: token, request) else {
+                custom.check("\(stage) answered", passed: false)
+                continue
+            }
+            awaitingHTTP[token] = (stage, now, request)
+        }
+    }
+
+    /// An HTTP call's answer: within its expected statuses, timed as its stage and passed to its hook.
+    mutating func handle(_ answer: LoadHTTPCaller.Answer) {
+        guard let call = awaitingHTTP.removeValue(forKey: answer.token) else { return }
+        let answered = answer.status.map { call.request.expectedStatus.contains($0) } ?? false
+        custom.check("\(call.stage) answered", passed: answered)
+        guard answered, let status = answer.status else { return }
+        custom.record(stage: call.stage, nanoseconds: answer.monotonicNanoseconds - call.sent)
+        if let onAnswer = call.request.onAnswer {
+            let context = LoadContext()
+            onAnswer(status, answer.body, context)
+            carryOut(context, now: answer.monotonicNanoseconds)
+        }
+    }
+
+    /// Device `index` as a behaviour sees it.
+    func user(_ index: Int) -> LoadUser {
+        LoadUser(device: devices[index], account: "\(name)-account-\(index / 2)", index: index,
+                 lifecyclesStarted: lifecyclesStarted[index] ?? 0, purchasedProducts: purchasedProducts[index] ?? [])
     }
 
     mutating func handle(_ completion: CommandCompletion, now: Int64) {
@@ -508,9 +610,16 @@ struct DriverEngine {
             histograms.record(.deferred, nanoseconds: now - lifecycle.intended)
         case .transactionPurchased(let key, let identifier, let downloads, _):
             guard var transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
-            histograms.record(.purchased, nanoseconds: now - lifecycle.intended)
+            histograms.record(lifecycle.kind == .askToBuy ? .approved : .purchased, nanoseconds: now - lifecycle.intended)
             transaction.downloadsRemaining = downloads.count
             transactions[key] = transaction
+            lifecycles[transaction.lifecycle]?.transactionIdentifier = identifier
+            if behavior != nil, let product = transaction.payment?.productIdentifier {
+                var bought = purchasedProducts[lifecycle.device, default: []]
+                if bought.count >= Self.purchasesKept { bought.removeFirst() }
+                bought.append(product)
+                purchasedProducts[lifecycle.device] = bought
+            }
             if let payment = transaction.payment {
                 // Exactly the store's record of it (StoreProjection), so a refund request can name it.
                 let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount,
@@ -528,10 +637,10 @@ struct DriverEngine {
             release(transaction)
             queueCommand(.finishTransaction(key))
         case .askToBuyDeclined(let key):
-            // Declined stays deferred for good (F-A1): the lifecycle is complete, with no stage timed.
+            // Declined stays deferred for good (F-A1): the lifecycle is complete; an Ask to Buy times it as `declined`.
             guard let transaction = transactions.removeValue(forKey: key) else { return }
             release(transaction)
-            end(transaction.lifecycle, now: now, stage: nil)
+            end(transaction.lifecycle, now: now, stage: lifecycles[transaction.lifecycle]?.kind == .askToBuy ? .declined : nil)
         case .restoreStarted(let device, let restore, _):
             guard ours, let id = recorded.commandID, let lifecycle = pendingStarts.removeValue(forKey: id) else { return }
             restores["\(device)#\(restore)"] = lifecycle
@@ -606,6 +715,7 @@ struct DriverEngine {
         let token = nextBackendToken
         nextBackendToken += 1
         awaitingBackend[token] = (key, now, downloads)
+        if apps != nil { backendPending.insert(key) }
         backend.post(token: token, request: request, evidence: evidence)
     }
 
@@ -614,6 +724,15 @@ struct DriverEngine {
     /// launch), and its lifecycle ends in an error.
     mutating func handle(_ answer: BackendPoster.Answer) {
         guard let waiting = awaitingBackend.removeValue(forKey: answer.token) else { return }
+        if apps != nil {
+            backendPending.remove(waiting.key)
+            let held = heldFinishes.remove(waiting.key) != nil
+            if answer.isSuccess, held { self.waiting.append(.finishTransaction(waiting.key)) }
+            if !answer.isSuccess, !held {
+                if backendRefused.count >= Self.refusedKept { backendRefused.removeAll() }
+                backendRefused.insert(waiting.key)
+            }
+        }
         if answer.isSuccess {
             histograms.record(.backend, nanoseconds: answer.monotonicNanoseconds - waiting.arrival)
             settle(waiting.key, downloads: waiting.downloads)

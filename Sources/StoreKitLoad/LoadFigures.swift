@@ -5,6 +5,8 @@ import Histogram
 public struct LoadFigures: Sendable {
     /// The drivers' histograms, merged.
     public var stages = StageHistograms()
+    /// A team's driver's own stages, counters and checks, merged.
+    public var custom = CustomFigures()
     public var counters = LoadCounters()
     /// Seconds the load ran (from the start to the last start, or to the abort).
     public var loadSeconds = 0.0
@@ -43,7 +45,8 @@ public struct LoadFigures: Sendable {
         case "violations": violations.map(Double.init)
         case "pending": pending.map(Double.init)
         case "duplicates": duplicates.map(Double.init)
-        default: nil
+        case "checksFailed": Double(custom.checksFailed)
+        default: figure.hasPrefix("counters.") ? Double(custom.counters[String(figure.dropFirst("counters.".count))] ?? 0) : nil
         }
     }
 

@@ -174,6 +174,8 @@ public struct DriverReport: Sendable, Codable {
     public var peakMemoryBytes: Int64 = 0
     /// `StageHistograms.encoded()`.
     public var histograms: Data
+    /// A team's driver's own stages, counters and checks of this interval (`CustomFigures`); nil: none.
+    public var custom: CustomFiguresWire? = nil
 }
 
 /// The frames between drivers (DEALER) and the coordinator (ROUTER): a verb, then JSON.

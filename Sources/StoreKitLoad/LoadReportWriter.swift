@@ -32,10 +32,12 @@ public enum LoadReportWriter {
             let counters = "\(row.counters.started),\(row.counters.completed),\(row.counters.missedStarts),\(row.counters.errors),\(row.inFlight)"
             let second = String(format: "%.3f", row.startSeconds)
             let time = formatter.string(from: Date(timeIntervalSince1970: Double(startUnixNanoseconds) / 1e9 + row.startSeconds))
-            let stages = LifecycleStage.allCases.compactMap { stage in row.stages[stage.rawValue].map { (stage, $0) } }
+            // The built-in stages in their order, then a team's driver's own stages by name.
+            let builtIn = LifecycleStage.allCases.compactMap { stage in row.stages[stage.rawValue].map { (stage.rawValue, $0) } }
+            let stages = builtIn + row.stages.filter { LifecycleStage(rawValue: $0.key) == nil }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
             if stages.isEmpty { lines.append("\(second),-,0,,,,,,\(counters),,,\(time)") }
             for (stage, summary) in stages {
-                lines.append("\(second),\(stage.rawValue),\(summary.count),\(summary.p50Microseconds),\(summary.p90Microseconds),\(summary.p99Microseconds),\(summary.p999Microseconds),\(summary.maxMicroseconds),\(counters),\(summary.p95Microseconds),\(summary.meanMicroseconds),\(time)")
+                lines.append("\(second),\(stage),\(summary.count),\(summary.p50Microseconds),\(summary.p90Microseconds),\(summary.p99Microseconds),\(summary.p999Microseconds),\(summary.maxMicroseconds),\(counters),\(summary.p95Microseconds),\(summary.meanMicroseconds),\(time)")
             }
         }
         return lines.joined(separator: "\n") + "\n"
@@ -62,15 +64,16 @@ public enum LoadReportWriter {
     static func html(_ result: LoadCoordinator.Result, summary: LoadSummaryJSON) throws -> String {
         var distribution: [String: [[Double]]] = [:]
         var stages: [String] = []
-        for stage in LifecycleStage.allCases {
-            guard let histogram = result.figures.stages.histograms[stage], histogram.totalCount > 0 else { continue }
-            stages.append(stage.rawValue)
+        let histograms = LifecycleStage.allCases.compactMap { stage in result.figures.stages.histograms[stage].map { (stage.rawValue, $0) } }
+            + result.figures.custom.stages.sorted { $0.key < $1.key }
+        for (stage, histogram) in histograms where histogram.totalCount > 0 {
+            stages.append(stage)
             var points: [[Double]] = []
             for step in histogram.percentiles(ticksPerHalfDistance: 5) {
                 points.append([min(step.percentileLevelIteratedTo, 99.9999), Double(step.value)])
                 if points.count >= 400 { break }
             }
-            distribution[stage.rawValue] = points
+            distribution[stage] = points
         }
         let data = ChartData(
             intervalSeconds: Double(result.plan.intervalNanoseconds) / 1e9,
@@ -92,12 +95,12 @@ public enum LoadReportWriter {
             ? "<div id=\"verdict\" class=\"banner pass\" data-passed=\"true\">PASSED: \(result.thresholds.count) threshold\(result.thresholds.count == 1 ? "" : "s") held</div>"
             : "<div id=\"verdict\" class=\"banner fail\" data-passed=\"false\">FAILED: \(escape(failedList.joined(separator: ", ")))\(result.aborted.map { " (aborted: " + escape($0) + ")" } ?? "")</div>"
         var table = "<table id=\"stages\"><thead><tr><th>stage</th><th>count</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th><th>errors</th></tr></thead><tbody>"
-        for stage in LifecycleStage.allCases {
-            guard let figures = summary.stages[stage.rawValue] else { continue }
+        for stage in stages {
+            guard let figures = summary.stages[stage] else { continue }
             let cells = [String(figures.count), formatMicroseconds(UInt64(figures.meanMicroseconds)), formatMicroseconds(figures.p50Microseconds),
                          formatMicroseconds(figures.p90Microseconds), formatMicroseconds(figures.p95Microseconds),
                          formatMicroseconds(figures.p99Microseconds), formatMicroseconds(figures.maxMicroseconds), ""]
-            table += "<tr data-stage=\"\(stage.rawValue)\"><td>\(stage.rawValue)</td>" + cells.map { "<td>\($0)</td>" }.joined() + "</tr>"
+            table += "<tr data-stage=\"\(stage)\"><td>\(stage)</td>" + cells.map { "<td>\($0)</td>" }.joined() + "</tr>"
         }
         // Errors belong to lifecycles, not to the stage they reached: one row for them all.
         table += "<tr data-stage=\"lifecycles\"><td>all lifecycles</td><td>\(summary.lifecycles)</td><td colspan=\"6\">error rate \(String(format: "%.4f", summary.errorRate)), missed starts \(summary.missedStarts), incomplete \(summary.incomplete)</td><td>\(summary.errors)</td></tr>"

@@ -37,6 +37,8 @@ public struct LoadSettings: Sendable, Equatable {
     /// The team's server, to which each purchased or restored transaction is POSTed before it is finished.
     public var backend: String?
     public var backendTimeout: String?
+    /// `--driver PATH`: a team's executable run as the local drivers (docs/load-testing.md, "Your own driver").
+    public var driver: String?
 
     public init() {}
 
@@ -153,6 +155,7 @@ public struct LoadSettings: Sendable, Equatable {
         if let value = other.abortDelay { result.abortDelay = value }
         if let value = other.backend { result.backend = value }
         if let value = other.backendTimeout { result.backendTimeout = value }
+        if let value = other.driver { result.driver = value }
         result.thresholds += other.thresholds.filter { !result.thresholds.contains($0) }
         return result
     }
@@ -227,9 +230,16 @@ public struct LoadSettings: Sendable, Equatable {
         options.plan = plan
         options.listenEndpoint = listen
         options.abortOnFail = abortOnFail ?? false
-        var judged = try thresholds.map { expression throws(LoadSpecificationError) in try Threshold(parsing: expression) }
-        // No silent pass: a run is judged on its errors and violations unless a threshold says otherwise.
-        for figure in Self.defaultThresholdFigures where !judged.contains(where: { $0.metric == .figure(figure) }) {
+        if let driver {
+            guard FileManager.default.isExecutableFile(atPath: driver) else {
+                throw LoadSpecificationError("--driver \(driver) is not an executable file; build your driver (swift build) and give its path, e.g. .build/debug/my-load-driver")
+            }
+            options.driverExecutable = URL(fileURLWithPath: driver).standardizedFileURL
+        }
+        var judged = try thresholds.map { expression throws(LoadSpecificationError) in try Threshold(parsing: expression, customStages: driver != nil) }
+        // No silent pass: a run is judged on its errors and violations unless a threshold says otherwise;
+        // a team's driver, on its checks too.
+        for figure in Self.defaultThresholdFigures + (driver == nil ? [] : ["checksFailed"]) where !judged.contains(where: { $0.metric == .figure(figure) }) {
             judged.append(try Threshold(parsing: "\(figure)==0"))
         }
         options.thresholds = judged

@@ -55,7 +55,11 @@ public struct LoadSummaryJSON: Codable, Sendable {
     public var lifecycles: Int
     public var lifecyclesPerSecond: Double
     public var missedStarts: Int
+    /// The built-in stages reached, and a team's driver's own stages (`--driver`), by name.
     public var stages: [String: StageSummary]
+    /// A team's driver's own counters and checks (nil when it kept none).
+    public var counters: [String: Int]?
+    public var checks: [String: CheckCounts]?
     public var thresholds: [ThresholdResult]
     public var violations: Int
     public var violationMessages: [String]
@@ -95,7 +99,10 @@ public struct LoadSummaryJSON: Codable, Sendable {
         missedStarts = figures.counters.missedStarts
         var stages: [String: StageSummary] = [:]
         for stage in LifecycleStage.allCases { if let summary = figures.summary(stage) { stages[stage.rawValue] = summary } }
+        for name in figures.custom.stages.keys { if let summary = figures.custom.summary(stage: name) { stages[name] = summary } }
         self.stages = stages
+        counters = figures.custom.counters.isEmpty ? nil : figures.custom.counters
+        checks = figures.custom.checks.isEmpty ? nil : figures.custom.checks
         thresholds = result.thresholds.map { ThresholdResult(expression: $0.threshold.expression, passed: $0.passed, actual: $0.actual) }
         violations = figures.violations ?? 0
         violationMessages = figures.violationMessages
@@ -140,7 +147,10 @@ public func summaryText(_ result: LoadCoordinator.Result) -> String {
         lines.append("  thresholds")
         for judged in result.thresholds {
             let actual = judged.actual.map { value -> String in
-                if case .stageLatency = judged.threshold.metric { return formatMicroseconds(UInt64(value)) }
+                switch judged.threshold.metric {
+                case .stageLatency, .customStageLatency: return formatMicroseconds(UInt64(value))
+                default: break
+                }
                 return value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
             } ?? "no data"
             lines.append("    \(judged.passed ? "✓" : "✗") \(judged.threshold.expression)   (actual \(actual))")
@@ -154,11 +164,18 @@ public func summaryText(_ result: LoadCoordinator.Result) -> String {
                         + " (\(result.plan.model.rawValue) model, \(result.drivers) driver\(result.drivers == 1 ? "" : "s"))"
                         + "   drain \(figures.counters.completed - figures.counters.completedDuringLoad)"))
     lines.append(dotted("started", "\(figures.counters.started)   missed starts \(figures.counters.missedStarts)   incomplete \(figures.counters.incomplete)"))
-    for stage in LifecycleStage.allCases {
-        guard let summary = figures.summary(stage) else { continue }
-        lines.append(dotted(stage.rawValue, "count=\(summary.count) mean=\(formatMicroseconds(UInt64(summary.meanMicroseconds))) p50=\(formatMicroseconds(summary.p50Microseconds)) p90=\(formatMicroseconds(summary.p90Microseconds)) p95=\(formatMicroseconds(summary.p95Microseconds)) p99=\(formatMicroseconds(summary.p99Microseconds)) p99.9=\(formatMicroseconds(summary.p999Microseconds)) max=\(formatMicroseconds(summary.maxMicroseconds))"))
+    let stageSummaries = LifecycleStage.allCases.compactMap { stage in figures.summary(stage).map { (stage.rawValue, $0) } }
+        + figures.custom.stages.keys.sorted().compactMap { name in figures.custom.summary(stage: name).map { (name, $0) } }
+    for (name, summary) in stageSummaries {
+        lines.append(dotted(name, "count=\(summary.count) mean=\(formatMicroseconds(UInt64(summary.meanMicroseconds))) p50=\(formatMicroseconds(summary.p50Microseconds)) p90=\(formatMicroseconds(summary.p90Microseconds)) p95=\(formatMicroseconds(summary.p95Microseconds)) p99=\(formatMicroseconds(summary.p99Microseconds)) p99.9=\(formatMicroseconds(summary.p999Microseconds)) max=\(formatMicroseconds(summary.maxMicroseconds))"))
     }
     lines.append(dotted("errors", "\(figures.counters.errors) (rate \(String(format: "%.4f", figures.errorRate)))   backend errors \(figures.counters.backendErrors)   rejections \(Int(figures.value(of: "rejections") ?? 0))   duplicates \(figures.duplicates ?? 0)   pending \(figures.pending ?? 0)"))
+    if !figures.custom.counters.isEmpty {
+        lines.append(dotted("counters", figures.custom.counters.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "   ")))
+    }
+    for (name, counts) in figures.custom.checks.sorted(by: { $0.key < $1.key }) {
+        lines.append(dotted("check", "\(counts.failed == 0 ? "✓" : "✗") \(name)   passed \(counts.passed)   failed \(counts.failed)"))
+    }
     if let notifications = figures.notifications {
         lines.append(dotted("notifications", "delivered \(notifications.delivered)   retried \(notifications.retried)   undelivered \(notifications.undelivered)"))
     }

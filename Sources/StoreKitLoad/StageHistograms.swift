@@ -22,6 +22,8 @@ public enum LifecycleStage: String, Sendable, Codable, CaseIterable, Comparable 
     /// `--notification-url`: an App Store Server Notification, from its event's log time to the
     /// webhook's 2xx (read from the notification sender's journal once the run is over).
     case notified
+    /// An Ask to Buy lifecycle: the parent approved (the purchase heard), or declined (the end).
+    case approved, declined
 
     public static func < (left: LifecycleStage, right: LifecycleStage) -> Bool {
         allCases.firstIndex(of: left)! < allCases.firstIndex(of: right)!
@@ -83,81 +85,113 @@ public struct StageHistograms: Sendable {
     /// into a histogram of the same configuration lands in the same bucket.
     public func encoded() -> Data {
         var bytes: [UInt8] = []
-        func put(_ value: UInt64) {
-            var value = value
-            while value >= 0x80 {
-                bytes.append(UInt8(value & 0x7F) | 0x80)
-                value >>= 7
-            }
-            bytes.append(UInt8(value))
-        }
-        put(UInt64(clamped))
+        Self.putVarint(UInt64(clamped), into: &bytes)
         for stage in LifecycleStage.allCases {
             guard let histogram = histograms[stage], histogram.totalCount > 0 else { continue }
-            let buckets = Array(histogram.recordedValues())
             bytes.append(UInt8(LifecycleStage.allCases.firstIndex(of: stage)!))
-            // Each bucket goes as one value of it: its representative, except that the lowest
-            // bucket goes as the exact minimum and the highest as the exact maximum, which the
-            // histogram keeps beside its buckets and clamps percentiles to.
-            var pairs = buckets.map { ($0.value, UInt64($0.count)) }
-            pairs[pairs.count - 1].0 = histogram.maxRecorded
-            if pairs.count > 1 {
-                pairs[0].0 = histogram.min
-            } else if pairs[0].1 > 1, histogram.min != histogram.maxRecorded {
-                pairs = [(histogram.min, 1), (histogram.maxRecorded, pairs[0].1 - 1)]
-            }
-            put(UInt64(pairs.count))
-            var previous: UInt64 = 0
-            for (value, count) in pairs {
-                put(value - previous)
-                put(count)
-                previous = value
-            }
+            Self.append(histogram, to: &bytes)
         }
         return Data(bytes)
     }
 
+    static func putVarint(_ value: UInt64, into bytes: inout [UInt8]) {
+        var value = value
+        while value >= 0x80 {
+            bytes.append(UInt8(value & 0x7F) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+    }
+
+    /// One non-empty histogram's buckets as (value, count) pairs, each value a delta from the previous.
+    static func append(_ histogram: Histogram<UInt64>, to bytes: inout [UInt8]) {
+        let buckets = Array(histogram.recordedValues())
+        // Each bucket goes as one value of it: its representative, except that the lowest
+        // bucket goes as the exact minimum and the highest as the exact maximum, which the
+        // histogram keeps beside its buckets and clamps percentiles to.
+        var pairs = buckets.map { ($0.value, UInt64($0.count)) }
+        pairs[pairs.count - 1].0 = histogram.maxRecorded
+        if pairs.count > 1 {
+            pairs[0].0 = histogram.min
+        } else if pairs[0].1 > 1, histogram.min != histogram.maxRecorded {
+            pairs = [(histogram.min, 1), (histogram.maxRecorded, pairs[0].1 - 1)]
+        }
+        putVarint(UInt64(pairs.count), into: &bytes)
+        var previous: UInt64 = 0
+        for (value, count) in pairs {
+            putVarint(value - previous, into: &bytes)
+            putVarint(count, into: &bytes)
+            previous = value
+        }
+    }
+
+    /// One histogram as `append` wrote it, alone (a custom stage's in a report).
+    static func encodedHistogram(_ histogram: Histogram<UInt64>) -> Data {
+        var bytes: [UInt8] = []
+        append(histogram, to: &bytes)
+        return Data(bytes)
+    }
+
+    /// Reads `encodedHistogram`; refuses anything malformed or left over.
+    static func histogram(encoded data: Data) throws(LoadProtocolError) -> Histogram<UInt64> {
+        var reader = VarintReader(bytes: [UInt8](data))
+        let histogram = try reader.histogram()
+        guard reader.position == reader.bytes.count else { throw LoadProtocolError("a custom stage's histogram in a driver's report has bytes left over") }
+        return histogram
+    }
+
     /// Reads `encoded()`; refuses anything malformed (it comes from another process).
     public init(encoded data: Data) throws(LoadProtocolError) {
-        let bytes = [UInt8](data)
-        var position = 0
-        func take() throws(LoadProtocolError) -> UInt64 {
-            var value: UInt64 = 0
-            var shift: UInt64 = 0
-            while true {
-                guard position < bytes.count, shift < 64 else { throw LoadProtocolError("a histogram in a driver's report is truncated") }
-                let byte = bytes[position]
-                position += 1
-                value |= UInt64(byte & 0x7F) << shift
-                if byte < 0x80 { return value }
-                shift += 7
-            }
-        }
+        var reader = VarintReader(bytes: [UInt8](data))
         // A count of recorded values: one beyond 2^40 is no real driver's (and the coordinator adds them up).
-        let clampedCount = try take()
+        let clampedCount = try reader.take()
         guard clampedCount <= Self.maximumClampedCount else {
             throw LoadProtocolError("a histogram in a driver's report claims \(clampedCount) clamped values")
         }
         clamped = Int(clampedCount)
-        while position < bytes.count {
-            let index = Int(bytes[position])
-            position += 1
+        while reader.position < reader.bytes.count {
+            let index = Int(reader.bytes[reader.position])
+            reader.position += 1
             guard index < LifecycleStage.allCases.count else { throw LoadProtocolError("a driver's report names stage number \(index), which this build does not know") }
-            let stage = LifecycleStage.allCases[index]
-            let bucketCount = try take()
-            guard bucketCount <= 1 << 20 else { throw LoadProtocolError("a histogram in a driver's report claims \(bucketCount) buckets") }
-            var histogram = Self.emptyHistogram()
-            var value: UInt64 = 0
-            for _ in 0..<bucketCount {
-                let (sum, overflow) = value.addingReportingOverflow(try take())
-                value = sum
-                let count = try take()
-                guard !overflow, value <= Self.highestMicroseconds, count > 0, histogram.record(value, count: count) else {
-                    throw LoadProtocolError("a histogram in a driver's report holds a value out of range")
-                }
-            }
-            histograms[stage] = histogram
+            histograms[LifecycleStage.allCases[index]] = try reader.histogram()
         }
+    }
+}
+
+/// Reads LEB128 varints from another process's bytes, refusing truncation and overflow.
+struct VarintReader {
+    let bytes: [UInt8]
+    var position = 0
+
+    mutating func take() throws(LoadProtocolError) -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard position < bytes.count, shift < 64 else { throw LoadProtocolError("a histogram in a driver's report is truncated") }
+            let byte = bytes[position]
+            position += 1
+            value |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 { return value }
+            shift += 7
+        }
+    }
+
+    /// One histogram as `StageHistograms.append` wrote it.
+    mutating func histogram() throws(LoadProtocolError) -> Histogram<UInt64> {
+        let bucketCount = try take()
+        guard bucketCount <= 1 << 20 else { throw LoadProtocolError("a histogram in a driver's report claims \(bucketCount) buckets") }
+        var histogram = StageHistograms.emptyHistogram()
+        var value: UInt64 = 0
+        for _ in 0..<bucketCount {
+            let (sum, overflow) = value.addingReportingOverflow(try take())
+            value = sum
+            let count = try take()
+            guard !overflow, value <= StageHistograms.highestMicroseconds, count > 0,
+                  histogram.record(value, count: count) else {
+                throw LoadProtocolError("a histogram in a driver's report holds a value out of range")
+            }
+        }
+        return histogram
     }
 }
 

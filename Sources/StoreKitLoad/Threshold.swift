@@ -6,15 +6,19 @@ import StoreKitModel
 /// report is written).
 ///
 /// Grammar: `METRIC OPERATOR VALUE`, operators `<` `<=` `>` `>=` `==` `!=`.
-/// - `STAGE.AGGREGATE` with a stage of `LifecycleStage` and `p50`, `p90`, `p99`, `p999`, `max`
-///   (latencies: the value takes `us`, `ms` or `s`, and plain numbers are milliseconds) or
-///   `count` (a number);
+/// - `STAGE.AGGREGATE` with a stage of `LifecycleStage` (or a team's driver's own stage) and `p50`,
+///   `p90`, `p95`, `p99`, `p999`, `max` (latencies: the value takes `us`, `ms` or `s`, and plain
+///   numbers are milliseconds) or `count` (a number);
+/// - `counters.NAME`, a team's driver's own counter;
 /// - `rate` (lifecycles completed per second over the load), `lifecycles`, `started`,
-///   `missedStarts`, `errors`, `rejections`, `incomplete`, `violations`, `pending`, `duplicates`.
+///   `missedStarts`, `errors`, `rejections`, `incomplete`, `violations`, `pending`, `duplicates`, `checksFailed`.
 public struct Threshold: Sendable, Equatable, Codable {
     public enum Metric: Sendable, Equatable, Codable {
         case stageLatency(LifecycleStage, percentile: Double?)
         case stageCount(LifecycleStage)
+        /// A stage of a team's driver (`LoadUserBehavior`'s HTTP calls), by name.
+        case customStageLatency(String, percentile: Double?)
+        case customStageCount(String)
         case figure(String)
     }
 
@@ -43,10 +47,12 @@ public struct Threshold: Sendable, Equatable, Codable {
     /// judged by `--abort-on-fail` while the load runs.
     public static let endOfRunFigures: Set<String> = ["rate", "violations", "pending", "duplicates", "incomplete", "lifecycles"]
     public static let figures = ["rate", "lifecycles", "started", "missedStarts", "errors", "errorRate", "backendErrors", "rejections", "incomplete",
-                                 "violations", "pending", "duplicates"]
+                                 "violations", "pending", "duplicates", "checksFailed"]
     static let aggregates: [String: Double?] = ["p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9, "max": nil]
 
-    public init(parsing text: String) throws(LoadSpecificationError) {
+    /// `customStages`: a name that is no built-in stage names a stage of a team's driver (`--driver`);
+    /// without one, such a name is a misspelt stage and refused.
+    public init(parsing text: String, customStages: Bool = false) throws(LoadSpecificationError) {
         expression = text
         let trimmed = text.replacingOccurrences(of: " ", with: "")
         // Two-character operators first, so `<=` is not read as `<`.
@@ -59,15 +65,26 @@ public struct Threshold: Sendable, Equatable, Codable {
         let name = String(trimmed[..<range.lowerBound])
         let valueText = String(trimmed[range.upperBound...])
         let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        if parts.count == 2 {
-            guard let stage = LifecycleStage(rawValue: parts[0]) else {
-                throw LoadSpecificationError("threshold '\(text)' names stage '\(parts[0])'; the stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", "))")
+        if parts.count == 2, parts[0] == "counters" {
+            // A team's driver's own counter (`LoadContext.count`); one it never counted is 0.
+            if let refusal = CustomFigureName.refusal(parts[1]) { throw LoadSpecificationError("threshold '\(text)': the counter \(refusal)") }
+            metric = .figure(name)
+            value = try Self.number(valueText, text)
+        } else if parts.count == 2 {
+            // A name that is no built-in stage is a custom stage of a team's driver (`--driver`): known only
+            // once its reports come, so a misspelt one has no data and fails.
+            let stage = LifecycleStage(rawValue: parts[0])
+            if stage == nil, !customStages {
+                throw LoadSpecificationError("threshold '\(text)' names stage '\(parts[0])'; the stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", ")) (and, with --driver, the driver's own)")
+            }
+            if stage == nil, let refusal = CustomFigureName.refusal(parts[0], isStage: true) {
+                throw LoadSpecificationError("threshold '\(text)' names stage \(refusal); the built-in stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", ")), and a driver's own stages take names of that form")
             }
             if parts[1] == "count" {
-                metric = .stageCount(stage)
+                metric = stage.map { .stageCount($0) } ?? .customStageCount(parts[0])
                 value = try Self.number(valueText, text)
             } else if let percentile = Self.aggregates[parts[1]] {
-                metric = .stageLatency(stage, percentile: percentile)
+                metric = stage.map { .stageLatency($0, percentile: percentile) } ?? .customStageLatency(parts[0], percentile: percentile)
                 value = try Self.latencyMicroseconds(valueText, text)
             } else {
                 throw LoadSpecificationError("threshold '\(text)' asks for '\(parts[1])' of a stage; use p50, p90, p95, p99, p999, max or count")
@@ -98,12 +115,15 @@ public struct Threshold: Sendable, Equatable, Codable {
 
     public var isEndOfRun: Bool {
         switch metric {
-        case .figure(let name): return Self.endOfRunFigures.contains(name)
+        case .figure(let name):
+            // A team's counter grows all run long, as a stage's count does.
+            if name.hasPrefix("counters.") { return comparison == .greater || comparison == .greaterOrEqual }
+            return Self.endOfRunFigures.contains(name)
         // Stage notified is read from the notification sender's journal once the run is over.
         case .stageCount(.notified), .stageLatency(.notified, _): return true
         // A count grows all run long: one that must reach a value is known only at the end.
-        case .stageCount: return comparison == .greater || comparison == .greaterOrEqual
-        case .stageLatency: return false
+        case .stageCount, .customStageCount: return comparison == .greater || comparison == .greaterOrEqual
+        case .stageLatency, .customStageLatency: return false
         }
     }
 
@@ -116,6 +136,11 @@ public struct Threshold: Sendable, Equatable, Codable {
             return percentile.map { summary.percentileMicroseconds($0) } ?? Double(summary.maxMicroseconds)
         case .stageCount(let stage):
             return Double(figures.stages.count(stage))
+        case .customStageLatency(let stage, let percentile):
+            guard let summary = figures.custom.summary(stage: stage) else { return nil }
+            return percentile.map { summary.percentileMicroseconds($0) } ?? Double(summary.maxMicroseconds)
+        case .customStageCount(let stage):
+            return Double(figures.custom.stages[stage]?.totalCount ?? 0)
         case .figure(let name):
             return figures.value(of: name)
         }

@@ -155,8 +155,13 @@ public struct EncodedEventFold: Sendable {
         let product = try readString(&reader)
         let quantity = try reader.readInt()
         let username = try reader.readBool() ? try readString(&reader) : nil
-        let data: [UInt8]? = try reader.readBool() ? try reader.readBytes() : nil
-        return Payment(productIdentifier: product, quantity: quantity, applicationUsername: username, requestData: data)
+        // The flags byte of `EventCodec.writePayment`: bit 0, request data follows; bit 1, Ask to Buy.
+        let flags = try reader.readByte()
+        guard flags <= 3 else { throw reader.failure("expected a payment's flags (0 to 3), found \(flags)") }
+        let data: [UInt8]? = flags & 1 != 0 ? try reader.readBytes() : nil
+        var payment = Payment(productIdentifier: product, quantity: quantity, applicationUsername: username, requestData: data)
+        payment.simulatesAskToBuyInSandbox = flags & 2 != 0
+        return payment
     }
 
     private mutating func readContents(_ reader: inout BinaryReader) throws(DecodingFailure) -> [HostedContent] {

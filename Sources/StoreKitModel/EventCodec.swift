@@ -514,11 +514,10 @@ public enum EventCodec {
         writer.write(payment.productIdentifier)
         writer.write(payment.quantity)
         writer.write(optional: payment.applicationUsername)
-        if let data = payment.requestData {
-            writer.write(true); writer.write(data)
-        } else {
-            writer.write(false)
-        }
+        // One flags byte: bit 0, request data follows; bit 1, Ask to Buy. A payment without Ask to Buy
+        // writes 0 or 1, the boolean logs have always held.
+        writer.write(UInt8((payment.requestData == nil ? 0 : 1) | (payment.simulatesAskToBuyInSandbox ? 2 : 0)))
+        if let data = payment.requestData { writer.write(data) }
     }
 
     /// A payment as tag 8 or 7 carries it, then, when it has a discount (tags 36 and 30, F-O5), the
@@ -541,8 +540,12 @@ public enum EventCodec {
         let product = try reader.readString()
         let quantity = try reader.readInt()
         let username = try reader.readOptionalString()
-        let data: [UInt8]? = try reader.readBool() ? try reader.readBytes() : nil
-        return Payment(productIdentifier: product, quantity: quantity, applicationUsername: username, requestData: data)
+        let flags = try reader.readByte()
+        guard flags <= 3 else { throw reader.failure("expected a payment's flags (0 to 3), found \(flags)") }
+        let data: [UInt8]? = flags & 1 != 0 ? try reader.readBytes() : nil
+        var payment = Payment(productIdentifier: product, quantity: quantity, applicationUsername: username, requestData: data)
+        payment.simulatesAskToBuyInSandbox = flags & 2 != 0
+        return payment
     }
 
     private static func writeError(_ error: StoreError, into writer: inout BinaryWriter) {

@@ -8,6 +8,9 @@ public struct Payment: Sendable, Hashable {
     public var applicationUsername: String?
     /// Opaque bytes the app may attach; the simulator carries them unchanged.
     public var requestData: [UInt8]?
+    /// `SKMutablePayment.simulatesAskToBuyInSandbox`: the store defers this purchase for a parent's
+    /// approval (Ask to Buy, F-S1) whatever its own chances, then approves or declines it.
+    public var simulatesAskToBuyInSandbox = false
     /// A promotional offer to buy at, signed by the developer (`SKPayment.paymentDiscount`, F-O5);
     /// only for auto-renewable subscriptions. Carried on the payment as added; a purchase's
     /// original transaction (restores, renewals, receipts) keeps the payment without it.

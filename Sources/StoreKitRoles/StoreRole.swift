@@ -492,7 +492,7 @@ public final class StoreRole: Role {
             return effects.append(.send(.decidePurchase(key, .failed(failure))))
         }
         if isInterrupted() { return effects.append(contentsOf: interrupt(key, payment)) }
-        if catalog.testSettings.askToBuyEnabled == true {
+        if catalog.testSettings.askToBuyEnabled == true || payment.simulatesAskToBuyInSandbox {
             effects.append(.send(.decidePurchase(key, .deferred)))
             effects.append(.timer(afterNanoseconds: behavior.approvalLatency.sampleNanoseconds(choices), .approveDeferred(key)))
             return

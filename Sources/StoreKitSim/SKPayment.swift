@@ -20,6 +20,7 @@ open class SKPayment: NSObject, NSCopying, NSMutableCopying, @unchecked Sendable
         storedQuantity = payment.quantity
         storedApplicationUsername = payment.applicationUsername
         storedRequestData = payment.requestData.map { Data($0) }
+        storedSimulatesAskToBuy = payment.simulatesAskToBuyInSandbox
         storedDiscount = payment.discount.map(SKPaymentDiscount.init)
     }
 
@@ -44,8 +45,11 @@ open class SKPayment: NSObject, NSCopying, NSMutableCopying, @unchecked Sendable
 
     /// The payment as the simulator's queue takes it.
     var payment: Payment {
-        Payment(productIdentifier: storedProductIdentifier, quantity: storedQuantity, applicationUsername: storedApplicationUsername,
-                requestData: storedRequestData.map { [UInt8]($0) }, discount: storedDiscount?.discount)
+        var payment = Payment(productIdentifier: storedProductIdentifier, quantity: storedQuantity, applicationUsername: storedApplicationUsername,
+                              requestData: storedRequestData.map { [UInt8]($0) }, discount: storedDiscount?.discount)
+        // The store defers it for a parent's approval (F-S1), as the sandbox does.
+        payment.simulatesAskToBuyInSandbox = storedSimulatesAskToBuy
+        return payment
     }
 }
 

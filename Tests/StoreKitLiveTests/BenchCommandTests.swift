@@ -63,6 +63,20 @@ import Testing
         #expect(refused.status != 0 && refused.error.contains("--queue-cores 0.0 is out of range"), "\(refused.error)")
     }
 
+    @Test("bench load --drivers 1,2 runs the same load with one and with two drivers and emits driverScaling, their CPU per lifecycle")
+    func loadDriverScaling() throws {
+        let object = try Self.object(["bench", "load", "--durations", "1s", "--rate", "200", "--devices", "20", "--baseline-seconds", "0.5",
+                                      "--drivers", "1,2"])
+        let runs = try #require(object["runs"] as? [[String: Any]])
+        #expect(runs.compactMap { $0["drivers"] as? Int } == [1, 2])
+        #expect(runs.allSatisfy { ($0["started"] as? Int ?? 0) == 200 })
+        let scaling = try #require(object["driverScaling"] as? [[String: Any]])
+        #expect(scaling.compactMap { $0["drivers"] as? Int } == [1, 2])
+        #expect(scaling.allSatisfy { ($0["driverMicrosecondsPerLifecycle"] as? Double ?? 0) > 0 })
+        let refused = try CommandLineTests.sksim(["bench", "load", "--drivers", "0", "--no-results"])
+        #expect(refused.status != 0 && refused.error.contains("--drivers '0'"), "\(refused.error)")
+    }
+
     @Test("bench simulate emits events/s beside its baseline and its ceiling")
     func simulate() throws {
         let object = try Self.object(["bench", "simulate", "--runs", "1", "--devices", "3"])

@@ -56,6 +56,25 @@ import Testing
         }
     }
 
+    @Test("An Ask to Buy payment (simulatesAskToBuyInSandbox) round-trips, with and without request data; a plain one writes the flags byte logs always held (F-S1)")
+    func askToBuyPaymentRoundTrip() throws {
+        for data in [nil, [UInt8]([9, 8])] {
+            var payment = Payment(productIdentifier: "p", requestData: data)
+            payment.simulatesAskToBuyInSandbox = true
+            let decoded = try EventCodec.decodeEvent(EventCodec.encode(.transactionAdded(Self.key, payment), commandID: nil))
+            #expect(decoded.event == .transactionAdded(Self.key, payment))
+            let command = try EventCodec.decodeCommand(EventCodec.encode(Command(id: CommandID(origin: "o", number: 1), body: .addPayment(device: "d", payment: payment))))
+            #expect(command.body == .addPayment(device: "d", payment: payment))
+        }
+        let plain = EventCodec.encode(.transactionAdded(Self.key, Payment(productIdentifier: "p")), commandID: nil)
+        var asking = Payment(productIdentifier: "p")
+        asking.simulatesAskToBuyInSandbox = true
+        let flagged = EventCodec.encode(.transactionAdded(Self.key, asking), commandID: nil)
+        // The same bytes but the flags byte, the last one: 0 (no request data) against 2 (Ask to Buy).
+        #expect(plain.dropLast() == flagged.dropLast())
+        #expect(plain.last == 0 && flagged.last == 2)
+    }
+
     static let everyCommand: [CommandBody] = [
         .registerDevice(device: "d", account: "a"), .launchApp(device: "d"), .terminateApp(device: "d"),
         .attachObserver(device: "d", observer: "o"), .detachObserver(device: "d", observer: "o"),
