@@ -111,7 +111,7 @@ import Testing
             """#.utf8), source: "c.json")
         }
         #expect(coins.keyPath == "products[0].introductoryOffer", "\(coins)")
-        #expect(coins.description.contains("only auto-renewable subscriptions have one"))
+        #expect(coins.reason == .invalidValue)
         let mode = try CatalogTestFixtures.catalogError {
             try Catalog.parseNativeCatalog(Data(#"""
             {"format": "sksim-catalog", "version": 2, "products": [{"identifier": "p", "kind": "autoRenewableSubscription", "displayPrice": "1",

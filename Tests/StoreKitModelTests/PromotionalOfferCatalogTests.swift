@@ -117,14 +117,14 @@ import Testing
         }
         let weekly = #"{"identifier": "w", "kind": "autoRenewableSubscription", "displayPrice": "1", "subscriptionGroup": "g", "subscriptionPeriod": "P1W", "#
         let old = try error(2, weekly + #""promotionalOffers": [{"identifier": "a", "paymentMode": "free", "subscriptionPeriod": "P1W"}]}"#)
-        #expect(old.keyPath == "products[0].promotionalOffers" && old.description.contains("version 2 does not have"), "\(old)")
+        #expect(old.keyPath == "products[0].promotionalOffers" && old.reason == .invalidValue, "\(old)")
         let duplicate = try error(3, weekly + #""promotionalOffers": [{"identifier": "a", "paymentMode": "free", "subscriptionPeriod": "P1W"}, {"identifier": "a", "paymentMode": "free", "subscriptionPeriod": "P2W"}]}"#)
-        #expect(duplicate.keyPath == "products[0].promotionalOffers[1]" && duplicate.description.contains("already used at products[0].promotionalOffers[0]"), "\(duplicate)")
+        #expect(duplicate.keyPath == "products[0].promotionalOffers[1]" && duplicate.reason == .invalidValue, "\(duplicate)")
         let missing = try error(3, weekly + #""promotionalOffers": [{"paymentMode": "free", "subscriptionPeriod": "P1W"}]}"#)
         #expect(missing.keyPath == "products[0].promotionalOffers[0].identifier", "\(missing)")
         let coins = try error(3, #"{"identifier": "c", "kind": "consumable", "displayPrice": "1", "promotionalOffers": [{"identifier": "a", "paymentMode": "free", "subscriptionPeriod": "P1W"}]}"#)
-        #expect(coins.keyPath == "products[0].promotionalOffers[0]" && coins.description.contains("with a promotional offer"), "\(coins)")
+        #expect(coins.keyPath == "products[0].promotionalOffers[0]" && coins.reason == .invalidValue, "\(coins)")
         let future = try error(4, weekly + "}")
-        #expect(future.description.contains("reads versions 1 to 3"), "\(future)")
+        #expect(future.reason == .unsupportedVersion && future.keyPath == "version", "\(future)")
     }
 }
