@@ -106,13 +106,20 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "sksim", dependencies: ["SKSimCommands", .product(name: "Logging", package: "swift-log")]),
+        // `sksim bench`: the benchmarks and their harnesses, each beside a baseline. No product module depends on it.
+        .target(name: "Benchmarks", dependencies: [
+            "SKSimCommands", "StoreKitLive", "StoreKitLoad", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "sksim", dependencies: ["SKSimCommands", "Benchmarks", .product(name: "Logging", package: "swift-log")]),
         // A team's load driver: behaviour and app over `sksim driver` (docs/load-testing.md, "Your own driver").
         .target(name: "StoreKitLoadKit", dependencies: ["StoreKitLoad", "StoreKitSim", "SKSimCommands"]),
         // The example driver, built here too so that LoadTests runs `sksim load --driver` with it.
         .executableTarget(name: "shop-load-driver", dependencies: ["StoreKitLoadKit"], path: "Examples/LoadDriver/Sources/shop-load-driver"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
+        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "EventLog"]),
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"],
                     exclude: ["Golden", "Fixtures"]),
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
@@ -122,7 +129,7 @@ let package = Package(
         .testTarget(name: "LoadTests", dependencies: ["StoreKitTestKit", "StoreKitTestSupport", "StoreKitLoad", "StoreKitLive", "StoreKitModel", "SKSimCommands", "ZeroMQ",
                                                      .product(name: "Histogram", package: "hdrhistogram-swift"),
                                                      .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "StoreKitTestSupport", "EventLog", "SKSimCommands"]),
+        .testTarget(name: "StoreKitRolesTests", dependencies: ["StoreKitRoles", "StoreKitModel", "StoreKitSimulation", "StoreKitRuntime", "StoreKitTestKit", "StoreKitTestSupport", "EventLog", "SKSimCommands", "Benchmarks"]),
         .testTarget(name: "AppStoreServerTests", dependencies: ["AppStoreServer", "StoreKitTestKit", "StoreKitTestSupport", "StoreKitLive", "StoreKitRuntime", "StoreKitModel", "SKSimCommands",
                                                             .product(name: "X509", package: "swift-certificates"),
                                                             .product(name: "JWTKit", package: "jwt-kit")]),

@@ -344,7 +344,7 @@ public struct AppStoreLedger: Sendable {
         var ledger = AppStoreLedger()
         if through != .max {
             guard names.count == 1 else {
-                throw LogSelectionError("a sequence number names a record of one partition, and \(logDirectory.path) has \(names.count) (\(names.joined(separator: ", ")))")
+                throw LogSelectionError("a sequence number names a record of one partition, and \(logDirectory.path) has \(names.count) (\(names.joined(separator: ", ")))", code: .severalPartitions)
             }
             let reader = try PartitionReader(directory: logDirectory, partition: names[0])
             try reader.forEachRecord(from: 1, through: through) { view in

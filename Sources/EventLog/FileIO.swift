@@ -6,7 +6,7 @@ import Darwin
 import CChecksum
 
 /// Thin checked wrappers over POSIX file calls, turning errno into `LogError` naming the file.
-enum FileIO {
+package enum FileIO {
     static func failure(_ operation: String, _ path: String, errorNumber: Int32 = errno) -> LogError {
         let reason = String(cString: strerror(errorNumber))
         return LogError(
@@ -14,7 +14,7 @@ enum FileIO {
             remedy: "Check that the path exists, is writable and the disk is not full")
     }
 
-    static func open(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(LogError) -> Int32 {
+    package static func open(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(LogError) -> Int32 {
         while true {
             let descriptor = Glibc.open(path, flags | O_CLOEXEC, mode)
             if descriptor >= 0 { return descriptor }
@@ -24,12 +24,12 @@ enum FileIO {
         }
     }
 
-    static func close(_ descriptor: Int32) {
+    package static func close(_ descriptor: Int32) {
         _ = Glibc.close(descriptor)
     }
 
     /// Writes all bytes at `offset`, retrying short writes and EINTR.
-    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64, path: String) throws(LogError) {
+    package static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64, path: String) throws(LogError) {
         guard var pointer = bytes.baseAddress else { return }
         var remaining = bytes.count
         var position = off_t(offset)
@@ -45,7 +45,7 @@ enum FileIO {
         }
     }
 
-    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], at offset: UInt64, path: String) throws(LogError) {
+    package static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], at offset: UInt64, path: String) throws(LogError) {
         let result = bytes.withUnsafeBytes { buffer in
             Result { () throws(LogError) in try writeAll(descriptor, buffer, at: offset, path: path) }
         }
@@ -53,7 +53,7 @@ enum FileIO {
     }
 
     /// Reads up to `buffer.count` bytes at `offset`; returns fewer only at end of file.
-    static func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: String) throws(LogError) -> Int {
+    package static func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: String) throws(LogError) -> Int {
         guard let base = buffer.baseAddress else { return 0 }
         var total = 0
         while total < buffer.count {
@@ -76,7 +76,7 @@ enum FileIO {
     }
 
     /// fdatasync where available: the data and the metadata needed to read it back (the size), not times.
-    static func synchronizeData(_ descriptor: Int32, path: String) throws(LogError) {
+    package static func synchronizeData(_ descriptor: Int32, path: String) throws(LogError) {
         #if os(Linux)
         while fdatasync(descriptor) != 0 {
             if errno == EINTR { continue }
@@ -94,7 +94,7 @@ enum FileIO {
         try synchronize(descriptor, path: path)
     }
 
-    static func size(_ descriptor: Int32, path: String) throws(LogError) -> UInt64 {
+    package static func size(_ descriptor: Int32, path: String) throws(LogError) -> UInt64 {
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { throw failure("fstat", path) }
         return UInt64(status.st_size)
@@ -109,7 +109,7 @@ enum FileIO {
 
     /// Reserves `length` bytes of disk space from `offset` without changing the file's size
     /// (fallocate with FALLOC_FL_KEEP_SIZE); false where that is not possible.
-    static func reserve(_ descriptor: Int32, from offset: UInt64, length: UInt64) -> Bool {
+    package static func reserve(_ descriptor: Int32, from offset: UInt64, length: UInt64) -> Bool {
         sksim_reserve_space(descriptor, offset, length) == 0
     }
 

@@ -1,11 +1,13 @@
 /// Fixed-size log-linear histogram of nanosecond durations (16 sub-buckets per power of two, ~6% precision),
 /// so latency percentiles over millions of samples need constant memory.
-struct LatencyHistogram {
+package struct LatencyHistogram {
     private var counts = [UInt64](repeating: 0, count: 64 * 16)
     private(set) var sampleCount: UInt64 = 0
     private(set) var maximumNanoseconds: UInt64 = 0
 
-    mutating func record(_ nanoseconds: UInt64) {
+    package init() {}
+
+    package mutating func record(_ nanoseconds: UInt64) {
         counts[Self.bucket(nanoseconds)] += 1
         sampleCount += 1
         maximumNanoseconds = max(maximumNanoseconds, nanoseconds)
@@ -38,7 +40,7 @@ struct LatencyHistogram {
         return maximumNanoseconds
     }
 
-    var summary: LatencySummary {
+    package var summary: LatencySummary {
         LatencySummary(
             samples: sampleCount, p50Microseconds: Double(percentileNanoseconds(0.50)) / 1000,
             p99Microseconds: Double(percentileNanoseconds(0.99)) / 1000, maximumMicroseconds: Double(maximumNanoseconds) / 1000)

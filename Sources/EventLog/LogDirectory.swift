@@ -15,25 +15,25 @@ public enum LogDirectory {
         return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
     }
 
-    static func partitionPath(_ directory: URL, _ partition: String) -> String {
+    package static func partitionPath(_ directory: URL, _ partition: String) -> String {
         directory.path + "/" + partition
     }
 
-    struct SegmentEntry: Equatable {
+    package struct SegmentEntry: Equatable {
         var baseSequence: UInt64
-        var segmentPath: String
+        package var segmentPath: String
         var indexPath: String
     }
 
-    struct Listing {
-        var segments: [SegmentEntry]
+    package struct Listing {
+        package var segments: [SegmentEntry]
         /// Files ending in ".segment" whose names are not 20 digits.
         var badNames: [String]
     }
 
     /// Segments of a partition sorted by base sequence. Leftover "*.tmp" files (interrupted index or segment
     /// creation) are ignored; unknown other files are ignored too.
-    static func listSegments(partitionPath: String) throws(LogError) -> Listing {
+    package static func listSegments(partitionPath: String) throws(LogError) -> Listing {
         var listing = Listing(segments: [], badNames: [])
         for name in try FileIO.directoryEntries(partitionPath) where name.hasSuffix(SegmentFormat.segmentSuffix) {
             if let base = SegmentFormat.baseSequence(fromSegmentFileName: name) {

@@ -1,20 +1,20 @@
 /// On-disk constants and header encoding (see docs/log-format.md).
-enum SegmentFormat {
+package enum SegmentFormat {
     static let magic: [UInt8] = Array("SKSIMLOG".utf8)
     static let version: UInt16 = 2
     /// Fixed part of the segment header before the partition name.
     static let fixedHeaderBytes = 24
     /// crc (u32) + length word (u32) + sequence (u64) + timestamp (i64).
-    static let recordHeaderBytes = 24
+    package static let recordHeaderBytes = 24
     /// The CRC covers everything after itself: length word, sequence, timestamp, payload. Covering the length
     /// word means a flipped length bit fails the CRC instead of passing for a torn tail.
     static let checksumCoverageOffset = 4
     /// Length word bit 31: more records of this atomic unit follow.
     static let moreInUnitFlag: UInt32 = 1 << 31
     /// Length word bit 30: this record is the seal that ends a sealed segment (no payload, no sequence of its own).
-    static let sealFlag: UInt32 = 1 << 30
+    package static let sealFlag: UInt32 = 1 << 30
     /// Length word bits 0...29: payload length.
-    static let payloadLengthMask: UInt32 = (1 << 30) - 1
+    package static let payloadLengthMask: UInt32 = (1 << 30) - 1
     /// A seal is a record header with no payload.
     static let sealBytes = recordHeaderBytes
     /// Hard ceiling for any segment's payload limit, so a damaged header cannot demand a huge buffer.
@@ -23,7 +23,7 @@ enum SegmentFormat {
     static let indexSuffix = ".index"
     static let sequenceDigits = 20
 
-    static func headerBytes(partitionNameLength: Int) -> Int { fixedHeaderBytes + partitionNameLength + 4 }
+    package static func headerBytes(partitionNameLength: Int) -> Int { fixedHeaderBytes + partitionNameLength + 4 }
 
     static func encodeHeader(partition: String, baseSequence: UInt64, maximumPayloadBytes: UInt32) -> [UInt8] {
         let name = Array(partition.utf8)

@@ -8,10 +8,10 @@ import Darwin
 ///
 /// Used instead of actors so the append hot path costs one uncontended lock, and so
 /// waits can be bounded by deadlines.
-final class MonitorLock: @unchecked Sendable {
+package final class MonitorLock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
-    init() {
+    package init() {
         pthread_mutex_init(mutex, nil)
     }
 
@@ -20,8 +20,8 @@ final class MonitorLock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
+    package func lock() { pthread_mutex_lock(mutex) }
+    package func unlock() { pthread_mutex_unlock(mutex) }
 
     func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
         lock()
@@ -30,11 +30,11 @@ final class MonitorLock: @unchecked Sendable {
     }
 
     /// A condition variable bound to this lock.
-    final class Condition: @unchecked Sendable {
+    package final class Condition: @unchecked Sendable {
         private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
         private let owner: MonitorLock
 
-        init(_ owner: MonitorLock) {
+        package init(_ owner: MonitorLock) {
             self.owner = owner
             var attributes = pthread_condattr_t()
             pthread_condattr_init(&attributes)
@@ -51,19 +51,19 @@ final class MonitorLock: @unchecked Sendable {
         }
 
         /// Waits (lock held) until signalled or the monotonic deadline passes; spurious wake-ups possible.
-        func wait(untilMonotonicNanoseconds deadline: UInt64) {
+        package func wait(untilMonotonicNanoseconds deadline: UInt64) {
             var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
             pthread_cond_timedwait(condition, owner.mutex, &time)
         }
 
         func signal() { pthread_cond_signal(condition) }
-        func broadcast() { pthread_cond_broadcast(condition) }
+        package func broadcast() { pthread_cond_broadcast(condition) }
     }
 }
 
 /// Monotonic time in nanoseconds (CLOCK_MONOTONIC); only for deadlines and measurements, never written to the log.
 @usableFromInline
-func monotonicNanoseconds() -> UInt64 {
+package func monotonicNanoseconds() -> UInt64 {
     var time = timespec()
     clock_gettime(CLOCK_MONOTONIC, &time)
     return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)

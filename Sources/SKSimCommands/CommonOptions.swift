@@ -35,7 +35,10 @@ func chooseSeed(_ requested: UInt64?) -> UInt64 {
     requested ?? UInt64.random(in: 1...UInt64(Int64.max))
 }
 
-func printLine(_ text: String) {
+/// Most worker threads `--jobs` accepts (`explore`, `bench explore`).
+package let maximumWorkerThreads = 1_024
+
+package func printLine(_ text: String) {
     writeStandardOutput(text + "\n")
 }
 
@@ -52,7 +55,7 @@ func writeStandardOutput(_ text: String) {
 
 /// Writes to standard error; a failed write is dropped, since there is nowhere left to report it (a role
 /// whose log file is on a full disk still exits with its own status, not Foundation's trap).
-func printError(_ text: String) {
+package func printError(_ text: String) {
     writeStandardError(text + "\n")
 }
 

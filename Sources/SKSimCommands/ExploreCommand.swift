@@ -74,8 +74,7 @@ struct ExploreCommand: AsyncParsableCommand {
         if !result.violations.isEmpty { throw ExitCode(1) }
     }
 
-    /// Most worker threads `--jobs` accepts.
-    static let maximumJobs = 1_024
+    static let maximumJobs = maximumWorkerThreads
 
     static func json(_ result: ExplorationReport, seed: UInt64, files: [(trace: String, mermaid: String, reproduce: String)]) -> JSONValue {
         .object([

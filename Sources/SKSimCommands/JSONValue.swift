@@ -65,7 +65,9 @@ public indirect enum JSONValue: Sendable, Equatable {
 }
 
 extension JSONValue {
-    static func int(_ value: Int) -> JSONValue { .int(Int64(value)) }
-    static func int(_ value: UInt64) -> JSONValue { .int(Int64(clamping: value)) }
-    static func optional(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+    package static func int(_ value: Int) -> JSONValue { .int(Int64(value)) }
+    package static func int(_ value: UInt64) -> JSONValue { .int(Int64(clamping: value)) }
+    package static func optional(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+    /// Nanoseconds as microseconds with one decimal.
+    package static func microseconds(_ nanoseconds: Int64) -> JSONValue { .double((Double(nanoseconds) / 100).rounded() / 10) }
 }

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import StoreKitModel
 import StoreKitRoles
@@ -20,10 +21,10 @@ public enum RegisteredApps {
     public static func register(_ apps: [String: SimulatedApp]) throws {
         for name in apps.keys.sorted() {
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
-                throw RegistrationError("app name '\(name)' must be letters, digits, '-', '_' or '.'")
+                throw RegistrationError("app name '\(name)' must be letters, digits, '-', '_' or '.'", code: .invalidName)
             }
             guard ObserverBehavior(rawValue: name) == nil else {
-                throw RegistrationError("app name '\(name)' is a built-in observer behaviour's; register the app under another name")
+                throw RegistrationError("app name '\(name)' is a built-in observer behaviour's; register the app under another name", code: .builtInName)
             }
         }
         table.lock.withLock { table.apps = apps }
@@ -54,8 +55,20 @@ public enum RegisteredApps {
     }
 
     public struct RegistrationError: Error, CustomStringConvertible {
+        /// Why the name cannot be registered.
+        public enum Code: String, Sendable, Hashable, CaseIterable {
+            /// Characters other than letters, digits, '-', '_' or '.', or no characters.
+            case invalidName
+            /// The name of a built-in observer behaviour.
+            case builtInName
+        }
+
+        public var code: Code
         public var description: String
-        init(_ description: String) { self.description = description }
+        init(_ description: String, code: Code) {
+            self.description = description
+            self.code = code
+        }
     }
 }
 
@@ -98,4 +111,21 @@ func observersHelp(default defaultText: String?) -> String {
     "Observers per device, comma-separated" + (defaultText.map { " (default: \($0))" } ?? "") + ": "
         + ObserverBehavior.allCases.map { "\($0.rawValue): \($0.summary)" }.joined(separator: "; ")
         + "; or the name of one app the executable registers (SKSim.main(apps:)), which runs alone."
+}
+
+/// The subcommands an executable adds to `sksim` (`SKSim.main(apps:commands:)`). Written once, before
+/// the command line is parsed.
+public enum RegisteredCommands {
+    private final class Table: @unchecked Sendable {
+        let lock = NSLock()
+        var commands: [any ParsableCommand.Type] = []
+    }
+
+    private static let table = Table()
+
+    public static func register(_ commands: [any ParsableCommand.Type]) {
+        table.lock.withLock { table.commands = commands }
+    }
+
+    public static var commands: [any ParsableCommand.Type] { table.lock.withLock { table.commands } }
 }

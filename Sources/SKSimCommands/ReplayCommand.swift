@@ -195,7 +195,7 @@ struct ReplayCommand: AsyncParsableCommand {
         return selected
     }
 
-    static func microseconds(_ nanoseconds: Int64) -> JSONValue { .double((Double(nanoseconds) / 100).rounded() / 10) }
+    static func microseconds(_ nanoseconds: Int64) -> JSONValue { JSONValue.microseconds(nanoseconds) }
 
     static func json(_ result: ReplayResult, recording: Recording, logDirectory: URL?, speed: Double?, extra: [(String, JSONValue)] = []) -> JSONValue {
         let first: JSONValue = result.firstDivergence.map { divergence in

@@ -15,7 +15,7 @@ func loadTopology(_ path: String?, seed: UInt64? = nil, devices: Int? = nil) thr
 }
 
 /// The path of this very executable, so `run` can start its children from it.
-func currentExecutable() -> URL {
+package func currentExecutable() -> URL {
     if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return URL(fileURLWithPath: path) }
     return URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
 }

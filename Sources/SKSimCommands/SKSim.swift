@@ -8,20 +8,23 @@ import StoreKitSim
 
 /// The `sksim` command line. Lives in a library so tests can call `SKSim.parseAsRoot([...])`.
 public struct SKSim: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(
-        commandName: "sksim",
-        abstract: "StoreKitSim: an event-sourced simulation of StoreKit's payment queue.",
-        discussion: """
-            Exit status of every command: 0 success; 1 the check it made failed (an invariant violated, a \
-            damaged log, a divergence); 2 it could not do what was asked (bad input, a file that cannot be \
-            read, a process that failed); 64 a command-line usage error. `sksim run` adds 3 (stopped at \
-            --duration with work pending) and 130 (interrupted). See docs/cli.md.
-            """,
-        version: sksimVersion,
-        subcommands: [RunCommand.self, SimulateCommand.self, ReplayCommand.self, ExploreCommand.self, LoadCommand.self, DriverCommand.self, TopologyCommand.self, CatalogCommand.self, LogCommand.self, BenchCommand.self,
-                      QueueCommand.self, RoleCommand<StoreKind>.self, RoleCommand<DownloaderKind>.self,
-                      RoleCommand<ObserverKind>.self, KeysCommand.self, AppStoreServerCommand.self,
-                      AppStoreServerRoleCommand.self])
+    public static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: "sksim",
+            abstract: "StoreKitSim: an event-sourced simulation of StoreKit's payment queue.",
+            discussion: """
+                Exit status of every command: 0 success; 1 the check it made failed (an invariant violated, a \
+                damaged log, a divergence); 2 it could not do what was asked (bad input, a file that cannot be \
+                read, a process that failed); 64 a command-line usage error. `sksim run` adds 3 (stopped at \
+                --duration with work pending) and 130 (interrupted). See docs/cli.md.
+                """,
+            version: sksimVersion,
+            subcommands: [RunCommand.self, SimulateCommand.self, ReplayCommand.self, ExploreCommand.self, LoadCommand.self, DriverCommand.self, TopologyCommand.self, CatalogCommand.self, LogCommand.self]
+                          + RegisteredCommands.commands
+                          + [QueueCommand.self, RoleCommand<StoreKind>.self, RoleCommand<DownloaderKind>.self,
+                             RoleCommand<ObserverKind>.self, KeysCommand.self, AppStoreServerCommand.self,
+                             AppStoreServerRoleCommand.self])
+    }
 
     public init() {}
 
@@ -29,7 +32,9 @@ public struct SKSim: AsyncParsableCommand {
     /// own code on every simulated device (`RegisteredApps`). A team's executable calls this from its
     /// `@main`, so its `simulate`, `explore`, `replay`, `run` and `load`, and the processes they start
     /// (this same executable), know its app. Sets up logging (`--quiet`, `--verbose`, `SKSIM_LOG_LEVEL`).
-    public static func main(apps: [String: SimulatedApp]) async -> Never {
+    /// `commands` are further subcommands, listed after `log` (the `sksim` executable adds `bench`,
+    /// from the Benchmarks module, which no product module depends on).
+    public static func main(apps: [String: SimulatedApp], commands: [any ParsableCommand.Type] = []) async -> Never {
         let arguments = Array(CommandLine.arguments.dropFirst())
         let (level, warning) = logLevel(arguments: arguments, environment: ProcessInfo.processInfo.environment)
         if let warning { printError(warning) }
@@ -38,6 +43,7 @@ public struct SKSim: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
+        RegisteredCommands.register(commands)
         do {
             try RegisteredApps.register(apps)
         } catch {
@@ -78,10 +84,10 @@ public struct SKSim: AsyncParsableCommand {
 
 /// A failure with a message that says what was wrong and what to do; exits with its status
 /// (2 by default: the command could not do what was asked) and no stack trace.
-struct UserFacingError: Error, CustomStringConvertible {
-    var description: String
-    var exitStatus: Int32
-    init(_ description: String, exitStatus: Int32 = 2) {
+package struct UserFacingError: Error, CustomStringConvertible {
+    package var description: String
+    package var exitStatus: Int32
+    package init(_ description: String, exitStatus: Int32 = 2) {
         self.description = description
         self.exitStatus = exitStatus
     }

@@ -122,7 +122,7 @@ struct SimulateCommand: AsyncParsableCommand {
     }
 }
 
-func parseObservers(_ list: String) throws -> [ObserverBehavior] {
+package func parseObservers(_ list: String) throws -> [ObserverBehavior] {
     try list.split(separator: ",").map { name in
         guard let behavior = ObserverBehavior(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
             throw UserFacingError("unknown observer behaviour '\(name)'; use one of \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", "))")

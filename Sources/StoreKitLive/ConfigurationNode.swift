@@ -3,14 +3,48 @@ import Yams
 
 /// A problem in a topology file: the file, the key path, what was expected, what was found.
 public struct TopologyError: Error, Sendable, CustomStringConvertible {
+    /// What kind of problem, for code (and tests) that tell problems apart; the description is for people.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// The file is missing, a directory, or not UTF-8 text.
+        case unreadableFile
+        /// Not YAML this parser accepts (syntax, nesting, alias expansion, complex keys).
+        case malformedYAML
+        /// A key the format does not define at that place.
+        case unknownKey
+        /// A required key is absent.
+        case missingKey
+        /// A value of the wrong kind (a list where a mapping belongs, text where a number belongs).
+        case wrongType
+        /// A number outside its allowed range.
+        case outOfRange
+        /// A name that refers to nothing in the topology (a process, a role).
+        case unknownName
+        /// Two things claim what only one may have: a name, a partition, an endpoint, a device.
+        case conflict
+        /// A key given to a role that does not use it, or a role missing what it needs.
+        case wrongRole
+        /// tcp:// beyond loopback without CURVE and without `insecure: true`.
+        case insecureEndpoint
+        /// A CURVE key or key file that is missing, malformed or does not match.
+        case curveKey
+        /// This host's client key is not among the allowed client keys.
+        case clientKeyNotAllowed
+        /// The scenario or catalog the topology names is not valid.
+        case scenario
+        /// Any other value that is not acceptable.
+        case invalidValue
+    }
+
+    public var code: Code
     public var file: String
     public var keyPath: String
     public var problem: String
 
-    public init(file: String, keyPath: String, problem: String) {
+    public init(file: String, keyPath: String, problem: String, code: Code = .invalidValue) {
         self.file = file
         self.keyPath = keyPath
         self.problem = problem
+        self.code = code
     }
 
     public var description: String {
@@ -36,7 +70,7 @@ struct ConfigurationNode {
 
     static func parse(_ text: String, file: String) throws(TopologyError) -> ConfigurationNode {
         guard nestingBound(text) <= maximumNesting else {
-            throw TopologyError(file: file, keyPath: "", problem: "nests lists or mappings more than \(maximumNesting) levels deep; a topology needs a few levels, check that this is the right file")
+            throw TopologyError(file: file, keyPath: "", problem: "nests lists or mappings more than \(maximumNesting) levels deep; a topology needs a few levels, check that this is the right file", code: .malformedYAML)
         }
         let root: Node?
         do {
@@ -44,17 +78,17 @@ struct ConfigurationNode {
         } catch {
             // libyaml's messages span lines (a caret under the quoted line): keep the error one line.
             let message = "\(error)".split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
-            throw TopologyError(file: file, keyPath: "", problem: "not valid YAML (\(message))")
+            throw TopologyError(file: file, keyPath: "", problem: "not valid YAML (\(message))", code: .malformedYAML)
         }
         var budget = maximumValues
         guard let root else { return ConfigurationNode(value: nil, keyPath: "", file: file) }
         guard fits(root, within: &budget) else {
-            throw TopologyError(file: file, keyPath: "", problem: "expands to more than \(maximumValues) values through YAML aliases (*name); write the values out instead of aliasing aliases")
+            throw TopologyError(file: file, keyPath: "", problem: "expands to more than \(maximumValues) values through YAML aliases (*name); write the values out instead of aliasing aliases", code: .malformedYAML)
         }
         // Yams's conversion to dictionaries force-unwraps every key as text: a list or mapping as a key
         // (`{}: x`, `? [a]`) crashed it (found by Fuzz/FuzzTopology).
         if let key = firstNonScalarKey(root) {
-            throw TopologyError(file: file, keyPath: "", problem: "has a list or mapping as a key\(key.mark.map { " at line \($0.line)" } ?? ""); keys are plain names such as scenario or processes")
+            throw TopologyError(file: file, keyPath: "", problem: "has a list or mapping as a key\(key.mark.map { " at line \($0.line)" } ?? ""); keys are plain names such as scenario or processes", code: .malformedYAML)
         }
         return ConfigurationNode(value: root.any, keyPath: "", file: file)
     }
@@ -143,7 +177,9 @@ struct ConfigurationNode {
         return deepest
     }
 
-    func error(_ problem: String) -> TopologyError { TopologyError(file: file, keyPath: keyPath, problem: problem) }
+    func error(_ problem: String, code: TopologyError.Code = .invalidValue) -> TopologyError {
+        TopologyError(file: file, keyPath: keyPath, problem: problem, code: code)
+    }
 
     private func child(_ key: String, _ value: Any?) -> ConfigurationNode {
         ConfigurationNode(value: value, keyPath: keyPath.isEmpty ? key : "\(keyPath).\(key)", file: file)
@@ -153,12 +189,12 @@ struct ConfigurationNode {
 
     func mapping(allowedKeys: Set<String>) throws(TopologyError) -> [String: ConfigurationNode] {
         guard let dictionary = value as? [String: Any] else {
-            throw error("expected a mapping of keys to values, found \(describe(value))")
+            throw error("expected a mapping of keys to values, found \(describe(value))", code: .wrongType)
         }
         var result: [String: ConfigurationNode] = [:]
         for (key, item) in dictionary {
             guard allowedKeys.contains(key) else {
-                throw child(key, item).error("unknown key; expected one of \(allowedKeys.sorted().joined(separator: ", "))")
+                throw child(key, item).error("unknown key; expected one of \(allowedKeys.sorted().joined(separator: ", "))", code: .unknownKey)
             }
             result[key] = child(key, item)
         }
@@ -168,7 +204,7 @@ struct ConfigurationNode {
     /// A mapping whose keys are chosen by the user (e.g. API key ids) and whose values are strings, sorted by key.
     func stringMapping() throws(TopologyError) -> [(String, String)] {
         guard let dictionary = value as? [String: Any] else {
-            throw error("expected a mapping of names to strings, found \(describe(value))")
+            throw error("expected a mapping of names to strings, found \(describe(value))", code: .wrongType)
         }
         var result: [(String, String)] = []
         for key in dictionary.keys.sorted() { result.append((key, try child(key, dictionary[key]).string())) }
@@ -176,7 +212,7 @@ struct ConfigurationNode {
     }
 
     func sequence() throws(TopologyError) -> [ConfigurationNode] {
-        guard let array = value as? [Any] else { throw error("expected a list, found \(describe(value))") }
+        guard let array = value as? [Any] else { throw error("expected a list, found \(describe(value))", code: .wrongType) }
         return array.enumerated().map { index, item in
             ConfigurationNode(value: item, keyPath: "\(keyPath)[\(index)]", file: file)
         }
@@ -185,19 +221,19 @@ struct ConfigurationNode {
     func string() throws(TopologyError) -> String {
         if let string = value as? String { return string }
         if let number = value as? Int { return String(number) }
-        throw error("expected text, found \(describe(value))")
+        throw error("expected text, found \(describe(value))", code: .wrongType)
     }
 
     func integer(in range: ClosedRange<Int>) throws(TopologyError) -> Int {
-        guard let number = value as? Int else { throw error("expected a whole number, found \(describe(value))") }
-        guard range.contains(number) else { throw error("expected a number from \(range.lowerBound) to \(range.upperBound), found \(number)") }
+        guard let number = value as? Int else { throw error("expected a whole number, found \(describe(value))", code: .wrongType) }
+        guard range.contains(number) else { throw error("expected a number from \(range.lowerBound) to \(range.upperBound), found \(number)", code: .outOfRange) }
         return number
     }
 
     func unsigned() throws(TopologyError) -> UInt64 {
         if let number = value as? Int, number >= 0 { return UInt64(number) }
         if let text = value as? String, let number = UInt64(text) { return number }
-        throw error("expected a non-negative whole number, found \(describe(value))")
+        throw error("expected a non-negative whole number, found \(describe(value))", code: .wrongType)
     }
 
     func double(in range: ClosedRange<Double>) throws(TopologyError) -> Double {
@@ -207,14 +243,14 @@ struct ConfigurationNode {
         } else if let value = value as? Int {
             number = Double(value)
         } else {
-            throw error("expected a number, found \(describe(value))")
+            throw error("expected a number, found \(describe(value))", code: .wrongType)
         }
-        guard range.contains(number) else { throw error("expected a number from \(range.lowerBound) to \(range.upperBound), found \(number)") }
+        guard range.contains(number) else { throw error("expected a number from \(range.lowerBound) to \(range.upperBound), found \(number)", code: .outOfRange) }
         return number
     }
 
     func bool() throws(TopologyError) -> Bool {
-        guard let flag = value as? Bool else { throw error("expected true or false, found \(describe(value))") }
+        guard let flag = value as? Bool else { throw error("expected true or false, found \(describe(value))", code: .wrongType) }
         return flag
     }
 

@@ -24,7 +24,7 @@ public enum CurveKeyFile {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
             throw TopologyError(file: topologyFile, keyPath: keyPath,
-                                problem: "cannot read the key file \(path) (\(describeError(error, withPath: false))); make it on this host with `sksim keys > \(path)`")
+                                problem: "cannot read the key file \(path) (\(describeError(error, withPath: false))); make it on this host with `sksim keys > \(path)`", code: .curveKey)
         }
         let root = try ConfigurationNode.parse(text, file: path)
         let keys = try root.mapping(allowedKeys: ["publicKey", "secretKey"])
@@ -34,7 +34,7 @@ public enum CurveKeyFile {
         } catch let error as TopologyError {
             throw error
         } catch {
-            throw TopologyError(file: path, keyPath: "", problem: "not a valid CURVE key pair (\(error)); make a new one with `sksim keys`")
+            throw TopologyError(file: path, keyPath: "", problem: "not a valid CURVE key pair (\(error)); make a new one with `sksim keys`", code: .curveKey)
         }
     }
 }

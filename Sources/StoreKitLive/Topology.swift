@@ -116,7 +116,7 @@ public struct Topology: Sendable {
 
     public func process(named name: String) throws(TopologyError) -> ProcessSpecification {
         guard let process = processes.first(where: { $0.name == name }) else {
-            throw TopologyError(file: file, keyPath: "processes", problem: "no process is named '\(name)'; the file names \(processes.map(\.name).joined(separator: ", "))")
+            throw TopologyError(file: file, keyPath: "processes", problem: "no process is named '\(name)'; the file names \(processes.map(\.name).joined(separator: ", "))", code: .unknownName)
         }
         return process
     }
@@ -147,17 +147,17 @@ public struct Topology: Sendable {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw TopologyError(file: path, keyPath: "", problem: "no such file (relative paths start at \(FileManager.default.currentDirectoryPath)); "
-                                + "give the path of a topology YAML file, or no file for the built-in one (`sksim topology show` prints it)")
+                                + "give the path of a topology YAML file, or no file for the built-in one (`sksim topology show` prints it)", code: .unreadableFile)
         }
         guard !isDirectory.boolValue else {
             throw TopologyError(file: path, keyPath: "", problem: "is a directory, not a topology file; give the path of a YAML file such as "
-                                + "\(URL(fileURLWithPath: path).appendingPathComponent("local.yaml").relativePath)")
+                                + "\(URL(fileURLWithPath: path).appendingPathComponent("local.yaml").relativePath)", code: .unreadableFile)
         }
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw TopologyError(file: path, keyPath: "", problem: "cannot be read as UTF-8 text; give the path of a topology YAML file")
+            throw TopologyError(file: path, keyPath: "", problem: "cannot be read as UTF-8 text; give the path of a topology YAML file", code: .unreadableFile)
         }
         return try parse(text, file: path)
     }
@@ -169,11 +169,11 @@ public struct Topology: Sendable {
         if let seed { result.scenario.seed = seed }
         guard let devices else { return result }
         guard (1...Scenario.maximumDevices).contains(devices) else {
-            throw TopologyError(file: file, keyPath: "scenario.devices", problem: "--devices must be within 1-\(Scenario.maximumDevices), found \(devices)")
+            throw TopologyError(file: file, keyPath: "scenario.devices", problem: "--devices must be within 1-\(Scenario.maximumDevices), found \(devices)", code: .outOfRange)
         }
         let observers = processes.indices.filter { processes[$0].role == .observer }
         guard devices >= observers.count else {
-            throw TopologyError(file: file, keyPath: "processes", problem: "--devices \(devices) is fewer than the \(observers.count) observer processes; give at least \(observers.count)")
+            throw TopologyError(file: file, keyPath: "processes", problem: "--devices \(devices) is fewer than the \(observers.count) observer processes; give at least \(observers.count)", code: .outOfRange)
         }
         result.scenario.devices = devices
         var next = 0
@@ -185,7 +185,7 @@ public struct Topology: Sendable {
         do {
             try result.scenario.validate()
         } catch {
-            throw TopologyError(file: file, keyPath: "scenario", problem: error.message)
+            throw TopologyError(file: file, keyPath: "scenario", problem: error.message, code: .scenario)
         }
         return result
     }
@@ -194,7 +194,7 @@ public struct Topology: Sendable {
         let root = try ConfigurationNode.parse(text, file: file)
         let top = try root.mapping(allowedKeys: ["name", "seed", "durability", "heartbeatMilliseconds", "scenario", "processes", "curve", "insecure", "output", "load", "appStoreServer"])
         func required(_ key: String) throws(TopologyError) -> ConfigurationNode {
-            guard let node = top[key], node.isPresent else { throw root.error("missing key '\(key)'") }
+            guard let node = top[key], node.isPresent else { throw root.error("missing key '\(key)'", code: .missingKey) }
             return node
         }
         let name = try top["name"]?.string() ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
@@ -220,7 +220,7 @@ public struct Topology: Sendable {
         let curve = try top["curve"].flatMap { node throws(TopologyError) in node.isPresent ? try parseCurve(node) : nil }
         for binding in curve?.bindings.values.sorted(by: { $0.keyPath < $1.keyPath }) ?? [] {
             for name in binding.processes where !processes.contains(where: { $0.name == name }) {
-                throw TopologyError(file: file, keyPath: binding.keyPath, problem: "binds process '\(name)', which the topology does not have")
+                throw TopologyError(file: file, keyPath: binding.keyPath, problem: "binds process '\(name)', which the topology does not have", code: .unknownName)
             }
         }
         let insecure = try top["insecure"]?.bool() ?? false
@@ -241,7 +241,7 @@ public struct Topology: Sendable {
                                                   "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader",
                                                   "restrictedDeviceShare", "storeActions", "receiptRefreshProbability",
                                                   "promotionalOfferProbability"])
-        guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'") }
+        guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'", code: .missingKey) }
         var catalog = Catalog.sample
         var catalogSource = "built-in sample"
         if let catalogNode = keys["catalog"], try catalogNode.string() != "sample" {
@@ -250,7 +250,7 @@ public struct Topology: Sendable {
             do {
                 catalog = try Catalog.load(contentsOf: url)
             } catch {
-                throw catalogNode.error("cannot load catalog \(url.path): \(error)")
+                throw catalogNode.error("cannot load catalog \(url.path): \(error)", code: .scenario)
             }
             catalogSource = url.lastPathComponent
         }
@@ -267,7 +267,7 @@ public struct Topology: Sendable {
             scenario.store.actions = try value.sequence().map { item throws(TopologyError) in
                 let fields = try item.mapping(allowedKeys: ["atMilliseconds", "action", "device", "product", "error"])
                 func required(_ key: String) throws(TopologyError) -> ConfigurationNode {
-                    guard let node = fields[key] else { throw item.error("missing key '\(key)'") }
+                    guard let node = fields[key] else { throw item.error("missing key '\(key)'", code: .missingKey) }
                     return node
                 }
                 let kind = StoreAction.Kind(rawValue: try required("action").oneOf(StoreAction.Kind.allCases.map(\.rawValue)))!
@@ -289,56 +289,13 @@ public struct Topology: Sendable {
         }
         if let value = keys["app"] {
             // The team's own app code, registered under this name by the executable that runs the topology.
-            guard keys["observers"] == nil else { throw value.error("give either 'app' or 'observers': the app's code attaches its own observers") }
+            guard keys["observers"] == nil else { throw value.error("give either 'app' or 'observers': the app's code attaches its own observers", code: .conflict) }
             let name = try value.string()
             guard !name.isEmpty else { throw value.error("expected the name of an app the executable registers") }
             scenario.apps.app = name
             scenario.apps.observers = []
         }
-        if let value = keys["store"] {
-            let store = try value.mapping(allowedKeys: ["failureProbability", "deferralProbability", "cancellationProbability",
-                                                        "approvalProbability", "restoreFailureProbability", "latencyMilliseconds",
-                                                        "cancellationAtRenewalProbability", "maximumRenewals", "subscriptionTimeRate",
-                                                        "interruptedPurchaseProbability", "interruptionResolvedProbability",
-                                                        "billingIssueProbability", "billingRecoveryProbability", "billingGracePeriodEnabled",
-                                                        "promotionalOfferKey"])
-            if let item = store["failureProbability"] { scenario.store.failureProbability = try item.double(in: 0...1) }
-            if let item = store["deferralProbability"] { scenario.store.deferralProbability = try item.double(in: 0...1) }
-            if let item = store["cancellationProbability"] { scenario.store.cancellationProbability = try item.double(in: 0...1) }
-            if let item = store["approvalProbability"] { scenario.store.approvalProbability = try item.double(in: 0...1) }
-            if let item = store["restoreFailureProbability"] { scenario.store.restoreFailureProbability = try item.double(in: 0...1) }
-            if let item = store["cancellationAtRenewalProbability"] { scenario.store.cancellationAtRenewalProbability = try item.double(in: 0...1) }
-            if let item = store["maximumRenewals"] { scenario.store.maximumRenewals = try item.integer(in: 0...StoreBehavior.maximumRenewalsLimit) }
-            if let item = store["subscriptionTimeRate"] {
-                let rate = try item.integer(in: 0...1_005)
-                guard StoreKitTestSettings.isTimeRate(rate) else {
-                    throw item.error("\(rate) is not an SKTestSession.TimeRate raw value; use 0-6, 10-13, 15, or 1000-1005 (one renewal every 15 minutes to every 2 seconds)")
-                }
-                scenario.store.subscriptionTimeRate = rate
-            }
-            if let item = store["interruptedPurchaseProbability"] { scenario.store.interruptedPurchaseProbability = try item.double(in: 0...1) }
-            if let item = store["interruptionResolvedProbability"] { scenario.store.interruptionResolvedProbability = try item.double(in: 0...1) }
-            if let item = store["billingIssueProbability"] { scenario.store.billingIssueProbability = try item.double(in: 0...1) }
-            if let item = store["billingRecoveryProbability"] { scenario.store.billingRecoveryProbability = try item.double(in: 0...1) }
-            if let item = store["billingGracePeriodEnabled"] { scenario.store.billingGracePeriodEnabled = try item.bool() }
-            if let item = store["promotionalOfferKey"] {
-                // The key promotional offer signatures are made and checked with (F-O6).
-                let key = try item.mapping(allowedKeys: ["identifier", "secret"])
-                guard let identifier = try key["identifier"]?.string(), !identifier.isEmpty,
-                      let secret = try key["secret"]?.string(), !secret.isEmpty else {
-                    throw item.error("promotionalOfferKey needs a non-empty identifier and secret")
-                }
-                scenario.store.promotionalOfferKey = PromotionalOfferKey(identifier: identifier, secret: secret)
-            }
-            if let item = store["latencyMilliseconds"] {
-                let latency = try item.mapping(allowedKeys: ["minimum", "mean"])
-                let minimum = try latency["minimum"]?.double(in: 0...600_000) ?? 0
-                let mean = try latency["mean"]?.double(in: 0...600_000) ?? 10
-                scenario.store.purchaseLatency = .exponential(minimumMilliseconds: minimum, meanMilliseconds: mean)
-                scenario.store.restoreLatency = .exponential(minimumMilliseconds: minimum, meanMilliseconds: mean)
-                scenario.store.approvalLatency = .exponential(minimumMilliseconds: minimum * 5, meanMilliseconds: mean * 5)
-            }
-        }
+        if let value = keys["store"] { try parseStore(value, into: &scenario.store) }
         if let value = keys["downloader"] {
             let downloader = try value.mapping(allowedKeys: ["minimumBytesPerSecond", "maximumBytesPerSecond", "tickMilliseconds", "failureProbabilityPerTick"])
             if let item = downloader["minimumBytesPerSecond"] { scenario.downloader.minimumBytesPerSecond = try item.double(in: 1...1e12) }
@@ -349,9 +306,55 @@ public struct Topology: Sendable {
         do {
             try scenario.validate()
         } catch {
-            throw node.error(error.message)
+            throw node.error(error.message, code: .scenario)
         }
         return scenario
+    }
+
+    /// The scenario's `store` section: the simulated App Store's decisions, latencies and subscription controls.
+    private static func parseStore(_ value: ConfigurationNode, into behavior: inout StoreBehavior) throws(TopologyError) {
+        let store = try value.mapping(allowedKeys: ["failureProbability", "deferralProbability", "cancellationProbability",
+                                                    "approvalProbability", "restoreFailureProbability", "latencyMilliseconds",
+                                                    "cancellationAtRenewalProbability", "maximumRenewals", "subscriptionTimeRate",
+                                                    "interruptedPurchaseProbability", "interruptionResolvedProbability",
+                                                    "billingIssueProbability", "billingRecoveryProbability", "billingGracePeriodEnabled",
+                                                    "promotionalOfferKey"])
+        if let item = store["failureProbability"] { behavior.failureProbability = try item.double(in: 0...1) }
+        if let item = store["deferralProbability"] { behavior.deferralProbability = try item.double(in: 0...1) }
+        if let item = store["cancellationProbability"] { behavior.cancellationProbability = try item.double(in: 0...1) }
+        if let item = store["approvalProbability"] { behavior.approvalProbability = try item.double(in: 0...1) }
+        if let item = store["restoreFailureProbability"] { behavior.restoreFailureProbability = try item.double(in: 0...1) }
+        if let item = store["cancellationAtRenewalProbability"] { behavior.cancellationAtRenewalProbability = try item.double(in: 0...1) }
+        if let item = store["maximumRenewals"] { behavior.maximumRenewals = try item.integer(in: 0...StoreBehavior.maximumRenewalsLimit) }
+        if let item = store["subscriptionTimeRate"] {
+            let rate = try item.integer(in: 0...1_005)
+            guard StoreKitTestSettings.isTimeRate(rate) else {
+                throw item.error("\(rate) is not an SKTestSession.TimeRate raw value; use 0-6, 10-13, 15, or 1000-1005 (one renewal every 15 minutes to every 2 seconds)")
+            }
+            behavior.subscriptionTimeRate = rate
+        }
+        if let item = store["interruptedPurchaseProbability"] { behavior.interruptedPurchaseProbability = try item.double(in: 0...1) }
+        if let item = store["interruptionResolvedProbability"] { behavior.interruptionResolvedProbability = try item.double(in: 0...1) }
+        if let item = store["billingIssueProbability"] { behavior.billingIssueProbability = try item.double(in: 0...1) }
+        if let item = store["billingRecoveryProbability"] { behavior.billingRecoveryProbability = try item.double(in: 0...1) }
+        if let item = store["billingGracePeriodEnabled"] { behavior.billingGracePeriodEnabled = try item.bool() }
+        if let item = store["promotionalOfferKey"] {
+            // The key promotional offer signatures are made and checked with (F-O6).
+            let key = try item.mapping(allowedKeys: ["identifier", "secret"])
+            guard let identifier = try key["identifier"]?.string(), !identifier.isEmpty,
+                  let secret = try key["secret"]?.string(), !secret.isEmpty else {
+                throw item.error("promotionalOfferKey needs a non-empty identifier and secret", code: .missingKey)
+            }
+            behavior.promotionalOfferKey = PromotionalOfferKey(identifier: identifier, secret: secret)
+        }
+        if let item = store["latencyMilliseconds"] {
+            let latency = try item.mapping(allowedKeys: ["minimum", "mean"])
+            let minimum = try latency["minimum"]?.double(in: 0...600_000) ?? 0
+            let mean = try latency["mean"]?.double(in: 0...600_000) ?? 10
+            behavior.purchaseLatency = .exponential(minimumMilliseconds: minimum, meanMilliseconds: mean)
+            behavior.restoreLatency = .exponential(minimumMilliseconds: minimum, meanMilliseconds: mean)
+            behavior.approvalLatency = .exponential(minimumMilliseconds: minimum * 5, meanMilliseconds: mean * 5)
+        }
     }
 
     private static func parseProcesses(_ node: ConfigurationNode, devices: Int) throws(TopologyError) -> [ProcessSpecification] {
@@ -359,43 +362,43 @@ public struct Topology: Sendable {
         var claimed = [String?](repeating: nil, count: devices)
         for item in try node.sequence() {
             let keys = try item.mapping(allowedKeys: ["name", "role", "host", "events", "requests", "devices", "partition"])
-            guard let nameNode = keys["name"] else { throw item.error("missing key 'name'") }
-            guard let roleNode = keys["role"] else { throw item.error("missing key 'role' (queue, store, downloader or observer)") }
+            guard let nameNode = keys["name"] else { throw item.error("missing key 'name'", code: .missingKey) }
+            guard let roleNode = keys["role"] else { throw item.error("missing key 'role' (queue, store, downloader or observer)", code: .missingKey) }
             let name = try nameNode.string()
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
                 throw nameNode.error("expected a name of letters, digits, '-', '_' or '.', found '\(name)'")
             }
-            guard !processes.contains(where: { $0.name == name }) else { throw nameNode.error("the name '\(name)' is used twice") }
+            guard !processes.contains(where: { $0.name == name }) else { throw nameNode.error("the name '\(name)' is used twice", code: .conflict) }
             let role = RoleKind(rawValue: try roleNode.oneOf(RoleKind.allCases.map(\.rawValue)))!
             var process = ProcessSpecification(name: name, role: role, host: try keys["host"]?.string() ?? "localhost",
                                                eventsEndpoint: nil, requestsEndpoint: nil, deviceIndices: [])
             if role == .queue {
                 guard let events = keys["events"], let requests = keys["requests"] else {
-                    throw item.error("a queue needs 'events' and 'requests' endpoints (ipc://… or tcp://host:port)")
+                    throw item.error("a queue needs 'events' and 'requests' endpoints (ipc://… or tcp://host:port)", code: .wrongRole)
                 }
                 process.eventsEndpoint = try endpoint(events)
                 process.requestsEndpoint = try endpoint(requests)
                 process.partition = name
                 if let partition = keys["partition"] { process.partition = try partitionName(partition) }
             } else if keys["events"] != nil || keys["requests"] != nil {
-                throw item.error("only the queue binds 'events' and 'requests'; other roles connect to the queue's")
+                throw item.error("only the queue binds 'events' and 'requests'; other roles connect to the queue's", code: .wrongRole)
             } else if keys["partition"] != nil {
-                throw item.error("only a queue writes a log partition; other roles connect to every queue")
+                throw item.error("only a queue writes a log partition; other roles connect to every queue", code: .wrongRole)
             }
             if role == .observer {
-                guard let range = keys["devices"] else { throw item.error("an observer needs 'devices', e.g. \"1-10\" (1-based, inclusive)") }
+                guard let range = keys["devices"] else { throw item.error("an observer needs 'devices', e.g. \"1-10\" (1-based, inclusive)", code: .wrongRole) }
                 process.deviceIndices = try deviceRange(range, devices: devices)
                 for index in process.deviceIndices {
-                    if let owner = claimed[index] { throw range.error("device \(index + 1) is already hosted by '\(owner)'") }
+                    if let owner = claimed[index] { throw range.error("device \(index + 1) is already hosted by '\(owner)'", code: .conflict) }
                     claimed[index] = name
                 }
             } else if keys["devices"] != nil {
-                throw item.error("only observers host devices")
+                throw item.error("only observers host devices", code: .wrongRole)
             }
             processes.append(process)
         }
         let queueIndices = processes.indices.filter { processes[$0].role == .queue }
-        guard !queueIndices.isEmpty else { throw node.error("expected at least one process with role queue") }
+        guard !queueIndices.isEmpty else { throw node.error("expected at least one process with role queue", code: .wrongRole) }
         if queueIndices.count == 1 {
             // One queue: the partition every single-queue run has always written.
             processes[queueIndices[0]].partition = LogProjection.partition
@@ -405,13 +408,13 @@ public struct Topology: Sendable {
                 let process = processes[index]
                 if let owner = owners[process.partition!] {
                     throw TopologyError(file: node.file, keyPath: "processes[\(index)].partition",
-                                        problem: "queues '\(owner)' and '\(process.name)' both write partition '\(process.partition!)'; every queue needs its own partition (give one another 'partition' or name)")
+                                        problem: "queues '\(owner)' and '\(process.name)' both write partition '\(process.partition!)'; every queue needs its own partition (give one another 'partition' or name)", code: .conflict)
                 }
                 owners[process.partition!] = process.name
             }
         }
         for role in [RoleKind.store, .downloader] where !processes.contains(where: { $0.role == role }) {
-            throw node.error("expected a process with role \(role.rawValue)")
+            throw node.error("expected a process with role \(role.rawValue)", code: .wrongRole)
         }
         if let unhosted = claimed.firstIndex(where: { $0 == nil }) {
             throw node.error("device \(unhosted + 1) of \(devices) is hosted by no observer; give every device to one observer's 'devices'")
@@ -463,7 +466,7 @@ public struct Topology: Sendable {
                 let path = "processes[\(index)].\(key)"
                 if let other = seen.first(where: { $0.endpoint == endpoint || ($0.host == process.host && tcpOverlap($0.endpoint, endpoint)) }) {
                     let clash = other.endpoint == endpoint ? "is also \(other.path)" : "overlaps '\(other.endpoint)' (\(other.path))"
-                    throw TopologyError(file: node.file, keyPath: path, problem: "'\(endpoint)' \(clash); every endpoint needs its own address (another port or socket path)")
+                    throw TopologyError(file: node.file, keyPath: path, problem: "'\(endpoint)' \(clash); every endpoint needs its own address (another port or socket path)", code: .conflict)
                 }
                 seen.append((endpoint, process.host, path))
             }
@@ -486,7 +489,7 @@ public struct Topology: Sendable {
         let parts = text.split(separator: "-").map { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard (1...2).contains(parts.count), let first = parts.first ?? nil, let last = parts.last ?? nil,
               first >= 1, first <= last, last <= devices else {
-            throw node.error("expected a 1-based range like \"1-10\" within 1-\(devices), or \"all\", found '\(text)'")
+            throw node.error("expected a 1-based range like \"1-10\" within 1-\(devices), or \"all\", found '\(text)'", code: .outOfRange)
         }
         return Array((first - 1)...(last - 1))
     }
@@ -511,7 +514,7 @@ extension Topology {
         guard curve.allowedClientKeys.contains(publicKey) else {
             throw TopologyError(file: file, keyPath: "curve.allowedClientKeys",
                                 problem: "this host's client key \(publicKey) (from curve.clientKeyFile \(keyFilePath(curve.clientKeyFile))) is not listed; "
-                                    + "the queue would refuse every process of this host during its handshake. Add that publicKey line to allowedClientKeys")
+                                    + "the queue would refuse every process of this host during its handshake. Add that publicKey line to allowedClientKeys", code: .clientKeyNotAllowed)
         }
     }
 
@@ -521,7 +524,7 @@ extension Topology {
         let pair = try CurveKeyFile.load(path: keyFilePath(curve.serverKeyFile), topologyFile: file, keyPath: "curve.serverKeyFile")
         guard pair.publicKey.z85 == curve.serverPublicKey else {
             throw TopologyError(file: file, keyPath: "curve.serverKeyFile",
-                                problem: "the key file's public key is not curve.serverPublicKey; put the file's publicKey line in serverPublicKey")
+                                problem: "the key file's public key is not curve.serverPublicKey; put the file's publicKey line in serverPublicKey", code: .curveKey)
         }
         var allowed = Set<CurveKey>()
         var permissions: [CurveKey: ClientPermissions] = [:]
@@ -531,7 +534,7 @@ extension Topology {
             do {
                 parsed = try CurveKey(z85: key)
             } catch {
-                throw TopologyError(file: file, keyPath: keyPath, problem: "'\(key)' is not a CURVE public key (\(error)); copy the publicKey line `sksim keys` printed on that host")
+                throw TopologyError(file: file, keyPath: keyPath, problem: "'\(key)' is not a CURVE public key (\(error)); copy the publicKey line `sksim keys` printed on that host", code: .curveKey)
             }
             allowed.insert(parsed)
             if let binding = curve.bindings[key] { permissions[parsed] = clientPermissions(binding) }
@@ -587,12 +590,12 @@ extension Topology {
     fileprivate static func parseCurve(_ node: ConfigurationNode) throws(TopologyError) -> CurveConfiguration {
         let keys = try node.mapping(allowedKeys: ["serverPublicKey", "serverKeyFile", "clientKeyFile", "allowedClientKeys"])
         func required(_ name: String, _ what: String) throws(TopologyError) -> ConfigurationNode {
-            guard let value = keys[name] else { throw node.error("missing key '\(name)' (\(what))") }
+            guard let value = keys[name] else { throw node.error("missing key '\(name)' (\(what))", code: .missingKey) }
             return value
         }
         func key(_ value: ConfigurationNode) throws(TopologyError) -> String {
             let text = try value.string()
-            guard text.count == CurveKey.z85Length else { throw value.error("expected a 40-character Z85 CURVE public key, found \(text.count) characters") }
+            guard text.count == CurveKey.z85Length else { throw value.error("expected a 40-character Z85 CURVE public key, found \(text.count) characters", code: .curveKey) }
             return text
         }
         let allowedNode = try required("allowedClientKeys", "the publicKey of every client host's `sksim keys` pair")
@@ -605,22 +608,22 @@ extension Topology {
             }
             // {key: "…", processes: [store, downloader], roles: [app]}: the key sends only those roles' commands.
             let entry = try item.mapping(allowedKeys: ["key", "processes", "roles"])
-            guard let keyNode = entry["key"] else { throw item.error("missing key 'key' (the host's publicKey)") }
+            guard let keyNode = entry["key"] else { throw item.error("missing key 'key' (the host's publicKey)", code: .missingKey) }
             let text = try key(keyNode)
             let processes = try entry["processes"].map { node throws(TopologyError) in try node.sequence().map { item throws(TopologyError) in try item.string() } } ?? []
             var roles: [CommandRole] = []
             for roleNode in try entry["roles"]?.sequence() ?? [] {
                 let name = try roleNode.string()
                 guard let role = CommandRole(rawValue: name) else {
-                    throw roleNode.error("unknown role '\(name)'; expected one of \(CommandRole.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw roleNode.error("unknown role '\(name)'; expected one of \(CommandRole.allCases.map(\.rawValue).joined(separator: ", "))", code: .unknownName)
                 }
                 roles.append(role)
             }
-            guard !processes.isEmpty || !roles.isEmpty else { throw item.error("a bound key needs 'processes' or 'roles' (or write the key alone to allow every role)") }
+            guard !processes.isEmpty || !roles.isEmpty else { throw item.error("a bound key needs 'processes' or 'roles' (or write the key alone to allow every role)", code: .missingKey) }
             allowed.append(text)
             bindings[text] = ClientKeyBinding(processes: processes, roles: roles, keyPath: keyNode.keyPath)
         }
-        guard !allowed.isEmpty else { throw allowedNode.error("expected at least one client public key; the queue would refuse every client") }
+        guard !allowed.isEmpty else { throw allowedNode.error("expected at least one client public key; the queue would refuse every client", code: .missingKey) }
         return CurveConfiguration(
             serverPublicKey: try key(try required("serverPublicKey", "the publicKey line of the queue's `sksim keys` pair")),
             serverKeyFile: try required("serverKeyFile", "path of the queue's key file, `sksim keys > server.key` on the queue's host").string(),
@@ -635,7 +638,7 @@ extension Topology {
         guard curve == nil, !insecure, let exposed = exposedEndpoint(processes) else { return }
         throw TopologyError(file: file, keyPath: exposed,
                             problem: "tcp:// on a non-loopback address without CURVE lets anyone who can reach it read events and send commands; "
-                                + "add a 'curve' section (keys from `sksim keys`), bind 127.0.0.1, or set 'insecure: true' at the top level")
+                                + "add a 'curve' section (keys from `sksim keys`), bind 127.0.0.1, or set 'insecure: true' at the top level", code: .insecureEndpoint)
     }
 
     /// The key path of the first queue endpoint on tcp:// beyond loopback, if any.

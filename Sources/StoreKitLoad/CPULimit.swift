@@ -11,6 +11,7 @@ import StoreKitModel
 public final class CPULimit: Sendable {
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public var description: String
+        package init(description: String) { self.description = description }
     }
 
     enum Hierarchy: Sendable {

@@ -201,42 +201,52 @@ extension Catalog {
                               "Product \"\(product.identifier)\" is a \(product.kind) with hosted content; Apple hosts content for non-consumable products only.",
                               "Remove its hostedContent, or make the product nonConsumable.")
             }
-            for (contentIndex, content) in product.hostedContent.enumerated() {
-                let contentPath = contentIndex < paths.hostedContent.count
-                    ? paths.hostedContent[contentIndex]
-                    : "hostedContent of product \"\(product.identifier)\"[\(contentIndex)]"
-                if content.contentIdentifier.trimmingCharacters(in: .whitespaces).isEmpty {
-                    throw failure(.missingValue, "\(contentPath).contentIdentifier",
-                                  "Expected a non-empty content identifier for hosted content of product \"\(product.identifier)\".",
-                                  "Give each piece of hosted content an identifier, e.g. \"\(product.identifier).content\".")
-                }
-                // Downloads are stored in a folder named after the identifier: it must be one name.
-                let identifier = content.contentIdentifier
-                if !FolderName.isSingleComponent(identifier) {
-                    throw failure(.invalidValue, "\(contentPath).contentIdentifier",
-                                  "The content identifier \"\(identifier)\" cannot name a folder (it holds '/' or a NUL byte, or is '.' or '..').",
-                                  "Use a reverse-DNS name such as \"\(product.identifier).content\".")
-                }
-                if let earlier = contentKeyPaths[content.contentIdentifier] {
-                    throw failure(.duplicateContent, "\(contentPath).contentIdentifier",
-                                  "The content identifier \"\(content.contentIdentifier)\" is already used at \(earlier).",
-                                  "Give each piece of hosted content its own identifier; downloads are stored under it.")
-                }
-                contentKeyPaths[content.contentIdentifier] = "\(contentPath).contentIdentifier"
-                if content.contentLength <= 0 {
-                    throw failure(.invalidValue, "\(contentPath).contentLength",
-                                  "Expected a content length in bytes greater than zero for \"\(content.contentIdentifier)\", found \(content.contentLength).",
-                                  "Set contentLength to the size of the download in bytes.")
-                }
-                if !HostedContent.isValidContentVersion(content.contentVersion) {
-                    throw failure(.invalidValue, "\(contentPath).contentVersion",
-                                  "Expected a content version of integers separated by dots such as \"1.0.2\" for \"\(content.contentIdentifier)\", found \"\(content.contentVersion)\".",
-                                  "Write the version as numbers separated by dots.")
-                }
-            }
+            try Self.validateHostedContent(of: product, at: paths.hostedContent, seen: &contentKeyPaths, source: source)
         }
         self.products = entries.map(\.product)
         self.indexByIdentifier = index
+    }
+
+    /// A product's hosted content: each piece with an identifier that names one folder and is used once in
+    /// the catalog (`seen`: identifier to key path), a length, and a version of numbers separated by dots.
+    private static func validateHostedContent(of product: Product, at keyPaths: [String], seen contentKeyPaths: inout [String: String],
+                                              source: String) throws(CatalogError) {
+        func failure(_ reason: CatalogError.Reason, _ keyPath: String, _ problem: String, _ remedy: String) -> CatalogError {
+            CatalogError(reason: reason, source: source, keyPath: keyPath, problem: problem, remedy: remedy)
+        }
+        for (contentIndex, content) in product.hostedContent.enumerated() {
+            let contentPath = contentIndex < keyPaths.count
+                ? keyPaths[contentIndex]
+                : "hostedContent of product \"\(product.identifier)\"[\(contentIndex)]"
+            if content.contentIdentifier.trimmingCharacters(in: .whitespaces).isEmpty {
+                throw failure(.missingValue, "\(contentPath).contentIdentifier",
+                              "Expected a non-empty content identifier for hosted content of product \"\(product.identifier)\".",
+                              "Give each piece of hosted content an identifier, e.g. \"\(product.identifier).content\".")
+            }
+            // Downloads are stored in a folder named after the identifier: it must be one name.
+            let identifier = content.contentIdentifier
+            if !FolderName.isSingleComponent(identifier) {
+                throw failure(.invalidValue, "\(contentPath).contentIdentifier",
+                              "The content identifier \"\(identifier)\" cannot name a folder (it holds '/' or a NUL byte, or is '.' or '..').",
+                              "Use a reverse-DNS name such as \"\(product.identifier).content\".")
+            }
+            if let earlier = contentKeyPaths[content.contentIdentifier] {
+                throw failure(.duplicateContent, "\(contentPath).contentIdentifier",
+                              "The content identifier \"\(content.contentIdentifier)\" is already used at \(earlier).",
+                              "Give each piece of hosted content its own identifier; downloads are stored under it.")
+            }
+            contentKeyPaths[content.contentIdentifier] = "\(contentPath).contentIdentifier"
+            if content.contentLength <= 0 {
+                throw failure(.invalidValue, "\(contentPath).contentLength",
+                              "Expected a content length in bytes greater than zero for \"\(content.contentIdentifier)\", found \(content.contentLength).",
+                              "Set contentLength to the size of the download in bytes.")
+            }
+            if !HostedContent.isValidContentVersion(content.contentVersion) {
+                throw failure(.invalidValue, "\(contentPath).contentVersion",
+                              "Expected a content version of integers separated by dots such as \"1.0.2\" for \"\(content.contentIdentifier)\", found \"\(content.contentVersion)\".",
+                              "Write the version as numbers separated by dots.")
+            }
+        }
     }
 
     /// Promotional offers (F-O4) have the terms of an introductory offer, a non-empty identifier of

@@ -69,19 +69,7 @@ public struct InvariantChecker: Sendable {
         case .restoreStarted(let device, let number, _):
             openRestores.insert(RestoreID(device: device, number: number))
         case .transactionRestored(let key, let restore, let identifier, let original, let contents):
-            let id = RestoreID(device: key.device, number: restore)
-            if !openRestores.contains(id) {
-                let ended = restore <= highestEndedRestore[key.device] ?? 0
-                report(sequence, "R-Q9", ended ? "transaction \(key) was restored by restore \(restore) after that restore had ended"
-                                                : "transaction \(key) was restored by restore \(restore), which was never started")
-            }
-            checkNewKey(key, sequence)
-            if identifier == original.transactionIdentifier {
-                report(sequence, "R-T3", "restored transaction \(key) reuses its original's identifier \(identifier)")
-            }
-            states[key] = .restored
-            registerIdentifier(identifier, key, sequence)
-            registerDownloads(key, count: contents.count)
+            checkRestored(key, restore: restore, identifier: identifier, original: original, downloads: contents.count, sequence)
         case .subscriptionRenewed(let key, let identifier, let original, let contents):
             // A renewal is a new transaction with its own identifier (R-T3, F-U1).
             checkNewKey(key, sequence)
@@ -98,37 +86,12 @@ public struct InvariantChecker: Sendable {
             }
             highestEndedRestore[device] = max(highestEndedRestore[device] ?? 0, number)
         case .transactionFinished(let key):
-            guard let state = states[key] else {
-                report(sequence, "R-Q8", "transaction \(key) was finished but is not in the queue")
-                return
-            }
-            if !state.isComplete { report(sequence, "R-Q8", "transaction \(key) was finished while \(state)") }
-            for index in 0..<downloadCount(key) {
-                let downloadKey = DownloadKey(transaction: key, index: index)
-                if let download = downloads[downloadKey], download.started {
-                    // The queue cancels downloads still running when their transaction is finished,
-                    // in the same command: content lost either way.
-                    let cancelledByFinish = download.state == .cancelled && download.cancelledBy != nil && download.cancelledBy == recorded.commandID
-                    if !download.state.isFinal || cancelledByFinish {
-                        report(sequence, "R-D3", "transaction \(key) was finished before download \(index) ended: its content is lost")
-                    }
-                }
-                downloads[downloadKey] = nil
-            }
-            states[key] = nil
-            downloadCounts[key] = nil
-            if let identifier = identifierOfKey.removeValue(forKey: key) { identifiers[identifier] = nil }
+            checkFinished(key, commandID: recorded.commandID, sequence)
         case .downloadStarted(let key):
             guard checkDownloadAllowed(key, sequence) else { return }
             if let index = moveDownload(key, to: .active, allowedFrom: [.waiting], sequence) { downloads.values[index].started = true }
         case .downloadProgressed(let key, let progress, _):
-            guard let index = downloads.index(forKey: key) else { return report(sequence, "R-D1", "progress for unknown download \(key)") }
-            let download = downloads.values[index]
-            if download.state != .active { report(sequence, "R-D2", "download \(key) progressed while \(download.state)") }
-            if !(0...1).contains(progress) || progress < download.progress {
-                report(sequence, "R-D1", "download \(key) progress went from \(download.progress) to \(progress)")
-            }
-            downloads.values[index].progress = progress
+            checkProgress(key, progress: progress, sequence)
         case .downloadPaused(let key):
             moveDownload(key, to: .paused, allowedFrom: [.active], sequence)
         case .downloadResumed(let key):
@@ -150,6 +113,59 @@ public struct InvariantChecker: Sendable {
         default:
             break
         }
+    }
+
+    /// R-Q9: restored by a restore under way; R-T3: with an identifier of its own.
+    private mutating func checkRestored(_ key: TransactionKey, restore: UInt64, identifier: String, original: OriginalTransaction,
+                                        downloads count: Int, _ sequence: UInt64) {
+        let id = RestoreID(device: key.device, number: restore)
+        if !openRestores.contains(id) {
+            let ended = restore <= highestEndedRestore[key.device] ?? 0
+            report(sequence, "R-Q9", ended ? "transaction \(key) was restored by restore \(restore) after that restore had ended"
+                                            : "transaction \(key) was restored by restore \(restore), which was never started")
+        }
+        checkNewKey(key, sequence)
+        if identifier == original.transactionIdentifier {
+            report(sequence, "R-T3", "restored transaction \(key) reuses its original's identifier \(identifier)")
+        }
+        states[key] = .restored
+        registerIdentifier(identifier, key, sequence)
+        registerDownloads(key, count: count)
+    }
+
+    /// R-Q8: finished only once complete; R-D3: not before its downloads ended. Forgets the transaction.
+    private mutating func checkFinished(_ key: TransactionKey, commandID: CommandID?, _ sequence: UInt64) {
+        guard let state = states[key] else {
+            report(sequence, "R-Q8", "transaction \(key) was finished but is not in the queue")
+            return
+        }
+        if !state.isComplete { report(sequence, "R-Q8", "transaction \(key) was finished while \(state)") }
+        for index in 0..<downloadCount(key) {
+            let downloadKey = DownloadKey(transaction: key, index: index)
+            if let download = downloads[downloadKey], download.started {
+                // The queue cancels downloads still running when their transaction is finished,
+                // in the same command: content lost either way.
+                let cancelledByFinish = download.state == .cancelled && download.cancelledBy != nil && download.cancelledBy == commandID
+                if !download.state.isFinal || cancelledByFinish {
+                    report(sequence, "R-D3", "transaction \(key) was finished before download \(index) ended: its content is lost")
+                }
+            }
+            downloads[downloadKey] = nil
+        }
+        states[key] = nil
+        downloadCounts[key] = nil
+        if let identifier = identifierOfKey.removeValue(forKey: key) { identifiers[identifier] = nil }
+    }
+
+    /// R-D1: progress of a known download, between 0 and 1, never going back; R-D2: only while active.
+    private mutating func checkProgress(_ key: DownloadKey, progress: Double, _ sequence: UInt64) {
+        guard let index = downloads.index(forKey: key) else { return report(sequence, "R-D1", "progress for unknown download \(key)") }
+        let download = downloads.values[index]
+        if download.state != .active { report(sequence, "R-D2", "download \(key) progressed while \(download.state)") }
+        if !(0...1).contains(progress) || progress < download.progress {
+            report(sequence, "R-D1", "download \(key) progress went from \(download.progress) to \(progress)")
+        }
+        downloads.values[index].progress = progress
     }
 
     // Each transition finds its entry once (`index(forKey:)`) rather than hashing the key to read

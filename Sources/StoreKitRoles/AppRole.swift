@@ -40,16 +40,16 @@ public struct AppBehavior: Sendable, Hashable, Codable {
     public init() {}
 
     public func validate() throws(ConfigurationError) {
-        guard purchasesPerDevice >= 0 else { throw ConfigurationError("purchasesPerDevice must be 0 or more") }
-        guard devicesPerAccount >= 1 else { throw ConfigurationError("devicesPerAccount must be 1 or more") }
-        guard !observers.isEmpty || app != nil else { throw ConfigurationError("at least one observer per device is needed to complete purchases") }
-        if let app, app.isEmpty { throw ConfigurationError("apps.app is empty; name an app the executable registered") }
+        guard purchasesPerDevice >= 0 else { throw ConfigurationError("purchasesPerDevice must be 0 or more", code: .outOfRange) }
+        guard devicesPerAccount >= 1 else { throw ConfigurationError("devicesPerAccount must be 1 or more", code: .outOfRange) }
+        guard !observers.isEmpty || app != nil else { throw ConfigurationError("at least one observer per device is needed to complete purchases", code: .missingValue) }
+        if let app, app.isEmpty { throw ConfigurationError("apps.app is empty; name an app the executable registered", code: .missingValue) }
         for (name, value) in [("restoreProbability", restoreProbability), ("relaunchProbability", relaunchProbability),
                               ("restrictedDeviceShare", restrictedDeviceShare ?? 0),
                               ("receiptRefreshProbability", receiptRefreshProbability ?? 0),
                               ("promotionalOfferProbability", promotionalOfferProbability ?? 0)]
         where !(0...1).contains(value) {
-            throw ConfigurationError("apps.\(name) is \(value); a probability must be between 0 and 1")
+            throw ConfigurationError("apps.\(name) is \(value); a probability must be between 0 and 1", code: .outOfRange)
         }
         try choicePoints?.validate()
     }
@@ -79,9 +79,9 @@ public struct ChoicePoints: Sendable, Hashable, Codable {
         for (name, value) in [("killProbability", killProbability), ("duplicateDeliveryProbability", duplicateDeliveryProbability),
                               ("removalDelayProbability", removalDelayProbability),
                               ("asynchronousWorkFailureProbability", asynchronousWorkFailureProbability ?? 0)] where !(0...1).contains(value) {
-            throw ConfigurationError("apps.choicePoints.\(name) is \(value); a probability must be between 0 and 1")
+            throw ConfigurationError("apps.choicePoints.\(name) is \(value); a probability must be between 0 and 1", code: .outOfRange)
         }
-        guard removalDelayMilliseconds >= 0 else { throw ConfigurationError("apps.choicePoints.removalDelayMilliseconds must be 0 or more") }
+        guard removalDelayMilliseconds >= 0 else { throw ConfigurationError("apps.choicePoints.removalDelayMilliseconds must be 0 or more", code: .outOfRange) }
     }
 }
 

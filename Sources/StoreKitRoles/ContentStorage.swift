@@ -43,8 +43,22 @@ public enum ContentBytes {
 
 /// A failed content operation, naming the path.
 public struct ContentStorageError: Error, CustomStringConvertible, Sendable {
+    /// What kind of failure, for code (and tests) that tell failures apart.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// A write that does not continue the content where it ends.
+        case writeNotAtEnd
+        /// Content that does not exist.
+        case notFound
+        /// The file system refused the operation.
+        case fileSystem
+    }
+
+    public var code: Code
     public var description: String
-    public init(_ description: String) { self.description = description }
+    public init(_ description: String, code: Code = .fileSystem) {
+        self.description = description
+        self.code = code
+    }
 }
 
 /// Content kept as lengths only: what deterministic runs use by default (a run with many
@@ -57,7 +71,7 @@ public final class VirtualContentStorage: ContentStorage {
     public func append(_ path: String, contentIdentifier: String, offset: Int64, count: Int64) throws {
         let current = offset == 0 ? 0 : lengths[path]
         guard current == offset else {
-            throw ContentStorageError("\(path): write at offset \(offset) but the content holds \(current.map(String.init) ?? "nothing")")
+            throw ContentStorageError("\(path): write at offset \(offset) but the content holds \(current.map(String.init) ?? "nothing")", code: .writeNotAtEnd)
         }
         lengths[path] = offset + count
     }
@@ -65,7 +79,7 @@ public final class VirtualContentStorage: ContentStorage {
     public func length(_ path: String) -> Int64? { lengths[path] }
 
     public func copy(_ path: String, to destination: String) throws {
-        guard let length = lengths[path] else { throw ContentStorageError("\(path) does not exist (its transaction was finished, or it was never downloaded)") }
+        guard let length = lengths[path] else { throw ContentStorageError("\(path) does not exist (its transaction was finished, or it was never downloaded)", code: .notFound) }
         lengths[destination] = length
     }
 
@@ -102,7 +116,7 @@ public final class FileContentStorage: ContentStorage {
         defer { try? handle.close() }
         let end = try handle.seekToEnd()
         guard end == UInt64(offset) else {
-            throw ContentStorageError("\(url.path): write at offset \(offset) but the file holds \(end) bytes")
+            throw ContentStorageError("\(url.path): write at offset \(offset) but the file holds \(end) bytes", code: .writeNotAtEnd)
         }
         try handle.write(contentsOf: bytes)
     }

@@ -18,11 +18,11 @@ public struct DownloaderBehavior: Sendable, Hashable, Codable {
 
     public func validate() throws(ConfigurationError) {
         guard minimumBytesPerSecond > 0, maximumBytesPerSecond >= minimumBytesPerSecond else {
-            throw ConfigurationError("downloader rates must satisfy 0 < minimumBytesPerSecond <= maximumBytesPerSecond")
+            throw ConfigurationError("downloader rates must satisfy 0 < minimumBytesPerSecond <= maximumBytesPerSecond", code: .outOfRange)
         }
-        guard tickMilliseconds > 0 else { throw ConfigurationError("downloader.tickMilliseconds must be greater than 0") }
+        guard tickMilliseconds > 0 else { throw ConfigurationError("downloader.tickMilliseconds must be greater than 0", code: .outOfRange) }
         guard (0...1).contains(failureProbabilityPerTick) else {
-            throw ConfigurationError("downloader.failureProbabilityPerTick must be between 0 and 1")
+            throw ConfigurationError("downloader.failureProbabilityPerTick must be between 0 and 1", code: .outOfRange)
         }
     }
 }

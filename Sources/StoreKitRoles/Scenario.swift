@@ -52,9 +52,9 @@ public struct Scenario: Sendable {
 
     public func validate() throws(ConfigurationError) {
         guard (1...Self.maximumDevices).contains(devices) else {
-            throw ConfigurationError("devices is \(devices); use 1 to \(Self.maximumDevices)")
+            throw ConfigurationError("devices is \(devices); use 1 to \(Self.maximumDevices)", code: .outOfRange)
         }
-        guard maximumSimulatedSeconds > 0 else { throw ConfigurationError("maximumSimulatedSeconds must be greater than 0") }
+        guard maximumSimulatedSeconds > 0 else { throw ConfigurationError("maximumSimulatedSeconds must be greater than 0", code: .outOfRange) }
         try apps.validate()
         try store.validate()
         if let actions = store.actions, !actions.isEmpty {
@@ -118,13 +118,13 @@ public struct Scenario: Sendable {
         do {
             settings = try JSONDecoder().decode(Settings.self, from: Data(header.scenario.utf8))
         } catch {
-            throw ConfigurationError("the run's recorded scenario cannot be read by this sksim (\(error)); replay it with sksim \(header.sksimVersion)")
+            throw ConfigurationError("the run's recorded scenario cannot be read by this sksim (\(error)); replay it with sksim \(header.sksimVersion)", code: .unsupportedVersion)
         }
         let catalog: Catalog
         do {
             catalog = try Catalog.parseNativeCatalog(Data(header.catalog.utf8), source: "the recorded catalog")
         } catch {
-            throw ConfigurationError("the run's recorded catalog cannot be read: \(error)")
+            throw ConfigurationError("the run's recorded catalog cannot be read: \(error)", code: .unreadable)
         }
         self.init(seed: header.seed, devices: settings.devices, catalog: catalog, catalogSource: header.catalogSource)
         apps = settings.apps
@@ -168,8 +168,8 @@ public struct NetworkBehavior: Sendable, Hashable, Codable {
     public func validate() throws(ConfigurationError) {
         for (name, value) in [("duplicateProbability", duplicateProbability), ("lossProbability", lossProbability),
                               ("crashProbability", crashProbability)] where !(0...1).contains(value) {
-            throw ConfigurationError("network.\(name) is \(value); a probability must be between 0 and 1")
+            throw ConfigurationError("network.\(name) is \(value); a probability must be between 0 and 1", code: .outOfRange)
         }
-        guard catchUpMilliseconds >= 0 else { throw ConfigurationError("network.catchUpMilliseconds must be 0 or more") }
+        guard catchUpMilliseconds >= 0 else { throw ConfigurationError("network.catchUpMilliseconds must be 0 or more", code: .outOfRange) }
     }
 }

@@ -47,15 +47,15 @@ public struct StoreAction: Sendable, Hashable, Codable {
     func validate(index: Int, devices: Set<String>, catalog: Catalog) throws(ConfigurationError) {
         let path = "storeActions[\(index)]"
         guard atMilliseconds.isFinite, atMilliseconds >= 0 else {
-            throw ConfigurationError("\(path).atMilliseconds is \(atMilliseconds); use 0 or more milliseconds of run time")
+            throw ConfigurationError("\(path).atMilliseconds is \(atMilliseconds); use 0 or more milliseconds of run time", code: .outOfRange)
         }
         guard devices.contains(device) else {
-            throw ConfigurationError("\(path).device '\(device)' is not a device of this run; use device-0001 … as the run names them")
+            throw ConfigurationError("\(path).device '\(device)' is not a device of this run; use device-0001 … as the run names them", code: .unknownDevice)
         }
         if action.needsProduct {
-            guard let product else { throw ConfigurationError("\(path).product is missing; \(action.rawValue) needs the product it acts on") }
+            guard let product else { throw ConfigurationError("\(path).product is missing; \(action.rawValue) needs the product it acts on", code: .missingValue) }
             guard catalog.product(product) != nil else {
-                throw ConfigurationError("\(path).product '\(product)' is not in the catalog; use one of its product identifiers")
+                throw ConfigurationError("\(path).product '\(product)' is not in the catalog; use one of its product identifiers", code: .unknownProduct)
             }
         }
         if let error, StoreError.Code(name: error) == nil {

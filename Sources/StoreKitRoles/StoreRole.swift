@@ -69,7 +69,7 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
                              ("cancellationProbability", cancellationProbability), ("approvalProbability", approvalProbability),
                              ("restoreFailureProbability", restoreFailureProbability)]
         for (name, value) in probabilities where !(0...1).contains(value) {
-            throw ConfigurationError("store.\(name) is \(value); a probability must be between 0 and 1")
+            throw ConfigurationError("store.\(name) is \(value); a probability must be between 0 and 1", code: .outOfRange)
         }
         for (name, value) in [("cancellationAtRenewalProbability", cancellationAtRenewalProbability),
                               ("interruptedPurchaseProbability", interruptedPurchaseProbability),
@@ -77,25 +77,49 @@ public struct StoreBehavior: Sendable, Hashable, Codable {
                               ("billingIssueProbability", billingIssueProbability),
                               ("billingRecoveryProbability", billingRecoveryProbability)]
         where !(0...1).contains(value ?? 0) {
-            throw ConfigurationError("store.\(name) is \(value ?? 0); a probability must be between 0 and 1")
+            throw ConfigurationError("store.\(name) is \(value ?? 0); a probability must be between 0 and 1", code: .outOfRange)
         }
         if let value = maximumRenewals, !(0...Self.maximumRenewalsLimit).contains(value) {
-            throw ConfigurationError("store.maximumRenewals is \(value); use 0 to \(Self.maximumRenewalsLimit) renewals per subscription")
+            throw ConfigurationError("store.maximumRenewals is \(value); use 0 to \(Self.maximumRenewalsLimit) renewals per subscription", code: .outOfRange)
         }
         if let value = subscriptionTimeRate, !StoreKitTestSettings.isTimeRate(value) {
-            throw ConfigurationError("store.subscriptionTimeRate is \(value); use an SKTestSession.TimeRate raw value (0-6, 10-13, 15, or 1000-1005 for one renewal every 15 minutes to every 2 seconds)")
+            throw ConfigurationError("store.subscriptionTimeRate is \(value); use an SKTestSession.TimeRate raw value (0-6, 10-13, 15, or 1000-1005 for one renewal every 15 minutes to every 2 seconds)", code: .outOfRange)
         }
         let sum = failureProbability + deferralProbability + cancellationProbability
         guard sum <= 1 else {
-            throw ConfigurationError("store failure + deferral + cancellation probabilities add up to \(sum); they must not exceed 1")
+            throw ConfigurationError("store failure + deferral + cancellation probabilities add up to \(sum); they must not exceed 1", code: .outOfRange)
         }
     }
 }
 
 /// A configuration value that cannot work, with what to change.
 public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of problem, for code (and tests) that tell problems apart; the message is for people.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// A number outside its range (a probability above 1, a count below 0, too many devices).
+        case outOfRange
+        /// A device the run does not have.
+        case unknownDevice
+        /// A product the catalog does not have.
+        case unknownProduct
+        /// A value that is required and absent.
+        case missingValue
+        /// A file or recorded value that cannot be read.
+        case unreadable
+        /// A format or version this sksim does not read.
+        case unsupportedVersion
+        /// A deterministic run given a log that already holds a run.
+        case logNotEmpty
+        /// Any other value that cannot work.
+        case invalidValue
+    }
+
+    public var code: Code
     public var message: String
-    public init(_ message: String) { self.message = message }
+    public init(_ message: String, code: Code = .invalidValue) {
+        self.message = message
+        self.code = code
+    }
     public var description: String { message }
 }
 

@@ -84,7 +84,7 @@ public struct PartitionedLogProjection {
     public static func partitionNames(in directory: URL) throws -> [String] {
         let names = try LogDirectory.partitions(in: directory)
         guard !names.isEmpty else {
-            throw LogSelectionError("\(directory.path) holds no log partition (no subfolder with .segment files); give a run's log folder, e.g. out/local/log")
+            throw LogSelectionError("\(directory.path) holds no log partition (no subfolder with .segment files); give a run's log folder, e.g. out/local/log", code: .noPartition)
         }
         return names
     }
@@ -94,7 +94,7 @@ public struct PartitionedLogProjection {
         let names = try partitionNames(in: directory)
         guard let only else { return names }
         guard names.contains(only) else {
-            throw LogSelectionError("\(directory.path) has no partition '\(only)'; it has \(names.joined(separator: ", "))")
+            throw LogSelectionError("\(directory.path) has no partition '\(only)'; it has \(names.joined(separator: ", "))", code: .unknownPartition)
         }
         return [only]
     }
@@ -176,8 +176,22 @@ public struct PartitionedLogProjection {
 
 /// A log folder or partition that is not there; the message says what to give instead.
 public struct LogSelectionError: Error, CustomStringConvertible {
+    /// What kind of problem, for code (and tests) that tell problems apart.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// The folder holds no partition with segment files.
+        case noPartition
+        /// The partition asked for is not among the folder's.
+        case unknownPartition
+        /// One partition is needed and the folder has several.
+        case severalPartitions
+    }
+
+    public var code: Code
     public var description: String
-    public init(_ description: String) { self.description = description }
+    public init(_ description: String, code: Code) {
+        self.description = description
+        self.code = code
+    }
 }
 
 /// A record whose checksum is right but whose payload is not an event this build reads.

@@ -143,7 +143,7 @@ public final class DeterministicRuntime {
     /// Runs until nothing is left to do (or the simulated-time bound), closes the log and reports.
     public func run() throws -> RunReport {
         guard environment.storage.lastSequence == 0 else {
-            throw ConfigurationError("the log already holds a run; a deterministic run starts from an empty log")
+            throw ConfigurationError("the log already holds a run; a deterministic run starts from an empty log", code: .logNotEmpty)
         }
         let header = self.header ?? scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0)
         let started = try engine.start(header)

@@ -51,7 +51,6 @@ import Testing
         }
         #expect(duplicate.reason == .duplicateProduct)
         #expect(duplicate.keyPath == "products[1].identifier")
-        #expect(duplicate.description.contains("products[0].identifier"))
 
         let empty = try CatalogTestFixtures.catalogError {
             try Catalog(products: [Product(identifier: " ", kind: .consumable, displayPrice: "1")])

@@ -163,6 +163,7 @@ import StoreKitTestKit
     func validation() {
         var behavior = StoreBehavior()
         behavior.interruptedPurchaseProbability = 1.5
-        #expect(throws: ConfigurationError("store.interruptedPurchaseProbability is 1.5; a probability must be between 0 and 1")) { try behavior.validate() }
+        let error = #expect(throws: ConfigurationError.self) { try behavior.validate() }
+        #expect(error?.code == .outOfRange && error?.message.hasPrefix("store.interruptedPurchaseProbability ") == true)
     }
 }

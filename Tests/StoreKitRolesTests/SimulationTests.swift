@@ -187,7 +187,8 @@ import StoreKitTestSupport
     func refusesExistingLog() throws {
         let scratch = TemporaryDirectory()
         _ = try run(Scenario(seed: 1, devices: 1), in: scratch.url)
-        #expect(throws: ConfigurationError.self) { _ = try run(Scenario(seed: 1, devices: 1), in: scratch.url) }
+        let error = #expect(throws: ConfigurationError.self) { _ = try run(Scenario(seed: 1, devices: 1), in: scratch.url) }
+        #expect(error?.code == .logNotEmpty)
     }
 
     @Test("Invalid scenarios are refused with what to change", arguments: [0, -1, 1_000_000])
@@ -195,7 +196,7 @@ import StoreKitTestSupport
         let error = #expect(throws: ConfigurationError.self) {
             _ = try DeterministicRuntime(scenario: Scenario(seed: 1, devices: devices), environment: .inMemory(seed: 1))
         }
-        #expect(error?.message.contains("devices") == true)
+        #expect(error?.code == .outOfRange && error?.message.hasPrefix("devices ") == true, "\(String(describing: error))")
     }
 }
 

@@ -80,11 +80,11 @@ import Testing
     func validation() {
         var scenario = Scenario(seed: 1, devices: 2)
         scenario.store.actions = [StoreAction(atMilliseconds: 5, action: .refund, device: "device-0009", product: SampleProducts.removeAds)]
-        #expect(throws: ConfigurationError("storeActions[0].device 'device-0009' is not a device of this run; use device-0001 … as the run names them")) {
-            try scenario.validate()
-        }
+        let unknownDevice = #expect(throws: ConfigurationError.self) { try scenario.validate() }
+        #expect(unknownDevice?.code == .unknownDevice && unknownDevice?.message.hasPrefix("storeActions[0].device ") == true)
         scenario.store.actions = [StoreAction(atMilliseconds: 5, action: .expire, device: "device-0001")]
-        #expect(throws: ConfigurationError("storeActions[0].product is missing; expire needs the product it acts on")) { try scenario.validate() }
+        let missingProduct = #expect(throws: ConfigurationError.self) { try scenario.validate() }
+        #expect(missingProduct?.code == .missingValue && missingProduct?.message.hasPrefix("storeActions[0].product ") == true)
     }
 }
 

@@ -78,7 +78,6 @@ import Testing
         #expect(harness.send(.expireSubscription(device: "d1", original: original)) == .accept([]))
         let renewal = harness.send(.renewSubscription(device: "d1", original: original))
         #expect(harness.rejection(renewal) == .invalidArgument)
-        if case .reject(let rejection) = renewal { #expect(rejection.message.contains("has expired")) }
         let coins = harness.purchase(SampleProducts.coins)
         let coinsPurchase = try #require(harness.transaction(coins))
         let coinsOriginal = try #require(StoreTestSession.original(of: coinsPurchase))

@@ -235,8 +235,9 @@ import Testing
 
     @Test("an app cannot be registered under a built-in behaviour's name")
     func builtInNamesAreRefused() {
-        #expect(throws: RegisteredApps.RegistrationError.self) {
+        let error = #expect(throws: RegisteredApps.RegistrationError.self) {
             try RegisteredApps.register(["audit": StoreKitAppTests.app(checks: Self.checks)])
         }
+        #expect(error?.code == .builtInName)
     }
 }

@@ -182,7 +182,7 @@ struct CurveTests {
         let tooShort = #expect(throws: ZeroMQError.self) { try CurveKey(z85: "abc") }
         #expect(tooShort?.kind == .invalidCurveKey)
         let badCharacter = #expect(throws: ZeroMQError.self) { try CurveKey(z85: String(repeating: "~", count: 40)) }
-        #expect(badCharacter?.message.contains("Z85 alphabet") == true)
+        #expect(badCharacter?.kind == .invalidCurveKey)
         let other = try CurveKeyPair.generate()
         let mismatched = #expect(throws: ZeroMQError.self) {
             try CurveKeyPair(publicKey: other.publicKey, secretKey: try CurveKeyPair.generate().secretKey)

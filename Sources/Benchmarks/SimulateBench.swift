@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SKSimCommands
 import StoreKitLive
 import StoreKitModel
 import StoreKitRoles

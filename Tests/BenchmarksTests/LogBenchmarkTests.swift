@@ -1,12 +1,15 @@
+import Benchmarks
+import EventLog
 import Foundation
 import Testing
-
-@testable import EventLog
 
 @Suite struct LogBenchmarkTests {
     @Test("the benchmark measures every record of the log and of each baseline, and durability latency of each")
     func smallRun() throws {
-        try withTemporaryDirectory { directory in
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("log-benchmark-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        do {
             var configuration = LogBenchmark.Configuration(directory: directory)
             configuration.recordsAlways = 20
             configuration.recordsGroupCommit = 3_000

@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import SKSimCommands
 import StoreKitLoad
 import StoreKitModel
 import StoreKitReplay
@@ -52,35 +53,8 @@ struct ReplayBench: AsyncParsableCommand {
         let recorded = try Self.record(seed: 1, devices: devices, purchases: max(1, events * 10 / devices / 86), in: scratch.appendingPathComponent("full"))
         let recording = try Recording.open(path: recorded.path)
 
-        var baselineSeconds = Double.infinity
-        var decoded = 0
-        for _ in 0..<2 {
-            let start = ProjectionBenchmark.monotonicSeconds()
-            decoded = 0
-            let reader = try PartitionReader(directory: recorded, partition: LogProjection.partition)
-            try reader.forEachRecord { view in
-                _ = try EventCodec.decodeEvent(view.payload)
-                decoded += 1
-            }
-            baselineSeconds = min(baselineSeconds, ProjectionBenchmark.monotonicSeconds() - start)
-        }
-        // The ceiling: the baseline's reading and decoding, plus the work every replayed event costs
-        // whatever the replay does around it (encoding it again and comparing the bytes, the engine's
-        // fold and check, the app's fold).
-        var ceilingSeconds = Double.infinity
-        for _ in 0..<2 {
-            let start = ProjectionBenchmark.monotonicSeconds()
-            var work = PerEventWork()
-            var identical = 0
-            let reader = try PartitionReader(directory: recorded, partition: LogProjection.partition)
-            try reader.forEachRecord { view in
-                let recorded = try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
-                if work.perform(recorded, comparingWith: view.payload) { identical += 1 }
-            }
-            ceilingSeconds = min(ceilingSeconds, ProjectionBenchmark.monotonicSeconds() - start)
-            precondition(work.events == decoded, "the ceiling read \(work.events) events, the baseline \(decoded)")
-            precondition(identical == decoded, "\(decoded - identical) events did not encode again to their logged bytes")
-        }
+        let (baselineSeconds, decoded) = try Self.readingBaseline(recorded)
+        let ceilingSeconds = try Self.ceilingSeconds(recorded, events: decoded)
         ProjectionBenchmark.resetPeakMemory()
         var best: ReplayResult?
         for _ in 0..<2 {
@@ -96,25 +70,7 @@ struct ReplayBench: AsyncParsableCommand {
         let timedDirectory = try timedRecording.map { path in URL(fileURLWithPath: path) }
             ?? Self.record(seed: 2, devices: timedDevices, purchases: 5, seconds: timedSeconds, in: scratch.appendingPathComponent("timed"))
         let timedSource = try Recording.open(path: timedDirectory.path)
-        // Each speed twice: at normal priority (the baseline) and as `sksim replay` runs, with a
-        // real-time priority where the system allows it (SystemReplayClock).
-        // The machine's load and a virtual machine's steal time (cores taken by the hypervisor,
-        // which no priority inside can win back) during each, to read the tail by.
-        var timed: [(Double, ReplayResult)] = []
-        var conditions: [(busy: Double, steal: Double)] = []
-        for speed in [1.0, 10.0] {
-            for realTime in [false, true] {
-                var options = ReplayOptions()
-                options.speed = speed
-                let clock = SystemReplayClock(realTime: realTime)
-                let before = LoadBenchmark.CPUTimes.read()
-                var result = try ReplaySession(recording: timedSource, options: options, clock: clock).run()
-                let after = LoadBenchmark.CPUTimes.read()
-                conditions.append((LoadBenchmark.CPUTimes.busyFraction(from: before, to: after), LoadBenchmark.CPUTimes.stealFraction(from: before, to: after)))
-                result.lateness?.scheduling = clock.scheduling.rawValue
-                timed.append((speed, result))
-            }
-        }
+        let (timed, conditions) = try Self.timedReplays(timedSource)
 
         let soak = try Self.soak(seeds: soakSeeds)
 
@@ -130,20 +86,7 @@ struct ReplayBench: AsyncParsableCommand {
                 ("peakMemoryMegabytes", .double((memory * 10).rounded() / 10)),
                 ("divergences", .int(replayed.divergences)),
                 ("timed", .array(zip(timed, conditions).map { run, condition in
-                    let (speed, result) = run
-                    let lateness = result.lateness
-                    return .object([
-                        ("speed", .double(speed)), ("recording", .string(timedSource.location)), ("commands", .int(lateness?.samples ?? 0)),
-                        ("p50Microseconds", ReplayCommand.microseconds(lateness?.p50Nanoseconds ?? 0)),
-                        ("p99Microseconds", ReplayCommand.microseconds(lateness?.p99Nanoseconds ?? 0)),
-                        ("maxMicroseconds", ReplayCommand.microseconds(lateness?.maximumNanoseconds ?? 0)),
-                        ("firstTenthP99Microseconds", ReplayCommand.microseconds(lateness?.firstTenthP99Nanoseconds ?? 0)),
-                        ("lastTenthP99Microseconds", ReplayCommand.microseconds(lateness?.lastTenthP99Nanoseconds ?? 0)),
-                        ("scheduling", .optional(lateness?.scheduling)),
-                        ("machineBusyFraction", .double((condition.busy * 1000).rounded() / 1000)),
-                        ("stealFraction", .double((condition.steal * 1000).rounded() / 1000)),
-                        ("divergences", .int(result.divergences)),
-                    ])
+                    Self.timedJSON(speed: run.0, result: run.1, condition: condition, recording: timedSource.location)
                 })),
             ])
         results.record(bench: "replay", figures: object)
@@ -168,6 +111,83 @@ struct ReplayBench: AsyncParsableCommand {
                              lateness.scheduling == SystemReplayClock.Scheduling.realTime.rawValue ? "real-time" : "normal",
                              condition.busy * 100, condition.steal * 100))
         }
+    }
+
+    /// The baseline, best of two: the recording read with `PartitionReader` and every payload decoded.
+    static func readingBaseline(_ recorded: URL) throws -> (seconds: Double, events: Int) {
+        var baselineSeconds = Double.infinity
+        var decoded = 0
+        for _ in 0..<2 {
+            let start = ProjectionBenchmark.monotonicSeconds()
+            decoded = 0
+            let reader = try PartitionReader(directory: recorded, partition: LogProjection.partition)
+            try reader.forEachRecord { view in
+                _ = try EventCodec.decodeEvent(view.payload)
+                decoded += 1
+            }
+            baselineSeconds = min(baselineSeconds, ProjectionBenchmark.monotonicSeconds() - start)
+        }
+        return (baselineSeconds, decoded)
+    }
+
+    /// The ceiling, best of two: the baseline's reading and decoding, plus the work every replayed event
+    /// costs whatever the replay does around it (encoding it again and comparing the bytes, the engine's
+    /// fold and check, the app's fold).
+    static func ceilingSeconds(_ recorded: URL, events decoded: Int) throws -> Double {
+        var ceilingSeconds = Double.infinity
+        for _ in 0..<2 {
+            let start = ProjectionBenchmark.monotonicSeconds()
+            var work = PerEventWork()
+            var identical = 0
+            let reader = try PartitionReader(directory: recorded, partition: LogProjection.partition)
+            try reader.forEachRecord { view in
+                let recorded = try LogProjection.decode(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload)
+                if work.perform(recorded, comparingWith: view.payload) { identical += 1 }
+            }
+            ceilingSeconds = min(ceilingSeconds, ProjectionBenchmark.monotonicSeconds() - start)
+            precondition(work.events == decoded, "the ceiling read \(work.events) events, the baseline \(decoded)")
+            precondition(identical == decoded, "\(decoded - identical) events did not encode again to their logged bytes")
+        }
+        return ceilingSeconds
+    }
+
+    /// Each speed twice: at normal priority (the baseline) and as `sksim replay` runs, with a
+    /// real-time priority where the system allows it (SystemReplayClock). With each, the machine's load
+    /// and a virtual machine's steal time (cores taken by the hypervisor, which no priority inside can
+    /// win back) during it, to read the tail by.
+    static func timedReplays(_ timedSource: Recording) throws -> (timed: [(Double, ReplayResult)], conditions: [(busy: Double, steal: Double)]) {
+        var timed: [(Double, ReplayResult)] = []
+        var conditions: [(busy: Double, steal: Double)] = []
+        for speed in [1.0, 10.0] {
+            for realTime in [false, true] {
+                var options = ReplayOptions()
+                options.speed = speed
+                let clock = SystemReplayClock(realTime: realTime)
+                let before = LoadBenchmark.CPUTimes.read()
+                var result = try ReplaySession(recording: timedSource, options: options, clock: clock).run()
+                let after = LoadBenchmark.CPUTimes.read()
+                conditions.append((LoadBenchmark.CPUTimes.busyFraction(from: before, to: after), LoadBenchmark.CPUTimes.stealFraction(from: before, to: after)))
+                result.lateness?.scheduling = clock.scheduling.rawValue
+                timed.append((speed, result))
+            }
+        }
+        return (timed, conditions)
+    }
+
+    static func timedJSON(speed: Double, result: ReplayResult, condition: (busy: Double, steal: Double), recording: String) -> JSONValue {
+        let lateness = result.lateness
+        return .object([
+            ("speed", .double(speed)), ("recording", .string(recording)), ("commands", .int(lateness?.samples ?? 0)),
+            ("p50Microseconds", JSONValue.microseconds(lateness?.p50Nanoseconds ?? 0)),
+            ("p99Microseconds", JSONValue.microseconds(lateness?.p99Nanoseconds ?? 0)),
+            ("maxMicroseconds", JSONValue.microseconds(lateness?.maximumNanoseconds ?? 0)),
+            ("firstTenthP99Microseconds", JSONValue.microseconds(lateness?.firstTenthP99Nanoseconds ?? 0)),
+            ("lastTenthP99Microseconds", JSONValue.microseconds(lateness?.lastTenthP99Nanoseconds ?? 0)),
+            ("scheduling", .optional(lateness?.scheduling)),
+            ("machineBusyFraction", .double((condition.busy * 1000).rounded() / 1000)),
+            ("stealFraction", .double((condition.steal * 1000).rounded() / 1000)),
+            ("divergences", .int(result.divergences)),
+        ])
     }
 
     struct Soak {

@@ -1,6 +1,7 @@
 import Bus
 import EventLog
 import Foundation
+import StoreKitLive
 import StoreKitModel
 import StoreKitRoles
 import ZeroMQ
@@ -129,17 +130,7 @@ public enum BusBenchmark {
             for child in children where child.isRunning { child.terminate() }
             for child in children { child.waitUntilExit() }
         }
-        for name in ["queue", "store"] {
-            let process = Process()
-            process.executableURL = configuration.executable
-            process.arguments = [name, "--topology", topologyPath, "--name", name, "--run-directory", directory.path]
-            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-            try process.run()
-            children.append(process)
-            // The queue first (the store connects to it); the store before any load, so that its start-up
-            // (catching up on the log) is not measured as the latency of the first lifecycles.
-            try waitUntilReady(process, name: name, directory: directory)
-        }
+        try startServices(into: &children, executable: configuration.executable, topologyPath: topologyPath, directory: directory)
 
         let context = try ZeroMQContext()
         defer { context.terminate() }
@@ -193,11 +184,9 @@ public enum BusBenchmark {
         let averageBytes = eventCount > 0 ? Double(eventBytes) / Double(eventCount) : 128
         // The best of three: the limit is what the machine reaches, and one run slowed by a neighbour
         // on the VM (seen: a fifth of the usual rate) would make the ratio look five times better.
-        var raw = 0.0
-        for _ in 0..<Self.rawRuns {
-            raw = max(raw, try rawPublishSubscribe(transport: transport, directory: directory, messages: configuration.rawMessages,
-                                                   bytes: Int(averageBytes.rounded())))
-        }
+        let raw = try (0..<Self.rawRuns).map { _ in
+            try rawPublishSubscribe(transport: transport, directory: directory, messages: configuration.rawMessages, bytes: Int(averageBytes.rounded()))
+        }.max() ?? 0
         var measurement = Measurement(transport: transport, lifecycles: completed, seconds: seconds,
                                       lifecyclesPerSecond: Double(completed) / seconds,
                                       latencyMicroseconds: (percentile(0.5), percentile(0.99), percentile(0.999)),
@@ -207,23 +196,8 @@ public enum BusBenchmark {
         }
         measurement.unfinished = drivers.reduce(0) { $0 + $1.unfinished }
         let samples = drivers.flatMap(\.stageSamples)
-        func stage(_ name: String, _ value: ((intended: Int64, lag: Int64, added: Int64, purchased: Int64, finished: Int64)) -> Int64)
-            -> (name: String, p50: Double, p99: Double) {
-            let sorted = samples.map(value).sorted()
-            guard !sorted.isEmpty else { return (name, 0, 0) }
-            return (name, Double(sorted[sorted.count / 2]) / 1_000, Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1_000)
-        }
-        measurement.stages = [stage("driver lag") { $0.lag }, stage("to added") { $0.added }, stage("to purchased") { $0.purchased },
-                              stage("to finished") { $0.finished }]
-        if configuration.rate != nil {
-            let tenth = max(1, (end - warmUp) / 10)
-            var largest = [Int64](repeating: 0, count: 10)
-            for sample in samples {
-                let bucket = Int(min(9, max(0, (sample.intended - warmUp) / tenth)))
-                largest[bucket] = max(largest[bucket], sample.lag + sample.added + sample.purchased + sample.finished)
-            }
-            measurement.timeline = largest.map { Double($0) / 1_000 }
-        }
+        measurement.stages = stages(samples)
+        if configuration.rate != nil { measurement.timeline = timeline(samples, warmUp: warmUp, end: end) }
         measurement.retriesSent = drivers.reduce(0) { $0 + $1.sender.retriesSent }
         measurement.gapsRecovered = drivers.reduce(0) { $0 + $1.subscriber.counters.gapsRecovered }
         measurement.queueAnsweredUnavailable = statistics?.commandsAnsweredUnavailable ?? 0
@@ -234,6 +208,47 @@ public enum BusBenchmark {
         let cores = zip(cpuBefore, cpuAfter).map { Double($1 - $0) / Double(end - warmUp) }
         (measurement.queueCores, measurement.storeCores, measurement.driverCores) = (cores[0], cores[1], cores[2])
         return measurement
+    }
+
+    /// Starts the queue, then the store, each waited for until ready; each is in `children` as soon as it runs,
+    /// so the caller stops whatever started.
+    private static func startServices(into children: inout [Process], executable: URL, topologyPath: String, directory: URL) throws {
+        for name in ["queue", "store"] {
+            let process = Process()
+            process.executableURL = executable
+            process.arguments = [name, "--topology", topologyPath, "--name", name, "--run-directory", directory.path]
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            children.append(process)
+            // The queue first (the store connects to it); the store before any load, so that its start-up
+            // (catching up on the log) is not measured as the latency of the first lifecycles.
+            try waitUntilReady(process, name: name, directory: directory)
+        }
+    }
+
+    /// One finished lifecycle's intended start and the durations of its stages (`Measurement.stages`).
+    private typealias StageSample = (intended: Int64, lag: Int64, added: Int64, purchased: Int64, finished: Int64)
+
+    /// p50 and p99 of each stage, in microseconds.
+    private static func stages(_ samples: [StageSample]) -> [(name: String, p50: Double, p99: Double)] {
+        func stage(_ name: String, _ value: (StageSample) -> Int64) -> (name: String, p50: Double, p99: Double) {
+            let sorted = samples.map(value).sorted()
+            guard !sorted.isEmpty else { return (name, 0, 0) }
+            return (name, Double(sorted[sorted.count / 2]) / 1_000, Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1_000)
+        }
+        return [stage("driver lag") { $0.lag }, stage("to added") { $0.added }, stage("to purchased") { $0.purchased },
+                stage("to finished") { $0.finished }]
+    }
+
+    /// The largest latency of the lifecycles intended to start in each tenth of the window, in microseconds.
+    private static func timeline(_ samples: [StageSample], warmUp: Int64, end: Int64) -> [Double] {
+        let tenth = max(1, (end - warmUp) / 10)
+        var largest = [Int64](repeating: 0, count: 10)
+        for sample in samples {
+            let bucket = Int(min(9, max(0, (sample.intended - warmUp) / tenth)))
+            largest[bucket] = max(largest[bucket], sample.lag + sample.added + sample.purchased + sample.finished)
+        }
+        return largest.map { Double($0) / 1_000 }
     }
 
     /// Open model: how long after the window the drivers wait for the lifecycles started in it.

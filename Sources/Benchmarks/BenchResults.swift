@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SKSimCommands
 import StoreKitModel
 
 /// Where `sksim bench` keeps its figures: one JSON file per run, with the commit and the machine,

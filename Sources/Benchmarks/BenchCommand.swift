@@ -4,15 +4,18 @@ import Foundation
 import StoreKitLive
 import StoreKitLoad
 import Logging
+import SKSimCommands
 import StoreKitModel
 import StoreKitRuntime
 import StoreKitSimulation
 
-struct BenchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct BenchCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmarks, each printed beside a baseline measured in the same run.",
         subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self, ExploreBench.self, LoadBench.self])
+
+    public init() {}
 
     static func warnIfDebug() {
         #if DEBUG
@@ -139,15 +142,16 @@ enum ProjectionBenchmark {
 
     /// Lifecycles over 1,000 devices: added, purchased (some with a download that
     /// starts, progresses and finishes), finished; consistent, so the fold does real work.
+    /// Written through the engine's storage, each event a unit of its own.
     private static func writeLifecycles(count: Int, directory: URL, partition: String) throws -> Int {
-        let writer = try PartitionWriter(directory: directory, partition: partition,
-                                         configuration: PartitionWriterConfiguration(durability: .operatingSystem))
+        let storage = try DiskLogStorage(directory: directory, partition: partition, durability: .operatingSystem)
         var writtenCount = 0
         var encoder = BinaryWriter(capacity: 256)
         func append(_ event: Event, _ number: UInt64) throws {
             encoder.removeAll()
             EventCodec.encode(event, commandID: CommandID(origin: "apps", number: number), into: &encoder)
-            try encoder.bytes.withUnsafeBytes { _ = try writer.append(payload: $0, timestampNanoseconds: Int64(writtenCount) * 1_000) }
+            let end = encoder.bytes.count
+            try encoder.bytes.withUnsafeBytes { _ = try storage.appendUnit(bytes: $0, ends: [end], timestamp: Int64(writtenCount) * 1_000) }
             writtenCount += 1
         }
         let devices = 1_000
@@ -177,7 +181,7 @@ enum ProjectionBenchmark {
             try append(.transactionFinished(key), UInt64(writtenCount))
             lifecycle += 1
         }
-        try writer.close()
+        try storage.close()
         return writtenCount
     }
 
@@ -262,78 +266,84 @@ struct BusBench: AsyncParsableCommand {
         }
         let object = JSONValue.object([
             ("drivers", .int(drivers)),
-            ("transports", .array(figures.map { figure in
-                let result = figure.throughput
-                return .object([
-                    ("transport", .string(result.transport)), ("lifecycles", .int(result.lifecycles)),
-                    ("seconds", .double(result.seconds)), ("lifecyclesPerSecond", .double(result.lifecyclesPerSecond.rounded())),
-                    ("latencyP50Microseconds", .double(result.latencyMicroseconds.p50.rounded())),
-                    ("latencyP99Microseconds", .double(result.latencyMicroseconds.p99.rounded())),
-                    ("latencyP999Microseconds", .double(result.latencyMicroseconds.p999.rounded())),
-                    ("averageEventBytes", .double(result.averageEventBytes.rounded())),
-                    ("rawMessagesPerSecond", .double(result.rawMessagesPerSecond.rounded())),
-                    ("busMessagesPerLifecycle", .double(result.busMessagesPerLifecycle)),
-                    ("ratioToBaseline", .double((result.ratioToBaseline * 1000).rounded() / 1000)),
-                    ("queueMicrosecondsPerLifecycle", result.queueMicrosecondsPerLifecycle.map { .double(($0 * 10).rounded() / 10) } ?? .null),
-                    ("ceilingRatioToBaseline", result.ceilingRatioToBaseline.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
-                    ("unloadedLatencyP50Microseconds", .double(figure.unloaded.latencyMicroseconds.p50.rounded())),
-                    ("unloadedLatencyP99Microseconds", .double(figure.unloaded.latencyMicroseconds.p99.rounded())),
-                    ("fsyncMicroseconds", .double((figure.floor.fsyncMicroseconds * 10).rounded() / 10)),
-                    ("fsyncP99Microseconds", .double(figure.floor.fsyncP99Microseconds.rounded())),
-                    ("roundTripMicroseconds", .double((figure.floor.roundTripMicroseconds * 10).rounded() / 10)),
-                    ("floorMicroseconds", .double(figure.floor.floorMicroseconds.rounded())),
-                    ("ratioToFloor", .double((figure.ratioToFloor * 100).rounded() / 100)),
-                    ("halfLoadLifecyclesPerSecond", .double(figure.halfLoad.lifecyclesPerSecond.rounded())),
-                    ("halfLoadLatencyP50Microseconds", .double(figure.halfLoad.latencyMicroseconds.p50.rounded())),
-                    ("halfLoadLatencyP99Microseconds", .double(figure.halfLoad.latencyMicroseconds.p99.rounded())),
-                    ("halfLoadOfferedPerSecond", .double((figure.halfLoad.offeredPerSecond ?? 0).rounded())),
-                    ("halfLoadUnfinished", .int(figure.halfLoad.unfinished)),
-                    // Where the closed loop's time went: each process's CPU (in cores) and the waits.
-                    ("queueCores", .double((result.queueCores * 100).rounded() / 100)),
-                    ("storeCores", .double((result.storeCores * 100).rounded() / 100)),
-                    ("driverCores", .double((result.driverCores * 100).rounded() / 100)),
-                    ("durabilityRounds", .int(result.durabilityRounds)),
-                    ("retriesSent", .int(result.retriesSent)),
-                    ("queueAnsweredUnavailable", .int(result.queueAnsweredUnavailable)),
-                    ("queueDuplicates", .int(result.queueDuplicates)),
-                    ("repliesDropped", .int(result.repliesDropped)),
-                    ("gapsRecovered", .int(result.gapsRecovered)),
-                ])
-            })),
+            ("transports", .array(figures.map(Self.figuresJSON))),
         ])
         results.record(bench: "bus", figures: object)
         if json {
             printLine(object.serialized())
             return
         }
-        for figure in figures {
-            let result = figure.throughput
-            printLine(String(format: "%@: %.0f lifecycles/s (%d in %.2f s), latency p50 %.0f µs p99 %.0f µs p99.9 %.0f µs; raw PUB/SUB %.0f msgs/s of %.0f bytes; ratio to baseline %.3f (× %.0f bus messages per lifecycle)",
-                             result.transport, result.lifecyclesPerSecond, result.lifecycles, result.seconds,
-                             result.latencyMicroseconds.p50, result.latencyMicroseconds.p99, result.latencyMicroseconds.p999,
-                             result.rawMessagesPerSecond, result.averageEventBytes, result.ratioToBaseline, result.busMessagesPerLifecycle))
-            if let perLifecycle = result.queueMicrosecondsPerLifecycle, let ceiling = result.ceilingRatioToBaseline {
-                printLine(String(format: "%@: the queue used %.1f µs of CPU per lifecycle; with all %d cores to itself at that cost (store and drivers free) the ratio could reach %.3f",
-                                 result.transport, perLifecycle, ProcessInfo.processInfo.activeProcessorCount, ceiling))
-            }
-            printLine(String(format: "%@: one lifecycle alone p50 %.0f µs (p99 %.0f µs); floor %.0f µs (3 × write+fdatasync %.0f µs + 3 × round trip %.0f µs); ratio to floor %.2f",
-                             result.transport, figure.unloaded.latencyMicroseconds.p50, figure.unloaded.latencyMicroseconds.p99,
-                             figure.floor.floorMicroseconds, figure.floor.fsyncMicroseconds, figure.floor.roundTripMicroseconds, figure.ratioToFloor))
-            printLine(String(format: "%@: CPU in cores: queue %.2f, store %.2f, drivers %.2f; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
-                             result.transport, result.queueCores, result.storeCores, result.driverCores, result.durabilityRounds,
-                             Int(result.records), result.retriesSent, result.queueAnsweredUnavailable, result.queueDuplicates, result.repliesDropped, result.gapsRecovered))
-            printLine(String(format: "%@: at half the throughput (%.0f/s offered, open model, %d lifecycles finished, %d unfinished): p50 %.0f µs, p99 %.0f µs from the intended start (the disk's write+fdatasync p99 %.0f µs)",
-                             result.transport, figure.halfLoad.offeredPerSecond ?? 0, figure.halfLoad.lifecycles, figure.halfLoad.unfinished,
-                             figure.halfLoad.latencyMicroseconds.p50, figure.halfLoad.latencyMicroseconds.p99, figure.floor.fsyncP99Microseconds))
-            printLine("\(result.transport): one lifecycle alone: stages p50/p99 µs: "
-                      + figure.unloaded.stages.map { String(format: "%@ %.0f/%.0f", $0.name, $0.p50, $0.p99) }.joined(separator: ", "))
-            let half = figure.halfLoad
-            printLine(String(format: "%@: half load: CPU in cores: queue %.2f, store %.2f, drivers %.2f; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
-                             result.transport, half.queueCores, half.storeCores, half.driverCores, half.durabilityRounds,
-                             Int(half.records), half.retriesSent, half.queueAnsweredUnavailable, half.queueDuplicates, half.repliesDropped, half.gapsRecovered))
-            printLine("\(result.transport): half load: stages p50/p99 µs: " + half.stages.map { String(format: "%@ %.0f/%.0f", $0.name, $0.p50, $0.p99) }.joined(separator: ", ")
-                      + "; largest latency per tenth of the window, ms: " + half.timeline.map { String(format: "%.1f", $0 / 1_000) }.joined(separator: " "))
+        for figure in figures { Self.printText(figure) }
+    }
+
+    /// One transport's figures as JSON.
+    private static func figuresJSON(_ figure: TransportFigures) -> JSONValue {
+        let result = figure.throughput
+        return .object([
+            ("transport", .string(result.transport)), ("lifecycles", .int(result.lifecycles)),
+            ("seconds", .double(result.seconds)), ("lifecyclesPerSecond", .double(result.lifecyclesPerSecond.rounded())),
+            ("latencyP50Microseconds", .double(result.latencyMicroseconds.p50.rounded())),
+            ("latencyP99Microseconds", .double(result.latencyMicroseconds.p99.rounded())),
+            ("latencyP999Microseconds", .double(result.latencyMicroseconds.p999.rounded())),
+            ("averageEventBytes", .double(result.averageEventBytes.rounded())),
+            ("rawMessagesPerSecond", .double(result.rawMessagesPerSecond.rounded())),
+            ("busMessagesPerLifecycle", .double(result.busMessagesPerLifecycle)),
+            ("ratioToBaseline", .double((result.ratioToBaseline * 1000).rounded() / 1000)),
+            ("queueMicrosecondsPerLifecycle", result.queueMicrosecondsPerLifecycle.map { .double(($0 * 10).rounded() / 10) } ?? .null),
+            ("ceilingRatioToBaseline", result.ceilingRatioToBaseline.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("unloadedLatencyP50Microseconds", .double(figure.unloaded.latencyMicroseconds.p50.rounded())),
+            ("unloadedLatencyP99Microseconds", .double(figure.unloaded.latencyMicroseconds.p99.rounded())),
+            ("fsyncMicroseconds", .double((figure.floor.fsyncMicroseconds * 10).rounded() / 10)),
+            ("fsyncP99Microseconds", .double(figure.floor.fsyncP99Microseconds.rounded())),
+            ("roundTripMicroseconds", .double((figure.floor.roundTripMicroseconds * 10).rounded() / 10)),
+            ("floorMicroseconds", .double(figure.floor.floorMicroseconds.rounded())),
+            ("ratioToFloor", .double((figure.ratioToFloor * 100).rounded() / 100)),
+            ("halfLoadLifecyclesPerSecond", .double(figure.halfLoad.lifecyclesPerSecond.rounded())),
+            ("halfLoadLatencyP50Microseconds", .double(figure.halfLoad.latencyMicroseconds.p50.rounded())),
+            ("halfLoadLatencyP99Microseconds", .double(figure.halfLoad.latencyMicroseconds.p99.rounded())),
+            ("halfLoadOfferedPerSecond", .double((figure.halfLoad.offeredPerSecond ?? 0).rounded())),
+            ("halfLoadUnfinished", .int(figure.halfLoad.unfinished)),
+            // Where the closed loop's time went: each process's CPU (in cores) and the waits.
+            ("queueCores", .double((result.queueCores * 100).rounded() / 100)),
+            ("storeCores", .double((result.storeCores * 100).rounded() / 100)),
+            ("driverCores", .double((result.driverCores * 100).rounded() / 100)),
+            ("durabilityRounds", .int(result.durabilityRounds)),
+            ("retriesSent", .int(result.retriesSent)),
+            ("queueAnsweredUnavailable", .int(result.queueAnsweredUnavailable)),
+            ("queueDuplicates", .int(result.queueDuplicates)),
+            ("repliesDropped", .int(result.repliesDropped)),
+            ("gapsRecovered", .int(result.gapsRecovered)),
+        ])
+    }
+
+    /// One transport's figures as lines of text.
+    private static func printText(_ figure: TransportFigures) {
+        let result = figure.throughput
+        printLine(String(format: "%@: %.0f lifecycles/s (%d in %.2f s), latency p50 %.0f µs p99 %.0f µs p99.9 %.0f µs; raw PUB/SUB %.0f msgs/s of %.0f bytes; ratio to baseline %.3f (× %.0f bus messages per lifecycle)",
+                         result.transport, result.lifecyclesPerSecond, result.lifecycles, result.seconds,
+                         result.latencyMicroseconds.p50, result.latencyMicroseconds.p99, result.latencyMicroseconds.p999,
+                         result.rawMessagesPerSecond, result.averageEventBytes, result.ratioToBaseline, result.busMessagesPerLifecycle))
+        if let perLifecycle = result.queueMicrosecondsPerLifecycle, let ceiling = result.ceilingRatioToBaseline {
+            printLine(String(format: "%@: the queue used %.1f µs of CPU per lifecycle; with all %d cores to itself at that cost (store and drivers free) the ratio could reach %.3f",
+                             result.transport, perLifecycle, ProcessInfo.processInfo.activeProcessorCount, ceiling))
         }
+        printLine(String(format: "%@: one lifecycle alone p50 %.0f µs (p99 %.0f µs); floor %.0f µs (3 × write+fdatasync %.0f µs + 3 × round trip %.0f µs); ratio to floor %.2f",
+                         result.transport, figure.unloaded.latencyMicroseconds.p50, figure.unloaded.latencyMicroseconds.p99,
+                         figure.floor.floorMicroseconds, figure.floor.fsyncMicroseconds, figure.floor.roundTripMicroseconds, figure.ratioToFloor))
+        printLine(String(format: "%@: CPU in cores: queue %.2f, store %.2f, drivers %.2f; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
+                         result.transport, result.queueCores, result.storeCores, result.driverCores, result.durabilityRounds,
+                         Int(result.records), result.retriesSent, result.queueAnsweredUnavailable, result.queueDuplicates, result.repliesDropped, result.gapsRecovered))
+        printLine(String(format: "%@: at half the throughput (%.0f/s offered, open model, %d lifecycles finished, %d unfinished): p50 %.0f µs, p99 %.0f µs from the intended start (the disk's write+fdatasync p99 %.0f µs)",
+                         result.transport, figure.halfLoad.offeredPerSecond ?? 0, figure.halfLoad.lifecycles, figure.halfLoad.unfinished,
+                         figure.halfLoad.latencyMicroseconds.p50, figure.halfLoad.latencyMicroseconds.p99, figure.floor.fsyncP99Microseconds))
+        printLine("\(result.transport): one lifecycle alone: stages p50/p99 µs: "
+                  + figure.unloaded.stages.map { String(format: "%@ %.0f/%.0f", $0.name, $0.p50, $0.p99) }.joined(separator: ", "))
+        let half = figure.halfLoad
+        printLine(String(format: "%@: half load: CPU in cores: queue %.2f, store %.2f, drivers %.2f; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
+                         result.transport, half.queueCores, half.storeCores, half.driverCores, half.durabilityRounds,
+                         Int(half.records), half.retriesSent, half.queueAnsweredUnavailable, half.queueDuplicates, half.repliesDropped, half.gapsRecovered))
+        printLine("\(result.transport): half load: stages p50/p99 µs: " + half.stages.map { String(format: "%@ %.0f/%.0f", $0.name, $0.p50, $0.p99) }.joined(separator: ", ")
+                  + "; largest latency per tenth of the window, ms: " + half.timeline.map { String(format: "%.1f", $0 / 1_000) }.joined(separator: " "))
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import StoreKitLive
+import StoreKitLoad
 import StoreKitModel
 
 /// `sksim bench load`: how many lifecycle starts per second one driver process sustains in the

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SKSimCommands
 import StoreKitExplore
 import StoreKitLive
 import StoreKitModel
@@ -64,8 +65,8 @@ struct ExploreBench: AsyncParsableCommand {
             throw UserFacingError("--schedules must be at least 1, --correct-schedules at least 0, --exhaustive-seconds above 0, --repetitions 1 to 100")
         }
         let workerCount = jobs ?? ProcessInfo.processInfo.activeProcessorCount
-        guard (1...ExploreCommand.maximumJobs).contains(workerCount) else {
-            throw UserFacingError("--jobs is \(workerCount); use 1 to \(ExploreCommand.maximumJobs) worker threads")
+        guard (1...maximumWorkerThreads).contains(workerCount) else {
+            throw UserFacingError("--jobs is \(workerCount); use 1 to \(maximumWorkerThreads) worker threads")
         }
         let chosen = try buggy.map(parseObservers)
         if let chosen, let unknown = chosen.first(where: { behavior in !Self.buggySetups.contains { $0.0 == behavior } }) {
@@ -115,6 +116,28 @@ struct ExploreBench: AsyncParsableCommand {
         if !json { printLine("exhaustive: " + exhaustive.summary.replacingOccurrences(of: "\n", with: "; ")) }
 
         // Each buggy behaviour: found, and shrunk.
+        let buggyFigures = try buggyFigures(chosen: chosen)
+        output.append(("buggy", .array(buggyFigures)))
+
+        // Correct behaviours: no violation.
+        var correct: [JSONValue] = []
+        for observers in Self.correctSetups where correctSchedules > 0 {
+            let report = try Explorer(scenario: .exploration(observers: observers))
+                .explore(strategy: .random, budget: ExplorationBudget(schedules: correctSchedules, seconds: .infinity), seed: 1, jobs: workerCount)
+            let names = observers.map(\.rawValue).joined(separator: ",")
+            correct.append(.object([("observers", .string(names)), ("schedules", .int(report.schedules)),
+                                    ("violations", .int(report.violations.count)),
+                                    ("violation", report.violations.first.map { .string("\($0.invariant.rawValue): \($0.message)") } ?? .null)]))
+            if !json { printLine("correct \(names): " + report.summary.replacingOccurrences(of: "\n", with: "; ")) }
+        }
+        output.append(("correct", .array(correct)))
+        let object = JSONValue.object(output)
+        if json { printLine(object.serialized()) }
+        results.record(bench: "explore", figures: object)
+    }
+
+    /// Each buggy behaviour asked for (all by default) explored with pct and random: found, and shrunk.
+    func buggyFigures(chosen: [ObserverBehavior]?) throws -> [JSONValue] {
         var buggyFigures: [JSONValue] = []
         for (behavior, observers) in Self.buggySetups where chosen?.contains(behavior) ?? true {
             for strategy in [ExplorationStrategy.pct(depth: 3), .random] {
@@ -143,23 +166,7 @@ struct ExploreBench: AsyncParsableCommand {
                 }
             }
         }
-        output.append(("buggy", .array(buggyFigures)))
-
-        // Correct behaviours: no violation.
-        var correct: [JSONValue] = []
-        for observers in Self.correctSetups where correctSchedules > 0 {
-            let report = try Explorer(scenario: .exploration(observers: observers))
-                .explore(strategy: .random, budget: ExplorationBudget(schedules: correctSchedules, seconds: .infinity), seed: 1, jobs: workerCount)
-            let names = observers.map(\.rawValue).joined(separator: ",")
-            correct.append(.object([("observers", .string(names)), ("schedules", .int(report.schedules)),
-                                    ("violations", .int(report.violations.count)),
-                                    ("violation", report.violations.first.map { .string("\($0.invariant.rawValue): \($0.message)") } ?? .null)]))
-            if !json { printLine("correct \(names): " + report.summary.replacingOccurrences(of: "\n", with: "; ")) }
-        }
-        output.append(("correct", .array(correct)))
-        let object = JSONValue.object(output)
-        if json { printLine(object.serialized()) }
-        results.record(bench: "explore", figures: object)
+        return buggyFigures
     }
 
     /// `throughput` measured `repetitions` times, each figure the smallest (fastest) of them.
