@@ -1,4 +1,5 @@
 import ArgumentParser
+import Bus
 import EventLog
 import Foundation
 import StoreKitLive
@@ -220,6 +221,7 @@ struct BusBench: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds of load per transport.") var seconds: Double = 4
     @Option(parsing: .unconditional, help: "Lifecycles in flight at once.") var inFlight = 2_000
     @Option(help: "Transports to measure, comma-separated.") var transports = "ipc,tcp"
+    @Option(help: "Wire versions the store and the drivers speak, comma-separated, each measured in turn (1, 2).") var wireVersions = "2"
     @Option(parsing: .unconditional, help: "App-side load drivers (threads, each with its own connections).") var drivers = 1
     @Option(parsing: .unconditional, help: "Seconds of the lone-lifecycle and half-load measurements (each).") var latencySeconds: Double = 2
     @Option(parsing: .unconditional, help: "Lifecycles per second of the open-model latency measurement (default: half the closed loop's throughput).") var halfLoadRate: Double?
@@ -227,6 +229,7 @@ struct BusBench: AsyncParsableCommand {
     @OptionGroup var results: BenchResultsOptions
 
     struct TransportFigures {
+        var wireVersion: UInt8
         var throughput: BusBenchmark.Measurement
         var floor: BusBenchmark.Floor
         var unloaded: BusBenchmark.Measurement
@@ -243,7 +246,15 @@ struct BusBench: AsyncParsableCommand {
         configuration.seconds = seconds
         configuration.inFlight = inFlight
         configuration.drivers = max(1, drivers)
+        let versions = try wireVersions.split(separator: ",").map { text throws -> UInt8 in
+            guard let version = UInt8(text), BusWire.supportedVersions.contains(version) else {
+                throw UserFacingError("--wire-versions takes 1, 2 or both (\"1,2\"), not \"\(wireVersions)\"")
+            }
+            return version
+        }
         var figures: [TransportFigures] = []
+        for version in versions {
+        configuration.wireVersion = version
         for transport in transports.split(separator: ",").map(String.init) {
             let throughput = try BusBenchmark.run(configuration, transports: [transport])[0]
             let floorBefore = try BusBenchmark.floor(transport: transport, directory: configuration.directory)
@@ -262,7 +273,8 @@ struct BusBench: AsyncParsableCommand {
             half.rate = halfLoadRate ?? max(1, throughput.lifecyclesPerSecond / 2)
             half.inFlight = max(configuration.inFlight, 10_000)
             let halfLoad = try BusBenchmark.run(half, transports: [transport])[0]
-            figures.append(TransportFigures(throughput: throughput, floor: floor, unloaded: unloaded, halfLoad: halfLoad))
+            figures.append(TransportFigures(wireVersion: version, throughput: throughput, floor: floor, unloaded: unloaded, halfLoad: halfLoad))
+        }
         }
         let object = JSONValue.object([
             ("drivers", .int(drivers)),
@@ -273,14 +285,17 @@ struct BusBench: AsyncParsableCommand {
             printLine(object.serialized())
             return
         }
-        for figure in figures { Self.printText(figure) }
+        for figure in figures {
+            if versions.count > 1 { printLine("wire version \(figure.wireVersion):") }
+            Self.printText(figure)
+        }
     }
 
     /// One transport's figures as JSON.
     private static func figuresJSON(_ figure: TransportFigures) -> JSONValue {
         let result = figure.throughput
         return .object([
-            ("transport", .string(result.transport)), ("lifecycles", .int(result.lifecycles)),
+            ("transport", .string(result.transport)), ("wireVersion", .int(Int(figure.wireVersion))), ("lifecycles", .int(result.lifecycles)),
             ("seconds", .double(result.seconds)), ("lifecyclesPerSecond", .double(result.lifecyclesPerSecond.rounded())),
             ("latencyP50Microseconds", .double(result.latencyMicroseconds.p50.rounded())),
             ("latencyP99Microseconds", .double(result.latencyMicroseconds.p99.rounded())),

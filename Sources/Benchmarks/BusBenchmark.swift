@@ -23,6 +23,8 @@ public enum BusBenchmark {
         /// Open model: lifecycles started at this rate (per second, over all drivers), each timed
         /// from its intended start, up to `inFlight` at once; nil is the closed loop of `inFlight`.
         public var rate: Double?
+        /// The newest wire version the drivers and the store use (docs/wire-format.md); the queue speaks both.
+        public var wireVersion: UInt8 = 2
         public init(executable: URL, directory: URL) {
             self.executable = executable
             self.directory = directory
@@ -130,7 +132,7 @@ public enum BusBenchmark {
             for child in children where child.isRunning { child.terminate() }
             for child in children { child.waitUntilExit() }
         }
-        try startServices(into: &children, executable: configuration.executable, topologyPath: topologyPath, directory: directory)
+        try startServices(into: &children, executable: configuration.executable, wireVersion: configuration.wireVersion, topologyPath: topologyPath, directory: directory)
 
         let context = try ZeroMQContext()
         defer { context.terminate() }
@@ -140,7 +142,7 @@ public enum BusBenchmark {
             try Driver(index: index, context: context, events: events, requests: requests,
                        devices: max(1, configuration.devices / configuration.drivers),
                        inFlight: max(1, configuration.inFlight / configuration.drivers),
-                       rate: configuration.rate.map { $0 / Double(configuration.drivers) })
+                       rate: configuration.rate.map { $0 / Double(configuration.drivers) }, wireVersion: configuration.wireVersion)
         }
         let warmUp = LiveClock.monotonicNanoseconds() + 500_000_000
         let end = warmUp + Int64(configuration.seconds * 1e9)
@@ -212,12 +214,13 @@ public enum BusBenchmark {
 
     /// Starts the queue, then the store, each waited for until ready; each is in `children` as soon as it runs,
     /// so the caller stops whatever started.
-    private static func startServices(into children: inout [Process], executable: URL, topologyPath: String, directory: URL) throws {
+    private static func startServices(into children: inout [Process], executable: URL, wireVersion: UInt8, topologyPath: String, directory: URL) throws {
         for name in ["queue", "store"] {
             let process = Process()
             process.executableURL = executable
             process.arguments = [name, "--topology", topologyPath, "--name", name, "--run-directory", directory.path]
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            process.environment = ProcessInfo.processInfo.environment.merging(["SKSIM_WIRE_VERSION": "\(wireVersion)"]) { $1 }
             try process.run()
             children.append(process)
             // The queue first (the store connects to it); the store before any load, so that its start-up
@@ -380,10 +383,14 @@ public enum BusBenchmark {
         var unfinished = 0
         var failure: String?
 
-        init(index: Int, context: ZeroMQContext, events: String, requests: String, devices: Int, inFlight: Int, rate: Double?) throws {
+        init(index: Int, context: ZeroMQContext, events: String, requests: String, devices: Int, inFlight: Int, rate: Double?,
+             wireVersion: UInt8) throws {
             interval = rate.map { Int64(1e9 / max($0, 0.001)) }
-            subscriber = try EventSubscriber(context: context, configuration: EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests))
+            var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: events, requestsEndpoint: requests)
+            subscriberConfiguration.newestWireVersion = wireVersion
+            subscriber = try EventSubscriber(context: context, configuration: subscriberConfiguration)
             var senderConfiguration = CommandSenderConfiguration(origin: "bench.\(getpid()).\(index)", requestsEndpoint: requests)
+            senderConfiguration.newestWireVersion = wireVersion
             senderConfiguration.window = inFlight * 2 + devices * 3 + 1_000
             sender = try CommandSender(context: context, configuration: senderConfiguration)
             prefix = "bench-\(index)-"

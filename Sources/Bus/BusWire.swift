@@ -44,6 +44,10 @@ public enum BusWire {
         case command = "CMD"
         case fetch = "FETCH"
         case ping = "PING"
+        /// Version 2: which wire versions the queue speaks (docs/wire-format.md, "Version 2").
+        case hello = "HELLO"
+        /// Version 2: several commands in one request.
+        case commands = "CMDS"
 
         /// The verb a received frame spells, compared in place.
         init?(frame: UnsafeRawBufferPointer) {
@@ -57,6 +61,10 @@ public enum BusWire {
         case acknowledgement = "ACK"
         case batch = "BATCH"
         case pong = "PONG"
+        /// Version 2: the answer to HELLO.
+        case hello = "HELLO"
+        /// Version 2: the answers to commands sent in CMDS.
+        case acknowledgements = "ACKS"
 
         /// The verb frame.
         var bytes: [UInt8] { Array(rawValue.utf8) }

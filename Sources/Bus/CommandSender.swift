@@ -22,6 +22,9 @@ public struct CommandSenderConfiguration: Sendable {
     public var giveUpAfter: Duration = .seconds(10)
     /// Set when the queue is a CURVE server.
     public var curve: CurveClientKeys?
+    /// The newest wire version to use: with 2 the sender asks the queue (HELLO) and, if it speaks
+    /// version 2, sends the commands submitted between two polls in one CMDS (docs/wire-format.md).
+    public var newestWireVersion: UInt8 = BusWire.clientWireVersion
 
     /// The retry settings as `CommandRetries` takes them.
     public var retryPolicy: CommandRetries.Policy {
@@ -106,6 +109,10 @@ public final class CommandSender {
     public private(set) var malformed = WireFailureCounts()
     /// Connections to the queue made again after the first (a restarted queue).
     public private(set) var reconnections = 0
+    /// The wire version in use: 1 until the queue's HELLO reply offers 2 (and `newestWireVersion` allows it).
+    public private(set) var wireVersion: UInt8 = 1
+    /// CMDS requests sent (version 2).
+    public private(set) var commandBatchesSent = 0
 
     private let dealer: Socket
     /// Reports each completed handshake: after the first, the queue restarted and lost what it had not answered.
@@ -115,6 +122,13 @@ public final class CommandSender {
     private var retries: CommandRetries
     private let commandVerb = Array(BusWire.RequestVerb.command.rawValue.utf8)
     private let acknowledgementVerb = Array(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
+    private let acknowledgementsVerb = Array(BusWire.ReplyVerb.acknowledgements.rawValue.utf8)
+    private let helloVerb = Array(BusWire.ReplyVerb.hello.rawValue.utf8)
+    /// A HELLO awaits its reply (a version-1 queue answers it with a `malformed` ACK).
+    private var helloPending = false
+    /// Commands submitted since the last poll, sent as one CMDS when it comes (version 2).
+    private var batch = BatchComposer()
+    private var outgoing = OutgoingMessage()
 
     public init(context: ZeroMQContext, configuration: CommandSenderConfiguration) throws(ZeroMQError) {
         self.configuration = configuration
@@ -125,11 +139,19 @@ public final class CommandSender {
         // Room for the whole window plus its retries in both directions.
         try dealer.set(.sendHighWaterMark, max(1_000, configuration.window * 4))
         try dealer.set(.receiveHighWaterMark, max(1_000, configuration.window * 4))
-        dealer.receiveLimits = MessageLimits(maximumFrameCount: 6, maximumByteCount: 64 << 10)
+        // An ACK, or an ACKS of up to about 256 KiB whose last answer may overshoot it.
+        dealer.receiveLimits = MessageLimits(maximumFrameCount: 6, maximumByteCount: BusWire.maximumAcknowledgementBatchBytes + (64 << 10))
         connections = try dealer.monitor([.handshakeSucceeded])
         try dealer.connect(configuration.requestsEndpoint)
         poller.register(dealer, for: .readable)
         poller.register(connections.socket, for: .readable)
+        try sendHello()
+    }
+
+    /// Asks the queue which wire versions it speaks; until it answers, commands go as version 1.
+    private func sendHello() throws(ZeroMQError) {
+        guard configuration.newestWireVersion >= 2 else { return }
+        helloPending = try dealer.send([Array(BusWire.RequestVerb.hello.rawValue.utf8)], mode: .nonBlocking)
     }
 
     /// Closes the socket; outstanding commands are abandoned.
@@ -155,8 +177,7 @@ public final class CommandSender {
         let command = Command(id: CommandID(origin: configuration.origin, number: nextNumber), body: body)
         let payload = EventCodec.encode(command)
         do {
-            // A refused send (no connection yet, or full) is simply retried on schedule.
-            try dealer.send([commandVerb, payload], mode: .nonBlocking)
+            try send(payload)
         } catch {
             throw .transport(error)
         }
@@ -165,11 +186,38 @@ public final class CommandSender {
         return command.id
     }
 
-    /// Waits up to `timeout` for ACKs, re-sends what `CommandRetries` finds due and gives up on
-    /// expired commands; returns the commands that completed (possibly none).
+    /// Sends a command now (version 1) or adds it to the batch the next poll sends (version 2). A
+    /// refused send (no connection yet, or full) is simply retried on schedule.
+    private func send(_ payload: [UInt8]) throws(ZeroMQError) {
+        let entryBytes = BusWire.batchEntryByteCount(payload)
+        guard wireVersion >= 2, entryBytes + 16 <= BusWire.maximumCommandBatchBytes else {
+            // The batch first: one sender's commands reach the queue in number order.
+            try sendBatch()
+            try dealer.send([commandVerb, payload], mode: .nonBlocking)
+            return
+        }
+        if batch.count >= BusWire.maximumCommandsPerBatch || batch.byteCount + entryBytes + 16 > BusWire.maximumCommandBatchBytes {
+            try sendBatch()
+        }
+        batch.add { BusWire.appendBatchEntry(payload, to: &$0) }
+    }
+
+    /// Sends the commands gathered since the last poll as one CMDS.
+    private func sendBatch() throws(ZeroMQError) {
+        guard !batch.isEmpty else { return }
+        outgoing.removeAll()
+        outgoing.appendFrame(BusWire.RequestVerb.commands.rawValue.utf8)
+        batch.finish(into: &outgoing)
+        if try dealer.send(outgoing, mode: .nonBlocking) { commandBatchesSent += 1 }
+    }
+
+    /// Sends what was submitted since the last poll (version 2 gathers it in one CMDS), waits up to
+    /// `timeout` for ACKs, re-sends what `CommandRetries` finds due and gives up on expired commands;
+    /// returns the commands that completed (possibly none).
     public func poll(timeout: Duration) throws(ZeroMQError) -> [CommandCompletion] {
         var completions: [CommandCompletion] = []
         let deadline = ContinuousClock.now + timeout
+        try sendBatch()
         while true {
             try noteReconnections()
             try drainAcknowledgements(into: &completions)
@@ -189,22 +237,35 @@ public final class CommandSender {
             if handshakes > 1 {
                 reconnections += 1
                 retries.reconnected(now: .now)
+                // The queue that answers now may be another build: version 1 until it says otherwise.
+                wireVersion = 1
+                try sendHello()
             }
         }
+    }
+
+    /// What one reply to this sender says.
+    private enum Reply {
+        case acknowledgements([CommandAcknowledgement])
+        case versions([UInt8])
     }
 
     private func drainAcknowledgements(into completions: inout [CommandCompletion]) throws(ZeroMQError) {
         while true {
             // Decoded where libzmq received it: no array per frame.
-            let decoded: Result<CommandAcknowledgement, WireFailure>
+            let decoded: Result<Reply, WireFailure>
             do {
-                let verb = acknowledgementVerb
-                guard let received = try dealer.receiveMessage(timeout: .zero, { message -> Result<CommandAcknowledgement, WireFailure> in
-                    guard message.count > 0, message[0].elementsEqual(verb) else {
-                        return .failure(WireFailure(.unknownVerb, "reply is not an ACK"))
-                    }
-                    return Result { () throws(WireFailure) in
-                        try CommandAcknowledgement.decode(frameCount: message.count) { message[$0] }
+                let (acknowledgementVerb, acknowledgementsVerb, helloVerb) = (acknowledgementVerb, acknowledgementsVerb, helloVerb)
+                guard let received = try dealer.receiveMessage(timeout: .zero, { message -> Result<Reply, WireFailure> in
+                    Result { () throws(WireFailure) -> Reply in
+                        guard message.count > 0 else { throw WireFailure(.unknownVerb, "reply has no frames") }
+                        if message[0].elementsEqual(acknowledgementVerb) {
+                            return .acknowledgements([try CommandAcknowledgement.decode(frameCount: message.count) { message[$0] }])
+                        }
+                        guard message.count == 2 else { throw WireFailure(.unknownVerb, "reply is not an ACK, ACKS or HELLO") }
+                        if message[0].elementsEqual(acknowledgementsVerb) { return .acknowledgements(try BusWire.decodeAcknowledgements(message[1])) }
+                        if message[0].elementsEqual(helloVerb) { return .versions(try BusWire.decodeHelloVersions(message[1])) }
+                        throw WireFailure(.unknownVerb, "reply is not an ACK, ACKS or HELLO")
                     }
                 }) else { return }
                 decoded = received
@@ -213,31 +274,42 @@ public final class CommandSender {
                 malformed.record(.oversized)
                 continue
             }
-            let acknowledgement: CommandAcknowledgement
             switch decoded {
-            case .success(let value): acknowledgement = value
+            case .success(.acknowledgements(let acknowledgements)):
+                for acknowledgement in acknowledgements { take(acknowledgement, into: &completions) }
+            case .success(.versions(let versions)):
+                helloPending = false
+                if configuration.newestWireVersion >= 2, versions.contains(2) { wireVersion = 2 }
             case .failure(let failure):
                 malformed.record(failure.reason)
-                continue
             }
-            guard let commandID = acknowledgement.commandID, commandID.origin == configuration.origin else {
-                lateAcknowledgements += 1
-                continue
+        }
+    }
+
+    private func take(_ acknowledgement: CommandAcknowledgement, into completions: inout [CommandCompletion]) {
+        if helloPending, acknowledgement.commandID == nil, acknowledgement.status == .malformed,
+           acknowledgement.message.hasPrefix(WireFailureReason.unknownVerb.rawValue) {
+            // A version-1 queue does not know HELLO: this sender goes on with version 1.
+            helloPending = false
+            return
+        }
+        guard let commandID = acknowledgement.commandID, commandID.origin == configuration.origin else {
+            lateAcknowledgements += 1
+            return
+        }
+        switch retries.answered(commandID.number, status: acknowledgement.status, now: .now) {
+        case .late:
+            lateAcknowledgements += 1
+        case .retryLater:
+            return
+        case .completed(let sentOnce):
+            if acknowledgement.status == .duplicate && sentOnce {
+                // Sent once, so no earlier copy of ours can have been applied: someone else's was.
+                completions.append(.failed(commandID, .duplicateOfUnsentCommand(
+                    commandID: commandID, endpoint: configuration.requestsEndpoint)))
+                return
             }
-            switch retries.answered(commandID.number, status: acknowledgement.status, now: .now) {
-            case .late:
-                lateAcknowledgements += 1
-            case .retryLater:
-                continue
-            case .completed(let sentOnce):
-                if acknowledgement.status == .duplicate && sentOnce {
-                    // Sent once, so no earlier copy of ours can have been applied: someone else's was.
-                    completions.append(.failed(commandID, .duplicateOfUnsentCommand(
-                        commandID: commandID, endpoint: configuration.requestsEndpoint)))
-                    continue
-                }
-                completions.append(.acknowledged(acknowledgement))
-            }
+            completions.append(.acknowledged(acknowledgement))
         }
     }
 
@@ -245,9 +317,8 @@ public final class CommandSender {
         let now = ContinuousClock.now
         guard let wake = retries.nextWake(now: now), wake <= now else { return }
         let work = retries.due(now: now)
-        for (_, payload) in work.resend {
-            try dealer.send([commandVerb, payload], mode: .nonBlocking)
-        }
+        for (_, payload) in work.resend { try send(payload) }
+        try sendBatch()
         for (number, attempts, elapsed) in work.expired {
             let commandID = CommandID(origin: configuration.origin, number: number)
             completions.append(.failed(commandID, .notAcknowledged(

@@ -25,6 +25,9 @@ public struct EventSubscriberConfiguration: Sendable {
     public var messagesPerReceive: Int = 8_192
     /// Set when the queue is a CURVE server.
     public var curve: CurveClientKeys?
+    /// The newest wire version to use: with 2 the subscriber asks the queue (HELLO) and, if it speaks
+    /// version 2, hears the events as one batch per publishing round (`all`, docs/wire-format.md).
+    public var newestWireVersion: UInt8 = BusWire.clientWireVersion
 
     public init(eventsEndpoint: String, requestsEndpoint: String) {
         self.eventsEndpoint = eventsEndpoint
@@ -59,6 +62,8 @@ public struct EventSubscriberCounters: Sendable, Hashable {
     /// Records received more than once (live and fetched) and delivered once.
     public var duplicatesDropped = 0
     public var fetchesSent = 0
+    /// Version-2 event batches received.
+    public var eventBatchesReceived = 0
     /// Records whose payload EventCodec refused; counted and skipped by `receive`.
     public var undecodableEvents = 0
     /// Refused inbound messages by reason.
@@ -106,6 +111,12 @@ public final class EventSubscriber {
     private var hasCaughtUpOnce = false
     /// End of the newest detected gap; cleared once delivery passes it.
     private var openGapEnd: UInt64?
+    /// A HELLO awaits its reply (a version-1 queue answers it with a `malformed` ACK).
+    private var helloPending = false
+    /// Subscribed to the version-2 batches; `evt.` is given up once the first batch arrived, so the
+    /// switch from one stream to the other leaves no gap (records heard twice are dropped by sequence).
+    private var subscribedToBatches = false
+    private var subscribedToEvents = true
 
     /// Connects both sockets and asks for the records from `startSequence` on right away.
     public init(context: ZeroMQContext, configuration: EventSubscriberConfiguration) throws(ZeroMQError) {
@@ -119,7 +130,8 @@ public final class EventSubscriber {
         }
         try subscriber.set(.receiveHighWaterMark, configuration.receiveHighWaterMark)
         let recordBytes = configuration.maximumEventPayloadBytes + BusWire.headerByteCount
-        subscriber.receiveLimits = MessageLimits(maximumFrameCount: 3, maximumByteCount: recordBytes + 1_024)
+        // One event, or a batch of about 256 KiB whose last record may overshoot it.
+        subscriber.receiveLimits = MessageLimits(maximumFrameCount: 3, maximumByteCount: BusWire.maximumEventBatchBytes + recordBytes + 1_024)
         // A BATCH holds up to 1 MiB of payload plus one record that may overshoot it.
         dealer.receiveLimits = MessageLimits(
             maximumFrameCount: Int(configuration.fetchBatchSize) + 2, maximumByteCount: (2 << 20) + 2 * recordBytes)
@@ -133,6 +145,9 @@ public final class EventSubscriber {
         repliesSweptAt = .now
         lastHeard = .now
         try sendFetch()
+        if configuration.newestWireVersion >= 2 {
+            helloPending = try dealer.send([Array(BusWire.RequestVerb.hello.rawValue.utf8)], mode: .nonBlocking)
+        }
     }
 
     /// Closes both sockets; idempotent.
@@ -209,22 +224,38 @@ public final class EventSubscriber {
             case .success(.heartbeat(let sequence)):
                 noteAnnounced(through: sequence)
             case .success(.event(let record)):
-                accept(record, into: &delivered)
-                if record.sequence > nextSequence { noteAnnounced(through: record.sequence - 1) }
-                knownPublishedSequence = max(knownPublishedSequence, record.sequence)
+                acceptLive(record, into: &delivered)
+            case .success(.batch(let records)):
+                counters.eventBatchesReceived += 1
+                for record in records { acceptLive(record, into: &delivered) }
+                if subscribedToEvents {
+                    try subscriber.unsubscribe(from: BusWire.eventTopicPrefix)
+                    subscribedToEvents = false
+                }
             case .failure(let failure):
                 refuse(failure)
             }
         }
     }
 
+    private func acceptLive(_ record: BusRecord, into delivered: inout [BusRecord]) {
+        accept(record, into: &delivered)
+        if record.sequence > nextSequence { noteAnnounced(through: record.sequence - 1) }
+        knownPublishedSequence = max(knownPublishedSequence, record.sequence)
+    }
+
     /// What one published message says.
     private enum Published {
         case heartbeat(through: UInt64)
         case event(BusRecord)
+        /// Version 2: the records of one publishing round.
+        case batch([BusRecord])
     }
 
     private static func decodePublished(_ message: borrowing ReceivedMessage) throws(WireFailure) -> Published {
+        if message.count == 2, message[0].elementsEqual(BusWire.batchedEventsTopic) {
+            return .batch(try BusWire.decodeEventBatch(message[1]))
+        }
         guard message.count == 3 else { throw WireFailure(.wrongFrameCount, "published message has \(message.count) frames, expected 3") }
         let topic = message[0]
         let headerFrame = message[1]
@@ -267,6 +298,25 @@ public final class EventSubscriber {
     }
 
     private func handleReply(_ frames: [[UInt8]], into delivered: inout [BusRecord]) throws(WireFailure) {
+        if frames.count == 2, frames[0] == BusWire.ReplyVerb.hello.bytes {
+            helloPending = false
+            let versions = try frames[1].withUnsafeBytes { body in Result { () throws(WireFailure) in try BusWire.decodeHelloVersions(body) } }.get()
+            if versions.contains(2), !subscribedToBatches {
+                do {
+                    try subscriber.subscribe(to: BusWire.batchedEventsTopic)
+                    subscribedToBatches = true
+                } catch {
+                    throw WireFailure(.malformedBody, "subscribing to the event batches failed: \(error)")
+                }
+            }
+            return
+        }
+        if helloPending, frames.first == BusWire.ReplyVerb.acknowledgement.bytes, frames.count == 6, frames[3].isEmpty,
+           frames[5].starts(with: WireFailureReason.unknownVerb.rawValue.utf8) {
+            // A version-1 queue does not know HELLO: this subscriber goes on hearing `evt.`.
+            helloPending = false
+            return
+        }
         guard frames.first == Array(BusWire.ReplyVerb.batch.rawValue.utf8) else {
             throw WireFailure(.unknownVerb, "unexpected reply to a subscriber (expected BATCH)")
         }

@@ -166,6 +166,10 @@ public struct QueueEndpointCounters: Sendable, Hashable {
     public var subscribersClosed = 0
     /// `onRefused` reports skipped by the rate limit (the refusals themselves are in `refused`).
     public var refusalReportsSkipped = 0
+    /// Version 2: CMDS requests read, ACKS replies sent and event batches published (`all`).
+    public var commandBatchesReceived = 0
+    public var acknowledgementBatchesSent = 0
+    public var eventBatchesPublished = 0
     /// Refused inbound messages and connections by reason.
     public var refused = WireFailureCounts()
 
@@ -244,9 +248,18 @@ public final class QueueEndpoint {
     /// reports it: a queue that cannot write must not go on answering "unavailable" forever.
     public private(set) var handlerFailure: (any Error)?
 
+    /// Answers to commands that came in CMDS, per connection, each sent as one ACKS at the end of the
+    /// publishing round (sooner when full, or when a version-1 answer to the same connection must follow them).
+    private var acknowledgementBatches: [[UInt8]: BatchComposer] = [:]
+    private var acknowledgementBatchOrder: [[UInt8]] = []
+    /// The records of this publishing round, for the version-2 subscribers: one `all` message.
+    private var eventBatch = BatchComposer()
+
     private struct PendingAcknowledgement {
         var routingID: [UInt8]
         var acknowledgement: CommandAcknowledgement
+        /// The command came in CMDS: its answer goes in an ACKS.
+        var batched: Bool
     }
 
     /// The ZAP domains that tell the two sockets apart in authentication requests.
@@ -406,9 +419,12 @@ public final class QueueEndpoint {
         if sweep || subscriptionBacklog || poller.isReadable(at: publisherIndex) { try readSubscriptions(updatingWatch: false) }
         if judging { authenticationBacklog = try authentication.answerPending(limit: Self.authenticationsPerStep, authenticate) == Self.authenticationsPerStep }
         var handled = 0
+        var releasedAt = 0
+        var syncRequested = false
         let commandsBefore = counters.commandsHandled
         while handled < configuration.requestsPerStep, poller.isReadable(at: routerIndex) {
             let received: Bool
+            let commandsBeforeRequest = counters.commandsHandled
             do {
                 received = try router.receiveMessage(timeout: .zero) { message in handleRequest(message) } != nil
             } catch {
@@ -418,11 +434,18 @@ public final class QueueEndpoint {
                 continue
             }
             guard received else { break }
-            handled += 1
+            // A CMDS counts as its commands, so a step's work stays bounded whatever the batches hold.
+            handled += max(1, counters.commandsHandled - commandsBeforeRequest)
             // Under load the flusher syncs while this thread goes on.
-            if counters.commandsHandled - commandsBefore == configuration.synchronousSyncBelowCommands { writer.requestSync() }
+            if !syncRequested, counters.commandsHandled - commandsBefore >= configuration.synchronousSyncBelowCommands {
+                writer.requestSync()
+                syncRequested = true
+            }
             // Publish as durability advances, so subscribers are not held up by a long burst.
-            if handled % 256 == 0 { try releaseDurable() }
+            if handled - releasedAt >= 256 {
+                releasedAt = handled
+                try releaseDurable()
+            }
         }
         let commands = counters.commandsHandled - commandsBefore
         if commands > 0, commands < configuration.synchronousSyncBelowCommands, writer.configuration.ownerRequestsSyncs, handlerFailure == nil {
@@ -521,7 +544,7 @@ public final class QueueEndpoint {
         let routingID = routingID(message[0])
         let verbFrame = message[1]
         guard let verb = BusWire.RequestVerb(frame: verbFrame) else {
-            refuse(routingID, WireFailure(.unknownVerb, "unknown request verb (\(verbFrame.count) bytes); expected CMD, FETCH or PING"))
+            refuse(routingID, WireFailure(.unknownVerb, "unknown request verb (\(verbFrame.count) bytes); expected CMD, CMDS, FETCH, PING or HELLO"))
             return
         }
         switch verb {
@@ -530,7 +553,33 @@ public final class QueueEndpoint {
                 refuse(routingID, WireFailure(.wrongFrameCount, "CMD has \(message.count - 1) frames, expected 2"))
                 return
             }
-            handleCommand(routingID: routingID, payload: message[2], sender: permissionsByUserID.isEmpty ? nil : message.userID(ofFrame: 2))
+            handleCommand(routingID: routingID, payload: message[2], sender: permissionsByUserID.isEmpty ? nil : message.userID(ofFrame: 2),
+                          batched: false)
+        case .commands:
+            guard message.count == 3 else {
+                refuse(routingID, WireFailure(.wrongFrameCount, "CMDS has \(message.count - 1) frames, expected 2"), batched: true)
+                return
+            }
+            let sender = permissionsByUserID.isEmpty ? nil : message.userID(ofFrame: 2)
+            do {
+                // Each command as if it came alone in a CMD, in order; a batch whose framing is wrong has no effect.
+                try BusWire.forEachBatchedCommand(message[2]) { payload in
+                    handleCommand(routingID: routingID, payload: payload, sender: sender, batched: true)
+                }
+                counters.commandBatchesReceived += 1
+            } catch {
+                refuse(routingID, error, batched: true)
+            }
+        case .hello:
+            guard message.count == 2 else {
+                refuse(routingID, WireFailure(.wrongFrameCount, "HELLO has no body frames"))
+                return
+            }
+            outgoing.removeAll()
+            outgoing.appendFrame(routingID)
+            outgoing.appendFrame(BusWire.ReplyVerb.hello.bytes)
+            outgoing.appendFrame(BusWire.supportedVersions)
+            sendOutgoingReply(to: routingID)
         case .fetch:
             guard message.count == 3, message[2].count == BusWire.fetchRequestByteCount else {
                 refuse(routingID, WireFailure(.malformedBody, "FETCH needs one \(BusWire.fetchRequestByteCount)-byte frame"))
@@ -560,10 +609,10 @@ public final class QueueEndpoint {
         return lastRoutingID
     }
 
-    private func handleCommand(routingID: [UInt8], payload: UnsafeRawBufferPointer, sender: String?) {
+    private func handleCommand(routingID: [UInt8], payload: UnsafeRawBufferPointer, sender: String?, batched: Bool) {
         guard payload.count <= configuration.maximumCommandBytes else {
             refuse(routingID, WireFailure(.commandTooLarge, "command of \(payload.count) bytes exceeds \(configuration.maximumCommandBytes) bytes"),
-                   commandID: BusWire.leadingCommandID(payload))
+                   commandID: BusWire.leadingCommandID(payload), batched: batched)
             return
         }
         let command: Command
@@ -572,7 +621,7 @@ public final class QueueEndpoint {
         } catch {
             let reason: WireFailureReason = payload.first.map { $0 != EventCodec.formatVersion } ?? false
                 ? .unsupportedVersion : .undecodablePayload
-            refuse(routingID, WireFailure(reason, error.description), commandID: BusWire.leadingCommandID(payload))
+            refuse(routingID, WireFailure(reason, error.description), commandID: BusWire.leadingCommandID(payload), batched: batched)
             return
         }
         if let sender, let permissions = permissionsByUserID[sender], let refusal = permissions.refusal(of: command.body) {
@@ -582,14 +631,14 @@ public final class QueueEndpoint {
             counters.refused.record(.roleRefused)
             if let report = refusalReports.admit(WireFailure(.roleRefused, detail), at: .now) { onRefused?(report) } else { counters.refusalReportsSkipped += 1 }
             acknowledge(routingID, CommandAcknowledgement(status: .rejected, commandID: command.id, lastSequence: 0,
-                                                          message: "not allowed: \(refusal)"))
+                                                          message: "not allowed: \(refusal)"), batched: batched)
             return
         }
         if unpublished.count >= configuration.maximumUnpublishedRecords {
             counters.commandsRefusedAsUnavailable += 1
             acknowledge(routingID, CommandAcknowledgement(
                 status: .unavailable, commandID: command.id, lastSequence: 0,
-                message: "the queue is busy: \(unpublished.count) records await durability; retry later"))
+                message: "the queue is busy: \(unpublished.count) records await durability; retry later"), batched: batched)
             return
         }
         let outcome: CommandOutcome
@@ -601,7 +650,8 @@ public final class QueueEndpoint {
             // elsewhere; this endpoint stops at the end of the step, so the process exits with the cause.
             counters.commandsRefusedAsUnavailable += 1
             acknowledge(routingID, CommandAcknowledgement(
-                status: .unavailable, commandID: command.id, lastSequence: 0, message: "the queue could not apply the command: \(error)"))
+                status: .unavailable, commandID: command.id, lastSequence: 0, message: "the queue could not apply the command: \(error)"),
+                batched: batched)
             if handlerFailure == nil { handlerFailure = error }
             return
         }
@@ -614,16 +664,17 @@ public final class QueueEndpoint {
         case .retryLater(let reason):
             // Nothing was recorded: answered at once, the sender sends it again.
             counters.commandsRefusedAsUnavailable += 1
-            acknowledge(routingID, CommandAcknowledgement(status: .unavailable, commandID: command.id, lastSequence: 0, message: reason))
+            acknowledge(routingID, CommandAcknowledgement(status: .unavailable, commandID: command.id, lastSequence: 0, message: reason),
+                        batched: batched)
             return
         }
         publishWhenDurable(outcome.appended)
         // A duplicate carries what the original produced, so its ACK waits for that to be published too.
         let acknowledgement = CommandAcknowledgement(status: status, commandID: command.id, lastSequence: outcome.lastSequence, message: message)
         if outcome.lastSequence <= publishedSequence && pendingAcknowledgements.isEmpty {
-            acknowledge(routingID, acknowledgement)
+            acknowledge(routingID, acknowledgement, batched: batched)
         } else {
-            pendingAcknowledgements.append(PendingAcknowledgement(routingID: routingID, acknowledgement: acknowledgement))
+            pendingAcknowledgements.append(PendingAcknowledgement(routingID: routingID, acknowledgement: acknowledgement, batched: batched))
         }
     }
 
@@ -700,11 +751,23 @@ public final class QueueEndpoint {
     private func releaseDurable() throws(ZeroMQError) {
         if !unpublished.isEmpty {
             let durable = writer.durableSequence
+            // One message per record for version-1 subscribers, one per round for version-2 ones: only
+            // what someone subscribed to is composed.
+            let perRecord = subscriptions.hearsVersion1Events
+            let batched = subscriptions.hearsBatches
             while let record = unpublished.first, record.sequence <= durable {
                 unpublished.removeFirst()
-                outgoing.removeAll()
-                BusWire.appendEvent(record, to: &outgoing)
-                try publisher.send(outgoing, mode: .nonBlocking)
+                if perRecord {
+                    outgoing.removeAll()
+                    BusWire.appendEvent(record, to: &outgoing)
+                    try publisher.send(outgoing, mode: .nonBlocking)
+                }
+                if batched {
+                    eventBatch.add { BusWire.appendBatchedRecord(record, to: &$0) }
+                    if eventBatch.count >= BusWire.maximumRecordsPerEventBatch || eventBatch.byteCount >= BusWire.maximumEventBatchBytes {
+                        try publishEventBatch()
+                    }
+                }
                 recent.append(record)
                 publishedSequence = max(publishedSequence, record.sequence)
                 lastPublishedTimestamp = record.timestamp
@@ -719,10 +782,21 @@ public final class QueueEndpoint {
                 lastEnqueuedSequence = durable
             }
         }
+        if !eventBatch.isEmpty { try publishEventBatch() }
         while let pending = pendingAcknowledgements.first, pending.acknowledgement.lastSequence <= publishedSequence {
             pendingAcknowledgements.removeFirst()
-            acknowledge(pending.routingID, pending.acknowledgement)
+            acknowledge(pending.routingID, pending.acknowledgement, batched: pending.batched)
         }
+        sendAcknowledgementBatches()
+    }
+
+    /// Publishes the records gathered in `eventBatch` as one `all` message.
+    private func publishEventBatch() throws(ZeroMQError) {
+        outgoing.removeAll()
+        outgoing.appendFrame(BusWire.batchedEventsTopic)
+        eventBatch.finish(into: &outgoing)
+        try publisher.send(outgoing, mode: .nonBlocking)
+        counters.eventBatchesPublished += 1
     }
 
     private func sendHeartbeat() throws(ZeroMQError) {
@@ -734,10 +808,46 @@ public final class QueueEndpoint {
 
     // MARK: Replies
 
-    private func acknowledge(_ routingID: [UInt8], _ acknowledgement: CommandAcknowledgement) {
+    private func acknowledge(_ routingID: [UInt8], _ acknowledgement: CommandAcknowledgement, batched: Bool = false) {
+        if batched {
+            if acknowledgementBatches[routingID] == nil {
+                acknowledgementBatches[routingID] = BatchComposer()
+                acknowledgementBatchOrder.append(routingID)
+            }
+            acknowledgementBatches[routingID]!.add { BusWire.appendAcknowledgementEntry(acknowledgement, to: &$0) }
+            if let batch = acknowledgementBatches[routingID], batch.count >= BusWire.maximumAcknowledgementsPerBatch
+                || batch.byteCount >= BusWire.maximumAcknowledgementBatchBytes {
+                sendAcknowledgementBatch(to: routingID)
+            }
+            return
+        }
+        // A sender's answers keep their order: batched ones gathered for the same connection go first.
+        if acknowledgementBatches[routingID] != nil { sendAcknowledgementBatch(to: routingID) }
         outgoing.removeAll()
         outgoing.appendFrame(routingID)
         acknowledgement.appendFrames(to: &outgoing)
+        sendOutgoingReply(to: routingID)
+    }
+
+    /// Sends the answers gathered for `routingID` as one ACKS, now.
+    private func sendAcknowledgementBatch(to routingID: [UInt8]) {
+        if let index = acknowledgementBatchOrder.firstIndex(of: routingID) { acknowledgementBatchOrder.remove(at: index) }
+        sendGatheredAcknowledgements(to: routingID)
+    }
+
+    /// Sends every gathered ACKS, in the order their connections were first answered.
+    private func sendAcknowledgementBatches() {
+        for routingID in acknowledgementBatchOrder { sendGatheredAcknowledgements(to: routingID) }
+        acknowledgementBatchOrder.removeAll(keepingCapacity: true)
+    }
+
+    private func sendGatheredAcknowledgements(to routingID: [UInt8]) {
+        guard var batch = acknowledgementBatches.removeValue(forKey: routingID) else { return }
+        outgoing.removeAll()
+        outgoing.appendFrame(routingID)
+        outgoing.appendFrame(BusWire.ReplyVerb.acknowledgements.bytes)
+        batch.finish(into: &outgoing)
+        counters.acknowledgementBatchesSent += 1
         sendOutgoingReply(to: routingID)
     }
 
@@ -771,7 +881,7 @@ public final class QueueEndpoint {
 
     /// Counts a refused request, reports it within the rate limit and answers it with a
     /// `malformed` ACK when the sender is known.
-    private func refuse(_ routingID: [UInt8]?, _ failure: WireFailure, commandID: CommandID? = nil) {
+    private func refuse(_ routingID: [UInt8]?, _ failure: WireFailure, commandID: CommandID? = nil, batched: Bool = false) {
         counters.refused.record(failure.reason)
         if let report = refusalReports.admit(failure, at: .now) {
             onRefused?(report)
@@ -779,7 +889,8 @@ public final class QueueEndpoint {
             counters.refusalReportsSkipped += 1
         }
         guard let routingID else { return }
-        acknowledge(routingID, CommandAcknowledgement(status: .malformed, commandID: commandID, lastSequence: 0, message: failure.description))
+        acknowledge(routingID, CommandAcknowledgement(status: .malformed, commandID: commandID, lastSequence: 0, message: failure.description),
+                    batched: batched)
     }
 
     /// Reports the refusals the rate limit held back once their interval is over, so a burst

@@ -15,9 +15,25 @@ struct SubscriptionLedger {
     }
 
     let maximumPerConnection: Int
-    /// Each connection's topics by hash: counting needs no copy of a topic (two distinct topics of one
-    /// connection sharing a 64-bit hash would count once, which no client can aim for: the seed is random).
-    private var topicsByConnection: [Int32: Set<Int>] = [:]
+    /// Each connection's topics by hash, with what each hears: counting needs no copy of a topic (two distinct
+    /// topics of one connection sharing a 64-bit hash would count once, which no client can aim for: the seed is random).
+    private var topicsByConnection: [Int32: [Int: Hears]] = [:]
+    /// Subscriptions over all connections that hear version-1 event messages, and the version-2 event batches.
+    private(set) var version1EventTopics = 0
+    private(set) var batchTopics = 0
+
+    /// What a subscription hears of the messages the queue publishes.
+    struct Hears: OptionSet {
+        let rawValue: UInt8
+        static let version1Events = Hears(rawValue: 1)
+        static let eventBatches = Hears(rawValue: 2)
+    }
+
+    /// Whether someone subscribed to the version-2 event batches (`all`).
+    var hearsBatches: Bool { batchTopics > 0 }
+    /// Whether version-1 event messages are to be published: a subscription hears them, or none hears
+    /// batches (a subscription not read yet is then served as before: by libzmq's own filter).
+    var hearsVersion1Events: Bool { version1EventTopics > 0 || batchTopics == 0 }
     /// Connections being closed: what they still send is ignored until their descriptor is closed or reused.
     private var closing = Set<Int32>()
 
@@ -45,7 +61,7 @@ struct SubscriptionLedger {
         hasher.combine(bytes: topic)
         let hash = hasher.finalize()
         if kind == 0 {
-            topicsByConnection[connection]?.remove(hash)
+            if let hears = topicsByConnection[connection]?.removeValue(forKey: hash) { count(hears, -1) }
             if topicsByConnection[connection]?.isEmpty == true { topicsByConnection[connection] = nil }
             return .accepted
         }
@@ -53,10 +69,10 @@ struct SubscriptionLedger {
             forget(connection)
             return .refused(WireFailure(.subscriptionRefused,
                 "subscription to \(Self.describe(topic)) refused: topics are `evt.`, `evt.<device>` (device names of at most "
-                + "\(Self.maximumDeviceNameBytes) bytes, no `/` or NUL), `hb`, or prefixes of these"))
+                + "\(Self.maximumDeviceNameBytes) bytes, no `/` or NUL), `hb`, `all`, or prefixes of these"))
         }
-        var topics = topicsByConnection[connection, default: []]
-        topics.insert(hash)
+        var topics = topicsByConnection[connection, default: [:]]
+        let isNew = topics.updateValue(Self.hears(topic), forKey: hash) == nil
         guard topics.count <= maximumPerConnection else {
             forget(connection)
             return .refused(WireFailure(.tooManySubscriptions,
@@ -64,27 +80,48 @@ struct SubscriptionLedger {
                 + "subscribe to `evt.` for every device's events instead of one topic per device"))
         }
         topicsByConnection[connection] = topics
+        if isNew, let hears = topics[hash] { count(hears, 1) }
         return .accepted
     }
 
     /// Drops what a connection subscribed (it closed, or its descriptor now names a new one).
     mutating func forget(_ connection: Int32) {
-        topicsByConnection[connection] = nil
+        drop(connection)
         closing.remove(connection)
     }
 
     /// Ignores what a connection being closed still sends, until `forget`.
     mutating func ignore(_ connection: Int32) {
-        topicsByConnection[connection] = nil
+        drop(connection)
         closing.insert(connection)
     }
 
+    private mutating func drop(_ connection: Int32) {
+        guard let topics = topicsByConnection.removeValue(forKey: connection) else { return }
+        for hears in topics.values { count(hears, -1) }
+    }
+
+    private mutating func count(_ hears: Hears, _ change: Int) {
+        if hears.contains(.version1Events) { version1EventTopics += change }
+        if hears.contains(.eventBatches) { batchTopics += change }
+    }
+
+    /// What a kept subscription hears: a prefix of `evt.` or a device topic hears version-1 events, a
+    /// prefix of `all` the batches (the empty one both).
+    static func hears(_ topic: UnsafeRawBufferPointer) -> Hears {
+        var hears: Hears = []
+        if topic.starts(with: BusWire.eventTopicPrefix) || BusWire.eventTopicPrefix.starts(with: topic) { hears.insert(.version1Events) }
+        if BusWire.batchedEventsTopic.starts(with: topic) { hears.insert(.eventBatches) }
+        return hears
+    }
+
     /// Whether a subscription can match a topic the queue publishes: `evt.<device>`, `evt.*`,
-    /// `hb`, or a prefix of one of these (the empty prefix matches everything).
+    /// `hb`, `all`, or a prefix of one of these (the empty prefix matches everything).
     static func isLegitimate(_ topic: UnsafeRawBufferPointer) -> Bool {
         let event = BusWire.eventTopicPrefix
         if topic.count <= event.count, topic.elementsEqual(event.prefix(topic.count)) { return true }
         if topic.count <= BusWire.heartbeatTopic.count, topic.elementsEqual(BusWire.heartbeatTopic.prefix(topic.count)) { return true }
+        if BusWire.batchedEventsTopic.starts(with: topic) { return true }
         guard topic.starts(with: event) else { return false }
         let device = topic.dropFirst(event.count)
         return device.count <= maximumDeviceNameBytes && !device.contains(0) && !device.contains(UInt8(ascii: "/"))

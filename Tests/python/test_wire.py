@@ -266,6 +266,58 @@ class WireFormatTest(unittest.TestCase):
         self.assertEqual(self.queue.wait(timeout=10), 0)
 
 
+    def test_version_2_handshake_batched_commands_answers_and_events(self):
+        """docs/wire-format.md's "Version 2: batches", from the page alone."""
+        self.wait_for_queue()
+        self.assertEqual(self.request([b"HELLO"]), [b"HELLO", b"\x01\x02"])
+        batches = self.context.socket(zmq.SUB)
+        batches.linger = 0
+        batches.setsockopt(zmq.SUBSCRIBE, b"all")
+        batches.setsockopt(zmq.SUBSCRIBE, b"hb")
+        batches.connect(self.events)
+        # A heartbeat heard means the queue has both subscriptions (sent in order on one connection).
+        self.assertTrue(batches.poll(5000), "no heartbeat within 5 s")
+        self.assertEqual(batches.recv_multipart()[0], b"hb")
+        commands = [command("py2", number, 1, string("py2-device-%d" % number) + string("py2-account")) for number in (1, 2, 3)]
+        body = bytes([2]) + varint(len(commands)) + b"".join(varint(len(entry)) + entry for entry in commands)
+        answers = []
+        reply = self.request([b"CMDS", body])
+        while True:
+            self.assertEqual(reply[0], b"ACKS")
+            reader = Reader(reply[1])
+            self.assertEqual(reader.byte(), 2)
+            for _ in range(reader.varint()):
+                status, has_id = reader.byte(), reader.byte()
+                command_id = (reader.string(), reader.varint()) if has_id else None
+                answers.append((status, command_id, reader.varint(), reader.string()))
+            self.assertTrue(reader.at_end())
+            if len(answers) >= 3:
+                break
+            self.assertTrue(self.dealer.poll(5000), "the rest of the answers")
+            reply = self.dealer.recv_multipart()
+        self.assertEqual([(status, command_id) for status, command_id, _, _ in answers], [(0, ("py2", n)) for n in (1, 2, 3)])
+        records = []
+        while len(records) < 3:
+            self.assertTrue(batches.poll(5000), "no event batch within 5 s")
+            message = batches.recv_multipart()
+            if message[0] == b"hb":
+                continue
+            topic, body = message
+            self.assertEqual(topic, b"all")
+            reader = Reader(body)
+            self.assertEqual(reader.byte(), 2)
+            for _ in range(reader.varint()):
+                sequence, timestamp, device = reader.varint(), unzigzag(reader.varint()), reader.string()
+                length = reader.varint()
+                payload = reader.data[reader.offset:reader.offset + length]
+                reader.offset += length
+                records.append((sequence, device, decode_event(payload)))
+            self.assertTrue(reader.at_end())
+        self.assertEqual([sequence for sequence, _, _ in records], [last for _, _, last, _ in answers])
+        self.assertEqual([(device, event[1], event[0]) for _, device, event in records],
+                         [("py2-device-%d" % n, "deviceRegistered", ("py2", n)) for n in (1, 2, 3)])
+        batches.close()
+
     def fetch_events(self, start):
         """Every event from sequence `start` on that the queue has published: (sequence, tag, id, first fields)."""
         batch = self.request([b"FETCH", struct.pack("<QI", start, 0)])
