@@ -81,7 +81,8 @@ public final class SimulatedDevice: @unchecked Sendable {
             // The transaction being finished is the one a credit just before its finish is for;
             // otherwise the one with that identifier, or the newest restore of it.
             let finished = finishing.flatMap { finishing in
-                finishing.transactionIdentifier == identifier || finishing.originalTransaction?.transactionIdentifier == identifier ? finishing : nil
+                finishing.appStoreTransactionIdentifier == identifier
+                    || finishing.originalTransaction.map { AppStoreIdentifier.transactionIdentifier($0.transactionIdentifier) } == identifier ? finishing : nil
             }
             guard let transaction = finished ?? Self.transaction(creditedAs: identifier, in: pending) else { continue }
             grants[transaction.key, default: (transaction, 0)].times += count - (before.credits[identifier] ?? 0)
@@ -99,17 +100,19 @@ public final class SimulatedDevice: @unchecked Sendable {
     func grantIfOwned(_ transaction: PaymentTransaction) {
         guard transaction.transactionState.isPaid, !queue.wasGranted(transaction), !storage.lastBelief.credits.isEmpty else { return }
         let identifiers = [transaction.transactionIdentifier, transaction.originalTransaction?.transactionIdentifier]
+            .map { $0.map(AppStoreIdentifier.transactionIdentifier) }
         guard identifiers.contains(where: { ($0.flatMap { storage.lastBelief.credits[$0] } ?? 0) > 0 }) else { return }
         queue.contentGranted(transaction)
     }
 
-    /// The unfinished transaction that the app's credit keyed by `identifier` is for: the one with
-    /// that transaction identifier, or the newest restored one whose original has it.
+    /// The unfinished transaction that the app's credit keyed by `identifier` (Apple's decimal form, as
+    /// the app reads it) is for: the one with that transaction identifier, or the newest restored one
+    /// whose original has it.
     static func transaction(creditedAs identifier: String, in pending: [UInt64: PaymentTransaction]) -> PaymentTransaction? {
         var found: PaymentTransaction?
         for transaction in pending.values {
-            if transaction.transactionIdentifier == identifier { return transaction }
-            guard transaction.originalTransaction?.transactionIdentifier == identifier else { continue }
+            if transaction.appStoreTransactionIdentifier == identifier { return transaction }
+            guard transaction.originalTransaction.map({ AppStoreIdentifier.transactionIdentifier($0.transactionIdentifier) }) == identifier else { continue }
             if found.map({ $0.key < transaction.key }) ?? true { found = transaction }
         }
         return found
