@@ -114,7 +114,7 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
             if known.value != transaction { known.value = transaction }
             return known
         }
-        let made = SKPaymentTransaction(transaction)
+        let made = SKPaymentTransaction(transaction, startDate: device?.queue.startDate ?? Scenario.defaultStartDate)
         objects[transaction.key] = made
         return made
     }
