@@ -264,7 +264,8 @@ public struct Topology: Sendable {
         if let value = keys["promotionalOfferProbability"] { scenario.apps.promotionalOfferProbability = try value.double(in: 0...1) }
         if let value = keys["startDate"] {
             // YAML reads an unquoted ISO 8601 date as a timestamp; written back as text, both are checked alike.
-            let text = try (value.value as? Date).map(Scenario.startDateText) ?? value.string()
+            let text: String
+            if let date = value.value as? Date { text = Scenario.startDateText(date) } else { text = try value.string() }
             guard let date = Scenario.startDate(text: text), Scenario.startDateRange.contains(date) else {
                 throw value.error("startDate '\(text)' is not a date from 2000-01-01 to 2098-12-31 in ISO 8601 with a time zone, e.g. 2026-01-01T00:00:00Z")
             }
