@@ -12,7 +12,8 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmarks, each printed beside a baseline measured in the same run.",
-        subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self, ExploreBench.self, LoadBench.self])
+        subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self, ExploreBench.self, LoadBench.self,
+                      SigningBench.self])
 
     static func warnIfDebug() {
         #if DEBUG

@@ -42,8 +42,13 @@ public struct Scenario: Sendable {
     /// Milliseconds since 1970 of the date a log time stands for: `startedAtUnixNanoseconds` (the run's
     /// wall-clock start; 0 in a deterministic run, whose start is `startDate`) plus the time.
     public func dateMilliseconds(logTime nanoseconds: Int64, startedAtUnixNanoseconds: Int64) -> Int64 {
-        let start = startedAtUnixNanoseconds == 0 ? Int64((startDate.timeIntervalSince1970 * 1000).rounded()) : startedAtUnixNanoseconds / 1_000_000
-        return start &+ nanoseconds / 1_000_000
+        guard startedAtUnixNanoseconds == 0 else { return startedAtUnixNanoseconds / 1_000_000 &+ nanoseconds / 1_000_000 }
+        return Self.dateMilliseconds(logTime: nanoseconds, start: startDate)
+    }
+
+    /// Milliseconds since 1970 of a log time in a run whose time 0 is `start`.
+    public static func dateMilliseconds(logTime nanoseconds: Int64, start: Date) -> Int64 {
+        Int64((start.timeIntervalSince1970 * 1000).rounded()) &+ nanoseconds / 1_000_000
     }
 
     /// `startDate` as the log's header and topology files write it (ISO 8601, UTC, seconds).

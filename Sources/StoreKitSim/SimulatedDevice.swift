@@ -134,6 +134,8 @@ final class DeviceStorage: @unchecked Sendable {
     var lastBelief = AppBelief()
     /// The receipt's entries as the device last knew them, by transaction identifier, in order.
     private(set) var receiptEntries: [OriginalTransaction] = []
+    /// The purchase each restored or renewed entry stands for (its `original_transaction_id`).
+    private var originalIdentifiers: [String: String] = [:]
     private var receiptIdentifiers: Set<String> = []
     private var receiptWritten = false
     private var madeFolder = false
@@ -154,26 +156,29 @@ final class DeviceStorage: @unchecked Sendable {
     var receiptURL: URL { bundleFolder.appendingPathComponent("StoreKit/receipt") }
 
     /// A purchase or a restore lands in the device's receipt, as StoreKit updates it.
-    func note(_ entry: OriginalTransaction) {
+    func note(_ entry: OriginalTransaction, original: String?) {
         guard receiptIdentifiers.insert(entry.transactionIdentifier).inserted else { return }
         receiptEntries.append(entry)
+        if let original { originalIdentifiers[entry.transactionIdentifier] = original }
         receiptWritten = false
     }
 
     /// A refreshed receipt replaces what the device had.
     func replaceReceipt(with entries: [OriginalTransaction]) {
         receiptEntries = entries
+        originalIdentifiers = [:]
         receiptIdentifiers = Set(entries.map(\.transactionIdentifier))
         receiptWritten = false
     }
 
-    /// Writes the receipt file if it changed since last written; nil when it cannot be written.
-    func writtenReceiptURL() -> URL? {
+    /// Writes the receipt file (`SimulatedReceipt`) if it changed since last written; nil when it cannot be written.
+    func writtenReceiptURL(queue: PaymentQueue) -> URL? {
         if receiptWritten { return receiptURL }
         do {
             madeFolder = true
             try FileManager.default.createDirectory(at: receiptURL.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try AppReceipt.encode(receiptEntries).write(to: receiptURL, options: .atomic)
+            try SimulatedReceipt.encode(receiptEntries, originals: originalIdentifiers, catalog: queue.catalog, startDate: queue.startDate)
+                .write(to: receiptURL, options: .atomic)
             receiptWritten = true
             return receiptURL
         } catch {

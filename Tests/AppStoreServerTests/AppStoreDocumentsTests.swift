@@ -182,7 +182,7 @@ import Testing
         }
         let dated = try topology(startDate: "2031-06-15T12:00:00Z")
         let first = try simulate(dated, "first")
-        let second = try simulate(dated, "second")
+        _ = try simulate(dated, "second")
         let plain = try simulate(try topology(startDate: nil), "plain")
         #expect(try Self.logFiles(scratch.path("first")) == (try Self.logFiles(scratch.path("second"))))
         // Only the dates differ: the scenario without a start date records none, as logs always did.
