@@ -83,7 +83,7 @@ public struct AppStoreLedger: Sendable {
     private var store = StoreProjection()
     private var catalog: Catalog?
     /// The date of the log's time 0, in milliseconds since 1970 (set from the run's first record).
-    public private(set) var startMilliseconds = Scenario(seed: 0, devices: 1).dateMilliseconds(logTime: 0, startedAtUnixNanoseconds: 0)
+    public private(set) var startMilliseconds = Scenario.dateMilliseconds(logTime: 0, start: Scenario.defaultStartDate)
     /// `SKTestSession.TimeRate` of the run, as the store role reads it (F-U1).
     private var timeRate = StoreBehavior.defaultSubscriptionTimeRate
     /// Apple identifier → index of the transaction it names. Restored transactions, a renewal's copies on

@@ -57,8 +57,8 @@ open class SKPaymentTransaction: NSObject, @unchecked Sendable {
     open var transactionIdentifier: String? { value.appStoreTransactionIdentifier }
     /// Set once purchased or restored.
     open var transactionDate: Date? {
-        // Whole milliseconds, as the App Store's server writes dates (`purchaseDate`).
-        value.transactionDate.map { startDate.addingTimeInterval(Double($0 / 1_000_000) / 1000) }
+        // The App Store server's `purchaseDate`, in whole milliseconds.
+        value.transactionDate.map { Date(timeIntervalSince1970: Double(Scenario.dateMilliseconds(logTime: $0, start: startDate)) / 1000) }
     }
     /// The purchase a restored transaction restores.
     open var original: SKPaymentTransaction? { originalTransaction }

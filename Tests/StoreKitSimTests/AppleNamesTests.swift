@@ -97,6 +97,9 @@ import Testing
         #expect(Set(identifiers).isSubset(of: Set(observer.paidIdentifiers)))
         #expect(observer.paidIdentifiers.allSatisfy { $0.count == 19 && $0.allSatisfy(\.isNumber) })
         #expect(entries.allSatisfy { ($0["purchase_date"] as? String)?.hasPrefix("2031-06-15T12:") == true })
+        // The app's own transaction dates count from the same start.
+        #expect(!observer.paidDates.isEmpty)
+        #expect(observer.paidDates.allSatisfy { $0 >= scenario.startDate && $0 < scenario.startDate.addingTimeInterval(3600) })
     }
 }
 

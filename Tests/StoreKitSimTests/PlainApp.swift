@@ -12,6 +12,7 @@ final class PlainStoreObserver: NSObject, SKPaymentTransactionObserver {
     /// The receipt read last, and the transaction identifiers the app was told of until then.
     private(set) var lastReceipt: Data?
     private(set) var paidIdentifiers: [String] = []
+    private(set) var paidDates: [Date] = []
     private(set) var queueIdentity: ObjectIdentifier?
     private(set) var removed = 0
 
@@ -27,6 +28,7 @@ final class PlainStoreObserver: NSObject, SKPaymentTransactionObserver {
             switch transaction.transactionState {
             case .purchased, .restored:
                 if let identifier = transaction.transactionIdentifier { paidIdentifiers.append(identifier) }
+                if let date = transaction.transactionDate { paidDates.append(date) }
                 if let url = Bundle.main.appStoreReceiptURL, let receipt = try? Data(contentsOf: url) {
                     receiptSizes.append(receipt.count)
                     lastReceipt = receipt
