@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "StoreKitLoad", targets: ["StoreKitLoad"]),
         .library(name: "StoreKitSim", targets: ["StoreKitSim"]),
         .library(name: "AppStoreServer", targets: ["AppStoreServer"]),
+        .library(name: "AppStoreSigning", targets: ["AppStoreSigning"]),
         // A team's own `sksim` that registers its app (`SKSim.main(apps:)`, Examples/StoreKitApp).
         .library(name: "SKSimCommands", targets: ["SKSimCommands"]),
         // A team's own load driver: its users' behaviour and its app, run by `sksim load --driver` (Examples/LoadDriver).
@@ -88,12 +89,18 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
+        // The App Store's signing, with no HTTP: the chain, signed objects (ES256 JWS), app receipts (CMS). The
+        // server and StoreKitSim's devices (their receipts) share it.
+        .target(name: "AppStoreSigning", dependencies: [
+            .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"), .product(name: "JWTKit", package: "jwt-kit"),
+        ]),
         // Apple's StoreKit 1 API over the simulator's queue: users' own app code, unchanged (docs/explore.md).
-        .target(name: "StoreKitSim", dependencies: ["StoreKitRoles", "StoreKitModel"]),
+        .target(name: "StoreKitSim", dependencies: ["StoreKitRoles", "StoreKitModel", "AppStoreSigning"]),
         // The App Store's server side, projected from the log: the signing chain, signed transactions and
         // renewal info (JWS), app receipts (CMS), the App Store Server API and Server Notifications V2.
         .target(name: "AppStoreServer", dependencies: [
-            "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "AppStoreSigning", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
             .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"), .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Hummingbird", package: "hummingbird"), .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -102,13 +109,13 @@ let package = Package(
         // The command line as a library, so tests can call it.
         .target(name: "SKSimCommands", dependencies: [
             "StoreKitLive", "StoreKitLoad", "AppStoreServer", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
-            "StoreKitSim",
+            "StoreKitSim", "AppStoreSigning",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         // `sksim bench`: the benchmarks and their harnesses, each beside a baseline. No product module depends on it.
         .target(name: "Benchmarks", dependencies: [
-            "SKSimCommands", "StoreKitLive", "StoreKitLoad", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",
+            "SKSimCommands", "StoreKitLive", "StoreKitLoad", "Bus", "ZeroMQ", "StoreKitSimulation", "StoreKitReplay", "StoreKitExplore", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog", "AppStoreSigning",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -119,7 +126,7 @@ let package = Package(
         .executableTarget(name: "shop-load-driver", dependencies: ["StoreKitLoadKit"], path: "Examples/LoadDriver/Sources/shop-load-driver"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
-        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "EventLog"]),
+        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "EventLog", "AppStoreSigning"]),
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"],
                     exclude: ["Golden", "Fixtures"]),
         .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),

@@ -1,21 +1,6 @@
+@_exported import AppStoreSigning
 import Foundation
 import StoreKitModel
-
-/// What a team's server is told about its app: its bundle id and the App Store environment
-/// (topology `appStoreServer.bundleIdentifier`, `appStoreServer.environment`, `--bundle-id`).
-public struct AppStoreSettings: Sendable, Hashable {
-    public var bundleIdentifier: String
-    /// "Sandbox" (the default) or "Production".
-    public var environment: String
-
-    public static let defaultBundleIdentifier = "com.example.sksim"
-    public static let defaultEnvironment = "Sandbox"
-
-    public init(bundleIdentifier: String = AppStoreSettings.defaultBundleIdentifier, environment: String = AppStoreSettings.defaultEnvironment) {
-        self.bundleIdentifier = bundleIdentifier
-        self.environment = environment
-    }
-}
 
 /// Signed App Store objects of a run as of its log: signed transactions and renewal info (JWS),
 /// notifications' signed payloads and app receipts (CMS). The one place that turns the ledger's facts
@@ -52,9 +37,7 @@ public struct AppStoreDocuments: Sendable {
     /// The device's app receipt as of the ledger's end (CMS SignedData, DER), or nil for a device the log does not know.
     public func appReceipt(device: String, in ledger: AppStoreLedger) throws -> [UInt8]? {
         guard let entries = receiptEntries(device: device, in: ledger) else { return nil }
-        let now = Self.now()
-        let payload = try AppReceipt.payload(bundleIdentifier: settings.bundleIdentifier, applicationVersion: "1", creationDate: now, entries: entries)
-        return try AppReceipt.sign(payload, chain: chain, signingTime: Date(timeIntervalSince1970: Double(now) / 1000))
+        return try AppReceipt.signed(entries: entries, bundleIdentifier: settings.bundleIdentifier, chain: chain, now: Date())
     }
 
     // MARK: Payloads

@@ -1,3 +1,4 @@
+import AppStoreSigning
 import Foundation
 import Hummingbird
 import JWTKit

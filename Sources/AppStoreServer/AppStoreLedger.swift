@@ -1,3 +1,4 @@
+import AppStoreSigning
 import EventLog
 import Foundation
 import StoreKitModel
@@ -81,6 +82,8 @@ public struct AppStoreLedger: Sendable {
 
     private var store = StoreProjection()
     private var catalog: Catalog?
+    /// The date of the log's time 0, in milliseconds since 1970 (set from the run's first record).
+    public private(set) var startMilliseconds = Scenario.dateMilliseconds(logTime: 0, start: Scenario.defaultStartDate)
     /// `SKTestSession.TimeRate` of the run, as the store role reads it (F-U1).
     private var timeRate = StoreBehavior.defaultSubscriptionTimeRate
     /// Apple identifier → index of the transaction it names. Restored transactions, a renewal's copies on
@@ -91,16 +94,9 @@ public struct AppStoreLedger: Sendable {
 
     public init() {}
 
-    /// Wall-clock start of a deterministic run, whose log records 0 (so it stays the same whatever
-    /// day it ran): 2026-01-01T00:00:00Z, a realistic date inside the certificates' validity.
-    public static let deterministicStartMilliseconds: Int64 = 1_767_225_600_000
-
-    /// Milliseconds since 1970 of a log time: the run's recorded wall-clock start plus the time.
-    public func date(_ time: Int64) -> Int64 {
-        let start = header?.startedAtUnixNanoseconds ?? 0
-        let startMilliseconds = start == 0 ? Self.deterministicStartMilliseconds : start / 1_000_000
-        return startMilliseconds + time / 1_000_000
-    }
+    /// Milliseconds since 1970 of a log time: the run's recorded wall-clock start plus the time (a
+    /// deterministic run records 0 and starts at its scenario's `startDate`, so its log stays the same).
+    public func date(_ time: Int64) -> Int64 { startMilliseconds &+ time / 1_000_000 }
 
     public var storefront: String { catalog?.testSettings.storefront ?? "USA" }
 
@@ -152,6 +148,7 @@ public struct AppStoreLedger: Sendable {
             guard self.header == nil else { break }
             let scenario = try Scenario(header: header)
             self.header = header
+            startMilliseconds = scenario.dateMilliseconds(logTime: 0, startedAtUnixNanoseconds: header.startedAtUnixNanoseconds)
             catalog = scenario.catalog
             timeRate = scenario.catalog.testSettings.timeRate ?? scenario.store.subscriptionTimeRate ?? StoreBehavior.defaultSubscriptionTimeRate
         case .transactionPurchased(let key, let identifier, _, let charged):

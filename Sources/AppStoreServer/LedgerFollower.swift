@@ -1,3 +1,4 @@
+import AppStoreSigning
 import EventLog
 import Foundation
 import StoreKitModel

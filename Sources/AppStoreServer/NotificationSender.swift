@@ -1,3 +1,4 @@
+import AppStoreSigning
 import AsyncHTTPClient
 import Foundation
 import Logging

@@ -14,7 +14,8 @@ public struct BenchCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmarks, each printed beside a baseline measured in the same run.",
-        subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self, ExploreBench.self, LoadBench.self])
+        subcommands: [LogBench.self, BusBench.self, SimulateBench.self, ReplayBench.self, ExploreBench.self, LoadBench.self,
+                      SigningBench.self])
 
     public init() {}
 

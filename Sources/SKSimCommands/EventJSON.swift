@@ -5,6 +5,15 @@ import StoreKitSimulation
 /// JSON shapes of events, transactions and reports (documented in docs/cli.md, "log cat --json").
 enum JSONShapes {
     static func key(_ key: TransactionKey) -> JSONValue { .string(key.description) }
+
+    /// An event's transaction: the log's key, and Apple's decimal `transactionIdentifier` of it, the
+    /// `transactionId` the App Store's server and its signed transactions carry (docs/log-format.md).
+    static func transaction(_ key: TransactionKey) -> [(String, JSONValue)] {
+        [("transaction", .string(key.description)), ("transactionIdentifier", decimal(QueueProjection.transactionIdentifier(key)))]
+    }
+
+    /// Apple's decimal form of a log transaction identifier (`device.number`).
+    static func decimal(_ logIdentifier: String) -> JSONValue { .string(AppStoreIdentifier.transactionIdentifier(logIdentifier)) }
     static func download(_ key: DownloadKey) -> JSONValue { .string(key.description) }
 
     static func payment(_ payment: Payment) -> JSONValue {
@@ -38,7 +47,7 @@ enum JSONShapes {
         let offer: [(String, JSONValue)] = original.introductoryOfferPeriod.map { [("introductoryOfferPeriod", .string($0.name))] } ?? []
         // Likewise Apple's `promotional_offer_id`, only on an entry at a promotional offer (F-O7).
         let promotional: [(String, JSONValue)] = original.promotionalOfferIdentifier.map { [("promotionalOfferIdentifier", .string($0))] } ?? []
-        return .object([("transactionIdentifier", .string(original.transactionIdentifier)), ("payment", payment(original.payment)),
+        return .object([("transactionIdentifier", decimal(original.transactionIdentifier)), ("payment", payment(original.payment)),
                         ("transactionDate", .int(original.transactionDate))] + offer + promotional)
     }
 
@@ -62,20 +71,18 @@ enum JSONShapes {
             members += [("device", .string(device)), ("observer", .string(observer))]
         case .paymentsAllowedChanged(let device, let allowed):
             members += [("device", .string(device)), ("allowed", .bool(allowed))]
-        case .transactionAdded(let transaction, let value):
-            members += [("transaction", key(transaction)), ("payment", payment(value))]
-        case .transactionDeferred(let transaction), .transactionFinished(let transaction):
-            members += [("transaction", key(transaction))]
-        case .transactionPurchased(let transaction, let identifier, let downloads, let charged):
-            members += [("transaction", key(transaction)), ("transactionIdentifier", .string(identifier)),
-                        ("downloads", contents(downloads)), ("charged", .bool(charged))]
-        case .transactionFailed(let transaction, let value):
-            members += [("transaction", key(transaction)), ("error", error(value))]
+        case .transactionAdded(let key, let value):
+            members += transaction(key) + [("payment", payment(value))]
+        case .transactionDeferred(let key), .transactionFinished(let key):
+            members += transaction(key)
+        case .transactionPurchased(let key, _, let downloads, let charged):
+            members += transaction(key) + [("downloads", contents(downloads)), ("charged", .bool(charged))]
+        case .transactionFailed(let key, let value):
+            members += transaction(key) + [("error", error(value))]
         case .restoreStarted(let device, let restore, let username):
             members += [("device", .string(device)), ("restore", .int(restore)), ("applicationUsername", .optional(username))]
-        case .transactionRestored(let transaction, let restore, let identifier, let value, let downloads):
-            members += [("transaction", key(transaction)), ("restore", .int(restore)), ("transactionIdentifier", .string(identifier)),
-                        ("originalTransaction", original(value)), ("downloads", contents(downloads))]
+        case .transactionRestored(let key, let restore, _, let value, let downloads):
+            members += transaction(key) + [("restore", .int(restore)), ("originalTransaction", original(value)), ("downloads", contents(downloads))]
         case .restoreFinished(let device, let restore):
             members += [("device", .string(device)), ("restore", .int(restore))]
         case .restoreFailed(let device, let restore, let value):
@@ -90,15 +97,14 @@ enum JSONShapes {
             members += [("download", download(value)), ("error", error(failure))]
         case .appActionRecorded(let action):
             members += appAction(action)
-        case .askToBuyDeclined(let transaction):
-            members += [("transaction", key(transaction))]
-        case .subscriptionRenewed(let transaction, let identifier, let value, let downloads):
-            members += [("transaction", key(transaction)), ("transactionIdentifier", .string(identifier)),
-                        ("originalTransaction", original(value)), ("downloads", contents(downloads))]
+        case .askToBuyDeclined(let key):
+            members += transaction(key)
+        case .subscriptionRenewed(let key, _, let value, let downloads):
+            members += transaction(key) + [("originalTransaction", original(value)), ("downloads", contents(downloads))]
         case .subscriptionExpired(let device, let value), .entitlementsRevoked(let device, let value):
             members += [("device", .string(device)), ("originalTransaction", original(value))]
-        case .interruptedPurchaseResumed(let transaction, let interrupted):
-            members += [("transaction", key(transaction)), ("interruptedTransaction", key(interrupted))]
+        case .interruptedPurchaseResumed(let key, let interrupted):
+            members += transaction(key) + [("interruptedTransaction", Self.key(interrupted))]
         case .subscriptionBillingRetry(let device, let value, let grace):
             members += [("device", .string(device)), ("originalTransaction", original(value)), ("gracePeriodNanoseconds", .int(grace))]
         case .transactionsCleared(let device):
@@ -122,10 +128,10 @@ enum JSONShapes {
     static func appAction(_ action: AppAction) -> [(String, JSONValue)] {
         var fields: [(String, JSONValue)] = [("action", .string(action.name)), ("observer", .string(action.observer))]
         switch action {
-        case .contentGranted(let value, _, let product): fields += [("transaction", key(value)), ("productIdentifier", .string(product))]
+        case .contentGranted(let value, _, let product): fields += transaction(value) + [("productIdentifier", .string(product))]
         case .contentKept(let value, _): fields += [("download", download(value))]
         case .restoreShownDone(let device, let restore, _): fields += [("device", .string(device)), ("restore", .int(restore))]
-        case .failureShown(let value, _): fields += [("transaction", key(value))]
+        case .failureShown(let value, _): fields += transaction(value)
         }
         return fields
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StoreKitModel
+import StoreKitLive
 import StoreKitRoles
 import StoreKitSim
 
@@ -52,6 +53,15 @@ public enum RegisteredApps {
         guard let name = scenario.apps.app else { return }
         let launch = try launch(for: name)
         scenario.hooks = AppHooks(trace: scenario.hooks?.trace, appLaunch: launch)
+    }
+
+    /// An app's receipts in a run with an App Store server are signed with that server's chain
+    /// (`appStoreServer.certificates`, default `RUN/app-store`) for its bundle id, so the team's
+    /// backend, trusting its `root.cer`, accepts the receipt the app sends as it accepts the server's.
+    static func signReceipts(scenario: Scenario, appStoreServer section: AppStoreServerSection?, runDirectory: URL) throws {
+        guard scenario.apps.app != nil, let section else { return }
+        let folder = section.certificates.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? runDirectory.appendingPathComponent("app-store", isDirectory: true)
+        try SimulatedReceipt.useCertificates(in: folder, bundleIdentifier: section.bundleIdentifier)
     }
 
     public struct RegistrationError: Error, CustomStringConvertible {

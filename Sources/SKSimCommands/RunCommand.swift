@@ -195,7 +195,10 @@ struct RoleCommand<Kind: RoleKindName>: AsyncParsableCommand {
     func run() async throws {
         var (topology, directory, logger) = try options.resolve()
         // An observer process of a topology that names an app runs that app's code (this executable registers it).
-        if Kind.kind == .observer { try RegisteredApps.attach(to: &topology.scenario) }
+        if Kind.kind == .observer {
+            try RegisteredApps.attach(to: &topology.scenario)
+            try RegisteredApps.signReceipts(scenario: topology.scenario, appStoreServer: topology.appStoreServer, runDirectory: directory)
+        }
         let process = try topology.process(named: options.name)
         guard process.role == Kind.kind else {
             throw UserFacingError("'\(options.name)' is a \(process.role.rawValue) in \(topology.file), not a \(Kind.kind.rawValue); run `sksim \(process.role.rawValue) --name \(options.name)`")

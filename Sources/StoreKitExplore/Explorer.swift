@@ -651,6 +651,7 @@ final class HeaderCache {
             && scenario.apps.relaunchProbability == base.apps.relaunchProbability
             && scenario.apps.thinkTime == base.apps.thinkTime && scenario.apps.devicesPerAccount == base.apps.devicesPerAccount
             && scenario.apps.ordering == base.apps.ordering && scenario.maximumSimulatedSeconds == base.maximumSimulatedSeconds
+            && scenario.startDate == base.startDate
     }
 
     func header(for scenario: Scenario) -> RunHeader {

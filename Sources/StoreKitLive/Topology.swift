@@ -240,7 +240,7 @@ public struct Topology: Sendable {
         let keys = try node.mapping(allowedKeys: ["devices", "devicesPerAccount", "purchasesPerDevice", "catalog", "observers", "app",
                                                   "restoreProbability", "relaunchProbability", "thinkTimeMilliseconds", "store", "downloader",
                                                   "restrictedDeviceShare", "storeActions", "receiptRefreshProbability",
-                                                  "promotionalOfferProbability"])
+                                                  "promotionalOfferProbability", "startDate"])
         guard let devicesNode = keys["devices"] else { throw node.error("missing key 'devices'", code: .missingKey) }
         var catalog = Catalog.sample
         var catalogSource = "built-in sample"
@@ -262,6 +262,15 @@ public struct Topology: Sendable {
         if let value = keys["restrictedDeviceShare"] { scenario.apps.restrictedDeviceShare = try value.double(in: 0...1) }
         if let value = keys["receiptRefreshProbability"] { scenario.apps.receiptRefreshProbability = try value.double(in: 0...1) }
         if let value = keys["promotionalOfferProbability"] { scenario.apps.promotionalOfferProbability = try value.double(in: 0...1) }
+        if let value = keys["startDate"] {
+            // YAML reads an unquoted ISO 8601 date as a timestamp; written back as text, both are checked alike.
+            let text: String
+            if let date = value.value as? Date { text = Scenario.startDateText(date) } else { text = try value.string() }
+            guard let date = Scenario.startDate(text: text), Scenario.startDateRange.contains(date) else {
+                throw value.error("startDate '\(text)' is not a date from 2000-01-01 to 2098-12-31 in ISO 8601 with a time zone, e.g. 2026-01-01T00:00:00Z")
+            }
+            scenario.startDate = date
+        }
         if let value = keys["storeActions"] {
             // SKTestSession's controls at set times (F-T2); names are checked against the run below.
             scenario.store.actions = try value.sequence().map { item throws(TopologyError) in

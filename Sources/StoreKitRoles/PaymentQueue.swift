@@ -1,3 +1,4 @@
+import Foundation
 import StoreKitModel
 
 /// SKPaymentTransactionObserver. Write your own and attach it with `PaymentQueue.add(_:)`;
@@ -100,6 +101,9 @@ public final class PaymentQueue {
     public var trace: AppTrace?
     /// What the host of the app's own code (StoreKitSim) keeps for this device across launches.
     public var appHost: AnyObject?
+    /// The date the log's time 0 stands for (`Scenario.startDate`): the StoreKit API dates a
+    /// transaction this plus its log time.
+    public var startDate: Date = Scenario.defaultStartDate
     /// Set when the app quit, until the queue confirms it: what the queue says meanwhile was
     /// meant for the observers that went with the app, not for the next launch's.
     @exclusivity(unchecked) private var awaitingTermination = false

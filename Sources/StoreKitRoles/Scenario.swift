@@ -17,6 +17,10 @@ public struct Scenario: Sendable {
     public var network = NetworkBehavior()
     /// Upper bound on simulated time, so that a run always ends.
     public var maximumSimulatedSeconds: Double = 24 * 3600
+    /// The date a deterministic run's time 0 stands for: dates shown to apps and to a team's server
+    /// (transaction dates, receipts, signed transactions) are this plus the log's time. A live run
+    /// records its wall-clock start instead. Recorded in the log's header, so the log stays the same.
+    public var startDate = Scenario.defaultStartDate
     /// Users' own observers and traces (exploration); not part of the log's record of the scenario.
     public var hooks: AppHooks?
 
@@ -28,6 +32,38 @@ public struct Scenario: Sendable {
     }
 
     public static let maximumDevices = 100_000
+
+    /// 2026-01-01T00:00:00Z: a realistic date, not 1970.
+    public static let defaultStartDate = Date(timeIntervalSince1970: 1_767_225_600)
+    /// The dates a scenario may start at: inside the simulator's certificates' validity (2000–2099),
+    /// with room for a long run.
+    public static let startDateRange = Date(timeIntervalSince1970: 946_684_800)...Date(timeIntervalSince1970: 4_070_908_800)
+
+    /// Milliseconds since 1970 of the date a log time stands for: `startedAtUnixNanoseconds` (the run's
+    /// wall-clock start; 0 in a deterministic run, whose start is `startDate`) plus the time.
+    public func dateMilliseconds(logTime nanoseconds: Int64, startedAtUnixNanoseconds: Int64) -> Int64 {
+        guard startedAtUnixNanoseconds == 0 else { return startedAtUnixNanoseconds / 1_000_000 &+ nanoseconds / 1_000_000 }
+        return Self.dateMilliseconds(logTime: nanoseconds, start: startDate)
+    }
+
+    /// Milliseconds since 1970 of a log time in a run whose time 0 is `start`.
+    public static func dateMilliseconds(logTime nanoseconds: Int64, start: Date) -> Int64 {
+        Int64((start.timeIntervalSince1970 * 1000).rounded()) &+ nanoseconds / 1_000_000
+    }
+
+    /// `startDate` as the log's header and topology files write it (ISO 8601, UTC, seconds).
+    public static func startDateText(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: date)
+    }
+
+    /// A `startDate` read from text: ISO 8601 in whole seconds with a time zone (`2026-01-01T00:00:00Z`), or nil.
+    public static func startDate(text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
 
     /// A copy whose catalog shares no memory with this one's. Threads that each run schedules of
     /// their own copy do not write the same reference counts: every event carries the catalog's
@@ -55,6 +91,9 @@ public struct Scenario: Sendable {
             throw ConfigurationError("devices is \(devices); use 1 to \(Self.maximumDevices)", code: .outOfRange)
         }
         guard maximumSimulatedSeconds > 0 else { throw ConfigurationError("maximumSimulatedSeconds must be greater than 0", code: .outOfRange) }
+        guard Self.startDateRange.contains(startDate) else {
+            throw ConfigurationError("startDate is \(Self.startDateText(startDate)); use a date from 2000-01-01 to 2098-12-31 (the simulator's certificates are valid 2000–2099)", code: .outOfRange)
+        }
         try apps.validate()
         try store.validate()
         if let actions = store.actions, !actions.isEmpty {
@@ -81,10 +120,12 @@ public struct Scenario: Sendable {
     public func makeApps(indices: [Int]? = nil, choices: ChoiceSource, storage: ContentStorage?) -> [DeviceApp] {
         let names = deviceNames
         return (indices ?? Array(names.indices)).map { index in
-            DeviceApp(device: names[index], account: account(ofDeviceAt: index),
-                      isAdditionalDevice: index % apps.devicesPerAccount != 0,
-                      behavior: apps, catalog: catalog, choices: choices, storage: storage, hooks: hooks,
-                      promotionalOfferKey: store.promotionalOfferKey ?? .simulator)
+            let app = DeviceApp(device: names[index], account: account(ofDeviceAt: index),
+                                isAdditionalDevice: index % apps.devicesPerAccount != 0,
+                                behavior: apps, catalog: catalog, choices: choices, storage: storage, hooks: hooks,
+                                promotionalOfferKey: store.promotionalOfferKey ?? .simulator)
+            app.queue.startDate = startDate
+            return app
         }
     }
 
@@ -97,6 +138,8 @@ public struct Scenario: Sendable {
         var downloader: DownloaderBehavior
         var network: NetworkBehavior
         var maximumSimulatedSeconds: Double
+        /// Left out when the default, so that a scenario without one records what it always did.
+        var startDate: String?
     }
 
     /// The run's first record: this scenario, its catalog and the versions.
@@ -104,7 +147,8 @@ public struct Scenario: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let settings = Settings(devices: devices, apps: apps, store: store, downloader: downloader, network: network,
-                                maximumSimulatedSeconds: maximumSimulatedSeconds)
+                                maximumSimulatedSeconds: maximumSimulatedSeconds,
+                                startDate: startDate == Self.defaultStartDate ? nil : Self.startDateText(startDate))
         let scenarioJSON = (try? encoder.encode(settings)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         let catalogJSON = String(decoding: catalog.nativeCatalogData(), as: UTF8.self)
         return RunHeader(seed: seed, sksimVersion: sksimVersion, runtime: runtime, startedAtUnixNanoseconds: startedAtUnixNanoseconds,
@@ -132,6 +176,10 @@ public struct Scenario: Sendable {
         downloader = settings.downloader
         network = settings.network
         maximumSimulatedSeconds = settings.maximumSimulatedSeconds
+        if let text = settings.startDate {
+            guard let date = Self.startDate(text: text) else { throw ConfigurationError("the run's recorded startDate '\(text)' is not an ISO 8601 date") }
+            startDate = date
+        }
     }
 
     /// A one-line description for people.

@@ -114,7 +114,7 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
             if known.value != transaction { known.value = transaction }
             return known
         }
-        let made = SKPaymentTransaction(transaction)
+        let made = SKPaymentTransaction(transaction, startDate: device?.queue.startDate ?? Scenario.defaultStartDate)
         objects[transaction.key] = made
         return made
     }
@@ -154,7 +154,8 @@ final class ObserverBridge: PaymentTransactionObserver {
             // A purchase or a restore is in the device's receipt from then on, as on iOS.
             guard transaction.transactionState.isPaid, let identifier = transaction.transactionIdentifier else { continue }
             device.storage.note(OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment.withoutDiscount,
-                                                    transactionDate: transaction.transactionDate ?? 0))
+                                                    transactionDate: transaction.transactionDate ?? 0),
+                                original: transaction.originalTransaction?.transactionIdentifier)
         }
         let objects = transactions.map(queue.object)
         device.run { observer.paymentQueue(queue, updatedTransactions: objects) }

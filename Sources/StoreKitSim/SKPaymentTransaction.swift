@@ -21,12 +21,6 @@ public enum SKPaymentTransactionState: Int, Sendable, Hashable {
     }
 }
 
-/// Where simulated time starts as a date: a transaction logged `n` nanoseconds into a run is dated
-/// this plus `n`, so dates are the same for the same run.
-let simulatedEpoch = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01T00:00:00Z
-
-func simulatedDate(_ nanoseconds: Int64) -> Date { simulatedEpoch.addingTimeInterval(Double(nanoseconds) / 1e9) }
-
 /// `SKPaymentTransaction`: one transaction of the device's queue. One object per transaction and
 /// launch: the queue hands the same object again as the transaction changes.
 open class SKPaymentTransaction: NSObject, @unchecked Sendable {
@@ -36,24 +30,36 @@ open class SKPaymentTransaction: NSObject, @unchecked Sendable {
     }
     private var cachedDownloads: [SKDownload]?
     /// A restored transaction's original, made once.
-    private lazy var originalTransaction: SKPaymentTransaction? = value.originalTransaction.map(SKPaymentTransaction.init(original:))
+    private lazy var originalTransaction: SKPaymentTransaction? = value.originalTransaction.map { SKPaymentTransaction(original: $0, startDate: startDate) }
 
-    init(_ value: PaymentTransaction) { self.value = value }
+    /// The date the log's time 0 stands for (`Scenario.startDate`): a transaction logged `n`
+    /// nanoseconds into the run is dated this plus `n`, as the App Store's server dates it.
+    let startDate: Date
 
-    private init(original: OriginalTransaction) {
+    init(_ value: PaymentTransaction, startDate: Date) {
+        self.value = value
+        self.startDate = startDate
+    }
+
+    private init(original: OriginalTransaction, startDate: Date) {
         var transaction = PaymentTransaction(key: TransactionKey(device: "", number: 0), payment: original.payment)
         transaction.transactionState = .purchased
         transaction.transactionIdentifier = original.transactionIdentifier
         transaction.transactionDate = original.transactionDate
         self.value = transaction
+        self.startDate = startDate
     }
 
     open var payment: SKPayment { SKPayment(value.payment) }
     open var transactionState: SKPaymentTransactionState { SKPaymentTransactionState(value.transactionState) }
+    /// Set once purchased or restored: Apple's decimal form, the `transactionId` the App Store's server
+    /// and its signed transactions carry (`AppStoreIdentifier`, docs/log-format.md).
+    open var transactionIdentifier: String? { value.appStoreTransactionIdentifier }
     /// Set once purchased or restored.
-    open var transactionIdentifier: String? { value.transactionIdentifier }
-    /// Set once purchased or restored.
-    open var transactionDate: Date? { value.transactionDate.map(simulatedDate) }
+    open var transactionDate: Date? {
+        // The App Store server's `purchaseDate`, in whole milliseconds.
+        value.transactionDate.map { Date(timeIntervalSince1970: Double(Scenario.dateMilliseconds(logTime: $0, start: startDate)) / 1000) }
+    }
     /// The purchase a restored transaction restores.
     open var original: SKPaymentTransaction? { originalTransaction }
     /// Set when failed.
@@ -67,8 +73,13 @@ open class SKPaymentTransaction: NSObject, @unchecked Sendable {
     }
 
     open override var description: String {
-        "<SKPaymentTransaction \(value.payment.productIdentifier) \(value.transactionState) \(value.transactionIdentifier ?? "-")>"
+        "<SKPaymentTransaction \(value.payment.productIdentifier) \(value.transactionState) \(value.appStoreTransactionIdentifier ?? "-")>"
     }
+}
+
+extension PaymentTransaction {
+    /// The transaction's identifier as the app sees it: Apple's decimal `transactionId` of the log's.
+    var appStoreTransactionIdentifier: String? { transactionIdentifier.map(AppStoreIdentifier.transactionIdentifier) }
 }
 
 /// `SKDownloadState`, with Apple's raw values.
@@ -101,11 +112,13 @@ open class SKDownload: NSObject, @unchecked Sendable {
     /// transaction object, `transaction` makes the object again from the value it had.
     private weak var owner: SKPaymentTransaction?
     private let ownerValue: PaymentTransaction
+    private let ownerStartDate: Date
 
     init(_ value: Download, transaction: SKPaymentTransaction) {
         self.value = value
         self.owner = transaction
         self.ownerValue = transaction.value
+        self.ownerStartDate = transaction.startDate
     }
 
     open var state: SKDownloadState { SKDownloadState(value.downloadState) }
@@ -122,7 +135,7 @@ open class SKDownload: NSObject, @unchecked Sendable {
     open var error: (any Error)? { value.error.map { SKError($0) } }
     /// Where the finished content is, relative to the run's content root as the simulator keeps it.
     open var contentURL: URL? { value.contentURL.map { URL(fileURLWithPath: $0) } }
-    open var transaction: SKPaymentTransaction { owner ?? SKPaymentTransaction(ownerValue) }
+    open var transaction: SKPaymentTransaction { owner ?? SKPaymentTransaction(ownerValue, startDate: ownerStartDate) }
 }
 
 /// `SKStorefront`: the App Store country of the queue.

@@ -81,7 +81,8 @@ public final class SimulatedDevice: @unchecked Sendable {
             // The transaction being finished is the one a credit just before its finish is for;
             // otherwise the one with that identifier, or the newest restore of it.
             let finished = finishing.flatMap { finishing in
-                finishing.transactionIdentifier == identifier || finishing.originalTransaction?.transactionIdentifier == identifier ? finishing : nil
+                finishing.appStoreTransactionIdentifier == identifier
+                    || finishing.originalTransaction.map { AppStoreIdentifier.transactionIdentifier($0.transactionIdentifier) } == identifier ? finishing : nil
             }
             guard let transaction = finished ?? Self.transaction(creditedAs: identifier, in: pending) else { continue }
             grants[transaction.key, default: (transaction, 0)].times += count - (before.credits[identifier] ?? 0)
@@ -99,17 +100,19 @@ public final class SimulatedDevice: @unchecked Sendable {
     func grantIfOwned(_ transaction: PaymentTransaction) {
         guard transaction.transactionState.isPaid, !queue.wasGranted(transaction), !storage.lastBelief.credits.isEmpty else { return }
         let identifiers = [transaction.transactionIdentifier, transaction.originalTransaction?.transactionIdentifier]
+            .map { $0.map(AppStoreIdentifier.transactionIdentifier) }
         guard identifiers.contains(where: { ($0.flatMap { storage.lastBelief.credits[$0] } ?? 0) > 0 }) else { return }
         queue.contentGranted(transaction)
     }
 
-    /// The unfinished transaction that the app's credit keyed by `identifier` is for: the one with
-    /// that transaction identifier, or the newest restored one whose original has it.
+    /// The unfinished transaction that the app's credit keyed by `identifier` (Apple's decimal form, as
+    /// the app reads it) is for: the one with that transaction identifier, or the newest restored one
+    /// whose original has it.
     static func transaction(creditedAs identifier: String, in pending: [UInt64: PaymentTransaction]) -> PaymentTransaction? {
         var found: PaymentTransaction?
         for transaction in pending.values {
-            if transaction.transactionIdentifier == identifier { return transaction }
-            guard transaction.originalTransaction?.transactionIdentifier == identifier else { continue }
+            if transaction.appStoreTransactionIdentifier == identifier { return transaction }
+            guard transaction.originalTransaction.map({ AppStoreIdentifier.transactionIdentifier($0.transactionIdentifier) }) == identifier else { continue }
             if found.map({ $0.key < transaction.key }) ?? true { found = transaction }
         }
         return found
@@ -131,6 +134,8 @@ final class DeviceStorage: @unchecked Sendable {
     var lastBelief = AppBelief()
     /// The receipt's entries as the device last knew them, by transaction identifier, in order.
     private(set) var receiptEntries: [OriginalTransaction] = []
+    /// The purchase each restored or renewed entry stands for (its `original_transaction_id`).
+    private var originalIdentifiers: [String: String] = [:]
     private var receiptIdentifiers: Set<String> = []
     private var receiptWritten = false
     private var madeFolder = false
@@ -151,26 +156,29 @@ final class DeviceStorage: @unchecked Sendable {
     var receiptURL: URL { bundleFolder.appendingPathComponent("StoreKit/receipt") }
 
     /// A purchase or a restore lands in the device's receipt, as StoreKit updates it.
-    func note(_ entry: OriginalTransaction) {
+    func note(_ entry: OriginalTransaction, original: String?) {
         guard receiptIdentifiers.insert(entry.transactionIdentifier).inserted else { return }
         receiptEntries.append(entry)
+        if let original { originalIdentifiers[entry.transactionIdentifier] = original }
         receiptWritten = false
     }
 
     /// A refreshed receipt replaces what the device had.
     func replaceReceipt(with entries: [OriginalTransaction]) {
         receiptEntries = entries
+        originalIdentifiers = [:]
         receiptIdentifiers = Set(entries.map(\.transactionIdentifier))
         receiptWritten = false
     }
 
-    /// Writes the receipt file if it changed since last written; nil when it cannot be written.
-    func writtenReceiptURL() -> URL? {
+    /// Writes the receipt file (`SimulatedReceipt`) if it changed since last written; nil when it cannot be written.
+    func writtenReceiptURL(queue: PaymentQueue) -> URL? {
         if receiptWritten { return receiptURL }
         do {
             madeFolder = true
             try FileManager.default.createDirectory(at: receiptURL.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try AppReceipt.encode(receiptEntries).write(to: receiptURL, options: .atomic)
+            try SimulatedReceipt.encode(receiptEntries, originals: originalIdentifiers, catalog: queue.catalog, startDate: queue.startDate)
+                .write(to: receiptURL, options: .atomic)
             receiptWritten = true
             return receiptURL
         } catch {

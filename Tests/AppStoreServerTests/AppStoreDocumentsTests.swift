@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import JWTKit
 import StoreKitModel
+import StoreKitRoles
 import StoreKitTestKit
 import StoreKitTestSupport
 import Testing
@@ -53,7 +54,7 @@ import Testing
         #expect(payload.environment == "Sandbox")
         #expect(payload.bundleId == "com.example.sksim")
         // A deterministic run's dates count from 2026-01-01.
-        #expect(payload.purchaseDate >= AppStoreLedger.deterministicStartMilliseconds)
+        #expect(payload.purchaseDate >= Int64(Scenario.defaultStartDate.timeIntervalSince1970 * 1000))
         #expect(try await documents.signedTransaction(logIdentifier: "no-such-device.1", in: ledger) == nil)
     }
 
@@ -137,5 +138,83 @@ import Testing
         let signedFiles = try files(signedRun)
         #expect(!signedFiles.isEmpty)
         #expect(signedFiles == (try files(plainRun)))
+    }
+
+    /// The log files of a run, by path.
+    static func logFiles(_ run: URL) throws -> [String: Data] {
+        let log = run.appendingPathComponent("log")
+        var result: [String: Data] = [:]
+        for case let path as String in FileManager.default.enumerator(atPath: log.path)! {
+            var isDirectory: ObjCBool = false
+            let url = log.appendingPathComponent(path)
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                result[path] = try Data(contentsOf: url)
+            }
+        }
+        return result
+    }
+
+    /// A scenario's `startDate`: a deterministic run's dates (signed transactions, receipts) count from
+    /// it, and two runs of it hold the same log bytes; a scenario without one starts at 2026-01-01.
+    @Test func aScenarioStartDateDatesTheRunAndKeepsItsLogDeterministic() async throws {
+        let scratch = Scratch()
+        func topology(startDate: String?) throws -> URL {
+            let file = scratch.path("topology-\(startDate ?? "default").yaml")
+            try """
+            name: dated
+            seed: 29
+            scenario:
+              devices: 2
+              purchasesPerDevice: 4
+            \(startDate.map { "  startDate: \($0)\n" } ?? "")processes:
+              - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
+              - {name: store, role: store}
+              - {name: downloader, role: downloader}
+              - {name: observer, role: observer, devices: all}
+            """.write(to: file, atomically: true, encoding: .utf8)
+            return file
+        }
+        let executable = try SKSimProgram.executable(packageRoot: Self.repositoryRoot)
+        func simulate(_ topology: URL, _ name: String) throws -> AppStoreLedger {
+            let outcome = try SKSimProgram.run(executable, ["simulate", topology.path, "--out", scratch.path(name).path])
+            #expect(outcome.status == 0, "\(outcome.error)")
+            return try AppStoreLedger.build(logDirectory: scratch.path(name).appendingPathComponent("log"))
+        }
+        let dated = try topology(startDate: "2031-06-15T12:00:00Z")
+        let first = try simulate(dated, "first")
+        _ = try simulate(dated, "second")
+        let plain = try simulate(try topology(startDate: nil), "plain")
+        #expect(try Self.logFiles(scratch.path("first")) == (try Self.logFiles(scratch.path("second"))))
+        // Only the dates differ: the scenario without a start date records none, as logs always did.
+        #expect(try #require(plain.header).scenario.contains("startDate") == false)
+        #expect(try #require(first.header).scenario.contains("\"startDate\":\"2031-06-15T12:00:00Z\""))
+        let start: Int64 = 1_939_291_200_000  // 2031-06-15T12:00:00Z
+        let transaction = try #require(first.transactions.first)
+        #expect(first.date(transaction.purchaseTime) == start + transaction.purchaseTime / 1_000_000)
+        #expect(plain.date(0) == Int64(Scenario.defaultStartDate.timeIntervalSince1970 * 1000))
+        // The signed transaction's and the receipt's dates are those dates.
+        let documents = try await AppStoreDocuments(chain: try SigningChain.generate().chain, settings: AppStoreSettings())
+        #expect(documents.transactionPayload(transaction, in: first, signedDate: 0).purchaseDate == start + transaction.purchaseTime / 1_000_000)
+        let entries = try #require(documents.receiptEntries(device: transaction.device, in: first))
+        #expect(entries.allSatisfy { $0.purchaseDate >= start && $0.purchaseDate < start + 86_400_000 })
+    }
+
+    @Test(arguments: ["1969-12-31T00:00:00Z", "2026-13-01T00:00:00Z", "tomorrow"])
+    func aStartDateOutsideTheCertificatesOrUnreadableIsRefused(_ startDate: String) throws {
+        let scratch = Scratch()
+        let file = scratch.path("topology.yaml")
+        try """
+        name: dated
+        scenario: {devices: 1, startDate: "\(startDate)"}
+        processes:
+          - {name: queue, role: queue, events: "ipc://{run}/e.ipc", requests: "ipc://{run}/r.ipc"}
+          - {name: store, role: store}
+          - {name: downloader, role: downloader}
+          - {name: observer, role: observer, devices: all}
+        """.write(to: file, atomically: true, encoding: .utf8)
+        let outcome = try SKSimProgram.run(try SKSimProgram.executable(packageRoot: Self.repositoryRoot),
+                                           ["simulate", file.path, "--out", scratch.path("run").path])
+        #expect(outcome.status == 2, "\(outcome.output)")
+        #expect(outcome.error.contains("startDate"), "\(outcome.error)")
     }
 }

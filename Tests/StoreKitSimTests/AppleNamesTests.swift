@@ -59,7 +59,7 @@ import Testing
     }
 
     @Test("Bundle.main.appStoreReceiptURL, shadowed by StoreKitSim, is each device's own receipt file")
-    func receiptPerDevice() throws {
+    func receiptPerDevice() async throws {
         let catalog = Catalog.sample
         let first = PaymentQueue(device: "d1", catalog: catalog, choices: SeededChoices(seed: 1))
         let second = PaymentQueue(device: "d2", catalog: catalog, choices: SeededChoices(seed: 1))
@@ -67,7 +67,39 @@ import Testing
         let secondURL = SimulatedApp.run(on: second) { Bundle.main.appStoreReceiptURL }
         #expect(firstURL != nil && secondURL != nil && firstURL != secondURL)
         let bytes = try #require(SimulatedApp.run(on: first) { readAppReceipt() })
-        #expect(bytes == AppReceipt.encode([]))
+        // Apple's PKCS #7 receipt, signed, with no purchase yet.
+        #expect(await SimulatedReceipt.isSigned(bytes))
+        let contents = try #require(SimulatedReceipt.contents(bytes))
+        #expect(contents["bundle_id"] as? String == "com.example.sksim")
+        #expect((contents["in_app"] as? [[String: Any]])?.isEmpty == true)
+    }
+
+    @Test("the receipt an app reads is the App Store server's signed PKCS #7 receipt, listing the decimal identifiers the app is told, dated from the scenario's start")
+    func receiptIsTheServersReceipt() async throws {
+        var scenario = Scenario.exploration(devices: 1, purchasesPerDevice: 3, observers: [.deliverThenFinish])
+        scenario.apps.choicePoints = nil
+        scenario.store.failureProbability = 0
+        scenario.store.deferralProbability = 0
+        scenario.store.cancellationProbability = 0
+        scenario.startDate = Date(timeIntervalSince1970: 1_939_291_200)  // 2031-06-15T12:00:00Z
+        let apps = Apps()
+        let explorer = Explorer(scenario: scenario, appLaunch: SimulatedApp { apps.made(PlainStoreObserver()) }.launch)
+        _ = try explorer.run(choices: SeededChoices(seed: 4), keepEvents: false)
+        let observer = try #require(apps.all.last { $0.lastReceipt != nil })
+        let receipt = try #require(observer.lastReceipt)
+        // What the App Store server's `/verifyReceipt` checks: the signature by the simulator's chain, then the fields.
+        #expect(await SimulatedReceipt.isSigned(receipt))
+        #expect(!(await SimulatedReceipt.isSigned(Data(receipt.dropLast()))))
+        let entries = try #require(SimulatedReceipt.contents(receipt)?["in_app"] as? [[String: Any]])
+        let identifiers = entries.compactMap { $0["transaction_id"] as? String }
+        #expect(!identifiers.isEmpty)
+        #expect(identifiers.allSatisfy { $0.count == 19 && $0.allSatisfy(\.isNumber) })
+        #expect(Set(identifiers).isSubset(of: Set(observer.paidIdentifiers)))
+        #expect(observer.paidIdentifiers.allSatisfy { $0.count == 19 && $0.allSatisfy(\.isNumber) })
+        #expect(entries.allSatisfy { ($0["purchase_date"] as? String)?.hasPrefix("2031-06-15T12:") == true })
+        // The app's own transaction dates count from the same start.
+        #expect(!observer.paidDates.isEmpty)
+        #expect(observer.paidDates.allSatisfy { $0 >= scenario.startDate && $0 < scenario.startDate.addingTimeInterval(3600) })
     }
 }
 

@@ -9,6 +9,10 @@ import StoreKitSim
 final class PlainStoreObserver: NSObject, SKPaymentTransactionObserver {
     private(set) var updates: [(identifier: String?, state: SKPaymentTransactionState)] = []
     private(set) var receiptSizes: [Int] = []
+    /// The receipt read last, and the transaction identifiers the app was told of until then.
+    private(set) var lastReceipt: Data?
+    private(set) var paidIdentifiers: [String] = []
+    private(set) var paidDates: [Date] = []
     private(set) var queueIdentity: ObjectIdentifier?
     private(set) var removed = 0
 
@@ -23,8 +27,11 @@ final class PlainStoreObserver: NSObject, SKPaymentTransactionObserver {
             updates.append((transaction.transactionIdentifier, transaction.transactionState))
             switch transaction.transactionState {
             case .purchased, .restored:
+                if let identifier = transaction.transactionIdentifier { paidIdentifiers.append(identifier) }
+                if let date = transaction.transactionDate { paidDates.append(date) }
                 if let url = Bundle.main.appStoreReceiptURL, let receipt = try? Data(contentsOf: url) {
                     receiptSizes.append(receipt.count)
+                    lastReceipt = receipt
                 }
                 queue.finishTransaction(transaction)
             case .failed:

@@ -12,7 +12,8 @@ public final class SimulatedServer: ReceiptVerifier {
     public init(checks: ServerChecks) { self.checks = checks }
 
     public func verify(receipt: Data, transactionIdentifier: String, completion: @escaping (Result<Bool, any Error>) -> Void) {
-        let entries = (try? JSONSerialization.jsonObject(with: receipt) as? [String: Any])?["in_app"] as? [[String: Any]] ?? []
+        // The receipt is Apple's PKCS #7; the server reads its in-app entries as `/verifyReceipt` answers them.
+        let entries = SimulatedReceipt.contents(receipt)?["in_app"] as? [[String: Any]] ?? []
         let holdsIt = entries.contains { $0["transaction_id"] as? String == transactionIdentifier }
         checks.note(holdsIt: holdsIt)
         SimulatedWork.start(canFail: true) { succeeded in

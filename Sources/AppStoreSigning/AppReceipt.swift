@@ -1,5 +1,4 @@
 import Foundation
-import StoreKitModel
 import SwiftASN1
 @_spi(CMS) import X509
 
@@ -27,6 +26,23 @@ public enum AppReceipt {
         public var isTrialPeriod: Bool
         public var isInIntroductoryOfferPeriod: Bool
         public var promotionalOfferIdentifier: String?
+
+        public init(quantity: Int, productIdentifier: String, transactionId: String, originalTransactionId: String, purchaseDate: Int64,
+                    originalPurchaseDate: Int64, expiresDate: Int64?, cancellationDate: Int64?, webOrderLineItemId: String?,
+                    isTrialPeriod: Bool, isInIntroductoryOfferPeriod: Bool, promotionalOfferIdentifier: String?) {
+            self.quantity = quantity
+            self.productIdentifier = productIdentifier
+            self.transactionId = transactionId
+            self.originalTransactionId = originalTransactionId
+            self.purchaseDate = purchaseDate
+            self.originalPurchaseDate = originalPurchaseDate
+            self.expiresDate = expiresDate
+            self.cancellationDate = cancellationDate
+            self.webOrderLineItemId = webOrderLineItemId
+            self.isTrialPeriod = isTrialPeriod
+            self.isInIntroductoryOfferPeriod = isInIntroductoryOfferPeriod
+            self.promotionalOfferIdentifier = promotionalOfferIdentifier
+        }
     }
 
     /// The receipt's content (the SET of attributes), unsigned.
@@ -42,6 +58,14 @@ public enum AppReceipt {
             }
         }
         return serializer.serializedBytes
+    }
+
+    /// A device's receipt of `entries`, created and signed `now`: what `sksim log receipt`, the server
+    /// and a simulated device's `Bundle.main.appStoreReceiptURL` give.
+    public static func signed(entries: [Entry], bundleIdentifier: String, chain: SigningChain, now: Date) throws -> [UInt8] {
+        let milliseconds = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+        let content = try payload(bundleIdentifier: bundleIdentifier, applicationVersion: "1", creationDate: milliseconds, entries: entries)
+        return try sign(content, chain: chain, signingTime: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
     }
 
     /// The signed receipt: `payload` in a CMS SignedData by the chain's leaf, with the intermediate and root.
@@ -62,7 +86,7 @@ public enum AppReceipt {
 
     /// The encapsulated content of a CMS SignedData (RFC 5652 5.1): ContentInfo { contentType,
     /// [0] SignedData { version, digestAlgorithms, encapContentInfo { eContentType, [0] OCTET STRING } } }.
-    static func content(ofSignedData bytes: [UInt8]) throws -> [UInt8] {
+    public static func content(ofSignedData bytes: [UInt8]) throws -> [UInt8] {
         let contextZero = ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific)
         func children(_ node: ASN1Node) throws -> [ASN1Node] {
             guard case .constructed(let nodes) = node.content else { throw ASN1Error.invalidASN1Object(reason: "expected a constructed node") }

@@ -39,6 +39,35 @@ public struct TransactionPayload: JWTPayload, Equatable {
     public var price: Int64?
     public var currency: String?
 
+    public init(transactionId: String, originalTransactionId: String, webOrderLineItemId: String? = nil, bundleId: String, productId: String, subscriptionGroupIdentifier: String? = nil, purchaseDate: Int64, originalPurchaseDate: Int64, expiresDate: Int64? = nil, quantity: Int, type: String, appAccountToken: String? = nil, inAppOwnershipType: String, signedDate: Int64, revocationReason: Int? = nil, revocationDate: Int64? = nil, isUpgraded: Bool? = nil, offerType: Int? = nil, offerIdentifier: String? = nil, offerDiscountType: String? = nil, environment: String, storefront: String, storefrontId: String, transactionReason: String, price: Int64? = nil, currency: String? = nil) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.webOrderLineItemId = webOrderLineItemId
+        self.bundleId = bundleId
+        self.productId = productId
+        self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
+        self.purchaseDate = purchaseDate
+        self.originalPurchaseDate = originalPurchaseDate
+        self.expiresDate = expiresDate
+        self.quantity = quantity
+        self.type = type
+        self.appAccountToken = appAccountToken
+        self.inAppOwnershipType = inAppOwnershipType
+        self.signedDate = signedDate
+        self.revocationReason = revocationReason
+        self.revocationDate = revocationDate
+        self.isUpgraded = isUpgraded
+        self.offerType = offerType
+        self.offerIdentifier = offerIdentifier
+        self.offerDiscountType = offerDiscountType
+        self.environment = environment
+        self.storefront = storefront
+        self.storefrontId = storefrontId
+        self.transactionReason = transactionReason
+        self.price = price
+        self.currency = currency
+    }
+
     public func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
@@ -63,6 +92,25 @@ public struct RenewalInfoPayload: JWTPayload, Equatable {
     public var renewalPrice: Int64?
     public var appAccountToken: String?
 
+    public init(originalTransactionId: String, productId: String, autoRenewProductId: String, autoRenewStatus: Int, expirationIntent: Int? = nil, isInBillingRetryPeriod: Bool? = nil, gracePeriodExpiresDate: Int64? = nil, offerType: Int? = nil, offerIdentifier: String? = nil, signedDate: Int64, environment: String, recentSubscriptionStartDate: Int64? = nil, renewalDate: Int64? = nil, currency: String? = nil, renewalPrice: Int64? = nil, appAccountToken: String? = nil) {
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.autoRenewProductId = autoRenewProductId
+        self.autoRenewStatus = autoRenewStatus
+        self.expirationIntent = expirationIntent
+        self.isInBillingRetryPeriod = isInBillingRetryPeriod
+        self.gracePeriodExpiresDate = gracePeriodExpiresDate
+        self.offerType = offerType
+        self.offerIdentifier = offerIdentifier
+        self.signedDate = signedDate
+        self.environment = environment
+        self.recentSubscriptionStartDate = recentSubscriptionStartDate
+        self.renewalDate = renewalDate
+        self.currency = currency
+        self.renewalPrice = renewalPrice
+        self.appAccountToken = appAccountToken
+    }
+
     public func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
@@ -75,6 +123,14 @@ public struct NotificationPayload: JWTPayload, Equatable {
         public var signedRenewalInfo: String?
         /// 1: active, 2: expired, 3: billing retry, 4: grace period, 5: revoked (subscriptions only).
         public var status: Int?
+
+        public init(bundleId: String, environment: String, signedTransactionInfo: String? = nil, signedRenewalInfo: String? = nil, status: Int? = nil) {
+            self.bundleId = bundleId
+            self.environment = environment
+            self.signedTransactionInfo = signedTransactionInfo
+            self.signedRenewalInfo = signedRenewalInfo
+            self.status = status
+        }
     }
 
     public var notificationType: String
@@ -83,6 +139,15 @@ public struct NotificationPayload: JWTPayload, Equatable {
     public var data: Data
     public var version: String
     public var signedDate: Int64
+
+    public init(notificationType: String, subtype: String? = nil, notificationUUID: String, data: Data, version: String, signedDate: Int64) {
+        self.notificationType = notificationType
+        self.subtype = subtype
+        self.notificationUUID = notificationUUID
+        self.data = data
+        self.version = version
+        self.signedDate = signedDate
+    }
 
     public func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
