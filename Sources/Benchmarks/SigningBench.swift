@@ -1,6 +1,7 @@
 import AppStoreSigning
 import ArgumentParser
 import Foundation
+import SKSimCommands
 
 /// `sksim bench signing`: what signing App Store objects costs, beside raw P-256 signatures.
 struct SigningBench: AsyncParsableCommand {
