@@ -22,16 +22,18 @@ public enum LogUpgrade {
     /// Rewrites every older segment of the log in `directory` as the current format, so that a writer can
     /// append to it. A format 2 segment's records are format 3 records already (format 3 only adds input
     /// records, which an upgraded segment does not have): only its header changes, each file replaced
-    /// atomically (temporary file, fsync, rename, directory fsync). The log must be intact first
-    /// (`verify`); a damaged or torn one is refused, nothing changed.
+    /// atomically (temporary file, fsync, rename, directory fsync). The segments must be intact first
+    /// (`verify`; a stale index does not matter); a damaged or torn log is refused, nothing changed.
     public static func upgrade(directory: URL) throws(LogError) -> UpgradeReport {
         let verification = try LogMaintenance.verify(directory: directory)
-        guard verification.isIntact else {
-            let first = verification.problems[0]
+        // An index is derived data, rebuilt by readers and writers: only damage to the segments stops an upgrade.
+        let damage = verification.problems.filter { $0.kind != .staleIndex }
+        guard damage.isEmpty else {
+            let first = damage[0]
             throw LogError(
                 .repairRefused, "the log is not intact, so it was not upgraded (nothing was changed). First: \(first)",
                 path: first.path, byteOffset: first.byteOffset,
-                remedy: "Run `sksim log repair DIR` for a torn tail, then upgrade", problems: verification.problems)
+                remedy: "Run `sksim log repair DIR` for a torn tail, then upgrade", problems: damage)
         }
         var report = UpgradeReport()
         for partition in try LogDirectory.partitions(in: directory) {
