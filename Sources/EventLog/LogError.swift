@@ -110,6 +110,8 @@ public struct LogProblem: Sendable, Equatable, CustomStringConvertible {
         case interruptedRoll
         /// A record whose checksum is valid but whose payload the caller's validator rejects.
         case invalidPayload
+        /// An input record where none may be: inside a unit, or in a segment of log format 2.
+        case badInput
     }
 
     public let kind: Kind

@@ -8,12 +8,17 @@ public struct LogRecordView {
     public let payload: UnsafeRawBufferPointer
     /// True for the last record of its atomic unit (always true for a record appended alone).
     public let endsUnit: Bool
+    /// True for an input record: its unit's first record, holding what the unit's events answer (the
+    /// command as accepted); it takes no sequence of its own, and `sequence` is the one its unit's first
+    /// event has (or, for a unit of the input alone, the next event's). Log format 3 only.
+    public let isInput: Bool
 
-    init(sequence: UInt64, timestampNanoseconds: Int64, payload: UnsafeRawBufferPointer, endsUnit: Bool) {
+    init(sequence: UInt64, timestampNanoseconds: Int64, payload: UnsafeRawBufferPointer, endsUnit: Bool, isInput: Bool = false) {
         self.sequence = sequence
         self.timestampNanoseconds = timestampNanoseconds
         self.payload = payload
         self.endsUnit = endsUnit
+        self.isInput = isInput
     }
 
     /// An owned copy.

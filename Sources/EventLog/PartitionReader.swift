@@ -34,9 +34,14 @@ public struct PartitionReader: Sendable {
     /// unit is checked, so every good record before any damage is delivered before `.corruption` is thrown;
     /// records of an incomplete unit at the end are never delivered. A torn tail at the very end is reported
     /// in the summary instead of thrown.
+    ///
+    /// With `includingInputs`, each unit's input record (`LogRecordView.isInput`, log format 3) reaches `body`
+    /// too, before the unit's events; an input counts as at its unit's first sequence (for an input alone,
+    /// the next event's), and is not counted in the summary. The index points at events, so a read from
+    /// the middle of a segment may start after the input of the unit holding `from`.
     @discardableResult
     public func forEachRecord(
-        from: UInt64 = 1, through: UInt64 = .max, _ body: (LogRecordView) throws -> Void
+        from: UInt64 = 1, through: UInt64 = .max, includingInputs: Bool = false, _ body: (LogRecordView) throws -> Void
     ) throws -> ReadSummary {
         var summary = ReadSummary()
         let start = max(from, 1)
@@ -79,6 +84,10 @@ public struct PartitionReader: Sendable {
                 _ record: LogRecordView, _ summary: inout ReadSummary, _ lastInSegment: inout UInt64, _ skipped: inout UInt64
             ) throws -> Bool {
                 if record.sequence > through { return false }
+                if record.isInput {
+                    if record.sequence >= start { try body(record) }
+                    return true
+                }
                 lastInSegment = record.sequence
                 if record.sequence < start {
                     skipped += 1
@@ -98,19 +107,25 @@ public struct PartitionReader: Sendable {
                     segmentSize: file.size)
             }
             if let index, let seek = index.entry(atOrBefore: start), seek.sequence > header.baseSequence {
-                end = try file.scan(header: header, from: seek.byteOffset, expectedSequence: seek.sequence) { record, _ in
+                end = try file.scan(
+                    header: header, from: seek.byteOffset, expectedSequence: seek.sequence, includingInputs: includingInputs
+                ) { record, _ in
                     try visit(record, &summary, &lastInSegment, &skipped)
                 }
                 // The index is never trusted over the segment: if its offset leads nowhere, scan from the start.
                 if case .damage(let problem) = end, problem.byteOffset == seek.byteOffset, summary.recordCount == 0 {
                     skipped = 0
                     end = try file.scan(
-                        header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence
+                        header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence,
+                        includingInputs: includingInputs
                     ) { record, _ in try visit(record, &summary, &lastInSegment, &skipped) }
                     if !isLast { rebuildIndex(file: file, header: header, entry: entry, interval: index.intervalRecords) }
                 }
             } else {
-                end = try file.scan(header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence) { record, _ in
+                end = try file.scan(
+                    header: header, from: UInt64(header.byteCount), expectedSequence: header.baseSequence,
+                    includingInputs: includingInputs
+                ) { record, _ in
                     try visit(record, &summary, &lastInSegment, &skipped)
                 }
             }

@@ -152,8 +152,35 @@ public final class PartitionWriter: @unchecked Sendable {
         }
     }
 
+    /// Appends a unit that begins with its input record (`input`, what the unit's events answer: the
+    /// command as accepted), followed by the payloads in `bytes` as `appendUnit(bytes:ends:timestampNanoseconds:)`
+    /// takes them, possibly none (a command that changed nothing leaves its input alone). The input takes no
+    /// sequence. Returns the sequence of the unit's first event (for an input alone, the next event's).
+    /// An input alone becomes durable with the next sync that has events to make durable, or at `flush()`/`close()`.
+    @discardableResult
+    public func appendUnit(
+        input: UnsafeRawBufferPointer, bytes: UnsafeRawBufferPointer, ends: [Int], timestampNanoseconds: Int64
+    ) throws(LogError) -> UInt64 {
+        guard ends.last ?? 0 <= bytes.count, zip(ends, ends.dropFirst()).allSatisfy({ $0 <= $1 }), ends.first ?? 0 >= 0 else {
+            throw LogError(.invalidUnit, "payload ends \(ends) do not lie within the unit's \(bytes.count) bytes in order",
+                           remedy: "Give each payload's end offset, ascending, within the bytes")
+        }
+        return try appendUnit(recordCount: ends.count + 1, timestampNanoseconds: timestampNanoseconds, firstIsInput: true) { index in
+            index == 0 ? input.count : ends[index - 1] - (index == 1 ? 0 : ends[index - 2])
+        } copyPayload: { index, destination in
+            if index == 0 {
+                if let source = input.baseAddress, input.count > 0 { destination.copyMemory(from: source, byteCount: input.count) }
+                return
+            }
+            let start = index == 1 ? 0 : ends[index - 2]
+            if ends[index - 1] > start, let source = bytes.baseAddress {
+                destination.copyMemory(from: source + start, byteCount: ends[index - 1] - start)
+            }
+        }
+    }
+
     private func appendUnit(
-        recordCount: Int, timestampNanoseconds: Int64, payloadCount: (Int) -> Int,
+        recordCount: Int, timestampNanoseconds: Int64, firstIsInput: Bool = false, payloadCount: (Int) -> Int,
         copyPayload: (Int, UnsafeMutableRawPointer) -> Void
     ) throws(LogError) -> UInt64 {
         var unitBytes = 0
@@ -173,8 +200,8 @@ public final class PartitionWriter: @unchecked Sendable {
         let advanced: UInt64?
         do {
             (sequence, advanced) = try appendLocked(
-                recordCount: recordCount, unitBytes: unitBytes, timestamp: timestampNanoseconds, payloadCount: payloadCount,
-                copyPayload: copyPayload)
+                recordCount: recordCount, unitBytes: unitBytes, timestamp: timestampNanoseconds, firstIsInput: firstIsInput,
+                payloadCount: payloadCount, copyPayload: copyPayload)
         } catch {
             lock.unlock()
             throw error
@@ -283,7 +310,7 @@ public final class PartitionWriter: @unchecked Sendable {
     }
 
     private func appendLocked(
-        recordCount: Int, unitBytes: Int, timestamp: Int64, payloadCount: (Int) -> Int,
+        recordCount: Int, unitBytes: Int, timestamp: Int64, firstIsInput: Bool, payloadCount: (Int) -> Int,
         copyPayload: (Int, UnsafeMutableRawPointer) -> Void
     ) throws(LogError) -> (UInt64, UInt64?) {
         try checkUsable()
@@ -305,18 +332,24 @@ public final class PartitionWriter: @unchecked Sendable {
                 try recordFailure { () throws(LogError) in try writeOutLocked() }
             }
             let sequence = nextSequence
+            // The input takes no sequence (its field names the next event's) and no index entry: the index
+            // points at events, as readers that skip inputs look them up.
+            let isInput = firstIsInput && index == 0
             SegmentFormat.encodeRecord(
                 at: buffer + bufferUsed, payloadCount: count,
-                lengthFlags: index < recordCount - 1 ? SegmentFormat.moreInUnitFlag : 0, sequence: sequence, timestamp: timestamp
+                lengthFlags: (index < recordCount - 1 ? SegmentFormat.moreInUnitFlag : 0) | (isInput ? SegmentFormat.inputFlag : 0),
+                sequence: sequence, timestamp: timestamp
             ) { copyPayload(index, $0) }
-            if SparseIndex.isIndexed(sequence, baseSequence: segmentBaseSequence, intervalRecords: UInt32(configuration.indexIntervalRecords)) {
+            if !isInput
+                && SparseIndex.isIndexed(sequence, baseSequence: segmentBaseSequence, intervalRecords: UInt32(configuration.indexIntervalRecords))
+            {
                 SparseIndex.appendEntry(
                     SparseIndex.Entry(sequence: sequence, byteOffset: segmentFileBytes + UInt64(bufferUsed)), to: &pendingIndexBytes)
             }
             bufferUsed += recordBytes
-            nextSequence += 1
+            if !isInput { nextSequence += 1 }
         }
-        segmentRecordCount += UInt64(recordCount)
+        segmentRecordCount += UInt64(recordCount - (firstIsInput ? 1 : 0))
         unitEndSequence = nextSequence - 1
 
         switch configuration.durability {
@@ -589,6 +622,9 @@ public final class PartitionWriter: @unchecked Sendable {
                 continue
             case .failure(let problem):
                 throw LogError(corruption: problem)
+            }
+            guard header.version == SegmentFormat.version else {
+                throw SegmentFile.olderVersionForWriting(header.version, path: last.segmentPath)
             }
             let summary = try SegmentSummary.scan(
                 file: file, header: header, intervalRecords: UInt32(configuration.indexIntervalRecords))

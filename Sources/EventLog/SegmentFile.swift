@@ -78,18 +78,30 @@ final class SegmentFile {
         let writer = version < SegmentFormat.version ? "an older" : "a newer"
         return LogError(
             .unsupportedFormatVersion,
-            "\(path) was written by \(writer) sksim (log format \(version)); this build reads log format \(SegmentFormat.version) only",
+            "\(path) was written by \(writer) sksim (log format \(version)); this build reads log formats "
+                + "\(SegmentFormat.oldestReadableVersion) and \(SegmentFormat.version) only",
             path: path,
             remedy: version < SegmentFormat.version
                 ? "Re-record the run with this version of sksim (the sksim that wrote it can still read it)"
                 : "Read it with the newer sksim that wrote it")
     }
 
+    /// A writer appends only to segments of the current version: an older log is read as it is, or
+    /// upgraded first (`LogUpgrade`, `sksim log upgrade`).
+    static func olderVersionForWriting(_ version: UInt16, path: String) -> LogError {
+        LogError(
+            .unsupportedFormatVersion,
+            "\(path) is log format \(version), which this build reads but does not append to (it writes format \(SegmentFormat.version))",
+            path: path,
+            remedy: "Upgrade the log first with `sksim log upgrade DIR` (its records are kept as they are), or write a new log")
+    }
+
     /// Scans records from `startOffset` (a record boundary, treated as the start of a unit), checking length,
     /// CRC, flags and that sequences continue from `expectedSequence`. `body` gets each record with its offset,
     /// but only once its whole unit has been checked, so it never sees part of a unit; it returns false to stop.
+    /// Input records (a unit's first, taking no sequence) reach `body` only with `includingInputs`.
     func scan(
-        header: SegmentHeader, from startOffset: UInt64, expectedSequence: UInt64,
+        header: SegmentHeader, from startOffset: UInt64, expectedSequence: UInt64, includingInputs: Bool = false,
         _ body: (LogRecordView, UInt64) throws -> Bool
     ) throws -> SegmentScanEnd {
         let recordHeaderBytes = SegmentFormat.recordHeaderBytes
@@ -154,11 +166,16 @@ final class SegmentFile {
                 let record = buffer + cursor
                 let word = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
                 let length = Int(word & SegmentFormat.payloadLengthMask)
+                let isInput = word & SegmentFormat.inputFlag != 0
+                if isInput && !includingInputs {
+                    cursor += recordHeaderBytes + length
+                    continue
+                }
                 let view = LogRecordView(
                     sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
                     timestampNanoseconds: Int64(littleEndian: record.loadUnaligned(fromByteOffset: 16, as: Int64.self)),
                     payload: UnsafeRawBufferPointer(start: record + recordHeaderBytes, count: length),
-                    endsUnit: word & SegmentFormat.moreInUnitFlag == 0)
+                    endsUnit: word & SegmentFormat.moreInUnitFlag == 0, isInput: isInput)
                 let offset = bufferFileOffset + UInt64(cursor)
                 if try !body(view, offset) { return offset }
                 cursor += recordHeaderBytes + length
@@ -230,6 +247,21 @@ final class SegmentFile {
                     word: word, nextBaseSequence: sequence, offset: recordOffset, expected: expected,
                     insideUnit: unitStart != nil, bytesLeftInFile: bytesLeftInFile)
             }
+            let isInput = word & SegmentFormat.inputFlag != 0
+            if isInput {
+                guard header.version >= 3 else {
+                    return .damage(
+                        LogProblem(
+                            kind: .badInput, path: path, byteOffset: recordOffset,
+                            message: "an input record in a segment of log format \(header.version) (input records exist from format 3 on)"))
+                }
+                guard unitStart == nil else {
+                    return .damage(
+                        LogProblem(
+                            kind: .badInput, path: path, byteOffset: recordOffset,
+                            message: "an input record inside a unit: an input is always its unit's first record"))
+                }
+            }
             guard sequence == expected else {
                 return .damage(
                     LogProblem(
@@ -238,7 +270,8 @@ final class SegmentFile {
                             ? "sequence \(sequence) repeats or goes backwards (expected \(expected))"
                             : "sequence jumps from \(expected - 1) to \(sequence); records \(expected)...\(sequence - 1) are missing"))
             }
-            expected += 1
+            // An input names the sequence its unit's first event takes (or would take): it has none of its own.
+            if !isInput { expected += 1 }
             if word & SegmentFormat.moreInUnitFlag != 0 {
                 if unitStart == nil { unitStart = position }
                 position += recordBytes

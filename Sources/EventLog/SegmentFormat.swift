@@ -1,7 +1,11 @@
 /// On-disk constants and header encoding (see docs/log-format.md).
 package enum SegmentFormat {
     static let magic: [UInt8] = Array("SKSIMLOG".utf8)
-    static let version: UInt16 = 2
+    /// The version this build writes. Version 3 adds input records (bit 29); version 2 segments (no input
+    /// records, otherwise the same bytes) are still read, and `LogUpgrade` rewrites their headers.
+    static let version: UInt16 = 3
+    /// The oldest version this build reads.
+    static let oldestReadableVersion: UInt16 = 2
     /// Fixed part of the segment header before the partition name.
     static let fixedHeaderBytes = 24
     /// crc (u32) + length word (u32) + sequence (u64) + timestamp (i64).
@@ -13,8 +17,11 @@ package enum SegmentFormat {
     static let moreInUnitFlag: UInt32 = 1 << 31
     /// Length word bit 30: this record is the seal that ends a sealed segment (no payload, no sequence of its own).
     package static let sealFlag: UInt32 = 1 << 30
-    /// Length word bits 0...29: payload length.
-    package static let payloadLengthMask: UInt32 = (1 << 30) - 1
+    /// Length word bit 29 (version 3): this record is its unit's input (the command as accepted), the unit's
+    /// first record; it takes no sequence of its own (its sequence field is the next event's).
+    package static let inputFlag: UInt32 = 1 << 29
+    /// Length word bits 0...28: payload length (the largest payload, 256 MiB, needs 29 bits).
+    package static let payloadLengthMask: UInt32 = (1 << 29) - 1
     /// A seal is a record header with no payload.
     static let sealBytes = recordHeaderBytes
     /// Hard ceiling for any segment's payload limit, so a damaged header cannot demand a huge buffer.
@@ -25,7 +32,11 @@ package enum SegmentFormat {
 
     package static func headerBytes(partitionNameLength: Int) -> Int { fixedHeaderBytes + partitionNameLength + 4 }
 
-    static func encodeHeader(partition: String, baseSequence: UInt64, maximumPayloadBytes: UInt32) -> [UInt8] {
+    static func isReadable(_ version: UInt16) -> Bool { version >= oldestReadableVersion && version <= self.version }
+
+    static func encodeHeader(
+        partition: String, baseSequence: UInt64, maximumPayloadBytes: UInt32, version: UInt16 = SegmentFormat.version
+    ) -> [UInt8] {
         let name = Array(partition.utf8)
         var bytes = magic
         bytes.appendLittleEndian(version)
@@ -107,6 +118,8 @@ struct SegmentHeader: Sendable, Equatable {
     var baseSequence: UInt64
     var maximumPayloadBytes: UInt32
     var byteCount: Int
+    /// The segment's format version (2 or 3): only version 3 holds input records.
+    var version: UInt16 = SegmentFormat.version
 }
 
 enum SegmentHeaderParse {
@@ -125,13 +138,13 @@ enum SegmentHeaderParse {
             return .invalid("wrong magic bytes: this is not an event log segment")
         }
         guard bytes.count >= SegmentFormat.fixedHeaderBytes else {
-            if bytes.count >= 10 && bytes.loadLittleEndian(UInt16.self, at: 8) != SegmentFormat.version {
+            if bytes.count >= 10 && !SegmentFormat.isReadable(bytes.loadLittleEndian(UInt16.self, at: 8)) {
                 return .unsupportedVersion(bytes.loadLittleEndian(UInt16.self, at: 8))
             }
             return .truncated(availableBytes: bytes.count)
         }
         let version = bytes.loadLittleEndian(UInt16.self, at: 8)
-        guard version == SegmentFormat.version else { return .unsupportedVersion(version) }
+        guard SegmentFormat.isReadable(version) else { return .unsupportedVersion(version) }
         let nameLength = Int(bytes.loadLittleEndian(UInt16.self, at: 10))
         guard nameLength >= 1 && nameLength <= 255 else {
             return .invalid("partition name length \(nameLength) is outside 1...255")
@@ -158,7 +171,7 @@ enum SegmentHeaderParse {
         return .valid(
             SegmentHeader(
                 partition: partition, baseSequence: baseSequence, maximumPayloadBytes: maximumPayloadBytes,
-                byteCount: total))
+                byteCount: total, version: version))
     }
 }
 

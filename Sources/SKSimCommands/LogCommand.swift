@@ -10,7 +10,7 @@ struct LogCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log",
         abstract: "Inspect, verify and repair an event log (a run's `log` directory).",
-        subcommands: [Verify.self, Repair.self, Cat.self, Project.self, Stats.self, Receipt.self, Signed.self])
+        subcommands: [Verify.self, Repair.self, Upgrade.self, Cat.self, Project.self, Stats.self, Receipt.self, Signed.self])
 
     /// Accepts a run directory too: its `log` folder is the log. Refuses a directory that holds
     /// no log (no partition folder with segment files), so nothing reports an empty folder "intact".
@@ -102,6 +102,27 @@ struct LogCommand: AsyncParsableCommand {
             let actions = try LogMaintenance.repair(directory: try LogCommand.logDirectory(directory), validatePayload: LogCommand.payloadProblem)
             if actions.isEmpty { printLine("nothing to repair: the log is intact") }
             for action in actions { printLine(action.description) }
+        }
+    }
+
+    struct Upgrade: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Rewrite a log of an older format (2) as the current one (3), so that it can be appended to; its records are kept.")
+        @Argument(help: "A run directory or its log folder.") var directory: String
+
+        func run() async throws { try await LogCommand.reportingLogErrors(perform) }
+
+        func perform() async throws {
+            let report = try LogUpgrade.upgrade(directory: try LogCommand.logDirectory(directory))
+            let current = LogUpgrade.currentVersion
+            if report.upgradedSegments.isEmpty {
+                printLine("nothing to upgrade: the log is format \(current) already (\(report.currentSegments) segment(s))")
+                return
+            }
+            let previous = report.previousVersions.sorted().map(String.init).joined(separator: ", ")
+            printLine("upgraded \(report.upgradedSegments.count) segment(s) from log format \(previous) to \(current); "
+                + "their records are unchanged and hold no input records (written before format \(current)), "
+                + "so a replay rebuilds their commands from their events")
         }
     }
 

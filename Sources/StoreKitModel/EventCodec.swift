@@ -185,10 +185,15 @@ public enum EventCodec {
 
     public static func encode(_ command: Command) -> [UInt8] {
         var writer = BinaryWriter()
+        encode(command, into: &writer)
+        return writer.bytes
+    }
+
+    /// Appends the command's bytes (as `encode(_:)` makes them) to `writer`.
+    public static func encode(_ command: Command, into writer: inout BinaryWriter) {
         writer.write(formatVersion)
         writeCommandID(command.id, into: &writer)
         writeCommandBody(command.body, into: &writer)
-        return writer.bytes
     }
 
     private static func writeCommandBody(_ body: CommandBody, into writer: inout BinaryWriter) {

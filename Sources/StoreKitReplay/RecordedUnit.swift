@@ -51,6 +51,9 @@ public struct RecordedUnit: Sendable {
     public var isVerbatim = true
     /// Which copy of the recording this is (1 for the original; `--loop`).
     public var copy = 1
+    /// What the command's sender had heard when it sent it (from the unit's input record; unknown in
+    /// a log of format 2, whose units have none).
+    public var heard = HeardSequences.unknown
 }
 
 /// Rebuilds each command from the events it caused. A command's events name everything it
@@ -172,41 +175,63 @@ struct CommandReconstruction {
 }
 
 extension Recording {
-    /// Reads the recording as units (one command's events each, the command rebuilt), in log
+    /// Reads the recording as units (one command's events each, with its command), in log
     /// order. Returns the torn-tail warning, if any (see `forEachRecord`).
+    ///
+    /// A unit of log format 3 begins with its input record, which holds the command as accepted: that is
+    /// the unit's command. A command that changed nothing (its input alone: a duplicate, a no-op) is not a
+    /// unit here: it left the recorded state as it was. A unit of format 2 has no input; its command is
+    /// rebuilt from its events (`CommandReconstruction`).
     @discardableResult
     public func forEachUnit(_ body: (RecordedUnit) throws -> Void) throws -> String? {
         var reconstruction = CommandReconstruction()
         var group: [RecordedEvent] = []
         var payloads: [[UInt8]] = []
+        var input: RecordedInput?
         func flush() throws {
             guard !group.isEmpty else { return }
             let command: CommandBody?
-            do {
-                command = try reconstruction.command(of: group)
-            } catch let failure as CommandReconstruction.Failure {
-                throw ReplayInputError("\(location): \(failure)")
+            if let input, case .command(let accepted) = input.handled, accepted.id == group[0].commandID {
+                command = accepted.body
+            } else {
+                do {
+                    command = try reconstruction.command(of: group)
+                } catch let failure as CommandReconstruction.Failure {
+                    throw ReplayInputError("\(location): \(failure)")
+                }
             }
-            let unit = RecordedUnit(sequence: group[0].sequence, timestamp: group[0].timestamp, commandID: group[0].commandID,
+            var unit = RecordedUnit(sequence: group[0].sequence, timestamp: group[0].timestamp, commandID: group[0].commandID,
                                     events: group, payloads: payloads, body: command,
                                     source: command.map { CommandSource.of($0) } ?? .header, device: command?.device ?? "")
+            if let input { unit.heard = input.heard }
             // The unit takes the arrays; new ones start empty. (Emptying them while keeping their
             // capacity would copy into a new buffer as large as the largest unit so far, for every
             // unit held ahead: a restore of hundreds of transactions made each of them that large.)
             group = []
             payloads = []
+            input = nil
             try body(unit)
         }
-        let warning = try forEachRecord { sequence, timestamp, payload in
+        let warning = try forEachRecordIncludingInputs { record in
+            if record.isInput {
+                try flush()
+                do {
+                    input = record.endsUnit ? nil : try RecordedInput.decode(record.payload)
+                } catch {
+                    throw ReplayInputError("\(location): the input record before event \(record.sequence): \(error)")
+                }
+                return
+            }
             let recorded: RecordedEvent
             do {
-                recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
+                recorded = try LogProjection.decode(sequence: record.sequence, timestamp: record.timestamp, payload: record.payload)
             } catch {
                 throw ReplayInputError("\(location): \(error)")
             }
-            if let last = group.last, last.commandID != recorded.commandID || last.commandID == nil { try flush() }
+            if input == nil, let last = group.last, last.commandID != recorded.commandID || last.commandID == nil { try flush() }
             group.append(recorded)
-            payloads.append(Array(payload))
+            payloads.append(Array(record.payload))
+            if input != nil && record.endsUnit { try flush() }
         }
         try flush()
         return warning

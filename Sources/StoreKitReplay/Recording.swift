@@ -135,6 +135,28 @@ public struct Recording {
         return nil
     }
 
+    /// Reads every record, each unit's input record (log format 3) before its events, in order;
+    /// returns the torn-tail warning as `forEachRecord` does.
+    @discardableResult
+    public func forEachRecordIncludingInputs(_ body: (StoredRecord) throws -> Void) throws -> String? {
+        if let reader {
+            let summary: ReadSummary
+            do {
+                summary = try reader.forEachRecord(from: 1, includingInputs: true) { view in
+                    try body(StoredRecord(sequence: view.sequence, timestamp: view.timestampNanoseconds, payload: view.payload,
+                                          isInput: view.isInput, endsUnit: view.endsUnit))
+                }
+            } catch let error as LogError {
+                throw ReplayInputError(Self.describe(error, URL(fileURLWithPath: location)))
+            } catch let error as LogContentError {
+                throw ReplayInputError("\(location): \(error)")
+            }
+            return summary.tornTail.map { "the recording ends in a torn tail (\($0)); replaying what is whole" }
+        }
+        if let storage { try storage.forEachRecordIncludingInputs(body) }
+        return nil
+    }
+
     static func describe(_ error: any Error, _ directory: URL) -> String {
         if let logError = error as? LogError {
             if logError.code == .unsupportedFormatVersion { return "\(logError)" }

@@ -170,6 +170,8 @@ public final class ReplaySession {
         self.replayHeader = header
         extraOrigin = "replay." + String(fnv1a64(EventCodec.encode(.runStarted(recording.header), commandID: nil)) % 0xFFFF_FFFF, radix: 16)
         engine = try QueueEngine(catalog: scenario.catalog, storage: storage)
+        // A log that keeps nothing needs no input records encoded (replay at full speed).
+        engine.recordsInputs = !(storage is DiscardingLogStorage)
         guard engine.projection.lastSequence == 0 else {
             throw ReplayInputError("the replay's output log already holds records; give a new --out directory")
         }
@@ -581,11 +583,11 @@ public final class ReplaySession {
         latenessSamples.append(max(0, clock.nanoseconds() - due))
     }
 
-    private func handle(_ command: Command) throws -> [EngineRecord] {
+    private func handle(_ command: Command, heard: HeardSequences = .unknown) throws -> [EngineRecord] {
         if let stop = stopAfterHandled, handled >= stop { throw StopForContext() }
         handled += 1
         result.commands += 1
-        let records = try engine.handle(command, timestamp: now).records
+        let records = try engine.handle(command, timestamp: now, heard: heard).records
         result.events += records.count
         if firstNeedsReplayed, let first = records.first {
             result.firstDivergence?.replayed = first.recorded
@@ -601,7 +603,7 @@ public final class ReplaySession {
     }
 
     private func handleRecorded(_ body: CommandBody, _ unit: RecordedUnit, compared: Bool) throws {
-        let records = try handle(Command(id: unit.commandID!, body: body))
+        let records = try handle(Command(id: unit.commandID!, body: body), heard: unit.heard)
         if compared { result.comparedEvents += unit.events.count }
         check(records, against: unit, compared: compared)
         deliver(records, compared: compared)

@@ -43,10 +43,16 @@ public final class QueueEngine {
     /// Whether each `EngineRecord` carries its payload bytes: the live queue publishes them and
     /// replay compares them; the deterministic runtime needs neither and saves a copy per event.
     public var keepsPayloads = true
+    /// Whether each command's unit begins with its input record: the command as accepted and what its
+    /// sender had heard (docs/log-format.md, "Input records"). Every log a run keeps has them; the
+    /// benches that time the engine alone may leave them out.
+    public var recordsInputs = true
     @exclusivity(unchecked) private var lastTimestamp: Int64 = 0
     /// A command's events are encoded one after another into this reused buffer.
     @exclusivity(unchecked) private var encoder = BinaryWriter(capacity: 1_024)
     @exclusivity(unchecked) private var ends: [Int] = []
+    /// A command's input record is encoded into this reused buffer.
+    @exclusivity(unchecked) private var inputEncoder = BinaryWriter(capacity: 256)
     /// A command's recorded events between encoding and folding (see `append(_:commandID:timestamp:handing:)`).
     @exclusivity(unchecked) private var unit: [RecordedEvent] = []
 
@@ -57,11 +63,20 @@ public final class QueueEngine {
         var projection = QueueProjection()
         var checker = InvariantChecker()
         var lastTimestamp: Int64 = 0
-        try storage.forEachRecord(from: 1) { sequence, timestamp, payload in
-            let recorded = try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload)
+        try storage.forEachRecordIncludingInputs { record in
+            if record.isInput {
+                // A command that changed nothing left its input alone: the rebuilt queue knows its number
+                // too, so the sender's next command does not look as if it skipped ahead.
+                if record.endsUnit, case .command(let command) = try RecordedInput.decode(record.payload).handled {
+                    projection.noteNoOperation(command.id)
+                }
+                lastTimestamp = max(lastTimestamp, record.timestamp)
+                return
+            }
+            let recorded = try LogProjection.decode(sequence: record.sequence, timestamp: record.timestamp, payload: record.payload)
             projection.apply(recorded)
             checker.check(recorded)
-            lastTimestamp = timestamp
+            lastTimestamp = record.timestamp
         }
         self.projection = projection
         self.checker = checker
@@ -75,6 +90,7 @@ public final class QueueEngine {
     /// already holds a run).
     public func start(_ header: RunHeader) throws -> [EngineRecord] {
         guard storage.lastSequence == 0 else { return [] }
+        inputEncoder.removeAll()  // The header answers no command.
         return try append([.runStarted(header)], commandID: nil, timestamp: 0)
     }
 
@@ -85,19 +101,28 @@ public final class QueueEngine {
     }
 
     /// Decides, appends and applies one command. `timestamp` is the runtime's time since the
-    /// run started; the log's timestamps never go backwards even if that clock does.
-    public func handle(_ command: Command, timestamp: Int64) throws -> EngineOutcome {
+    /// run started; the log's timestamps never go backwards even if that clock does. `heard` is
+    /// what the command's sender had heard when it sent it (the endpoint or runtime passes it on);
+    /// it is recorded with the command in its unit's input record.
+    public func handle(_ command: Command, timestamp: Int64, heard: HeardSequences = .unknown) throws -> EngineOutcome {
         switch Self.decide(command, catalog: catalog, against: &projection) {
         case .duplicate:
             duplicates += 1
+            try appendInputAlone(.duplicate(command.id), heard: heard, timestamp: timestamp)
             // What the original produced (wire-format.md); an id older than the window was published long ago.
             return EngineOutcome(decision: .duplicate, records: [],
                                  lastSequence: projection.recentCommands.lastSequence(of: command.id) ?? projection.lastSequence)
         case .accept(let events):
-            if events.isEmpty { projection.noteNoOperation(command.id) }
+            if events.isEmpty {
+                projection.noteNoOperation(command.id)
+                try appendInputAlone(.command(command), heard: heard, timestamp: timestamp)
+                return EngineOutcome(decision: .accepted, records: [], lastSequence: projection.lastSequence)
+            }
+            encodeInput(.command(command), heard: heard)
             let records = try append(events, commandID: command.id, timestamp: timestamp)
             return EngineOutcome(decision: .accepted, records: records, lastSequence: projection.lastSequence)
         case .reject(let rejection):
+            encodeInput(.command(command), heard: heard)
             let records = try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp)
             return EngineOutcome(decision: .rejected(rejection), records: records, lastSequence: projection.lastSequence)
         }
@@ -107,19 +132,45 @@ public final class QueueEngine {
     /// events to `take` (in order, once folded and checked) rather than returning records: the
     /// deterministic runtime keeps every event once, so a command costs no array of its own and
     /// each event is copied once (out of the decision) and then moved.
-    public func handle(_ command: Command, timestamp: Int64, handing take: (consuming RecordedEvent) -> Void) throws -> EngineOutcome.Decision {
+    public func handle(_ command: Command, timestamp: Int64, heard: HeardSequences = .unknown,
+                       handing take: (consuming RecordedEvent) -> Void) throws -> EngineOutcome.Decision {
         switch Self.decide(command, catalog: catalog, against: &projection) {
         case .duplicate:
             duplicates += 1
+            try appendInputAlone(.duplicate(command.id), heard: heard, timestamp: timestamp)
             return .duplicate
         case .accept(let accepted):
-            if accepted.isEmpty { projection.noteNoOperation(command.id) }
+            if accepted.isEmpty {
+                projection.noteNoOperation(command.id)
+                try appendInputAlone(.command(command), heard: heard, timestamp: timestamp)
+                return .accepted
+            }
+            encodeInput(.command(command), heard: heard)
             try append(accepted, commandID: command.id, timestamp: timestamp, handing: take)
             return .accepted
         case .reject(let rejection):
+            encodeInput(.command(command), heard: heard)
             try append([QueueProjection.rejectionEvent(command, rejection)], commandID: command.id, timestamp: timestamp, handing: take)
             return .rejected(rejection)
         }
+    }
+
+    /// Encodes the next unit's input record into `inputEncoder` (emptied when inputs are not recorded).
+    private func encodeInput(_ handled: RecordedInput.Handled, heard: HeardSequences) {
+        inputEncoder.removeAll()
+        if recordsInputs { RecordedInput.encode(handled, heard: heard, into: &inputEncoder) }
+    }
+
+    /// A command that changed nothing (a duplicate, a no-op) leaves its input alone in a unit of its
+    /// own: the log holds every command the queue handled, in the order it handled them.
+    private func appendInputAlone(_ handled: RecordedInput.Handled, heard: HeardSequences, timestamp: Int64) throws {
+        guard recordsInputs else { return }
+        encodeInput(handled, heard: heard)
+        let time = max(timestamp, lastTimestamp)
+        _ = try inputEncoder.bytes.withUnsafeBytes { input in
+            try storage.appendUnit(input: input, bytes: UnsafeRawBufferPointer(start: nil, count: 0), ends: [], timestamp: time)
+        }
+        lastTimestamp = time
     }
 
     /// Decides through an exclusive (inout) access: called on the stored property directly,
@@ -147,8 +198,8 @@ public final class QueueEngine {
         return records
     }
 
-    /// Encodes `events` into one unit, appends it, then folds and checks each event and hands it to
-    /// `take`. Each event is copied once, out of `events`, and encoded from that copy; the copies
+    /// Encodes `events` into one unit (after the input in `inputEncoder`, if any), appends it, then
+    /// folds and checks each event and hands it to `take`. Each event is copied once, out of `events`, and encoded from that copy; the copies
     /// wait in `unit` (reused) and are moved out of it in order. Reading an element of an array, even through a buffer pointer,
     /// copies it (every string and array retained), so the events are never read back out of one.
     private func append(_ events: consuming [Event], commandID: CommandID?, timestamp: Int64,
@@ -172,7 +223,16 @@ public final class QueueEngine {
         }
         let appended: UInt64
         do {
-            appended = try encoder.bytes.withUnsafeBytes { bytes in try storage.appendUnit(bytes: bytes, ends: ends, timestamp: time) }
+            if inputEncoder.bytes.isEmpty {
+                appended = try encoder.bytes.withUnsafeBytes { bytes in try storage.appendUnit(bytes: bytes, ends: ends, timestamp: time) }
+            } else {
+                appended = try inputEncoder.bytes.withUnsafeBytes { input in
+                    try encoder.bytes.withUnsafeBytes { bytes in
+                        try storage.appendUnit(input: input, bytes: bytes, ends: ends, timestamp: time)
+                    }
+                }
+                inputEncoder.removeAll()
+            }
         } catch {
             unit.removeAll(keepingCapacity: true)
             throw error

@@ -98,7 +98,7 @@ public final class DeterministicRuntime {
     // time (roles return effects, they never call back), so the dynamic checks only cost time.
     @exclusivity(unchecked) private var slots: [Slot] = []
     @exclusivity(unchecked) private var scheduler = Scheduler<Action>()
-    @exclusivity(unchecked) private var commandsInFlight = Slab<Command>()
+    @exclusivity(unchecked) private var commandsInFlight = Slab<CommandInFlight>()
     @exclusivity(unchecked) private var timerTokens = Slab<TimerToken>()
     @exclusivity(unchecked) private var now: Int64 = 0
     @exclusivity(unchecked) private var lastDurable: Int64 = 0
@@ -112,7 +112,14 @@ public final class DeterministicRuntime {
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
-    private var heldCommands: [Command] = []
+    private var heldCommands: [CommandInFlight] = []
+
+    /// A command on its way to the queue, with the last sequence its sender had heard when it sent it
+    /// (recorded with it in the log's input record).
+    private struct CommandInFlight {
+        var command: Command
+        var heard: UInt64
+    }
     /// Read once: through `environment` and `scenario` every use copied (and retained) them.
     private let choices: ChoiceSource
     private let network: NetworkBehavior
@@ -186,14 +193,14 @@ public final class DeterministicRuntime {
     private func carryOut(_ action: Action) throws {
         switch action {
         case .command(let commandSlot):
-            let command = commandsInFlight.remove(commandSlot)
+            let inFlight = commandsInFlight.remove(commandSlot)
             guard !queueIsDown else {
-                heldCommands.append(command)
+                heldCommands.append(inFlight)
                 counters.commandsHeldWhileQueueDown += 1
                 return
             }
             let first = held.count
-            _ = try engine.handle(command, timestamp: now) { held.append($0) }
+            _ = try engine.handle(inFlight.command, timestamp: now, heard: HeardSequences([inFlight.heard])) { held.append($0) }
             appended(from: first)
         case .publish(let first, let last):
             releaseHeard()
@@ -234,9 +241,9 @@ public final class DeterministicRuntime {
             queueIsDown = false
             // Retried in the order they were sent: a sender's link keeps its order.
             var arrival = now
-            for command in heldCommands {
+            for inFlight in heldCommands {
                 arrival = max(arrival, now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay))
-                scheduleCommand(command, arrival: arrival)
+                scheduleCommand(inFlight.command, heard: inFlight.heard, arrival: arrival)
             }
             heldCommands.removeAll()
         }
@@ -310,14 +317,15 @@ public final class DeterministicRuntime {
                 slots[index].lastCommandArrival = arrival
                 // Drawn before the original is scheduled (scheduling draws nothing, so the draws and
                 // the scheduler's order are as before), so that only a duplicated command is copied.
+                let heard = slots[index].delivered
                 if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
-                    scheduleCommand(command, arrival: arrival)
+                    scheduleCommand(command, heard: heard, arrival: arrival)
                     // A retry whose original did arrive: the engine must answer it "duplicate".
                     let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
                     slots[index].lastCommandArrival = copy
-                    scheduleCommand(command, arrival: copy)
+                    scheduleCommand(command, heard: heard, arrival: copy)
                 } else {
-                    scheduleCommand(command, arrival: arrival)
+                    scheduleCommand(command, heard: heard, arrival: arrival)
                 }
             case .timer(let delay, let token):
                 let tokenSlot = timerTokens.insert(token)
@@ -326,8 +334,8 @@ public final class DeterministicRuntime {
         }
     }
 
-    private func scheduleCommand(_ command: consuming Command, arrival: Int64) {
-        let commandSlot = commandsInFlight.insert(command)
+    private func scheduleCommand(_ command: consuming Command, heard: UInt64, arrival: Int64) {
+        let commandSlot = commandsInFlight.insert(CommandInFlight(command: command, heard: heard))
         scheduler.schedule(at: arrival, .command(commandSlot))
     }
 

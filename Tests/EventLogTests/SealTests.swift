@@ -153,7 +153,7 @@ import Testing
                 #expect(error?.code == .unsupportedFormatVersion, "\(name)")
                 let text = error?.description ?? ""
                 #expect(text.contains(segment.path) && text.contains("older sksim (log format 1)"), "\(name)")
-                #expect(text.contains("reads log format 2") && text.contains("Re-record the run"), "\(name)")
+                #expect(text.contains("reads log formats 2 and 3") && text.contains("Re-record the run"), "\(name)")
             }
         }
     }

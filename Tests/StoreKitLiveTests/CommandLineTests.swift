@@ -115,12 +115,12 @@ import Testing
             #expect(outcome.error.hasPrefix("error: ") && outcome.error.split(separator: "\n").count == 1, "\(command): \(outcome.error)")
         }
         var newer = original
-        newer[8] = 3  // format version 3, from a future sksim
+        newer[8] = 4  // format version 4, from a future sksim
         try newer.write(to: segment)
         for command in ["verify", "repair", "project", "stats", "cat"] {
             let outcome = try Self.sksim(["log", command, scratch.path("run")])
             #expect(outcome.status == 2, "\(command): \(outcome.error)")
-            #expect(outcome.error.hasPrefix("error: ") && outcome.error.contains("newer sksim (log format 3)"), "\(command): \(outcome.error)")
+            #expect(outcome.error.hasPrefix("error: ") && outcome.error.contains("newer sksim (log format 4)"), "\(command): \(outcome.error)")
         }
     }
 

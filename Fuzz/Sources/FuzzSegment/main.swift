@@ -50,7 +50,7 @@ func fixChecksums(_ bytes: inout [UInt8]) {
     store32(CRC32C.checksum(bytes[0..<offset]), offset)
     offset += 4
     while offset + 24 <= bytes.count {
-        let length = Int(load32(offset + 4) & ((1 << 30) - 1))
+        let length = Int(load32(offset + 4) & ((1 << 29) - 1))
         guard offset + 24 + length <= bytes.count else { return }
         store32(CRC32C.checksum(bytes[(offset + 4)..<(offset + 24 + length)]), offset)
         offset += 24 + length
