@@ -13,6 +13,7 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
     case deferredApprovedGranted = "deferred-approved-granted"
     case launchObserversSeeRedeliveries = "launch-observers-see-redeliveries"
     case restoreDoneOnce = "restore-done-once"
+    case allDownloadsStarted = "all-downloads-started"
 
     /// One line: what must hold.
     public var statement: String {
@@ -27,6 +28,7 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         case .deferredApprovedGranted: "A deferred transaction that is later approved is granted."
         case .launchObserversSeeRedeliveries: "Every observer of the app attaches before any transaction redelivered at launch is finished."
         case .restoreDoneOnce: "A restore the app heard finish is shown done exactly once, also when nothing was restored."
+        case .allDownloadsStarted: "A transaction whose app started one of its downloads is finished only after it started every one of them."
         }
     }
 
@@ -43,6 +45,7 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         case .deferredApprovedGranted: "R-T1"
         case .launchObserversSeeRedeliveries: "R-Q4, R-Q3"
         case .restoreDoneOnce: "R-O3"
+        case .allDownloadsStarted: "R-D3, R-Q11"
         }
     }
 }
@@ -209,6 +212,12 @@ public struct AppInvariantMonitor: Sendable {
                     || (download.state == .cancelled && download.cancelledBy != nil && download.cancelledBy == recorded.commandID))
             }) {
                 report(.downloadsBeforeFinish, sequence, "transaction \(key) was finished before its download \(index) ended: the content is lost")
+            } else if tracked.downloads.contains(where: \.started), let index = tracked.downloads.firstIndex(where: { download in
+                // Still waiting, or cancelled by this finish (the queue cancels what has not ended).
+                !download.started && (!download.state.isFinal
+                    || (download.state == .cancelled && download.cancelledBy != nil && download.cancelledBy == recorded.commandID))
+            }) {
+                report(.allDownloadsStarted, sequence, "transaction \(key) was finished while its download \(index) was never started: the content is lost")
             }
             if tracked.grants == 0 {
                 report(.grantBeforeFinish, sequence, "transaction \(key) (\(tracked.state)) was finished before the app granted it")

@@ -9,7 +9,7 @@ import Testing
 @Suite struct BuiltInBugsTests {
     enum App: String, CaseIterable, Sendable {
         case correct, creditEveryDelivery, finishOnFirstDownload, finishAtFullProgress, restoreDoneEarly, deferredAsFailed,
-             sdkFinishesEarly, attachesLate
+             sdkFinishesEarly, attachesLate, firstDownloadOnly
 
         /// What exploration may find first; empty: nothing (as docs/explore.md lists for the built-in behaviours).
         var expected: Set<AppInvariant> {
@@ -22,6 +22,7 @@ import Testing
             case .deferredAsFailed: [.deferredApprovedGranted, .queueDrains]  // queue-drains when the parent declines
             case .sdkFinishesEarly: [.grantBeforeFinish]
             case .attachesLate: [.launchObserversSeeRedeliveries]
+            case .firstDownloadOnly: [.allDownloadsStarted]
             }
         }
 
@@ -35,6 +36,7 @@ import Testing
             case .restoreDoneEarly: objects.objects = [RestoreDoneEarlyObserver(store: store)]
             case .deferredAsFailed: objects.objects = [DeferredAsFailedObserver(store: store)]
             case .sdkFinishesEarly: objects.objects = [ContentObserver(store: store), EagerSDK()]
+            case .firstDownloadOnly: objects.objects = [FirstDownloadOnlyObserver(store: store)]
             case .attachesLate:
                 objects.objects = [ContentObserver(store: store)]
                 // The app sets up its analytics a while after launch.
