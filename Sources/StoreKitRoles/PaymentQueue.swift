@@ -370,6 +370,11 @@ public final class PaymentQueue {
         enqueue(.recordAppAction(.failureShown(transaction.key, observer: calling ?? "app")))
     }
 
+    /// The app's own state says it told `report` about `transaction` (StoreKitSim reads it from the app).
+    public func transactionReported(_ transaction: PaymentTransaction, _ report: AppReport) {
+        enqueue(.recordAppAction(.transactionReported(transaction.key, observer: calling ?? "app", report: report)))
+    }
+
     /// The app quits: its observer objects go with it, and the queue detaches them.
     public func terminateApp() {
         forgetLaunch()

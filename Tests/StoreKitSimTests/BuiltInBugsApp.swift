@@ -140,6 +140,43 @@ final class EagerSDK: NSObject, SKPaymentTransactionObserver {
     }
 }
 
+/// Keys a restored transaction's credit by its own identifier: a new purchase, not the original one.
+final class RestoreAsPurchaseObserver: ContentObserver {
+    override func credit(_ transaction: SKPaymentTransaction) {
+        let purchase = transaction.transactionIdentifier ?? ""
+        if store.credits[purchase, default: 0] == 0 { store.credits[purchase] = 1 }
+    }
+}
+
+/// A passive analytics observer: reports each purchase as revenue once, remembered on disk, and
+/// never a restore. `remembers` false: a per-launch memory, so a purchase redelivered after a
+/// relaunch is reported again; `countsRestores` true: a restore is reported as revenue too.
+final class RevenueAnalytics: NSObject, SKPaymentTransactionObserver {
+    let store: EntitlementStore
+    let remembers: Bool
+    let countsRestores: Bool
+    private var reportedThisLaunch: Set<String> = []
+
+    init(store: EntitlementStore, remembers: Bool = true, countsRestores: Bool = false) {
+        self.store = store
+        self.remembers = remembers
+        self.countsRestores = countsRestores
+        super.init()
+        SKPaymentQueue.default().add(self)
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
+        for transaction in transactions {
+            guard transaction.transactionState == .purchased || (countsRestores && transaction.transactionState == .restored),
+                  let identifier = transaction.transactionIdentifier else { continue }
+            let reported = remembers ? store.revenue[identifier, default: 0] > 0 : reportedThisLaunch.contains(identifier)
+            guard !reported else { continue }
+            reportedThisLaunch.insert(identifier)
+            store.revenue[identifier, default: 0] += 1
+        }
+    }
+}
+
 /// An analytics observer the app attaches a while after launch.
 final class LateAnalytics: NSObject, SKPaymentTransactionObserver {
     func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {}
