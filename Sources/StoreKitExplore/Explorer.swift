@@ -122,7 +122,7 @@ public struct Explorer {
     /// Called at every launch of every device: the observers the user wrote. Nil uses the
     /// scenario's built-in behaviours.
     /// With `explore(jobs:)` above 1 it is called from several threads at once.
-    public var observerFactory: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?
+    package var observerFactory: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?
     /// Called after each schedule with the count so far (progress on a terminal).
     public var progress: ((_ schedules: Int, _ seconds: Double) -> Void)?
     /// Run headers of this explorer's scenario per size (seeds differ only in the header's seed).
@@ -151,7 +151,13 @@ public struct Explorer {
     /// With `explore(jobs:)` above 1 it is called from several threads at once.
     public var appLaunch: (@Sendable (_ queue: PaymentQueue) -> Void)?
 
-    public init(scenario: Scenario, observers: (@Sendable (_ device: String) -> [PaymentTransactionObserver])? = nil) {
+    /// Explores the scenario's built-in observer behaviours.
+    public init(scenario: Scenario) {
+        self.scenario = scenario
+    }
+
+    /// Explores observers on the simulator's own observer API (this package's tests).
+    package init(scenario: Scenario, observers: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?) {
         self.scenario = scenario
         self.observerFactory = observers
     }
