@@ -7,11 +7,10 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [.package(name: "StoreKitSim", path: "../..")],
     targets: [
-        .target(name: "ShopObserver", dependencies: [
-            .product(name: "StoreKitRoles", package: "StoreKitSim"), .product(name: "StoreKitModel", package: "StoreKitSim"),
-        ]),
+        .target(name: "ShopObserver", dependencies: [.product(name: "StoreKitSim", package: "StoreKitSim")]),
         .testTarget(name: "ShopObserverTests", dependencies: [
             "ShopObserver",
+            .product(name: "StoreKitSim", package: "StoreKitSim"),
             .product(name: "StoreKitExplore", package: "StoreKitSim"),
             .product(name: "StoreKitRoles", package: "StoreKitSim"),
             .product(name: "StoreKitModel", package: "StoreKitSim"),

@@ -132,6 +132,7 @@ enum JSONShapes {
         case .contentKept(let value, _): fields += [("download", download(value))]
         case .restoreShownDone(let device, let restore, _): fields += [("device", .string(device)), ("restore", .int(restore))]
         case .failureShown(let value, _): fields += transaction(value)
+        case .transactionReported(let value, _, let report): fields += transaction(value) + [("report", .string("\(report)"))]
         }
         return fields
     }

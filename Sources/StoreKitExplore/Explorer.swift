@@ -122,7 +122,7 @@ public struct Explorer {
     /// Called at every launch of every device: the observers the user wrote. Nil uses the
     /// scenario's built-in behaviours.
     /// With `explore(jobs:)` above 1 it is called from several threads at once.
-    public var observerFactory: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?
+    package var observerFactory: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?
     /// Called after each schedule with the count so far (progress on a terminal).
     public var progress: ((_ schedules: Int, _ seconds: Double) -> Void)?
     /// Run headers of this explorer's scenario per size (seeds differ only in the header's seed).
@@ -151,7 +151,13 @@ public struct Explorer {
     /// With `explore(jobs:)` above 1 it is called from several threads at once.
     public var appLaunch: (@Sendable (_ queue: PaymentQueue) -> Void)?
 
-    public init(scenario: Scenario, observers: (@Sendable (_ device: String) -> [PaymentTransactionObserver])? = nil) {
+    /// Explores the scenario's built-in observer behaviours.
+    public init(scenario: Scenario) {
+        self.scenario = scenario
+    }
+
+    /// Explores observers on the simulator's own observer API (this package's tests).
+    package init(scenario: Scenario, observers: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?) {
         self.scenario = scenario
         self.observerFactory = observers
     }
@@ -192,16 +198,18 @@ public struct Explorer {
         var violations: [AppViolation]
         var steps: Int
         var events: [RecordedEvent]
+        /// Where each choice came from, when the run was asked to record it (shrinking).
+        var keys: [ChoiceKey] = []
     }
 
     /// Generic over the source so that the recorder calls it directly (`RecordingChoices`).
     func execute<Source: ChoiceSource>(choices source: Source, scenario runScenario: Scenario? = nil, trace: AppTrace? = nil,
-                                       keepEvents: Bool = false, storage: LogStorage) throws -> ScheduleOutcome {
+                                       keepEvents: Bool = false, recordsKeys: Bool = false, storage: LogStorage) throws -> ScheduleOutcome {
         var scenario = runScenario ?? self.scenario
         if observerFactory != nil || appLaunch != nil || trace != nil {
             scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace, appLaunch: appLaunch)
         }
-        let recording = RecordingChoices(source)
+        let recording = RecordingChoices(source, recordsKeys: recordsKeys)
         let environment = DeterministicEnvironment(storage: storage, content: VirtualContentStorage(), choices: recording, logDescription: "memory")
         let runtime = try DeterministicRuntime(scenario: scenario, environment: environment)
         if runScenario == nil || headers.isVariant(scenario, of: self.scenario) { runtime.header = headers.header(for: scenario) }
@@ -221,7 +229,8 @@ public struct Explorer {
             throw ExplorationError.scheduleDidNotEnd(seed: scenario.seed, steps: steps, limit: limit, lastEvents: checked.tally)
         }
         checked.monitor.finish()
-        return ScheduleOutcome(choices: recording.values, violations: checked.monitor.violations, steps: steps, events: checked.events)
+        return ScheduleOutcome(choices: recording.values, violations: checked.monitor.violations, steps: steps, events: checked.events,
+                               keys: recording.keys)
     }
 
     /// The seed of schedule `index` of an exploration seeded with `seed` (SplitMix64).
@@ -375,17 +384,36 @@ public struct Explorer {
 
     // MARK: Shrinking
 
+    /// Runs a shrink candidate: its choices by source and kind (`KeyedChoices`), or, with `keys`
+    /// nil, its values as one sequence in execution order (`ReplayedChoices`).
+    func execute(candidate entries: [ChoiceEntry], keys: [ChoiceKey]?, scenario: Scenario, recordsKeys: Bool = false,
+                 storage: LogStorage) throws -> ScheduleOutcome {
+        if let keys {
+            return try execute(choices: KeyedChoices(entries, keys: keys), scenario: scenario, recordsKeys: recordsKeys, storage: storage)
+        }
+        return try execute(choices: ReplayedChoices(entries.map(\.value)), scenario: scenario, recordsKeys: recordsKeys, storage: storage)
+    }
+
     /// True when `choices` (on `scenario`) still breaks `invariant`.
-    private func fails(_ choices: [UInt64], _ invariant: AppInvariant, _ scenario: Scenario, runs: inout Int) throws -> ScheduleOutcome? {
+    private func fails(_ choices: [ChoiceEntry], keys: [ChoiceKey]?, _ invariant: AppInvariant, _ scenario: Scenario,
+                       runs: inout Int) throws -> ScheduleOutcome? {
         runs += 1
         reusedLog.removeAll()
-        let result = try execute(choices: ReplayedChoices(choices), scenario: scenario, storage: reusedLog)
+        let result = try execute(candidate: choices, keys: keys, scenario: scenario, storage: reusedLog)
         return result.violations.contains { $0.invariant == invariant } ? result : nil
     }
 
     /// Shrinks a failing schedule to a 1-minimal one: fewer devices and purchases first, then
     /// delta debugging over the choices (removing chunks, then single choices), then each
     /// remaining choice set to its simplest value; repeated until nothing more can go.
+    ///
+    /// Choices are first addressed by where they come from (`ChoiceKey`: the source, such as a
+    /// device's user or the store, and the kind of choice), not by their position in the schedule:
+    /// removing one moves only the later ones of the same source and kind. So dropping the first
+    /// purchase's product makes the second purchase the first, and one purchase fewer then keeps
+    /// the failure; a restore or a kill the failure does not need goes without moving anything else.
+    /// A last pass shrinks the result as one sequence in execution order, the form reports and
+    /// reproduce files hold, so it is 1-minimal in that form too.
     ///
     /// With `jobs` above 1 the candidates of a step (the removals of one chunk size, the
     /// simplifications from one position on) run on `jobs` threads, and the step takes the first
@@ -400,91 +428,121 @@ public struct Explorer {
 
     private func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario,
                         pool: WorkerPool?) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
-        var runs = 0
+        var runs = 1
         var scenario = start
-        var current = trimmed(choices)
-        // Fewer devices, then fewer purchases, with the same choices (tried again after each round).
-        func reduceScenario(_ changed: inout Bool) {
-            while scenario.devices > 1 {
-                var smaller = scenario
-                smaller.devices -= 1
-                guard (try? fails(current, invariant, smaller, runs: &runs)) != nil else { break }
-                scenario = smaller
-                changed = true
-            }
-            while scenario.apps.purchasesPerDevice > 1 {
-                var smaller = scenario
-                smaller.apps.purchasesPerDevice -= 1
-                guard (try? fails(current, invariant, smaller, runs: &runs)) != nil else { break }
-                scenario = smaller
-                changed = true
-            }
-        }
-        // Each choice (last first) to 0, else to half its value, where the failure stays.
-        func simplify(_ current: inout [UInt64], _ changed: inout Bool) throws {
-            var next = current.count - 1
-            while next >= 0 {
-                // The simplifications from `next` down, as far as serial trying would get within the
-                // run budget (it checks the budget before each position).
-                var candidates: [(index: Int, value: UInt64)] = []
-                for index in stride(from: next, through: 0, by: -1) where current[index] != 0 {
-                    guard runs + candidates.count < shrinkRunLimit else { break }
-                    for simpler in [0, current[index] / 2] where simpler < current[index] { candidates.append((index, simpler)) }
-                }
-                let base = current
-                let hit = try firstFailing(candidates.count, invariant, runs: &runs, deadline: deadline, pool: pool, throwing: false) { [candidates, scenario] position in
-                    var candidate = base
-                    candidate[candidates[position].index] = candidates[position].value
-                    return (candidate, scenario)
-                }
-                guard let hit else { break }
-                current[candidates[hit].index] = candidates[hit].value
-                changed = true
-                next = candidates[hit].index - 1
-            }
-            current = trimmed(current)
-        }
         let deadline = monotonicSeconds() + shrinkSecondsLimit
         func withinBudget() -> Bool { runs < shrinkRunLimit && monotonicSeconds() < deadline }
-        var changed = true
-        while changed, withinBudget() {
-            changed = false
-            reduceScenario(&changed)
-            // Simplest values first (cheap, and it makes the removals below more likely to pass).
-            try simplify(&current, &changed)
-            // Delta debugging: remove chunks, halving the chunk size down to one choice.
-            var granularity = 2
-            while current.count >= 1, withinBudget() {
-                let chunk = max(1, (current.count + granularity - 1) / granularity)
-                let starts = Array(stride(from: 0, to: current.count, by: chunk).prefix(max(0, shrinkRunLimit - runs)))
-                let base = current
-                let hit = try firstFailing(starts.count, invariant, runs: &runs, deadline: deadline, pool: pool, throwing: true) { [scenario] position in
-                    var candidate = base
-                    candidate.removeSubrange(starts[position]..<min(base.count, starts[position] + chunk))
-                    return (candidate, scenario)
-                }
-                if let hit {
-                    current.removeSubrange(starts[hit]..<min(current.count, starts[hit] + chunk))
-                    current = trimmed(current)
+        // Where each choice came from: the schedule as found, run once recording it.
+        reusedLog.removeAll()
+        let found = try execute(choices: ReplayedChoices(choices), scenario: start, recordsKeys: true, storage: reusedLog)
+        var keys: [ChoiceKey] = []
+        var keyIndex: [ChoiceKey: Int] = [:]
+        var addressed: [ChoiceEntry] = []
+        for (key, value) in zip(found.keys, found.choices) {
+            let index = keyIndex[key] ?? keys.count
+            if index == keys.count {
+                keys.append(key)
+                keyIndex[key] = index
+            }
+            addressed.append(ChoiceEntry(key: index, value: value))
+        }
+
+        /// Shrinks `start` as long as anything goes; `keys` nil: as one sequence (every entry's key 0).
+        func minimise(_ start: [ChoiceEntry], keys: [ChoiceKey]?) throws -> (entries: [ChoiceEntry], oneMinimal: Bool) {
+            var current = Self.trimmed(start)
+            // Fewer devices, then fewer purchases, with the same choices (tried again after each round).
+            func reduceScenario(_ changed: inout Bool) {
+                while scenario.devices > 1 {
+                    var smaller = scenario
+                    smaller.devices -= 1
+                    guard (try? fails(current, keys: keys, invariant, smaller, runs: &runs)) != nil else { break }
+                    scenario = smaller
                     changed = true
-                    granularity = max(2, granularity - 1)
-                } else {
-                    if chunk == 1 { break }
-                    granularity = min(current.count, granularity * 2)
+                }
+                while scenario.apps.purchasesPerDevice > 1 {
+                    var smaller = scenario
+                    smaller.apps.purchasesPerDevice -= 1
+                    guard (try? fails(current, keys: keys, invariant, smaller, runs: &runs)) != nil else { break }
+                    scenario = smaller
+                    changed = true
                 }
             }
-            try simplify(&current, &changed)
+            // Each choice (last first) to 0, else to half its value, where the failure stays.
+            func simplify(_ current: inout [ChoiceEntry], _ changed: inout Bool) throws {
+                var next = current.count - 1
+                while next >= 0 {
+                    // The simplifications from `next` down, as far as serial trying would get within the
+                    // run budget (it checks the budget before each position).
+                    var candidates: [(index: Int, value: UInt64)] = []
+                    for index in stride(from: next, through: 0, by: -1) where current[index].value != 0 {
+                        guard runs + candidates.count < shrinkRunLimit else { break }
+                        for simpler in [0, current[index].value / 2] where simpler < current[index].value { candidates.append((index, simpler)) }
+                    }
+                    let base = current
+                    let hit = try firstFailing(candidates.count, invariant, keys: keys, runs: &runs, deadline: deadline, pool: pool,
+                                               throwing: false) { [candidates, scenario] position in
+                        var candidate = base
+                        candidate[candidates[position].index].value = candidates[position].value
+                        return (candidate, scenario)
+                    }
+                    guard let hit else { break }
+                    current[candidates[hit].index].value = candidates[hit].value
+                    changed = true
+                    next = candidates[hit].index - 1
+                }
+                current = Self.trimmed(current)
+            }
+            var changed = true
+            while changed, withinBudget() {
+                changed = false
+                reduceScenario(&changed)
+                // Simplest values first (cheap, and it makes the removals below more likely to pass).
+                try simplify(&current, &changed)
+                // Delta debugging: remove chunks, halving the chunk size down to one choice.
+                var granularity = 2
+                while current.count >= 1, withinBudget() {
+                    let chunk = max(1, (current.count + granularity - 1) / granularity)
+                    let starts = Array(stride(from: 0, to: current.count, by: chunk).prefix(max(0, shrinkRunLimit - runs)))
+                    let base = current
+                    let hit = try firstFailing(starts.count, invariant, keys: keys, runs: &runs, deadline: deadline, pool: pool,
+                                               throwing: true) { [scenario] position in
+                        var candidate = base
+                        candidate.removeSubrange(starts[position]..<min(base.count, starts[position] + chunk))
+                        return (candidate, scenario)
+                    }
+                    if let hit {
+                        current.removeSubrange(starts[hit]..<min(current.count, starts[hit] + chunk))
+                        current = Self.trimmed(current)
+                        changed = true
+                        granularity = max(2, granularity - 1)
+                    } else {
+                        if chunk == 1 { break }
+                        granularity = min(current.count, granularity * 2)
+                    }
+                }
+                try simplify(&current, &changed)
+            }
+            // A last round that changed nothing tried every single removal and simplification: 1-minimal.
+            return (current, !changed)
         }
-        // A last round that changed nothing tried every single removal and simplification: 1-minimal.
-        return (current, scenario, runs, !changed)
+
+        let byKey = try minimise(addressed, keys: keys)
+        // As one sequence in execution order: the values the shrunk schedule drew, which
+        // `ReplayedChoices` replays exactly; then shrunk in that form.
+        runs += 1
+        reusedLog.removeAll()
+        let sequence = try execute(candidate: byKey.entries, keys: keys, scenario: scenario, storage: reusedLog)
+        let last = try minimise(sequence.choices.map { ChoiceEntry(key: 0, value: $0) }, keys: nil)
+        return (last.entries.map(\.value), scenario, runs, last.oneMinimal)
     }
 
     /// The position of the first of `count` candidates (made by `candidate`) that still breaks
     /// `invariant`, tried in order on this thread and the pool's until the deadline; `runs` grows by the runs
     /// serial trying makes (up to and including that candidate). A candidate that throws counts
     /// as not failing, or (`throwing`) ends the shrink with its error, as serial trying would.
-    private func firstFailing(_ count: Int, _ invariant: AppInvariant, runs: inout Int, deadline: Double, pool: WorkerPool?, throwing: Bool,
-                              _ candidate: @escaping @Sendable (_ position: Int) -> (choices: [UInt64], scenario: Scenario)) throws -> Int? {
+    private func firstFailing(_ count: Int, _ invariant: AppInvariant, keys: [ChoiceKey]?, runs: inout Int, deadline: Double, pool: WorkerPool?,
+                              throwing: Bool,
+                              _ candidate: @escaping @Sendable (_ position: Int) -> (choices: [ChoiceEntry], scenario: Scenario)) throws -> Int? {
         let now = monotonicSeconds()
         guard count > 0, now < deadline else { return nil }
         let ledger = ScheduleLedger(budget: ExplorationBudget(schedules: count, seconds: deadline - now), start: now, tracksLength: false)
@@ -492,7 +550,7 @@ public struct Explorer {
             let (choices, scenario) = candidate(position)
             explorer.reusedLog.removeAll()
             do {
-                let result = try explorer.execute(choices: ReplayedChoices(choices), scenario: scenario, storage: explorer.reusedLog)
+                let result = try explorer.execute(candidate: choices, keys: keys, scenario: scenario, storage: explorer.reusedLog)
                 guard let violation = result.violations.first(where: { $0.invariant == invariant }) else { return (0, nil) }
                 return (0, .violation(violation, result, scenario))
             } catch {
@@ -508,11 +566,16 @@ public struct Explorer {
         }
     }
 
-    /// Trailing zeros are what a replay takes past the end anyway.
-    private func trimmed(_ choices: [UInt64]) -> [UInt64] {
-        var result = choices
-        while result.last == 0 { result.removeLast() }
-        return result
+    /// Zeros after which their source and kind draw nothing else are what a replay takes past
+    /// that list's end anyway (trailing zeros, when every entry has the same key).
+    static func trimmed(_ entries: [ChoiceEntry]) -> [ChoiceEntry] {
+        var laterNonZero: Set<Int> = []
+        var kept: [ChoiceEntry] = []
+        for entry in entries.reversed() where entry.value != 0 || laterNonZero.contains(entry.key) {
+            if entry.value != 0 { laterNonZero.insert(entry.key) }
+            kept.append(entry)
+        }
+        return kept.reversed()
     }
 
     private func shrinkAndDraw(_ violation: AppViolation, _ original: ScheduleOutcome, scenario: Scenario, schedules: Int,

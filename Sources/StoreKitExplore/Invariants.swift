@@ -13,6 +13,9 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
     case deferredApprovedGranted = "deferred-approved-granted"
     case launchObserversSeeRedeliveries = "launch-observers-see-redeliveries"
     case restoreDoneOnce = "restore-done-once"
+    case allDownloadsStarted = "all-downloads-started"
+    case restoreNotCreditedAsNew = "restore-not-credited-as-new"
+    case revenueReportedOnce = "revenue-reported-once"
 
     /// One line: what must hold.
     public var statement: String {
@@ -27,6 +30,9 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         case .deferredApprovedGranted: "A deferred transaction that is later approved is granted."
         case .launchObserversSeeRedeliveries: "Every observer of the app attaches before any transaction redelivered at launch is finished."
         case .restoreDoneOnce: "A restore the app heard finish is shown done exactly once, also when nothing was restored."
+        case .allDownloadsStarted: "A transaction whose app started one of its downloads is finished only after it started every one of them."
+        case .restoreNotCreditedAsNew: "A restored transaction is never credited as a new purchase: its credit is keyed by the original purchase."
+        case .revenueReportedOnce: "A passive observer (analytics) reports each transaction as revenue at most once over all launches, and never a restored one."
         }
     }
 
@@ -43,6 +49,9 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         case .deferredApprovedGranted: "R-T1"
         case .launchObserversSeeRedeliveries: "R-Q4, R-Q3"
         case .restoreDoneOnce: "R-O3"
+        case .allDownloadsStarted: "R-D3, R-Q11"
+        case .restoreNotCreditedAsNew: "R-Q9"
+        case .revenueReportedOnce: "R-Q4, R-Q9"
         }
     }
 }
@@ -93,6 +102,8 @@ public struct AppInvariantMonitor: Sendable {
     private var restored: [RestoreID: [TransactionKey]] = [:]
     /// Grants of finished transactions, per device, so a late second grant is still seen.
     private var finishedGrants: [TransactionKey: Int] = [:]
+    /// Revenue reports per transaction, over the whole run (also after its finish).
+    private var revenueReports: [TransactionKey: Int] = [:]
     private var lastSequence: UInt64 = 0
     /// Observers attached per device now: a restore that ends while none is attached is heard by no one.
     private var attachedObservers: [String: Int] = [:]
@@ -209,6 +220,12 @@ public struct AppInvariantMonitor: Sendable {
                     || (download.state == .cancelled && download.cancelledBy != nil && download.cancelledBy == recorded.commandID))
             }) {
                 report(.downloadsBeforeFinish, sequence, "transaction \(key) was finished before its download \(index) ended: the content is lost")
+            } else if tracked.downloads.contains(where: \.started), let index = tracked.downloads.firstIndex(where: { download in
+                // Still waiting, or cancelled by this finish (the queue cancels what has not ended).
+                !download.started && (!download.state.isFinal
+                    || (download.state == .cancelled && download.cancelledBy != nil && download.cancelledBy == recorded.commandID))
+            }) {
+                report(.allDownloadsStarted, sequence, "transaction \(key) was finished while its download \(index) was never started: the content is lost")
             }
             if tracked.grants == 0 {
                 report(.grantBeforeFinish, sequence, "transaction \(key) (\(tracked.state)) was finished before the app granted it")
@@ -250,6 +267,18 @@ public struct AppInvariantMonitor: Sendable {
                     report(.restoreDoneAfterHandled, sequence, "\(observer) showed restore \(restore) of \(device) done before restored transaction \(key) was granted")
                     break
                 }
+            }
+        case .transactionReported(let key, let observer, .creditedAsNewPurchase):
+            if transactions[key]?.state == .restored {
+                report(.restoreNotCreditedAsNew, sequence, "\(observer) credited restored transaction \(key) as a new purchase, not as its original purchase")
+            }
+        case .transactionReported(let key, let observer, .revenue):
+            let reports = revenueReports[key, default: 0] + 1
+            revenueReports[key] = reports
+            if transactions[key]?.state == .restored {
+                report(.revenueReportedOnce, sequence, "\(observer) reported restored transaction \(key) as revenue")
+            } else if reports > 1 {
+                report(.revenueReportedOnce, sequence, "\(observer) reported transaction \(key) as revenue again (report number \(reports))")
             }
         case .contentKept, .failureShown:
             break

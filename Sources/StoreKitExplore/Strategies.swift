@@ -34,49 +34,122 @@ final class RecordingChoices<Inner: ChoiceSource>: ChoiceSource {
     let inner: Inner
     // Unchecked exclusivity: `choose` is the only writer, never re-entered (several draws per event).
     @exclusivity(unchecked) private(set) var values: [UInt64] = []
+    /// Where each value came from (its source and kind), when `recordsKeys`: what shrinking
+    /// addresses choices by. Off in the search, whose schedules need only the values.
+    let recordsKeys: Bool
+    @exclusivity(unchecked) private(set) var keys: [ChoiceKey] = []
 
-    init(_ inner: Inner) {
+    init(_ inner: Inner, recordsKeys: Bool = false) {
         self.inner = inner
+        self.recordsKeys = recordsKeys
         values.reserveCapacity(256)
     }
 
     func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
         let value = inner.choose(kind, below: bound)
         values.append(value)
+        if recordsKeys { keys.append(ChoiceKey(stream: "", kind: kind)) }
         return value
     }
 
-    /// The wrapped source's stream, recorded here too: one sequence in execution order.
+    /// The wrapped source's stream, recorded here too: one sequence in execution order. Recording
+    /// keys, each stream is named even when the wrapped source is one sequence (a replay).
     func stream(_ name: String) -> ChoiceSource {
         let innerStream = inner.stream(name)
-        if innerStream === inner { return self }
+        if innerStream === inner && !recordsKeys { return self }
         if let existing = streams[name] { return existing }
-        let made = RecordedStream(innerStream, into: self)
+        let made = RecordedStream(innerStream, name: name, into: self)
         streams[name] = made
         return made
     }
 
     private var streams: [String: RecordedStream] = [:]
 
-    fileprivate func note(_ value: UInt64) { values.append(value) }
+    fileprivate func note(_ value: UInt64, _ kind: ChoiceKind, stream: String) {
+        values.append(value)
+        if recordsKeys { keys.append(ChoiceKey(stream: stream, kind: kind)) }
+    }
 
     /// One stream of the wrapped source, recorded in the sequence of the source that made it.
     private final class RecordedStream: ChoiceSource {
         let inner: ChoiceSource
+        let name: String
         unowned let recorder: RecordingChoices
 
-        init(_ inner: ChoiceSource, into recorder: RecordingChoices) {
+        init(_ inner: ChoiceSource, name: String, into recorder: RecordingChoices) {
             self.inner = inner
+            self.name = name
             self.recorder = recorder
         }
 
         func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
             let value = inner.choose(kind, below: bound)
-            recorder.note(value)
+            recorder.note(value, kind, stream: name)
             return value
         }
 
         func stream(_ name: String) -> ChoiceSource { recorder.stream(name) }
+    }
+}
+
+/// Where a choice comes from: the source that drew it (its stream's name, "" for draws not made
+/// through a stream) and what it decides. Shrinking addresses choices by it, not by position.
+struct ChoiceKey: Sendable, Hashable {
+    var stream: String
+    var kind: ChoiceKind
+}
+
+/// One choice of a schedule being shrunk: the index of its `ChoiceKey` in the shrink's table, and its value.
+struct ChoiceEntry: Sendable, Hashable {
+    var key: Int
+    var value: UInt64
+}
+
+/// Choices addressed by where they come from: each source and kind (`ChoiceKey`) reads its own
+/// list, in order, so removing one choice moves only the later choices of the same source and
+/// kind (the third purchase's product becomes the second's; no restore, kill or delay moves).
+/// Past a list's end, or where a value does not fit the bound asked for now, the simplest
+/// choice (0) is taken, as with `ReplayedChoices`.
+final class KeyedChoices: ChoiceSource {
+    private var lists: [ChoiceKey: [UInt64]] = [:]
+    private var positions: [ChoiceKey: Int] = [:]
+    private var streams: [String: KeyedStream] = [:]
+
+    init(_ entries: [ChoiceEntry], keys: [ChoiceKey]) {
+        for entry in entries { lists[keys[entry.key], default: []].append(entry.value) }
+    }
+
+    func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 {
+        take(ChoiceKey(stream: "", kind: kind), below: bound)
+    }
+
+    fileprivate func take(_ key: ChoiceKey, below bound: UInt64) -> UInt64 {
+        precondition(bound >= 1, "a choice needs at least one option")
+        guard let list = lists[key] else { return 0 }
+        let position = positions[key, default: 0]
+        positions[key] = position + 1
+        guard position < list.count, list[position] < bound else { return 0 }
+        return list[position]
+    }
+
+    func stream(_ name: String) -> ChoiceSource {
+        if let existing = streams[name] { return existing }
+        let made = KeyedStream(name: name, root: self)
+        streams[name] = made
+        return made
+    }
+
+    private final class KeyedStream: ChoiceSource {
+        let name: String
+        unowned let root: KeyedChoices
+
+        init(name: String, root: KeyedChoices) {
+            self.name = name
+            self.root = root
+        }
+
+        func choose(_ kind: ChoiceKind, below bound: UInt64) -> UInt64 { root.take(ChoiceKey(stream: name, kind: kind), below: bound) }
+        func stream(_ name: String) -> ChoiceSource { root.stream(name) }
     }
 }
 

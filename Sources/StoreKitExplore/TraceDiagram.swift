@@ -110,6 +110,7 @@ public struct TraceDiagram {
             case .contentKept(let key, _): return "keep t\(key.transaction.number)/\(key.index)"
             case .restoreShownDone(_, let restore, _): return "restore \(restore) shown done"
             case .failureShown(let key, _): return "failure of t\(key.number) shown"
+            case .transactionReported(let key, _, let report): return "t\(key.number) reported: \(report)"
             }
         default: return body.name
         }
@@ -167,6 +168,7 @@ public struct TraceDiagram {
             case .contentKept(let key, _): return "kept content of \(download(key))"
             case .restoreShownDone(_, let restore, _): return "restore \(restore) shown done"
             case .failureShown(let key, _): return "failure of \(transaction(key)) shown"
+            case .transactionReported(let key, _, let report): return "\(transaction(key)) reported: \(report)"
             }
         }
     }

@@ -10,10 +10,13 @@ public enum AppAction: Sendable, Hashable {
     case restoreShownDone(device: String, restore: UInt64, observer: String)
     /// The app showed a failed transaction's error to the user (R-O1).
     case failureShown(TransactionKey, observer: String)
+    /// The app's own state says it told something about the transaction to its user or to its
+    /// analytics (`AppReport`), as StoreKitSim reads it from the app (docs/invariants.md).
+    case transactionReported(TransactionKey, observer: String, report: AppReport)
 
     public var device: String {
         switch self {
-        case .contentGranted(let key, _, _), .failureShown(let key, _): key.device
+        case .contentGranted(let key, _, _), .failureShown(let key, _), .transactionReported(let key, _, _): key.device
         case .contentKept(let key, _): key.transaction.device
         case .restoreShownDone(let device, _, _): device
         }
@@ -23,7 +26,7 @@ public enum AppAction: Sendable, Hashable {
     public var observer: String {
         switch self {
         case .contentGranted(_, let observer, _), .contentKept(_, let observer), .restoreShownDone(_, _, let observer),
-             .failureShown(_, let observer):
+             .failureShown(_, let observer), .transactionReported(_, let observer, _):
             observer
         }
     }
@@ -35,6 +38,7 @@ public enum AppAction: Sendable, Hashable {
         case .contentKept: "contentKept"
         case .restoreShownDone: "restoreShownDone"
         case .failureShown: "failureShown"
+        case .transactionReported: "transactionReported"
         }
     }
 }
@@ -47,6 +51,23 @@ extension AppAction: CustomStringConvertible {
         case .contentKept(let key, let observer): "contentKept(\(key), by \(observer))"
         case .restoreShownDone(let device, let restore, let observer): "restoreShownDone(\(device) restore \(restore), by \(observer))"
         case .failureShown(let key, let observer): "failureShown(\(key), by \(observer))"
+        case .transactionReported(let key, let observer, let report): "transactionReported(\(key), \(report), by \(observer))"
+        }
+    }
+}
+
+/// What an app told about a transaction, read from its own state (StoreKitSim's `AppBelief`).
+public enum AppReport: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Its analytics (a passive observer) reported the transaction as revenue.
+    case revenue = 1
+    /// It credited a restored transaction as a new purchase: keyed by the restored transaction's own
+    /// identifier rather than its original purchase's.
+    case creditedAsNewPurchase = 2
+
+    public var description: String {
+        switch self {
+        case .revenue: "revenue"
+        case .creditedAsNewPurchase: "credited as a new purchase"
         }
     }
 }

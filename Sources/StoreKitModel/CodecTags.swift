@@ -96,6 +96,7 @@ enum AppActionTag: UInt8 {
     case contentKept = 2
     case restoreShownDone = 3
     case failureShown = 4
+    case transactionReported = 5
 }
 
 extension BinaryWriter {

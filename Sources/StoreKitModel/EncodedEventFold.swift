@@ -199,6 +199,12 @@ public struct EncodedEventFold: Sendable {
             guard try skipString() else { return false }
             _ = try reader.readVarint()
             return try skipString()
+        case .transactionReported:  // key, observer, report
+            guard try skipString() else { return false }
+            _ = try reader.readVarint()
+            guard try skipString() else { return false }
+            _ = try reader.readByte()
+            return true
         case nil:
             return false
         }

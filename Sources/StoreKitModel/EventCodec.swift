@@ -439,6 +439,8 @@ public enum EventCodec {
             writer.write(tag: .restoreShownDone); writer.write(device); writer.write(varint: restore); writer.write(observer)
         case .failureShown(let key, let observer):
             writer.write(tag: .failureShown); writeKey(key, into: &writer); writer.write(observer)
+        case .transactionReported(let key, let observer, let report):
+            writer.write(tag: .transactionReported); writeKey(key, into: &writer); writer.write(observer); writer.write(report.rawValue)
         }
     }
 
@@ -449,6 +451,10 @@ public enum EventCodec {
         case .contentKept: return .contentKept(try readDownloadKey(&reader), observer: try reader.readString())
         case .restoreShownDone: return .restoreShownDone(device: try reader.readString(), restore: try reader.readVarint(), observer: try reader.readString())
         case .failureShown: return .failureShown(try readKey(&reader), observer: try reader.readString())
+        case .transactionReported:
+            let key = try readKey(&reader), observer = try reader.readString(), rawReport = try reader.readByte()
+            guard let report = AppReport(rawValue: rawReport) else { throw reader.failure("unknown app report \(rawReport)") }
+            return .transactionReported(key, observer: observer, report: report)
         case nil: throw reader.failure("unknown app action \(rawTag)")
         }
     }

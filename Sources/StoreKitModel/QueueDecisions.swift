@@ -128,7 +128,7 @@ extension QueueProjection {
             try validateName(action.observer, "observer")
             let slot = try existingSlot(action.device)
             switch action {
-            case .contentGranted(let key, _, _), .failureShown(let key, _):
+            case .contentGranted(let key, _, _), .failureShown(let key, _), .transactionReported(let key, _, _):
                 try requireKnown(key, in: slot)
             case .contentKept(let key, _):
                 try requireKnown(key.transaction, in: slot)

@@ -246,6 +246,8 @@ public struct LiveComparison {
                 return (.observer(device: device, observer: Self.place(observer), subject: "restore \(restore)"), "showed the restore done")
             case .failureShown(let key, let observer):
                 return (.observer(device: key.device, observer: Self.place(observer), subject: subject(key)), "showed the failure")
+            case .transactionReported(let key, let observer, let report):
+                return (.observer(device: key.device, observer: Self.place(observer), subject: subject(key)), "reported: \(report)")
             }
         case .commandRejected(let body, let rejection):
             let said = "\(body.name) refused: \(rejection.code)"

@@ -122,6 +122,7 @@ struct LoopRenaming {
         case .contentKept(let key, let observer): .contentKept(rename(key), observer: observer)
         case .restoreShownDone(let device, let restore, let observer): .restoreShownDone(device: rename(device), restore: restore, observer: observer)
         case .failureShown(let key, let observer): .failureShown(rename(key), observer: observer)
+        case .transactionReported(let key, let observer, let report): .transactionReported(rename(key), observer: observer, report: report)
         }
     }
 

@@ -557,6 +557,7 @@ public final class ReplaySession {
         case .contentKept(let key, _): .contentKept(key, observer: "")
         case .restoreShownDone(let device, let restore, _): .restoreShownDone(device: device, restore: restore, observer: "")
         case .failureShown(let key, _): .failureShown(key, observer: "")
+        case .transactionReported(let key, _, let report): .transactionReported(key, observer: "", report: report)
         }
     }
 

@@ -93,7 +93,7 @@ public final class DeviceApp {
     // Unchecked exclusivity on the script's state: changed only by this app's own methods, one access
     // at a time (observers call into the queue, never into the app), so the checks only cost time.
     /// The observers of the current launch (new instances at every launch: quitting loses them).
-    @exclusivity(unchecked) public private(set) var observers: [PaymentTransactionObserver] = []
+    @exclusivity(unchecked) package private(set) var observers: [PaymentTransactionObserver] = []
     /// Observers that attach only after `lateSteps` more user steps (the attach time choice).
     @exclusivity(unchecked) private var lateObservers: [PaymentTransactionObserver] = []
     @exclusivity(unchecked) private var lateSteps = 0

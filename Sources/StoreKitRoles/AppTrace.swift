@@ -41,16 +41,21 @@ public final class AppTrace {
 public final class AppHooks: @unchecked Sendable {
     /// The observers of one app launch, in attach order; called at every launch, because
     /// quitting or a kill loses the previous instances. Names must be the same at every launch.
-    public var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
+    package var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
     public var trace: AppTrace?
     /// The app's own code at every launch, given the device's queue (StoreKitSim's `SimulatedApp`):
     /// it attaches its observers itself, through the queue. Takes precedence over `observerFactory`.
     public var appLaunch: ((_ queue: PaymentQueue) -> Void)?
 
-    public init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])? = nil, trace: AppTrace? = nil,
-                appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil) {
-        self.observerFactory = observerFactory
+    public init(trace: AppTrace? = nil, appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil) {
         self.trace = trace
         self.appLaunch = appLaunch
+    }
+
+    /// With observers on the simulator's own observer API (this package's tests).
+    package convenience init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?, trace: AppTrace? = nil,
+                             appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil) {
+        self.init(trace: trace, appLaunch: appLaunch)
+        self.observerFactory = observerFactory
     }
 }

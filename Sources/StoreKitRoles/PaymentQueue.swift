@@ -1,9 +1,10 @@
 import Foundation
 import StoreKitModel
 
-/// SKPaymentTransactionObserver. Write your own and attach it with `PaymentQueue.add(_:)`;
-/// the simulator calls it exactly as StoreKit would (R-O1 … R-O4).
-public protocol PaymentTransactionObserver: AnyObject {
+/// The simulator's side of an observer: the built-in behaviours, and StoreKitSim's adapter that
+/// runs an app's `SKPaymentTransactionObserver`s, implement it; the queue calls it exactly as
+/// StoreKit calls observers (R-O1 … R-O4). Package access: apps write `SKPaymentTransactionObserver`.
+package protocol PaymentTransactionObserver: AnyObject {
     /// The name the queue logs for this observer (unique per device).
     var observerName: String { get }
     /// Required: one or more transactions changed (R-O1).
@@ -26,12 +27,12 @@ public protocol PaymentTransactionObserver: AnyObject {
 }
 
 extension PaymentTransactionObserver {
-    public func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {}
-    public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) {}
-    public func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {}
-    public func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {}
-    public func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {}
-    public func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {}
+    package func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {}
+    package func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) {}
+    package func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {}
+    package func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {}
+    package func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {}
+    package func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {}
 }
 
 /// In which order a queue calls its observers. StoreKit guarantees none (R-Q5), so the
@@ -208,13 +209,13 @@ public final class PaymentQueue {
 
     /// Attaches an observer (R-Q3). Once the queue confirms it, every unfinished
     /// transaction is delivered to it (R-Q4).
-    public func add(_ observer: PaymentTransactionObserver) {
+    package func add(_ observer: PaymentTransactionObserver) {
         guard !observers.contains(where: { $0 === observer }) else { return }
         observers.append(observer)
         enqueue(.attachObserver(device: device, observer: observer.observerName))
     }
 
-    public func remove(_ observer: PaymentTransactionObserver) {
+    package func remove(_ observer: PaymentTransactionObserver) {
         guard let index = observers.firstIndex(where: { $0 === observer }) else { return }
         observers.remove(at: index)
         if attachedNames.contains(observer.observerName) {
@@ -334,44 +335,50 @@ public final class PaymentQueue {
     /// Sends app-lifecycle commands that have no StoreKit method (the OS does these).
     public func enqueue(_ command: CommandBody) { outbox.append(OutgoingCommand(body: command, sender: calling ?? "device")) }
 
-    // MARK: What the app did (recorded in the log, so invariants about apps can be checked)
+    // MARK: What the app did (recorded in the log, so invariants about apps can be checked; package
+    // access: the built-in behaviours call these, and StoreKitSim calls them for what it reads from an app's state)
 
     /// The app gave the user what `transaction` paid for. Record it once per transaction: a
     /// transaction can be delivered again (after a relaunch, R-Q4), so check `wasGranted` first.
-    public func contentGranted(_ transaction: PaymentTransaction) {
+    package func contentGranted(_ transaction: PaymentTransaction) {
         granted.insert(transaction.key)
         enqueue(.recordAppAction(.contentGranted(transaction.key, observer: calling ?? "app",
                                                  productIdentifier: transaction.payment.productIdentifier)))
     }
 
     /// True when the app's persistent storage says `transaction` was granted (also across relaunches).
-    public func wasGranted(_ transaction: PaymentTransaction) -> Bool { granted.contains(transaction.key) }
+    package func wasGranted(_ transaction: PaymentTransaction) -> Bool { granted.contains(transaction.key) }
 
     /// The app moved a finished download's file to its own storage (R-D3).
-    public func contentKept(_ download: Download) {
+    package func contentKept(_ download: Download) {
         keptDownloads[download.key.transaction, default: []].insert(download.key.index)
         enqueue(.recordAppAction(.contentKept(download.key, observer: calling ?? "app")))
     }
 
     /// True when the app's storage says it kept `download`'s file (also across relaunches).
-    public func wasKept(_ download: Download) -> Bool {
+    package func wasKept(_ download: Download) -> Bool {
         keptDownloads[download.key.transaction]?.contains(download.key.index) ?? false
     }
 
     /// The app told the user that the last finished restore is done (R-O3).
-    public func restoreShownDone() {
+    package func restoreShownDone() {
         guard let restore = lastFinishedRestore else { return }
         restoreShownDone(restore: restore)
     }
 
     /// The app told the user that an earlier restore (its `lastFinishedRestore` when it ended) is done.
-    public func restoreShownDone(restore: UInt64) {
+    package func restoreShownDone(restore: UInt64) {
         enqueue(.recordAppAction(.restoreShownDone(device: device, restore: restore, observer: calling ?? "app")))
     }
 
     /// The app showed a failed transaction's error to the user.
-    public func failureShown(_ transaction: PaymentTransaction) {
+    package func failureShown(_ transaction: PaymentTransaction) {
         enqueue(.recordAppAction(.failureShown(transaction.key, observer: calling ?? "app")))
+    }
+
+    /// The app's own state says it told `report` about `transaction` (StoreKitSim reads it from the app).
+    package func transactionReported(_ transaction: PaymentTransaction, _ report: AppReport) {
+        enqueue(.recordAppAction(.transactionReported(transaction.key, observer: calling ?? "app", report: report)))
     }
 
     /// The app quits: its observer objects go with it, and the queue detaches them.

@@ -8,9 +8,13 @@ public struct AppBelief: Sendable, Hashable {
     public var credits: [String: Int]
     /// How many times the app told its user that a restore is done.
     public var restoresShownDone: Int
+    /// How many times the app's analytics (a passive observer) reported each transaction as revenue,
+    /// by the transaction's `transactionIdentifier` (a restored one's own, or its original's).
+    public var revenueReported: [String: Int]
 
-    public init(credits: [String: Int] = [:], restoresShownDone: Int = 0) {
+    public init(credits: [String: Int] = [:], restoresShownDone: Int = 0, revenueReported: [String: Int] = [:]) {
         self.credits = credits
         self.restoresShownDone = restoresShownDone
+        self.revenueReported = revenueReported
     }
 }

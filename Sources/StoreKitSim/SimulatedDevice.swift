@@ -56,8 +56,10 @@ public final class SimulatedDevice: @unchecked Sendable {
     let executor = SimulatedExecutor()
 
     /// Records in the log what the app's own state says it did since it was last read: each new
-    /// credit of a transaction as `contentGranted` and each restore shown done as `restoreShownDone`,
-    /// attributed to the observer whose callback is running. Called after each callback and before
+    /// credit of a transaction as `contentGranted` (and, keyed by a restored transaction's own
+    /// identifier, as `transactionReported` `creditedAsNewPurchase`), each restore shown done as
+    /// `restoreShownDone`, each revenue report as `transactionReported` `revenue`, attributed to the
+    /// observer whose callback is running. Called after each callback and before
     /// each command the app makes, so a credit the app made before a finish is logged before it.
     func noteBelief(finishing: PaymentTransaction? = nil) {
         guard let readBelief else { return }
@@ -75,8 +77,19 @@ public final class SimulatedDevice: @unchecked Sendable {
                 }
             }
         }
-        guard !belief.credits.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
+        guard !belief.credits.isEmpty || !belief.revenueReported.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
+        // In transaction order: the app's dictionary has none.
+        var revenue: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
+        for (identifier, count) in belief.revenueReported where count > before.revenueReported[identifier] ?? 0 {
+            guard let transaction = Self.transaction(creditedAs: identifier, in: pending) else { continue }
+            revenue[transaction.key, default: (transaction, 0)].times += count - (before.revenueReported[identifier] ?? 0)
+        }
+        for key in revenue.keys.sorted() {
+            let report = revenue[key]!
+            for _ in 0..<report.times { queue.transactionReported(report.transaction, .revenue) }
+        }
         var grants: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
+        var creditedAsNew: Set<TransactionKey> = []
         for (identifier, count) in belief.credits where count > before.credits[identifier] ?? 0 {
             // The transaction being finished is the one a credit just before its finish is for;
             // otherwise the one with that identifier, or the newest restore of it.
@@ -86,11 +99,13 @@ public final class SimulatedDevice: @unchecked Sendable {
             }
             guard let transaction = finished ?? Self.transaction(creditedAs: identifier, in: pending) else { continue }
             grants[transaction.key, default: (transaction, 0)].times += count - (before.credits[identifier] ?? 0)
+            // A restored transaction's credits are keyed by its original purchase (R-Q9).
+            if transaction.transactionState == .restored, transaction.transactionIdentifier == identifier { creditedAsNew.insert(transaction.key) }
         }
-        // In transaction order: the app's dictionary has none.
         for key in grants.keys.sorted() {
             let grant = grants[key]!
             for _ in 0..<grant.times { queue.contentGranted(grant.transaction) }
+            if creditedAsNew.contains(key) { queue.transactionReported(grant.transaction, .creditedAsNewPurchase) }
         }
     }
 

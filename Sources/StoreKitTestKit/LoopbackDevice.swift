@@ -73,8 +73,11 @@ public final class LoopbackDevice {
         return true
     }
 
+    /// Launches the app (registering the device first).
+    public func launch(account: String = "a1") { launch(account: account, with: nil) }
+
     /// Launches the app (registering the device first) and attaches `observer`.
-    public func launch(account: String = "a1", with observer: PaymentTransactionObserver? = nil) {
+    package func launch(account: String = "a1", with observer: PaymentTransactionObserver?) {
         paymentQueue.enqueue(.registerDevice(device: paymentQueue.device, account: account))
         paymentQueue.enqueue(.launchApp(device: paymentQueue.device))
         pump()

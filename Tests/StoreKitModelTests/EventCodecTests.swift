@@ -35,6 +35,8 @@ import Testing
         .appActionRecorded(.contentKept(download, observer: "o")),
         .appActionRecorded(.restoreShownDone(device: "d", restore: 2, observer: "o")),
         .appActionRecorded(.failureShown(key, observer: "o")),
+        .appActionRecorded(.transactionReported(key, observer: "o", report: .revenue)),
+        .appActionRecorded(.transactionReported(key, observer: "o", report: .creditedAsNewPurchase)),
         .askToBuyDeclined(key),
         .subscriptionRenewed(key, identifier: "d.7", original: original, downloads: []),
         .subscriptionExpired(device: "d", original: original),

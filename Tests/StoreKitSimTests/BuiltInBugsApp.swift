@@ -27,9 +27,9 @@ class ContentObserver: NSObject, SKPaymentTransactionObserver {
                 if transaction.transactionState == .restored, let identifier = transaction.transactionIdentifier {
                     restoredOutstanding.insert(identifier)
                 }
-                let waiting = transaction.downloads.filter { $0.state == .waiting }
+                let waiting = downloadsNeeded(transaction).filter { $0.state == .waiting }
                 if !waiting.isEmpty { queue.start(waiting) }
-                if transaction.downloads.allSatisfy({ Self.hasEnded($0) }) { complete(transaction, queue) }
+                if downloadsNeeded(transaction).allSatisfy({ Self.hasEnded($0) }) { complete(transaction, queue) }
             case .failed:
                 queue.finishTransaction(transaction)
             case .deferred:
@@ -43,7 +43,7 @@ class ContentObserver: NSObject, SKPaymentTransactionObserver {
     func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload]) {
         for download in downloads where Self.hasEnded(download) {
             let transaction = download.transaction
-            if transaction.downloads.allSatisfy({ Self.hasEnded($0) }) { complete(transaction, queue) }
+            if downloadsNeeded(transaction).allSatisfy({ Self.hasEnded($0) }) { complete(transaction, queue) }
         }
     }
 
@@ -55,6 +55,9 @@ class ContentObserver: NSObject, SKPaymentTransactionObserver {
     func paymentQueue(_ queue: SKPaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error) {}
 
     func deferred(_ transaction: SKPaymentTransaction) {}
+
+    /// The downloads the app fetches before it credits and finishes: all of them.
+    func downloadsNeeded(_ transaction: SKPaymentTransaction) -> [SKDownload] { transaction.downloads }
 
     static func hasEnded(_ download: SKDownload) -> Bool {
         download.state == .finished || download.state == .failed || download.state == .cancelled
@@ -90,6 +93,11 @@ final class FinishOnFirstDownloadObserver: ContentObserver {
     override func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload]) {
         for download in downloads where Self.hasEnded(download) { complete(download.transaction, queue) }
     }
+}
+
+/// Assumes one download per product: starts and waits for the first only, so the others are never started.
+final class FirstDownloadOnlyObserver: ContentObserver {
+    override func downloadsNeeded(_ transaction: SKPaymentTransaction) -> [SKDownload] { Array(transaction.downloads.prefix(1)) }
 }
 
 /// Takes progress 1.0 for finished.
@@ -128,6 +136,43 @@ final class EagerSDK: NSObject, SKPaymentTransactionObserver {
     func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
         for transaction in transactions where transaction.transactionState == .purchased || transaction.transactionState == .restored {
             queue.finishTransaction(transaction)
+        }
+    }
+}
+
+/// Keys a restored transaction's credit by its own identifier: a new purchase, not the original one.
+final class RestoreAsPurchaseObserver: ContentObserver {
+    override func credit(_ transaction: SKPaymentTransaction) {
+        let purchase = transaction.transactionIdentifier ?? ""
+        if store.credits[purchase, default: 0] == 0 { store.credits[purchase] = 1 }
+    }
+}
+
+/// A passive analytics observer: reports each purchase as revenue once, remembered on disk, and
+/// never a restore. `remembers` false: a per-launch memory, so a purchase redelivered after a
+/// relaunch is reported again; `countsRestores` true: a restore is reported as revenue too.
+final class RevenueAnalytics: NSObject, SKPaymentTransactionObserver {
+    let store: EntitlementStore
+    let remembers: Bool
+    let countsRestores: Bool
+    private var reportedThisLaunch: Set<String> = []
+
+    init(store: EntitlementStore, remembers: Bool = true, countsRestores: Bool = false) {
+        self.store = store
+        self.remembers = remembers
+        self.countsRestores = countsRestores
+        super.init()
+        SKPaymentQueue.default().add(self)
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
+        for transaction in transactions {
+            guard transaction.transactionState == .purchased || (countsRestores && transaction.transactionState == .restored),
+                  let identifier = transaction.transactionIdentifier else { continue }
+            let reported = remembers ? store.revenue[identifier, default: 0] > 0 : reportedThisLaunch.contains(identifier)
+            guard !reported else { continue }
+            reportedThisLaunch.insert(identifier)
+            store.revenue[identifier, default: 0] += 1
         }
     }
 }

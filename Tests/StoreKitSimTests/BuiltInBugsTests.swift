@@ -9,7 +9,7 @@ import Testing
 @Suite struct BuiltInBugsTests {
     enum App: String, CaseIterable, Sendable {
         case correct, creditEveryDelivery, finishOnFirstDownload, finishAtFullProgress, restoreDoneEarly, deferredAsFailed,
-             sdkFinishesEarly, attachesLate
+             sdkFinishesEarly, attachesLate, firstDownloadOnly, restoreAsPurchase, analyticsForgets, analyticsCountsRestores
 
         /// What exploration may find first; empty: nothing (as docs/explore.md lists for the built-in behaviours).
         var expected: Set<AppInvariant> {
@@ -22,19 +22,26 @@ import Testing
             case .deferredAsFailed: [.deferredApprovedGranted, .queueDrains]  // queue-drains when the parent declines
             case .sdkFinishesEarly: [.grantBeforeFinish]
             case .attachesLate: [.launchObserversSeeRedeliveries]
+            case .firstDownloadOnly: [.allDownloadsStarted]
+            case .restoreAsPurchase: [.restoreNotCreditedAsNew]
+            case .analyticsForgets, .analyticsCountsRestores: [.revenueReportedOnce]
             }
         }
 
         func launch(_ store: EntitlementStore) -> AnyObject {
             let objects = AppObjects()
             switch self {
-            case .correct: objects.objects = [ContentObserver(store: store)]
+            case .correct: objects.objects = [ContentObserver(store: store), RevenueAnalytics(store: store)]
             case .creditEveryDelivery: objects.objects = [CreditEveryDeliveryObserver(store: store)]
             case .finishOnFirstDownload: objects.objects = [FinishOnFirstDownloadObserver(store: store)]
             case .finishAtFullProgress: objects.objects = [FinishAtFullProgressObserver(store: store)]
             case .restoreDoneEarly: objects.objects = [RestoreDoneEarlyObserver(store: store)]
             case .deferredAsFailed: objects.objects = [DeferredAsFailedObserver(store: store)]
             case .sdkFinishesEarly: objects.objects = [ContentObserver(store: store), EagerSDK()]
+            case .firstDownloadOnly: objects.objects = [FirstDownloadOnlyObserver(store: store)]
+            case .restoreAsPurchase: objects.objects = [RestoreAsPurchaseObserver(store: store)]
+            case .analyticsForgets: objects.objects = [ContentObserver(store: store), RevenueAnalytics(store: store, remembers: false)]
+            case .analyticsCountsRestores: objects.objects = [ContentObserver(store: store), RevenueAnalytics(store: store, countsRestores: true)]
             case .attachesLate:
                 objects.objects = [ContentObserver(store: store)]
                 // The app sets up its analytics a while after launch.
@@ -52,7 +59,7 @@ import Testing
           arguments: App.allCases)
     func found(app: App) throws {
         let simulated = SimulatedApp(storage: { EntitlementStore() },
-                                     belief: { AppBelief(credits: $0.credits, restoresShownDone: $0.restoresShownDone) },
+                                     belief: { AppBelief(credits: $0.credits, restoresShownDone: $0.restoresShownDone, revenueReported: $0.revenue) },
                                      launch: { app.launch($0) })
         var explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 3), appLaunch: simulated.launch)
         explorer.shrinkSecondsLimit = 2

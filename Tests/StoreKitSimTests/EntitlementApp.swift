@@ -10,6 +10,8 @@ import StoreKitSim
 final class EntitlementStore {
     var credits: [String: Int] = [:]
     var restoresShownDone = 0
+    /// What the app's analytics reported as revenue, by transaction identifier.
+    var revenue: [String: Int] = [:]
 }
 
 /// Credits each purchase once, then finishes it; shows a restore done when StoreKit says so.
