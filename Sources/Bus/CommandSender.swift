@@ -11,15 +11,15 @@ public struct CommandSenderConfiguration: Sendable {
     /// Number of the first command.
     public var firstNumber: UInt64 = 1
     /// Most commands awaiting an ACK; `submit` refuses more (back-pressure).
-    public var window: Int = 4_096
+    public var window: Int = CommandPipeline.standardWindow
     /// How long the queue may stay silent before the sender probes it, and a command's first
     /// interval after an `unavailable` answer; doubles up to `maximumRetryInterval`. A command is
     /// not retried while the queue is still answering this sender's earlier commands (it is queued
     /// behind them); see `CommandRetries`.
-    public var retryInterval: Duration = .milliseconds(500)
-    public var maximumRetryInterval: Duration = .seconds(2)
+    public var retryInterval: Duration = CommandRetries.Policy.standard.retryInterval
+    public var maximumRetryInterval: Duration = CommandRetries.Policy.standard.maximumRetryInterval
     /// A command still unacknowledged this long after its first send is given up.
-    public var giveUpAfter: Duration = .seconds(10)
+    public var giveUpAfter: Duration = CommandRetries.Policy.standard.giveUpAfter
     /// Set when the queue is a CURVE server.
     public var curve: CurveClientKeys?
 
@@ -86,22 +86,23 @@ public enum CommandCompletion: Sendable, Equatable {
 
 /// Sends commands to the queue with at-least-once delivery and exactly-once effect: each gets
 /// a fresh id, stays outstanding until its ACK, and is re-sent with the same id when its answers
-/// show it lost (the queue dedupes by id). When it is re-sent is `CommandRetries`' decision: this
-/// class only owns the socket and the clock. Many commands are in flight at once, which is what
+/// show it lost (the queue dedupes by id). Numbering, window and retries are `CommandPipeline`, a
+/// state machine the deterministic runtime runs too: this class only owns the socket and the clock. Many commands are in flight at once, which is what
 /// makes the bus fast; the window bounds them.
 ///
 /// Poll-loop friendly and single-threaded: `submit` and `poll` from the owning thread. Not Sendable.
 public final class CommandSender {
     public let configuration: CommandSenderConfiguration
     /// Number the next command gets.
-    public private(set) var nextNumber: UInt64
+    public var nextNumber: UInt64 { pipeline.nextNumber }
     /// ACKs for commands no longer outstanding (answers to retries that crossed an ACK).
-    public private(set) var lateAcknowledgements = 0
-    public var retriesSent: Int { retries.retriesSent }
+    public var lateAcknowledgements: Int { pipeline.lateAnswers + unidentifiedAcknowledgements }
+    private var unidentifiedAcknowledgements = 0
+    public var retriesSent: Int { pipeline.retries.retriesSent }
     /// Retries sent as probes while the queue was silent (`CommandRetries`).
-    public var probesSent: Int { retries.probesSent }
+    public var probesSent: Int { pipeline.retries.probesSent }
     /// Retries of lost commands held back because the retry budget was spent.
-    public var retriesDeferredByBudget: Int { retries.retriesDeferredByBudget }
+    public var retriesDeferredByBudget: Int { pipeline.retries.retriesDeferredByBudget }
     /// Refused inbound messages by reason.
     public private(set) var malformed = WireFailureCounts()
     /// Connections to the queue made again after the first (a restarted queue).
@@ -112,14 +113,14 @@ public final class CommandSender {
     private let connections: SocketMonitor
     private var handshakes = 0
     private let poller = Poller()
-    private var retries: CommandRetries
+    private var pipeline: CommandPipeline
     private let commandVerb = Array(BusWire.RequestVerb.command.rawValue.utf8)
     private let acknowledgementVerb = Array(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
 
     public init(context: ZeroMQContext, configuration: CommandSenderConfiguration) throws(ZeroMQError) {
         self.configuration = configuration
-        nextNumber = configuration.firstNumber
-        retries = CommandRetries(policy: configuration.retryPolicy, now: .now)
+        pipeline = CommandPipeline(origin: configuration.origin, firstNumber: configuration.firstNumber, window: max(1, configuration.window),
+                                   policy: configuration.retryPolicy, now: .now)
         dealer = try context.socket(.dealer)
         if let curve = configuration.curve { try curve.apply(to: dealer) }
         // Room for the whole window plus its retries in both directions.
@@ -142,26 +143,22 @@ public final class CommandSender {
     public var pollItems: [PollItem] { [.socket(dealer, .readable), .socket(connections.socket, .readable)] }
 
     /// Commands awaiting an ACK.
-    public var outstandingCount: Int { retries.outstandingCount }
+    public var outstandingCount: Int { pipeline.outstandingCount }
 
     /// Whether `submit` would accept another command now.
-    public var hasCapacity: Bool { retries.outstandingCount < configuration.window }
+    public var hasCapacity: Bool { pipeline.hasCapacity }
 
     /// Assigns the next id to `body`, sends it and keeps it outstanding until its ACK.
     /// Throws `.windowFull` instead of blocking when the window is full.
     @discardableResult
     public func submit(_ body: CommandBody) throws(CommandSenderError) -> CommandID {
-        guard hasCapacity else { throw .windowFull(window: configuration.window) }
-        let command = Command(id: CommandID(origin: configuration.origin, number: nextNumber), body: body)
-        let payload = EventCodec.encode(command)
+        guard let (command, payload) = pipeline.submit(body, now: .now) else { throw .windowFull(window: configuration.window) }
         do {
             // A refused send (no connection yet, or full) is simply retried on schedule.
             try dealer.send([commandVerb, payload], mode: .nonBlocking)
         } catch {
             throw .transport(error)
         }
-        retries.sent(nextNumber, payload: payload, now: .now)
-        nextNumber += 1
         return command.id
     }
 
@@ -177,7 +174,7 @@ public final class CommandSender {
             let now = ContinuousClock.now
             if !completions.isEmpty || now >= deadline { return completions }
             var wait = deadline - now
-            if let wake = retries.nextWake(now: now) { wait = min(wait, max(.milliseconds(1), wake - now)) }
+            if let wake = pipeline.nextWake(now: now) { wait = min(wait, max(.milliseconds(1), wake - now)) }
             try poller.poll(timeout: wait)
         }
     }
@@ -188,7 +185,7 @@ public final class CommandSender {
             handshakes += 1
             if handshakes > 1 {
                 reconnections += 1
-                retries.reconnected(now: .now)
+                pipeline.reconnected(now: .now)
             }
         }
     }
@@ -220,36 +217,28 @@ public final class CommandSender {
                 malformed.record(failure.reason)
                 continue
             }
-            guard let commandID = acknowledgement.commandID, commandID.origin == configuration.origin else {
-                lateAcknowledgements += 1
+            guard let commandID = acknowledgement.commandID else {
+                unidentifiedAcknowledgements += 1
                 continue
             }
-            switch retries.answered(commandID.number, status: acknowledgement.status, now: .now) {
-            case .late:
-                lateAcknowledgements += 1
-            case .retryLater:
+            switch pipeline.answered(commandID, status: acknowledgement.status, now: .now) {
+            case nil, .gaveUp?:
                 continue
-            case .completed(let sentOnce):
-                if acknowledgement.status == .duplicate && sentOnce {
-                    // Sent once, so no earlier copy of ours can have been applied: someone else's was.
-                    completions.append(.failed(commandID, .duplicateOfUnsentCommand(
-                        commandID: commandID, endpoint: configuration.requestsEndpoint)))
-                    continue
-                }
+            case .duplicateOfUnsentCommand?:
+                completions.append(.failed(commandID, .duplicateOfUnsentCommand(
+                    commandID: commandID, endpoint: configuration.requestsEndpoint)))
+            case .answered?:
                 completions.append(.acknowledged(acknowledgement))
             }
         }
     }
 
     private func retryDue(into completions: inout [CommandCompletion]) throws(ZeroMQError) {
-        let now = ContinuousClock.now
-        guard let wake = retries.nextWake(now: now), wake <= now else { return }
-        let work = retries.due(now: now)
+        let work = pipeline.due(now: .now)
         for (_, payload) in work.resend {
             try dealer.send([commandVerb, payload], mode: .nonBlocking)
         }
-        for (number, attempts, elapsed) in work.expired {
-            let commandID = CommandID(origin: configuration.origin, number: number)
+        for case .gaveUp(let commandID, let attempts, let elapsed) in work.completions {
             completions.append(.failed(commandID, .notAcknowledged(
                 commandID: commandID, endpoint: configuration.requestsEndpoint, attempts: attempts, elapsed: elapsed)))
         }
