@@ -24,20 +24,24 @@ import Testing
         var pipeline = pipeline(window: 3)
         let numbers = (0..<3).compactMap { _ in pipeline.submit(Self.body, now: at(0))?.command.id.number }
         #expect(numbers == [1, 2, 3])
-        #expect(pipeline.submit(Self.body, now: at(0)) == nil, "a fourth command must not fit a window of 3")
+        let fourth = pipeline.submit(Self.body, now: at(0))
+        #expect(fourth == nil, "a fourth command must not fit a window of 3")
         let completion = pipeline.answered(CommandID(origin: "app.1", number: 2), status: .accepted, now: at(1))
         #expect(completion == .answered(CommandID(origin: "app.1", number: 2), .accepted))
-        #expect(pipeline.submit(Self.body, now: at(1))?.command.id.number == 4)
+        let afterAnswer = pipeline.submit(Self.body, now: at(1))
+        #expect(afterAnswer?.command.id.number == 4)
         #expect(pipeline.outstandingCount == 3)
     }
 
     @Test("the payload kept for retries is the command's encoding, and a retry sends those bytes again")
     func retriesResendTheEncodedCommand() throws {
         var pipeline = pipeline()
-        let (command, payload) = try #require(pipeline.submit(Self.body, now: at(0)))
+        let submitted = pipeline.submit(Self.body, now: at(0))
+        let (command, payload) = try #require(submitted)
         #expect(try EventCodec.decodeCommand(payload) == command)
         // Silent queue: the oldest command is probed after the retry interval.
-        #expect(pipeline.due(now: at(100)).resend.isEmpty)
+        let early = pipeline.due(now: at(100))
+        #expect(early.resend.isEmpty)
         let work = pipeline.due(now: at(500))
         #expect(work.resend.map(\.number) == [1])
         #expect(work.resend.first?.payload == payload)
@@ -49,9 +53,11 @@ import Testing
         for _ in 0..<5 { _ = pipeline.submit(Self.body, now: at(0)) }
         _ = pipeline.answered(CommandID(origin: "app.1", number: 3), status: .accepted, now: at(2))
         pipeline.reconnected(now: at(10))
-        #expect(pipeline.due(now: at(10)).resend.map(\.number) == [1, 2, 4, 5])
+        let resent = pipeline.due(now: at(10)).resend.map(\.number)
+        #expect(resent == [1, 2, 4, 5])
         // Once each: nothing more until the queue stays silent for a retry interval.
-        #expect(pipeline.due(now: at(11)).resend.isEmpty)
+        let next = pipeline.due(now: at(11)).resend
+        #expect(next.isEmpty)
     }
 
     @Test("\"duplicate\" for a command sent once means another client used this id; for a retried one it is the answer")
@@ -59,12 +65,13 @@ import Testing
         var pipeline = pipeline()
         _ = pipeline.submit(Self.body, now: at(0))
         _ = pipeline.submit(Self.body, now: at(0))
-        #expect(pipeline.answered(CommandID(origin: "app.1", number: 1), status: .duplicate, now: at(1))
-            == .duplicateOfUnsentCommand(CommandID(origin: "app.1", number: 1)))
+        let forged = pipeline.answered(CommandID(origin: "app.1", number: 1), status: .duplicate, now: at(1))
+        #expect(forged == .duplicateOfUnsentCommand(CommandID(origin: "app.1", number: 1)))
         _ = pipeline.due(now: at(600))  // command 2 probed: sent twice now
-        #expect(pipeline.answered(CommandID(origin: "app.1", number: 2), status: .duplicate, now: at(601))
-            == .answered(CommandID(origin: "app.1", number: 2), .duplicate))
-        #expect(pipeline.answered(CommandID(origin: "app.1", number: 2), status: .accepted, now: at(602)) == nil)
+        let retried = pipeline.answered(CommandID(origin: "app.1", number: 2), status: .duplicate, now: at(601))
+        #expect(retried == .answered(CommandID(origin: "app.1", number: 2), .duplicate))
+        let late = pipeline.answered(CommandID(origin: "app.1", number: 2), status: .accepted, now: at(602))
+        #expect(late == nil)
         #expect(pipeline.lateAnswers == 1)
     }
 
@@ -72,10 +79,13 @@ import Testing
     func unavailableRetriedLater() {
         var pipeline = pipeline()
         _ = pipeline.submit(Self.body, now: at(0))
-        #expect(pipeline.answered(CommandID(origin: "app.1", number: 1), status: .unavailable, now: at(1)) == nil)
+        let answer = pipeline.answered(CommandID(origin: "app.1", number: 1), status: .unavailable, now: at(1))
+        #expect(answer == nil)
         #expect(pipeline.outstandingCount == 1)
-        #expect(pipeline.due(now: at(100)).resend.isEmpty)
-        #expect(pipeline.due(now: at(501)).resend.map(\.number) == [1])
+        let early = pipeline.due(now: at(100)).resend
+        #expect(early.isEmpty)
+        let due = pipeline.due(now: at(501)).resend.map(\.number)
+        #expect(due == [1])
     }
 
     @Test("a command unanswered past giveUpAfter is given up, with its attempts and age")
