@@ -392,6 +392,8 @@ public final class DeterministicRuntime {
     }
 
     @exclusivity(unchecked) private var queueBusyUntil: Int64 = 0
+    /// When the last outage ends.
+    private var outagesThrough: Int64 = -1
 
     private func makePipeline(origin: String) -> CommandPipeline {
         CommandPipeline(origin: origin, window: senderWindow, policy: retryPolicy, now: instant(now),
@@ -445,8 +447,8 @@ public final class DeterministicRuntime {
             return false
         }
         guard time <= until else { return false }
-        // Just after the outage, after everything that waited before it: each link keeps its order.
-        scheduler.schedule(at: until + 1, action)
+        // Just after the outage, before what was due then and after what waited before it: each link keeps its order.
+        scheduler.scheduleBeforeOthers(at: until + 1, action)
         return true
     }
 
@@ -530,7 +532,11 @@ public final class DeterministicRuntime {
     }
 
     private func begin(_ kind: PlannedOutage.Kind, of target: Int, forNanoseconds duration: Int64) {
+        // One outage at a time: what waited for one is put after it once, so an outage beginning
+        // while work waits for another could put later work on a link before earlier work.
+        guard now > outagesThrough else { return }
         let through = now + max(1, duration)
+        outagesThrough = through
         switch (kind, target == slots.count) {
         case (.stall, true): queueStalledThrough = max(queueStalledThrough, through)
         case (.partition, true): queuePartitionedThrough = max(queuePartitionedThrough, through)

@@ -33,9 +33,9 @@ import Testing
 
     /// The storm's setting: the queue stalled from 8 s to 10 s under open load, with the given retry rule.
     static func stalledQueue(rule: CommandRetries.Rule) throws -> StormRun {
-        // About 200 lifecycles per second, each four or five commands; the queue has about
-        // four times the capacity the load needs (250 µs per command).
-        let scenario = openLoad(seed: 30, devices: 100, purchases: 40, serviceMicroseconds: 250)
+        // About 40 lifecycles per second, each four or five commands; the queue has about
+        // five times the capacity the load needs (1 ms per command).
+        let scenario = openLoad(seed: 30, devices: 20, purchases: 40, serviceMicroseconds: 1_000)
         let runtime = try DeterministicRuntime(scenario: scenario, environment: .inMemory(seed: scenario.seed))
         runtime.retryPolicy.rule = rule
         runtime.plannedOutages = [PlannedOutage(.stall, of: .queue, atNanoseconds: 8_000_000_000, forNanoseconds: 2_000_000_000)]
