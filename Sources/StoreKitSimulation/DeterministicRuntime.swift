@@ -339,7 +339,9 @@ public final class DeterministicRuntime {
                 crash(slot: index)
                 return
             }
-            scheduleWake(index)
+            // At least a millisecond on, as a live sender's poll waits: a wake-up that found nothing
+            // due must not be scheduled at the same instant again.
+            scheduleWake(index, notBefore: now + 1_000_000)
         case .outage(let index):
             let outage = plannedOutages[index]
             let target = outage.process == .queue ? slots.count : slots.firstIndex { outage.process == .role($0.kind) } ?? slots.count
@@ -509,14 +511,15 @@ public final class DeterministicRuntime {
     }
 
     /// Makes sure the sender at `index` is woken by its pipeline's next wake-up (or none, with nothing outstanding).
-    private func scheduleWake(_ index: Int, at forced: Int64? = nil) {
-        guard let wake = forced ?? slots[index].pipeline.nextWake(now: instant(now)).map(nanoseconds) else {
+    private func scheduleWake(_ index: Int, at forced: Int64? = nil, notBefore earliest: Int64 = 0) {
+        guard let next = forced ?? slots[index].pipeline.nextWake(now: instant(now)).map(nanoseconds) else {
             if slots[index].wakeAt != nil {
                 slots[index].wakeAt = nil
                 slots[index].wakeGeneration += 1
             }
             return
         }
+        let wake = max(next, earliest)
         if let scheduled = slots[index].wakeAt, scheduled <= wake { return }
         slots[index].wakeGeneration += 1
         slots[index].wakeAt = max(now, wake)
