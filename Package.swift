@@ -58,7 +58,7 @@ let package = Package(
         // scheduler, log projection, role factory and run report.
         .target(name: "StoreKitRuntime", dependencies: ["StoreKitRoles", "StoreKitModel", "EventLog"]),
         // The deterministic runtime: virtual clock, network model, recorded choices.
-        .target(name: "StoreKitSimulation", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
+        .target(name: "StoreKitSimulation", dependencies: ["BusProtocol", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
         // Replay of a recorded run through the one engine, compared with the recording event by event.
         .target(name: "StoreKitReplay", dependencies: ["StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog"]),
         // Test helpers that this project's tests and users' own tests share: the queue engine over
@@ -71,7 +71,9 @@ let package = Package(
         // shrinking, traces (Mermaid, HTML), reproduce files. Users' `swift test` depends on it.
         .target(name: "StoreKitExplore", dependencies: ["StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel"]),
         // The bus over ZeroMQ: wire format, publishing after durability, gap-free subscriptions, command retries.
-        .target(name: "Bus", dependencies: ["ZeroMQ", "StoreKitModel", "EventLog"]),
+        // The bus's protocol logic as state machines with no socket and no clock: live and simulated runtimes run it.
+        .target(name: "BusProtocol", dependencies: ["StoreKitModel"]),
+        .target(name: "Bus", dependencies: ["BusProtocol", "ZeroMQ", "StoreKitModel", "EventLog"]),
         // Roles as OS processes: topology files, the queue and role processes, the supervisor of `sksim run`.
         .target(name: "StoreKitLive", dependencies: [
             "Bus", "ZeroMQ", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "EventLog",

@@ -97,14 +97,15 @@ public enum CommandCompletion: Sendable, Equatable {
 public final class CommandSender {
     public let configuration: CommandSenderConfiguration
     /// Number the next command gets.
-    public private(set) var nextNumber: UInt64
+    public var nextNumber: UInt64 { pipeline.nextNumber }
     /// ACKs for commands no longer outstanding (answers to retries that crossed an ACK).
-    public private(set) var lateAcknowledgements = 0
-    public var retriesSent: Int { retries.retriesSent }
+    public var lateAcknowledgements: Int { pipeline.lateAnswers + unidentifiedAcknowledgements }
+    private var unidentifiedAcknowledgements = 0
+    public var retriesSent: Int { pipeline.retries.retriesSent }
     /// Retries sent as probes while the queue was silent (`CommandRetries`).
-    public var probesSent: Int { retries.probesSent }
+    public var probesSent: Int { pipeline.retries.probesSent }
     /// Retries of lost commands held back because the retry budget was spent.
-    public var retriesDeferredByBudget: Int { retries.retriesDeferredByBudget }
+    public var retriesDeferredByBudget: Int { pipeline.retries.retriesDeferredByBudget }
     /// Refused inbound messages by reason.
     public private(set) var malformed = WireFailureCounts()
     /// Connections to the queue made again after the first (a restarted queue).
@@ -119,7 +120,7 @@ public final class CommandSender {
     private let connections: SocketMonitor
     private var handshakes = 0
     private let poller = Poller()
-    private var retries: CommandRetries
+    private var pipeline: CommandPipeline
     private let commandVerb = Array(BusWire.RequestVerb.command.rawValue.utf8)
     private let acknowledgementVerb = Array(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
     private let acknowledgementsVerb = Array(BusWire.ReplyVerb.acknowledgements.rawValue.utf8)
@@ -132,8 +133,8 @@ public final class CommandSender {
 
     public init(context: ZeroMQContext, configuration: CommandSenderConfiguration) throws(ZeroMQError) {
         self.configuration = configuration
-        nextNumber = configuration.firstNumber
-        retries = CommandRetries(policy: configuration.retryPolicy, now: .now)
+        pipeline = CommandPipeline(origin: configuration.origin, firstNumber: configuration.firstNumber, window: max(1, configuration.window),
+                                   policy: configuration.retryPolicy, now: .now)
         dealer = try context.socket(.dealer)
         if let curve = configuration.curve { try curve.apply(to: dealer) }
         // Room for the whole window plus its retries in both directions.
@@ -164,25 +165,21 @@ public final class CommandSender {
     public var pollItems: [PollItem] { [.socket(dealer, .readable), .socket(connections.socket, .readable)] }
 
     /// Commands awaiting an ACK.
-    public var outstandingCount: Int { retries.outstandingCount }
+    public var outstandingCount: Int { pipeline.outstandingCount }
 
     /// Whether `submit` would accept another command now.
-    public var hasCapacity: Bool { retries.outstandingCount < configuration.window }
+    public var hasCapacity: Bool { pipeline.hasCapacity }
 
     /// Assigns the next id to `body`, sends it and keeps it outstanding until its ACK.
     /// Throws `.windowFull` instead of blocking when the window is full.
     @discardableResult
     public func submit(_ body: CommandBody) throws(CommandSenderError) -> CommandID {
-        guard hasCapacity else { throw .windowFull(window: configuration.window) }
-        let command = Command(id: CommandID(origin: configuration.origin, number: nextNumber), body: body)
-        let payload = EventCodec.encode(command)
+        guard let (command, payload) = pipeline.submit(body, now: .now) else { throw .windowFull(window: configuration.window) }
         do {
             try send(payload)
         } catch {
             throw .transport(error)
         }
-        retries.sent(nextNumber, payload: payload, now: .now)
-        nextNumber += 1
         return command.id
     }
 
@@ -225,7 +222,7 @@ public final class CommandSender {
             let now = ContinuousClock.now
             if !completions.isEmpty || now >= deadline { return completions }
             var wait = deadline - now
-            if let wake = retries.nextWake(now: now) { wait = min(wait, max(.milliseconds(1), wake - now)) }
+            if let wake = pipeline.nextWake(now: now) { wait = min(wait, max(.milliseconds(1), wake - now)) }
             try poller.poll(timeout: wait)
         }
     }
@@ -236,7 +233,7 @@ public final class CommandSender {
             handshakes += 1
             if handshakes > 1 {
                 reconnections += 1
-                retries.reconnected(now: .now)
+                pipeline.reconnected(now: .now)
                 // The queue that answers now may be another build: version 1 until it says otherwise.
                 wireVersion = 1
                 try sendHello()
@@ -293,34 +290,26 @@ public final class CommandSender {
             helloPending = false
             return
         }
-        guard let commandID = acknowledgement.commandID, commandID.origin == configuration.origin else {
-            lateAcknowledgements += 1
+        guard let commandID = acknowledgement.commandID else {
+            unidentifiedAcknowledgements += 1
             return
         }
-        switch retries.answered(commandID.number, status: acknowledgement.status, now: .now) {
-        case .late:
-            lateAcknowledgements += 1
-        case .retryLater:
+        switch pipeline.answered(commandID, status: acknowledgement.status, now: .now) {
+        case nil, .gaveUp?:
             return
-        case .completed(let sentOnce):
-            if acknowledgement.status == .duplicate && sentOnce {
-                // Sent once, so no earlier copy of ours can have been applied: someone else's was.
-                completions.append(.failed(commandID, .duplicateOfUnsentCommand(
-                    commandID: commandID, endpoint: configuration.requestsEndpoint)))
-                return
-            }
+        case .duplicateOfUnsentCommand?:
+            completions.append(.failed(commandID, .duplicateOfUnsentCommand(
+                commandID: commandID, endpoint: configuration.requestsEndpoint)))
+        case .answered?:
             completions.append(.acknowledged(acknowledgement))
         }
     }
 
     private func retryDue(into completions: inout [CommandCompletion]) throws(ZeroMQError) {
-        let now = ContinuousClock.now
-        guard let wake = retries.nextWake(now: now), wake <= now else { return }
-        let work = retries.due(now: now)
+        let work = pipeline.due(now: .now)
         for (_, payload) in work.resend { try send(payload) }
         try sendBatch()
-        for (number, attempts, elapsed) in work.expired {
-            let commandID = CommandID(origin: configuration.origin, number: number)
+        for case .gaveUp(let commandID, let attempts, let elapsed) in work.completions {
             completions.append(.failed(commandID, .notAcknowledged(
                 commandID: commandID, endpoint: configuration.requestsEndpoint, attempts: attempts, elapsed: elapsed)))
         }

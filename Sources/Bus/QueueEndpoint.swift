@@ -233,8 +233,9 @@ public final class QueueEndpoint {
     private let unreadReplies: UnreadReplies
     private var refusalReports: RefusalReportLimiter
     private var reportedClientKeys = Set<CurveKey>()
-    /// `clientPermissions` by the user id each connection is let in with (the key's Z85 text).
-    private let permissionsByUserID: [String: ClientPermissions]
+    /// The endpoint's half of the queue's rules (`QueueAdmission.atEndpoint`), with `clientPermissions`
+    /// by the user id each connection is let in with (the key's Z85 text).
+    private var admission: QueueAdmission
     /// What each subscriber connection subscribed to, by descriptor (docs/wire-format.md, "Subscriptions").
     private var subscriptions: SubscriptionLedger
     /// The last read of the events socket stopped at `subscriptionMessagesPerRead`: more may wait unsignalled.
@@ -288,7 +289,9 @@ public final class QueueEndpoint {
         lastEnqueuedSequence = publishedSequence
         recent = RecentRecords(capacity: max(1, configuration.recentRecordCapacity))
         refusalReports = RefusalReportLimiter(interval: configuration.refusalReportInterval)
-        permissionsByUserID = Dictionary(uniqueKeysWithValues: (configuration.clientPermissions ?? [:]).map { ($0.key.z85, $0.value) })
+        admission = QueueAdmission(
+            permissions: Dictionary(uniqueKeysWithValues: (configuration.clientPermissions ?? [:]).map { ($0.key.z85, $0.value) }),
+            maximumUnpublishedRecords: configuration.maximumUnpublishedRecords)
         subscriptions = SubscriptionLedger(maximumPerConnection: max(1, configuration.maximumSubscriptionsPerSubscriber))
         unreadReplies = UnreadReplies(totalLimit: configuration.maximumQueuedReplyBytes, maximumPeers: configuration.maximumPeers)
 
@@ -553,14 +556,14 @@ public final class QueueEndpoint {
                 refuse(routingID, WireFailure(.wrongFrameCount, "CMD has \(message.count - 1) frames, expected 2"))
                 return
             }
-            handleCommand(routingID: routingID, payload: message[2], sender: permissionsByUserID.isEmpty ? nil : message.userID(ofFrame: 2),
+            handleCommand(routingID: routingID, payload: message[2], sender: admission.checksSenders ? message.userID(ofFrame: 2) : nil,
                           batched: false)
         case .commands:
             guard message.count == 3 else {
                 refuse(routingID, WireFailure(.wrongFrameCount, "CMDS has \(message.count - 1) frames, expected 2"), batched: true)
                 return
             }
-            let sender = permissionsByUserID.isEmpty ? nil : message.userID(ofFrame: 2)
+            let sender = admission.checksSenders ? message.userID(ofFrame: 2) : nil
             do {
                 // Each command as if it came alone in a CMD, in order; a batch whose framing is wrong has no effect.
                 try BusWire.forEachBatchedCommand(message[2]) { payload in
@@ -624,21 +627,18 @@ public final class QueueEndpoint {
             refuse(routingID, WireFailure(reason, error.description), commandID: BusWire.leadingCommandID(payload), batched: batched)
             return
         }
-        if let sender, let permissions = permissionsByUserID[sender], let refusal = permissions.refusal(of: command.body) {
-            // Refused before the handler: nothing is recorded, and retrying cannot help.
-            counters.commandsRefusedForRole += 1
-            let detail = "refused command \(command.id) from client key \(sender): \(refusal)"
-            counters.refused.record(.roleRefused)
-            if let report = refusalReports.admit(WireFailure(.roleRefused, detail), at: .now) { onRefused?(report) } else { counters.refusalReportsSkipped += 1 }
-            acknowledge(routingID, CommandAcknowledgement(status: .rejected, commandID: command.id, lastSequence: 0,
-                                                          message: "not allowed: \(refusal)"), batched: batched)
-            return
-        }
-        if unpublished.count >= configuration.maximumUnpublishedRecords {
-            counters.commandsRefusedAsUnavailable += 1
-            acknowledge(routingID, CommandAcknowledgement(
-                status: .unavailable, commandID: command.id, lastSequence: 0,
-                message: "the queue is busy: \(unpublished.count) records await durability; retry later"), batched: batched)
+        if let refusal = admission.atEndpoint(command, sender: sender, unpublishedRecords: unpublished.count) {
+            switch refusal.reason {
+            case .role:
+                // Refused before the handler: nothing is recorded, and retrying cannot help.
+                counters.commandsRefusedForRole += 1
+                let detail = "refused command \(command.id) from client key \(sender ?? "?"): \(refusal.detail)"
+                counters.refused.record(.roleRefused)
+                if let report = refusalReports.admit(WireFailure(.roleRefused, detail), at: .now) { onRefused?(report) } else { counters.refusalReportsSkipped += 1 }
+            default:
+                counters.commandsRefusedAsUnavailable += 1
+            }
+            acknowledge(routingID, CommandAcknowledgement(status: refusal.status, commandID: command.id, lastSequence: 0, message: refusal.message), batched: batched)
             return
         }
         let outcome: CommandOutcome

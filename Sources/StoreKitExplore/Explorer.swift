@@ -8,9 +8,11 @@ extension Scenario {
     /// A scenario for exploration: every choice point on, with probabilities high enough that
     /// a few thousand schedules visit each (app kills, duplicate deliveries, late
     /// `removedTransactions`, attach order, relaunches, restores, deferrals, failures, progress
-    /// 1.0 before a download finishes).
+    /// 1.0 before a download finishes). With `outages`, also stalls and partitions of any process
+    /// (the queue or a role), so the bus's retries and catch-up run under them.
     public static func exploration(devices: Int = 1, purchasesPerDevice: Int = 3,
-                                   observers: [ObserverBehavior] = [.downloadThenFinish, .audit], seed: UInt64 = 1) -> Scenario {
+                                   observers: [ObserverBehavior] = [.downloadThenFinish, .audit], seed: UInt64 = 1,
+                                   outages: Bool = false) -> Scenario {
         var scenario = Scenario(seed: seed, devices: devices)
         scenario.apps.purchasesPerDevice = purchasesPerDevice
         scenario.apps.observers = observers
@@ -32,6 +34,11 @@ extension Scenario {
         scenario.downloader.failureProbabilityPerTick = 0.01
         scenario.downloader.tickMilliseconds = 50
         scenario.downloader.reportsFullProgressBeforeFinishing = true
+        if outages {
+            scenario.network.stallProbability = 0.01
+            scenario.network.partitionProbability = 0.01
+            scenario.network.outageLatency = .uniform(minimumMilliseconds: 100, maximumMilliseconds: 1_500)
+        }
         return scenario
     }
 }

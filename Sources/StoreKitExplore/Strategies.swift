@@ -201,7 +201,7 @@ public struct ExhaustiveSpace: Sendable, Hashable {
     var productCount: UInt64
 
     /// Choices about time and amounts only: held at their simplest, so the search is over decisions.
-    static let heldKinds: Set<ChoiceKind> = [.latency, .networkDelay, .durabilityDelay, .transferRate, .quantity, .appWorkDelay]
+    static let heldKinds: Set<ChoiceKind> = [.latency, .networkDelay, .durabilityDelay, .transferRate, .quantity, .appWorkDelay, .retryJitter]
     /// Most values tried for a small index draw (all of them below this bound).
     static let maximumIndexValues: UInt64 = 8
 
@@ -245,6 +245,8 @@ public struct ExhaustiveSpace: Sendable, Hashable {
             .crash: chance(scenario.network.crashProbability),
             .networkLoss: chance(scenario.network.lossProbability),
             .networkDuplicate: chance(scenario.network.duplicateProbability),
+            .stall: chance(scenario.network.stallProbability ?? 0),
+            .partition: chance(scenario.network.partitionProbability ?? 0),
         ]
         struct Shape: Hashable { var kind: ProductKind; var contents: Int }
         var shapes: Set<Shape> = []

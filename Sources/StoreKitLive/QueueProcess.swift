@@ -73,21 +73,18 @@ public final class QueueProcess {
         if let notice = topology.securityNotice { logger.warning("\(notice)") }
         configuration.durabilityWakeup = wakeup
         let logger = self.logger
-        var order = SenderOrderGate()
-        var admission = PaymentAdmission()
+        // The engine's half of the queue's rules (the endpoint runs the other): each sender's commands in
+        // its order, and payments within the bounds, so a burst cannot grow the queue without limit.
+        var admission = QueueAdmission()
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
-            // A sender's commands are applied in its order: one that arrives ahead of an earlier one
-            // still being retried (after a restart of this queue) is answered "retry later", for a while.
-            let window = engine.projection.recentCommands
-            if order.mustWait(command.id, window: window, now: LiveClock.monotonicNanoseconds()) {
-                let highest = window.highest(of: command.id.origin)
-                return .retryLater("command \(command.id) arrived before \(command.id.origin):\(highest + 1); send it again after the earlier ones")
-            }
-            // A payment beyond the bounds is refused unrecorded, so a burst cannot grow the queue without limit.
-            if let refusal = admission.refusal(of: command.body, in: engine.projection) {
-                // Handled, though unrecorded: its sender's next command must not wait for it (SenderOrderGate).
-                engine.noteRefused(command.id)
-                return .rejected(refusal, appended: [])
+            if let refusal = admission.beforeEngine(command, projection: engine.projection, now: LiveClock.monotonicNanoseconds()) {
+                switch refusal.reason {
+                case .outOfOrder: return .retryLater(refusal.message)
+                default:
+                    // Handled, though unrecorded: its sender's next command must not wait for it (SenderOrderGate).
+                    engine.noteRefused(command.id)
+                    return .rejected(refusal.message, appended: [])
+                }
             }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
             let outcome = try engine.handle(command, timestamp: LiveClock.wallNanoseconds() - startedAt)

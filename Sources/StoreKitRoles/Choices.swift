@@ -55,6 +55,12 @@ public enum ChoiceKind: String, Sendable, Hashable, Codable, CaseIterable {
     /// whether it fails (StoreKitSim's `SimulatedWork`).
     case appWorkDelay
     case appWorkFailure
+    /// Where in its range a sender's retry interval falls (the bus's jitter, `CommandRetries`).
+    case retryJitter
+    /// Whether, at one step, one process (a role or the queue) stalls, which one, and for how long.
+    case stall
+    /// Whether, at one step, one process's links to the queue are cut, which one, and for how long.
+    case partition
 }
 
 /// One numbered, recorded choice: a value in `0..<bound`. Zero is always the simplest

@@ -210,14 +210,32 @@ public struct NetworkBehavior: Sendable, Hashable, Codable {
     public var crashProbability: Double = 0
     /// How long a crashed role stays down before it is restarted.
     public var restartLatency: LatencyDistribution = .uniform(minimumMilliseconds: 50, maximumMilliseconds: 500)
+    /// Chance, per step of the run, that one process (a role or the queue, chosen among all) stops for
+    /// `outageLatency` (a SIGSTOP): what is sent to it waits, its timers fire late. nil: never.
+    public var stallProbability: Double?
+    /// Chance, per step, that one process's links to the queue are cut for `outageLatency`: what either
+    /// side sends on them arrives once they heal, in order (TCP holds it). nil: never.
+    public var partitionProbability: Double?
+    /// How long a stall or a partition lasts.
+    public var outageLatency: LatencyDistribution?
+    /// Chance that a command or its answer is lost on its link (the sender retries). nil: never.
+    public var commandLossProbability: Double?
+    /// Time the queue takes per command (it works through arrivals in order). nil: none, every command
+    /// is handled on arrival; with a service time a stall leaves a backlog to work off.
+    public var queueServiceMicroseconds: Double?
 
     public init() {}
 
+    /// How long a stall or partition lasts when `outageLatency` is not set.
+    public static let defaultOutageLatency = LatencyDistribution.uniform(minimumMilliseconds: 500, maximumMilliseconds: 3_000)
+
     public func validate() throws(ConfigurationError) {
         for (name, value) in [("duplicateProbability", duplicateProbability), ("lossProbability", lossProbability),
-                              ("crashProbability", crashProbability)] where !(0...1).contains(value) {
+                              ("crashProbability", crashProbability), ("stallProbability", stallProbability ?? 0),
+                              ("partitionProbability", partitionProbability ?? 0), ("commandLossProbability", commandLossProbability ?? 0)] where !(0...1).contains(value) {
             throw ConfigurationError("network.\(name) is \(value); a probability must be between 0 and 1", code: .outOfRange)
         }
         guard catchUpMilliseconds >= 0 else { throw ConfigurationError("network.catchUpMilliseconds must be 0 or more", code: .outOfRange) }
+        guard (queueServiceMicroseconds ?? 0) >= 0 else { throw ConfigurationError("network.queueServiceMicroseconds must be 0 or more", code: .outOfRange) }
     }
 }

@@ -21,7 +21,9 @@ public struct Scheduler<Action> {
     }
 
     @usableFromInline var heap: [Entry] = []
-    @usableFromInline var inserted: UInt64 = 0
+    /// Orders of `schedule`: from the middle of the range, so that `scheduleBeforeOthers` has the lower half.
+    @usableFromInline var inserted: UInt64 = 1 << 63
+    @usableFromInline var insertedBeforeOthers: UInt64 = 0
 
     public init() {}
 
@@ -33,6 +35,21 @@ public struct Scheduler<Action> {
     public mutating func schedule(at time: Int64, _ action: consuming Action) {
         heap.append(Entry(time: time, order: inserted, action: action))
         inserted += 1
+        siftUpLast()
+    }
+
+    /// Schedules `action` before everything `schedule` put at the same time (and after what this
+    /// put there before): work that waited for an outage goes first when it ends, so each link
+    /// keeps its order.
+    @inlinable
+    public mutating func scheduleBeforeOthers(at time: Int64, _ action: consuming Action) {
+        heap.append(Entry(time: time, order: insertedBeforeOthers, action: action))
+        insertedBeforeOthers += 1
+        siftUpLast()
+    }
+
+    @inlinable
+    mutating func siftUpLast() {
         heap.withUnsafeMutableBufferPointer { entries in
             // Sift the new entry up: parents that come after it move down into the hole it leaves.
             let base = entries.baseAddress!

@@ -1,3 +1,4 @@
+import BusProtocol
 import Foundation
 import StoreKitModel
 import StoreKitRoles
@@ -31,14 +32,56 @@ public struct NetworkCounters: Sendable, Hashable {
     public var duplicatesDelivered = 0
     public var eventsLost = 0
     public var crashes = 0
+    /// Commands that reached a queue that was down: lost with its connection, sent again by their
+    /// sender once it reconnects.
     public var commandsHeldWhileQueueDown = 0
+    /// Commands or answers lost on their link (`commandLossProbability`).
+    public var commandsLost = 0
+    /// Copies dropped because their sender already had `linkCapacity` messages waiting at the queue.
+    public var commandsDroppedAtFullLink = 0
+    /// Commands sent again by their sender (`CommandRetries`).
+    public var retriesSent = 0
+    /// Commands the queue answered `unavailable` (out of its sender's order, or overloaded).
+    public var answeredUnavailable = 0
+    /// Commands a sender gave up on (its role then fails and is restarted, as live).
+    public var commandsGivenUp = 0
+    public var stalls = 0
+    public var partitions = 0
+}
+
+/// A process of the deterministic runtime that an outage can hit.
+public enum SimulatedProcess: Sendable, Hashable {
+    case queue
+    case role(RoleFactory.Kind)
+}
+
+/// A stall (the process stops, as under SIGSTOP: what is sent to it waits, its timers fire late)
+/// or a partition (its links to the queue are cut: what either side sends arrives once they heal),
+/// planned at a time of the run (tests), besides those drawn as choices (`stallProbability`,
+/// `partitionProbability`).
+public struct PlannedOutage: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable { case stall, partition }
+    public var kind: Kind
+    public var process: SimulatedProcess
+    public var startNanoseconds: Int64
+    public var durationNanoseconds: Int64
+
+    public init(_ kind: Kind, of process: SimulatedProcess, atNanoseconds start: Int64, forNanoseconds duration: Int64) {
+        self.kind = kind
+        self.process = process
+        startNanoseconds = start
+        durationNanoseconds = duration
+    }
 }
 
 /// Every role in one process on a virtual clock, through the one queue engine. The
 /// network model delays each message per link (links keep their order), publishes
 /// events only once the log has made them durable, and can duplicate, lose (followed by
-/// catch-up) and crash any role, each a recorded choice. Same choices, same log, byte for
-/// byte, wherever it is written.
+/// catch-up) and crash any role, stall any process and cut its links, each a recorded choice.
+/// Commands travel through the bus's own protocol logic: each role sends through a
+/// `CommandPipeline` (window, numbering, `CommandRetries`) and the queue judges each arrival with
+/// `QueueAdmission` (sender order, bounds, overload) before the engine, as the live processes do.
+/// Same choices, same log, byte for byte, wherever it is written.
 public final class DeterministicRuntime {
     public let scenario: Scenario
     public let environment: DeterministicEnvironment
@@ -66,16 +109,39 @@ public final class DeterministicRuntime {
         var isDown = false
         /// Last sequence this role has heard: later copies are duplicates.
         var delivered: UInt64 = 0
-        var commandNumber: UInt64 = 0
         var lastCommandArrival: Int64 = 0
         var lastEventArrival: Int64 = 0
+        /// This incarnation's sender: numbering, window and retries.
+        var pipeline: CommandPipeline
+        /// Its unanswered commands by number, with when each was first sent (the pipeline keeps no
+        /// bytes here: the runtime moves `Command` values).
+        var unanswered: [UInt64: (command: Command, sentAt: Int64)] = [:]
+        /// Commands waiting for room in the window, in order.
+        var waiting: [CommandBody] = []
+        var waitingHead = 0
+        /// The pending wake-up of the pipeline (`Action.wake`); a wake of another generation is stale.
+        var wakeAt: Int64?
+        var wakeGeneration = 0
+        /// Copies of this role's commands on their way to the queue or waiting in its inbox.
+        var atQueue = 0
+        /// Outages: the process stopped, or its links to the queue cut, through these times.
+        var stalledThrough: Int64 = -1
+        var partitionedThrough: Int64 = -1
     }
 
     /// What the scheduler holds: small and trivially copied (no reference counting as it moves
     /// through the scheduler); a command and a timer's token wait in slabs of their own.
     private enum Action {
-        /// The command in `commandsInFlight` at this slot.
-        case command(Int)
+        /// The command in `commandsInFlight` at this slot, sent by the role at `from`.
+        case command(Int, from: Int)
+        /// The queue takes the next command of its inbox (with a service time).
+        case serveQueue
+        /// The queue's answer reaches the sender at `slot` (its incarnation then).
+        case answer(slot: Int, incarnation: Int, number: UInt64, status: AcknowledgementStatus)
+        /// The sender at `slot` looks at its retries.
+        case wake(slot: Int, generation: Int)
+        /// An outage (`PlannedOutage`) begins.
+        case outage(Int)
         case publish(first: UInt64, last: UInt64)
         /// The event is held in `held` (see there), not copied into every delivery.
         case deliver(sequence: UInt64, slot: Int)
@@ -88,7 +154,7 @@ public final class DeterministicRuntime {
         func concerns(slot index: Int) -> Bool {
             switch self {
             case .deliver(_, let slot), .timer(_, let slot, _), .restart(let slot): slot == index
-            case .command, .publish, .restartQueue: false
+            case .command, .publish, .restartQueue, .serveQueue, .answer, .wake, .outage: false
             }
         }
     }
@@ -98,7 +164,7 @@ public final class DeterministicRuntime {
     // time (roles return effects, they never call back), so the dynamic checks only cost time.
     @exclusivity(unchecked) private var slots: [Slot] = []
     @exclusivity(unchecked) private var scheduler = Scheduler<Action>()
-    @exclusivity(unchecked) private var commandsInFlight = Slab<CommandInFlight>()
+    @exclusivity(unchecked) private var commandsInFlight = Slab<Arrival>()
     @exclusivity(unchecked) private var timerTokens = Slab<TimerToken>()
     @exclusivity(unchecked) private var now: Int64 = 0
     @exclusivity(unchecked) private var lastDurable: Int64 = 0
@@ -112,14 +178,39 @@ public final class DeterministicRuntime {
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
-    private var heldCommands: [CommandInFlight] = []
-
-    /// A command on its way to the queue, with the last sequence its sender had heard when it sent it
-    /// (recorded with it in the log's input record).
-    private struct CommandInFlight {
+    /// A command on its way to the queue, or in its inbox: the sender's slot and incarnation.
+    private struct Arrival {
         var command: Command
+        var slot: Int
+        var incarnation: Int
+        /// The last sequence the sender had heard when it sent this copy (recorded with it in the log's input record).
         var heard: UInt64
     }
+    /// The queue's rules before the engine, as live (`QueueAdmission`).
+    private var admission = QueueAdmission()
+    /// Commands arrived and waiting for the queue (with a service time, or while it is stalled), in order.
+    private var inbox: [Arrival] = []
+    private var inboxHead = 0
+    private var serveScheduled = false
+    private var queueIncarnation = 0
+    private var queueStalledThrough: Int64 = -1
+    private var queuePartitionedThrough: Int64 = -1
+    private let serviceNanoseconds: Int64?
+    /// `CommandPipeline`s measure time as instants: the run's time 0 is this one (only differences count).
+    private let epoch = ContinuousClock.now
+    /// The senders' retry rule; `CommandRetries.Policy.standard` unless a test reproduces another.
+    public var retryPolicy = CommandRetries.Policy.standard
+    /// The senders' window, as live (`CommandPipeline.standardWindow`).
+    public var senderWindow = CommandPipeline.standardWindow
+    /// Messages one sender may have on their way to the queue or waiting in its inbox (a ZeroMQ
+    /// connection's high-water marks, four windows); more are dropped, as a non-blocking send drops them.
+    public var linkCapacity: Int { senderWindow * 4 }
+    /// Outages at planned times, besides those drawn as choices.
+    public var plannedOutages: [PlannedOutage] = []
+    /// When set, every answered command's first send and answer times (simulated nanoseconds), in
+    /// order of answer: what a test of latency before and after a stall reads.
+    public var recordsAnswerTimes = false
+    public private(set) var answerTimes: [(sentNanoseconds: Int64, answeredNanoseconds: Int64)] = []
     /// Read once: through `environment` and `scenario` every use copied (and retained) them.
     private let choices: ChoiceSource
     private let network: NetworkBehavior
@@ -141,9 +232,12 @@ public final class DeterministicRuntime {
         engine.keepsPayloads = false
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
         downloader = RoleFactory.Kind.allCases.firstIndex(of: .downloader)  // Slots are made in this order.
+        serviceNanoseconds = scenario.network.queueServiceMicroseconds.map { Int64($0 * 1_000) }.flatMap { $0 > 0 ? $0 : nil }
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
-            slots.append(Slot(kind: kind, role: role, origin: "\(role.name).0"))
+            let origin = "\(role.name).0"
+            slots.append(Slot(kind: kind, role: role, origin: origin, pipeline: CommandPipeline(
+                origin: origin, window: CommandPipeline.standardWindow, policy: .standard, now: .now)))
         }
     }
 
@@ -157,6 +251,8 @@ public final class DeterministicRuntime {
         let first = held.count
         for record in started { held.append(record.recorded) }
         appended(from: first)
+        for index in slots.indices { slots[index].pipeline = makePipeline(origin: slots[index].origin) }
+        for (index, outage) in plannedOutages.enumerated() { scheduler.schedule(at: outage.startNanoseconds, .outage(index)) }
         for index in slots.indices {
             var resumed = slots[index].role.resume(now: 0)
             perform(&resumed, slot: index)
@@ -165,6 +261,9 @@ public final class DeterministicRuntime {
         var stoppedAtLimit = false
         while let (time, action) = scheduler.next() {
             if stoppedAtEventLimit { break }
+            // Work for a process that is stalled or cut off waits for it; a wake-up with nothing to do
+            // is no step. Neither moves the clock nor draws a choice, so runs without them are as before.
+            if try passesOver(action, at: time) { continue }
             if time > limit {
                 stoppedAtLimit = true
                 break
@@ -176,6 +275,8 @@ public final class DeterministicRuntime {
             // downloader's own steps can set it, so only they are followed by the (dynamic) read.
             if let downloader, action.concerns(slot: downloader), let failure = slots[downloader].role.environmentFailure { throw failure }
             if network.crashProbability > 0, choices.chance(.crash, network.crashProbability) { crashOne() }
+            if let probability = network.stallProbability, probability > 0, choices.chance(.stall, probability) { drawOutage(.stall) }
+            if let probability = network.partitionProbability, probability > 0, choices.chance(.partition, probability) { drawOutage(.partition) }
         }
         try environment.storage.close()
         return RunReport(seed: scenario.seed, totals: engine.projection.totals, pending: engine.projection.pendingCount,
@@ -192,16 +293,61 @@ public final class DeterministicRuntime {
 
     private func carryOut(_ action: Action) throws {
         switch action {
-        case .command(let commandSlot):
-            let inFlight = commandsInFlight.remove(commandSlot)
+        case .command(let commandSlot, _):
+            let arrival = commandsInFlight.remove(commandSlot)
             guard !queueIsDown else {
-                heldCommands.append(inFlight)
+                // Lost with the connection; its sender sends it again once it reconnects.
+                slots[arrival.slot].atQueue -= 1
                 counters.commandsHeldWhileQueueDown += 1
                 return
             }
-            let first = held.count
-            _ = try engine.handle(inFlight.command, timestamp: now, heard: HeardSequences([inFlight.heard])) { held.append($0) }
-            appended(from: first)
+            if serviceNanoseconds == nil && inboxHead == inbox.count {
+                try handleAtQueue(arrival)
+            } else {
+                inbox.append(arrival)
+                if !serveScheduled {
+                    serveScheduled = true
+                    scheduler.schedule(at: max(now, queueBusyUntil), .serveQueue)
+                }
+            }
+        case .serveQueue:
+            serveScheduled = false
+            guard inboxHead < inbox.count else { return }
+            let arrival = inbox[inboxHead]
+            inboxHead += 1
+            if inboxHead == inbox.count {
+                inbox.removeAll(keepingCapacity: true)
+                inboxHead = 0
+            }
+            try handleAtQueue(arrival)
+            queueBusyUntil = now + (serviceNanoseconds ?? 0)
+            if inboxHead < inbox.count {
+                serveScheduled = true
+                scheduler.schedule(at: queueBusyUntil, .serveQueue)
+            }
+        case .answer(let index, _, let number, let status):
+            answered(slot: index, number: number, status: status)
+        case .wake(let index, _):
+            slots[index].wakeAt = nil
+            let work = slots[index].pipeline.due(now: instant(now))
+            for (number, _) in work.resend {
+                guard let entry = slots[index].unanswered[number] else { continue }
+                counters.retriesSent += 1
+                transmit(entry.command, from: index)
+            }
+            if !work.completions.isEmpty {
+                // A live role exits when a command goes unanswered for good, and is restarted.
+                counters.commandsGivenUp += work.completions.count
+                crash(slot: index)
+                return
+            }
+            // At least a millisecond on, as a live sender's poll waits: a wake-up that found nothing
+            // due must not be scheduled at the same instant again.
+            scheduleWake(index, notBefore: now + 1_000_000)
+        case .outage(let index):
+            let outage = plannedOutages[index]
+            let target = outage.process == .queue ? slots.count : slots.firstIndex { outage.process == .role($0.kind) } ?? slots.count
+            begin(outage.kind, of: target, forNanoseconds: outage.durationNanoseconds)
         case .publish(let first, let last):
             releaseHeard()
             for sequence in first...last {
@@ -239,14 +385,170 @@ public final class DeterministicRuntime {
             engine = try QueueEngine(catalog: scenario.catalog, storage: environment.storage)
             engine.keepsPayloads = false
             queueIsDown = false
-            // Retried in the order they were sent: a sender's link keeps its order.
-            var arrival = now
-            for inFlight in heldCommands {
-                arrival = max(arrival, now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay))
-                scheduleCommand(inFlight.command, heard: inFlight.heard, arrival: arrival)
+            queueIncarnation += 1
+            admission = QueueAdmission()
+            // Every sender connects again and sends what the old queue did not answer, in order.
+            for index in slots.indices where !slots[index].isDown {
+                slots[index].pipeline.reconnected(now: instant(now))
+                scheduleWake(index, at: now)
             }
-            heldCommands.removeAll()
         }
+    }
+
+    @exclusivity(unchecked) private var queueBusyUntil: Int64 = 0
+    /// When the last outage ends.
+    private var outagesThrough: Int64 = -1
+
+    private func makePipeline(origin: String) -> CommandPipeline {
+        CommandPipeline(origin: origin, window: senderWindow, policy: retryPolicy, now: instant(now),
+                        random: ChoiceRandom(choices: choices, kind: .retryJitter))
+    }
+
+    private func instant(_ nanoseconds: Int64) -> ContinuousClock.Instant { epoch + .nanoseconds(nanoseconds) }
+
+    private func nanoseconds(_ instant: ContinuousClock.Instant) -> Int64 {
+        let duration = instant - epoch
+        return duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+    }
+
+    /// Whether `action`, due at `time`, is passed over: put off until an outage of the process it
+    /// concerns is over (what waited keeps its order), or dropped as stale.
+    private func passesOver(_ action: Action, at time: Int64) throws -> Bool {
+        var until: Int64 = -1
+        switch action {
+        case .command(_, let from):
+            until = max(queueStalledThrough, queuePartitionedThrough, slots[from].partitionedThrough)
+        case .serveQueue:
+            guard inboxHead < inbox.count else {
+                serveScheduled = false
+                return true
+            }
+            until = queueStalledThrough
+        case .publish:
+            until = queueStalledThrough
+        case .deliver(_, let index):
+            until = max(slots[index].stalledThrough, slots[index].partitionedThrough, queuePartitionedThrough)
+        case .answer(let index, let incarnation, _, _):
+            guard slots[index].incarnation == incarnation, !slots[index].isDown else { return true }
+            until = max(slots[index].stalledThrough, slots[index].partitionedThrough, queuePartitionedThrough, queueStalledThrough)
+        case .timer(_, let index, _):
+            until = slots[index].stalledThrough
+        case .wake(let index, let generation):
+            guard slots[index].wakeGeneration == generation, !slots[index].isDown else { return true }
+            until = slots[index].stalledThrough
+            guard time <= until || slots[index].pipeline.outstandingCount > 0 else {
+                slots[index].wakeAt = nil
+                return true
+            }
+            if time > until, let wake = slots[index].pipeline.nextWake(now: instant(time)), nanoseconds(wake) > time {
+                // Nothing due yet (answers came meanwhile): look again then.
+                slots[index].wakeGeneration += 1
+                slots[index].wakeAt = nanoseconds(wake)
+                scheduler.schedule(at: nanoseconds(wake), .wake(slot: index, generation: slots[index].wakeGeneration))
+                return true
+            }
+        case .restart, .restartQueue, .outage:
+            return false
+        }
+        guard time <= until else { return false }
+        // Just after the outage, before what was due then and after what waited before it: each link keeps its order.
+        scheduler.scheduleBeforeOthers(at: until + 1, action)
+        return true
+    }
+
+    /// The queue takes one command: its rules (`QueueAdmission`), then the engine; the answer goes
+    /// back once what the command appended is durable (the endpoint answers in order).
+    private func handleAtQueue(_ arrival: Arrival) throws {
+        slots[arrival.slot].atQueue -= 1
+        let command = arrival.command
+        let unpublished = Int(engine.projection.lastSequence - min(engine.projection.lastSequence, published))
+        var status: AcknowledgementStatus
+        var refusal = admission.atEndpoint(command, sender: nil, unpublishedRecords: unpublished)
+        if refusal == nil { refusal = admission.beforeEngine(command, projection: engine.projection, now: now) }
+        if let refusal {
+            if refusal.reason == .paymentBound { engine.noteRefused(command.id) }
+            status = refusal.status
+        } else {
+            let first = held.count
+            let decision = try engine.handle(command, timestamp: now, heard: HeardSequences([arrival.heard])) { held.append($0) }
+            appended(from: first)
+            switch decision {
+            case .accepted: status = .accepted
+            case .rejected: status = .rejected
+            case .duplicate: status = .duplicate
+            }
+        }
+        if status == .unavailable { counters.answeredUnavailable += 1 }
+        if let probability = network.commandLossProbability, probability > 0, choices.chance(.networkLoss, probability) {
+            counters.commandsLost += 1
+            return
+        }
+        scheduler.schedule(at: max(now, lastDurable), .answer(slot: arrival.slot, incarnation: arrival.incarnation,
+                                                              number: command.id.number, status: status))
+    }
+
+    /// The answer to one of a sender's commands; room in its window takes waiting commands.
+    private func answered(slot index: Int, number: UInt64, status: AcknowledgementStatus) {
+        let id = CommandID(origin: slots[index].origin, number: number)
+        switch slots[index].pipeline.answered(id, status: status, now: instant(now)) {
+        case .answered?, .duplicateOfUnsentCommand?, .gaveUp?:
+            // (No other client uses a simulated role's origin: a "duplicate" of a command sent once is
+            // a copy the link made, whose original was answered first.)
+            if let entry = slots[index].unanswered.removeValue(forKey: number), recordsAnswerTimes {
+                answerTimes.append((entry.sentAt, now))
+            }
+        case nil:
+            break
+        }
+        while slots[index].waitingHead < slots[index].waiting.count, slots[index].pipeline.hasCapacity {
+            let body = slots[index].waiting[slots[index].waitingHead]
+            slots[index].waitingHead += 1
+            submit(body, slot: index)
+        }
+        if slots[index].waitingHead == slots[index].waiting.count, slots[index].waitingHead > 0 {
+            slots[index].waiting.removeAll(keepingCapacity: true)
+            slots[index].waitingHead = 0
+        }
+        scheduleWake(index)
+    }
+
+    /// Makes sure the sender at `index` is woken by its pipeline's next wake-up (or none, with nothing outstanding).
+    private func scheduleWake(_ index: Int, at forced: Int64? = nil, notBefore earliest: Int64 = 0) {
+        guard let next = forced ?? slots[index].pipeline.nextWake(now: instant(now)).map(nanoseconds) else {
+            if slots[index].wakeAt != nil {
+                slots[index].wakeAt = nil
+                slots[index].wakeGeneration += 1
+            }
+            return
+        }
+        let wake = max(next, earliest)
+        if let scheduled = slots[index].wakeAt, scheduled <= wake { return }
+        slots[index].wakeGeneration += 1
+        slots[index].wakeAt = max(now, wake)
+        scheduler.schedule(at: max(now, wake), .wake(slot: index, generation: slots[index].wakeGeneration))
+    }
+
+    /// A stall or partition of one process (`target`: a slot, or `slots.count` for the queue) drawn as choices.
+    private func drawOutage(_ kind: PlannedOutage.Kind) {
+        let choiceKind: ChoiceKind = kind == .stall ? .stall : .partition
+        let target = choices.index(choiceKind, count: slots.count + 1)
+        let duration = (network.outageLatency ?? NetworkBehavior.defaultOutageLatency).sampleNanoseconds(choices, choiceKind)
+        begin(kind, of: target, forNanoseconds: duration)
+    }
+
+    private func begin(_ kind: PlannedOutage.Kind, of target: Int, forNanoseconds duration: Int64) {
+        // One outage at a time: what waited for one is put after it once, so an outage beginning
+        // while work waits for another could put later work on a link before earlier work.
+        guard now > outagesThrough else { return }
+        let through = now + max(1, duration)
+        outagesThrough = through
+        switch (kind, target == slots.count) {
+        case (.stall, true): queueStalledThrough = max(queueStalledThrough, through)
+        case (.partition, true): queuePartitionedThrough = max(queuePartitionedThrough, through)
+        case (.stall, false): slots[target].stalledThrough = max(slots[target].stalledThrough, through)
+        case (.partition, false): slots[target].partitionedThrough = max(slots[target].partitionedThrough, through)
+        }
+        if kind == .stall { counters.stalls += 1 } else { counters.partitions += 1 }
     }
 
     /// The reused buffer a role's reaction is written into, emptied (its capacity kept): a
@@ -311,21 +613,11 @@ public final class DeterministicRuntime {
         while let effect = effects.popLast() {
             switch effect {
             case .send(let body):
-                slots[index].commandNumber += 1
-                let command = Command(id: CommandID(origin: slots[index].origin, number: slots[index].commandNumber), body: body)
-                let arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastCommandArrival)
-                slots[index].lastCommandArrival = arrival
-                // Drawn before the original is scheduled (scheduling draws nothing, so the draws and
-                // the scheduler's order are as before), so that only a duplicated command is copied.
-                let heard = slots[index].delivered
-                if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
-                    scheduleCommand(command, heard: heard, arrival: arrival)
-                    // A retry whose original did arrive: the engine must answer it "duplicate".
-                    let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
-                    slots[index].lastCommandArrival = copy
-                    scheduleCommand(command, heard: heard, arrival: copy)
+                if slots[index].waitingHead < slots[index].waiting.count || !slots[index].pipeline.hasCapacity {
+                    // The window is full: sent as answers make room, in order.
+                    slots[index].waiting.append(body)
                 } else {
-                    scheduleCommand(command, heard: heard, arrival: arrival)
+                    submit(body, slot: index)
                 }
             case .timer(let delay, let token):
                 let tokenSlot = timerTokens.insert(token)
@@ -334,9 +626,45 @@ public final class DeterministicRuntime {
         }
     }
 
-    private func scheduleCommand(_ command: consuming Command, heard: UInt64, arrival: Int64) {
-        let commandSlot = commandsInFlight.insert(CommandInFlight(command: command, heard: heard))
-        scheduler.schedule(at: arrival, .command(commandSlot))
+    /// Numbers `body` in the role's pipeline and sends it.
+    private func submit(_ body: CommandBody, slot index: Int) {
+        guard let (command, _) = slots[index].pipeline.submit(body, now: instant(now), encode: { _ in [] }) else {
+            preconditionFailure("submitted to a full window")
+        }
+        slots[index].unanswered[command.id.number] = (command, now)
+        transmit(command, from: index)
+        if slots[index].wakeAt == nil { scheduleWake(index) }
+    }
+
+    /// One copy of `command` on the link from the role at `index` to the queue.
+    private func transmit(_ command: Command, from index: Int) {
+        let arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastCommandArrival)
+        slots[index].lastCommandArrival = arrival
+        // Drawn before the original is scheduled (scheduling draws nothing, so the draws and
+        // the scheduler's order are as before), so that only a duplicated command is copied.
+        if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
+            scheduleCommand(command, from: index, arrival: arrival)
+            // A copy whose original did arrive: the engine must answer it "duplicate".
+            let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
+            slots[index].lastCommandArrival = copy
+            scheduleCommand(command, from: index, arrival: copy)
+        } else {
+            scheduleCommand(command, from: index, arrival: arrival)
+        }
+    }
+
+    private func scheduleCommand(_ command: Command, from index: Int, arrival: Int64) {
+        if let probability = network.commandLossProbability, probability > 0, choices.chance(.networkLoss, probability) {
+            counters.commandsLost += 1
+            return
+        }
+        guard slots[index].atQueue < linkCapacity else {
+            counters.commandsDroppedAtFullLink += 1
+            return
+        }
+        slots[index].atQueue += 1
+        let commandSlot = commandsInFlight.insert(Arrival(command: command, slot: index, incarnation: slots[index].incarnation, heard: slots[index].delivered))
+        scheduler.schedule(at: arrival, .command(commandSlot, from: index))
     }
 
     /// One role (or the queue) goes down; it comes back after the restart latency.
@@ -346,16 +674,31 @@ public final class DeterministicRuntime {
         if target == slots.count {
             guard !queueIsDown else { return }
             queueIsDown = true
+            // What waited in its inbox is lost with it; the senders send it again once they reconnect.
+            for arrival in inbox[inboxHead...] { slots[arrival.slot].atQueue -= 1 }
+            inbox.removeAll()
+            inboxHead = 0
             counters.crashes += 1
             scheduler.schedule(at: back, .restartQueue)
             return
         }
-        guard !slots[target].isDown else { return }
-        slots[target].isDown = true
-        slots[target].incarnation += 1
-        slots[target].origin = "\(slots[target].role.name).\(slots[target].incarnation)"
+        crash(slot: target, back: back)
+    }
+
+    /// The role at `index` goes down (its sender with it) and comes back at `back`.
+    private func crash(slot index: Int, back: Int64? = nil) {
+        guard !slots[index].isDown else { return }
+        let back = back ?? now + max(1, network.restartLatency.sampleNanoseconds(choices))
+        slots[index].isDown = true
+        slots[index].incarnation += 1
+        slots[index].origin = "\(slots[index].role.name).\(slots[index].incarnation)"
+        slots[index].unanswered.removeAll()
+        slots[index].waiting.removeAll()
+        slots[index].waitingHead = 0
+        slots[index].wakeAt = nil
+        slots[index].wakeGeneration += 1
         counters.crashes += 1
-        scheduler.schedule(at: back, .restart(slot: target))
+        scheduler.schedule(at: back, .restart(slot: index))
     }
 
     /// A new instance reads the published log silently, then takes up what it must.
@@ -370,10 +713,18 @@ public final class DeterministicRuntime {
         slots[index].origin = "\(role.name).\(slots[index].incarnation)"
         slots[index].isDown = false
         slots[index].delivered = through
-        slots[index].commandNumber = 0
+        slots[index].pipeline = makePipeline(origin: slots[index].origin)
         var resumed = role.resume(now: now)
         perform(&resumed, slot: index)
     }
+}
+
+/// A `RandomNumberGenerator` drawing from the run's choices, so a sender's jitter is a recorded choice.
+private struct ChoiceRandom: RandomNumberGenerator {
+    let choices: ChoiceSource
+    let kind: ChoiceKind
+
+    mutating func next() -> UInt64 { choices.choose(kind, below: unitChoiceBound) << 11 }
 }
 
 /// The appended events not yet heard by every role, in sequence order, in one ring of memory

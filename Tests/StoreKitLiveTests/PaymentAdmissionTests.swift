@@ -1,3 +1,4 @@
+import Bus
 import StoreKitModel
 import StoreKitRuntime
 import Testing

@@ -38,12 +38,27 @@ public struct CommandRetries {
         public var retryBudgetRatio: Double = 0.2
         /// Retries a sender may make before any answer refills the budget, and the budget's ceiling.
         public var retryBudgetReserve: Double = 1_000
+        /// Which rule decides the retries.
+        public var rule: Rule = .probeWhileSilent
 
         public init(retryInterval: Duration, maximumRetryInterval: Duration, giveUpAfter: Duration) {
             self.retryInterval = retryInterval
             self.maximumRetryInterval = maximumRetryInterval
             self.giveUpAfter = giveUpAfter
         }
+
+        /// The bus's settings (`CommandSenderConfiguration`'s defaults), live and simulated.
+        public static let standard = Policy(retryInterval: .milliseconds(500), maximumRetryInterval: .seconds(2), giveUpAfter: .seconds(10))
+    }
+
+    public enum Rule: Sendable, Hashable {
+        /// The rule described above.
+        case probeWhileSilent
+        /// The former rule, kept only to reproduce the storm it caused (issue 30): while the queue is
+        /// silent, or for commands older than its last answer, every unanswered command up to the
+        /// last one due is sent again at each call, on its own doubling interval, with no jitter and
+        /// no budget.
+        case everyUnansweredCommand
     }
 
     /// What `due(now:)` asks the sender to do.
@@ -152,6 +167,9 @@ public struct CommandRetries {
         guard let lowest = lowestOutstanding() else { return nil }
         if reconnectedAt != nil { return now }
         let oldest = outstanding[lowest]!
+        if policy.rule == .everyUnansweredCommand {
+            return outstanding.values.reduce(oldest.firstSent + policy.giveUpAfter) { min($0, $1.nextAttempt) }
+        }
         var earliest = min(nextProbe ?? lastAnswer + policy.retryInterval, oldest.firstSent + policy.giveUpAfter)
         if lowest < highestHandled { earliest = min(earliest, oldest.nextAttempt) }
         if refusedCount > 0 {
@@ -188,6 +206,10 @@ public struct CommandRetries {
             }
             return work
         }
+        if policy.rule == .everyUnansweredCommand {
+            formerRetries(now: now, into: &work)
+            return work
+        }
         if now - lastAnswer >= policy.retryInterval {
             // Silence: probe with the oldest command, no more often than the probe interval.
             if let probe = nextProbe, now < probe { return work }
@@ -212,6 +234,24 @@ public struct CommandRetries {
             resend(number, now: now, into: &work)
         }
         return work
+    }
+
+    /// `Rule.everyUnansweredCommand`.
+    private mutating func formerRetries(now: ContinuousClock.Instant, into work: inout Work) {
+        let stalled = now - lastAnswer >= policy.retryInterval
+        let numbers = outstanding.keys.sorted()
+        guard let lastDue = numbers.last(where: { outstanding[$0]!.nextAttempt <= now && (stalled || $0 < highestHandled) }) else { return }
+        for number in numbers where number <= lastDue {
+            var pending = outstanding[number]!
+            work.resend.append((number, pending.payload))
+            retriesSent += 1
+            if pending.refused { refusedCount -= 1 }
+            pending.refused = false
+            pending.attempts += 1
+            pending.interval = min(pending.interval * 2, policy.maximumRetryInterval)
+            pending.nextAttempt = now + pending.interval
+            outstanding[number] = pending
+        }
     }
 
     private mutating func resend(_ number: UInt64, now: ContinuousClock.Instant, into work: inout Work) {

@@ -1,0 +1,104 @@
+import BusProtocol
+import Foundation
+import StoreKitModel
+import StoreKitRoles
+import StoreKitRuntime
+import StoreKitSimulation
+import Testing
+
+/// The bus's protocol logic inside the deterministic runtime (issue 30, items 1–3): every role sends
+/// through a `CommandPipeline` and the queue judges arrivals with `QueueAdmission`, over simulated
+/// links that can stall, partition and lose.
+@Suite struct BusInSimulationTests {
+    /// Open load: every device's user keeps buying on its own timer whatever the queue does, so while
+    /// the queue is stalled new payments keep coming. The queue takes `serviceMicroseconds` per command.
+    static func openLoad(seed: UInt64, devices: Int, purchases: Int, serviceMicroseconds: Double) -> Scenario {
+        var scenario = Scenario(seed: seed, devices: devices)
+        scenario.apps.purchasesPerDevice = purchases
+        scenario.apps.restoreProbability = 0
+        scenario.apps.relaunchProbability = 0
+        scenario.apps.thinkTime = .uniform(minimumMilliseconds: 400, maximumMilliseconds: 600)
+        scenario.store.deferralProbability = 0
+        scenario.network.queueServiceMicroseconds = serviceMicroseconds
+        return scenario
+    }
+
+    struct StormRun {
+        var report: RunReport
+        var counters: NetworkCounters
+        var commands: Int
+        /// Median time from a command's first send to its answer, in milliseconds, by second of first send.
+        var medianMillisecondsBySecond: [Int: Double]
+    }
+
+    /// The storm's setting: the queue stalled from 8 s to 10 s under open load, with the given retry rule.
+    static func stalledQueue(rule: CommandRetries.Rule) throws -> StormRun {
+        // About 40 lifecycles per second, each four or five commands; the queue has about
+        // five times the capacity the load needs (1 ms per command).
+        let scenario = openLoad(seed: 30, devices: 20, purchases: 40, serviceMicroseconds: 1_000)
+        let runtime = try DeterministicRuntime(scenario: scenario, environment: .inMemory(seed: scenario.seed))
+        runtime.retryPolicy.rule = rule
+        runtime.plannedOutages = [PlannedOutage(.stall, of: .queue, atNanoseconds: 8_000_000_000, forNanoseconds: 2_000_000_000)]
+        runtime.recordsAnswerTimes = true
+        let report = try runtime.run()
+        var latencies: [Int: [Int64]] = [:]
+        for (sent, answered) in runtime.answerTimes { latencies[Int(sent / 1_000_000_000), default: []].append(answered - sent) }
+        let medians = latencies.mapValues { values in Double(values.sorted()[values.count / 2]) / 1e6 }
+        return StormRun(report: report, counters: runtime.counters, commands: runtime.answerTimes.count, medianMillisecondsBySecond: medians)
+    }
+
+    @Test("issue 30: a queue stalled 2 s under open load, with the former retry rule, stays overloaded by retries after the stall")
+    func formerRuleStorms() throws {
+        let run = try Self.stalledQueue(rule: .everyUnansweredCommand)
+        let before = try #require(run.medianMillisecondsBySecond[5])
+        let after = (14...18).map { run.medianMillisecondsBySecond[$0] ?? .infinity }.max()!
+        #expect(after > max(3 * before, 50), "median before \(before) ms, after \(after) ms")
+        #expect(run.report.duplicateCommands * 100 > run.commands * 2, "\(run.report.duplicateCommands) duplicates of \(run.commands) commands")
+    }
+
+    @Test("issue 30: the same stall with the current retry rule recovers: latency back to its level before, duplicates under 2 %")
+    func currentRuleRecovers() throws {
+        let run = try Self.stalledQueue(rule: .probeWhileSilent)
+        let before = try #require(run.medianMillisecondsBySecond[5])
+        let after = (14...18).map { run.medianMillisecondsBySecond[$0] ?? .infinity }.max()!
+        #expect(after <= max(3 * before, 50), "median before \(before) ms, after \(after) ms")
+        #expect(run.report.duplicateCommands * 100 <= run.commands * 2, "\(run.report.duplicateCommands) duplicates of \(run.commands) commands")
+        #expect(run.report.awaiting == 0 && run.report.violationCount == 0)
+        #expect(run.counters.stalls == 1)
+    }
+
+    /// Stalls, partitions and lost commands and answers as choices, for every process.
+    static func faulty(seed: UInt64) -> Scenario {
+        var scenario = Scenario(seed: seed, devices: 8)
+        scenario.network.stallProbability = 0.002
+        scenario.network.partitionProbability = 0.002
+        scenario.network.commandLossProbability = 0.02
+        scenario.network.outageLatency = .uniform(minimumMilliseconds: 100, maximumMilliseconds: 1_500)
+        return scenario
+    }
+
+    @Test("stalls, partitions and lost commands drawn as choices: the run still completes every purchase, and the same seed gives the same log")
+    func outagesAsChoices() throws {
+        let scenario = Self.faulty(seed: 3030)
+        var logs: [[UInt8]] = []
+        for _ in 0..<2 {
+            let storage = MemoryLogStorage()
+            let runtime = try DeterministicRuntime(scenario: scenario, environment: DeterministicEnvironment(
+                storage: storage, content: VirtualContentStorage(), choices: SeededChoices(seed: scenario.seed), logDescription: "memory"))
+            let report = try runtime.run()
+            #expect(report.awaiting == 0 && !report.stoppedAtTimeLimit, "\(report.awaiting) awaiting")
+            #expect(report.violationCount == 0, "\(report.violations)")
+            #expect(runtime.counters.stalls > 0 && runtime.counters.partitions > 0 && runtime.counters.commandsLost > 0,
+                    "\(runtime.counters)")
+            #expect(runtime.counters.retriesSent > 0, "lost commands must be sent again")
+            var bytes: [UInt8] = []
+            try storage.forEachRecord(from: 1) { sequence, timestamp, payload in
+                withUnsafeBytes(of: sequence) { bytes += $0 }
+                withUnsafeBytes(of: timestamp) { bytes += $0 }
+                bytes += payload
+            }
+            logs.append(bytes)
+        }
+        #expect(logs[0] == logs[1])
+    }
+}
