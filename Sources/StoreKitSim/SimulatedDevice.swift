@@ -100,7 +100,7 @@ public final class SimulatedDevice: @unchecked Sendable {
             guard let transaction = finished ?? Self.transaction(creditedAs: identifier, in: pending) else { continue }
             grants[transaction.key, default: (transaction, 0)].times += count - (before.credits[identifier] ?? 0)
             // A restored transaction's credits are keyed by its original purchase (R-Q9).
-            if transaction.transactionState == .restored, transaction.transactionIdentifier == identifier { creditedAsNew.insert(transaction.key) }
+            if transaction.transactionState == .restored, transaction.appStoreTransactionIdentifier == identifier { creditedAsNew.insert(transaction.key) }
         }
         for key in grants.keys.sorted() {
             let grant = grants[key]!
