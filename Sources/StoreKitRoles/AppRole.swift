@@ -356,8 +356,16 @@ public final class AppRole: Role {
 
     /// Applies history silently (a restarted process catching up), without callbacks.
     public func catchUp(_ recorded: RecordedEvent) {
-        guard let device = recorded.event.device, let app = app(device) else { return }
+        guard let device = recorded.event.device, let app = app(device) else { return noteRunStarted(recorded.event) }
         app.queue.catchUp(recorded)
+    }
+
+    /// A live run's header names its wall-clock start: the apps date their transactions and receipts
+    /// from it, as the App Store server does (a deterministic run's start is the scenario's `startDate`).
+    private func noteRunStarted(_ event: Event) {
+        guard case .runStarted(let header) = event, header.startedAtUnixNanoseconds != 0 else { return }
+        let start = Date(timeIntervalSince1970: Double(header.startedAtUnixNanoseconds / 1_000_000) / 1_000)
+        for app in apps.values { app.queue.startDate = start }
     }
 
     /// Starts (or, after catching up, resumes) every device's script: the commands and
@@ -396,7 +404,7 @@ public final class AppRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64, into effects: inout [Effect]) {
-        guard let device = recorded.event.device, let app = app(device) else { return }
+        guard let device = recorded.event.device, let app = app(device) else { return noteRunStarted(recorded.event) }
         // Told by the case alone (no payload copied): this runs for every event of every device. The app's
         // own terminations (a quit, a kill, a restarted process's, any incarnation's) come from this role.
         let terminatedElsewhere: Bool
