@@ -15,9 +15,9 @@ import Testing
     func liveReplay() throws {
         let scratch = CLI.Scratch()
         try Self.topology.write(toFile: scratch.path("live.yaml"), atomically: true, encoding: .utf8)
-        let (same, attempts, before) = try CLI.recordAndReplayLive(scratch, topology: "live.yaml")
-        #expect(same.status == 0, "\(attempts)")
-        #expect(same.json["divergences"] as? Int == 0, "\(attempts)")
+        let (same, report, before) = try CLI.recordAndReplayLive(scratch, topology: "live.yaml")
+        #expect(same.status == 0, "\(report)")
+        #expect(same.json["divergences"] as? Int == 0, "\(report)")
         #expect(same.json["firstDivergence"] is NSNull)
         // The store's later decisions (renewals, expiries, refunds) are replayed live from the recording too, and compared.
         func subscriptionEvents(_ run: String) throws -> [String] {
@@ -60,9 +60,9 @@ import Testing
         let resumed = try CLI.sksim(["log", "cat", scratch.path("rec"), "--type", "interruptedPurchaseResumed"]).output
         #expect(!resumed.isEmpty, "the recording has no resumed interruption; pick another seed")
 
-        let (same, attempts) = try CLI.liveReplay(scratch.path("rec"), topology: scratch.path("live.yaml"), out: scratch.path("same"))
-        #expect(same.status == 0, "\(attempts)")
-        #expect(same.json["divergences"] as? Int == 0, "\(attempts)")
+        let (same, report) = try CLI.liveReplay(scratch.path("rec"), topology: scratch.path("live.yaml"), out: scratch.path("same"))
+        #expect(same.status == 0, "\(report)")
+        #expect(same.json["divergences"] as? Int == 0, "\(report)")
         let replayedResumed = try CLI.sksim(["log", "cat", scratch.path("same"), "--type", "interruptedPurchaseResumed"]).output
         #expect(replayedResumed.split(separator: "\n").count == resumed.split(separator: "\n").count)
     }
@@ -113,10 +113,10 @@ import Testing
         }
         try #require(listsAPurchase(recorded), "three recordings had no receipt listing a purchase")
         let same = try #require(replayed)
-        let attempts = reports.joined(separator: "\n")
-        #expect(same.status == 0, "\(attempts)")
-        #expect(same.json["divergences"] as? Int == 0, "\(attempts)")
-        #expect(same.json["events"] as? Int == same.json["comparedEvents"] as? Int, "\(attempts)")
+        let replayReport = reports.joined(separator: "\n")
+        #expect(same.status == 0, "\(replayReport)")
+        #expect(same.json["divergences"] as? Int == 0, "\(replayReport)")
+        #expect(same.json["events"] as? Int == same.json["comparedEvents"] as? Int, "\(replayReport)")
         #expect(try receipts("same") == recorded)
         // The receipts list the live run's purchases: each entry is a purchase the live log has.
         let replayedLog = try CLI.sksim(["log", "cat", scratch.path("same"), "--type", "transactionPurchased,subscriptionRenewed,receiptDelivered", "--json"]).output

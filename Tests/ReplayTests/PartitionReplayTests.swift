@@ -71,9 +71,9 @@ import Testing
         let topology = Self.topology
         try topology.text.write(toFile: scratch.path("parts.yaml"), atomically: true, encoding: .utf8)
         // One recording, replayed live once (`recordAndReplayLive`): a divergence fails the test.
-        let (same, attempts, before) = try CLI.recordAndReplayLive(scratch, topology: "parts.yaml")
-        #expect(same.status == 0, "\(attempts)")
-        #expect(same.json["divergences"] as? Int == 0, "\(attempts)")
+        let (same, report, before) = try CLI.recordAndReplayLive(scratch, topology: "parts.yaml")
+        #expect(same.status == 0, "\(report)")
+        #expect(same.json["divergences"] as? Int == 0, "\(report)")
         let live = try #require(same.json["live"] as? [String: Any])
         #expect(live["processes"] as? Int == 6)
         #expect(live["settled"] as? Bool == true)

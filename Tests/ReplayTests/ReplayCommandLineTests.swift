@@ -29,7 +29,7 @@ import Testing
     /// Records a live run of the topology file `topology` (in `scratch`) into `rec` and replays it live
     /// once into `same`. Returns the replay, its report, and the recording's log files as they were
     /// before it was replayed.
-    static func recordAndReplayLive(_ scratch: Scratch, topology: String) throws -> (same: Outcome, attempts: String, recordedLog: [String: Data]) {
+    static func recordAndReplayLive(_ scratch: Scratch, topology: String) throws -> (same: Outcome, report: String, recordedLog: [String: Data]) {
         let run = try sksim(["run", scratch.path(topology), "--out", scratch.path("rec"), "--duration", "60"])
         #expect(run.status == 0, "\(run.output) \(run.error)")
         let recordedLog = try snapshot(scratch.path("rec/log"))
