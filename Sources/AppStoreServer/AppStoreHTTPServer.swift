@@ -58,7 +58,7 @@ public struct AppStoreHTTPServer: Sendable {
                 do {
                     publicKey = try (try? ES256PrivateKey(pem: pem))?.publicKey ?? ES256PublicKey(pem: pem)
                 } catch {
-                    throw AppStoreServerError("API key \(kid) is not a P-256 key in PEM (a public key, or the private key of a .p8 file)")
+                    throw AppStoreServerError("API key \(kid) is not a P-256 key in PEM (a public key, or the private key of a .p8 file)", code: .invalidAPIKey)
                 }
                 await collection.add(ecdsa: publicKey, kid: JWKIdentifier(string: kid))
             }
@@ -250,6 +250,18 @@ public struct AppStoreHTTPServer: Sendable {
 
 /// A configuration the App Store server cannot start with; the message says what to change.
 public struct AppStoreServerError: Error, CustomStringConvertible {
+    /// What kind of problem, for code (and tests) that tell problems apart; the description is for people.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// An API key that is not a P-256 key in PEM.
+        case invalidAPIKey
+        /// The notification journal cannot be opened.
+        case journalUnavailable
+    }
+
+    public var code: Code
     public var description: String
-    public init(_ description: String) { self.description = description }
+    public init(_ description: String, code: Code) {
+        self.description = description
+        self.code = code
+    }
 }

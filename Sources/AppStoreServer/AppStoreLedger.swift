@@ -152,80 +152,14 @@ public struct AppStoreLedger: Sendable {
             catalog = scenario.catalog
             timeRate = scenario.catalog.testSettings.timeRate ?? scenario.store.subscriptionTimeRate ?? StoreBehavior.defaultSubscriptionTimeRate
         case .transactionPurchased(let key, let identifier, _, let charged):
-            guard let catalog, let payment = store.awaitingDecision[key],
-                  let account = store.account(device: key.device, applicationUsername: payment.applicationUsername) else { break }
-            let product = catalog.product(payment.productIdentifier)
-            let group = product?.subscriptionGroup
-            guard charged else {
-                // A re-purchase of something held: the purchase it stands for.
-                if let held = transactionsOfAccount[account]?.last(where: { transactions[$0].productIdentifier == payment.productIdentifier }) {
-                    alias(AppStoreIdentifier.transactionIdentifier(identifier), to: held)
-                }
-                break
-            }
-            let wasInGroup = group.map { store.history(of: account).subscribedGroups.contains($0) } ?? false
-            let replaced = group.flatMap { group in
-                store.otherSubscriptions(account: account, group: group, than: identifier).first { $0.replacedBy == nil }
-            }
-            store.apply(recorded, catalog: catalog)
-            var transaction = newTransaction(identifier: identifier, original: identifier, originalTime: recorded.timestamp, device: key.device,
-                                             account: account, payment: payment, product: product, recorded: recorded, partition: partition)
-            let subscription = store.subscriptions[identifier]
-            if let subscription {
-                describeOffer(of: subscription, in: &transaction)
-                transaction.expiresTime = expiresTime(subscription)
-            }
-            let index = add(transaction)
-            guard let product else { return }
-            if product.kind == .autoRenewableSubscription, let group, let subscription {
-                subscriptions[identifier] = SubscriptionState(
-                    originalLogIdentifier: identifier, account: account, group: group, productIdentifier: product.identifier,
-                    autoRenewProductIdentifier: product.identifier, originalIndex: index, latestIndex: index)
-                if let replaced, subscriptions[replaced.original.transactionIdentifier] != nil {
-                    // F-U3: a downgrade waits for the current period's end; an upgrade replaces it now.
-                    let isDowngrade = subscription.startsAfter != nil
-                    if isDowngrade { subscriptions[replaced.original.transactionIdentifier]?.autoRenewProductIdentifier = product.identifier }
-                    notify("DID_CHANGE_RENEWAL_PREF", isDowngrade ? "DOWNGRADE" : "UPGRADE", index, recorded, partition)
-                } else {
-                    notify("SUBSCRIBED", wasInGroup ? "RESUBSCRIBE" : "INITIAL_BUY", index, recorded, partition)
-                }
-            } else {
-                notify("ONE_TIME_CHARGE", nil, index, recorded, partition)
-            }
+            applyPurchase(recorded, key: key, identifier: identifier, charged: charged, partition: partition)
             return
         case .transactionRestored(_, _, let identifier, let original, _):
             if let index = indexByLogIdentifier[original.transactionIdentifier] {
                 alias(AppStoreIdentifier.transactionIdentifier(identifier), to: index)
             }
         case .subscriptionRenewed(let key, let identifier, let original, _):
-            guard let catalog else { break }
-            let originalIdentifier = original.transactionIdentifier
-            guard let buyer = store.subscriptions[originalIdentifier], buyer.device == key.device,
-                  var state = subscriptions[originalIdentifier] else {
-                // A copy on another device of the account (F-U4): it stands for the subscription's latest transaction.
-                if let state = subscriptions[originalIdentifier] {
-                    alias(AppStoreIdentifier.transactionIdentifier(identifier), to: state.latestIndex)
-                }
-                break
-            }
-            store.apply(recorded, catalog: catalog)
-            let first = transactions[state.originalIndex]
-            var payment = original.payment
-            payment.productIdentifier = buyer.productIdentifier
-            var transaction = newTransaction(identifier: identifier, original: originalIdentifier, originalTime: first.purchaseTime,
-                                             device: key.device, account: state.account, payment: payment,
-                                             product: catalog.product(buyer.productIdentifier), recorded: recorded, partition: partition)
-            transaction.isRenewal = true
-            if let renewed = store.subscriptions[originalIdentifier] {
-                describeOffer(of: renewed, in: &transaction)
-                transaction.expiresTime = expiresTime(renewed)
-            }
-            let index = add(transaction)
-            state.latestIndex = index
-            state.billingRetryStart = nil
-            state.gracePeriodEnd = nil
-            subscriptions[originalIdentifier] = state
-            notify("DID_RENEW", nil, index, recorded, partition)
+            applyRenewal(recorded, device: key.device, identifier: identifier, original: original, partition: partition)
             return
         case .subscriptionBillingRetry(_, let original, let grace):
             guard var state = subscriptions[original.transactionIdentifier] else { break }
@@ -258,6 +192,94 @@ public struct AppStoreLedger: Sendable {
         default:
             break
         }
+        applyToStore(recorded)
+    }
+
+    /// A purchase: a new transaction and its notification when charged, else the purchase it stands for.
+    private mutating func applyPurchase(_ recorded: RecordedEvent, key: TransactionKey, identifier: String, charged: Bool, partition: String) {
+        guard let catalog, let payment = store.awaitingDecision[key],
+              let account = store.account(device: key.device, applicationUsername: payment.applicationUsername) else {
+            applyToStore(recorded)
+            return
+        }
+        let product = catalog.product(payment.productIdentifier)
+        let group = product?.subscriptionGroup
+        guard charged else {
+            // A re-purchase of something held: the purchase it stands for.
+            if let held = transactionsOfAccount[account]?.last(where: { transactions[$0].productIdentifier == payment.productIdentifier }) {
+                alias(AppStoreIdentifier.transactionIdentifier(identifier), to: held)
+            }
+            store.apply(recorded, catalog: catalog)
+            return
+        }
+        let wasInGroup = group.map { store.history(of: account).subscribedGroups.contains($0) } ?? false
+        let replaced = group.flatMap { group in
+            store.otherSubscriptions(account: account, group: group, than: identifier).first { $0.replacedBy == nil }
+        }
+        store.apply(recorded, catalog: catalog)
+        var transaction = newTransaction(identifier: identifier, original: identifier, originalTime: recorded.timestamp, device: key.device,
+                                         account: account, payment: payment, product: product, recorded: recorded, partition: partition)
+        let subscription = store.subscriptions[identifier]
+        if let subscription {
+            describeOffer(of: subscription, in: &transaction)
+            transaction.expiresTime = expiresTime(subscription)
+        }
+        let index = add(transaction)
+        guard let product else { return }
+        if product.kind == .autoRenewableSubscription, let group, let subscription {
+            subscriptions[identifier] = SubscriptionState(
+                originalLogIdentifier: identifier, account: account, group: group, productIdentifier: product.identifier,
+                autoRenewProductIdentifier: product.identifier, originalIndex: index, latestIndex: index)
+            if let replaced, subscriptions[replaced.original.transactionIdentifier] != nil {
+                // F-U3: a downgrade waits for the current period's end; an upgrade replaces it now.
+                let isDowngrade = subscription.startsAfter != nil
+                if isDowngrade { subscriptions[replaced.original.transactionIdentifier]?.autoRenewProductIdentifier = product.identifier }
+                notify("DID_CHANGE_RENEWAL_PREF", isDowngrade ? "DOWNGRADE" : "UPGRADE", index, recorded, partition)
+            } else {
+                notify("SUBSCRIBED", wasInGroup ? "RESUBSCRIBE" : "INITIAL_BUY", index, recorded, partition)
+            }
+        } else {
+            notify("ONE_TIME_CHARGE", nil, index, recorded, partition)
+        }
+    }
+
+    /// A renewal: a new transaction of the subscription on the buyer's device; a copy on another device
+    /// stands for the latest one.
+    private mutating func applyRenewal(
+        _ recorded: RecordedEvent, device: String, identifier: String, original: OriginalTransaction, partition: String
+    ) {
+        guard let catalog else { return }
+        let originalIdentifier = original.transactionIdentifier
+        guard let buyer = store.subscriptions[originalIdentifier], buyer.device == device,
+              var state = subscriptions[originalIdentifier] else {
+            // A copy on another device of the account (F-U4): it stands for the subscription's latest transaction.
+            if let state = subscriptions[originalIdentifier] {
+                alias(AppStoreIdentifier.transactionIdentifier(identifier), to: state.latestIndex)
+            }
+            store.apply(recorded, catalog: catalog)
+            return
+        }
+        store.apply(recorded, catalog: catalog)
+        let first = transactions[state.originalIndex]
+        var payment = original.payment
+        payment.productIdentifier = buyer.productIdentifier
+        var transaction = newTransaction(identifier: identifier, original: originalIdentifier, originalTime: first.purchaseTime,
+                                         device: device, account: state.account, payment: payment,
+                                         product: catalog.product(buyer.productIdentifier), recorded: recorded, partition: partition)
+        transaction.isRenewal = true
+        if let renewed = store.subscriptions[originalIdentifier] {
+            describeOffer(of: renewed, in: &transaction)
+            transaction.expiresTime = expiresTime(renewed)
+        }
+        let index = add(transaction)
+        state.latestIndex = index
+        state.billingRetryStart = nil
+        state.gracePeriodEnd = nil
+        subscriptions[originalIdentifier] = state
+        notify("DID_RENEW", nil, index, recorded, partition)
+    }
+
+    private mutating func applyToStore(_ recorded: RecordedEvent) {
         if let catalog { store.apply(recorded, catalog: catalog) }
     }
 

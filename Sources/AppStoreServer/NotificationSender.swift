@@ -68,7 +68,7 @@ public actor NotificationSender {
         settled = Set(NotificationJournal.read(configuration.journal).map(\.notificationUUID))
         journalDescriptor = open(path, O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0o644)
         guard journalDescriptor >= 0 else {
-            throw AppStoreServerError("cannot open the notification journal \(path): \(String(cString: strerror(errno)))")
+            throw AppStoreServerError("cannot open the notification journal \(path): \(String(cString: strerror(errno)))", code: .journalUnavailable)
         }
     }
 

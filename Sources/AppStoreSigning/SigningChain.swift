@@ -136,7 +136,7 @@ public struct SigningChain: Sendable {
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            throw SigningChainError("cannot create the certificates folder \(directory.path): \(error.localizedDescription)")
+            throw SigningChainError("cannot create the certificates folder \(directory.path): \(error.localizedDescription)", code: .unwritable)
         }
         return try withLock(in: directory) {
             let present = FileName.all.filter { FileManager.default.fileExists(atPath: directory.appendingPathComponent($0).path) }
@@ -154,7 +154,7 @@ public struct SigningChain: Sendable {
             }
             let missing = FileName.all.filter { !present.contains($0) }
             guard missing.isEmpty else {
-                throw SigningChainError("the certificates folder \(directory.path) holds part of a chain only (missing \(missing.joined(separator: ", "))); restore those files, or give an empty folder to make a new chain")
+                throw SigningChainError("the certificates folder \(directory.path) holds part of a chain only (missing \(missing.joined(separator: ", "))); restore those files, or give an empty folder to make a new chain", code: .partialChain)
             }
             return try load(directory: directory)
         }
@@ -166,7 +166,7 @@ public struct SigningChain: Sendable {
             do {
                 return Array(try Data(contentsOf: directory.appendingPathComponent(name)))
             } catch {
-                throw SigningChainError("cannot read \(directory.appendingPathComponent(name).path): \(error.localizedDescription)")
+                throw SigningChainError("cannot read \(directory.appendingPathComponent(name).path): \(error.localizedDescription)", code: .unreadable)
             }
         }
         do {
@@ -175,13 +175,13 @@ public struct SigningChain: Sendable {
             let leaf = try Certificate(derEncoded: try read(FileName.leaf))
             let leafKey = try P256.Signing.PrivateKey(pemRepresentation: String(decoding: try read(FileName.leafKey), as: UTF8.self))
             guard leaf.publicKey == Certificate.PublicKey(leafKey.publicKey) else {
-                throw SigningChainError("\(FileName.leafKey) in \(directory.path) is not the key of \(FileName.leaf)")
+                throw SigningChainError("\(FileName.leafKey) in \(directory.path) is not the key of \(FileName.leaf)", code: .keyMismatch)
             }
             return try SigningChain(root: root, intermediate: intermediate, leaf: leaf, leafKey: leafKey)
         } catch let error as SigningChainError {
             throw error
         } catch {
-            throw SigningChainError("the certificates in \(directory.path) cannot be read (\(error)); give an empty folder to make a new chain")
+            throw SigningChainError("the certificates in \(directory.path) cannot be read (\(error)); give an empty folder to make a new chain", code: .unreadable)
         }
     }
 
@@ -197,12 +197,12 @@ public struct SigningChain: Sendable {
         let temporary = directory.appendingPathComponent(".\(name).\(getpid()).tmp")
         let attributes: [FileAttributeKey: Any] = [.posixPermissions: isPrivate ? 0o600 : 0o644]
         guard FileManager.default.createFile(atPath: temporary.path, contents: Data(bytes), attributes: attributes) else {
-            throw SigningChainError("cannot write \(temporary.path)")
+            throw SigningChainError("cannot write \(temporary.path)", code: .unwritable)
         }
         guard rename(temporary.path, target.path) == 0 else {
             let reason = String(cString: strerror(errno))
             try? FileManager.default.removeItem(at: temporary)
-            throw SigningChainError("cannot write \(target.path): \(reason)")
+            throw SigningChainError("cannot write \(target.path): \(reason)", code: .unwritable)
         }
     }
 
@@ -211,11 +211,11 @@ public struct SigningChain: Sendable {
         let path = directory.appendingPathComponent(".lock").path
         let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw SigningChainError("cannot open \(path): \(String(cString: strerror(errno)))")
+            throw SigningChainError("cannot open \(path): \(String(cString: strerror(errno)))", code: .unwritable)
         }
         defer { close(descriptor) }
         while flock(descriptor, LOCK_EX) != 0 {
-            guard errno == EINTR else { throw SigningChainError("cannot lock \(path): \(String(cString: strerror(errno)))") }
+            guard errno == EINTR else { throw SigningChainError("cannot lock \(path): \(String(cString: strerror(errno)))", code: .unwritable) }
         }
         return try body()
     }
@@ -223,6 +223,22 @@ public struct SigningChain: Sendable {
 
 /// A certificates folder that cannot be used; the message says what to do.
 public struct SigningChainError: Error, CustomStringConvertible {
+    /// What kind of problem, for code (and tests) that tell problems apart; the description is for people.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// The folder or a file in it cannot be created, written or locked.
+        case unwritable
+        /// A file of the chain cannot be read, or is not a certificate or key.
+        case unreadable
+        /// Some files of the chain are there and others are missing.
+        case partialChain
+        /// The leaf's private key does not belong to the leaf certificate.
+        case keyMismatch
+    }
+
+    public var code: Code
     public var description: String
-    public init(_ description: String) { self.description = description }
+    public init(_ description: String, code: Code) {
+        self.description = description
+        self.code = code
+    }
 }

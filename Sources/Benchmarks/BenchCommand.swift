@@ -404,32 +404,7 @@ struct LoadBench: AsyncParsableCommand {
     func run() async throws {
         BenchCommand.warnIfDebug()
         Shutdown.installSignalHandlers()
-        if let queueCores, !(queueCores >= 0.01 && queueCores <= 1_024) {
-            throw UserFacingError("--queue-cores \(queueCores) is out of range; give 0.01 to 1024 cores (e.g. 0.25)")
-        }
-        var configuration = LoadBenchmark.Configuration(executable: currentExecutable(), directory: URL(fileURLWithPath: "/tmp", isDirectory: true))
-        configuration.ratePerSecond = rate
-        configuration.devices = devices
-        configuration.baselineSeconds = baselineSeconds
-        configuration.queueCores = queueCores
-        guard (1...1_000_000).contains(maximumInFlight) else { throw UserFacingError("--maximum-in-flight must be between 1 and 1,000,000") }
-        configuration.maximumInFlight = maximumInFlight
-        do {
-            configuration.durationsNanoseconds = try durations.split(separator: ",").map { try DurationText.nanoseconds(String($0)) }
-        } catch {
-            throw UserFacingError("--durations: \(error)")
-        }
-        let partitionCounts = partitions.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-        guard !partitionCounts.isEmpty, partitionCounts.count == partitions.split(separator: ",").count, partitionCounts.allSatisfy({ (1...16).contains($0) }) else {
-            throw UserFacingError("--partitions '\(partitions)' must be numbers of queue partitions within 1-16, comma-separated, e.g. 1,2")
-        }
-        configuration.partitions = partitionCounts
-        let driverCounts = drivers.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-        guard !driverCounts.isEmpty, driverCounts.count == drivers.split(separator: ",").count, driverCounts.allSatisfy({ (1...64).contains($0) }) else {
-            throw UserFacingError("--drivers '\(drivers)' must be numbers of driver processes within 1-64, comma-separated, e.g. 1,4")
-        }
-        configuration.drivers = driverCounts
-        guard rate > 0, rate <= 10_000_000 else { throw UserFacingError("--rate must be above 0 and at most 10,000,000 starts per second") }
+        let configuration = try self.configuration()
         var logger = Logger(label: "sksim.bench.load")
         logger.logLevel = .warning
         let baseline = try LoadBenchmark.baseline(configuration)
@@ -478,6 +453,42 @@ struct LoadBench: AsyncParsableCommand {
             printLine(object.serialized())
             return
         }
+        printText(baseline: baseline, runs: runs)
+    }
+
+    /// The benchmark's configuration from the options, each checked.
+    private func configuration() throws -> LoadBenchmark.Configuration {
+        if let queueCores, !(queueCores >= 0.01 && queueCores <= 1_024) {
+            throw UserFacingError("--queue-cores \(queueCores) is out of range; give 0.01 to 1024 cores (e.g. 0.25)")
+        }
+        var configuration = LoadBenchmark.Configuration(executable: currentExecutable(), directory: URL(fileURLWithPath: "/tmp", isDirectory: true))
+        configuration.ratePerSecond = rate
+        configuration.devices = devices
+        configuration.baselineSeconds = baselineSeconds
+        configuration.queueCores = queueCores
+        guard (1...1_000_000).contains(maximumInFlight) else { throw UserFacingError("--maximum-in-flight must be between 1 and 1,000,000") }
+        configuration.maximumInFlight = maximumInFlight
+        do {
+            configuration.durationsNanoseconds = try durations.split(separator: ",").map { try DurationText.nanoseconds(String($0)) }
+        } catch {
+            throw UserFacingError("--durations: \(error)")
+        }
+        let partitionCounts = partitions.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !partitionCounts.isEmpty, partitionCounts.count == partitions.split(separator: ",").count, partitionCounts.allSatisfy({ (1...16).contains($0) }) else {
+            throw UserFacingError("--partitions '\(partitions)' must be numbers of queue partitions within 1-16, comma-separated, e.g. 1,2")
+        }
+        configuration.partitions = partitionCounts
+        let driverCounts = drivers.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !driverCounts.isEmpty, driverCounts.count == drivers.split(separator: ",").count, driverCounts.allSatisfy({ (1...64).contains($0) }) else {
+            throw UserFacingError("--drivers '\(drivers)' must be numbers of driver processes within 1-64, comma-separated, e.g. 1,4")
+        }
+        configuration.drivers = driverCounts
+        guard rate > 0, rate <= 10_000_000 else { throw UserFacingError("--rate must be above 0 and at most 10,000,000 starts per second") }
+        return configuration
+    }
+
+    /// The figures as text, one line per run and its queues, then the drivers' scaling and the partitions' gain.
+    private func printText(baseline: BusBenchmark.Measurement, runs: [LoadBenchmark.Measurement]) {
         printLine(String(format: "baseline (bench bus, ipc, closed loop of 2000): %.0f lifecycles/s, p50 %.0f µs, p99 %.0f µs",
                          baseline.lifecyclesPerSecond, baseline.latencyMicroseconds.p50, baseline.latencyMicroseconds.p99))
         for run in runs {

@@ -166,9 +166,9 @@ public enum BusBenchmark {
         sleepUntil(end)
         let cpuAfter = cpu()
         guard finished.wait(timeout: .now() + configuration.seconds + 30) == .success else {
-            throw RoleProcessError("bench: the load drivers did not stop in time")
+            throw RoleProcessError("bench: the load drivers did not stop in time", code: .benchmark)
         }
-        for driver in drivers { if let failure = driver.failure { throw RoleProcessError("bench: \(failure)") } }
+        for driver in drivers { if let failure = driver.failure { throw RoleProcessError("bench: \(failure)", code: .benchmark) } }
         // The queue writes its statistics when it stops.
         children[0].terminate()
         children[0].waitUntilExit()
@@ -263,7 +263,7 @@ public enum BusBenchmark {
         let deadline = LiveClock.monotonicNanoseconds() + 10_000_000_000
         while ReadyNote.pid(process: name, runDirectory: directory) != process.processIdentifier {
             guard process.isRunning, LiveClock.monotonicNanoseconds() < deadline else {
-                throw RoleProcessError("bench: the \(name) process did not start")
+                throw RoleProcessError("bench: the \(name) process did not start", code: .benchmark)
             }
             usleep(5_000)
         }
@@ -310,7 +310,7 @@ public enum BusBenchmark {
         for _ in 0..<2_000 {
             let start = LiveClock.monotonicNanoseconds()
             try dealer.send([[1]])
-            guard try dealer.receive(timeout: .seconds(2)) != nil else { throw RoleProcessError("bench: the round-trip echo did not answer") }
+            guard try dealer.receive(timeout: .seconds(2)) != nil else { throw RoleProcessError("bench: the round-trip echo did not answer", code: .benchmark) }
             trips.append(LiveClock.monotonicNanoseconds() - start)
         }
         try dealer.send([[0]])

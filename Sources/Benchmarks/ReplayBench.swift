@@ -236,7 +236,7 @@ struct ReplayBench: AsyncParsableCommand {
         guard process.terminationStatus == 0,
               let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
               let megabytes = object["peakMemoryMegabytes"] as? Double else {
-            throw UserFacingError("the replay of \(log.path) in a process of its own exited \(process.terminationStatus) without its figures")
+            throw UserFacingError("the replay of \(log.path) in a process of its own exited \(process.terminationStatus) without its figures", code: .failed)
         }
         return megabytes
     }

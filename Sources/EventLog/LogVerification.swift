@@ -132,19 +132,7 @@ public enum LogMaintenance {
                 continue
             }
             report.byteCount += file.size
-            let header: SegmentHeader
-            switch try file.validHeader(partition: partition, baseSequence: entry.baseSequence) {
-            case .success(let valid):
-                header = valid
-            case .failure(let problem):
-                if problem.kind == .truncatedHeader && !isLast {
-                    report.problems.append(
-                        LogProblem(
-                            kind: .badHeader, path: problem.path, byteOffset: problem.byteOffset,
-                            message: problem.message + ", but it is not the last segment"))
-                } else {
-                    report.problems.append(problem)
-                }
+            guard let header = try verifiedHeader(of: file, entry: entry, partition: partition, isLast: isLast, report: &report) else {
                 expected = nil
                 continue
             }
@@ -181,37 +169,9 @@ public enum LogMaintenance {
                 expected = nil
                 continue
             }
-            if judgedAsLast {
-                switch summary.end {
-                case .tornTail(let offset, let dropped, let reason):
-                    report.problems.append(
-                        LogProblem(
-                            kind: .tornTail, path: entry.segmentPath, byteOffset: offset,
-                            message: "\(reason); \(dropped) bytes after the last whole unit"))
-                case .sealed(let offset, let next) where isLast || segments[position + 1].baseSequence != next:
-                    report.problems.append(SealedSegmentEnd.missingSegment(path: entry.segmentPath, sealOffset: offset, next: next))
-                default:
-                    break
-                }
-            } else {
-                let successor = segments[position + 1]
-                switch SealedSegmentEnd.judge(
-                    summary.end, lastSequence: lastSequence, path: entry.segmentPath, successor: successor,
-                    successorHoldsRecords: SealedSegmentEnd.holdsRecords(successor, partition: partition))
-                {
-                case .sealed:
-                    break
-                case .interruptedRoll(let offset):
-                    finding.missingSeal = (offset, successor.baseSequence)
-                    report.problems.append(
-                        LogProblem(
-                            kind: .interruptedRoll, path: entry.segmentPath, byteOffset: offset,
-                            message: "the segment lacks (part of) its seal and the next segment holds no records: "
-                                + "a crash interrupted a roll; no record is lost"))
-                case .damage(let problem):
-                    report.problems.append(problem)
-                }
-            }
+            checkEnd(
+                summary.end, of: position, in: segments, judgedAsLast: judgedAsLast, lastSequence: lastSequence, partition: partition,
+                report: &report, finding: &finding)
             finding.expectedIndex = summary.index
             if SparseIndex.fileBytes(path: entry.indexPath) != summary.index.encoded() {
                 report.problems.append(
@@ -227,6 +187,67 @@ public enum LogMaintenance {
                     message: "\(invalidPayloads) records in all have payloads that do not decode (the first \(listedInvalidPayloads) are listed)"))
         }
         return (report, findings)
+    }
+
+    /// The segment's header; nil when it has none, with the problem added to the report (a header cut short
+    /// is a torn tail only in the last segment).
+    private static func verifiedHeader(
+        of file: SegmentFile, entry: LogDirectory.SegmentEntry, partition: String, isLast: Bool, report: inout PartitionReport
+    ) throws(LogError) -> SegmentHeader? {
+        switch try file.validHeader(partition: partition, baseSequence: entry.baseSequence) {
+        case .success(let valid):
+            return valid
+        case .failure(let problem):
+            if problem.kind == .truncatedHeader && !isLast {
+                report.problems.append(
+                    LogProblem(
+                        kind: .badHeader, path: problem.path, byteOffset: problem.byteOffset,
+                        message: problem.message + ", but it is not the last segment"))
+            } else {
+                report.problems.append(problem)
+            }
+            return nil
+        }
+    }
+
+    /// Adds to the report what is wrong with how the segment at `position` ends: a torn tail or a seal naming
+    /// no segment in the last one, an interrupted roll or damage before a successor.
+    private static func checkEnd(
+        _ end: SegmentScanEnd, of position: Int, in segments: [LogDirectory.SegmentEntry], judgedAsLast: Bool,
+        lastSequence: UInt64, partition: String, report: inout PartitionReport, finding: inout SegmentFinding
+    ) {
+        let isLast = position == segments.count - 1
+        if judgedAsLast {
+            switch end {
+            case .tornTail(let offset, let dropped, let reason):
+                report.problems.append(
+                    LogProblem(
+                        kind: .tornTail, path: segments[position].segmentPath, byteOffset: offset,
+                        message: "\(reason); \(dropped) bytes after the last whole unit"))
+            case .sealed(let offset, let next) where isLast || segments[position + 1].baseSequence != next:
+                report.problems.append(SealedSegmentEnd.missingSegment(path: segments[position].segmentPath, sealOffset: offset, next: next))
+            default:
+                break
+            }
+        } else {
+            let successor = segments[position + 1]
+            switch SealedSegmentEnd.judge(
+                end, lastSequence: lastSequence, path: segments[position].segmentPath, successor: successor,
+                successorHoldsRecords: SealedSegmentEnd.holdsRecords(successor, partition: partition))
+            {
+            case .sealed:
+                break
+            case .interruptedRoll(let offset):
+                finding.missingSeal = (offset, successor.baseSequence)
+                report.problems.append(
+                    LogProblem(
+                        kind: .interruptedRoll, path: segments[position].segmentPath, byteOffset: offset,
+                        message: "the segment lacks (part of) its seal and the next segment holds no records: "
+                            + "a crash interrupted a roll; no record is lost"))
+            case .damage(let problem):
+                report.problems.append(problem)
+            }
+        }
     }
 
     /// Interval K stored in an existing index file header, if the header is readable.

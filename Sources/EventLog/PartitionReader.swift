@@ -60,21 +60,8 @@ public struct PartitionReader: Sendable {
             let entry = segments[position]
             let isLast = position == segments.count - 1
             let file = try SegmentFile(path: entry.segmentPath)
-            let header: SegmentHeader
-            switch try file.validHeader(partition: partition, baseSequence: entry.baseSequence) {
-            case .success(let valid):
-                header = valid
-            case .failure(let problem) where problem.kind == .truncatedHeader && isLast:
-                summary.tornTail = problem
+            guard let header = try checkedHeader(of: file, entry: entry, isLast: isLast, expected: expected, summary: &summary) else {
                 return summary
-            case .failure(let problem):
-                throw LogError(corruption: problem)
-            }
-            guard header.baseSequence == expected else {
-                throw LogError(
-                    corruption: LogProblem(
-                        kind: .sequenceGap, path: entry.segmentPath, byteOffset: 0,
-                        message: "segment starts at sequence \(header.baseSequence) but \(expected) was expected"))
             }
             var lastInSegment = header.baseSequence - 1
             var skipped: UInt64 = 0
@@ -137,50 +124,89 @@ public struct PartitionReader: Sendable {
             }
             if case .stopped = end { return summary }
             if case .damage(let problem) = end { throw LogError(corruption: problem) }
-            // A last segment cut inside its header (a crash creating it) does not count as a successor.
-            let successorIsStub =
-                position == segments.count - 2 && SealedSegmentEnd.isCutInsideHeader(segments[position + 1], partition: partition)
-            if isLast || successorIsStub {
-                switch end {
-                case .tornTail(let offset, _, let reason):
-                    summary.tornTail = LogProblem(kind: .tornTail, path: entry.segmentPath, byteOffset: offset, message: reason)
-                    return summary
-                case .sealed(let offset, let next):
-                    // A writer may have rolled since the listing: its successor is created before the seal is written.
-                    guard let refreshed = try relisted(finding: next, at: position + 1) else {
-                        throw LogError(corruption: SealedSegmentEnd.missingSegment(path: entry.segmentPath, sealOffset: offset, next: next))
-                    }
-                    segments = refreshed
-                    expected = next
-                default:
-                    if isLast { return summary }
-                    expected = lastInSegment + 1
-                }
-            } else {
-                let successor = segments[position + 1]
-                let holdsRecords = SealedSegmentEnd.holdsRecords(successor, partition: partition)
-                // A writer writes the seal after creating the successor and before writing to it, so a seal missing
-                // from the size seen at open may be there now.
-                let seal = try SegmentFile(path: entry.segmentPath).trailingSeal()
-                if seal == successor.baseSequence {
-                    expected = successor.baseSequence
-                } else if let seal, let refreshed = try relisted(finding: seal, at: position + 1) {
-                    // A listing taken while a writer rolls may miss a new segment but show a newer one.
-                    segments = refreshed
-                    expected = seal
-                } else {
-                    switch SealedSegmentEnd.judge(
-                        end, lastSequence: lastInSegment, path: entry.segmentPath, successor: successor,
-                        successorHoldsRecords: holdsRecords)
-                    {
-                    case .sealed, .interruptedRoll: expected = successor.baseSequence
-                    case .damage(let problem): throw LogError(corruption: problem)
-                    }
-                }
+            guard let next = try successorStart(after: end, position: position, segments: &segments, lastInSegment: lastInSegment, summary: &summary) else {
+                return summary
             }
+            expected = next
             position += 1
         }
         return summary
+    }
+
+    /// The segment's header, checked to be this partition's and to start at `expected`; nil when the last
+    /// segment is cut inside its header (a crash creating it), which the summary reports as a torn tail.
+    private func checkedHeader(
+        of file: SegmentFile, entry: LogDirectory.SegmentEntry, isLast: Bool, expected: UInt64, summary: inout ReadSummary
+    ) throws(LogError) -> SegmentHeader? {
+        let header: SegmentHeader
+        switch try file.validHeader(partition: partition, baseSequence: entry.baseSequence) {
+        case .success(let valid):
+            header = valid
+        case .failure(let problem) where problem.kind == .truncatedHeader && isLast:
+            summary.tornTail = problem
+            return nil
+        case .failure(let problem):
+            throw LogError(corruption: problem)
+        }
+        guard header.baseSequence == expected else {
+            throw LogError(
+                corruption: LogProblem(
+                    kind: .sequenceGap, path: entry.segmentPath, byteOffset: 0,
+                    message: "segment starts at sequence \(header.baseSequence) but \(expected) was expected"))
+        }
+        return header
+    }
+
+    /// The sequence the segment after the one at `position` must start at, given how that one's scan ended;
+    /// nil when the read is over (the last segment, or a torn tail the summary reports). Lists the segments
+    /// again when a writer rolled to a new one since they were listed.
+    private func successorStart(
+        after end: SegmentScanEnd, position: Int, segments: inout [LogDirectory.SegmentEntry], lastInSegment: UInt64,
+        summary: inout ReadSummary
+    ) throws(LogError) -> UInt64? {
+        let entry = segments[position]
+        let isLast = position == segments.count - 1
+        // A last segment cut inside its header (a crash creating it) does not count as a successor.
+        let successorIsStub =
+            position == segments.count - 2 && SealedSegmentEnd.isCutInsideHeader(segments[position + 1], partition: partition)
+        if isLast || successorIsStub {
+            switch end {
+            case .tornTail(let offset, _, let reason):
+                summary.tornTail = LogProblem(kind: .tornTail, path: entry.segmentPath, byteOffset: offset, message: reason)
+                return nil
+            case .sealed(let offset, let next):
+                // A writer may have rolled since the listing: its successor is created before the seal is written.
+                guard let refreshed = try relisted(finding: next, at: position + 1) else {
+                    throw LogError(corruption: SealedSegmentEnd.missingSegment(path: entry.segmentPath, sealOffset: offset, next: next))
+                }
+                segments = refreshed
+                return next
+            default:
+                if isLast { return nil }
+                return lastInSegment + 1
+            }
+        } else {
+            let successor = segments[position + 1]
+            let holdsRecords = SealedSegmentEnd.holdsRecords(successor, partition: partition)
+            // A writer writes the seal after creating the successor and before writing to it, so a seal missing
+            // from the size seen at open may be there now.
+            let seal = try SegmentFile(path: entry.segmentPath).trailingSeal()
+            if seal == successor.baseSequence {
+                return successor.baseSequence
+            } else if let seal, let refreshed = try relisted(finding: seal, at: position + 1) {
+                // A listing taken while a writer rolls may miss a new segment but show a newer one.
+                segments = refreshed
+                return seal
+            } else {
+                switch SealedSegmentEnd.judge(
+                    end, lastSequence: lastInSegment, path: entry.segmentPath, successor: successor,
+                    successorHoldsRecords: holdsRecords)
+                {
+                case .sealed, .interruptedRoll: return successor.baseSequence
+                case .damage(let problem): throw LogError(corruption: problem)
+                }
+            }
+        }
     }
 
     /// The partition's segments listed again, if the segment at `position` now has base `sequence`.

@@ -106,89 +106,16 @@ final class SegmentFile {
     ) throws -> SegmentScanEnd {
         let recordHeaderBytes = SegmentFormat.recordHeaderBytes
         let remainingInFile = size > startOffset ? Int(size - startOffset) : 0
-        var capacity = max(recordHeaderBytes, min(Self.chunkBytes, remainingInFile))
-        var buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
-        defer { buffer.deallocate() }
-        var bufferFileOffset = startOffset  // file offset of buffer[0]
-        var filled = 0
-        var position = 0
-        /// Buffer position of the first checked but undelivered record of the current unit, if any.
-        var unitStart: Int?
+        var window = ScanWindow(capacity: max(recordHeaderBytes, min(Self.chunkBytes, remainingInFile)), fileOffset: startOffset)
+        defer { window.buffer.deallocate() }
         var expected = expectedSequence
 
-        // Keeps the bytes from the current unit's start, moves them to the front and reads more; grows the
-        // buffer when the unit so far plus `minimumBytes` does not fit.
-        func refill(minimumBytes: Int) throws(LogError) {
-            let keep = unitStart ?? position
-            let kept = filled - keep
-            let needed = position - keep + minimumBytes
-            if needed > capacity {
-                let larger = UnsafeMutableRawPointer.allocate(byteCount: max(needed, 2 * capacity), alignment: 8)
-                larger.copyMemory(from: buffer + keep, byteCount: kept)
-                buffer.deallocate()
-                buffer = larger
-                capacity = max(needed, 2 * capacity)
-            } else if kept > 0 && keep > 0 {
-                memmove(buffer, buffer + keep, kept)
-            }
-            bufferFileOffset += UInt64(keep)
-            position -= keep
-            if unitStart != nil { unitStart = 0 }
-            filled = kept
-            let readOffset = bufferFileOffset + UInt64(filled)
-            let wanted = Int(min(UInt64(capacity - filled), size - min(size, readOffset)))
-            if wanted > 0 {
-                filled += try FileIO.read(
-                    descriptor, into: UnsafeMutableRawBufferPointer(start: buffer + filled, count: wanted), at: readOffset,
-                    path: path)
-            }
-        }
-
-        // The record at the current position is partial or fails its checks before its CRC could vouch for it.
-        func unusable(_ kind: LogProblem.Kind, _ reason: String) throws(LogError) -> SegmentScanEnd {
-            let recordOffset = bufferFileOffset + UInt64(position)
-            if let following = try firstValidRecord(after: recordOffset, header: header, expectedSequence: expected) {
-                return .damage(
-                    LogProblem(
-                        kind: kind, path: path, byteOffset: recordOffset,
-                        message: "\(reason), yet a whole valid record follows at byte offset \(following): "
-                            + "this is damage, not a torn tail"))
-            }
-            let unitOffset = bufferFileOffset + UInt64(unitStart ?? position)
-            let partOfUnit = unitStart.map { _ in " (the incomplete unit starts at byte offset \(unitOffset))" } ?? ""
-            return .tornTail(offset: unitOffset, droppedBytes: size - unitOffset, reason: reason + partOfUnit)
-        }
-
-        // Hands the checked records from `first` up to `end` (buffer positions) to `body`.
-        func deliver(from first: Int, to end: Int) throws -> UInt64? {
-            var cursor = first
-            while cursor < end {
-                let record = buffer + cursor
-                let word = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-                let length = Int(word & SegmentFormat.payloadLengthMask)
-                let isInput = word & SegmentFormat.inputFlag != 0
-                if isInput && !includingInputs {
-                    cursor += recordHeaderBytes + length
-                    continue
-                }
-                let view = LogRecordView(
-                    sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
-                    timestampNanoseconds: Int64(littleEndian: record.loadUnaligned(fromByteOffset: 16, as: Int64.self)),
-                    payload: UnsafeRawBufferPointer(start: record + recordHeaderBytes, count: length),
-                    endsUnit: word & SegmentFormat.moreInUnitFlag == 0, isInput: isInput)
-                let offset = bufferFileOffset + UInt64(cursor)
-                if try !body(view, offset) { return offset }
-                cursor += recordHeaderBytes + length
-            }
-            return nil
-        }
-
         while true {
-            let recordOffset = bufferFileOffset + UInt64(position)
+            let recordOffset = window.fileOffset(of: window.position)
             let bytesLeftInFile = size > recordOffset ? size - recordOffset : 0
             if bytesLeftInFile == 0 {
-                if let unitStart {
-                    let unitOffset = bufferFileOffset + UInt64(unitStart)
+                if let unitStart = window.unitStart {
+                    let unitOffset = window.fileOffset(of: unitStart)
                     return .tornTail(
                         offset: unitOffset, droppedBytes: size - unitOffset,
                         reason: "the last unit is incomplete: its record \(expected - 1) says more records follow, "
@@ -196,41 +123,30 @@ final class SegmentFile {
                 }
                 return .endOfData(offset: recordOffset)
             }
-            if filled - position < recordHeaderBytes {
+            if window.available < recordHeaderBytes {
                 if bytesLeftInFile < UInt64(recordHeaderBytes) {
                     return try unusable(
-                        .truncatedRecord, "only \(bytesLeftInFile) of \(recordHeaderBytes) record header bytes are present")
+                        .truncatedRecord, "only \(bytesLeftInFile) of \(recordHeaderBytes) record header bytes are present",
+                        window: window, header: header, expected: expected)
                 }
-                try refill(minimumBytes: recordHeaderBytes)
-                if filled - position < recordHeaderBytes { return try unusable(.truncatedRecord, "the file shrank while being read") }
+                try refill(&window, minimumBytes: recordHeaderBytes)
+                if window.available < recordHeaderBytes {
+                    return try unusable(.truncatedRecord, "the file shrank while being read", window: window, header: header, expected: expected)
+                }
             }
-            var record = buffer + position
-            let word = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            let word = UInt32(littleEndian: (window.buffer + window.position).loadUnaligned(fromByteOffset: 4, as: UInt32.self))
             let length = word & SegmentFormat.payloadLengthMask
-            guard length <= header.maximumPayloadBytes else {
-                // A whole record whose checksum holds was written so: the header's limit is what is wrong
-                // (a crafted or damaged header), and calling it a torn tail would have repair delete it.
-                if UInt64(recordHeaderBytes) + UInt64(length) <= bytesLeftInFile,
-                    try hasValidChecksum(at: recordOffset, recordBytes: recordHeaderBytes + Int(length)) {
-                    return .damage(
-                        LogProblem(
-                            kind: .invalidLength, path: path, byteOffset: recordOffset,
-                            message: "record length \(length) exceeds the segment header's payload limit \(header.maximumPayloadBytes), "
-                                + "yet the record's checksum holds: the header is damaged, not the record; this is not a torn tail"))
-                }
-                return try unusable(
-                    .invalidLength, "record length \(length) exceeds the segment's payload limit \(header.maximumPayloadBytes)")
+            if let refusal = try checkLength(length, window: window, header: header, expected: expected, bytesLeftInFile: bytesLeftInFile) {
+                return refusal
             }
             let recordBytes = recordHeaderBytes + Int(length)
-            if UInt64(recordBytes) > bytesLeftInFile {
-                return try unusable(
-                    .invalidLength, "the record needs \(recordBytes) bytes but only \(bytesLeftInFile) are left in the file")
+            if window.available < recordBytes {
+                try refill(&window, minimumBytes: recordBytes)
+                if window.available < recordBytes {
+                    return try unusable(.truncatedRecord, "the file shrank while being read", window: window, header: header, expected: expected)
+                }
             }
-            if filled - position < recordBytes {
-                try refill(minimumBytes: recordBytes)
-                if filled - position < recordBytes { return try unusable(.truncatedRecord, "the file shrank while being read") }
-                record = buffer + position
-            }
+            let record = window.buffer + window.position
             let storedChecksum = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
             let computedChecksum = CRC32C.checksum(
                 UnsafeRawBufferPointer(
@@ -238,50 +154,165 @@ final class SegmentFile {
             guard storedChecksum == computedChecksum else {
                 return try unusable(
                     .checksumMismatch,
-                    "record checksum mismatch (stored \(hex(storedChecksum)), computed \(hex(computedChecksum)))")
+                    "record checksum mismatch (stored \(hex(storedChecksum)), computed \(hex(computedChecksum)))",
+                    window: window, header: header, expected: expected)
             }
             // The CRC vouches for these bytes: whatever is wrong below was written so, never a torn write.
             let sequence = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            if word & SegmentFormat.sealFlag != 0 {
-                return checkSeal(
-                    word: word, nextBaseSequence: sequence, offset: recordOffset, expected: expected,
-                    insideUnit: unitStart != nil, bytesLeftInFile: bytesLeftInFile)
-            }
-            let isInput = word & SegmentFormat.inputFlag != 0
-            if isInput {
-                guard header.version >= 3 else {
-                    return .damage(
-                        LogProblem(
-                            kind: .badInput, path: path, byteOffset: recordOffset,
-                            message: "an input record in a segment of log format \(header.version) (input records exist from format 3 on)"))
-                }
-                guard unitStart == nil else {
-                    return .damage(
-                        LogProblem(
-                            kind: .badInput, path: path, byteOffset: recordOffset,
-                            message: "an input record inside a unit: an input is always its unit's first record"))
-                }
-            }
-            guard sequence == expected else {
-                return .damage(
-                    LogProblem(
-                        kind: .sequenceGap, path: path, byteOffset: recordOffset,
-                        message: sequence < expected
-                            ? "sequence \(sequence) repeats or goes backwards (expected \(expected))"
-                            : "sequence jumps from \(expected - 1) to \(sequence); records \(expected)...\(sequence - 1) are missing"))
+            if let end = checkVouchedRecord(
+                word: word, sequence: sequence, offset: recordOffset, expected: expected, insideUnit: window.unitStart != nil,
+                header: header, bytesLeftInFile: bytesLeftInFile) {
+                return end
             }
             // An input names the sequence its unit's first event takes (or would take): it has none of its own.
-            if !isInput { expected += 1 }
+            if word & SegmentFormat.inputFlag == 0 { expected += 1 }
             if word & SegmentFormat.moreInUnitFlag != 0 {
-                if unitStart == nil { unitStart = position }
-                position += recordBytes
+                if window.unitStart == nil { window.unitStart = window.position }
+                window.position += recordBytes
                 continue
             }
-            let first = unitStart ?? position
-            unitStart = nil
-            position += recordBytes
-            if let stoppedAt = try deliver(from: first, to: position) { return .stopped(offset: stoppedAt) }
+            let first = window.unitStart ?? window.position
+            window.unitStart = nil
+            window.position += recordBytes
+            if let stoppedAt = try deliver(window, from: first, includingInputs: includingInputs, body) {
+                return .stopped(offset: stoppedAt)
+            }
         }
+    }
+
+    /// Reads more of the file into `window`, keeping the bytes from the current unit's start (moved to the
+    /// front); grows the buffer when the unit so far plus `minimumBytes` does not fit.
+    private func refill(_ window: inout ScanWindow, minimumBytes: Int) throws(LogError) {
+        let keep = window.unitStart ?? window.position
+        let kept = window.filled - keep
+        let needed = window.position - keep + minimumBytes
+        if needed > window.capacity {
+            let capacity = max(needed, 2 * window.capacity)
+            let larger = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+            larger.copyMemory(from: window.buffer + keep, byteCount: kept)
+            window.buffer.deallocate()
+            window.buffer = larger
+            window.capacity = capacity
+        } else if kept > 0 && keep > 0 {
+            memmove(window.buffer, window.buffer + keep, kept)
+        }
+        window.bufferFileOffset += UInt64(keep)
+        window.position -= keep
+        if window.unitStart != nil { window.unitStart = 0 }
+        window.filled = kept
+        let readOffset = window.fileOffset(of: window.filled)
+        let wanted = Int(min(UInt64(window.capacity - window.filled), size - min(size, readOffset)))
+        if wanted > 0 {
+            window.filled += try FileIO.read(
+                descriptor, into: UnsafeMutableRawBufferPointer(start: window.buffer + window.filled, count: wanted), at: readOffset,
+                path: path)
+        }
+    }
+
+    /// The end of a scan whose record at the window's position is partial or fails its checks before its CRC
+    /// could vouch for it: damage when a whole valid record follows, a torn tail otherwise.
+    private func unusable(
+        _ kind: LogProblem.Kind, _ reason: String, window: ScanWindow, header: SegmentHeader, expected: UInt64
+    ) throws(LogError) -> SegmentScanEnd {
+        let recordOffset = window.fileOffset(of: window.position)
+        if let following = try firstValidRecord(after: recordOffset, header: header, expectedSequence: expected) {
+            return .damage(
+                LogProblem(
+                    kind: kind, path: path, byteOffset: recordOffset,
+                    message: "\(reason), yet a whole valid record follows at byte offset \(following): "
+                        + "this is damage, not a torn tail"))
+        }
+        let unitOffset = window.fileOffset(of: window.unitStart ?? window.position)
+        let partOfUnit = window.unitStart.map { _ in " (the incomplete unit starts at byte offset \(unitOffset))" } ?? ""
+        return .tornTail(offset: unitOffset, droppedBytes: size - unitOffset, reason: reason + partOfUnit)
+    }
+
+    /// Nil when a record of `length` payload bytes fits the header's limit and the file, else the scan's end.
+    private func checkLength(
+        _ length: UInt32, window: ScanWindow, header: SegmentHeader, expected: UInt64, bytesLeftInFile: UInt64
+    ) throws(LogError) -> SegmentScanEnd? {
+        let recordBytes = SegmentFormat.recordHeaderBytes + Int(length)
+        guard length <= header.maximumPayloadBytes else {
+            // A whole record whose checksum holds was written so: the header's limit is what is wrong
+            // (a crafted or damaged header), and calling it a torn tail would have repair delete it.
+            let recordOffset = window.fileOffset(of: window.position)
+            if UInt64(recordBytes) <= bytesLeftInFile, try hasValidChecksum(at: recordOffset, recordBytes: recordBytes) {
+                return .damage(
+                    LogProblem(
+                        kind: .invalidLength, path: path, byteOffset: recordOffset,
+                        message: "record length \(length) exceeds the segment header's payload limit \(header.maximumPayloadBytes), "
+                            + "yet the record's checksum holds: the header is damaged, not the record; this is not a torn tail"))
+            }
+            return try unusable(
+                .invalidLength, "record length \(length) exceeds the segment's payload limit \(header.maximumPayloadBytes)",
+                window: window, header: header, expected: expected)
+        }
+        if UInt64(recordBytes) > bytesLeftInFile {
+            return try unusable(
+                .invalidLength, "the record needs \(recordBytes) bytes but only \(bytesLeftInFile) are left in the file",
+                window: window, header: header, expected: expected)
+        }
+        return nil
+    }
+
+    /// Nil when a record whose checksum holds may come here (not a seal, an input only where one may be, the
+    /// expected sequence), else the scan's end: a seal, or damage that was written so.
+    private func checkVouchedRecord(
+        word: UInt32, sequence: UInt64, offset: UInt64, expected: UInt64, insideUnit: Bool, header: SegmentHeader,
+        bytesLeftInFile: UInt64
+    ) -> SegmentScanEnd? {
+        func damage(_ kind: LogProblem.Kind, _ message: String) -> SegmentScanEnd {
+            .damage(LogProblem(kind: kind, path: path, byteOffset: offset, message: message))
+        }
+        if word & SegmentFormat.sealFlag != 0 {
+            return checkSeal(
+                word: word, nextBaseSequence: sequence, offset: offset, expected: expected, insideUnit: insideUnit,
+                bytesLeftInFile: bytesLeftInFile)
+        }
+        if word & SegmentFormat.inputFlag != 0 {
+            guard header.version >= 3 else {
+                return damage(.badInput, "an input record in a segment of log format \(header.version) (input records exist from format 3 on)")
+            }
+            guard !insideUnit else {
+                return damage(.badInput, "an input record inside a unit: an input is always its unit's first record")
+            }
+        }
+        guard sequence == expected else {
+            return damage(
+                .sequenceGap,
+                sequence < expected
+                    ? "sequence \(sequence) repeats or goes backwards (expected \(expected))"
+                    : "sequence jumps from \(expected - 1) to \(sequence); records \(expected)...\(sequence - 1) are missing")
+        }
+        return nil
+    }
+
+    /// Hands the checked records of the window from `first` up to its position to `body`; the offset of the
+    /// record `body` stopped before, or nil.
+    private func deliver(
+        _ window: ScanWindow, from first: Int, includingInputs: Bool, _ body: (LogRecordView, UInt64) throws -> Bool
+    ) throws -> UInt64? {
+        let recordHeaderBytes = SegmentFormat.recordHeaderBytes
+        var cursor = first
+        while cursor < window.position {
+            let record = window.buffer + cursor
+            let word = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            let length = Int(word & SegmentFormat.payloadLengthMask)
+            let isInput = word & SegmentFormat.inputFlag != 0
+            if isInput && !includingInputs {
+                cursor += recordHeaderBytes + length
+                continue
+            }
+            let view = LogRecordView(
+                sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                timestampNanoseconds: Int64(littleEndian: record.loadUnaligned(fromByteOffset: 16, as: Int64.self)),
+                payload: UnsafeRawBufferPointer(start: record + recordHeaderBytes, count: length),
+                endsUnit: word & SegmentFormat.moreInUnitFlag == 0, isInput: isInput)
+            let offset = window.fileOffset(of: cursor)
+            if try !body(view, offset) { return offset }
+            cursor += recordHeaderBytes + length
+        }
+        return nil
     }
 
     private func checkSeal(
@@ -361,4 +392,30 @@ final class SegmentFile {
         else { return nil }
         return UInt64(littleEndian: seal.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
     }
+}
+
+/// The bytes a scan holds: a window of the file starting at `bufferFileOffset`, read in chunks and grown when
+/// one unit does not fit, so a unit is checked whole before any of it is delivered.
+private struct ScanWindow {
+    var buffer: UnsafeMutableRawPointer
+    var capacity: Int
+    /// The file offset of `buffer[0]`.
+    var bufferFileOffset: UInt64
+    /// Bytes of the buffer read from the file.
+    var filled = 0
+    /// The buffer position of the record being checked.
+    var position = 0
+    /// The buffer position of the first checked but undelivered record of the current unit, if any.
+    var unitStart: Int?
+
+    init(capacity: Int, fileOffset: UInt64) {
+        buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        self.capacity = capacity
+        bufferFileOffset = fileOffset
+    }
+
+    /// Bytes read but not yet checked.
+    var available: Int { filled - position }
+
+    func fileOffset(of bufferPosition: Int) -> UInt64 { bufferFileOffset + UInt64(bufferPosition) }
 }

@@ -25,7 +25,7 @@ struct AppStoreOptions: ParsableArguments {
         do {
             chain = try SigningChain.loadOrCreate(directory: folder)
         } catch let error as SigningChainError {
-            throw UserFacingError(error.description)
+            throw UserFacingError(error.description, code: .invalidInput)
         }
         return try await AppStoreDocuments(chain: chain, settings: AppStoreSettings(bundleIdentifier: bundleIdentifier))
     }
@@ -36,7 +36,7 @@ extension LogCommand {
         do {
             return try AppStoreLedger.build(logDirectory: directory, through: through ?? .max)
         } catch let error as LogSelectionError {
-            throw UserFacingError(error.description)
+            throw UserFacingError(error.description, code: .invalidInput)
         }
     }
 
@@ -56,7 +56,7 @@ extension LogCommand {
             let documents = try await appStore.documents(logDirectory: url)
             guard let receipt = try documents.appReceipt(device: device, in: ledger) else {
                 let known = ledger.devices
-                throw UserFacingError("the log has no device '\(device)'" + (known.isEmpty ? "" : "; it has \(known.prefix(5).joined(separator: ", "))\(known.count > 5 ? ", …" : "")"))
+                throw UserFacingError("the log has no device '\(device)'" + (known.isEmpty ? "" : "; it has \(known.prefix(5).joined(separator: ", "))\(known.count > 5 ? ", …" : "")"), code: .unknownName)
             }
             printLine(Data(receipt).base64EncodedString())
         }
@@ -193,12 +193,12 @@ struct AppStoreService {
         do {
             chain = try SigningChain.loadOrCreate(directory: certificates)
         } catch let error as SigningChainError {
-            throw UserFacingError(error.description)
+            throw UserFacingError(error.description, code: .invalidInput)
         }
         var keys: [String: String] = [:]
         for (kid, path) in apiKeyFiles {
             guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw UserFacingError("API key \(kid): cannot read the PEM file \(path)")
+                throw UserFacingError("API key \(kid): cannot read the PEM file \(path)", code: .notFound)
             }
             keys[kid] = pem
         }
@@ -218,7 +218,7 @@ struct AppStoreService {
                                                                        idleTimeoutSeconds: max(1, Int64(idleTimeoutSeconds.rounded(.up)))),
                                                   documents: documents, follower: follower, notifier: notifier, logger: logger)
         } catch let error as AppStoreServerError {
-            throw UserFacingError(error.description)
+            throw UserFacingError(error.description, code: .invalidInput)
         }
         let follow = self.follow
         let host = self.host

@@ -12,7 +12,7 @@ func loadCatalog(_ path: String?) throws -> (Catalog, String) {
         return (try Catalog.load(contentsOf: URL(fileURLWithPath: path)), URL(fileURLWithPath: path).lastPathComponent)
     } catch {
         // A catalog error names the file itself (its full path), so the path is not repeated.
-        throw UserFacingError("cannot use catalog \(error)")
+        throw UserFacingError("cannot use catalog \(error)", code: .invalidInput)
     }
 }
 

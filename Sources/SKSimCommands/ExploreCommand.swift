@@ -112,7 +112,7 @@ struct ExploreCommand: AsyncParsableCommand {
             try found.reproduce.encoded().write(to: reproduce)
             return (trace.relativePath, mermaid.relativePath, reproduce.relativePath)
         } catch {
-            throw UserFacingError("cannot write the report under \(folder.path): \(describeError(error, withPath: false)); choose a writable --report directory")
+            throw UserFacingError("cannot write the report under \(folder.path): \(describeError(error, withPath: false)); choose a writable --report directory", code: .unwritable)
         }
     }
 
@@ -127,7 +127,7 @@ struct ExploreCommand: AsyncParsableCommand {
             let depth = depth ?? 3
             guard (1...100).contains(depth) else { throw UserFacingError("--depth is \(depth); use 1 to 100") }
             return .pct(depth: depth)
-        default: throw UserFacingError("unknown strategy '\(strategy)'; use random, pct or exhaustive")
+        default: throw UserFacingError("unknown strategy '\(strategy)'; use random, pct or exhaustive", code: .unknownName)
         }
     }
 
@@ -151,7 +151,7 @@ struct ExploreCommand: AsyncParsableCommand {
         do {
             try scenario.validate()
         } catch {
-            throw UserFacingError("invalid exploration scenario: \(error)")
+            throw UserFacingError("invalid exploration scenario: \(error)", code: .invalidInput)
         }
         return scenario
     }
@@ -161,10 +161,10 @@ struct ExploreCommand: AsyncParsableCommand {
         do {
             file = try ReproduceFile.load(URL(fileURLWithPath: path))
         } catch {
-            throw UserFacingError("\(error)")
+            throw UserFacingError("\(error)", code: .invalidInput)
         }
         guard !file.customObservers else {
-            throw UserFacingError("\(path) was found with your own observers; replay it from your test with Explorer(…, observers:).reproduce(file)")
+            throw UserFacingError("\(path) was found with your own observers; replay it from your test with Explorer(…, observers:).reproduce(file)", code: .invalidInput)
         }
         let run = try Explorer(scenario: try file.makeScenario()).reproduce(file)
         let digest = ReproduceFile.hex(run.logDigest)

@@ -63,6 +63,89 @@ struct LoadCommand: AsyncParsableCommand {
     func run() async throws {
         Shutdown.installSignalHandlers()
         let loaded = appStoreServer.apply(to: try loadTopology(topology))
+        let commandLine = commandLineSettings()
+        var options: LoadCoordinator.Options
+        let settings: LoadSettings
+        do {
+            settings = try LoadSettings.fromTopology(path: topology).overridden(by: commandLine)
+            options = try settings.resolve(seed: loaded.scenario.seed)
+        } catch {
+            throw UserFacingError("\(error)", code: .invalidInput)
+        }
+        options.showLiveView = options.showLiveView && !json
+        options.childArguments = appStoreServer.childArguments
+        // The drivers this starts (this executable) run the topology's app: it must be registered here too.
+        // (A team's own driver, --driver, registers its app itself.)
+        if let app = loaded.scenario.apps.app, options.localDrivers > 0, settings.driver == nil { _ = try RegisteredApps.launch(for: app) }
+        if let host {
+            guard loaded.processes.contains(where: { $0.host == host && $0.role != .observer }) else {
+                throw UserFacingError("--host \(host): no queue, store or downloader of \(topology) names host \(host); give the 'host' of this machine's processes (hosts in the file: \(Set(loaded.processes.map(\.host)).sorted().joined(separator: ", ")))", code: .unknownName)
+            }
+            options.thisHost = host
+        }
+        let directory = outputDirectory(out ?? loaded.output, prefix: "load", seed: loaded.scenario.seed).standardizedFileURL
+        if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
+            throw UserFacingError("\(directory.path) already holds a run; choose a new --out directory or remove the old run", code: .outputExists)
+        }
+        // The team's catalog: the store must sell it, so its processes get a copy of the topology that names it.
+        var topology = loaded
+        var topologyPath = loadTopologyPath(self.topology)
+        if let catalogPath = settings.catalog {
+            let catalogFile = URL(fileURLWithPath: catalogPath)
+            do {
+                _ = try Catalog.load(contentsOf: catalogFile)
+            } catch {
+                throw UserFacingError("--catalog: \(error)", code: .invalidInput)
+            }
+            do {
+                topologyPath = try LoadSettings.writeTopology(self.topology, catalog: catalogFile, into: directory)
+            } catch {
+                throw UserFacingError("\(error)", code: .invalidInput)
+            }
+            topology = try loadTopology(topologyPath)
+        }
+        do {
+            options.plan.products = try settings.loadProducts(storeCatalog: topology.scenario.catalog,
+                                                              isBuiltInSample: settings.catalog == nil && topology.scenario.catalogSource == "built-in sample",
+                                                              source: settings.catalog ?? "the topology's catalog (\(topology.scenario.catalogSource))")
+        } catch {
+            throw UserFacingError("\(error)", code: .invalidInput)
+        }
+        var metricsEndpoint: MetricsEndpoint?
+        if let metrics {
+            do {
+                metricsEndpoint = try MetricsEndpoint(listen: metrics)
+            } catch {
+                throw UserFacingError("\(error)")
+            }
+            options.metrics = metricsEndpoint
+        }
+        defer { metricsEndpoint?.close() }
+        var logger = Logger(label: "sksim.load")
+        if logger.logLevel > .debug { logger.logLevel = .warning }
+        let coordinator = LoadCoordinator(topology: topology, topologyPath: topologyPath, runDirectory: directory,
+                                          executable: currentExecutable(), options: options, logger: logger)
+        var result: LoadCoordinator.Result
+        do {
+            result = try coordinator.run()
+        } catch {
+            throw UserFacingError("load failed: \(error)", code: .failed)
+        }
+        try measureNotifications(topology: topology, runDirectory: directory, into: &result)
+        if let report {
+            do {
+                result.reportDirectory = URL(fileURLWithPath: report, isDirectory: true).standardizedFileURL
+                try LoadReportWriter.write(result, to: URL(fileURLWithPath: report, isDirectory: true))
+            } catch {
+                throw UserFacingError("cannot write the report into \(report): \(describeError(error)); free some space or choose another --report folder", code: .unwritable)
+            }
+        }
+        printLine(json ? LoadSummaryJSON(result).serialized() : summaryText(result))
+        if result.thresholdsFailed { throw ExitCode(99) }
+    }
+
+    /// The settings given on the command line; they override the topology's `load` section.
+    private func commandLineSettings() -> LoadSettings {
         var commandLine = LoadSettings()
         commandLine.model = model
         commandLine.rate = rate
@@ -88,95 +171,22 @@ struct LoadCommand: AsyncParsableCommand {
         commandLine.backend = backend
         commandLine.backendTimeout = backendTimeout
         commandLine.driver = driver.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
-        var options: LoadCoordinator.Options
-        let settings: LoadSettings
+        return commandLine
+    }
+
+    /// With an App Store server that sends notifications, stage notified from its journal (the server has
+    /// stopped, its drain over: the journal says what was delivered, and when), and the thresholds judged
+    /// again with it (`notified.p99<2s`); the other figures are unchanged.
+    private func measureNotifications(topology: Topology, runDirectory: URL, into result: inout LoadCoordinator.Result) throws {
+        guard let section = topology.appStoreServer, section.notificationURL != nil else { return }
+        let certificates = section.certificates.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? runDirectory.appendingPathComponent("app-store", isDirectory: true)
         do {
-            settings = try LoadSettings.fromTopology(path: topology).overridden(by: commandLine)
-            options = try settings.resolve(seed: loaded.scenario.seed)
+            try LoadNotifications.measure(runDirectory: runDirectory, certificates: certificates, into: &result.figures)
         } catch {
-            throw UserFacingError("\(error)")
+            throw UserFacingError("cannot time the notifications from \(runDirectory.path): \(describeError(error))", code: .failed)
         }
-        options.showLiveView = options.showLiveView && !json
-        options.childArguments = appStoreServer.childArguments
-        // The drivers this starts (this executable) run the topology's app: it must be registered here too.
-        // (A team's own driver, --driver, registers its app itself.)
-        if let app = loaded.scenario.apps.app, options.localDrivers > 0, settings.driver == nil { _ = try RegisteredApps.launch(for: app) }
-        if let host {
-            guard loaded.processes.contains(where: { $0.host == host && $0.role != .observer }) else {
-                throw UserFacingError("--host \(host): no queue, store or downloader of \(topology) names host \(host); give the 'host' of this machine's processes (hosts in the file: \(Set(loaded.processes.map(\.host)).sorted().joined(separator: ", ")))")
-            }
-            options.thisHost = host
-        }
-        let directory = outputDirectory(out ?? loaded.output, prefix: "load", seed: loaded.scenario.seed).standardizedFileURL
-        if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
-            throw UserFacingError("\(directory.path) already holds a run; choose a new --out directory or remove the old run")
-        }
-        // The team's catalog: the store must sell it, so its processes get a copy of the topology that names it.
-        var topology = loaded
-        var topologyPath = loadTopologyPath(self.topology)
-        if let catalogPath = settings.catalog {
-            let catalogFile = URL(fileURLWithPath: catalogPath)
-            do {
-                _ = try Catalog.load(contentsOf: catalogFile)
-            } catch {
-                throw UserFacingError("--catalog: \(error)")
-            }
-            do {
-                topologyPath = try LoadSettings.writeTopology(self.topology, catalog: catalogFile, into: directory)
-            } catch {
-                throw UserFacingError("\(error)")
-            }
-            topology = try loadTopology(topologyPath)
-        }
-        do {
-            options.plan.products = try settings.loadProducts(storeCatalog: topology.scenario.catalog,
-                                                              isBuiltInSample: settings.catalog == nil && topology.scenario.catalogSource == "built-in sample",
-                                                              source: settings.catalog ?? "the topology's catalog (\(topology.scenario.catalogSource))")
-        } catch {
-            throw UserFacingError("\(error)")
-        }
-        var metricsEndpoint: MetricsEndpoint?
-        if let metrics {
-            do {
-                metricsEndpoint = try MetricsEndpoint(listen: metrics)
-            } catch {
-                throw UserFacingError("\(error)")
-            }
-            options.metrics = metricsEndpoint
-        }
-        defer { metricsEndpoint?.close() }
-        var logger = Logger(label: "sksim.load")
-        if logger.logLevel > .debug { logger.logLevel = .warning }
-        let coordinator = LoadCoordinator(topology: topology, topologyPath: topologyPath, runDirectory: directory,
-                                          executable: currentExecutable(), options: options, logger: logger)
-        var result: LoadCoordinator.Result
-        do {
-            result = try coordinator.run()
-        } catch {
-            throw UserFacingError("load failed: \(error)")
-        }
-        if let section = topology.appStoreServer, section.notificationURL != nil {
-            // The App Store server role has stopped (its drain over): its journal says what was delivered, and when.
-            let certificates = section.certificates.map { URL(fileURLWithPath: $0, isDirectory: true) }
-                ?? directory.appendingPathComponent("app-store", isDirectory: true)
-            do {
-                try LoadNotifications.measure(runDirectory: directory, certificates: certificates, into: &result.figures)
-            } catch {
-                throw UserFacingError("cannot time the notifications from \(directory.path): \(describeError(error))")
-            }
-            // Judged again with stage notified in the figures (`notified.p99<2s`); the other figures are unchanged.
-            result.thresholds = result.thresholds.map { ($0.threshold, $0.threshold.passes(result.figures), $0.threshold.actual(in: result.figures)) }
-        }
-        if let report {
-            do {
-                result.reportDirectory = URL(fileURLWithPath: report, isDirectory: true).standardizedFileURL
-                try LoadReportWriter.write(result, to: URL(fileURLWithPath: report, isDirectory: true))
-            } catch {
-                throw UserFacingError("cannot write the report into \(report): \(describeError(error)); free some space or choose another --report folder")
-            }
-        }
-        printLine(json ? LoadSummaryJSON(result).serialized() : summaryText(result))
-        if result.thresholdsFailed { throw ExitCode(99) }
+        result.thresholds = result.thresholds.map { ($0.threshold, $0.threshold.passes(result.figures), $0.threshold.actual(in: result.figures)) }
     }
 }
 
@@ -225,7 +235,7 @@ struct DriverCommand: AsyncParsableCommand {
         do {
             configuration.curve = try loaded.curveClientKeys()
         } catch {
-            throw UserFacingError("\(error)")
+            throw UserFacingError("\(error)", code: .invalidInput)
         }
         var logger = Logger(label: "sksim.driver")
         logger[metadataKey: "process"] = "\(name)"
@@ -246,7 +256,7 @@ struct DriverCommand: AsyncParsableCommand {
             try LoadDriver(configuration: configuration, logger: logger).run()
         } catch {
             logger.critical("driver failed", metadata: ["error": "\(error)"])
-            throw UserFacingError("driver \(name) failed: \(error)")
+            throw UserFacingError("driver \(name) failed: \(error)", code: .failed)
         }
     }
 }

@@ -18,15 +18,15 @@ struct LogCommand: AsyncParsableCommand {
         let url = URL(fileURLWithPath: path, isDirectory: true)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
-            throw UserFacingError("\(path) does not exist; give a run directory (e.g. out/simulate-1) or its log folder")
+            throw UserFacingError("\(path) does not exist; give a run directory (e.g. out/simulate-1) or its log folder", code: .notFound)
         }
         guard isDirectory.boolValue else {
-            throw UserFacingError("\(path) is a file; give a run directory (e.g. out/simulate-1) or its log folder")
+            throw UserFacingError("\(path) is a file; give a run directory (e.g. out/simulate-1) or its log folder", code: .notFound)
         }
         let nested = url.appendingPathComponent("log", isDirectory: true)
         let directory = FileManager.default.fileExists(atPath: nested.path, isDirectory: &isDirectory) && isDirectory.boolValue ? nested : url
         guard !(try partitions(directory)).isEmpty else {
-            throw UserFacingError("\(path) holds no event log (no partition folder with .segment files); give a run directory (e.g. out/simulate-1) or its log folder")
+            throw UserFacingError("\(path) holds no event log (no partition folder with .segment files); give a run directory (e.g. out/simulate-1) or its log folder", code: .notFound)
         }
         return directory
     }
@@ -38,10 +38,10 @@ struct LogCommand: AsyncParsableCommand {
         do {
             try await body()
         } catch let error as LogError {
-            throw UserFacingError("\(error)", exitStatus: error.code == .corruption || error.code == .repairRefused ? 1 : 2)
+            throw UserFacingError("\(error)", code: .invalidInput, exitStatus: error.code == .corruption || error.code == .repairRefused ? 1 : 2)
         } catch let error as LogContentError {
             // A record that holds no event is damage, as `verify` and `cat` report it (status 1).
-            throw UserFacingError("\(error)", exitStatus: 1)
+            throw UserFacingError("\(error)", code: .invalidInput, exitStatus: 1)
         }
     }
 
@@ -61,7 +61,7 @@ struct LogCommand: AsyncParsableCommand {
         do {
             names = try LogDirectory.partitions(in: directory)
         } catch {
-            throw UserFacingError("cannot list \(directory.path): \(error)")
+            throw UserFacingError("cannot list \(directory.path): \(error)", code: .invalidInput)
         }
         return names.filter { name in
             let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent(name).path)) ?? []
@@ -73,7 +73,7 @@ struct LogCommand: AsyncParsableCommand {
     static func partition(_ name: String, in directory: URL) throws -> String {
         let names = try partitions(directory)
         guard names.contains(name) else {
-            throw UserFacingError("the log \(directory.path) has no partition '\(name)'; it has \(names.joined(separator: ", "))")
+            throw UserFacingError("the log \(directory.path) has no partition '\(name)'; it has \(names.joined(separator: ", "))", code: .unknownName)
         }
         return name
     }
@@ -192,7 +192,7 @@ struct LogCommand: AsyncParsableCommand {
                     } catch let error as LogError where error.code == .unsupportedFormatVersion {
                         // Not damage: a log this build does not read (status 2, like the other log commands).
                         output.flush()
-                        throw UserFacingError("\(url.path) partition \(name): \(error)")
+                        throw UserFacingError("\(url.path) partition \(name): \(error)", code: .invalidInput)
                     } catch {
                         // Whatever was read before the damage is printed first.
                         output.flush()

@@ -43,7 +43,7 @@ public enum RegisteredApps {
     static func launch(for name: String) throws -> @Sendable (PaymentQueue) -> Void {
         guard let app = app(named: name) else {
             let registered = names.isEmpty ? "this executable registers no app" : "this executable registers \(names.joined(separator: ", "))"
-            throw UserFacingError("the app '\(name)' is not registered (\(registered)); run the executable that registers it with SKSim.main(apps:) (docs/explore.md, \"In replay and load\")")
+            throw UserFacingError("the app '\(name)' is not registered (\(registered)); run the executable that registers it with SKSim.main(apps:) (docs/explore.md, \"In replay and load\")", code: .appNotRegistered)
         }
         return app.launch
     }
@@ -112,7 +112,7 @@ func parseObserversOrApp(_ list: String) throws -> ObserversChoice {
     do {
         return .builtIn(try parseObservers(list))
     } catch let error as UserFacingError where !RegisteredApps.names.isEmpty {
-        throw UserFacingError(error.description + ", or an app this executable registers: \(RegisteredApps.names.joined(separator: ", "))")
+        throw UserFacingError(error.description + ", or an app this executable registers: \(RegisteredApps.names.joined(separator: ", "))", code: error.code)
     }
 }
 

@@ -49,14 +49,14 @@ struct ReplayCommand: AsyncParsableCommand {
             do {
                 return try replayLive()
             } catch let error as ReplayInputError {
-                throw UserFacingError("\(error)")
+                throw UserFacingError(error)
             }
         }
         let outcome: Outcome
         do {
             outcome = try replay()
         } catch let error as ReplayInputError {
-            throw UserFacingError("\(error)")
+            throw UserFacingError(error)
         }
         let result = outcome.result
         // This process's peak resident memory: a replay runs in a process of its own (`sksim bench replay` reads it).
@@ -85,7 +85,7 @@ struct ReplayCommand: AsyncParsableCommand {
         var recordings = try Recording.openPartitions(path: run)
         if let partition {
             guard let chosen = recordings.first(where: { $0.partition == partition }) else {
-                throw UserFacingError("--partition \(partition): \(recordings[0].location) has no partition '\(partition)'; it has \(recordings.map(\.partition).joined(separator: ", "))")
+                throw UserFacingError("--partition \(partition): \(recordings[0].location) has no partition '\(partition)'; it has \(recordings.map(\.partition).joined(separator: ", "))", code: .unknownName)
             }
             recordings = [chosen]
         }
@@ -97,7 +97,7 @@ struct ReplayCommand: AsyncParsableCommand {
         options.to = to ?? .max
         options.loop = loop
         guard let layout = ReplayOptions.LoopLayout(rawValue: loopLayout) else {
-            throw UserFacingError("unknown --loop-layout '\(loopLayout)'; use side-by-side or one-after-another")
+            throw UserFacingError("unknown --loop-layout '\(loopLayout)'; use side-by-side or one-after-another", code: .unknownName)
         }
         options.loopLayout = layout
         if let devices {
@@ -110,15 +110,15 @@ struct ReplayCommand: AsyncParsableCommand {
             let recorded = URL(fileURLWithPath: recording.location).standardizedFileURL.resolvingSymlinksInPath()
             if directory.standardizedFileURL.resolvingSymlinksInPath() == recorded
                 || URL(fileURLWithPath: out).standardizedFileURL.resolvingSymlinksInPath() == recorded {
-                throw UserFacingError("--out \(out) is the recording itself; a replay never writes to its recording: give a new directory")
+                throw UserFacingError("--out \(out) is the recording itself; a replay never writes to its recording: give a new directory", code: .outputExists)
             }
             if !((try? LogDirectory.partitions(in: directory)) ?? []).isEmpty {
-                throw UserFacingError("\(directory.path) already holds a log; choose a new --out directory or remove the old one")
+                throw UserFacingError("\(directory.path) already holds a log; choose a new --out directory or remove the old one", code: .outputExists)
             }
             do {
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             } catch {
-                throw UserFacingError("cannot write the replayed log: \(describeError(error)); give a new --out directory")
+                throw UserFacingError("cannot write the replayed log: \(describeError(error)); give a new --out directory", code: .unwritable)
             }
             logDirectory = directory
         }
@@ -128,7 +128,7 @@ struct ReplayCommand: AsyncParsableCommand {
             do {
                 return try DiskLogStorage(directory: logDirectory, partition: partition, durability: .defaultGroupCommit)
             } catch {
-                throw UserFacingError("cannot write the replayed log to \(logDirectory.path): \(describeError(error))")
+                throw UserFacingError("cannot write the replayed log to \(logDirectory.path): \(describeError(error))", code: .unwritable)
             }
         }
         let clock = SystemReplayClock()
@@ -187,7 +187,7 @@ struct ReplayCommand: AsyncParsableCommand {
             let bounds = item.split(separator: "-", maxSplits: 1).map { Int($0) }
             guard let first = bounds.first ?? nil, let last = bounds.count == 2 ? bounds[1] : first,
                   first >= 1, first <= last, last <= names.count else {
-                throw UserFacingError("--devices: '\(item)' is not a device of the recording; use names (\(names.first!)) or numbers 1 to \(names.count)")
+                throw UserFacingError("--devices: '\(item)' is not a device of the recording; use names (\(names.first!)) or numbers 1 to \(names.count)", code: .unknownName)
             }
             for index in first...last { selected.insert(names[index - 1]) }
         }
@@ -299,5 +299,18 @@ struct ReplayCommand: AsyncParsableCommand {
             lines.append("note            live timing differs from the recording's: a divergence that a second live replay does not show is timing (an app heard an event later than recorded), not behaviour; replay without --live to replay exactly")
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+extension UserFacingError {
+    /// A replay's refusal, its kind kept.
+    init(_ error: ReplayInputError) {
+        let code: Code = switch error.code {
+        case .unusableRecording: .invalidInput
+        case .invalidOption: .invalidOption
+        case .appNotRegistered: .appNotRegistered
+        case .outputNotEmpty: .outputExists
+        }
+        self.init(error.description, code: code)
     }
 }

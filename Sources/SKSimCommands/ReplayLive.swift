@@ -45,7 +45,7 @@ enum LiveReplay {
         do {
             scenario = try Scenario(header: recording.header)
         } catch {
-            throw UserFacingError("\(recording.location): \(error)")
+            throw UserFacingError("\(recording.location): \(error)", code: .invalidInput)
         }
         if let observers {
             scenario.apps.observers = try parseObservers(observers)
@@ -88,7 +88,7 @@ extension ReplayCommand {
         do {
             try Supervisor.checkAllLocal(topology, topologyPath: liveTopology ?? Topology.builtInName)
         } catch {
-            throw UserFacingError("\(error)")
+            throw UserFacingError("\(error)", code: .invalidInput)
         }
         let plan = try LiveReplayPlan(recordings: recordings)
         let runDirectory = try liveRunDirectory(recording: recording)
@@ -110,16 +110,16 @@ extension ReplayCommand {
         do {
             run = try supervisor.run()
         } catch {
-            throw UserFacingError("the live replay could not run: \(describeError(error))")
+            throw UserFacingError("the live replay could not run: \(describeError(error))", code: .failed)
         }
-        if let failure = run.failure { throw UserFacingError("the live replay failed: \(failure); its processes' logs are in \(runDirectory.path)") }
+        if let failure = run.failure { throw UserFacingError("the live replay failed: \(failure); its processes' logs are in \(runDirectory.path)", code: .failed) }
         let logDirectory = runDirectory.appendingPathComponent("log", isDirectory: true)
         // Each partition compared with its own recording, reported as one (as deterministic replays of several queues are).
         let replayedLogs = try Recording.openPartitions(path: logDirectory.path)
         var comparisons: [(name: String, comparison: LiveComparison.Outcome)] = []
         for recorded in recordings {
             guard let replayed = replayedLogs.first(where: { $0.partition == recorded.partition }) else {
-                throw UserFacingError("the live replay wrote no partition '\(recorded.partition)' in \(logDirectory.path); its processes' logs are in \(runDirectory.path)")
+                throw UserFacingError("the live replay wrote no partition '\(recorded.partition)' in \(logDirectory.path); its processes' logs are in \(runDirectory.path)", code: .failed)
             }
             comparisons.append((recorded.partition, try LiveComparison.compare(recording: recorded, replayed: replayed)))
         }
@@ -157,15 +157,15 @@ extension ReplayCommand {
             .appendingPathComponent("sksim-replay-\(UUID().uuidString.prefix(8))").path, isDirectory: true).standardizedFileURL
         let recorded = URL(fileURLWithPath: recording.location).standardizedFileURL.resolvingSymlinksInPath()
         if directory.resolvingSymlinksInPath() == recorded || directory.appendingPathComponent("log").resolvingSymlinksInPath() == recorded {
-            throw UserFacingError("--out \(out ?? "") is the recording itself; a replay never writes to its recording: give a new directory")
+            throw UserFacingError("--out \(out ?? "") is the recording itself; a replay never writes to its recording: give a new directory", code: .outputExists)
         }
         if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
-            throw UserFacingError("\(directory.path) already holds a run; choose a new --out directory or remove the old one")
+            throw UserFacingError("\(directory.path) already holds a run; choose a new --out directory or remove the old one", code: .outputExists)
         }
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            throw UserFacingError("cannot create \(directory.path) for the live replay (\(describeError(error))); choose a writable --out directory")
+            throw UserFacingError("cannot create \(directory.path) for the live replay (\(describeError(error))); choose a writable --out directory", code: .unwritable)
         }
         return directory
     }

@@ -10,7 +10,7 @@ func loadTopology(_ path: String?, seed: UInt64? = nil, devices: Int? = nil) thr
     do {
         return try Topology.load(path: path).overriding(seed: seed, devices: devices)
     } catch {
-        throw UserFacingError("\(error)")
+        throw UserFacingError("\(error)", code: .invalidInput)
     }
 }
 
@@ -66,7 +66,7 @@ struct RunCommand: AsyncParsableCommand {
             // A client key the queue does not list only shows as a queue that "did not answer".
             try loaded.checkClientKeyAllowed()
         } catch {
-            throw UserFacingError("\(error)")
+            throw UserFacingError("\(error)", code: .invalidInput)
         }
         let directory = try prepareRunDirectory(out ?? loaded.output, topology: loaded)
         var options = Supervisor.Options()
@@ -85,7 +85,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             result = try supervisor.run()
         } catch {
-            throw UserFacingError("run failed: \(describeError(error))")
+            throw UserFacingError("run failed: \(describeError(error))", code: .failed)
         }
         let appStore = AppStoreServerReport(runDirectory: directory, topology: loaded)
         if let appStore, appStore.undelivered > 0 {
@@ -111,7 +111,7 @@ struct RunCommand: AsyncParsableCommand {
             if let appStore { printLine("app store       \(appStore.listening), \(appStore.undelivered) notifications undelivered") }
             if result.interrupted { printLine("interrupted     stopped by a signal before the apps were done") }
         }
-        if let failure = result.failure { throw UserFacingError(failure, exitStatus: result.exitStatus) }
+        if let failure = result.failure { throw UserFacingError(failure, code: .failed, exitStatus: result.exitStatus) }
         if result.exitStatus != 0 { throw ExitCode(result.exitStatus) }
     }
 
@@ -123,12 +123,12 @@ struct RunCommand: AsyncParsableCommand {
             throw UserFacingError("--out \(directory.relativePath) is a file, not a directory; give a new directory for the run")
         }
         if FileManager.default.fileExists(atPath: directory.appendingPathComponent("log").path) {
-            throw UserFacingError("\(directory.relativePath) already holds a run; choose a new --out directory or remove the old run")
+            throw UserFacingError("\(directory.relativePath) already holds a run; choose a new --out directory or remove the old run", code: .outputExists)
         }
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            throw UserFacingError("cannot create the run directory \(directory.relativePath) (\(describeError(error))); choose a writable --out directory")
+            throw UserFacingError("cannot create the run directory \(directory.relativePath) (\(describeError(error))); choose a writable --out directory", code: .unwritable)
         }
         return directory
     }
@@ -161,7 +161,7 @@ struct RoleOptions: ParsableArguments {
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            throw UserFacingError("cannot create the run directory \(directory.path) (\(describeError(error))); give a writable --run-directory")
+            throw UserFacingError("cannot create the run directory \(directory.path) (\(describeError(error))); give a writable --run-directory", code: .unwritable)
         }
     }
 }
@@ -178,7 +178,7 @@ struct QueueCommand: AsyncParsableCommand {
         } catch {
             logger.critical("queue failed; nothing more is written to the log", metadata: ["error": "\(describeError(error))"])
             FailureNote.write(describeError(error), process: options.name, runDirectory: directory)
-            throw UserFacingError(describeError(error))
+            throw UserFacingError(describeError(error), code: .failed)
         }
     }
 }
@@ -213,7 +213,7 @@ struct RoleCommand<Kind: RoleKindName>: AsyncParsableCommand {
             logger.critical("\(Kind.kind.rawValue) failed", metadata: ["error": "\(describeError(error))"])
             FailureNote.write(describeError(error), process: options.name, runDirectory: directory)
             let failsTheRun = (error as? RoleProcessError)?.failsTheRun ?? false
-            throw UserFacingError(describeError(error), exitStatus: failsTheRun ? RoleProcess.untrustedRunStatus : 2)
+            throw UserFacingError(describeError(error), code: .failed, exitStatus: failsTheRun ? RoleProcess.untrustedRunStatus : 2)
         }
         // An observer stopped before its apps were done must not look finished to `sksim run` (status 0 is "done").
         if outcome == .stopped && Kind.kind == .observer { throw ExitCode(RoleProcess.stoppedStatus) }

@@ -85,10 +85,32 @@ public struct SKSim: AsyncParsableCommand {
 /// A failure with a message that says what was wrong and what to do; exits with its status
 /// (2 by default: the command could not do what was asked) and no stack trace.
 package struct UserFacingError: Error, CustomStringConvertible {
+    /// What kind of failure, for code (and tests) that tell failures apart; the description is for people.
+    package enum Code: String, Sendable, Hashable, CaseIterable {
+        /// An option or argument out of range, malformed, or in conflict with another.
+        case invalidOption
+        /// A name that refers to nothing: a topology, behaviour, strategy, device, partition.
+        case unknownName
+        /// The run names an app this executable does not register.
+        case appNotRegistered
+        /// A path given that does not exist or holds no log.
+        case notFound
+        /// A file given that cannot be used: a topology, catalog, recording, log, certificates.
+        case invalidInput
+        /// The output directory already holds a run or a log, or is the recording itself.
+        case outputExists
+        /// An output that cannot be created or written.
+        case unwritable
+        /// The run, load or replay started and failed.
+        case failed
+    }
+
+    package var code: Code
     package var description: String
     package var exitStatus: Int32
-    package init(_ description: String, exitStatus: Int32 = 2) {
+    package init(_ description: String, code: Code = .invalidOption, exitStatus: Int32 = 2) {
         self.description = description
+        self.code = code
         self.exitStatus = exitStatus
     }
 }

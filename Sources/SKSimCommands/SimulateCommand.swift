@@ -77,13 +77,13 @@ struct SimulateCommand: AsyncParsableCommand {
             try scenario.validate()
             let logDirectory = directory.appendingPathComponent("log", isDirectory: true)
             if !((try? LogDirectory.partitions(in: logDirectory)) ?? []).isEmpty {
-                throw UserFacingError("\(logDirectory.path) already holds a log; choose a new --out directory or remove the old run")
+                throw UserFacingError("\(logDirectory.path) already holds a log; choose a new --out directory or remove the old run", code: .outputExists)
             }
             do {
                 try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
             } catch {
                 // Once Foundation's NSError dump under "Error:", status 1 (for `--out` naming a file).
-                throw UserFacingError("cannot create the run directory: \(describeError(error)); give a new --out directory")
+                throw UserFacingError("cannot create the run directory: \(describeError(error)); give a new --out directory", code: .unwritable)
             }
             let storage = try DiskLogStorage(directory: logDirectory, partition: LogProjection.partition,
                                              durability: try parseDurability(durability))
@@ -92,9 +92,9 @@ struct SimulateCommand: AsyncParsableCommand {
                                                        choices: SeededChoices(seed: scenario.seed), logDescription: logDirectory.relativePath)
             report = try DeterministicRuntime(scenario: scenario, environment: environment).run()
         } catch let error as ConfigurationError {
-            throw UserFacingError("invalid simulation: \(error)")
+            throw UserFacingError("invalid simulation: \(error)", code: .invalidInput)
         } catch let failure as EnvironmentFailure {
-            throw UserFacingError("the " + failure.message(contentRoot: directory, then: "simulate again into a new --out directory"))
+            throw UserFacingError("the " + failure.message(contentRoot: directory, then: "simulate again into a new --out directory"), code: .failed)
         }
         if json {
             printLine(JSONShapes.report(report).serialized())
@@ -125,7 +125,7 @@ struct SimulateCommand: AsyncParsableCommand {
 package func parseObservers(_ list: String) throws -> [ObserverBehavior] {
     try list.split(separator: ",").map { name in
         guard let behavior = ObserverBehavior(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
-            throw UserFacingError("unknown observer behaviour '\(name)'; use one of \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw UserFacingError("unknown observer behaviour '\(name)'; use one of \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", "))", code: .unknownName)
         }
         return behavior
     }
@@ -136,6 +136,6 @@ func parseDurability(_ name: String) throws -> DurabilityPolicy {
     case "always": return .always
     case "group", "groupCommit": return .defaultGroupCommit
     case "os", "operatingSystem": return .operatingSystem
-    default: throw UserFacingError("unknown durability '\(name)'; use always, group or os")
+    default: throw UserFacingError("unknown durability '\(name)'; use always, group or os", code: .unknownName)
     }
 }

@@ -17,7 +17,7 @@ struct TopologyCommand: AsyncParsableCommand {
 
         func run() async throws {
             guard let text = Topology.builtInText("built-in:\(name)") else {
-                throw UserFacingError("there is no built-in topology '\(name)'; choose local (sksim run's) or load (sksim load's)")
+                throw UserFacingError("there is no built-in topology '\(name)'; choose local (sksim run's) or load (sksim load's)", code: .unknownName)
             }
             writeStandardOutput(text)
         }
@@ -38,13 +38,13 @@ struct TopologyCommand: AsyncParsableCommand {
                     _ = try topology.curveServerSecurity()
                 }
             } catch {
-                throw UserFacingError("\(error)")
+                throw UserFacingError("\(error)", code: .invalidInput)
             }
             // The `load:` section, as `sksim load` reads it (its keys and values).
             do {
                 _ = try LoadSettings.fromTopology(path: file ?? topology.file).resolve(seed: topology.scenario.seed)
             } catch {
-                throw UserFacingError("\(error)")
+                throw UserFacingError("\(error)", code: .invalidInput)
             }
             let scenario = topology.scenario
             let roles = topology.processes.map { process in

@@ -154,7 +154,7 @@ extension QueueProcess {
             throw RoleProcessError(
                 "the log in \(logDirectory.path) holds another run (\(differences.joined(separator: ", "))); "
                     + "give this queue a new --run-directory, or start it with the topology that made that log",
-                failsTheRun: true)
+                code: .untrustedLog, failsTheRun: true)
         }
     }
 }

@@ -107,7 +107,7 @@ public final class RoleProcess {
         // A restarted process takes the work up again from the log.
         func checkEnvironment() throws {
             if let failure = role.environmentFailure {
-                throw RoleProcessError(failure.message(contentRoot: runDirectory, then: "run again"))
+                throw RoleProcessError(failure.message(contentRoot: runDirectory, then: "run again"), code: .environment)
             }
         }
 
@@ -145,7 +145,7 @@ public final class RoleProcess {
                 do {
                     try sender.submit(waiting[sent])
                 } catch {
-                    throw RoleProcessError("\(process.name) could not send a command: \(error)")
+                    throw RoleProcessError("\(process.name) could not send a command: \(error)", code: .commandNotSent)
                 }
                 sent += 1
             }
@@ -160,9 +160,9 @@ public final class RoleProcess {
                 switch completion {
                 case .failed(_, let error):
                     if case .duplicateOfUnsentCommand = error {
-                        throw RoleProcessError("\(process.name): \(error)", failsTheRun: true)
+                        throw RoleProcessError("\(process.name): \(error)", code: .untrustedLog, failsTheRun: true)
                     }
-                    throw RoleProcessError("\(process.name): \(error)")
+                    throw RoleProcessError("\(process.name): \(error)", code: .commandFailed)
                 case .acknowledged(let acknowledgement) where acknowledgement.status == .rejected || acknowledgement.status == .malformed:
                     rejected += 1
                     logger.debug("command refused", metadata: ["command": "\(acknowledgement.commandID.map { "\($0)" } ?? "?")", "reason": "\(acknowledgement.message)"])
@@ -183,7 +183,7 @@ public final class RoleProcess {
             }
             try checkEnvironment()
             if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
-                throw RoleProcessError("\(process.name) heard nothing from the queue at \(events) for \(Int(queueSilenceLimitSeconds)) s; is the queue running?")
+                throw RoleProcessError("\(process.name) heard nothing from the queue at \(events) for \(Int(queueSilenceLimitSeconds)) s; is the queue running?", code: .queueUnreachable)
             }
             // Settled is judged from events, so every event an answer named must have been heard
             // first (after a queue restart, "duplicate" answers outrun the events they name).
@@ -214,19 +214,9 @@ public final class RoleProcess {
         }
         let silent = subscriber.silentPartitions
         guard silent.isEmpty else {
-            throw RoleProcessError("\(process.name) could not reach the queue at \(silent.map(\.requestsEndpoint).joined(separator: ", ")) within \(Int(queueSilenceLimitSeconds)) s; start the queue first")
+            throw RoleProcessError("\(process.name) could not reach the queue at \(silent.map(\.requestsEndpoint).joined(separator: ", ")) within \(Int(queueSilenceLimitSeconds)) s; start the queue first", code: .queueUnreachable)
         }
         return count
-    }
-}
-
-public struct RoleProcessError: Error, CustomStringConvertible {
-    public var description: String
-    /// A restart cannot help (the log holds commands nobody in the run sent): the run fails.
-    public var failsTheRun: Bool
-    public init(_ description: String, failsTheRun: Bool = false) {
-        self.description = description
-        self.failsTheRun = failsTheRun
     }
 }
 

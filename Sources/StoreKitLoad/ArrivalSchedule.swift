@@ -45,15 +45,15 @@ public struct ArrivalSchedule: Sendable, Codable, Equatable {
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
             let pieces = part.split(separator: ":", omittingEmptySubsequences: false)
             guard pieces.count == 2 else {
-                throw LoadSpecificationError("stage '\(part)' in --stages is not DURATION:RATE; write for example 30s:100/s,2m:2000/s,30s:0")
+                throw LoadSpecificationError("stage '\(part)' in --stages is not DURATION:RATE; write for example 30s:100/s,2m:2000/s,30s:0", code: .malformedStages)
             }
             let duration: Int64
             do {
                 duration = try DurationText.nanoseconds(String(pieces[0]))
             } catch {
-                throw LoadSpecificationError("stage '\(part)' in --stages: \(error)")
+                throw LoadSpecificationError("stage '\(part)' in --stages: \(error)", code: .malformedStages)
             }
-            guard duration > 0 else { throw LoadSpecificationError("stage '\(part)' in --stages lasts no time; give it a duration above 0") }
+            guard duration > 0 else { throw LoadSpecificationError("stage '\(part)' in --stages lasts no time; give it a duration above 0", code: .malformedStages) }
             stages.append(RateStage(durationNanoseconds: duration, targetPerSecond: try parseRate(String(pieces[1]), context: "stage '\(part)' in --stages")))
         }
         return ArrivalSchedule(initialPerSecond: 0, stages: stages)
@@ -68,7 +68,7 @@ public struct ArrivalSchedule: Sendable, Codable, Equatable {
             scale = 1.0 / 60
         }
         guard let value = Double(number), value.isFinite, value >= 0, value * scale <= maximumPerSecond else {
-            throw LoadSpecificationError("\(context): '\(text)' is not a rate; write starts per second such as 100/s (at most \(Int(maximumPerSecond))/s), or 0")
+            throw LoadSpecificationError("\(context): '\(text)' is not a rate; write starts per second such as 100/s (at most \(Int(maximumPerSecond))/s), or 0", code: .malformedRate)
         }
         return value * scale
     }
@@ -133,10 +133,4 @@ public struct ArrivalSchedule: Sendable, Codable, Equatable {
         }
         return nil
     }
-}
-
-/// A load specification someone wrote that cannot be used; the message says what to write.
-public struct LoadSpecificationError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
 }

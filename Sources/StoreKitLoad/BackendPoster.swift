@@ -2,7 +2,6 @@ import AsyncHTTPClient
 import Foundation
 import StoreKitLive
 import StoreKitModel
-import Synchronization
 
 /// What a load's app sends its team's server for one purchased or restored transaction before it
 /// finishes it (`sksim load --backend URL`), as real apps send purchases to their servers. The JSON
@@ -77,9 +76,7 @@ public struct PurchaseEvidence: Sendable, Equatable {
     }
 }
 
-/// POSTs to the backend from the driver's one thread without blocking it: each request runs on
-/// AsyncHTTPClient's event loop, and its answer (with the instant it came) waits in a bounded list
-/// that the driver's loop takes every round.
+/// POSTs to the backend through a `BoundedHTTPSender`, from the driver's one thread without blocking it.
 final class BackendPoster: Sendable {
     struct Answer: Sendable {
         var token: Int
@@ -93,27 +90,26 @@ final class BackendPoster: Sendable {
     /// Requests in flight at most; the driver's lifecycles in flight are bounded anyway, this keeps the answers list bounded too.
     static let maximumOutstanding = 50_000
 
-    private let client: HTTPClient
+    private let sender: BoundedHTTPSender<Answer>
     private let url: String
     private let timeoutNanoseconds: Int64
-    private let answers = Mutex<[Answer]>([])
-    private let outstandingCount = Mutex(0)
 
     init(url: String, timeoutNanoseconds: Int64) {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
-        configuration.timeout = .init(connect: .nanoseconds(timeoutNanoseconds), read: .nanoseconds(timeoutNanoseconds))
-        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        sender = BoundedHTTPSender(maximumOutstanding: Self.maximumOutstanding, timeoutNanoseconds: timeoutNanoseconds)
         self.url = url
         self.timeoutNanoseconds = timeoutNanoseconds
     }
 
-    var outstanding: Int { outstandingCount.withLock { $0 } }
-    var hasCapacity: Bool { outstanding < Self.maximumOutstanding }
+    var outstanding: Int { sender.outstanding }
 
     /// Makes the transaction's evidence with `evidence`, then POSTs it; both off the calling thread.
+    /// Beyond `maximumOutstanding` in flight the POST is not sent, and its answer is a failure.
     func post(token: Int, request evidenceRequest: PurchaseEvidenceRequest, evidence: @escaping PurchaseEvidence.Producer) {
-        outstandingCount.withLock { $0 += 1 }
+        guard sender.admit() else {
+            sender.refuse(Answer(token: token, status: nil, failure: "more than \(Self.maximumOutstanding) backend requests in flight",
+                                 monotonicNanoseconds: LiveClock.monotonicNanoseconds()))
+            return
+        }
         Task { [self] in
             let body: BackendPurchase
             do {
@@ -122,7 +118,7 @@ final class BackendPoster: Sendable {
                                        productId: evidenceRequest.productId, signedTransaction: made.signedTransaction,
                                        appReceipt: made.appReceipt, device: evidenceRequest.device, account: evidenceRequest.account)
             } catch {
-                finish(Answer(token: token, status: nil, failure: "no evidence: \(error)", monotonicNanoseconds: LiveClock.monotonicNanoseconds()))
+                sender.finish(Answer(token: token, status: nil, failure: "no evidence: \(error)", monotonicNanoseconds: LiveClock.monotonicNanoseconds()))
                 return
             }
             post(token: token, body: body)
@@ -137,36 +133,21 @@ final class BackendPoster: Sendable {
         do {
             request = try HTTPClient.Request(url: url, method: .POST, headers: ["Content-Type": "application/json"], body: .string(json))
         } catch {
-            finish(Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: LiveClock.monotonicNanoseconds()))
+            sender.finish(Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: LiveClock.monotonicNanoseconds()))
             return
         }
-        // NIODeadline counts the monotonic clock's nanoseconds, as DispatchTime's uptime does.
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, timeoutNanoseconds))
-        client.execute(request: request, deadline: .uptimeNanoseconds(deadline)).whenComplete { [self] result in
-            let now = LiveClock.monotonicNanoseconds()
+        sender.execute(request, timeoutNanoseconds: timeoutNanoseconds) { result, now in
             switch result {
-            case .success(let response): finish(Answer(token: token, status: Int(response.status.code), failure: nil, monotonicNanoseconds: now))
-            case .failure(let error): finish(Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: now))
+            case .success(let response): Answer(token: token, status: Int(response.status.code), failure: nil, monotonicNanoseconds: now)
+            case .failure(let error): Answer(token: token, status: nil, failure: "\(error)", monotonicNanoseconds: now)
             }
         }
     }
 
-    private func finish(_ answer: Answer) {
-        answers.withLock { $0.append(answer) }
-        outstandingCount.withLock { $0 -= 1 }
-    }
-
     /// The answers that came since the last call.
-    func take() -> [Answer] {
-        answers.withLock { list in
-            defer { list.removeAll(keepingCapacity: true) }
-            return list
-        }
-    }
+    func take() -> [Answer] { sender.take() }
 
-    func shutdown() {
-        try? client.syncShutdown()
-    }
+    func shutdown() { sender.shutdown() }
 
     /// Refuses a URL AsyncHTTPClient cannot POST to, before anything starts.
     static func check(_ url: String) throws(LoadSpecificationError) {

@@ -45,7 +45,7 @@ public struct CustomFigures: Sendable {
         let limit = CustomFigureName.maximumCount
         guard Set(stages.keys).union(other.stages.keys).count <= limit, Set(counters.keys).union(other.counters.keys).count <= limit,
               Set(checks.keys).union(other.checks.keys).count <= limit else {
-            throw LoadProtocolError("the drivers' reports name more than \(limit) custom stages, counters or checks; a load keeps at most \(limit) of each")
+            throw LoadProtocolError("the drivers' reports name more than \(limit) custom stages, counters or checks; a load keeps at most \(limit) of each", code: .limitExceeded)
         }
         for (name, histogram) in other.stages {
             if stages[name] == nil { stages[name] = StageHistograms.emptyHistogram() }
@@ -86,19 +86,19 @@ public struct CustomFigures: Sendable {
     public init(wire: CustomFiguresWire) throws(LoadProtocolError) {
         let limit = CustomFigureName.maximumCount
         guard (wire.stages?.count ?? 0) <= limit, (wire.counters?.count ?? 0) <= limit, (wire.checks?.count ?? 0) <= limit else {
-            throw LoadProtocolError("a driver's report names more than \(limit) custom stages, counters or checks")
+            throw LoadProtocolError("a driver's report names more than \(limit) custom stages, counters or checks", code: .limitExceeded)
         }
         for (name, data) in wire.stages ?? [:] {
-            if let refusal = CustomFigureName.refusal(name, isStage: true) { throw LoadProtocolError("a driver's report has a custom stage \(refusal)") }
+            if let refusal = CustomFigureName.refusal(name, isStage: true) { throw LoadProtocolError("a driver's report has a custom stage \(refusal)", code: .malformedReport) }
             stages[name] = try StageHistograms.histogram(encoded: data)
         }
         for (name, amount) in wire.counters ?? [:] {
-            if let refusal = CustomFigureName.refusal(name) { throw LoadProtocolError("a driver's report has a counter \(refusal)") }
+            if let refusal = CustomFigureName.refusal(name) { throw LoadProtocolError("a driver's report has a counter \(refusal)", code: .malformedReport) }
             counters[name] = amount
         }
         for (name, counts) in wire.checks ?? [:] {
-            if let refusal = CustomFigureName.refusal(name, isCheck: true) { throw LoadProtocolError("a driver's report has a check \(refusal)") }
-            guard counts.passed >= 0, counts.failed >= 0 else { throw LoadProtocolError("a driver's report counts check '\(name)' below 0") }
+            if let refusal = CustomFigureName.refusal(name, isCheck: true) { throw LoadProtocolError("a driver's report has a check \(refusal)", code: .malformedReport) }
+            guard counts.passed >= 0, counts.failed >= 0 else { throw LoadProtocolError("a driver's report counts check '\(name)' below 0", code: .malformedReport) }
             checks[name] = counts
         }
     }

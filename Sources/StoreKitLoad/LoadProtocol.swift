@@ -69,7 +69,7 @@ public struct LoadPlan: Sendable, Codable, Equatable {
     public func checkReport(_ report: DriverReport) throws(LoadProtocolError) {
         func refuse(_ what: String) -> LoadProtocolError {
             LoadProtocolError("driver '\(report.driver)' sent a report with \(what), which no driver of this load makes; "
-                + "run every driver with the same sksim as the coordinator (`sksim driver`), and keep other programs off --listen")
+                + "run every driver with the same sksim as the coordinator (`sksim driver`), and keep other programs off --listen", code: .impossibleReport)
         }
         guard (0...lastReportInterval).contains(report.interval) else {
             throw refuse("interval \(report.interval); this load's reports are numbered 0 to \(lastReportInterval) "
@@ -214,7 +214,7 @@ public enum LoadWire {
         do {
             return try JSONDecoder().decode(type, from: Data(frame))
         } catch {
-            throw LoadProtocolError("a \(type) message could not be read: \(error)")
+            throw LoadProtocolError("a \(type) message could not be read: \(error)", code: .unreadableMessage)
         }
     }
 }

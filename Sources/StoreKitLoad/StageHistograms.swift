@@ -136,7 +136,7 @@ public struct StageHistograms: Sendable {
     static func histogram(encoded data: Data) throws(LoadProtocolError) -> Histogram<UInt64> {
         var reader = VarintReader(bytes: [UInt8](data))
         let histogram = try reader.histogram()
-        guard reader.position == reader.bytes.count else { throw LoadProtocolError("a custom stage's histogram in a driver's report has bytes left over") }
+        guard reader.position == reader.bytes.count else { throw LoadProtocolError("a custom stage's histogram in a driver's report has bytes left over", code: .malformedReport) }
         return histogram
     }
 
@@ -146,13 +146,13 @@ public struct StageHistograms: Sendable {
         // A count of recorded values: one beyond 2^40 is no real driver's (and the coordinator adds them up).
         let clampedCount = try reader.take()
         guard clampedCount <= Self.maximumClampedCount else {
-            throw LoadProtocolError("a histogram in a driver's report claims \(clampedCount) clamped values")
+            throw LoadProtocolError("a histogram in a driver's report claims \(clampedCount) clamped values", code: .limitExceeded)
         }
         clamped = Int(clampedCount)
         while reader.position < reader.bytes.count {
             let index = Int(reader.bytes[reader.position])
             reader.position += 1
-            guard index < LifecycleStage.allCases.count else { throw LoadProtocolError("a driver's report names stage number \(index), which this build does not know") }
+            guard index < LifecycleStage.allCases.count else { throw LoadProtocolError("a driver's report names stage number \(index), which this build does not know", code: .malformedReport) }
             histograms[LifecycleStage.allCases[index]] = try reader.histogram()
         }
     }
@@ -167,7 +167,7 @@ struct VarintReader {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while true {
-            guard position < bytes.count, shift < 64 else { throw LoadProtocolError("a histogram in a driver's report is truncated") }
+            guard position < bytes.count, shift < 64 else { throw LoadProtocolError("a histogram in a driver's report is truncated", code: .malformedReport) }
             let byte = bytes[position]
             position += 1
             value |= UInt64(byte & 0x7F) << shift
@@ -179,7 +179,7 @@ struct VarintReader {
     /// One histogram as `StageHistograms.append` wrote it.
     mutating func histogram() throws(LoadProtocolError) -> Histogram<UInt64> {
         let bucketCount = try take()
-        guard bucketCount <= 1 << 20 else { throw LoadProtocolError("a histogram in a driver's report claims \(bucketCount) buckets") }
+        guard bucketCount <= 1 << 20 else { throw LoadProtocolError("a histogram in a driver's report claims \(bucketCount) buckets", code: .limitExceeded) }
         var histogram = StageHistograms.emptyHistogram()
         var value: UInt64 = 0
         for _ in 0..<bucketCount {
@@ -188,15 +188,9 @@ struct VarintReader {
             let count = try take()
             guard !overflow, value <= StageHistograms.highestMicroseconds, count > 0,
                   histogram.record(value, count: count) else {
-                throw LoadProtocolError("a histogram in a driver's report holds a value out of range")
+                throw LoadProtocolError("a histogram in a driver's report holds a value out of range", code: .malformedReport)
             }
         }
         return histogram
     }
-}
-
-/// A message between a driver and the coordinator that breaks the protocol.
-public struct LoadProtocolError: Error, Sendable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
 }

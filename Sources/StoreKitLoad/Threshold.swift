@@ -59,7 +59,7 @@ public struct Threshold: Sendable, Equatable, Codable {
         guard let (comparison, range) = Comparison.allCases.lazy.compactMap({ candidate in
             trimmed.range(of: candidate.rawValue).map { (candidate, $0) }
         }).first else {
-            throw LoadSpecificationError("threshold '\(text)' has no comparison; write METRIC OPERATOR VALUE, e.g. 'finished.p99<50ms', 'violations==0' or 'rate>=1000'")
+            throw LoadSpecificationError("threshold '\(text)' has no comparison; write METRIC OPERATOR VALUE, e.g. 'finished.p99<50ms', 'violations==0' or 'rate>=1000'", code: .malformedThreshold)
         }
         self.comparison = comparison
         let name = String(trimmed[..<range.lowerBound])
@@ -67,7 +67,7 @@ public struct Threshold: Sendable, Equatable, Codable {
         let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         if parts.count == 2, parts[0] == "counters" {
             // A team's driver's own counter (`LoadContext.count`); one it never counted is 0.
-            if let refusal = CustomFigureName.refusal(parts[1]) { throw LoadSpecificationError("threshold '\(text)': the counter \(refusal)") }
+            if let refusal = CustomFigureName.refusal(parts[1]) { throw LoadSpecificationError("threshold '\(text)': the counter \(refusal)", code: .malformedThreshold) }
             metric = .figure(name)
             value = try Self.number(valueText, text)
         } else if parts.count == 2 {
@@ -75,10 +75,10 @@ public struct Threshold: Sendable, Equatable, Codable {
             // once its reports come, so a misspelt one has no data and fails.
             let stage = LifecycleStage(rawValue: parts[0])
             if stage == nil, !customStages {
-                throw LoadSpecificationError("threshold '\(text)' names stage '\(parts[0])'; the stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", ")) (and, with --driver, the driver's own)")
+                throw LoadSpecificationError("threshold '\(text)' names stage '\(parts[0])'; the stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", ")) (and, with --driver, the driver's own)", code: .malformedThreshold)
             }
             if stage == nil, let refusal = CustomFigureName.refusal(parts[0], isStage: true) {
-                throw LoadSpecificationError("threshold '\(text)' names stage \(refusal); the built-in stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", ")), and a driver's own stages take names of that form")
+                throw LoadSpecificationError("threshold '\(text)' names stage \(refusal); the built-in stages are \(LifecycleStage.allCases.map(\.rawValue).joined(separator: ", ")), and a driver's own stages take names of that form", code: .malformedThreshold)
             }
             if parts[1] == "count" {
                 metric = stage.map { .stageCount($0) } ?? .customStageCount(parts[0])
@@ -87,19 +87,19 @@ public struct Threshold: Sendable, Equatable, Codable {
                 metric = stage.map { .stageLatency($0, percentile: percentile) } ?? .customStageLatency(parts[0], percentile: percentile)
                 value = try Self.latencyMicroseconds(valueText, text)
             } else {
-                throw LoadSpecificationError("threshold '\(text)' asks for '\(parts[1])' of a stage; use p50, p90, p95, p99, p999, max or count")
+                throw LoadSpecificationError("threshold '\(text)' asks for '\(parts[1])' of a stage; use p50, p90, p95, p99, p999, max or count", code: .malformedThreshold)
             }
         } else if parts.count == 1, Self.figures.contains(name) {
             metric = .figure(name)
             value = try Self.number(name == "rate" && valueText.hasSuffix("/s") ? String(valueText.dropLast(2)) : valueText, text)
         } else {
-            throw LoadSpecificationError("threshold '\(text)' names no known metric '\(name)'; use STAGE.p99 (and p50, p90, p95, p999, max, count) or one of \(Self.figures.joined(separator: ", "))")
+            throw LoadSpecificationError("threshold '\(text)' names no known metric '\(name)'; use STAGE.p99 (and p50, p90, p95, p999, max, count) or one of \(Self.figures.joined(separator: ", "))", code: .malformedThreshold)
         }
     }
 
     private static func number(_ text: String, _ expression: String) throws(LoadSpecificationError) -> Double {
         guard let value = Double(text), value.isFinite else {
-            throw LoadSpecificationError("threshold '\(expression)' compares with '\(text)', which is not a number")
+            throw LoadSpecificationError("threshold '\(expression)' compares with '\(text)', which is not a number", code: .malformedThreshold)
         }
         return value
     }
@@ -109,7 +109,7 @@ public struct Threshold: Sendable, Equatable, Codable {
         do {
             return Double(try DurationText.nanoseconds(text)) / 1_000
         } catch {
-            throw LoadSpecificationError("threshold '\(expression)' compares a latency with '\(text)'; write a duration such as 50ms, 800us or 1.5s")
+            throw LoadSpecificationError("threshold '\(expression)' compares a latency with '\(text)'; write a duration such as 50ms, 800us or 1.5s", code: .malformedThreshold)
         }
     }
 

@@ -43,11 +43,53 @@ extension QueueProjection {
                 : "restore \(restore) of '\(device)' started again (next is \(deviceStates[slot].nextRestoreNumber))"
         case .restoreFinished(let device, let restore), .restoreFailed(let device, let restore, _):
             return restoreInProgress(device, restore)
-        case .deviceRegistered, .appLaunched, .interruptedPurchaseResumed, .appTerminated, .observerAttached, .observerDetached, .paymentsAllowedChanged,
-             .commandRejected, .appActionRecorded, .subscriptionExpired, .entitlementsRevoked, .subscriptionBillingRetry,
-             .transactionsCleared, .receiptRefreshStarted, .receiptDelivered:
+        case .deviceRegistered(let device, _):
+            return slot(of: device) == nil ? nil : "device '\(device)' registered twice"
+        case .appLaunched(let device):
+            return onDevice(device, "the app launched") { $0.isRunning ? "it is running already" : nil }
+        case .appTerminated(let device):
+            return onDevice(device, "the app terminated") { $0.isRunning ? nil : "it is not running" }
+        case .observerAttached(let device, let observer):
+            return onDevice(device, "observer '\(observer)' attached") { state in
+                !state.isRunning ? "the app is not running" : state.observers.contains(observer) ? "it is attached already" : nil
+            }
+        case .observerDetached(let device, let observer):
+            return onDevice(device, "observer '\(observer)' detached") { $0.observers.contains(observer) ? nil : "it is not attached" }
+        case .interruptedPurchaseResumed(let key, let interrupted):
+            return onDevice(key.device, "purchase \(interrupted) resumed") { state in
+                state.resumedInterruptions.contains(interrupted.number) ? "it was resumed already" : nil
+            }
+        case .paymentsAllowedChanged(let device, _), .transactionsCleared(let device):
+            return onDevice(device, event.name) { _ in nil }
+        case .appActionRecorded(let action):
+            return onDevice(action.device, "an app action recorded") { _ in nil }
+        case .subscriptionExpired(let device, let original), .subscriptionBillingRetry(let device, let original, _):
+            return onDevice(device, "subscription \(original.transactionIdentifier) changed") { state in
+                state.endedSubscriptions.contains(original.transactionIdentifier) ? "it has expired" : nil
+            }
+        case .entitlementsRevoked(let device, let original):
+            return onDevice(device, "purchase \(original.transactionIdentifier) refunded") { state in
+                state.revokedPurchases.contains(original.transactionIdentifier) ? "it was refunded already" : nil
+            }
+        case .receiptRefreshStarted(let device, let request):
+            return onDevice(device, "receipt refresh \(request) started") { state in
+                !state.isRunning ? "the app is not running"
+                    : request < state.nextReceiptRefreshNumber ? "it started before (next is \(state.nextReceiptRefreshNumber))" : nil
+            }
+        case .receiptDelivered(let device, let request, let firstIndex, _, _):
+            return onDevice(device, "receipt refresh \(request) delivered from entry \(firstIndex)") { state in
+                guard let delivered = state.receiptRefreshesInProgress[request] else { return "it is not in progress" }
+                return firstIndex == delivered ? nil : "\(delivered) entries were delivered"
+            }
+        case .commandRejected:
             return nil
         }
+    }
+
+    /// An event about a registered device, whose state `broken` finds no fault with.
+    private func onDevice(_ device: String, _ what: String, _ broken: (DeviceState) -> String?) -> String? {
+        guard let slot = slot(of: device) else { return "\(what) on unregistered device '\(device)'" }
+        return broken(deviceStates[slot]).map { "\(what) on '\(device)', but \($0)" }
     }
 
     /// A transaction the queue creates: on a registered device, with a number it never used, and

@@ -20,10 +20,10 @@ public final class PartitionedReplay {
             // Sequence numbers are per partition, and timing one partition against another needs
             // them replayed at once: both are for one partition at a time.
             if options.from != 1 || options.to != .max {
-                throw ReplayInputError("--from and --to name the sequence numbers of one partition, and this recording has \(recordings.count) (\(recordings.map(\.partition).joined(separator: ", "))); add --partition NAME")
+                throw ReplayInputError("--from and --to name the sequence numbers of one partition, and this recording has \(recordings.count) (\(recordings.map(\.partition).joined(separator: ", "))); add --partition NAME", code: .invalidOption)
             }
             if options.speed != nil {
-                throw ReplayInputError("--speed K replays one partition at a time, and this recording has \(recordings.count) (\(recordings.map(\.partition).joined(separator: ", "))); use --speed max, or add --partition NAME")
+                throw ReplayInputError("--speed K replays one partition at a time, and this recording has \(recordings.count) (\(recordings.map(\.partition).joined(separator: ", "))); use --speed max, or add --partition NAME", code: .invalidOption)
             }
         }
         self.recordings = recordings

@@ -3,12 +3,6 @@ import Foundation
 import StoreKitModel
 import StoreKitRuntime
 
-/// Input a replay cannot use, with what to do about it; one line, naming the file.
-public struct ReplayInputError: Error, Sendable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
-}
-
 /// A recorded run: the `queue` partition of a log, read only (nothing is ever written to it).
 /// A run directory or its `log` folder on disk, or a log in memory (tests, benchmarks).
 public struct Recording {

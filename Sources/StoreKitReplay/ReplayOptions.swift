@@ -60,16 +60,16 @@ public struct ReplayOptions: Sendable {
 
     public func validate() throws(ReplayInputError) {
         if let speed, !(speed.isFinite && speed > 0) {
-            throw ReplayInputError("--speed \(speed) is not a pace; use max, or a number greater than 0 (1 = the recorded pace)")
+            throw ReplayInputError("--speed \(speed) is not a pace; use max, or a number greater than 0 (1 = the recorded pace)", code: .invalidOption)
         }
         guard from >= 1, from <= to else {
-            throw ReplayInputError("--from \(from) --to \(to) is an empty slice; use 1 <= --from <= --to")
+            throw ReplayInputError("--from \(from) --to \(to) is an empty slice; use 1 <= --from <= --to", code: .invalidOption)
         }
-        guard (1...1_000).contains(loop) else { throw ReplayInputError("--loop \(loop) is out of range; use 1 to 1000 copies") }
+        guard (1...1_000).contains(loop) else { throw ReplayInputError("--loop \(loop) is out of range; use 1 to 1000 copies", code: .invalidOption) }
         if let observers, observers.isEmpty {
-            throw ReplayInputError("--observers names no observer; give at least one of \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw ReplayInputError("--observers names no observer; give at least one of \(ObserverBehavior.allCases.map(\.rawValue).joined(separator: ", "))", code: .invalidOption)
         }
-        if let devices, devices.isEmpty { throw ReplayInputError("--devices names no device") }
-        if app != nil, observers != nil { throw ReplayInputError("give either an app or built-in observers to replay with, not both") }
+        if let devices, devices.isEmpty { throw ReplayInputError("--devices names no device", code: .invalidOption) }
+        if app != nil, observers != nil { throw ReplayInputError("give either an app or built-in observers to replay with, not both", code: .invalidOption) }
     }
 }

@@ -154,7 +154,7 @@ public final class ReplaySession {
         var scenario = recorded
         var header = recording.header
         if let recordedApp = recorded.apps.app, options.app == nil, options.observers == nil {
-            throw ReplayInputError("\(recording.location) ran the app '\(recordedApp)': replay it with the executable that registers that app (SKSim.main(apps:)), or give built-in --observers")
+            throw ReplayInputError("\(recording.location) ran the app '\(recordedApp)': replay it with the executable that registers that app (SKSim.main(apps:)), or give built-in --observers", code: .appNotRegistered)
         }
         if let app = options.app {
             scenario.apps.app = app.name
@@ -173,7 +173,7 @@ public final class ReplaySession {
         // A log that keeps nothing needs no input records encoded (replay at full speed).
         engine.recordsInputs = !(storage is DiscardingLogStorage)
         guard engine.projection.lastSequence == 0 else {
-            throw ReplayInputError("the replay's output log already holds records; give a new --out directory")
+            throw ReplayInputError("the replay's output log already holds records; give a new --out directory", code: .outputNotEmpty)
         }
         // An app's commands are always decided anew: the timing of its asynchronous work is not in the log.
         whatIf = options.app != nil || scenario.apps.observers != recorded.apps.observers || scenario.apps.app != recorded.apps.app
@@ -187,7 +187,7 @@ public final class ReplaySession {
         if let devices = options.devices {
             let known = Set(recorded.deviceNames)
             if let unknown = devices.sorted().first(where: { !known.contains($0) }) {
-                throw ReplayInputError("--devices names '\(unknown)', which the recording does not have; it has \(recorded.deviceNames.first!)…\(recorded.deviceNames.last!)")
+                throw ReplayInputError("--devices names '\(unknown)', which the recording does not have; it has \(recorded.deviceNames.first!)…\(recorded.deviceNames.last!)", code: .invalidOption)
             }
         }
     }

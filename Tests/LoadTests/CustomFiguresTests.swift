@@ -32,14 +32,14 @@ struct CustomFiguresTests {
 
     @Test("a report naming a built-in stage, a name with a dot, or more than 64 figures is refused; merged figures stay bounded")
     func refusals() throws {
-        #expect(throws: LoadProtocolError.self) { try CustomFigures(wire: CustomFiguresWire(stages: ["removed": Data([0])], counters: nil, checks: nil)) }
-        #expect(throws: LoadProtocolError.self) { try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: ["a.b": 1], checks: nil)) }
-        #expect(throws: LoadProtocolError.self) { try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: nil, checks: ["x": CheckCounts(passed: -1)])) }
+        #expect(#expect(throws: LoadProtocolError.self) { try CustomFigures(wire: CustomFiguresWire(stages: ["removed": Data([0])], counters: nil, checks: nil)) }?.code == .malformedReport)
+        #expect(#expect(throws: LoadProtocolError.self) { try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: ["a.b": 1], checks: nil)) }?.code == .malformedReport)
+        #expect(#expect(throws: LoadProtocolError.self) { try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: nil, checks: ["x": CheckCounts(passed: -1)])) }?.code == .malformedReport)
         let many = Dictionary(uniqueKeysWithValues: (0..<65).map { ("c\($0)", 1) })
-        #expect(throws: LoadProtocolError.self) { try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: many, checks: nil)) }
+        #expect(#expect(throws: LoadProtocolError.self) { try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: many, checks: nil)) }?.code == .limitExceeded)
         var merged = CustomFigures()
         try merged.add(try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: Dictionary(uniqueKeysWithValues: (0..<64).map { ("a\($0)", 1) }), checks: nil)))
-        #expect(throws: LoadProtocolError.self) { try merged.add(try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: ["b": 1], checks: nil))) }
+        #expect(#expect(throws: LoadProtocolError.self) { try merged.add(try CustomFigures(wire: CustomFiguresWire(stages: nil, counters: ["b": 1], checks: nil))) }?.code == .limitExceeded)
     }
 
     @Test("thresholds on a custom stage, a counter and checksFailed are judged on the custom figures; a stage that never came has no data and fails")
@@ -57,8 +57,8 @@ struct CustomFiguresTests {
         #expect(try Threshold(parsing: "counters.refunds==0").passes(figures))
         #expect(try !Threshold(parsing: "checksFailed==0").passes(figures))
         #expect(try !Threshold(parsing: "entitlementz.p99<5ms", customStages: true).passes(figures))
-        #expect(throws: LoadSpecificationError.self) { try Threshold(parsing: "enti tlements!.p99<5ms", customStages: true) }
+        #expect(#expect(throws: LoadSpecificationError.self) { try Threshold(parsing: "enti tlements!.p99<5ms", customStages: true) }?.code == .malformedThreshold)
         // Without --driver a name that is no built-in stage is a misspelling.
-        #expect(throws: LoadSpecificationError.self) { try Threshold(parsing: "entitlements.p99<5ms") }
+        #expect(#expect(throws: LoadSpecificationError.self) { try Threshold(parsing: "entitlements.p99<5ms") }?.code == .malformedThreshold)
     }
 }

@@ -73,7 +73,7 @@ struct SpecificationTests {
             Issue.record("'\(text)' was accepted")
         } catch {
             #expect(!error.description.contains("\n"))
-            #expect(error.description.contains("--stages") || error.description.contains("rate"))
+            #expect([.malformedStages, .malformedRate].contains(error.code), "\(error)")
         }
     }
 
@@ -104,7 +104,7 @@ struct SpecificationTests {
             Issue.record("'\(expression)' was accepted")
         } catch {
             #expect(!error.description.contains("\n"))
-            #expect(error.description.contains(expression))
+            #expect(error.code == .malformedThreshold, "\(error)")
         }
     }
 

@@ -234,17 +234,17 @@ final class SteppingClock: ReplayClock {
         let recording = try recordInMemory(seed: 9, devices: 1, purchases: 1)
         var options = ReplayOptions()
         options.loop = 0
-        #expect(throws: ReplayInputError.self) { try ReplaySession(recording: recording, options: options) }
+        #expect(#expect(throws: ReplayInputError.self) { try ReplaySession(recording: recording, options: options) }?.code == .invalidOption)
         options = ReplayOptions()
         options.from = 10
         options.to = 5
-        #expect(throws: ReplayInputError.self) { try ReplaySession(recording: recording, options: options) }
+        #expect(#expect(throws: ReplayInputError.self) { try ReplaySession(recording: recording, options: options) }?.code == .invalidOption)
         options = ReplayOptions()
         options.devices = ["device-9999"]
-        #expect(throws: ReplayInputError.self) { try ReplaySession(recording: recording, options: options) }
+        #expect(#expect(throws: ReplayInputError.self) { try ReplaySession(recording: recording, options: options) }?.code == .invalidOption)
         options = ReplayOptions()
         options.speed = 0
-        #expect(throws: ReplayInputError.self) { try ReplaySession(recording: recording, options: options) }
+        #expect(#expect(throws: ReplayInputError.self) { try ReplaySession(recording: recording, options: options) }?.code == .invalidOption)
     }
 
     @Test("A download request that named a download already under way still finds its recorded place")

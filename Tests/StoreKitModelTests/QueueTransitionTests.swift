@@ -76,4 +76,43 @@ import Testing
         queue.apply(RecordedEvent(sequence: 11, timestamp: 0, commandID: nil, event: .restoreFinished(device: "d1", restore: 1)))
         #expect(queue.brokenTransition(.restoreFailed(device: "d1", restore: 1, error: StoreError(.unknown, "no"))) != nil)
     }
+
+    @Test("Device events need a registered device in the state the command required: launched once, observers attached once, receipts in order")
+    func deviceEdges() {
+        var queue = projection()
+        let unknown = "d9"
+        #expect(queue.brokenTransition(.deviceRegistered(device: "d1", account: "a1")) != nil)
+        #expect(queue.brokenTransition(.appLaunched(device: "d1")) != nil)
+        #expect(queue.brokenTransition(.appLaunched(device: unknown)) != nil)
+        #expect(queue.brokenTransition(.paymentsAllowedChanged(device: unknown, allowed: false)) != nil)
+        #expect(queue.brokenTransition(.observerDetached(device: "d1", observer: "o1")) != nil)
+        var sequence: UInt64 = 10
+        for event: Event in [.observerAttached(device: "d1", observer: "o1"), .receiptRefreshStarted(device: "d1", request: 1)] {
+            #expect(queue.brokenTransition(event) == nil, "\(event.name) should be allowed")
+            queue.apply(RecordedEvent(sequence: sequence, timestamp: 0, commandID: nil, event: event))
+            sequence += 1
+        }
+        #expect(queue.brokenTransition(.observerAttached(device: "d1", observer: "o1")) != nil)
+        #expect(queue.brokenTransition(.observerDetached(device: "d1", observer: "o1")) == nil)
+        #expect(queue.brokenTransition(.receiptRefreshStarted(device: "d1", request: 1)) != nil)
+        #expect(queue.brokenTransition(.receiptDelivered(device: "d1", request: 1, firstIndex: 0, entries: [], isLast: true)) == nil)
+        #expect(queue.brokenTransition(.receiptDelivered(device: "d1", request: 1, firstIndex: 3, entries: [], isLast: true)) != nil)
+        #expect(queue.brokenTransition(.receiptDelivered(device: "d1", request: 2, firstIndex: 0, entries: [], isLast: true)) != nil)
+        queue.apply(RecordedEvent(sequence: sequence, timestamp: 0, commandID: nil, event: .appTerminated(device: "d1")))
+        #expect(queue.brokenTransition(.appTerminated(device: "d1")) != nil)
+        #expect(queue.brokenTransition(.observerAttached(device: "d1", observer: "o2")) != nil)
+    }
+
+    @Test("A subscription expires once and a purchase is refunded once")
+    func subscriptionEdges() {
+        var queue = projection()
+        let original = OriginalTransaction(transactionIdentifier: "d1.1", payment: Payment(productIdentifier: "monthly"), transactionDate: 0)
+        #expect(queue.brokenTransition(.subscriptionExpired(device: "d1", original: original)) == nil)
+        #expect(queue.brokenTransition(.entitlementsRevoked(device: "d1", original: original)) == nil)
+        queue.apply(RecordedEvent(sequence: 10, timestamp: 0, commandID: nil, event: .subscriptionExpired(device: "d1", original: original)))
+        queue.apply(RecordedEvent(sequence: 11, timestamp: 0, commandID: nil, event: .entitlementsRevoked(device: "d1", original: original)))
+        #expect(queue.brokenTransition(.subscriptionExpired(device: "d1", original: original)) != nil)
+        #expect(queue.brokenTransition(.subscriptionBillingRetry(device: "d1", original: original, gracePeriodNanoseconds: 0)) != nil)
+        #expect(queue.brokenTransition(.entitlementsRevoked(device: "d1", original: original)) != nil)
+    }
 }

@@ -57,11 +57,11 @@ import Testing
     func wrongSettings() {
         let wrongType = #"{"version": {"major": 3, "minor": 0}, "products": [], "settings": {"_askToBuyEnabled": "yes"}}"#
         #expect { try Catalog.importStoreKitConfiguration(Data(wrongType.utf8), source: "wrong.storekit") } throws: { error in
-            "\(error)".contains("settings._askToBuyEnabled")
+            (error as? CatalogError).map { $0.reason == .wrongShape && $0.keyPath == "settings._askToBuyEnabled" } == true
         }
         let wrongRate = #"{"version": {"major": 3, "minor": 0}, "products": [], "settings": {"_timeRate": 7}}"#
         #expect { try Catalog.importStoreKitConfiguration(Data(wrongRate.utf8), source: "rate.storekit") } throws: { error in
-            "\(error)".contains("settings._timeRate") && "\(error)".contains("SKTestSession.TimeRate")
+            (error as? CatalogError).map { $0.reason == .invalidValue && $0.keyPath == "settings._timeRate" } == true
         }
     }
 

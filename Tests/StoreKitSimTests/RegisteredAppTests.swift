@@ -164,12 +164,12 @@ import Testing
         await #expect {
             _ = try await Self.sksim(["replay", recording, "--json"])
         } throws: { error in
-            "\(error)".contains("the app 'storeApp' is not registered")
+            (error as? UserFacingError)?.code == .appNotRegistered
         }
         await #expect {
             _ = try await Self.sksim(["simulate", "--observers", "storeApp", "--out", directory.appendingPathComponent("none").path])
         } throws: { error in
-            "\(error)".contains("unknown observer behaviour 'storeApp'")
+            (error as? UserFacingError)?.code == .unknownName
         }
     }
 

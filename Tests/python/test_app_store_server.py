@@ -214,8 +214,10 @@ def start_server(run_dir, *arguments):
     if not line:
         process.kill()
         process.wait()
+        process.stdout.close()
         errors.seek(0)
-        raise AssertionError("app-store-server printed nothing: " + errors.read())
+        with errors:
+            raise AssertionError("app-store-server printed nothing: " + errors.read())
     process.errors = errors
     return process, json.loads(line)["listening"].rsplit(":", 1)[1]
 
@@ -451,7 +453,8 @@ class RunWithAppStoreServerTest(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stderr[-3000:])
             report = json.loads(result.stdout)
             self.assertEqual(report["appStoreServer"]["undelivered"], 0)
-            processes = json.load(open(os.path.join(run_dir, "run.json")))["processes"]
+            with open(os.path.join(run_dir, "run.json")) as file:
+                processes = json.load(file)["processes"]
             self.assertIn("appStoreServer", [process["role"] for process in processes])
             expected = {json.loads(line)["notificationUUID"] for line in sksim("log", "signed", run_dir).splitlines()
                         if line and "signedPayload" in line}
