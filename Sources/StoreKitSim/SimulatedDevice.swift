@@ -77,6 +77,12 @@ public final class SimulatedDevice: @unchecked Sendable {
                 }
             }
         }
+        for completion in belief.purchaseCompletionsShown.dropFirst(before.purchaseCompletionsShown.count)
+        where completion.transaction.key.device == name {
+            // A transaction object of another device, or a restored one's `original`, is none of this queue's.
+            let own = completion.paymentTransaction == completion.transaction.key
+            queue.transactionReported(completion.transaction, own ? .purchaseCompletionShown : .otherPurchaseCompletionShown)
+        }
         guard !belief.credits.isEmpty || !belief.revenueReported.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
         // In transaction order: the app's dictionary has none.
         var revenue: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
