@@ -184,7 +184,12 @@ final class ObserverBridge: PaymentTransactionObserver {
     }
 
     func paymentQueueRestoreCompletedTransactionsFinished(_ simulated: PaymentQueue) {
-        if queue.isFirst(self), let restore = simulated.lastFinishedRestore { device.restoresToShow.append(restore) }
+        // Noted by the first observer called, before any of the app's code hears it: observers are
+        // called in any order (R-Q5), and one that shows "done" at once must find it noted.
+        if let restore = simulated.lastFinishedRestore, device.lastNotedRestore.map({ $0 < restore }) ?? true {
+            device.lastNotedRestore = restore
+            device.restoresToShow.append(restore)
+        }
         device.run { observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
     }
 

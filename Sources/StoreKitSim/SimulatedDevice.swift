@@ -30,6 +30,8 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     /// Restores this launch heard finish and the app has not shown done yet, oldest first.
     var restoresToShow: [UInt64] = []
+    /// The newest restore noted in `restoresToShow`: each is noted once, whichever observer hears it first.
+    var lastNotedRestore: UInt64?
 
     /// Receipt refreshes this launch started, oldest first: the store answers them in order.
     var receiptRefreshes: [SKReceiptRefreshRequest] = []
