@@ -50,7 +50,7 @@ struct ExploreCommand: AsyncParsableCommand {
         }
         let explorationSeed = chooseSeed(seed)
         // A registered app's own code, as the user's `swift test` explores it (`Explorer(scenario:appLaunch:)`).
-        var explorer = try scenario.apps.app.map { Explorer(scenario: scenario, appLaunch: try RegisteredApps.launch(for: $0)) } ?? Explorer(scenario: scenario)
+        var explorer = try scenario.apps.app.map { Explorer(scenario: scenario, appLaunch: try RegisteredApps.launch(for: $0), appPurchase: RegisteredApps.app(named: $0)?.purchase) } ?? Explorer(scenario: scenario)
         if isatty(STDERR_FILENO) == 1 {
             explorer.progress = { count, elapsed in
                 writeStandardError(String(format: "\rexplore: %d schedules, %.0f/s ", count, Double(count) / max(elapsed, 1e-9)))

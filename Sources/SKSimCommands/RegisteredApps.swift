@@ -52,7 +52,7 @@ public enum RegisteredApps {
     static func attach(to scenario: inout Scenario) throws {
         guard let name = scenario.apps.app else { return }
         let launch = try launch(for: name)
-        scenario.hooks = AppHooks(trace: scenario.hooks?.trace, appLaunch: launch)
+        scenario.hooks = AppHooks(trace: scenario.hooks?.trace, appLaunch: launch, appPurchase: app(named: name)?.purchase)
     }
 
     /// An app's receipts in a run with an App Store server are signed with that server's chain

@@ -157,6 +157,9 @@ public struct Explorer {
     /// its observers itself (StoreKitSim's `SimulatedApp.launch`). Takes precedence over `observerFactory`.
     /// With `explore(jobs:)` above 1 it is called from several threads at once.
     public var appLaunch: (@Sendable (_ queue: PaymentQueue) -> Void)?
+    /// The user's purchases, handed to the app's own code (StoreKitSim's `SimulatedApp.purchase`), which
+    /// adds the payment itself; nil: the simulated user adds them.
+    public var appPurchase: (@Sendable (_ queue: PaymentQueue, _ payment: Payment) -> Bool)?
 
     /// Explores the scenario's built-in observer behaviours.
     public init(scenario: Scenario) {
@@ -170,9 +173,11 @@ public struct Explorer {
     }
 
     /// Explores the app's own code (`SimulatedApp.launch` of StoreKitSim) on every device.
-    public init(scenario: Scenario, appLaunch: @escaping @Sendable (_ queue: PaymentQueue) -> Void) {
+    public init(scenario: Scenario, appLaunch: @escaping @Sendable (_ queue: PaymentQueue) -> Void,
+                appPurchase: (@Sendable (_ queue: PaymentQueue, _ payment: Payment) -> Bool)? = nil) {
         self.scenario = scenario
         self.appLaunch = appLaunch
+        self.appPurchase = appPurchase
     }
 
     // MARK: One schedule
@@ -214,7 +219,7 @@ public struct Explorer {
                                        keepEvents: Bool = false, recordsKeys: Bool = false, storage: LogStorage) throws -> ScheduleOutcome {
         var scenario = runScenario ?? self.scenario
         if observerFactory != nil || appLaunch != nil || trace != nil {
-            scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace, appLaunch: appLaunch)
+            scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace, appLaunch: appLaunch, appPurchase: appPurchase)
         }
         let recording = RecordingChoices(source, recordsKeys: recordsKeys)
         let environment = DeterministicEnvironment(storage: storage, content: VirtualContentStorage(), choices: recording, logDescription: "memory")
@@ -314,12 +319,13 @@ public struct Explorer {
         guard jobs > 1 else { return nil }
         let scenario = self.scenario
         let observers = observerFactory
-        let appLaunch = appLaunch
+        let appLaunch = appLaunch, appPurchase = appPurchase
         let maximumSteps = maximumSteps
         return WorkerPool(threads: jobs - 1) {
             // Each worker's own copy: threads sharing one catalog contend for its strings' reference counts.
             var explorer = Explorer(scenario: scenario.unsharedCopy(), observers: observers)
             explorer.appLaunch = appLaunch
+            explorer.appPurchase = appPurchase
             explorer.maximumSteps = maximumSteps
             return explorer
         }
@@ -419,6 +425,8 @@ public struct Explorer {
     /// removing one moves only the later ones of the same source and kind. So dropping the first
     /// purchase's product makes the second purchase the first, and one purchase fewer then keeps
     /// the failure; a restore or a kill the failure does not need goes without moving anything else.
+    /// When more than one purchase is left, random schedules with fewer purchases are searched for the
+    /// same invariant (`fewerPurchasesSearchLimit` per count), and the first found is shrunk instead.
     /// A last pass shrinks the result as one sequence in execution order, the form reports and
     /// reproduce files hold, so it is 1-minimal in that form too.
     ///
@@ -534,6 +542,14 @@ public struct Explorer {
         }
 
         let byKey = try minimise(addressed, keys: keys)
+        // Removal cannot trade what needs a second purchase (the user's relaunch at its step) for what
+        // one purchase shows (a kill, a repeated delivery): the same failure is searched for with fewer
+        // purchases, and what is found there is shrunk instead.
+        if scenario.apps.purchasesPerDevice > 1,
+           let fewer = try schedule(breaking: invariant, fewerPurchasesThan: scenario, runs: &runs, deadline: deadline) {
+            let shrunk = try shrink(fewer.choices, invariant: invariant, scenario: fewer.scenario, pool: pool)
+            return (shrunk.choices, shrunk.scenario, runs + shrunk.runs, shrunk.oneMinimal)
+        }
         // As one sequence in execution order: the values the shrunk schedule drew, which
         // `ReplayedChoices` replays exactly; then shrunk in that form.
         runs += 1
@@ -541,6 +557,31 @@ public struct Explorer {
         let sequence = try execute(candidate: byKey.entries, keys: keys, scenario: scenario, storage: reusedLog)
         let last = try minimise(sequence.choices.map { ChoiceEntry(key: 0, value: $0) }, keys: nil)
         return (last.entries.map(\.value), scenario, runs, last.oneMinimal)
+    }
+
+    /// Random schedules per purchase count that `shrink` tries when removal left more than one purchase.
+    static let fewerPurchasesSearchLimit = 256
+
+    /// The first random schedule, with fewer purchases than `scenario` (one, then two, …), that
+    /// breaks `invariant`: its choices and scenario. Drawn from `scenario`'s seed alone, so it is the
+    /// same for any number of jobs.
+    private func schedule(breaking invariant: AppInvariant, fewerPurchasesThan scenario: Scenario, runs: inout Int,
+                          deadline: Double) throws -> (choices: [UInt64], scenario: Scenario)? {
+        for purchases in 1..<scenario.apps.purchasesPerDevice {
+            for index in 0..<Self.fewerPurchasesSearchLimit {
+                guard runs < shrinkRunLimit, monotonicSeconds() < deadline else { return nil }
+                // The schedule keeps its seed (the log's header, the reproduce file); only its choices are new.
+                var smaller = scenario
+                smaller.apps.purchasesPerDevice = purchases
+                let choicesSeed = Self.scheduleSeed(scenario.seed ^ UInt64(purchases), index)
+                runs += 1
+                reusedLog.removeAll()
+                // A schedule that cannot run (one that does not end) is no candidate.
+                guard let outcome = try? execute(choices: SeededChoices(seed: choicesSeed), scenario: smaller, storage: reusedLog) else { continue }
+                if outcome.violations.contains(where: { $0.invariant == invariant }) { return (outcome.choices, smaller) }
+            }
+        }
+        return nil
     }
 
     /// The position of the first of `count` candidates (made by `candidate`) that still breaks

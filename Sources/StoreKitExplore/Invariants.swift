@@ -16,6 +16,8 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
     case allDownloadsStarted = "all-downloads-started"
     case restoreNotCreditedAsNew = "restore-not-credited-as-new"
     case revenueReportedOnce = "revenue-reported-once"
+    case purchaseCompletionShownOnce = "purchase-completion-shown-once"
+    case lateObserversSeeDeliveries = "late-observers-see-deliveries"
 
     /// One line: what must hold.
     public var statement: String {
@@ -33,6 +35,8 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         case .allDownloadsStarted: "A transaction whose app started one of its downloads is finished only after it started every one of them."
         case .restoreNotCreditedAsNew: "A restored transaction is never credited as a new purchase: its credit is keyed by the original purchase."
         case .revenueReportedOnce: "A passive observer (analytics) reports each transaction as revenue at most once over all launches, and never a restored one."
+        case .purchaseCompletionShownOnce: "The app tells its user that a purchase it asked for completed at most once, and only with the transaction that purchase's payment made."
+        case .lateObserversSeeDeliveries: "An observer attached after launch finds every transaction delivered in that launch still unfinished, so it can handle it."
         }
     }
 
@@ -52,6 +56,8 @@ public enum AppInvariant: String, Sendable, Hashable, Codable, CaseIterable {
         case .allDownloadsStarted: "R-D3, R-Q11"
         case .restoreNotCreditedAsNew: "R-Q9"
         case .revenueReportedOnce: "R-Q4, R-Q9"
+        case .purchaseCompletionShownOnce: "R-Q7, R-O1, R-Q4"
+        case .lateObserversSeeDeliveries: "R-Q3, R-Q5"
         }
     }
 }
@@ -107,6 +113,11 @@ public struct AppInvariantMonitor: Sendable {
     private var lastSequence: UInt64 = 0
     /// Observers attached per device now: a restore that ends while none is attached is heard by no one.
     private var attachedObservers: [String: Int] = [:]
+    /// Per device, the first transaction finished in its current launch that was not redelivered at
+    /// that launch (those are `launchObserversSeeRedeliveries`'): an observer attached after it missed it.
+    private var finishedThisLaunch: [String: TransactionKey] = [:]
+    /// Purchase completions the app showed as their own, per transaction, over the whole run.
+    private var completionsShown: Set<TransactionKey> = []
     /// Finished restores the app heard, with how often each was shown done, and whether the app
     /// ended (quit, killed) since: not showing one then is no fault of the app's.
     private var restoresHeard: [RestoreID: (shown: Int, appEnded: Bool)] = [:]
@@ -166,6 +177,7 @@ public struct AppInvariantMonitor: Sendable {
             attachedObservers[device] = max(0, attachedObservers[device, default: 0] - 1)
         case .appTerminated(let device):
             attachedObservers[device] = 0
+            if !finishedThisLaunch.isEmpty { finishedThisLaunch[device] = nil }
             if !restoresOfThisLaunch.isEmpty { restoresOfThisLaunch = restoresOfThisLaunch.filter { $0.device != device } }
             if !restoresHeard.isEmpty {
                 for key in restoresHeard.keys where key.device == device { restoresHeard[key]?.appEnded = true }
@@ -173,11 +185,15 @@ public struct AppInvariantMonitor: Sendable {
         case .appLaunched(let device):
             let pending = transactions.keys.filter { $0.device == device }.map(\.number)
             launches[device] = pending.isEmpty ? nil : DeviceLaunch(pendingAtLaunch: Set(pending))
+            if !finishedThisLaunch.isEmpty { finishedThisLaunch[device] = nil }
         case .observerAttached(let device, let observer):
             attachedObservers[device, default: 0] += 1
             if !launches.isEmpty, let missed = launches[device]?.finishedSinceLaunch.first {
                 report(.launchObserversSeeRedeliveries, sequence,
                        "observer \(observer) attached to \(device) after transaction #\(missed), redelivered at launch, was finished without it")
+            } else if !finishedThisLaunch.isEmpty, let missed = finishedThisLaunch[device] {
+                report(.lateObserversSeeDeliveries, sequence,
+                       "observer \(observer) attached to \(device) after transaction \(missed), delivered in this launch, was finished without it")
             }
         case .transactionFinished(let key):
             finished(key, recorded)
@@ -235,6 +251,8 @@ public struct AppInvariantMonitor: Sendable {
         // In place: a copy taken out and stored back would copy its array at the append.
         if !launches.isEmpty, let index = launches.index(forKey: key.device), launches.values[index].pendingAtLaunch.contains(key.number) {
             launches.values[index].finishedSinceLaunch.append(key.number)
+        } else if finishedThisLaunch[key.device] == nil {
+            finishedThisLaunch[key.device] = key
         }
     }
 
@@ -280,6 +298,13 @@ public struct AppInvariantMonitor: Sendable {
             } else if reports > 1 {
                 report(.revenueReportedOnce, sequence, "\(observer) reported transaction \(key) as revenue again (report number \(reports))")
             }
+        case .transactionReported(let key, let observer, .purchaseCompletionShown):
+            if !completionsShown.insert(key).inserted {
+                report(.purchaseCompletionShownOnce, sequence, "\(observer) told its user again that the purchase of transaction \(key) completed")
+            }
+        case .transactionReported(let key, let observer, .otherPurchaseCompletionShown):
+            report(.purchaseCompletionShownOnce, sequence,
+                   "\(observer) told its user that a purchase it asked for completed with transaction \(key), which another payment made")
         case .contentKept, .failureShown:
             break
         }

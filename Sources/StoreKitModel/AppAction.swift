@@ -63,11 +63,19 @@ public enum AppReport: UInt8, Sendable, Hashable, CaseIterable, CustomStringConv
     /// It credited a restored transaction as a new purchase: keyed by the restored transaction's own
     /// identifier rather than its original purchase's.
     case creditedAsNewPurchase = 2
+    /// It told its user that a purchase it asked for (`SKPaymentQueue.add(_:)`) completed with the
+    /// transaction, which that payment made.
+    case purchaseCompletionShown = 3
+    /// It told its user that a purchase it asked for completed with the transaction, which another
+    /// payment made (an earlier launch's, another product's, another request's).
+    case otherPurchaseCompletionShown = 4
 
     public var description: String {
         switch self {
         case .revenue: "revenue"
         case .creditedAsNewPurchase: "credited as a new purchase"
+        case .purchaseCompletionShown: "shown as its purchase's completion"
+        case .otherPurchaseCompletionShown: "shown as another purchase's completion"
         }
     }
 }

@@ -297,6 +297,8 @@ public final class DeviceApp {
             }
             subscribedGroups.insert(group)
         }
+        // The app's own code adds the payment, when it takes the user's request (issue 28).
+        if payment.discount == nil, let appPurchase = hooks?.appPurchase, appPurchase(queue, payment) { return }
         do {
             try queue.add(payment)
         } catch {

@@ -46,16 +46,23 @@ public final class AppHooks: @unchecked Sendable {
     /// The app's own code at every launch, given the device's queue (StoreKitSim's `SimulatedApp`):
     /// it attaches its observers itself, through the queue. Takes precedence over `observerFactory`.
     public var appLaunch: ((_ queue: PaymentQueue) -> Void)?
+    /// The user asks the app's own code to buy `payment`'s product (StoreKitSim's `SimulatedApp`,
+    /// whose `buy` adds an `SKPayment`); false when the app takes no such request, and the user's
+    /// payment is added as it is. nil: the user's payments are added as they are.
+    public var appPurchase: ((_ queue: PaymentQueue, _ payment: Payment) -> Bool)?
 
-    public init(trace: AppTrace? = nil, appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil) {
+    public init(trace: AppTrace? = nil, appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil,
+                appPurchase: ((_ queue: PaymentQueue, _ payment: Payment) -> Bool)? = nil) {
         self.trace = trace
         self.appLaunch = appLaunch
+        self.appPurchase = appPurchase
     }
 
     /// With observers on the simulator's own observer API (this package's tests).
     package convenience init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?, trace: AppTrace? = nil,
-                             appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil) {
-        self.init(trace: trace, appLaunch: appLaunch)
+                             appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil,
+                             appPurchase: ((_ queue: PaymentQueue, _ payment: Payment) -> Bool)? = nil) {
+        self.init(trace: trace, appLaunch: appLaunch, appPurchase: appPurchase)
         self.observerFactory = observerFactory
     }
 }

@@ -1,3 +1,5 @@
+import StoreKitModel
+
 /// What the app believes it did, read from the app's own state (its entitlement store, its
 /// persistence), never from a call the app makes to the simulator. The explorer's invariants
 /// compare it with what the store knows: each new credit is logged as the app granting that
@@ -11,10 +13,29 @@ public struct AppBelief: Sendable, Hashable {
     /// How many times the app's analytics (a passive observer) reported each transaction as revenue,
     /// by the transaction's `transactionIdentifier` (a restored one's own, or its original's).
     public var revenueReported: [String: Int]
+    /// Every time the app told its user that a purchase it asked for completed (its purchase
+    /// screen's completion handler), oldest first, over all launches: the payment it had added and
+    /// the transaction it took for that payment's.
+    public var purchaseCompletionsShown: [PurchaseCompletion]
 
-    public init(credits: [String: Int] = [:], restoresShownDone: Int = 0, revenueReported: [String: Int] = [:]) {
+    public init(credits: [String: Int] = [:], restoresShownDone: Int = 0, revenueReported: [String: Int] = [:],
+                purchaseCompletionsShown: [PurchaseCompletion] = []) {
         self.credits = credits
         self.restoresShownDone = restoresShownDone
         self.revenueReported = revenueReported
+        self.purchaseCompletionsShown = purchaseCompletionsShown
+    }
+
+    /// The app told its user that the purchase it asked for with `payment` (the object it gave
+    /// `SKPaymentQueue.add(_:)`) completed with `transaction` (purchased or failed).
+    public struct PurchaseCompletion: Sendable, Hashable {
+        /// The transaction `payment` made, when the queue delivered it to this launch.
+        let paymentTransaction: TransactionKey?
+        let transaction: PaymentTransaction
+
+        public init(payment: SKPayment, transaction: SKPaymentTransaction) {
+            paymentTransaction = payment.madeTransaction
+            self.transaction = transaction.value
+        }
     }
 }

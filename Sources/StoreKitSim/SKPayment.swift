@@ -9,6 +9,9 @@ open class SKPayment: NSObject, NSCopying, NSMutableCopying, @unchecked Sendable
     fileprivate var storedRequestData: Data?
     fileprivate var storedSimulatesAskToBuy = false
     fileprivate var storedDiscount: SKPaymentDiscount?
+    /// The transaction the queue made when the app added this payment (`SKPaymentQueue.add(_:)`), once
+    /// it was delivered: what "the completion of this purchase" means (`AppBelief.PurchaseCompletion`).
+    var madeTransaction: TransactionKey?
 
     public init(product: SKProduct) {
         storedProductIdentifier = product.productIdentifier

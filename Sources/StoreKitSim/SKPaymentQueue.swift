@@ -34,6 +34,10 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     private var attached: [ObserverBridge] = []
     /// One object per transaction for this launch, updated as the transaction changes.
     private var objects: [TransactionKey: SKPaymentTransaction] = [:]
+    /// Payments this launch added whose transaction was not delivered yet, oldest first, with what
+    /// each was when added; bounded: a payment the queue refused never gets one.
+    private var paymentsAwaitingTransactions: [(object: SKPayment, productIdentifier: String, quantity: Int)] = []
+    private static let paymentsAwaitingLimit = 64
 
     init(device: SimulatedDevice?) { self.device = device }
 
@@ -73,8 +77,12 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     /// Adds a payment (R-Q7). StoreKit raises an exception for a quantity out of range; here such a
     /// payment, or one for a product the store does not sell, is not added.
     open func add(_ payment: SKPayment) {
-        device?.noteBelief()
-        try? device?.queue.add(payment.payment)
+        guard let device else { return }
+        device.noteBelief()
+        let value = payment.payment
+        guard (try? device.queue.add(value)) != nil else { return }
+        if paymentsAwaitingTransactions.count == Self.paymentsAwaitingLimit { paymentsAwaitingTransactions.removeFirst() }
+        paymentsAwaitingTransactions.append((payment, value.productIdentifier, value.quantity))
     }
 
     /// Finishes a transaction (R-Q8). Finishing one that is still purchasing is StoreKit's exception;
@@ -116,6 +124,15 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
         }
         let made = SKPaymentTransaction(transaction, startDate: device?.queue.startDate ?? Scenario.defaultStartDate)
         objects[transaction.key] = made
+        // A transaction first heard purchasing in this launch was made by one of its payments: the
+        // oldest one added for that product and quantity (one device's commands reach the queue in order).
+        if transaction.transactionState == .purchasing,
+           let index = paymentsAwaitingTransactions.firstIndex(where: {
+               $0.productIdentifier == transaction.payment.productIdentifier && $0.quantity == transaction.payment.quantity
+           }) {
+            let payment = paymentsAwaitingTransactions.remove(at: index).object
+            payment.madeTransaction = transaction.key
+        }
         return made
     }
 
@@ -167,7 +184,12 @@ final class ObserverBridge: PaymentTransactionObserver {
     }
 
     func paymentQueueRestoreCompletedTransactionsFinished(_ simulated: PaymentQueue) {
-        if queue.isFirst(self), let restore = simulated.lastFinishedRestore { device.restoresToShow.append(restore) }
+        // Noted by the first observer called, before any of the app's code hears it: observers are
+        // called in any order (R-Q5), and one that shows "done" at once must find it noted.
+        if let restore = simulated.lastFinishedRestore, device.lastNotedRestore.map({ $0 < restore }) ?? true {
+            device.lastNotedRestore = restore
+            device.restoresToShow.append(restore)
+        }
         device.run { observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
     }
 

@@ -103,11 +103,14 @@ public enum SKDownloadState: Int, Sendable, Hashable {
     }
 }
 
+/// What `SKDownload.timeRemaining` is while StoreKit cannot estimate it.
+public let SKDownloadTimeRemainingUnknown: TimeInterval = -1
+
 /// `SKDownload`: one piece of hosted content of a transaction.
 open class SKDownload: NSObject, @unchecked Sendable {
     let value: Download
     /// `SKDownloadTimeRemainingUnknown`.
-    public static let timeRemainingUnknown: TimeInterval = -1
+    public static let timeRemainingUnknown: TimeInterval = SKDownloadTimeRemainingUnknown
     /// Weak: the transaction keeps its downloads. Should the app keep a download longer than its
     /// transaction object, `transaction` makes the object again from the value it had.
     private weak var owner: SKPaymentTransaction?

@@ -80,6 +80,12 @@ open class SKProductsRequest: SKRequest, @unchecked Sendable {
     }
 }
 
+/// Keys of `SKReceiptRefreshRequest(receiptProperties:)`, which StoreKit reads only in the sandbox
+/// (a test receipt that is expired, revoked or a volume purchase); the simulated store ignores them.
+public let SKReceiptPropertyIsExpired = "expired"
+public let SKReceiptPropertyIsRevoked = "revoked"
+public let SKReceiptPropertyIsVolumePurchase = "vpp"
+
 /// `SKReceiptRefreshRequest` (R-R2): asks the store for the latest receipt; once it arrived, the
 /// file at `Bundle.main.appStoreReceiptURL` holds it and the delegate hears `requestDidFinish`.
 /// The answer reaches the app through its payment queue: an observer must be attached.

@@ -13,24 +13,52 @@ public struct SimulatedApp: Sendable {
     private let makeApp: @Sendable (_ storage: AnyObject?) -> AnyObject
     private let makeStorage: (@Sendable () -> AnyObject)?
     private let readBelief: (@Sendable (_ storage: AnyObject) -> AppBelief)?
+    /// The app's purchase screen: the user taps "buy" on a product, in the launch's objects.
+    private let buy: (@Sendable (_ app: AnyObject, _ product: SKProduct, _ quantity: Int) -> Void)?
 
     /// An app whose state the explorer does not read: the invariants about grants then see none.
     public init(_ makeApp: @escaping @Sendable () -> AnyObject) {
         self.makeApp = { _ in makeApp() }
         makeStorage = nil
         readBelief = nil
+        buy = nil
     }
 
     /// An app with persistent storage of its own (what it keeps on disk: its entitlements, its
     /// credits), made once per device and kept across launches and kills; `launch` makes a launch's
     /// objects over it, and `belief` reads from it what the app believes it credited, for the invariants.
-    public init<Storage: AnyObject>(storage: @escaping @Sendable () -> Storage,
-                                    belief: @escaping @Sendable (_ storage: Storage) -> AppBelief,
-                                    launch: @escaping @Sendable (_ storage: Storage) -> AnyObject) {
-        // Each closure is given only the storage its own `storage` made.
+    ///
+    /// With `buy`, the simulated user buys through the app's own code: at each of the user's purchases
+    /// it is called with the launch's objects (what `launch` made), the product and the quantity, as
+    /// the app's purchase screen would be, and adds the payment itself (`SKPaymentQueue.add(_:)`).
+    /// Without it, the user's payments are added for the app.
+    public init<Storage: AnyObject, App: AnyObject>(storage: @escaping @Sendable () -> Storage,
+                                                    belief: @escaping @Sendable (_ storage: Storage) -> AppBelief,
+                                                    launch: @escaping @Sendable (_ storage: Storage) -> App,
+                                                    buy: (@Sendable (_ app: App, _ product: SKProduct, _ quantity: Int) -> Void)? = nil) {
+        // Each closure is given only the storage its own `storage` made, and the app its own `launch` made.
         makeApp = { stored in launch(stored as! Storage) }
         makeStorage = storage
         readBelief = { stored in belief(stored as! Storage) }
+        if let buy {
+            self.buy = { app, product, quantity in buy(app as! App, product, quantity) }
+        } else {
+            self.buy = nil
+        }
+    }
+
+    /// The user's purchase, made by the app's own code (`buy`): hand it to the explorer
+    /// (`Explorer(scenario:appLaunch:appPurchase:)`) or to any runtime's `AppHooks.appPurchase`.
+    /// nil without `buy`.
+    public var purchase: (@Sendable (_ queue: PaymentQueue, _ payment: Payment) -> Bool)? {
+        guard let buy else { return nil }
+        return { queue, payment in
+            guard let host = queue.appHost as? DeviceHost, let device = host.current, let app = host.app,
+                  let product = queue.catalog.product(payment.productIdentifier) else { return false }
+            let locale = Locale(identifier: queue.catalog.testSettings.locale ?? "en_US")
+            device.run { buy(app, SKProduct(product, locale: locale), payment.quantity) }
+            return true
+        }
     }
 
     /// Launches the app on the device of `queue`.

@@ -30,6 +30,8 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     /// Restores this launch heard finish and the app has not shown done yet, oldest first.
     var restoresToShow: [UInt64] = []
+    /// The newest restore noted in `restoresToShow`: each is noted once, whichever observer hears it first.
+    var lastNotedRestore: UInt64?
 
     /// Receipt refreshes this launch started, oldest first: the store answers them in order.
     var receiptRefreshes: [SKReceiptRefreshRequest] = []
@@ -76,6 +78,12 @@ public final class SimulatedDevice: @unchecked Sendable {
                     queue.restoreShownDone()
                 }
             }
+        }
+        for completion in belief.purchaseCompletionsShown.dropFirst(before.purchaseCompletionsShown.count)
+        where completion.transaction.key.device == name {
+            // A transaction object of another device, or a restored one's `original`, is none of this queue's.
+            let own = completion.paymentTransaction == completion.transaction.key
+            queue.transactionReported(completion.transaction, own ? .purchaseCompletionShown : .otherPurchaseCompletionShown)
         }
         guard !belief.credits.isEmpty || !belief.revenueReported.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
         // In transaction order: the app's dictionary has none.

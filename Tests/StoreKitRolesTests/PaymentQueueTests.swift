@@ -68,6 +68,20 @@ import StoreKitTestKit
         #expect(second.calls == ["updated:1=purchased,2=purchasing"])
     }
 
+    @Test("R-Q3, R-Q4: an observer attached late, beside one attached at launch, hears every unfinished transaction as it attaches")
+    func lateObserverHearsUnfinished() throws {
+        let device = LoopbackDevice()
+        let first = device.launchWithObserver("o1")
+        try device.buy(coins)
+        try device.buy(coins)
+        device.send(.decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: true)))
+        let late = RecordingObserver("late")
+        device.paymentQueue.add(late)
+        device.pump()
+        #expect(late.calls == ["updated:1=purchased,2=purchasing"])
+        #expect(first.calls == ["updated:1=purchasing", "updated:2=purchasing", "updated:1=purchased"])
+    }
+
     @Test("R-Q5: every attached observer hears each change, in an order drawn from the seed")
     func severalObservers() throws {
         var orders: Set<[String]> = []

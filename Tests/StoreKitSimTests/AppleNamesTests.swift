@@ -25,6 +25,15 @@ import Testing
         #expect([SKPaymentTransactionState.purchasing, .purchased, .failed, .restored, .deferred].map(\.rawValue) == [0, 1, 2, 3, 4])
         #expect([SKDownloadState.waiting, .active, .paused, .finished, .failed, .cancelled].map(\.rawValue) == [0, 1, 2, 3, 4, 5])
         #expect([SKProductDiscount.PaymentMode.payAsYouGo, .payUpFront, .freeTrial].map(\.rawValue) == [0, 1, 2])
+        #expect([SKProduct.PeriodUnit.day, .week, .month, .year].map(\.rawValue) == [0, 1, 2, 3])
+    }
+
+    @Test("Apple's global constants exist with their types: the download's unknown time, the receipt refresh's property keys")
+    func globalConstants() {
+        let unknown: TimeInterval = SKDownloadTimeRemainingUnknown
+        #expect(unknown == -1)
+        let properties: [String: Any] = [SKReceiptPropertyIsExpired: 1, SKReceiptPropertyIsRevoked: 0, SKReceiptPropertyIsVolumePurchase: 0]
+        #expect(SKReceiptRefreshRequest(receiptProperties: properties).receiptProperties?.count == 3)
     }
 
     @Test("outside any simulated device, the default queue does nothing and there is no receipt")

@@ -182,7 +182,89 @@ final class LateAnalytics: NSObject, SKPaymentTransactionObserver {
     func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {}
 }
 
+/// The app's purchase screen: adds a payment for the product the user taps and tells the user
+/// how that purchase ended, once. It knows its purchase's transaction from the `purchasing` update
+/// that follows its `add` (the oldest request for that product without one), so an update of
+/// another transaction (an earlier launch's, a renewal, a late approval) is never taken for it.
+class PurchaseScreen: NSObject, SKPaymentTransactionObserver {
+    let store: EntitlementStore
+    /// Purchases asked for and not ended yet, oldest first, with their transaction once heard.
+    var requests: [(payment: SKPayment, transaction: SKPaymentTransaction?)] = []
+
+    init(store: EntitlementStore) {
+        self.store = store
+        super.init()
+        SKPaymentQueue.default().add(self)
+    }
+
+    func buy(_ product: SKProduct, quantity: Int) {
+        let payment = SKMutablePayment(product: product)
+        payment.quantity = quantity
+        requests.append((payment, nil))
+        SKPaymentQueue.default().add(payment)
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
+        for transaction in transactions {
+            switch transaction.transactionState {
+            case .purchasing:
+                if let index = requests.firstIndex(where: { $0.transaction == nil && $0.payment.productIdentifier == transaction.payment.productIdentifier }) {
+                    requests[index].transaction = transaction
+                }
+            case .purchased, .failed:
+                ended(transaction)
+            default:
+                break
+            }
+        }
+    }
+
+    func ended(_ transaction: SKPaymentTransaction) {
+        guard let index = requests.firstIndex(where: { $0.transaction === transaction }) else { return }
+        store.purchasesShown.append((requests.remove(at: index).payment, transaction))
+    }
+}
+
+/// Keeps one completion for the whole screen: the last purchase asked for is told the end of
+/// whichever transaction ends next (a second purchase started before the first ended, a late
+/// approval, a renewal).
+final class SingleCompletionScreen: PurchaseScreen {
+    override func ended(_ transaction: SKPaymentTransaction) {
+        guard let last = requests.last else { return }
+        requests.removeAll()
+        store.purchasesShown.append((last.payment, transaction))
+    }
+}
+
+/// Tells the end of its purchase at every delivery of it, without forgetting the request: a
+/// repeated update shows the purchase completed twice.
+final class CompletionOnEveryDeliveryScreen: PurchaseScreen {
+    override func ended(_ transaction: SKPaymentTransaction) {
+        guard let request = requests.first(where: { $0.transaction === transaction }) else { return }
+        store.purchasesShown.append((request.payment, transaction))
+    }
+}
+
+/// Starts the app's analytics after the first purchase it completed: the analytics observer never
+/// hears of what was finished before it attached.
+final class AnalyticsAfterFirstPurchaseObserver: ContentObserver {
+    private var analytics: RevenueAnalytics?
+    override func complete(_ transaction: SKPaymentTransaction, _ queue: SKPaymentQueue) {
+        super.complete(transaction, queue)
+        if analytics == nil { analytics = RevenueAnalytics(store: store) }
+    }
+}
+
 /// The app's objects of one launch.
 final class AppObjects {
     var objects: [AnyObject] = []
+    /// The purchase screen, when the app has one; else the user's taps add a plain payment.
+    var screen: PurchaseScreen?
+
+    func buy(_ product: SKProduct, quantity: Int) {
+        if let screen { return screen.buy(product, quantity: quantity) }
+        let payment = SKMutablePayment(product: product)
+        payment.quantity = quantity
+        SKPaymentQueue.default().add(payment)
+    }
 }

@@ -13,11 +13,9 @@ import Testing
           .enabled(if: schedules != nil, "set SKSIM_SOAK_SCHEDULES (scripts/soak sets 100000)"))
     func correctAppHolds() throws {
         let schedules = try #require(Self.schedules)
-        let app = BuiltInBugsTests.App.correct
-        let simulated = SimulatedApp(storage: { EntitlementStore() },
-                                     belief: { AppBelief(credits: $0.credits, restoresShownDone: $0.restoresShownDone, revenueReported: $0.revenue) },
-                                     launch: { app.launch($0) })
-        let explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 3), appLaunch: simulated.launch)
+        let simulated = BuiltInBugsTests.App.correct.simulated
+        let explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 3), appLaunch: simulated.launch,
+                                appPurchase: simulated.purchase)
         let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: schedules, seconds: 3_600), seed: 1, jobs: 2)
         #expect(report.violations.isEmpty, "\(report.violations.prefix(3).map { "\($0.invariant): \($0.message)" })")
         #expect(report.schedules == schedules)

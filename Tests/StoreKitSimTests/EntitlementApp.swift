@@ -12,6 +12,9 @@ final class EntitlementStore {
     var restoresShownDone = 0
     /// What the app's analytics reported as revenue, by transaction identifier.
     var revenue: [String: Int] = [:]
+    /// What the purchase screen told its user, oldest first: the payment it added and the transaction
+    /// it took for that payment's.
+    var purchasesShown: [(payment: SKPayment, transaction: SKPaymentTransaction)] = []
 }
 
 /// Credits each purchase once, then finishes it; shows a restore done when StoreKit says so.
