@@ -4,7 +4,7 @@ import StoreKitModel
 /// the engine, and how the others are answered. The caller answers the sender: the live `QueueEndpoint` and `QueueProcess` over ZeroMQ, the deterministic
 /// runtime over a simulated link. In order:
 ///
-/// 1. `atEndpoint`: a command outside its sender's key's roles is refused (`rejected`, nothing
+/// 1. `atEndpoint`: a command outside its sender's key's roles is refused (`rejected`, only its id
 ///    recorded); with too many records awaiting durability it is answered `unavailable`.
 /// 2. `beforeEngine`: a command that skips ahead of its sender's order waits (`unavailable`,
 ///    `SenderOrderGate`); a payment beyond the bounds is refused (`rejected`, `PaymentAdmission`).
