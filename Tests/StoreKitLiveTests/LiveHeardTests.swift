@@ -63,4 +63,31 @@ import StoreKitTestSupport
         }
         #expect(decisions > 0)
     }
+
+    @Test("with two partitions each input's heard names both, in the topology's order: its own partition's never past what was appended, the other's never past its log's end")
+    func twoPartitionsHeard() throws {
+        let run = try LiveRunTests.BackgroundRun(topologyText: PartitionTopologyTests.topology(queues: PartitionTopologyTests.twoQueues))
+        let result = try #require(try run.wait(seconds: 90), "the run did not end within 90 s")
+        #expect(result.failure == nil && result.finished)
+        let log = run.runDirectory.appendingPathComponent("log")
+        let partitions = ["queue-1", "queue-2"]
+        var lastSequence: [UInt64] = []
+        for partition in partitions {
+            var last: UInt64 = 0
+            try PartitionReader(directory: log, partition: partition).forEachRecord { last = $0.sequence }
+            lastSequence.append(last)
+        }
+        var reported = 0
+        for (index, partition) in partitions.enumerated() {
+            for input in try Self.inputs(log, partition: partition) where !input.recorded.heard.lastDelivered.isEmpty {
+                reported += 1
+                let heard = input.recorded.heard.lastDelivered
+                #expect(heard.count == 2, "\(heard)")
+                guard heard.count == 2 else { continue }
+                #expect(heard[index] < input.sequence, "\(input.recorded.commandID) in \(partition) heard \(heard[index]) before event \(input.sequence)")
+                #expect(heard[1 - index] <= lastSequence[1 - index])
+            }
+        }
+        #expect(reported > 50, "\(reported) inputs report what their sender heard")
+    }
 }
