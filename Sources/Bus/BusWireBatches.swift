@@ -58,10 +58,12 @@ extension BusWire {
         varintByteCount(UInt64(payload.count)) + payload.count
     }
 
-    /// Calls `each` with every command payload of a `CMDS` body, in order, borrowed from `body`.
-    /// Throws before calling `each` at all when the body's framing is wrong, so a malformed batch
+    /// Calls `each` with every command payload of a `CMDS` body, in order, borrowed from `body`, and
+    /// what the optional report frame says of it (`SenderReport.unknown` without one). Throws before
+    /// calling `each` at all when the body's or the report's framing is wrong, so a malformed batch
     /// has no effect.
-    static func forEachBatchedCommand(_ body: UnsafeRawBufferPointer, _ each: (UnsafeRawBufferPointer) -> Void) throws(WireFailure) {
+    static func forEachBatchedCommand(_ body: UnsafeRawBufferPointer, report: UnsafeRawBufferPointer? = nil,
+                                      _ each: (UnsafeRawBufferPointer, SenderReport) -> Void) throws(WireFailure) {
         var entries: [Range<Int>] = []
         do {
             var reader = BinaryReader(body)
@@ -85,7 +87,75 @@ extension BusWire {
         } catch {
             throw WireFailure(.malformedBody, "CMDS body: \(error)")
         }
-        for entry in entries { each(UnsafeRawBufferPointer(rebasing: body[entry])) }
+        guard let report else {
+            for entry in entries { each(UnsafeRawBufferPointer(rebasing: body[entry]), .unknown) }
+            return
+        }
+        let reports = try decodeSenderReport(report, commandCount: entries.count)
+        var next = 0
+        for run in reports.runs {
+            let sent = SenderReport(heard: run.heard, lowestUnanswered: reports.lowestUnanswered)
+            for _ in 0..<run.count {
+                each(UnsafeRawBufferPointer(rebasing: body[entries[next]]), sent)
+                next += 1
+            }
+        }
+    }
+
+    // MARK: Sender reports
+
+    /// Largest report frame a queue takes (and a sender writes): a sender that heard from more
+    /// partitions than fit reports no heard sequences.
+    public static let maximumSenderReportBytes = 4_096
+
+    /// A `CMDS` report frame: the lowest unanswered number (0: not said), the partition count P, then,
+    /// when P > 0, runs that cover the batch's commands in order, each a count and P heard sequences.
+    struct SenderReportFrame: Equatable {
+        struct Run: Equatable {
+            var count: Int
+            var heard: HeardSequences
+        }
+
+        var lowestUnanswered: UInt64?
+        var runs: [Run]
+    }
+
+    static func decodeSenderReport(_ frame: UnsafeRawBufferPointer, commandCount: Int) throws(WireFailure) -> SenderReportFrame {
+        guard frame.count <= maximumSenderReportBytes else {
+            throw WireFailure(.malformedBody, "CMDS report of \(frame.count) bytes exceeds \(maximumSenderReportBytes) bytes")
+        }
+        do {
+            var reader = BinaryReader(frame)
+            let lowest = try reader.readVarint()
+            let partitionCount = try reader.readVarint()
+            guard partitionCount <= UInt64(HeardSequences.maximumPartitions) else {
+                throw WireFailure(.malformedBody, "CMDS report names \(partitionCount) partitions; at most \(HeardSequences.maximumPartitions) are allowed")
+            }
+            let partitions = Int(partitionCount)
+            var runs: [SenderReportFrame.Run] = []
+            if partitions == 0 {
+                runs.append(.init(count: commandCount, heard: .unknown))
+            } else {
+                var covered = 0
+                while covered < commandCount {
+                    let count = try reader.readVarint()
+                    guard count >= 1, count <= UInt64(commandCount - covered) else {
+                        throw WireFailure(.malformedBody, "CMDS report covers commands past the batch's \(commandCount) (a run of \(count) after \(covered))")
+                    }
+                    var heard: [UInt64] = []
+                    heard.reserveCapacity(partitions)
+                    for _ in 0..<partitions { heard.append(try reader.readVarint()) }
+                    runs.append(.init(count: Int(count), heard: HeardSequences(heard)))
+                    covered += Int(count)
+                }
+            }
+            guard reader.isAtEnd else { throw WireFailure(.malformedBody, "CMDS report has bytes after its last run") }
+            return SenderReportFrame(lowestUnanswered: lowest == 0 ? nil : lowest, runs: runs)
+        } catch let failure as WireFailure {
+            throw failure
+        } catch {
+            throw WireFailure(.malformedBody, "CMDS report: \(error)")
+        }
     }
 
     // MARK: ACKS
@@ -189,6 +259,49 @@ extension BusWire {
             remaining >>= 7
         }
         return count
+    }
+}
+
+/// A `CMDS` report frame being composed beside its batch: one run per change of what the sender had
+/// heard, so a batch sent between two deliveries costs one run.
+struct SenderReportComposer {
+    private(set) var runs: [(count: Int, heard: [UInt64])] = []
+    /// The bytes the runs take, for the frame's bound.
+    private(set) var byteCount = 0
+
+    /// The bytes `heard` would add as a new run (0 when it extends the last one).
+    func addedBytes(_ heard: [UInt64]) -> Int {
+        if let last = runs.last, last.heard == heard { return 0 }
+        return 10 + heard.reduce(0) { $0 + BusWire.varintByteCount($1) }
+    }
+
+    mutating func add(_ heard: [UInt64]) {
+        if let last = runs.last, last.heard == heard {
+            runs[runs.count - 1].count += 1
+            return
+        }
+        byteCount += addedBytes(heard)
+        runs.append((1, heard))
+    }
+
+    /// Appends the finished frame to `message` and empties the composer. Runs of differing partition
+    /// counts cannot share a frame: the sender's heard sequences are then reported as unknown.
+    mutating func finish(lowestUnanswered: UInt64, into message: inout OutgoingMessage) {
+        var writer = BinaryWriter(capacity: 16 + byteCount)
+        writer.write(varint: lowestUnanswered)
+        let partitions = runs.first?.heard.count ?? 0
+        if partitions > 0, runs.allSatisfy({ $0.heard.count == partitions }) {
+            writer.write(varint: UInt64(partitions))
+            for run in runs {
+                writer.write(varint: UInt64(run.count))
+                for sequence in run.heard { writer.write(varint: sequence) }
+            }
+        } else {
+            writer.write(varint: 0)
+        }
+        message.appendFrame(writer.bytes)
+        runs.removeAll(keepingCapacity: true)
+        byteCount = 0
     }
 }
 

@@ -125,8 +125,14 @@ public final class CommandSender {
     private let acknowledgementVerb = Array(BusWire.ReplyVerb.acknowledgement.rawValue.utf8)
     private let acknowledgementsVerb = Array(BusWire.ReplyVerb.acknowledgements.rawValue.utf8)
     private let helloVerb = Array(BusWire.ReplyVerb.hello.rawValue.utf8)
+    /// Per partition, the last sequence this process's subscriber has delivered (`PartitionedSender.hears`):
+    /// sent with each command in version 2's report frame, so the queue records what the sender had heard.
+    /// Nil reports nothing heard (the queue records it as unknown).
+    public var heard: (() -> [UInt64])?
     /// A HELLO awaits its reply (a version-1 queue answers it with a `malformed` ACK).
     private var helloPending = false
+    /// What the sender had heard at each command of `batch`, sent as the CMDS's report frame.
+    private var report = SenderReportComposer()
     /// Commands submitted since the last poll, sent as one CMDS when it comes (version 2).
     private var batch = BatchComposer()
     private var outgoing = OutgoingMessage()
@@ -193,10 +199,15 @@ public final class CommandSender {
             try dealer.send([commandVerb, payload], mode: .nonBlocking)
             return
         }
-        if batch.count >= BusWire.maximumCommandsPerBatch || batch.byteCount + entryBytes + 16 > BusWire.maximumCommandBatchBytes {
+        // Heard from more partitions than a report holds: reported as unknown.
+        var heardNow = heard?() ?? []
+        if heardNow.count * 10 + 32 > BusWire.maximumSenderReportBytes { heardNow = [] }
+        if batch.count >= BusWire.maximumCommandsPerBatch || batch.byteCount + entryBytes + 16 > BusWire.maximumCommandBatchBytes
+            || report.byteCount + report.addedBytes(heardNow) + 32 > BusWire.maximumSenderReportBytes {
             try sendBatch()
         }
         batch.add { BusWire.appendBatchEntry(payload, to: &$0) }
+        report.add(heardNow)
     }
 
     /// Sends the commands gathered since the last poll as one CMDS.
@@ -205,6 +216,7 @@ public final class CommandSender {
         outgoing.removeAll()
         outgoing.appendFrame(BusWire.RequestVerb.commands.rawValue.utf8)
         batch.finish(into: &outgoing)
+        report.finish(lowestUnanswered: pipeline.lowestUnanswered(), into: &outgoing)
         if try dealer.send(outgoing, mode: .nonBlocking) { commandBatchesSent += 1 }
     }
 

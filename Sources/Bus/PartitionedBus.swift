@@ -80,6 +80,12 @@ public final class PartitionedSender {
 
     public func close() { senders.forEach { $0.close() } }
 
+    /// Each command then carries what `subscriber` had delivered per partition when it was sent, and the
+    /// queue records it with the command (docs/log-format.md, "The unit's input").
+    public func hears(_ subscriber: PartitionedSubscriber) {
+        for sender in senders { sender.heard = { [weak subscriber] in subscriber?.lastDelivered ?? [] } }
+    }
+
     /// The origins of this sender's commands, one per partition.
     public var origins: Set<String> { Set(senders.map(\.configuration.origin)) }
     public var outstandingCount: Int { senders.reduce(0) { $0 + $1.outstandingCount } }
@@ -184,6 +190,9 @@ public final class PartitionedSubscriber {
         precondition(sequences.count == subscribers.count, "one sequence per partition")
         return zip(subscribers, sequences).allSatisfy { $0.nextSequence > $1 }
     }
+
+    /// Per partition (in the topology's order), the last sequence delivered, 0 when none was.
+    public var lastDelivered: [UInt64] { subscribers.map { $0.nextSequence - 1 } }
 
     /// The partitions not heard from yet, for an error message.
     public var silentPartitions: [PartitionEndpoints] {

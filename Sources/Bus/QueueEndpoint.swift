@@ -185,9 +185,10 @@ public struct QueueEndpointCounters: Sendable, Hashable {
 ///
 /// Not Sendable: its sockets belong to the thread that steps it.
 public final class QueueEndpoint {
-    /// Decides and appends one command; runs on the stepping thread. A throw answers the
-    /// command `unavailable` with the error's description (the sender retries).
-    public typealias CommandHandler = (Command) throws -> CommandOutcome
+    /// Decides and appends one command, with what its sender reported (what it had heard, its lowest
+    /// unanswered number: `SenderReport.unknown` when it said nothing); runs on the stepping thread. A
+    /// throw answers the command `unavailable` with the error's description (the sender retries).
+    public typealias CommandHandler = (Command, SenderReport) throws -> CommandOutcome
 
     public let configuration: QueueEndpointConfiguration
     /// The bound events endpoint, wildcard ports resolved.
@@ -205,6 +206,10 @@ public final class QueueEndpoint {
     public var onRefused: ((WireFailure) -> Void)?
     /// Called when serving a FETCH from the log failed (the reply is an empty batch).
     public var onLogReadFailure: ((String) -> Void)?
+    /// Records a command refused here before its decision (outside its sender's roles) as handled
+    /// (`QueueEngine.noteRefused`), so its sender's next command does not wait for its number. A throw
+    /// stops the endpoint as a handler's does.
+    public var recordRefused: ((Command, SenderReport) throws -> Void)?
 
     private let writer: PartitionWriter
     private let handler: CommandHandler
@@ -324,7 +329,7 @@ public final class QueueEndpoint {
         try router.set(.routerMandatory, true)
         // The verb and body of a request; a few spare frames so a wrong count can be answered.
         // The routing id is not part of the request, so the limits do not count it.
-        let requestBytes = configuration.maximumCommandBytes + 1_024
+        let requestBytes = configuration.maximumCommandBytes + 1_024 + BusWire.maximumSenderReportBytes
         router.receiveLimits = MessageLimits(maximumFrameCount: 7, maximumByteCount: requestBytes, uncountedLeadingFrames: 1)
         // One frame far beyond any request closes the connection before libzmq allocates it.
         try router.set(.maximumMessageSize, Int64(Self.connectionClosingFrameBytes(requestBytes: requestBytes)))
@@ -556,18 +561,18 @@ public final class QueueEndpoint {
                 refuse(routingID, WireFailure(.wrongFrameCount, "CMD has \(message.count - 1) frames, expected 2"))
                 return
             }
-            handleCommand(routingID: routingID, payload: message[2], sender: admission.checksSenders ? message.userID(ofFrame: 2) : nil,
-                          batched: false)
+            handleCommand(routingID: routingID, payload: message[2], report: .unknown,
+                          sender: admission.checksSenders ? message.userID(ofFrame: 2) : nil, batched: false)
         case .commands:
-            guard message.count == 3 else {
-                refuse(routingID, WireFailure(.wrongFrameCount, "CMDS has \(message.count - 1) frames, expected 2"), batched: true)
+            guard message.count == 3 || message.count == 4 else {
+                refuse(routingID, WireFailure(.wrongFrameCount, "CMDS has \(message.count - 1) frames, expected 2, or 3 with a report"), batched: true)
                 return
             }
             let sender = admission.checksSenders ? message.userID(ofFrame: 2) : nil
             do {
                 // Each command as if it came alone in a CMD, in order; a batch whose framing is wrong has no effect.
-                try BusWire.forEachBatchedCommand(message[2]) { payload in
-                    handleCommand(routingID: routingID, payload: payload, sender: sender, batched: true)
+                try BusWire.forEachBatchedCommand(message[2], report: message.count == 4 ? message[3] : nil) { payload, report in
+                    handleCommand(routingID: routingID, payload: payload, report: report, sender: sender, batched: true)
                 }
                 counters.commandBatchesReceived += 1
             } catch {
@@ -612,7 +617,7 @@ public final class QueueEndpoint {
         return lastRoutingID
     }
 
-    private func handleCommand(routingID: [UInt8], payload: UnsafeRawBufferPointer, sender: String?, batched: Bool) {
+    private func handleCommand(routingID: [UInt8], payload: UnsafeRawBufferPointer, report: SenderReport, sender: String?, batched: Bool) {
         guard payload.count <= configuration.maximumCommandBytes else {
             refuse(routingID, WireFailure(.commandTooLarge, "command of \(payload.count) bytes exceeds \(configuration.maximumCommandBytes) bytes"),
                    commandID: BusWire.leadingCommandID(payload), batched: batched)
@@ -630,11 +635,16 @@ public final class QueueEndpoint {
         if let refusal = admission.atEndpoint(command, sender: sender, unpublishedRecords: unpublished.count) {
             switch refusal.reason {
             case .role:
-                // Refused before the handler: nothing is recorded, and retrying cannot help.
+                // Refused before the handler: only its mark is recorded (`recordRefused`), and retrying cannot help.
                 counters.commandsRefusedForRole += 1
                 let detail = "refused command \(command.id) from client key \(sender ?? "?"): \(refusal.detail)"
                 counters.refused.record(.roleRefused)
                 if let report = refusalReports.admit(WireFailure(.roleRefused, detail), at: .now) { onRefused?(report) } else { counters.refusalReportsSkipped += 1 }
+                do {
+                    try recordRefused?(command, report)
+                } catch {
+                    if handlerFailure == nil { handlerFailure = error }
+                }
             default:
                 counters.commandsRefusedAsUnavailable += 1
             }
@@ -644,7 +654,7 @@ public final class QueueEndpoint {
         let outcome: CommandOutcome
         do {
             counters.commandsHandled += 1
-            outcome = try handler(command)
+            outcome = try handler(command, report)
         } catch {
             // The handler failed (the log refused a write: a full disk, an I/O error). The sender may retry
             // elsewhere; this endpoint stops at the end of the step, so the process exits with the cause.

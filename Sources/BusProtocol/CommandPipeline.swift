@@ -47,6 +47,12 @@ public struct CommandPipeline {
 
     public var outstandingCount: Int { retries.outstandingCount }
 
+    /// Every number below this one was answered or given up: what a sender reports with its commands
+    /// (`SenderReport.lowestUnanswered`), so the queue waits for none of them.
+    public mutating func lowestUnanswered() -> UInt64 {
+        retries.lowestOutstanding() ?? nextNumber
+    }
+
     /// Whether `submit` would take another command now.
     public var hasCapacity: Bool { retries.outstandingCount < window }
 

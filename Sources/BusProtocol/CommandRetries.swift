@@ -179,7 +179,7 @@ public struct CommandRetries {
     }
 
     /// The lowest outstanding number: numbers ascend, so the search only ever moves up.
-    private mutating func lowestOutstanding() -> UInt64? {
+    public mutating func lowestOutstanding() -> UInt64? {
         guard !outstanding.isEmpty else { return nil }
         while outstanding[lowestCandidate] == nil { lowestCandidate += 1 }
         return lowestCandidate

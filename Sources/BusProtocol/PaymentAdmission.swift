@@ -3,7 +3,7 @@ import StoreKitModel
 /// Bounds what payments a live queue takes on, so a burst of `addPayment` commands (valid ones, from
 /// any number of invented senders) cannot grow its memory without limit: each pending transaction is
 /// kept until its app finishes it. Past a bound the payment is answered `rejected` with a sentence
-/// naming the bound, and nothing is recorded (docs/reliability.md, "Bounds").
+/// naming the bound, and only the command's id is recorded (docs/reliability.md, "Bounds").
 public struct PaymentAdmission: Sendable {
     /// Pending (unfinished) transactions one device may hold; a real app has a handful.
     public var maximumPendingPerDevice: Int

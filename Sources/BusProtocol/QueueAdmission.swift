@@ -1,11 +1,10 @@
 import StoreKitModel
 
 /// The queue endpoint's rules as a state machine with no socket and no clock: which commands reach
-/// the engine, and how the others are answered. The caller passes `now` (monotonic nanoseconds) and
-/// answers the sender: the live `QueueEndpoint` and `QueueProcess` over ZeroMQ, the deterministic
+/// the engine, and how the others are answered. The caller answers the sender: the live `QueueEndpoint` and `QueueProcess` over ZeroMQ, the deterministic
 /// runtime over a simulated link. In order:
 ///
-/// 1. `atEndpoint`: a command outside its sender's key's roles is refused (`rejected`, nothing
+/// 1. `atEndpoint`: a command outside its sender's key's roles is refused (`rejected`, only its id
 ///    recorded); with too many records awaiting durability it is answered `unavailable`.
 /// 2. `beforeEngine`: a command that skips ahead of its sender's order waits (`unavailable`,
 ///    `SenderOrderGate`); a payment beyond the bounds is refused (`rejected`, `PaymentAdmission`).
@@ -68,12 +67,13 @@ public struct QueueAdmission {
         return nil
     }
 
-    /// The engine's half, judged against its projection: the sender's order, then the payment bounds.
-    /// A payment refused here is unrecorded; the caller notes it as handled (`QueueEngine.noteRefused`),
-    /// so its sender's next command does not wait for it.
-    public mutating func beforeEngine(_ command: Command, projection: QueueProjection, now: @autoclosure () -> Int64) -> Refusal? {
+    /// The engine's half, judged against its projection: the sender's order (with what the sender
+    /// reported), then the payment bounds. A payment refused here changes nothing; the caller records
+    /// it as handled (`QueueEngine.noteRefused`), so its sender's next command does not wait for it,
+    /// even at a restarted queue.
+    public mutating func beforeEngine(_ command: Command, report: SenderReport = .unknown, projection: QueueProjection) -> Refusal? {
         let window = projection.recentCommands
-        if order.mustWait(command.id, window: window, now: now()) {
+        if order.mustWait(command.id, lowestUnanswered: report.lowestUnanswered, window: window) {
             let highest = window.highest(of: command.id.origin)
             refusedAsUnavailable += 1
             return Refusal(reason: .outOfOrder, status: .unavailable,

@@ -76,18 +76,18 @@ public final class QueueProcess {
         // The engine's half of the queue's rules (the endpoint runs the other): each sender's commands in
         // its order, and payments within the bounds, so a burst cannot grow the queue without limit.
         var admission = QueueAdmission()
-        let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
-            if let refusal = admission.beforeEngine(command, projection: engine.projection, now: LiveClock.monotonicNanoseconds()) {
+        let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command, report in
+            if let refusal = admission.beforeEngine(command, report: report, projection: engine.projection) {
                 switch refusal.reason {
                 case .outOfOrder: return .retryLater(refusal.message)
                 default:
-                    // Handled, though unrecorded: its sender's next command must not wait for it (SenderOrderGate).
-                    engine.noteRefused(command.id)
+                    // Handled, and marked in the log: its sender's next command must not wait for it (SenderOrderGate).
+                    try engine.noteRefused(command.id, heard: report.heard, timestamp: LiveClock.wallNanoseconds() - startedAt)
                     return .rejected(refusal.message, appended: [])
                 }
             }
             // Timestamps are nanoseconds since the run started (its wall-clock start is in the first record).
-            let outcome = try engine.handle(command, timestamp: LiveClock.wallNanoseconds() - startedAt)
+            let outcome = try engine.handle(command, timestamp: LiveClock.wallNanoseconds() - startedAt, heard: report.heard)
             let records = outcome.records.map(BusRecord.init)
             switch outcome.decision {
             case .accepted: return .accepted(records)
@@ -96,6 +96,9 @@ public final class QueueProcess {
                 logger.debug("command rejected", metadata: ["command": "\(command.id)", "reason": "\(rejection)"])
                 return .rejected(rejection.description, appended: records)
             }
+        }
+        endpoint.recordRefused = { command, report in
+            try engine.noteRefused(command.id, heard: report.heard, timestamp: LiveClock.wallNanoseconds() - startedAt)
         }
         endpoint.onRefused = { failure in logger.warning("refused a request or connection", metadata: ["reason": "\(failure)"]) }
         endpoint.publishWhenDurable(startup.map(BusRecord.init))

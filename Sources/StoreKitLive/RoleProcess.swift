@@ -80,6 +80,8 @@ public final class RoleProcess {
         var senderConfiguration = CommandSenderConfiguration(origin: "\(process.name).\(getpid())", requestsEndpoint: partitions[0].requestsEndpoint)
         senderConfiguration.curve = curveKeys
         let sender = try PartitionedSender(context: context, partitions: partitions, configuration: senderConfiguration, routes: routes)
+        // Each command carries what this process had heard, recorded with it in the log.
+        sender.hears(subscriber)
         let logger = self.logger
         subscriber.onStateChange = { state in logger.info("subscription state changed", metadata: ["state": "\(state)"]) }
         // Rate-limited like the queue's refusals: a publisher sending garbage at full speed once had every

@@ -79,6 +79,8 @@ public final class LoadDriver {
         senderConfiguration.curve = configuration.curve
         senderConfiguration.window = 16_384
         let sender = try PartitionedSender(context: context, partitions: partitions, configuration: senderConfiguration, routes: routes)
+        // Each command carries what this process had heard, recorded with it in the log.
+        sender.hears(subscriber)
         defer {
             subscriber.close()
             sender.close()

@@ -16,13 +16,17 @@ public struct HeardSequences: Sendable, Hashable {
 
 /// A log unit's input record (log format 3, docs/log-format.md "Input records"): the command the
 /// queue handled, as accepted, and what its sender had heard when it sent it. A command that
-/// changed nothing leaves its input alone in its unit; a duplicate leaves only its id.
+/// changed nothing leaves its input alone in its unit; a duplicate, and a command refused before its
+/// decision, leave only their id.
 public struct RecordedInput: Sendable, Hashable {
     public enum Handled: Sendable, Hashable {
         /// Decided: its unit's events (none for a no-op) answer it; a rejection's one event holds it too.
         case command(Command)
         /// Applied before under this id: nothing changed, and the body is not repeated.
         case duplicate(CommandID)
+        /// Refused before its decision (a live queue's bounds or its sender's roles): nothing changed. The
+        /// mark tells a restarted queue that the number is used, so the sender's next command waits for nothing.
+        case refused(CommandID)
     }
 
     public var handled: Handled
@@ -36,7 +40,7 @@ public struct RecordedInput: Sendable, Hashable {
     public var commandID: CommandID {
         switch handled {
         case .command(let command): command.id
-        case .duplicate(let id): id
+        case .duplicate(let id), .refused(let id): id
         }
     }
 
@@ -44,15 +48,17 @@ public struct RecordedInput: Sendable, Hashable {
     public static let formatVersion: UInt8 = 1
     private static let commandKind: UInt8 = 1
     private static let duplicateKind: UInt8 = 2
+    private static let refusedKind: UInt8 = 3
 
     /// Appends the input's bytes to `writer`: version, kind, the heard sequences (a count, then one
     /// varint each), then the whole command as on the wire (`EventCodec.encode(_:)`) or, for a
-    /// duplicate, its origin and number.
+    /// duplicate or a refused command, its origin and number.
     public static func encode(_ handled: Handled, heard: HeardSequences, into writer: inout BinaryWriter) {
         writer.write(formatVersion)
         switch handled {
         case .command: writer.write(commandKind)
         case .duplicate: writer.write(duplicateKind)
+        case .refused: writer.write(refusedKind)
         }
         let partitions = heard.lastDelivered.prefix(HeardSequences.maximumPartitions)
         writer.write(varint: UInt64(partitions.count))
@@ -60,7 +66,7 @@ public struct RecordedInput: Sendable, Hashable {
         switch handled {
         case .command(let command):
             EventCodec.encode(command, into: &writer)
-        case .duplicate(let id):
+        case .duplicate(let id), .refused(let id):
             writer.write(id.origin)
             writer.write(varint: id.number)
         }
@@ -93,10 +99,10 @@ public struct RecordedInput: Sendable, Hashable {
                 throw DecodingFailure(offset: start + error.offset, reason: error.reason)
             }
             return RecordedInput(.command(command), heard: HeardSequences(heard))
-        case duplicateKind:
+        case duplicateKind, refusedKind:
             let id = CommandID(origin: try reader.readString(), number: try reader.readVarint())
-            guard reader.isAtEnd else { throw reader.failure("trailing bytes after a duplicate's input") }
-            return RecordedInput(.duplicate(id), heard: HeardSequences(heard))
+            guard reader.isAtEnd else { throw reader.failure("trailing bytes after a duplicate's or refused command's input") }
+            return RecordedInput(kind == duplicateKind ? .duplicate(id) : .refused(id), heard: HeardSequences(heard))
         default:
             throw reader.failure("unknown input kind \(kind)")
         }

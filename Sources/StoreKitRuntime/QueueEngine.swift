@@ -67,8 +67,12 @@ public final class QueueEngine {
             if record.isInput {
                 // A command that changed nothing left its input alone: the rebuilt queue knows its number
                 // too, so the sender's next command does not look as if it skipped ahead.
-                if record.endsUnit, case .command(let command) = try RecordedInput.decode(record.payload).handled {
-                    projection.noteNoOperation(command.id)
+                if record.endsUnit {
+                    switch try RecordedInput.decode(record.payload).handled {
+                    case .command(let command): projection.noteNoOperation(command.id)
+                    case .refused(let id): projection.noteNoOperation(id)
+                    case .duplicate: break
+                    }
                 }
                 lastTimestamp = max(lastTimestamp, record.timestamp)
                 return
@@ -94,10 +98,12 @@ public final class QueueEngine {
         return try append([.runStarted(header)], commandID: nil, timestamp: 0)
     }
 
-    /// Notes a command refused before it was decided (a live queue's bounds) as handled, so its
-    /// sender's next command does not look as if it skipped ahead of it. Nothing is recorded.
-    public func noteRefused(_ id: CommandID) {
+    /// Notes a command refused before it was decided (a live queue's bounds, its sender's roles) as
+    /// handled, so its sender's next command does not look as if it skipped ahead of it, and leaves
+    /// its mark (its id alone, log format 3) so that a restarted queue knows the number too.
+    public func noteRefused(_ id: CommandID, heard: HeardSequences = .unknown, timestamp: Int64) throws {
         projection.noteNoOperation(id)
+        try appendInputAlone(.refused(id), heard: heard, timestamp: timestamp)
     }
 
     /// Decides, appends and applies one command. `timestamp` is the runtime's time since the

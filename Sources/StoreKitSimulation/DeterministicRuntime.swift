@@ -185,6 +185,8 @@ public final class DeterministicRuntime {
         var incarnation: Int
         /// The last sequence the sender had heard when it sent this copy (recorded with it in the log's input record).
         var heard: UInt64
+        /// The sender's lowest unanswered number when it sent this copy (`SenderReport`), as a live sender reports it.
+        var lowestUnanswered: UInt64
     }
     /// The queue's rules before the engine, as live (`QueueAdmission`).
     private var admission = QueueAdmission()
@@ -464,9 +466,11 @@ public final class DeterministicRuntime {
         let unpublished = Int(engine.projection.lastSequence - min(engine.projection.lastSequence, published))
         var status: AcknowledgementStatus
         var refusal = admission.atEndpoint(command, sender: nil, unpublishedRecords: unpublished)
-        if refusal == nil { refusal = admission.beforeEngine(command, projection: engine.projection, now: now) }
+        if refusal == nil {
+            refusal = admission.beforeEngine(command, report: SenderReport(lowestUnanswered: arrival.lowestUnanswered), projection: engine.projection)
+        }
         if let refusal {
-            if refusal.reason == .paymentBound { engine.noteRefused(command.id) }
+            if refusal.reason == .paymentBound { try engine.noteRefused(command.id, heard: HeardSequences([arrival.heard]), timestamp: now) }
             status = refusal.status
         } else {
             let first = held.count
@@ -663,7 +667,8 @@ public final class DeterministicRuntime {
             return
         }
         slots[index].atQueue += 1
-        let commandSlot = commandsInFlight.insert(Arrival(command: command, slot: index, incarnation: slots[index].incarnation, heard: slots[index].delivered))
+        let commandSlot = commandsInFlight.insert(Arrival(command: command, slot: index, incarnation: slots[index].incarnation, heard: slots[index].delivered,
+                                                                 lowestUnanswered: slots[index].pipeline.lowestUnanswered()))
         scheduler.schedule(at: arrival, .command(commandSlot, from: index))
     }
 

@@ -269,8 +269,8 @@ struct BoundedResourceTests {
         let dealer = try context.socket(.dealer)
         try dealer.set(.routingID, [UInt8](repeating: 0x41, count: 255))
         try dealer.connect(queue.requestsEndpoint)
-        // Verb and body exactly at the request limit (maximumCommandBytes + 1,024).
-        let body = [UInt8](repeating: 7, count: 2_024 - 3)
+        // Verb and body exactly at the request limit (maximumCommandBytes + 1,024, and room for a CMDS's report).
+        let body = [UInt8](repeating: 7, count: 2_024 + BusWire.maximumSenderReportBytes - 3)
         let reply = try #require(try request(dealer, ["CMD".bytes, body], within: .seconds(10)))
         #expect(try CommandAcknowledgement.decode(reply).message.hasPrefix("commandTooLarge"))
         // One byte more is oversized: drained unanswered.

@@ -22,7 +22,7 @@ struct DurabilityWakeupTests {
         configuration.heartbeatInterval = .seconds(60)
         configuration.durabilityWakeup = wakeup
         let appender = EventLogAppender(writer: writer)
-        let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command in
+        let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command, _ in
             .accepted([try appender.append(.appLaunched(device: command.body.device), commandID: command.id, timestamp: 1)])
         }
         defer { endpoint.close() }

@@ -2,7 +2,7 @@ import Bus
 import StoreKitModel
 import Testing
 
-/// The queue endpoint's rules as a state machine (issue 30, item 1): no socket, time passed in.
+/// The queue endpoint's rules as a state machine (issue 30, item 1): no socket, no clock.
 @Suite struct QueueAdmissionTests {
     static let second: Int64 = 1_000_000_000
 
@@ -41,22 +41,23 @@ import Testing
         #expect(admission.refusedAsUnavailable == 1)
     }
 
-    @Test("a command ahead of its sender's order waits (unavailable) for at most the patience, then reaches the engine")
-    func orderWaitsWithPatience() throws {
+    @Test("a command ahead of its sender's order waits (unavailable) until the earlier ones come, or its sender reports none is coming")
+    func orderWaitsWithoutPatience() throws {
         var admission = QueueAdmission()
         let projection = QueueProjection()
-        // Number 1 of this origin was never applied: number 2 skips ahead.
+        // Number 1 of this origin was never applied: number 2 skips ahead, and waits however long it is sent again.
         let ahead = Self.command("store.3", 2, .launchApp(device: "d"))
-        let first = admission.beforeEngine(ahead, projection: projection, now: 0)
+        let first = admission.beforeEngine(ahead, projection: projection)
         let refusal = try #require(first)
         #expect(refusal.reason == .outOfOrder && refusal.status == .unavailable)
         #expect(refusal.message.contains("arrived before store.3:1"))
-        let withinPatience = admission.beforeEngine(ahead, projection: projection, now: 2 * Self.second)
-        #expect(withinPatience != nil)
-        let afterPatience = admission.beforeEngine(ahead, projection: projection, now: 3 * Self.second + 1)
-        #expect(afterPatience == nil)
+        let again = admission.beforeEngine(ahead, report: SenderReport(lowestUnanswered: 1), projection: projection)
+        #expect(again != nil, "number 1 is still unanswered at its sender: it is coming")
+        // Its sender answered or gave up number 1: nothing is coming, so number 2 reaches the engine.
+        let settled = admission.beforeEngine(ahead, report: SenderReport(lowestUnanswered: 2), projection: projection)
+        #expect(settled == nil)
         // The first command of an origin never waits.
-        let firstOfOrigin = admission.beforeEngine(Self.command("app.9", 1, .launchApp(device: "d")), projection: projection, now: 0)
+        let firstOfOrigin = admission.beforeEngine(Self.command("app.9", 1, .launchApp(device: "d")), projection: projection)
         #expect(firstOfOrigin == nil)
     }
 
@@ -64,7 +65,7 @@ import Testing
     func paymentBound() throws {
         var admission = QueueAdmission(payments: PaymentAdmission(maximumPendingPerDevice: 10, maximumPendingInQueue: 0, recountEvery: 1))
         let payment = Self.command("app.1", 1, .addPayment(device: "d", payment: Payment(productIdentifier: "p")))
-        let verdict = admission.beforeEngine(payment, projection: QueueProjection(), now: 0)
+        let verdict = admission.beforeEngine(payment, projection: QueueProjection())
         let refusal = try #require(verdict)
         #expect(refusal.reason == .paymentBound && refusal.status == .rejected)
         #expect(refusal.message.contains("pending transactions"))

@@ -66,6 +66,8 @@ final class QueueHarness: @unchecked Sendable {
         var queuedReplyBytes = 0
         var connectedPeers = (subscribers: 0, requesters: 0)
         var refusals: [WireFailure] = []
+        /// What each command's sender reported with the copy the handler took last.
+        var reports: [CommandID: SenderReport] = [:]
         var failure: String?
     }
     private let shared = Locked(Shared())
@@ -93,7 +95,10 @@ final class QueueHarness: @unchecked Sendable {
             do {
                 endpoint = try QueueEndpoint(
                     context: context, configuration: frozenConfiguration, writer: writer,
-                    handler: { command in try handler(command, appender) })
+                    handler: { command, report in
+                        shared.withLock { $0.reports[command.id] = report }
+                        return try handler(command, appender)
+                    })
                 endpoints.withLock { $0 = .success((endpoint.eventsEndpoint, endpoint.requestsEndpoint)) }
             } catch {
                 endpoints.withLock { $0 = .failure(error) }
@@ -177,6 +182,7 @@ final class QueueHarness: @unchecked Sendable {
         return condition(counters)
     }
     var refusals: [WireFailure] { shared.withLock { $0.refusals } }
+    func report(of id: CommandID) -> SenderReport? { shared.withLock { $0.reports[id] } }
     var loopFailure: String? { shared.withLock { $0.failure } }
 
     /// Stops the loop (closing the endpoint's sockets) and waits for it; idempotent.

@@ -179,6 +179,68 @@ struct WireVersionTests {
         #expect(handler.appliedCount == 3)
     }
 
+    @Test("a version-2 sender reports with each command what it had heard and its lowest unanswered number; a version-1 CMD reports nothing",
+          .timeLimit(.minutes(1)))
+    func senderReports() throws {
+        let handler = DedupingHandler()
+        let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }
+        let sender = try CommandSender(context: context, configuration: CommandSenderConfiguration(origin: "hearer", requestsEndpoint: queue.requestsEndpoint))
+        defer { sender.close() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while sender.wireVersion < 2, ContinuousClock.now < deadline { _ = try sender.poll(timeout: .milliseconds(10)) }
+        #expect(sender.wireVersion == 2)
+        var heard: [UInt64] = [7, 0]
+        sender.heard = { heard }
+        // Three commands between two polls, the sender hearing more after the second: one CMDS, two runs.
+        let first = try sender.submit(.launchApp(device: "a"))
+        let second = try sender.submit(.launchApp(device: "b"))
+        heard = [9, 4]
+        let third = try sender.submit(.launchApp(device: "c"))
+        var answered = 0
+        while answered < 3, ContinuousClock.now < deadline { answered += try sender.poll(timeout: .milliseconds(10)).count }
+        #expect(answered == 3)
+        #expect(queue.report(of: first) == SenderReport(heard: HeardSequences([7, 0]), lowestUnanswered: 1))
+        #expect(queue.report(of: second) == SenderReport(heard: HeardSequences([7, 0]), lowestUnanswered: 1))
+        #expect(queue.report(of: third) == SenderReport(heard: HeardSequences([9, 4]), lowestUnanswered: 1))
+        // A plain CMD (version 1, the Python and C clients) carries no report: what its sender heard is unknown.
+        let dealer = try context.socket(.dealer)
+        defer { dealer.close() }
+        try dealer.connect(queue.requestsEndpoint)
+        let plain = Command(id: CommandID(origin: "plain", number: 1), body: .launchApp(device: "p"))
+        let reply = try #require(try request(dealer, ["CMD".bytes, EventCodec.encode(plain)]))
+        #expect(reply.first == "ACK".bytes)
+        #expect(queue.report(of: plain.id) == .unknown)
+    }
+
+    @Test("a CMDS report whose runs do not cover the batch exactly, or with bytes after them, makes the batch malformed with no effect")
+    func malformedReports() throws {
+        let handler = DedupingHandler()
+        let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }
+        let dealer = try context.socket(.dealer)
+        defer { dealer.close() }
+        try dealer.connect(queue.requestsEndpoint)
+        var body: [UInt8] = [2, 2]
+        for number in UInt64(1)...2 {
+            var writer = BinaryWriter()
+            writer.write(EventCodec.encode(Command(id: CommandID(origin: "raw", number: number), body: .launchApp(device: "d\(number)"))))
+            body += writer.bytes
+        }
+        func firstAnswer(_ report: [UInt8]) throws -> CommandAcknowledgement? {
+            let reply = try #require(try request(dealer, ["CMDS".bytes, body, report]))
+            return try decodeAcknowledgements(reply[1]).first
+        }
+        // Lowest unanswered 0, one partition, then: a run of 1 (one command uncovered); a run of 3; runs of 2 and a stray byte.
+        for report: [UInt8] in [[0, 1, 1, 5], [0, 1, 3, 5], [0, 1, 2, 5, 9]] {
+            let answer = try firstAnswer(report)
+            #expect(answer?.status == .malformed && answer?.commandID == nil, "\(report): \(String(describing: answer))")
+        }
+        #expect(handler.calls == 0)
+        // No heard sequences (P = 0) with a lowest unanswered number: applied.
+        let answer = try firstAnswer([1, 0])
+        #expect(answer?.status == .accepted)
+        #expect(queue.report(of: CommandID(origin: "raw", number: 2)) == SenderReport(lowestUnanswered: 1))
+    }
+
     @Test("ACKS and event batch bodies decode to what was encoded; a batch refuses trailing bytes and sequences that do not ascend")
     func batchBodies() throws {
         let acknowledgements = [

@@ -318,6 +318,43 @@ class WireFormatTest(unittest.TestCase):
                          [("py2-device-%d" % n, "deviceRegistered", ("py2", n)) for n in (1, 2, 3)])
         batches.close()
 
+    def read_acks(self, reply, count):
+        answers = []
+        while True:
+            self.assertEqual(reply[0], b"ACKS")
+            reader = Reader(reply[1])
+            self.assertEqual(reader.byte(), 2)
+            for _ in range(reader.varint()):
+                status, has_id = reader.byte(), reader.byte()
+                command_id = (reader.string(), reader.varint()) if has_id else None
+                answers.append((status, command_id, reader.varint(), reader.string()))
+            self.assertTrue(reader.at_end())
+            if len(answers) >= count:
+                return answers
+            self.assertTrue(self.dealer.poll(5000), "the rest of the answers")
+            reply = self.dealer.recv_multipart()
+
+    def test_version_2_sender_report_is_optional(self):
+        """docs/wire-format.md's "Sender reports": a CMDS may carry a third frame, or not."""
+        self.wait_for_queue()
+        def batch(origin, numbers):
+            entries = [command(origin, n, 1, string("%s-device-%d" % (origin, n)) + string("py3-account")) for n in numbers]
+            return bytes([2]) + varint(len(entries)) + b"".join(varint(len(entry)) + entry for entry in entries)
+        # Without a report, as before: the queue records what the sender heard as unknown.
+        answers = self.read_acks(self.request([b"CMDS", batch("py3", [1, 2])]), 2)
+        self.assertEqual([(status, command_id) for status, command_id, _, _ in answers], [(0, ("py3", 1)), (0, ("py3", 2))])
+        # With one: lowest unanswered 3, one partition, a run of 2 commands that heard sequence 2 and 3.
+        report = varint(3) + varint(1) + varint(1) + varint(2) + varint(1) + varint(3)
+        answers = self.read_acks(self.request([b"CMDS", batch("py3", [3, 4]), report]), 2)
+        self.assertEqual([(status, command_id) for status, command_id, _, _ in answers], [(0, ("py3", 3)), (0, ("py3", 4))])
+        # Runs that cover more commands than the batch holds: malformed, and the batch has no effect.
+        overrun = varint(0) + varint(1) + varint(3) + varint(0)
+        answers = self.read_acks(self.request([b"CMDS", batch("py3", [5, 6]), overrun]), 1)
+        self.assertEqual([(status, command_id) for status, command_id, _, _ in answers], [(3, None)])
+        self.assertIn("report", answers[0][3])
+        answers = self.read_acks(self.request([b"CMDS", batch("py3", [5, 6])]), 2)
+        self.assertEqual([(status, command_id) for status, command_id, _, _ in answers], [(0, ("py3", 5)), (0, ("py3", 6))])
+
     def fetch_events(self, start):
         """Every event from sequence `start` on that the queue has published: (sequence, tag, id, first fields)."""
         batch = self.request([b"FETCH", struct.pack("<QI", start, 0)])
