@@ -4,6 +4,7 @@ import Foundation
 import StoreKitLive
 import StoreKitModel
 import StoreKitRoles
+import StoreKitRuntime
 import ZeroMQ
 
 /// `sksim bench bus`: whole purchase lifecycles (addPayment → purchased → finished →
@@ -362,7 +363,9 @@ public enum BusBenchmark {
 
     /// One app-side load driver: registers its devices, keeps `inFlight` lifecycles going
     /// (addPayment, then finish once purchased) and times each from send to finished. Owns
-    /// its sockets and is used by one thread at a time (created here, run there).
+    /// its sockets and is used by one thread at a time (created here, run there). Its reactions
+    /// (`Lifecycles`) run in the one role loop (`RoleHost` over a `LiveRoleTransport`), as a role
+    /// process's do.
     private final class Driver: @unchecked Sendable {
         let subscriber: EventSubscriber
         let sender: CommandSender
@@ -371,15 +374,16 @@ public enum BusBenchmark {
         let inFlightLimit: Int
         /// Nanoseconds between intended starts in the open model; nil for the closed loop.
         let interval: Int64?
-        var latencies: [Int64] = []
-        /// Per finished lifecycle: intended start, and the stage durations (see `Measurement.stages`).
-        var stageSamples: [(intended: Int64, lag: Int64, added: Int64, purchased: Int64, finished: Int64)] = []
-        var completed = 0
+        /// What the driver heard and timed.
+        private(set) var lifecycles = Lifecycles(interval: nil, warmUp: 0, end: 0)
+        var latencies: [Int64] { lifecycles.latencies }
+        var stageSamples: [(intended: Int64, lag: Int64, added: Int64, purchased: Int64, finished: Int64)] { lifecycles.stageSamples }
+        var completed: Int { lifecycles.completed }
         var eventBytes = 0
         var eventCount = 0
         /// Open model: lifecycles whose intended start fell in the window, and those of them not
         /// finished when the drain ended.
-        var startedInWindow = 0
+        var startedInWindow: Int { lifecycles.startedInWindow }
         var unfinished = 0
         var failure: String?
 
@@ -396,7 +400,6 @@ public enum BusBenchmark {
             prefix = "bench-\(index)-"
             self.devices = (0..<devices).map { "bench-\(index)-\($0)" }
             inFlightLimit = inFlight
-            latencies.reserveCapacity(1 << 19)
         }
 
         func run(warmUp: Int64, end: Int64, drainUntil: Int64) {
@@ -421,40 +424,32 @@ public enum BusBenchmark {
                 try sender.submit(.launchApp(device: device))
                 try sender.submit(.attachObserver(device: device, observer: "bench"))
             }
-            var started: [TransactionKey: Int64] = [:]
-            // When each lifecycle was really sent and when its transaction was added and purchased.
-            var progress: [TransactionKey: (sent: Int64, added: Int64, purchased: Int64)] = [:]
-            var sentAt: [Int64] = []
-            var submittedAt: [Int64] = []
-            var submittedHead = 0
+            lifecycles = Lifecycles(interval: interval, warmUp: warmUp, end: end)
+            let host = RoleHost(role: lifecycles)
+            var transport = LiveRoleTransport(sender: sender, processName: "bench")
             var nextDevice = 0
-            var inFlight = 0
             let payment = Payment(productIdentifier: "com.example.sksim.coins.small")
             var nextIntended = LiveClock.monotonicNanoseconds()
-            func inWindow(_ start: Int64) -> Bool { start >= warmUp && start < end }
             while true {
-                let now = LiveClock.monotonicNanoseconds()
+                transport.tick()
+                let now = transport.now
                 if now > end {
                     guard interval != nil, completed < startedInWindow else { return }
                     if now > drainUntil {
                         // Still unfinished (some perhaps not even added yet): the latency reached so far.
-                        let waiting = started.values.filter(inWindow) + submittedAt[submittedHead...].filter(inWindow)
-                        latencies.append(contentsOf: waiting.map { now - $0 })
-                        unfinished = waiting.count
+                        unfinished = lifecycles.giveUp(now: now)
                         return
                     }
                 }
                 // Closed loop: keep inFlightLimit going. Open model: start what is due, timed from
                 // when it was due (a stalled queue shows as latency, not as fewer samples).
-                while inFlight < inFlightLimit && sender.hasCapacity && (interval == nil || (nextIntended <= now && nextIntended < end)) {
-                    if interval != nil && inWindow(nextIntended) { startedInWindow += 1 }
+                while lifecycles.inFlight < inFlightLimit && sender.hasCapacity && (interval == nil || (nextIntended <= now && nextIntended < end)) {
                     try sender.submit(.addPayment(device: devices[nextDevice], payment: payment))
-                    submittedAt.append(interval == nil ? now : nextIntended)
-                    sentAt.append(LiveClock.monotonicNanoseconds())
+                    lifecycles.started(intended: interval == nil ? now : nextIntended, sentAt: LiveClock.monotonicNanoseconds())
                     nextIntended += interval ?? 0
                     nextDevice = (nextDevice + 1) % devices.count
-                    inFlight += 1
                 }
+                try host.sendWaiting(over: &transport)
                 for completion in try sender.poll(timeout: .zero) {
                     if case .failed(_, let error) = completion { throw error }
                 }
@@ -464,44 +459,99 @@ public enum BusBenchmark {
                     // Every driver hears the whole partition; each handles its own devices.
                     // A record caught up by FETCH has no topic (device nil): its event names the device.
                     if let device = record.device, !device.hasPrefix(prefix) { continue }
-                    let event = try record.decoded().event
-                    if record.device == nil, !(event.device?.hasPrefix(prefix) ?? false) { continue }
+                    let recorded = try record.decoded()
+                    if record.device == nil, !(recorded.event.device?.hasPrefix(prefix) ?? false) { continue }
                     eventBytes += record.payload.count + 24
                     eventCount += 1
-                    switch event {
-                    case .transactionAdded(let key, _):
-                        // Payments reach the queue in the order sent (one connection), so the
-                        // oldest unmatched send is this transaction's.
-                        if submittedHead < submittedAt.count {
-                            started[key] = submittedAt[submittedHead]
-                            progress[key] = (sentAt[submittedHead], LiveClock.monotonicNanoseconds(), 0)
-                            submittedHead += 1
-                            if submittedHead > 65_536 {
-                                submittedAt.removeFirst(submittedHead)
-                                sentAt.removeFirst(submittedHead)
-                                submittedHead = 0
-                            }
-                        }
-                    case .transactionPurchased(let key, _, _, _):
-                        progress[key]?.purchased = LiveClock.monotonicNanoseconds()
-                        try sender.submit(.finishTransaction(key))
-                    case .transactionFinished(let key):
-                        inFlight -= 1
-                        let finishedAt = LiveClock.monotonicNanoseconds()
-                        let stages = progress.removeValue(forKey: key)
-                        if let start = started.removeValue(forKey: key), start >= warmUp, interval == nil ? finishedAt <= end : start < end {
-                            latencies.append(finishedAt - start)
-                            completed += 1
-                            if let stages {
-                                stageSamples.append((start, stages.sent - start, stages.added - stages.sent,
-                                                     stages.purchased - stages.added, finishedAt - stages.purchased))
-                            }
-                        }
-                    default:
-                        break
-                    }
+                    transport.tick()
+                    try host.deliver(recorded, over: &transport)
                 }
             }
+        }
+    }
+
+    /// The bench driver's reactions as a role: each lifecycle timed through its stages (sent,
+    /// added, purchased, finished), and each purchased transaction finished.
+    private final class Lifecycles: Role {
+        let name = "bench"
+        let interval: Int64?
+        let warmUp: Int64
+        let end: Int64
+        var latencies: [Int64] = []
+        /// Per finished lifecycle: intended start, and the stage durations (see `Measurement.stages`).
+        var stageSamples: [(intended: Int64, lag: Int64, added: Int64, purchased: Int64, finished: Int64)] = []
+        var completed = 0
+        var startedInWindow = 0
+        var inFlight = 0
+        private var started: [TransactionKey: Int64] = [:]
+        /// When each lifecycle was really sent and when its transaction was added and purchased.
+        private var progress: [TransactionKey: (sent: Int64, added: Int64, purchased: Int64)] = [:]
+        private var sentAt: [Int64] = []
+        private var submittedAt: [Int64] = []
+        private var submittedHead = 0
+
+        init(interval: Int64?, warmUp: Int64, end: Int64) {
+            self.interval = interval
+            self.warmUp = warmUp
+            self.end = end
+            latencies.reserveCapacity(interval == nil && end == 0 ? 0 : 1 << 19)
+        }
+
+        private func inWindow(_ start: Int64) -> Bool { start >= warmUp && start < end }
+
+        /// A lifecycle's `addPayment` went out (intended at `intended`, sent at `sentAt`).
+        func started(intended: Int64, sentAt sent: Int64) {
+            if interval != nil && inWindow(intended) { startedInWindow += 1 }
+            submittedAt.append(intended)
+            sentAt.append(sent)
+            inFlight += 1
+        }
+
+        /// The drain ended: the lifecycles of the window still unfinished count with the latency reached
+        /// so far; returns how many.
+        func giveUp(now: Int64) -> Int {
+            let waiting = started.values.filter(inWindow) + submittedAt[submittedHead...].filter(inWindow)
+            latencies.append(contentsOf: waiting.map { now - $0 })
+            return waiting.count
+        }
+
+        func catchUp(_ event: RecordedEvent) {}
+        func resume(now: Int64) -> [Effect] { [] }
+        func timerFired(_ token: TimerToken, now: Int64) -> [Effect] { [] }
+
+        func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
+            switch recorded.event {
+            case .transactionAdded(let key, _):
+                // Payments reach the queue in the order sent (one connection), so the
+                // oldest unmatched send is this transaction's.
+                if submittedHead < submittedAt.count {
+                    started[key] = submittedAt[submittedHead]
+                    progress[key] = (sentAt[submittedHead], now, 0)
+                    submittedHead += 1
+                    if submittedHead > 65_536 {
+                        submittedAt.removeFirst(submittedHead)
+                        sentAt.removeFirst(submittedHead)
+                        submittedHead = 0
+                    }
+                }
+            case .transactionPurchased(let key, _, _, _):
+                progress[key]?.purchased = now
+                return [.send(.finishTransaction(key))]
+            case .transactionFinished(let key):
+                inFlight -= 1
+                let stages = progress.removeValue(forKey: key)
+                if let start = started.removeValue(forKey: key), start >= warmUp, interval == nil ? now <= end : start < end {
+                    latencies.append(now - start)
+                    completed += 1
+                    if let stages {
+                        stageSamples.append((start, stages.sent - start, stages.added - stages.sent,
+                                             stages.purchased - stages.added, now - stages.purchased))
+                    }
+                }
+            default:
+                break
+            }
+            return []
         }
     }
 

@@ -29,17 +29,66 @@ public final class QueueProcess {
     /// The partition this queue is the single writer of.
     public var partition: String { process.partition ?? Self.partition }
 
+    /// The queue's log, opened for this run, and the one engine over it.
+    private struct OpenedLog {
+        var writer: PartitionWriter
+        var engine: QueueEngine
+        /// The records of the run's start (its header, when the log was new), to publish once durable.
+        var startup: [EngineRecord]
+        /// The run's wall-clock start: log timestamps count from it.
+        var startedAt: Int64
+        /// Wakes the endpoint when durability advances.
+        var wakeup: PollWakeup
+        var durabilityRounds: DurabilityRounds
+    }
+
+    /// How many times the log made records durable (fsyncs), counted on the flusher's thread.
+    private final class DurabilityRounds: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
     public func run() throws {
+        let log = try openLog()
+        let context = try ZeroMQContext()
+        let endpoint: QueueEndpoint
+        do {
+            endpoint = try makeEndpoint(context: context, log: log)
+        } catch {
+            context.terminate()
+            throw error
+        }
+        logger.info("queue listening", metadata: ["events": "\(endpoint.eventsEndpoint)", "requests": "\(endpoint.requestsEndpoint)"])
+        try ReadyNote.write(process: process.name, runDirectory: runDirectory)
+        defer {
+            endpoint.close()
+            context.terminate()
+        }
+        while !Shutdown.isRequested {
+            try endpoint.step(timeout: .milliseconds(50))
+            if let failure = endpoint.handlerFailure { throw failure }
+        }
+        // Publish what is still waiting, within a bound, then close the log.
+        let deadline = LiveClock.monotonicNanoseconds() + 1_000_000_000
+        while endpoint.unpublishedCount > 0 && LiveClock.monotonicNanoseconds() < deadline {
+            try endpoint.step(timeout: .milliseconds(5))
+        }
+        try log.writer.close()
+        report(log, counters: endpoint.counters)
+    }
+
+    /// Opens the partition's log (refusing another run's) and rebuilds the engine from it, so a
+    /// restarted queue carries on; starts the run when the log is new.
+    private func openLog() throws -> OpenedLog {
         let logDirectory = runDirectory.appendingPathComponent("log", isDirectory: true)
         try FileManager.default.createDirectory(at: logDirectory, withIntermediateDirectories: true)
         // The log wakes the endpoint when durability advances: no timer on a lifecycle's critical path.
         let wakeup = try PollWakeup()
-        let durabilityRounds = Atomic<Int>(0)
+        let durabilityRounds = DurabilityRounds()
         // This thread runs the endpoint: when it made records durable itself (a lightly loaded step) it
         // publishes them in the same step, so only the flusher's syncs need to wake it.
         let endpointThread = pthread_self()
         var writerConfiguration = PartitionWriterConfiguration(durability: topology.durability, onDurable: { _ in
-            durabilityRounds.add(1, ordering: .relaxed)
+            durabilityRounds.count.add(1, ordering: .relaxed)
             if pthread_equal(pthread_self(), endpointThread) == 0 { wakeup.signal() }
         })
         // The endpoint syncs a lightly loaded step itself, with no hand-off, and wakes the flusher under load.
@@ -59,8 +108,12 @@ public final class QueueProcess {
         let startup = try engine.start(ownHeader)
         let startedAt = engine.header?.startedAtUnixNanoseconds ?? LiveClock.wallNanoseconds()
         logger.info("queue ready", metadata: ["partition": "\(partition)", "sequence": "\(engine.projection.lastSequence)", "devices": "\(engine.projection.devices.count)"])
+        return OpenedLog(writer: writer, engine: engine, startup: startup, startedAt: startedAt, wakeup: wakeup, durabilityRounds: durabilityRounds)
+    }
 
-        let context = try ZeroMQContext()
+    /// The endpoint on the topology's sockets (with CURVE when it has keys), answering each command
+    /// with the queue's rules (`QueueAdmission`) and then the engine.
+    private func makeEndpoint(context: ZeroMQContext, log: OpenedLog) throws -> QueueEndpoint {
         var configuration = QueueEndpointConfiguration(
             eventsEndpoint: topology.resolved(process.eventsEndpoint!, runDirectory: runDirectory),
             requestsEndpoint: topology.resolved(process.requestsEndpoint!, runDirectory: runDirectory))
@@ -71,12 +124,13 @@ public final class QueueProcess {
             if !security.permissions.isEmpty { configuration.clientPermissions = security.permissions }
         }
         if let notice = topology.securityNotice { logger.warning("\(notice)") }
-        configuration.durabilityWakeup = wakeup
+        configuration.durabilityWakeup = log.wakeup
         let logger = self.logger
+        let engine = log.engine, startedAt = log.startedAt
         // The engine's half of the queue's rules (the endpoint runs the other): each sender's commands in
         // its order, and payments within the bounds, so a burst cannot grow the queue without limit.
         var admission = QueueAdmission()
-        let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: writer) { command, report in
+        let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: log.writer) { command, report in
             if let refusal = admission.beforeEngine(command, report: report, projection: engine.projection) {
                 switch refusal.reason {
                 case .outOfOrder: return .retryLater(refusal.message)
@@ -101,31 +155,20 @@ public final class QueueProcess {
             try engine.noteRefused(command.id, heard: report.heard, timestamp: LiveClock.wallNanoseconds() - startedAt)
         }
         endpoint.onRefused = { failure in logger.warning("refused a request or connection", metadata: ["reason": "\(failure)"]) }
-        endpoint.publishWhenDurable(startup.map(BusRecord.init))
-        logger.info("queue listening", metadata: ["events": "\(endpoint.eventsEndpoint)", "requests": "\(endpoint.requestsEndpoint)"])
-        try ReadyNote.write(process: process.name, runDirectory: runDirectory)
-        defer {
-            endpoint.close()
-            context.terminate()
-        }
-        while !Shutdown.isRequested {
-            try endpoint.step(timeout: .milliseconds(50))
-            if let failure = endpoint.handlerFailure { throw failure }
-        }
-        // Publish what is still waiting, within a bound, then close the log.
-        let deadline = LiveClock.monotonicNanoseconds() + 1_000_000_000
-        while endpoint.unpublishedCount > 0 && LiveClock.monotonicNanoseconds() < deadline {
-            try endpoint.step(timeout: .milliseconds(5))
-        }
-        try writer.close()
-        let counters = endpoint.counters
+        endpoint.publishWhenDurable(log.startup.map(BusRecord.init))
+        return endpoint
+    }
+
+    /// The last words of a stopped queue: logged, and its statistics in the run directory.
+    private func report(_ log: OpenedLog, counters: QueueEndpointCounters) {
+        let engine = log.engine
         logger.info("queue stopped; log flushed", metadata: [
             "sequence": "\(engine.projection.lastSequence)", "commands": "\(counters.commandsHandled)",
             "duplicates": "\(engine.duplicates)", "refusedFrames": "\(counters.refused.total)",
         ])
         try? QueueStatistics(duplicateCommands: engine.duplicates, commandsHandled: counters.commandsHandled,
                              refusedFrames: counters.refused.total, cpuSeconds: Double(processCPUNanoseconds()) / 1e9,
-                             peakMemoryBytes: peakResidentBytes(), durabilityRounds: durabilityRounds.load(ordering: .relaxed),
+                             peakMemoryBytes: peakResidentBytes(), durabilityRounds: log.durabilityRounds.count.load(ordering: .relaxed),
                              records: engine.projection.lastSequence,
                              commandsAnsweredUnavailable: counters.commandsRefusedAsUnavailable,
                              repliesDropped: counters.repliesDropped).write(in: runDirectory, partition: partition)

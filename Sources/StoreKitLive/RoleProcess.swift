@@ -66,10 +66,44 @@ public final class RoleProcess {
 
     public func run() throws -> Outcome {
         let context = try ZeroMQContext()
+        let subscriber: PartitionedSubscriber, sender: PartitionedSender
+        do {
+            (subscriber, sender) = try connect(context)
+        } catch {
+            context.terminate()
+            throw error
+        }
+        defer {
+            subscriber.close()
+            sender.close()
+            context.terminate()
+        }
+        let host = RoleHost(role: makeRole())
+        var transport = LiveRoleTransport(sender: sender, processName: process.name)
+        // Every role catches up on history silently, then takes up what it must: a restarted
+        // store decides what waited, a downloader restarts transfers, apps relaunch (R-Q4).
+        let caughtUp = try catchUp(subscriber) { recorded in host.catchUp(recorded) }
+        logger.info("caught up", metadata: ["events": "\(caughtUp)"])
+        transport.tick()
+        try host.resume(over: &transport)
+        // Caught up and reacting from here on: a benchmark starts its measured load only now, so that
+        // this process's start-up is not counted as the latency of the lifecycles that wait for it.
+        try? ReadyNote.write(process: process.name, runDirectory: runDirectory)
+        if try react(host, subscriber: subscriber, transport: &transport) { return .finished }
+        // Let commands already sent be acknowledged, within a bound.
+        let deadline = LiveClock.monotonicNanoseconds() + 1_000_000_000
+        while sender.outstandingCount > 0 && LiveClock.monotonicNanoseconds() < deadline {
+            _ = try sender.poll(timeout: .milliseconds(10))
+        }
+        logger.info("stopped", metadata: ["refusedCommands": "\(transport.refused)"])
+        return .stopped
+    }
+
+    /// The subscriber to every partition's events and the sender of this incarnation's commands, each
+    /// command to its device's account's partition.
+    private func connect(_ context: ZeroMQContext) throws -> (PartitionedSubscriber, PartitionedSender) {
         let curveKeys = try topology.curveClientKeys()
-        // Every partition: events from each, each command to its device's account's partition.
         let partitions = topology.partitionEndpoints(runDirectory: runDirectory)
-        let events = partitions.map(\.eventsEndpoint).joined(separator: ", ")
         let routes = DeviceRoutes(partitionCount: partitions.count)
         var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: partitions[0].eventsEndpoint, requestsEndpoint: partitions[0].requestsEndpoint)
         subscriberConfiguration.silenceTimeout = .milliseconds(topology.heartbeatMilliseconds * 8)
@@ -79,7 +113,13 @@ public final class RoleProcess {
         // those of a process that ran before it under the same name.
         var senderConfiguration = CommandSenderConfiguration(origin: "\(process.name).\(getpid())", requestsEndpoint: partitions[0].requestsEndpoint)
         senderConfiguration.curve = curveKeys
-        let sender = try PartitionedSender(context: context, partitions: partitions, configuration: senderConfiguration, routes: routes)
+        let sender: PartitionedSender
+        do {
+            sender = try PartitionedSender(context: context, partitions: partitions, configuration: senderConfiguration, routes: routes)
+        } catch {
+            subscriber.close()
+            throw error
+        }
         // Each command carries what this process had heard, recorded with it in the log.
         sender.hears(subscriber)
         let logger = self.logger
@@ -91,117 +131,84 @@ public final class RoleProcess {
             guard let report = malformedReports.admit(failure, at: .now) else { return }
             logger.warning("dropped a malformed event frame", metadata: ["reason": "\(report)"])
         }
-        defer {
-            subscriber.close()
-            sender.close()
-            context.terminate()
-        }
+        return (subscriber, sender)
+    }
 
-        let role = makeRole()
-        var timers = Scheduler<TimerToken>()
-        var waiting: [CommandBody] = []
+    /// The live runtime's loop over the role's host, in rounds until a stop is requested: due timers,
+    /// the waiting commands that fit in the window, the answers, then the events (unless backlogged).
+    /// True when an observer's devices are all done and settled.
+    private func react(_ host: RoleHost, subscriber: PartitionedSubscriber, transport: inout LiveRoleTransport<PartitionedSender>) throws -> Bool {
         var lastHeard = LiveClock.monotonicNanoseconds()
-        var rejected = 0
         var reportedBacklog = false
-
-        // Checked after every reaction and before the next send: what the role answered to the failure (a
-        // failed download, on a timer or an event) is not a simulated outcome and must not reach the log.
-        // A restarted process takes the work up again from the log.
-        func checkEnvironment() throws {
-            if let failure = role.environmentFailure {
-                throw RoleProcessError(failure.message(contentRoot: runDirectory, then: "run again"), code: .environment)
-            }
-        }
-
-        func perform(_ effects: [Effect], now: Int64) {
-            for effect in effects {
-                switch effect {
-                case .send(let body): waiting.append(body)
-                // A negative delay is a time already past: it fires at once, in order with other past ones.
-                case .timer(let delay, let token): timers.schedule(at: now + delay, token)
-                }
-            }
-        }
-
-        // Every role catches up on history silently, then takes up what it must: a restarted
-        // store decides what waited, a downloader restarts transfers, apps relaunch (R-Q4).
-        let caughtUp = try catchUp(subscriber) { recorded in role.catchUp(recorded) }
-        lastHeard = LiveClock.monotonicNanoseconds()
-        logger.info("caught up", metadata: ["events": "\(caughtUp)"])
-        perform(role.resume(now: LiveClock.monotonicNanoseconds()), now: LiveClock.monotonicNanoseconds())
-        // Caught up and reacting from here on: a benchmark starts its measured load only now, so that
-        // this process's start-up is not counted as the latency of the lifecycles that wait for it.
-        try? ReadyNote.write(process: process.name, runDirectory: runDirectory)
-
+        let sender = transport.sender
         while !Shutdown.isRequested {
-            let now = LiveClock.monotonicNanoseconds()
+            transport.tick()
             // Timers first: a decision due at once (the store's zero latency, set by the events of the
             // last round) is sent in this round, not after another receive.
-            while let time = timers.nextTime, time <= now, let (_, token) = timers.next() {
-                perform(role.timerFired(token, now: now), now: now)
-            }
-            try checkEnvironment()
-            // Send what fits in the window.
-            var sent = 0
-            while sent < waiting.count && sender.hasCapacity {
-                do {
-                    try sender.submit(waiting[sent])
-                } catch {
-                    throw RoleProcessError("\(process.name) could not send a command: \(error)", code: .commandNotSent)
-                }
-                sent += 1
-            }
-            waiting.removeFirst(sent)
-            let backlogged = waiting.count >= Self.maximumWaitingCommands
+            while let token = transport.nextDueTimer() { try host.fire(token, over: &transport) }
+            try checkEnvironment(host)
+            try host.sendWaiting(over: &transport)
+            let backlogged = host.waitingCount >= Self.maximumWaitingCommands
             if backlogged && !reportedBacklog {
-                logger.warning("working off a backlog before reading more events", metadata: ["waitingCommands": "\(waiting.count)"])
+                logger.warning("working off a backlog before reading more events", metadata: ["waitingCommands": "\(host.waitingCount)"])
             }
             reportedBacklog = backlogged
             // Backlogged, the wait is for acknowledgements (they make room), not for events.
-            for completion in try sender.poll(timeout: backlogged ? .milliseconds(5) : .zero) {
-                switch completion {
-                case .failed(_, let error):
-                    if case .duplicateOfUnsentCommand = error {
-                        throw RoleProcessError("\(process.name): \(error)", code: .untrustedLog, failsTheRun: true)
-                    }
-                    throw RoleProcessError("\(process.name): \(error)", code: .commandFailed)
-                case .acknowledged(let acknowledgement) where acknowledgement.status == .rejected || acknowledgement.status == .malformed:
-                    rejected += 1
-                    logger.debug("command refused", metadata: ["command": "\(acknowledgement.commandID.map { "\($0)" } ?? "?")", "reason": "\(acknowledgement.message)"])
-                default:
-                    break
-                }
-            }
-            let untilTimer = timers.nextTime.map { max(0, $0 - now) } ?? 5_000_000
+            try takeAnswers(sender.poll(timeout: backlogged ? .milliseconds(5) : .zero), refused: &transport.refused)
             if backlogged {
                 // Not reading is this role's choice, not the queue's silence.
                 lastHeard = LiveClock.monotonicNanoseconds()
                 continue
             }
-            let received = try subscriber.receive(timeout: .nanoseconds(min(untilTimer, waiting.isEmpty ? 5_000_000 : 0)))
+            let untilTimer = transport.nanosecondsUntilNextTimer ?? 5_000_000
+            let received = try subscriber.receive(timeout: .nanoseconds(min(untilTimer, host.waitingCount == 0 ? 5_000_000 : 0)))
             if !received.isEmpty || subscriber.isLive { lastHeard = LiveClock.monotonicNanoseconds() }
             for recorded in received {
-                perform(role.receive(recorded, now: LiveClock.monotonicNanoseconds()), now: LiveClock.monotonicNanoseconds())
+                transport.tick()
+                try host.deliver(recorded, over: &transport)
             }
-            try checkEnvironment()
+            try checkEnvironment(host)
             if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
+                let events = subscriber.partitions.map(\.eventsEndpoint).joined(separator: ", ")
                 throw RoleProcessError("\(process.name) heard nothing from the queue at \(events) for \(Int(queueSilenceLimitSeconds)) s; is the queue running?", code: .queueUnreachable)
             }
             // Settled is judged from events, so every event an answer named must have been heard
             // first (after a queue restart, "duplicate" answers outrun the events they name).
-            if process.role == .observer, role.isSettled, waiting.isEmpty, sender.outstandingCount == 0,
+            if process.role == .observer, host.isSettled, sender.outstandingCount == 0,
                subscriber.hasDelivered(through: sender.acknowledgedThrough) {
-                logger.info("every device is done and settled", metadata: ["devices": "\(process.deviceIndices.count)", "refusedCommands": "\(rejected)"])
-                return .finished
+                logger.info("every device is done and settled", metadata: ["devices": "\(process.deviceIndices.count)", "refusedCommands": "\(transport.refused)"])
+                return true
             }
         }
-        // Let commands already sent be acknowledged, within a bound.
-        let deadline = LiveClock.monotonicNanoseconds() + 1_000_000_000
-        while sender.outstandingCount > 0 && LiveClock.monotonicNanoseconds() < deadline {
-            _ = try sender.poll(timeout: .milliseconds(10))
+        return false
+    }
+
+    /// Checked after every reaction and before the next send: what the role answered to the failure (a
+    /// failed download, on a timer or an event) is not a simulated outcome and must not reach the log.
+    /// A restarted process takes the work up again from the log.
+    private func checkEnvironment(_ host: RoleHost) throws {
+        if let failure = host.environmentFailure {
+            throw RoleProcessError(failure.message(contentRoot: runDirectory, then: "run again"), code: .environment)
         }
-        logger.info("stopped", metadata: ["refusedCommands": "\(rejected)"])
-        return .stopped
+    }
+
+    /// The queue's answers: a command given up stops the process (a restart sends again from the log);
+    /// refusals are counted.
+    private func takeAnswers(_ completions: [CommandCompletion], refused: inout Int) throws {
+        for completion in completions {
+            switch completion {
+            case .failed(_, let error):
+                if case .duplicateOfUnsentCommand = error {
+                    throw RoleProcessError("\(process.name): \(error)", code: .untrustedLog, failsTheRun: true)
+                }
+                throw RoleProcessError("\(process.name): \(error)", code: .commandFailed)
+            case .acknowledged(let acknowledgement) where acknowledgement.status == .rejected || acknowledgement.status == .malformed:
+                refused += 1
+                logger.debug("command refused", metadata: ["command": "\(acknowledgement.commandID.map { "\($0)" } ?? "?")", "reason": "\(acknowledgement.message)"])
+            default:
+                break
+            }
+        }
     }
 
     /// Reads every event published so far by every partition, without reacting; returns how many.
@@ -222,3 +229,54 @@ public final class RoleProcess {
     }
 }
 
+/// What a live transport sends a role's commands through: one queue's `CommandSender`, or a
+/// `PartitionedSender` (each command to its device's account's partition).
+public protocol LiveCommandSender: AnyObject {
+    var hasCapacity: Bool { get }
+    func submit(_ body: CommandBody) throws(CommandSenderError) -> CommandID
+}
+
+extension CommandSender: LiveCommandSender {}
+extension PartitionedSender: LiveCommandSender {}
+
+/// The live runtime's transport for a role: the monotonic clock, read once per round and per event
+/// (`tick`); the bus's sender; and the role's timers in a heap of their own. Role processes and the
+/// bus benchmark's driver run their roles over it.
+public struct LiveRoleTransport<Sender: LiveCommandSender>: RoleTransport {
+    public typealias Failure = RoleProcessError
+    public let sender: Sender
+    public let processName: String
+    public private(set) var now: Int64 = LiveClock.monotonicNanoseconds()
+    private var timers = Scheduler<TimerToken>()
+    /// Commands the queue refused (rejected or malformed), for the process's last report.
+    public var refused = 0
+
+    public init(sender: Sender, processName: String) {
+        self.sender = sender
+        self.processName = processName
+    }
+
+    /// Reads the clock.
+    public mutating func tick() { now = LiveClock.monotonicNanoseconds() }
+
+    public var hasCapacity: Bool { sender.hasCapacity }
+
+    public func submit(_ body: CommandBody) throws(RoleProcessError) {
+        do {
+            _ = try sender.submit(body)
+        } catch {
+            throw RoleProcessError("\(processName) could not send a command: \(error)", code: .commandNotSent)
+        }
+    }
+
+    /// A negative delay is a time already past: it fires at once, in order with other past ones.
+    public mutating func setTimer(afterNanoseconds delay: Int64, _ token: TimerToken) { timers.schedule(at: now + delay, token) }
+
+    /// The next timer due by `now`, taken out.
+    public mutating func nextDueTimer() -> TimerToken? {
+        guard let time = timers.nextTime, time <= now else { return nil }
+        return timers.next()?.action
+    }
+
+    public var nanosecondsUntilNextTimer: Int64? { timers.nextTime.map { max(0, $0 - now) } }
+}

@@ -85,19 +85,18 @@ public struct ChoicePoints: Sendable, Hashable, Codable {
     }
 }
 
-/// One simulated app install: its queue, its observers, and the user's script.
+/// One simulated app install and its user: the app side (`InstalledApp`: its queue, launches,
+/// observers) and the user's script.
 public final class DeviceApp {
     public let device: String
     public let account: String
-    public let queue: PaymentQueue
+    public var queue: PaymentQueue { installed.queue }
+    /// The app side, written once for every runtime.
+    package let installed: InstalledApp
     // Unchecked exclusivity on the script's state: changed only by this app's own methods, one access
     // at a time (observers call into the queue, never into the app), so the checks only cost time.
     /// The observers of the current launch (new instances at every launch: quitting loses them).
-    @exclusivity(unchecked) package private(set) var observers: [PaymentTransactionObserver] = []
-    /// Observers that attach only after `lateSteps` more user steps (the attach time choice).
-    @exclusivity(unchecked) private var lateObservers: [PaymentTransactionObserver] = []
-    @exclusivity(unchecked) private var lateSteps = 0
-    private let hooks: AppHooks?
+    package var observers: [PaymentTransactionObserver] { installed.observers }
     /// Whether a `deviceStep` timer is set, so a kill does not start a second chain of steps.
     @exclusivity(unchecked) var stepTimerPending = false
     private let behavior: AppBehavior
@@ -135,51 +134,32 @@ public final class DeviceApp {
         observerChoices = choices.stream(ChoiceStream.observers(device))
         self.purchasesLeft = behavior.purchasesPerDevice
         self.storage = storage
-        self.hooks = hooks
-        self.queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, choices: observerChoices)
+        let queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, choices: observerChoices)
         queue.duplicateDeliveryProbability = behavior.choicePoints?.duplicateDeliveryProbability ?? 0
         queue.trace = hooks?.trace
+        installed = InstalledApp(queue: queue, code: Self.code(device: device, behavior: behavior, hooks: hooks, storage: storage),
+                                 observerChoices: observerChoices,
+                                 shufflesAttachOrder: behavior.choicePoints?.shuffleAttachOrder == true)
+        installed.trace = hooks?.trace
+        // The user's stream times the app's work, as before the app side was its own type.
+        installed.workDelay = { [unowned self] in asynchronousWorkDelay() }
     }
 
-    /// New observer instances for a launch: the user's own, or the built-in behaviours.
-    private func makeObservers() -> [PaymentTransactionObserver] {
-        if let appLaunch = hooks?.appLaunch {
-            // The app's own code attaches its observers through the queue.
-            appLaunch(queue)
-            return []
-        }
-        if let factory = hooks?.observerFactory { return factory(device) }
-        if builtInObserverNames.isEmpty {
-            // Concatenated rather than interpolated: every schedule of an exploration makes its apps anew.
-            builtInObserverNames = behavior.observers.enumerated().map { index, observerBehavior in observerBehavior.rawValue + "-" + String(index + 1) }
-        }
+    /// The app's code at each launch: the user's own, or new observer instances (a test's, or the
+    /// built-in behaviours).
+    private static func code(device: String, behavior: AppBehavior, hooks: AppHooks?, storage: ContentStorage?) -> AppCode {
+        if let appLaunch = hooks?.appLaunch { return .app(appLaunch) }
+        if let factory = hooks?.observerFactory { return .observers(factory) }
+        // Concatenated rather than interpolated, and once per device rather than per launch: every
+        // schedule of an exploration makes its apps anew.
+        let names = behavior.observers.enumerated().map { index, observerBehavior in observerBehavior.rawValue + "-" + String(index + 1) }
+        let behaviors = behavior.observers
         let folder = "apps/" + device
-        return behavior.observers.indices.map { index in
-            BuiltInObserver(name: builtInObserverNames[index], behavior: behavior.observers[index], storage: storage, persistentFolder: folder)
+        return .observers { _ in
+            behaviors.indices.map { index in
+                BuiltInObserver(name: names[index], behavior: behaviors[index], storage: storage, persistentFolder: folder)
+            }
         }
-    }
-
-    /// The built-in observers' names, made at the first launch rather than formatted at every one.
-    private var builtInObserverNames: [String] = []
-
-    /// Launches the app: new observers, attached now (or, for a late one, a few steps later).
-    private func launch() {
-        queue.enqueue(.launchApp(device: device))
-        observers = makeObservers()
-        var atLaunch = observers.filter { !(($0 as? BuiltInObserver)?.behavior.attachesLate ?? false) }
-        lateObservers = observers.filter { ($0 as? BuiltInObserver)?.behavior.attachesLate ?? false }
-        if behavior.choicePoints?.shuffleAttachOrder == true { atLaunch = PaymentQueue.shuffled(atLaunch, .observerAttach, observerChoices) }
-        for observer in atLaunch { queue.add(observer) }
-        lateSteps = lateObservers.isEmpty ? 0 : 1 + observerChoices.index(.observerAttach, count: 2)
-    }
-
-    /// Attaches late observers once their steps have passed.
-    private func attachLateObservers() {
-        guard !lateObservers.isEmpty else { return }
-        lateSteps -= 1
-        guard lateSteps <= 0 else { return }
-        for observer in lateObservers { queue.add(observer) }
-        lateObservers.removeAll()
     }
 
     /// True when the app is up with its observers, so a kill means something.
@@ -188,9 +168,7 @@ public final class DeviceApp {
     /// The app is killed: its observers go, commands not yet sent are lost, and it is launched
     /// again at the next step, when every unfinished transaction is delivered again (R-Q4).
     func kill() {
-        queue.terminateApp()
-        observers.removeAll()
-        lateObservers.removeAll()
+        installed.terminate()
         stage = .relaunching
     }
 
@@ -199,9 +177,7 @@ public final class DeviceApp {
     /// step, when every unfinished transaction is delivered again (R-Q4). Without this it went on
     /// as if running, while the queue held its transactions for observers that never came back.
     func terminatedElsewhere() {
-        queue.terminatedElsewhere()
-        observers.removeAll()
-        lateObservers.removeAll()
+        installed.terminatedElsewhere()
         stage = .relaunching
     }
 
@@ -251,11 +227,11 @@ public final class DeviceApp {
             stage = .launch
             return 0
         case .launch, .relaunching:
-            launch()
+            installed.launch()
             stage = .shopping
             return behavior.thinkTime.sampleNanoseconds(choices)
         case .shopping:
-            attachLateObservers()
+            installed.userStepped()
             if purchasesLeft > 0 {
                 purchasesLeft -= 1
                 buy()
@@ -276,7 +252,7 @@ public final class DeviceApp {
                 queue.restoreCompletedTransactions(applicationUsername: account)
                 return behavior.thinkTime.sampleNanoseconds(choices)
             }
-            if !lateObservers.isEmpty { return behavior.thinkTime.sampleNanoseconds(choices) }
+            if installed.hasLateObservers { return behavior.thinkTime.sampleNanoseconds(choices) }
             stage = .done
             return nil
         case .done:
@@ -319,7 +295,7 @@ public final class DeviceApp {
     /// The app quits and comes back: observers detach with it and attach again on
     /// launch, when every unfinished transaction is delivered again (R-Q4).
     private func relaunch() {
-        queue.terminateApp()
+        installed.terminate()
         stage = .relaunching
     }
 }
@@ -386,14 +362,7 @@ public final class AppRole: Role {
 
     /// The app's commands, as effects added to `effects` (and in the trace, with who made each).
     private func send(_ app: DeviceApp, keepingFirst count: Int = .max, into effects: inout [Effect]) {
-        let trace = hooks?.trace
-        app.queue.drainOutbox(keepingFirst: count) { body, sender in
-            trace?.sent(device: app.device, sender: sender, body: body)
-            effects.append(.send(body))
-        }
-        for started in app.queue.takeStartedWork() {
-            effects.append(.timer(afterNanoseconds: app.asynchronousWorkDelay(), .appWork(device: app.device, work: started.number)))
-        }
+        app.installed.collect(keepingFirst: count, into: &effects)
     }
 
     /// Every device's script is done and nothing is left unfinished.

@@ -101,7 +101,9 @@ public final class DeterministicRuntime {
 
     private struct Slot {
         var kind: RoleFactory.Kind
-        var role: Role
+        /// The role, with the commands it made that wait for room in its window (the one role side of every runtime).
+        var host: RoleHost
+        var role: Role { host.role }
         var incarnation = 0
         /// The origin of this incarnation's commands (role name and incarnation), made once
         /// rather than formatted for every command.
@@ -116,9 +118,6 @@ public final class DeterministicRuntime {
         /// Its unanswered commands by number, with when each was first sent (the pipeline keeps no
         /// bytes here: the runtime moves `Command` values).
         var unanswered: [UInt64: (command: Command, sentAt: Int64)] = [:]
-        /// Commands waiting for room in the window, in order.
-        var waiting: [CommandBody] = []
-        var waitingHead = 0
         /// The pending wake-up of the pipeline (`Action.wake`); a wake of another generation is stale.
         var wakeAt: Int64?
         var wakeGeneration = 0
@@ -166,15 +165,13 @@ public final class DeterministicRuntime {
     @exclusivity(unchecked) private var scheduler = Scheduler<Action>()
     @exclusivity(unchecked) private var commandsInFlight = Slab<Arrival>()
     @exclusivity(unchecked) private var timerTokens = Slab<TimerToken>()
-    @exclusivity(unchecked) private var now: Int64 = 0
+    @exclusivity(unchecked) fileprivate var now: Int64 = 0
     @exclusivity(unchecked) private var lastDurable: Int64 = 0
     @exclusivity(unchecked) private var published: UInt64 = 0
     /// Appended events until every role has heard them: a delivery names its sequence, so an
     /// event is stored once rather than copied (with its strings and arrays retained) into each
     /// role's delivery.
     @exclusivity(unchecked) private var held = HeldEvents()
-    /// See `takeReactionBuffer`.
-    @exclusivity(unchecked) private var reaction: [Effect] = []
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
@@ -238,7 +235,7 @@ public final class DeterministicRuntime {
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
             let origin = "\(role.name).0"
-            slots.append(Slot(kind: kind, role: role, origin: origin, pipeline: CommandPipeline(
+            slots.append(Slot(kind: kind, host: RoleHost(role: role), origin: origin, pipeline: CommandPipeline(
                 origin: origin, window: CommandPipeline.standardWindow, policy: .standard, now: .now)))
         }
     }
@@ -256,8 +253,8 @@ public final class DeterministicRuntime {
         for index in slots.indices { slots[index].pipeline = makePipeline(origin: slots[index].origin) }
         for (index, outage) in plannedOutages.enumerated() { scheduler.schedule(at: outage.startNanoseconds, .outage(index)) }
         for index in slots.indices {
-            var resumed = slots[index].role.resume(now: 0)
-            perform(&resumed, slot: index)
+            var link = SimulatedLink(runtime: self, slot: index)
+            slots[index].host.resume(over: &link)
         }
         let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
         var stoppedAtLimit = false
@@ -366,20 +363,16 @@ public final class DeterministicRuntime {
             precondition(sequence == slots[index].delivered + 1,
                          "\(slots[index].kind) heard \(sequence) after \(slots[index].delivered): a link lost its order")
             slots[index].delivered = sequence
-            let role = slots[index].role
-            var effects = takeReactionBuffer()
+            let host = slots[index].host
+            var link = SimulatedLink(runtime: self, slot: index)
             // The role reacts to the held event, lent to it without a copy (roles return effects and
             // never call back, so nothing else reads the event meanwhile).
-            held.lend(sequence) { role.receive($0, now: now, into: &effects) }
-            perform(&effects, slot: index)
-            reaction = effects
+            held.lend(sequence) { host.deliver($0, over: &link) }
         case .timer(let tokenSlot, let index, let incarnation):
             let token = timerTokens.remove(tokenSlot)
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
-            var effects = takeReactionBuffer()
-            slots[index].role.timerFired(token, now: now, into: &effects)
-            perform(&effects, slot: index)
-            reaction = effects
+            var link = SimulatedLink(runtime: self, slot: index)
+            slots[index].host.fire(token, over: &link)
         case .restart(let index):
             try restart(index)
         case .restartQueue:
@@ -504,15 +497,8 @@ public final class DeterministicRuntime {
         case nil:
             break
         }
-        while slots[index].waitingHead < slots[index].waiting.count, slots[index].pipeline.hasCapacity {
-            let body = slots[index].waiting[slots[index].waitingHead]
-            slots[index].waitingHead += 1
-            submit(body, slot: index)
-        }
-        if slots[index].waitingHead == slots[index].waiting.count, slots[index].waitingHead > 0 {
-            slots[index].waiting.removeAll(keepingCapacity: true)
-            slots[index].waitingHead = 0
-        }
+        var link = SimulatedLink(runtime: self, slot: index)
+        slots[index].host.sendWaiting(over: &link)
         scheduleWake(index)
     }
 
@@ -553,17 +539,6 @@ public final class DeterministicRuntime {
         case (.partition, false): slots[target].partitionedThrough = max(slots[target].partitionedThrough, through)
         }
         if kind == .stall { counters.stalls += 1 } else { counters.partitions += 1 }
-    }
-
-    /// The reused buffer a role's reaction is written into, emptied (its capacity kept): a
-    /// reaction costs no array of its own. Given back (`reaction = effects`) once carried out.
-    @inline(__always)
-    private func takeReactionBuffer() -> [Effect] {
-        var effects: [Effect] = []
-        swap(&effects, &reaction)
-        // Most reactions are empty: emptying an empty array still goes through `replaceSubrange`.
-        if !effects.isEmpty { effects.removeAll(keepingCapacity: true) }
-        return effects
     }
 
     /// The events the engine added to `held` from position `start` on become durable after the
@@ -608,30 +583,17 @@ public final class DeterministicRuntime {
         }
     }
 
-    /// Carries out a reaction and empties `effects` (its capacity kept): each effect is moved out
-    /// (reversed, then `popLast`, in order), so a command moves into the slab of commands in flight
-    /// instead of being copied out of the array, every string of its body retained, and destroyed
-    /// in it afterwards.
-    private func perform(_ effects: inout [Effect], slot index: Int) {
-        effects.reverseFew()
-        while let effect = effects.popLast() {
-            switch effect {
-            case .send(let body):
-                if slots[index].waitingHead < slots[index].waiting.count || !slots[index].pipeline.hasCapacity {
-                    // The window is full: sent as answers make room, in order.
-                    slots[index].waiting.append(body)
-                } else {
-                    submit(body, slot: index)
-                }
-            case .timer(let delay, let token):
-                let tokenSlot = timerTokens.insert(token)
-                scheduler.schedule(at: now + max(0, delay), .timer(tokenSlot, slot: index, incarnation: slots[index].incarnation))
-            }
-        }
+    /// Whether the sender of the role at `index` has room in its window.
+    fileprivate func senderHasCapacity(slot index: Int) -> Bool { slots[index].pipeline.hasCapacity }
+
+    /// A role's timer: handed back at the virtual time it is due, to the incarnation that set it.
+    fileprivate func setTimer(afterNanoseconds delay: Int64, _ token: TimerToken, slot index: Int) {
+        let tokenSlot = timerTokens.insert(token)
+        scheduler.schedule(at: now + max(0, delay), .timer(tokenSlot, slot: index, incarnation: slots[index].incarnation))
     }
 
     /// Numbers `body` in the role's pipeline and sends it.
-    private func submit(_ body: CommandBody, slot index: Int) {
+    fileprivate func submit(_ body: CommandBody, slot index: Int) {
         guard let (command, _) = slots[index].pipeline.submit(body, now: instant(now), encode: { _ in [] }) else {
             preconditionFailure("submitted to a full window")
         }
@@ -698,8 +660,7 @@ public final class DeterministicRuntime {
         slots[index].incarnation += 1
         slots[index].origin = "\(slots[index].role.name).\(slots[index].incarnation)"
         slots[index].unanswered.removeAll()
-        slots[index].waiting.removeAll()
-        slots[index].waitingHead = 0
+        slots[index].host.dropWaiting()
         slots[index].wakeAt = nil
         slots[index].wakeGeneration += 1
         counters.crashes += 1
@@ -708,20 +669,34 @@ public final class DeterministicRuntime {
 
     /// A new instance reads the published log silently, then takes up what it must.
     private func restart(_ index: Int) throws {
-        let role = factory.make(slots[index].kind, name: slots[index].kind.rawValue)
+        let host = slots[index].host
+        host.replace(with: factory.make(slots[index].kind, name: slots[index].kind.rawValue))
         let through = published
         try environment.storage.forEachRecord(from: 1) { sequence, timestamp, payload in
             guard sequence <= through else { return }
-            role.catchUp(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
+            host.catchUp(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload))
         }
-        slots[index].role = role
-        slots[index].origin = "\(role.name).\(slots[index].incarnation)"
+        slots[index].origin = "\(host.role.name).\(slots[index].incarnation)"
         slots[index].isDown = false
         slots[index].delivered = through
         slots[index].pipeline = makePipeline(origin: slots[index].origin)
-        var resumed = role.resume(now: now)
-        perform(&resumed, slot: index)
+        var link = SimulatedLink(runtime: self, slot: index)
+        host.resume(over: &link)
     }
+}
+
+/// The deterministic runtime's transport for the role at `slot`: the virtual clock, its sender's
+/// `CommandPipeline` over the network model, and the run's scheduler for its timers.
+private struct SimulatedLink: RoleTransport {
+    typealias Failure = Never
+    // Unowned: a link lives for one call of the runtime that made it, and costs no reference counting.
+    unowned(unsafe) let runtime: DeterministicRuntime
+    let slot: Int
+
+    var now: Int64 { runtime.now }
+    var hasCapacity: Bool { runtime.senderHasCapacity(slot: slot) }
+    func submit(_ body: CommandBody) { runtime.submit(body, slot: slot) }
+    func setTimer(afterNanoseconds delay: Int64, _ token: TimerToken) { runtime.setTimer(afterNanoseconds: delay, token, slot: slot) }
 }
 
 /// A `RandomNumberGenerator` drawing from the run's choices, so a sender's jitter is a recorded choice.

@@ -5,15 +5,25 @@ import StoreKitRuntime
 /// One device's `PaymentQueue` wired straight to the queue engine: commands it emits are
 /// decided at once and the resulting events delivered back, as a runtime would, with no
 /// network in between. For tests of an observer's callbacks step by step.
+///
+/// The app side is the one every runtime runs (`InstalledApp`), hosted in the one `RoleHost`; the
+/// transport is the engine itself (`LoopbackTransport`).
 public final class LoopbackDevice {
     /// The queue the device talks to.
-    public private(set) var harness: QueueHarness
+    public var harness: QueueHarness { transport.harness }
     public let paymentQueue: PaymentQueue
     public private(set) var events: [RecordedEvent] = []
+    private let app: InstalledApp
+    private let host: RoleHost
+    private var transport: LoopbackTransport
 
     public init(device: String = "d1", seed: UInt64 = 1, ordering: ObserverOrdering = .seededShuffle, catalog: Catalog = .sample) {
-        harness = QueueHarness(catalog: catalog)
-        paymentQueue = PaymentQueue(device: device, catalog: catalog, ordering: ordering, choices: SeededChoices(seed: seed))
+        let choices = SeededChoices(seed: seed)
+        paymentQueue = PaymentQueue(device: device, catalog: catalog, ordering: ordering, choices: choices)
+        // A test attaches its observers itself (`launch(with:)`, or on `paymentQueue`).
+        app = InstalledApp(queue: paymentQueue, code: .observers { _ in [] }, observerChoices: choices)
+        host = RoleHost(role: app)
+        transport = LoopbackTransport(harness: QueueHarness(catalog: catalog))
     }
 
     /// Rounds of commands one `send` or `pump` carries out at most: an observer that makes a command
@@ -60,15 +70,20 @@ public final class LoopbackDevice {
                 return false
             }
             rounds += 1
+            // Each command's events are delivered before the next command of the round is decided; what
+            // the observers make meanwhile is the next round.
             for body in pendingBodies {
-                let before = harness.recorded.count
-                harness.send(body)
-                for recorded in harness.recorded[before...] {
+                let before = transport.harness.recorded.count
+                transport.harness.send(body)
+                var position = before
+                while position < transport.harness.recorded.count {
+                    let recorded = transport.harness.recorded[position]
+                    position += 1
                     events.append(recorded)
-                    paymentQueue.deliver(recorded)
+                    host.deliver(recorded, over: &transport)
                 }
             }
-            pendingBodies = paymentQueue.drainOutbox()
+            pendingBodies = transport.takeNextRound()
         }
         return true
     }
@@ -79,7 +94,7 @@ public final class LoopbackDevice {
     /// Launches the app (registering the device first) and attaches `observer`.
     package func launch(account: String = "a1", with observer: PaymentTransactionObserver?) {
         paymentQueue.enqueue(.registerDevice(device: paymentQueue.device, account: account))
-        paymentQueue.enqueue(.launchApp(device: paymentQueue.device))
+        app.launch()
         pump()
         if let observer {
             paymentQueue.add(observer)
@@ -91,5 +106,29 @@ public final class LoopbackDevice {
     public func buy(_ product: String) throws {
         try paymentQueue.add(Payment(productIdentifier: product))
         pump()
+    }
+}
+
+/// The test kit's transport: the app's commands go straight to the queue engine (`QueueHarness`),
+/// a round at a time (those made while one round's events are delivered are the next round, as a
+/// runtime's network would deliver them later), and its clock is the time of the last event.
+struct LoopbackTransport: RoleTransport {
+    typealias Failure = Never
+    var harness: QueueHarness
+    private var nextRound: [CommandBody] = []
+
+    init(harness: QueueHarness) {
+        self.harness = harness
+    }
+
+    var now: Int64 { harness.recorded.last?.timestamp ?? 0 }
+    var hasCapacity: Bool { true }
+    mutating func submit(_ body: CommandBody) { nextRound.append(body) }
+    /// The loopback has no timers: the app's asynchronous work waits in its queue.
+    mutating func setTimer(afterNanoseconds delay: Int64, _ token: TimerToken) {}
+
+    mutating func takeNextRound() -> [CommandBody] {
+        defer { nextRound.removeAll() }
+        return nextRound
     }
 }
