@@ -147,7 +147,7 @@ public final class EventSubscriber {
         poller.register(dealer, for: .readable)
         eventsPoller.register(subscriber, for: .readable)
         repliesSweptAt = now
-        try sendFetch(from: machine.nextSequence, now: now)
+        if let from = machine.due(now: now) { try sendFetch(from: from, now: now) }
         if configuration.newestWireVersion >= 2, configuration.topicGroup == nil {
             helloPending = try dealer.send([Array(BusWire.RequestVerb.hello.rawValue.utf8)], mode: .nonBlocking)
         }

@@ -80,6 +80,8 @@ public struct SubscriberState<Record: SequencedRecord> {
     /// The held records' sequences by `previous`: the next one to deliver after `deliveredThrough`.
     private var heldByPrevious: [UInt64: UInt64] = [:]
     private var fetchSentAt: ContinuousClock.Instant?
+    /// No FETCH was sent yet: the first one (catch-up from the start) is due at once.
+    private var hasFetched = false
     private var lastHeard: ContinuousClock.Instant
     private var hasCaughtUpOnce = false
     /// End of the newest detected gap; cleared once delivery passes it.
@@ -157,7 +159,9 @@ public struct SubscriberState<Record: SequencedRecord> {
     /// caller sends it, then calls `fetchSent`), and reports a silent publisher.
     public mutating func due(now: ContinuousClock.Instant) -> UInt64? {
         var fetchFrom: UInt64?
-        if knownPublishedSequence > deliveredThrough {
+        if !hasFetched {
+            fetchFrom = nextSequence
+        } else if knownPublishedSequence > deliveredThrough {
             if fetchSentAt.map({ now - $0 >= configuration.fetchRetryInterval }) ?? true { fetchFrom = nextSequence }
         } else if let fetchSentAt, now - fetchSentAt >= configuration.fetchRetryInterval {
             // The initial FETCH (or one to a restarted queue) went unanswered: ask again.
@@ -171,6 +175,7 @@ public struct SubscriberState<Record: SequencedRecord> {
     /// The FETCH `due` asked for was handed to the socket (`sent`), or the socket could not take it now.
     public mutating func fetchSent(now: ContinuousClock.Instant, sent: Bool = true) {
         fetchSentAt = now
+        hasFetched = true
         if sent { counters.fetchesSent += 1 }
     }
 
