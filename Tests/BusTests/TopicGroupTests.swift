@@ -49,6 +49,8 @@ struct TopicGroupTests {
         #expect(queue.counters.groupBatchesPublished >= 3)
         #expect(subscriber.counters.gapsRecovered == 0)
         #expect(subscriber.counters.duplicatesDropped == 0)
+        // Following live costs no FETCH: only the catch-up fetched (from the log, then up to the group's start).
+        #expect(subscriber.counters.fetchesSent <= 3, "\(subscriber.counters.fetchesSent) FETCHes")
         #expect(subscriber.counters.malformed.total == 0)
     }
 
