@@ -28,29 +28,13 @@ public struct EventSubscriberConfiguration: Sendable {
     /// The newest wire version to use: with 2 the subscriber asks the queue (HELLO) and, if it speaks
     /// version 2, hears the events as one batch per publishing round (`all`, docs/wire-format.md).
     public var newestWireVersion: UInt8 = BusWire.clientWireVersion
+    /// Follow only the devices whose names start with this prefix (topic `grp.<prefix>/`, group FETCH):
+    /// per-group gap detection, and none of the other devices' events to read. Nil: the whole partition.
+    public var topicGroup: String?
 
     public init(eventsEndpoint: String, requestsEndpoint: String) {
         self.eventsEndpoint = eventsEndpoint
         self.requestsEndpoint = requestsEndpoint
-    }
-}
-
-/// Where an `EventSubscriber` stands.
-public enum EventSubscriberState: Sendable, Hashable, CustomStringConvertible {
-    /// Fetching records the queue has but this subscriber has not delivered yet.
-    case catchingUp
-    /// Caught up and hearing the publisher.
-    case live
-    /// Nothing (not even a heartbeat) arrived for the silence timeout; the sockets keep
-    /// reconnecting and delivery resumes, gap-free, when the queue is back.
-    case publisherSilent
-
-    public var description: String {
-        switch self {
-        case .catchingUp: "catching up"
-        case .live: "live"
-        case .publisherSilent: "publisher silent"
-        }
     }
 }
 
@@ -72,25 +56,40 @@ public struct EventSubscriberCounters: Sendable, Hashable {
     public init() {}
 }
 
+extension BusRecord: SequencedRecord {}
+
 /// Receives a queue's events in order, without gaps or duplicates, whatever the network or
 /// the subscriber's own speed did: live events come over SUB, and anything missed (late join,
-/// PUB drops at the high-water mark, a restart) is fetched from the queue over DEALER.
+/// PUB drops at the high-water mark, a restart) is fetched from the queue over DEALER. The
+/// ordering, gap and catch-up logic is `SubscriberState`'s; this class owns the sockets and the clock.
 ///
 /// Poll-loop friendly and single-threaded: call `receive(timeout:)` or
 /// `receiveRecords(timeout:)` from the thread that owns it. Not Sendable.
 public final class EventSubscriber {
     public let configuration: EventSubscriberConfiguration
+    /// The ordering, gaps and catch-up, with no socket and no clock.
+    public private(set) var machine: SubscriberState<BusRecord>
     /// The next sequence to deliver.
-    public private(set) var nextSequence: UInt64
-    public private(set) var state: EventSubscriberState = .catchingUp
-    public private(set) var counters = EventSubscriberCounters()
+    public var nextSequence: UInt64 { machine.nextSequence }
+    /// Every record this subscriber follows up to this sequence has been delivered.
+    public var deliveredThrough: UInt64 { machine.deliveredThrough }
+    public var state: EventSubscriberState { machine.state }
     /// Highest sequence the queue is known to have published.
-    public private(set) var knownPublishedSequence: UInt64 = 0
+    public var knownPublishedSequence: UInt64 { machine.knownPublishedSequence }
+    public var counters: EventSubscriberCounters {
+        var counters = wireCounters
+        counters.delivered = machine.counters.delivered
+        counters.gapsRecovered = machine.counters.gapsRecovered
+        counters.duplicatesDropped = machine.counters.duplicatesDropped
+        counters.fetchesSent = machine.counters.fetchesSent
+        return counters
+    }
     /// Called on every state change (for example to log a silent publisher).
     public var onStateChange: ((EventSubscriberState) -> Void)?
     /// Called for every refused inbound message or undecodable payload.
     public var onMalformed: ((WireFailure) -> Void)?
 
+    private var wireCounters = EventSubscriberCounters()
     private let subscriber: Socket
     private let dealer: Socket
     /// Both sockets: polled while a FETCH awaits its BATCH.
@@ -105,12 +104,6 @@ public final class EventSubscriber {
     private static let repliesSweepInterval: Duration = .milliseconds(100)
     /// Set by a `PartitionedSubscriber`, whose own poll includes the request socket: read it every round.
     var readsRepliesEveryRound = false
-    private var buffered: [UInt64: BusRecord] = [:]
-    private var fetchSentAt: ContinuousClock.Instant?
-    private var lastHeard: ContinuousClock.Instant
-    private var hasCaughtUpOnce = false
-    /// End of the newest detected gap; cleared once delivery passes it.
-    private var openGapEnd: UInt64?
     /// A HELLO awaits its reply (a version-1 queue answers it with a `malformed` ACK).
     private var helloPending = false
     /// Subscribed to the version-2 batches; `evt.` is given up once the first batch arrived, so the
@@ -121,7 +114,12 @@ public final class EventSubscriber {
     /// Connects both sockets and asks for the records from `startSequence` on right away.
     public init(context: ZeroMQContext, configuration: EventSubscriberConfiguration) throws(ZeroMQError) {
         self.configuration = configuration
-        nextSequence = max(1, configuration.startSequence)
+        let now = ContinuousClock.now
+        machine = SubscriberState(
+            startSequence: configuration.startSequence,
+            configuration: .init(silenceTimeout: configuration.silenceTimeout, fetchRetryInterval: configuration.fetchRetryInterval,
+                                 maximumHeldRecords: configuration.maximumBufferedEvents),
+            now: now)
         subscriber = try context.socket(.subscriber)
         dealer = try context.socket(.dealer)
         if let curve = configuration.curve {
@@ -135,17 +133,22 @@ public final class EventSubscriber {
         // A BATCH holds up to 1 MiB of payload plus one record that may overshoot it.
         dealer.receiveLimits = MessageLimits(
             maximumFrameCount: Int(configuration.fetchBatchSize) + 2, maximumByteCount: (2 << 20) + 2 * recordBytes)
-        try subscriber.subscribe(to: BusWire.eventTopicPrefix)
-        try subscriber.subscribe(to: BusWire.heartbeatTopic)
+        if let topicGroup = configuration.topicGroup {
+            // The group's messages and its heartbeats come on its own topic; nothing else is heard.
+            try subscriber.subscribe(to: BusWire.groupTopic(topicGroup))
+            subscribedToEvents = false
+        } else {
+            try subscriber.subscribe(to: BusWire.eventTopicPrefix)
+            try subscriber.subscribe(to: BusWire.heartbeatTopic)
+        }
         try subscriber.connect(configuration.eventsEndpoint)
         try dealer.connect(configuration.requestsEndpoint)
         poller.register(subscriber, for: .readable)
         poller.register(dealer, for: .readable)
         eventsPoller.register(subscriber, for: .readable)
-        repliesSweptAt = .now
-        lastHeard = .now
-        try sendFetch()
-        if configuration.newestWireVersion >= 2 {
+        repliesSweptAt = now
+        if let from = machine.due(now: now) { try sendFetch(from: from, now: now) }
+        if configuration.newestWireVersion >= 2, configuration.topicGroup == nil {
             helloPending = try dealer.send([Array(BusWire.RequestVerb.hello.rawValue.utf8)], mode: .nonBlocking)
         }
     }
@@ -167,18 +170,17 @@ public final class EventSubscriber {
         var delivered: [BusRecord] = []
         while true {
             try drainSubscriber(into: &delivered)
-            if readsRepliesEveryRound || fetchSentAt != nil || ContinuousClock.now - repliesSweptAt >= Self.repliesSweepInterval {
+            if readsRepliesEveryRound || machine.isFetchOutstanding || ContinuousClock.now - repliesSweptAt >= Self.repliesSweepInterval {
                 try drainDealer(into: &delivered)
-                if fetchSentAt == nil { repliesSweptAt = .now }
+                if !machine.isFetchOutstanding { repliesSweptAt = .now }
             }
             try maintain()
             if !delivered.isEmpty { return delivered }
             let now = ContinuousClock.now
             if now >= deadline { return delivered }
             var wait = deadline - now
-            if state != .publisherSilent { wait = min(wait, max(.milliseconds(1), lastHeard + configuration.silenceTimeout - now)) }
-            if let fetchSentAt { wait = min(wait, max(.milliseconds(1), fetchSentAt + configuration.fetchRetryInterval - now)) }
-            if fetchSentAt != nil {
+            if let timer = machine.nextDeadline() { wait = min(wait, max(.milliseconds(1), timer - now)) }
+            if machine.isFetchOutstanding {
                 try poller.poll(timeout: wait)
             } else {
                 try eventsPoller.poll(timeout: min(wait, max(.zero, repliesSweptAt + Self.repliesSweepInterval - .now)))
@@ -196,7 +198,7 @@ public final class EventSubscriber {
             do {
                 events.append(try record.decoded())
             } catch {
-                counters.undecodableEvents += 1
+                wireCounters.undecodableEvents += 1
                 onMalformed?(WireFailure(.undecodablePayload, "event \(record.sequence): \(error)"))
             }
         }
@@ -219,29 +221,33 @@ public final class EventSubscriber {
                 refuse(WireFailure(.oversized, "published message of \(frameCount) frames and \(byteCount) bytes exceeds the limits"))
                 continue
             }
-            heard()
+            let now = ContinuousClock.now
             switch outcome {
             case .success(.heartbeat(let sequence)):
-                noteAnnounced(through: sequence)
+                machine.receivedHeartbeat(through: sequence, now: now)
             case .success(.event(let record)):
-                acceptLive(record, into: &delivered)
+                machine.receivedLive(record, previous: record.sequence - 1, now: now, into: &delivered)
             case .success(.batch(let records)):
-                counters.eventBatchesReceived += 1
-                for record in records { acceptLive(record, into: &delivered) }
+                wireCounters.eventBatchesReceived += 1
+                for record in records { machine.receivedLive(record, previous: record.sequence - 1, now: now, into: &delivered) }
                 if subscribedToEvents {
                     try subscriber.unsubscribe(from: BusWire.eventTopicPrefix)
                     subscribedToEvents = false
                 }
+            case .success(.group(.records(let previous, let records))):
+                wireCounters.eventBatchesReceived += 1
+                var before = previous
+                for record in records {
+                    machine.receivedLive(record, previous: before, now: now, into: &delivered)
+                    before = record.sequence
+                }
+            case .success(.group(.heartbeat(let last))):
+                machine.receivedHeartbeat(through: last, now: now)
             case .failure(let failure):
+                machine.heard(now: now)
                 refuse(failure)
             }
         }
-    }
-
-    private func acceptLive(_ record: BusRecord, into delivered: inout [BusRecord]) {
-        accept(record, into: &delivered)
-        if record.sequence > nextSequence { noteAnnounced(through: record.sequence - 1) }
-        knownPublishedSequence = max(knownPublishedSequence, record.sequence)
     }
 
     /// What one published message says.
@@ -250,11 +256,16 @@ public final class EventSubscriber {
         case event(BusRecord)
         /// Version 2: the records of one publishing round.
         case batch([BusRecord])
+        /// A topic group's records of one round, or its heartbeat.
+        case group(GroupMessage)
     }
 
     private static func decodePublished(_ message: borrowing ReceivedMessage) throws(WireFailure) -> Published {
         if message.count == 2, message[0].elementsEqual(BusWire.batchedEventsTopic) {
             return .batch(try BusWire.decodeEventBatch(message[1]))
+        }
+        if message.count >= 1, message[0].starts(with: BusWire.groupTopicPrefix) {
+            return .group(try GroupMessage.decode(message))
         }
         guard message.count == 3 else { throw WireFailure(.wrongFrameCount, "published message has \(message.count) frames, expected 3") }
         let topic = message[0]
@@ -285,10 +296,10 @@ public final class EventSubscriber {
             } catch {
                 guard case .messageTooLarge(let frameCount, let byteCount) = error.kind else { throw error }
                 refuse(WireFailure(.oversized, "reply of \(frameCount) frames and \(byteCount) bytes exceeds the limits"))
-                fetchSentAt = nil
+                machine.fetchReplyLost()
                 continue
             }
-            heard()
+            machine.heard(now: .now)
             do {
                 try handleReply(frames, into: &delivered)
             } catch {
@@ -320,105 +331,65 @@ public final class EventSubscriber {
         guard frames.first == Array(BusWire.ReplyVerb.batch.rawValue.utf8) else {
             throw WireFailure(.unknownVerb, "unexpected reply to a subscriber (expected BATCH)")
         }
-        fetchSentAt = nil
-        guard frames.count >= 2, frames[1].count == BusWire.batchHeaderByteCount else {
-            throw WireFailure(.malformedBody, "BATCH header frame is not \(BusWire.batchHeaderByteCount) bytes")
+        // Whatever the BATCH holds, it answers the FETCH: a refused one is asked for again at once.
+        machine.fetchReplyLost()
+        let headerBytes = configuration.topicGroup == nil ? BusWire.batchHeaderByteCount : BusWire.groupBatchHeaderByteCount
+        guard frames.count >= 2, frames[1].count == headerBytes else {
+            throw WireFailure(.malformedBody, "BATCH header frame is not \(headerBytes) bytes")
         }
+        let first = BusWire.readLittleEndian(frames[1], at: 0)
         let count = Int(BusWire.readLittleEndian32(frames[1], at: 8))
         let durable = BusWire.readLittleEndian(frames[1], at: 12)
         guard frames.count == count + 2 else {
             throw WireFailure(.wrongFrameCount, "BATCH announces \(count) records but carries \(frames.count - 2)")
         }
+        // A group FETCH's records ascend up to how far it looked; a whole one's are consecutive.
+        let scannedThrough = configuration.topicGroup == nil ? nil : Optional(BusWire.readLittleEndian(frames[1], at: 20))
+        var records: [BusRecord] = []
+        records.reserveCapacity(count)
+        var expected = max(1, first)
         for frame in frames.dropFirst(2) {
             let header = try BusWire.decodeHeader(frame)
             guard header.kind == .event else { throw WireFailure(.unknownKind, "BATCH record is not an event") }
-            let record = BusRecord(
+            if let scannedThrough {
+                guard header.sequence >= expected, header.sequence <= scannedThrough else {
+                    throw WireFailure(.malformedBody, "group BATCH record \(header.sequence) is out of order or beyond \(scannedThrough)")
+                }
+            } else if header.sequence != expected {
+                throw WireFailure(.malformedBody, "BATCH record \(header.sequence) where \(expected) was due (records are consecutive)")
+            }
+            expected = header.sequence + 1
+            records.append(BusRecord(
                 sequence: header.sequence, timestamp: header.timestamp,
-                payload: Array(frame.dropFirst(BusWire.headerByteCount)), device: nil)
-            accept(record, into: &delivered)
+                payload: Array(frame.dropFirst(BusWire.headerByteCount)), device: nil))
         }
-        knownPublishedSequence = max(knownPublishedSequence, durable)
-        if nextSequence > knownPublishedSequence {
-            hasCaughtUpOnce = true
-            if state == .catchingUp { change(to: .live) }
-        }
-    }
-
-    // MARK: Ordering
-
-    /// Delivers `record` if it is next, holds it if it is ahead, drops it if already delivered.
-    private func accept(_ record: BusRecord, into delivered: inout [BusRecord]) {
-        if record.sequence < nextSequence {
-            counters.duplicatesDropped += 1
-            return
-        }
-        if record.sequence > nextSequence {
-            if buffered.count >= configuration.maximumBufferedEvents { buffered.removeAll(keepingCapacity: true) }
-            if buffered.updateValue(record, forKey: record.sequence) != nil { counters.duplicatesDropped += 1 }
-            return
-        }
-        deliver(record, into: &delivered)
-        while !buffered.isEmpty, let next = buffered.removeValue(forKey: nextSequence) {
-            deliver(next, into: &delivered)
-        }
-    }
-
-    private func deliver(_ record: BusRecord, into delivered: inout [BusRecord]) {
-        delivered.append(record)
-        nextSequence = record.sequence + 1
-        counters.delivered += 1
-        if let gapEnd = openGapEnd, nextSequence > gapEnd {
-            counters.gapsRecovered += 1
-            openGapEnd = nil
-        }
-    }
-
-    /// Notes that the queue has published everything through `sequence`; what of it cannot be
-    /// delivered yet is a gap (a later event arrived first, or a heartbeat is ahead of us).
-    /// Gaps are only counted once caught up: before that, missing records are plain catch-up.
-    private func noteAnnounced(through sequence: UInt64) {
-        knownPublishedSequence = max(knownPublishedSequence, sequence)
-        guard hasCaughtUpOnce, sequence >= nextSequence else { return }
-        openGapEnd = max(openGapEnd ?? 0, sequence)
+        machine.receivedFetchReply(from: max(1, first), records: records, completeThrough: scannedThrough ?? (expected - 1), published: durable,
+                                   now: .now, into: &delivered)
     }
 
     // MARK: Fetching and liveness
 
     private func maintain() throws(ZeroMQError) {
         let now = ContinuousClock.now
-        if knownPublishedSequence >= nextSequence {
-            if fetchSentAt == nil || now - fetchSentAt! >= configuration.fetchRetryInterval { try sendFetch() }
-        } else if let fetchSentAt, now - fetchSentAt >= configuration.fetchRetryInterval {
-            // The initial FETCH (or one to a restarted queue) went unanswered: ask again.
-            try sendFetch()
-        }
-        if state == .catchingUp, hasCaughtUpOnce, nextSequence > knownPublishedSequence { change(to: .live) }
-        if state != .publisherSilent, now - lastHeard >= configuration.silenceTimeout {
-            change(to: .publisherSilent)
-        }
+        if let from = machine.due(now: now) { try sendFetch(from: from, now: now) }
+        reportStateChanges()
     }
 
-    private func sendFetch() throws(ZeroMQError) {
-        let body = BusWire.encodeFetch(from: nextSequence, maximumCount: configuration.fetchBatchSize)
-        if try dealer.send([Array(BusWire.RequestVerb.fetch.rawValue.utf8), body], mode: .nonBlocking) {
-            counters.fetchesSent += 1
-        }
-        fetchSentAt = .now
+    private func sendFetch(from: UInt64, now: ContinuousClock.Instant) throws(ZeroMQError) {
+        let body = configuration.topicGroup.map { BusWire.encodeGroupFetch(from: from, maximumCount: configuration.fetchBatchSize, prefix: $0) }
+            ?? BusWire.encodeFetch(from: from, maximumCount: configuration.fetchBatchSize)
+        let sent = try dealer.send([Array(BusWire.RequestVerb.fetch.rawValue.utf8), body], mode: .nonBlocking)
+        machine.fetchSent(now: now, sent: sent)
     }
 
-    private func heard() {
-        lastHeard = .now
-        if state == .publisherSilent { change(to: hasCaughtUpOnce && nextSequence > knownPublishedSequence ? .live : .catchingUp) }
-    }
-
-    private func change(to newState: EventSubscriberState) {
-        guard state != newState else { return }
-        state = newState
-        onStateChange?(newState)
+    private func reportStateChanges() {
+        let changes = machine.takeStateChanges()
+        guard let onStateChange else { return }
+        for change in changes { onStateChange(change) }
     }
 
     private func refuse(_ failure: WireFailure) {
-        counters.malformed.record(failure.reason)
+        wireCounters.malformed.record(failure.reason)
         onMalformed?(failure)
     }
 }

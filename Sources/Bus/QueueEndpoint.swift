@@ -170,6 +170,8 @@ public struct QueueEndpointCounters: Sendable, Hashable {
     public var commandBatchesReceived = 0
     public var acknowledgementBatchesSent = 0
     public var eventBatchesPublished = 0
+    /// Topic-group messages published (`grp.<prefix>/`, heartbeats not counted).
+    public var groupBatchesPublished = 0
     /// Refused inbound messages and connections by reason.
     public var refused = WireFailureCounts()
 
@@ -260,6 +262,8 @@ public final class QueueEndpoint {
     private var acknowledgementBatchOrder: [[UInt8]] = []
     /// The records of this publishing round, for the version-2 subscribers: one `all` message.
     private var eventBatch = BatchComposer()
+    /// The topic groups subscribed (`grp.<prefix>/`), each with this round's records of its devices.
+    private var publishedGroups: [PublishedGroup] = []
 
     private struct PendingAcknowledgement {
         var routingID: [UInt8]
@@ -490,13 +494,27 @@ public final class QueueEndpoint {
             }
             guard let verdict else {
                 subscriptionBacklog = false
+                if subscriptions.groupsChanged { followGroups() }
                 return
             }
             let (connection, outcome) = verdict
             read += 1
             if case .refused(let failure) = outcome { closeSubscriber(connection, failure) }
+            if subscriptions.groupsChanged { followGroups() }
         }
         subscriptionBacklog = true
+    }
+
+    /// Publishes for the groups subscribed now: a new one starts at the published sequence (an upper
+    /// bound of its last record, so its first subscriber's FETCH covers everything before).
+    private func followGroups() {
+        subscriptions.groupsChanged = false
+        let subscribed = subscriptions.groups
+        publishedGroups.removeAll { subscribed[String(decoding: $0.prefix, as: UTF8.self)] == nil }
+        let known = Set(publishedGroups.map { String(decoding: $0.prefix, as: UTF8.self) })
+        for prefix in subscribed.keys.sorted() where !known.contains(prefix) {
+            publishedGroups.append(PublishedGroup(prefix: prefix, publishedSequence: publishedSequence))
+        }
     }
 
     /// Counts and reports (rate-limited) a refused subscription and closes its connection: libzmq keeps
@@ -589,11 +607,24 @@ public final class QueueEndpoint {
             outgoing.appendFrame(BusWire.supportedVersions)
             sendOutgoingReply(to: routingID)
         case .fetch:
-            guard message.count == 3, message[2].count == BusWire.fetchRequestByteCount else {
-                refuse(routingID, WireFailure(.malformedBody, "FETCH needs one \(BusWire.fetchRequestByteCount)-byte frame"))
+            let prefixBytes = message.count == 3 ? message[2].count - BusWire.fetchRequestByteCount : -1
+            guard prefixBytes >= 0, prefixBytes <= SubscriptionLedger.maximumDeviceNameBytes else {
+                refuse(routingID, WireFailure(.malformedBody, "FETCH needs one frame of \(BusWire.fetchRequestByteCount) bytes "
+                    + "(a group FETCH: then a device prefix of at most \(SubscriptionLedger.maximumDeviceNameBytes) bytes)"))
                 return
             }
-            serveFetch(routingID: routingID, body: Array(message[2]))
+            let body = Array(message[2])
+            let prefix: [UInt8]? = prefixBytes > 0 ? Array(body[BusWire.fetchRequestByteCount...]) : nil
+            if let prefix, prefix.contains(0) || prefix.contains(UInt8(ascii: "/")) {
+                refuse(routingID, WireFailure(.malformedBody, "a group FETCH's device prefix holds a NUL byte or `/`"))
+                return
+            }
+            // An app key bound to its devices fetches only their events (docs/reliability.md, "Roles").
+            if let devices = fetchDevices(of: admission.checksSenders ? message.userID(ofFrame: 2) : nil) {
+                serveFetch(routingID: routingID, body: body, prefix: prefix ?? [], devices: devices)
+                return
+            }
+            serveFetch(routingID: routingID, body: body, prefix: prefix)
         case .ping:
             guard message.count == 2 else {
                 refuse(routingID, WireFailure(.wrongFrameCount, "PING has no body frames"))
@@ -688,7 +719,19 @@ public final class QueueEndpoint {
         }
     }
 
-    private func serveFetch(routingID: [UInt8], body: [UInt8]) {
+    /// The devices whose events a key may fetch: nil for any (no CURVE roles, or a key of the store,
+    /// the downloader or a load driver), else the devices an app key is bound to.
+    private func fetchDevices(of sender: String?) -> Set<String>? {
+        guard let sender, let permissions = admission.permissions[sender], let devices = permissions.devices,
+              permissions.roles == [.app] else { return nil }
+        return devices
+    }
+
+    private func serveFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8]?, devices: Set<String>? = nil) {
+        if prefix != nil || devices != nil {
+            serveGroupFetch(routingID: routingID, body: body, prefix: prefix ?? [], devices: devices)
+            return
+        }
         let peerQueued = unreadReplies.counter(for: routingID)
         guard peerQueued.value < configuration.maximumQueuedFetchBytesPerPeer, unreadReplies.admits(peerQueued) else {
             // Not answered: an answer would add to what the peer is not reading. A subscriber
@@ -736,6 +779,64 @@ public final class QueueEndpoint {
         send(frames, countingIn: peerQueued)
     }
 
+    /// A group FETCH: the records from `from` on whose device starts with `prefix` (and, for an app key,
+    /// is one of its `devices`), looking at most `maximumGroupFetchScan` records; the reply's header says
+    /// how far it looked (`scanned_through`), so the subscriber knows the group complete through there.
+    private func serveGroupFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8], devices: Set<String>?) {
+        let peerQueued = unreadReplies.counter(for: routingID)
+        guard peerQueued.value < configuration.maximumQueuedFetchBytesPerPeer, unreadReplies.admits(peerQueued) else {
+            counters.fetchesDroppedForUnreadReplies += 1
+            return
+        }
+        let from = max(1, BusWire.readLittleEndian(body, at: 0))
+        let requested = Int(BusWire.readLittleEndian32(body, at: 8))
+        let limit = requested == 0 ? configuration.maximumFetchRecords : min(requested, configuration.maximumFetchRecords)
+        let maximumBytes = unreadReplies.isOverLimit ? min(configuration.maximumFetchBytes, unreadReplies.fairShare) : configuration.maximumFetchBytes
+        var frames: [[UInt8]] = [routingID, BusWire.ReplyVerb.batch.bytes, []]
+        counters.fetchesServed += 1
+        var scannedThrough = from - 1
+        if from <= publishedSequence {
+            let through = min(publishedSequence, from + BusWire.maximumGroupFetchScan - 1)
+            var byteCount = 0
+            func add(sequence: UInt64, timestamp: Int64, device: String?, payload: UnsafeRawBufferPointer) -> Bool {
+                let matches = device.map { $0.utf8.starts(with: prefix) && (devices?.contains($0) ?? true) } ?? false
+                if matches {
+                    if frames.count > 3 && (byteCount + payload.count > maximumBytes || frames.count - 3 >= limit) { return false }
+                    var frame: [UInt8] = []
+                    frame.reserveCapacity(BusWire.headerByteCount + payload.count)
+                    BusWire.appendHeader(BusWire.Header(kind: .event, sequence: sequence, timestamp: timestamp), to: &frame)
+                    frame.append(contentsOf: payload)
+                    frames.append(frame)
+                    byteCount += payload.count
+                }
+                scannedThrough = sequence
+                return true
+            }
+            if let oldest = recent.oldestSequence, from >= oldest {
+                var sequence = from
+                while sequence <= through, let record = recent.record(sequence) {
+                    let added = record.payload.withUnsafeBytes { add(sequence: sequence, timestamp: record.timestamp, device: record.device, payload: $0) }
+                    if !added { break }
+                    sequence += 1
+                }
+            } else {
+                readFromLog(from: from, through: through) { sequence, timestamp, payload in
+                    // The log holds no topics: the event names its device.
+                    let device = (try? EventCodec.decodeEvent(Array(payload)))?.1.device
+                    return add(sequence: sequence, timestamp: timestamp, device: device, payload: payload)
+                }
+            }
+        }
+        var header: [UInt8] = []
+        header.reserveCapacity(BusWire.groupBatchHeaderByteCount)
+        BusWire.appendLittleEndian(from, to: &header)
+        BusWire.appendLittleEndian(UInt32(frames.count - 3), to: &header)
+        BusWire.appendLittleEndian(publishedSequence, to: &header)
+        BusWire.appendLittleEndian(scannedThrough, to: &header)
+        frames[2] = header
+        send(frames, countingIn: peerQueued)
+    }
+
     private struct StopReading: Error {}
 
     private func readFromLog(from: UInt64, through: UInt64, _ add: (UInt64, Int64, UnsafeRawBufferPointer) -> Bool) {
@@ -778,6 +879,16 @@ public final class QueueEndpoint {
                         try publishEventBatch()
                     }
                 }
+                if !publishedGroups.isEmpty, record.device != nil {
+                    for index in publishedGroups.indices where publishedGroups[index].contains(device: record.device) {
+                        publishedGroups[index].batch.add { BusWire.appendBatchedRecord(record, to: &$0) }
+                        publishedGroups[index].last = record.sequence
+                        if publishedGroups[index].batch.count >= BusWire.maximumRecordsPerEventBatch
+                            || publishedGroups[index].batch.byteCount >= BusWire.maximumEventBatchBytes {
+                            try publishGroupBatch(index)
+                        }
+                    }
+                }
                 recent.append(record)
                 publishedSequence = max(publishedSequence, record.sequence)
                 lastPublishedTimestamp = record.timestamp
@@ -793,6 +904,7 @@ public final class QueueEndpoint {
             }
         }
         if !eventBatch.isEmpty { try publishEventBatch() }
+        for index in publishedGroups.indices where !publishedGroups[index].batch.isEmpty { try publishGroupBatch(index) }
         while let pending = pendingAcknowledgements.first, pending.acknowledgement.lastSequence <= publishedSequence {
             pendingAcknowledgements.removeFirst()
             acknowledge(pending.routingID, pending.acknowledgement, batched: pending.batched)
@@ -809,9 +921,27 @@ public final class QueueEndpoint {
         counters.eventBatchesPublished += 1
     }
 
+    /// Publishes a group's records of this round: `[grp.<prefix>/, previous, body]`.
+    private func publishGroupBatch(_ index: Int) throws(ZeroMQError) {
+        outgoing.removeAll()
+        outgoing.appendFrame(publishedGroups[index].topic)
+        outgoing.appendFrame(littleEndian: publishedGroups[index].batchPrevious)
+        publishedGroups[index].batch.finish(into: &outgoing)
+        try publisher.send(outgoing, mode: .nonBlocking)
+        publishedGroups[index].batchPrevious = publishedGroups[index].last
+        counters.groupBatchesPublished += 1
+    }
+
     private func sendHeartbeat() throws(ZeroMQError) {
         let header = BusWire.encodeHeader(BusWire.Header(kind: .heartbeat, sequence: publishedSequence, timestamp: lastPublishedTimestamp))
         try publisher.send([BusWire.heartbeatTopic, header, partitionBytes], mode: .nonBlocking)
+        // Each group's last sequence, so a subscriber of the group notices a lost last message.
+        for group in publishedGroups {
+            outgoing.removeAll()
+            outgoing.appendFrame(group.topic)
+            outgoing.appendFrame(littleEndian: group.last)
+            try publisher.send(outgoing, mode: .nonBlocking)
+        }
         counters.heartbeatsSent += 1
         nextHeartbeat = .now + configuration.heartbeatInterval
     }

@@ -15,9 +15,21 @@ struct SubscriptionLedger {
     }
 
     let maximumPerConnection: Int
+    /// Most distinct topic groups over all connections: the queue composes one message per group per round.
+    let maximumGroups: Int
     /// Each connection's topics by hash, with what each hears: counting needs no copy of a topic (two distinct
     /// topics of one connection sharing a 64-bit hash would count once, which no client can aim for: the seed is random).
-    private var topicsByConnection: [Int32: [Int: Hears]] = [:]
+    private var topicsByConnection: [Int32: [Int: Kept]] = [:]
+    /// The topic groups subscribed (`grp.<prefix>/`), by prefix, with how many subscriptions name each.
+    private(set) var groups: [String: Int] = [:]
+    /// Set when a group was added or removed; the endpoint clears it once it followed.
+    var groupsChanged = false
+
+    /// One kept subscription: what it hears, and its group's prefix for a group topic.
+    private struct Kept {
+        var hears: Hears
+        var group: String?
+    }
     /// Subscriptions over all connections that hear version-1 event messages, and the version-2 event batches.
     private(set) var version1EventTopics = 0
     private(set) var batchTopics = 0
@@ -37,8 +49,9 @@ struct SubscriptionLedger {
     /// Connections being closed: what they still send is ignored until their descriptor is closed or reused.
     private var closing = Set<Int32>()
 
-    init(maximumPerConnection: Int) {
+    init(maximumPerConnection: Int, maximumGroups: Int = 256) {
         self.maximumPerConnection = maximumPerConnection
+        self.maximumGroups = maximumGroups
     }
 
     /// Connections with at least one topic recorded.
@@ -61,7 +74,7 @@ struct SubscriptionLedger {
         hasher.combine(bytes: topic)
         let hash = hasher.finalize()
         if kind == 0 {
-            if let hears = topicsByConnection[connection]?.removeValue(forKey: hash) { count(hears, -1) }
+            if let kept = topicsByConnection[connection]?.removeValue(forKey: hash) { count(kept, -1) }
             if topicsByConnection[connection]?.isEmpty == true { topicsByConnection[connection] = nil }
             return .accepted
         }
@@ -69,10 +82,16 @@ struct SubscriptionLedger {
             forget(connection)
             return .refused(WireFailure(.subscriptionRefused,
                 "subscription to \(Self.describe(topic)) refused: topics are `evt.`, `evt.<device>` (device names of at most "
-                + "\(Self.maximumDeviceNameBytes) bytes, no `/` or NUL), `hb`, `all`, or prefixes of these"))
+                + "\(Self.maximumDeviceNameBytes) bytes, no `/` or NUL), `hb`, `all`, `grp.<device prefix>/`, or prefixes of these"))
         }
+        let group = BusWire.groupPrefix(ofTopic: topic)
         var topics = topicsByConnection[connection, default: [:]]
-        let isNew = topics.updateValue(Self.hears(topic), forKey: hash) == nil
+        let isNew = topics.updateValue(Kept(hears: Self.hears(topic), group: group), forKey: hash) == nil
+        if isNew, let group, groups[group] == nil, groups.count >= maximumGroups {
+            forget(connection)
+            return .refused(WireFailure(.tooManySubscriptions,
+                "subscribers registered more than \(maximumGroups) topic groups; share a group prefix, or subscribe to `all`"))
+        }
         guard topics.count <= maximumPerConnection else {
             forget(connection)
             return .refused(WireFailure(.tooManySubscriptions,
@@ -80,7 +99,7 @@ struct SubscriptionLedger {
                 + "subscribe to `evt.` for every device's events instead of one topic per device"))
         }
         topicsByConnection[connection] = topics
-        if isNew, let hears = topics[hash] { count(hears, 1) }
+        if isNew, let kept = topics[hash] { count(kept, 1) }
         return .accepted
     }
 
@@ -98,12 +117,17 @@ struct SubscriptionLedger {
 
     private mutating func drop(_ connection: Int32) {
         guard let topics = topicsByConnection.removeValue(forKey: connection) else { return }
-        for hears in topics.values { count(hears, -1) }
+        for kept in topics.values { count(kept, -1) }
     }
 
-    private mutating func count(_ hears: Hears, _ change: Int) {
-        if hears.contains(.version1Events) { version1EventTopics += change }
-        if hears.contains(.eventBatches) { batchTopics += change }
+    private mutating func count(_ kept: Kept, _ change: Int) {
+        if kept.hears.contains(.version1Events) { version1EventTopics += change }
+        if kept.hears.contains(.eventBatches) { batchTopics += change }
+        if let group = kept.group {
+            let remaining = groups[group, default: 0] + change
+            if remaining <= 0 { groups[group] = nil } else { groups[group] = remaining }
+            if remaining <= 0 || remaining == change { groupsChanged = true }
+        }
     }
 
     /// What a kept subscription hears: a prefix of `evt.` or a device topic hears version-1 events, a
@@ -116,9 +140,11 @@ struct SubscriptionLedger {
     }
 
     /// Whether a subscription can match a topic the queue publishes: `evt.<device>`, `evt.*`,
-    /// `hb`, `all`, or a prefix of one of these (the empty prefix matches everything).
+    /// `hb`, `all`, `grp.<device prefix>/`, or a prefix of one of these but a group's (the empty prefix
+    /// matches everything).
     static func isLegitimate(_ topic: UnsafeRawBufferPointer) -> Bool {
         let event = BusWire.eventTopicPrefix
+        if BusWire.groupTopicPrefix.starts(with: topic) || BusWire.groupPrefix(ofTopic: topic) != nil { return true }
         if topic.count <= event.count, topic.elementsEqual(event.prefix(topic.count)) { return true }
         if topic.count <= BusWire.heartbeatTopic.count, topic.elementsEqual(BusWire.heartbeatTopic.prefix(topic.count)) { return true }
         if BusWire.batchedEventsTopic.starts(with: topic) { return true }

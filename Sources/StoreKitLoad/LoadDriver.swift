@@ -73,6 +73,9 @@ public final class LoadDriver {
                                                                    requestsEndpoint: partitions[0].requestsEndpoint)
         subscriberConfiguration.silenceTimeout = .milliseconds(configuration.heartbeatMilliseconds * 8)
         subscriberConfiguration.curve = configuration.curve
+        // Only this driver's devices' events (`DriverEngine.devices`), so a driver's work per lifecycle does
+        // not grow with the number of drivers (docs/load-testing.md, "Drivers that scale").
+        subscriberConfiguration.topicGroup = DriverEngine.devicePrefix(of: configuration.name)
         let subscriber = try PartitionedSubscriber(context: context, partitions: partitions, configuration: subscriberConfiguration, routes: routes)
         // A new process gets a new origin, so its command ids never collide with an earlier one's.
         var senderConfiguration = CommandSenderConfiguration(origin: "\(configuration.name).\(getpid())", requestsEndpoint: partitions[0].requestsEndpoint)
@@ -225,12 +228,15 @@ struct DriverEngine {
         self.name = name
         self.plan = plan
         self.origins = origins
-        devices = (0..<max(1, plan.devicesPerDriver)).map { "\(name)-\($0)" }
+        devices = (0..<max(1, plan.devicesPerDriver)).map { "\(Self.devicePrefix(of: name))\($0)" }
         choices = SeededChoices(seed: plan.seed, stream: name)
         nextArrival = plan.driverIndex
     }
 
     var inFlight: Int { lifecycles.count }
+
+    /// What every device name of the driver `name` starts with, and its subscription's topic group.
+    static func devicePrefix(of name: String) -> String { "\(name)-" }
 
     /// Registers, launches and attaches an observer to every device, and waits (bounded) until
     /// the queue acknowledged all of it.
@@ -269,7 +275,7 @@ struct DriverEngine {
             let records = try subscriber.receiveRecords(timeout: .zero)
             if let apps {
                 for record in records {
-                    guard let recorded = try? record.decoded(), recorded.event.device?.hasPrefix("\(name)-") == true else { continue }
+                    guard let recorded = try? record.decoded(), recorded.event.device?.hasPrefix(Self.devicePrefix(of: name)) == true else { continue }
                     apps.deliver(recorded, now: LiveClock.monotonicNanoseconds())
                 }
             }
@@ -288,7 +294,7 @@ struct DriverEngine {
                 closedStarts.schedule(at: startMonotonic + plan.thinkTime.sampleNanoseconds(choices), device)
             }
         }
-        let prefix = Array("\(name)-".utf8)
+        let prefix = Array(Self.devicePrefix(of: name).utf8)
         while true {
             var now = LiveClock.monotonicNanoseconds()
             if Shutdown.isRequested && !stopped {
@@ -318,9 +324,8 @@ struct DriverEngine {
             let longest: Int64 = awaitingBackend.isEmpty && awaitingHTTP.isEmpty ? 5_000_000 : 1_000_000
             let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, longest))
             for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
-                // Every driver hears every partition whole; the topic's device says whose it is. A record
-                // caught up by FETCH (after a queue restart, or a gap) has no topic: its event says. Those
-                // were once skipped as device-less, so their lifecycles stalled until the drain ended.
+                // A driver follows its own devices' topic group; the check stays for a queue that serves
+                // more (an app key's devices). A record caught up by FETCH has no topic: its event says.
                 if let device = record.device, !device.utf8.starts(with: prefix) { continue }
                 let recorded: RecordedEvent
                 do {
@@ -696,7 +701,7 @@ struct DriverEngine {
             end(lifecycle, now: now, stage: .refunded)
         case .subscriptionRenewed(let key, _, _, _):
             // A renewal is a new transaction the app must finish, outside any lifecycle.
-            guard key.device.utf8.starts(with: Array("\(name)-".utf8)) else { return }
+            guard key.device.utf8.starts(with: Array(Self.devicePrefix(of: name).utf8)) else { return }
             queueCommand(.finishTransaction(key))
         case .commandRejected:
             // Counted from the acknowledgement, which also ends the lifecycle it started.

@@ -37,14 +37,15 @@ public struct LoadSettings: Sendable, Equatable {
     /// The team's server, to which each purchased or restored transaction is POSTed before it is finished.
     public var backend: String?
     public var backendTimeout: String?
-    /// `--driver PATH`: a team's executable run as the local drivers (docs/load-testing.md, "Your own driver").
+    /// `--driver PATH` (`load.driver`): a team's executable run as the local drivers (docs/load-testing.md,
+    /// "Your own driver"). From the topology, a relative path is resolved against the topology file's folder.
     public var driver: String?
 
     public init() {}
 
     static let keys: Set<String> = ["model", "rate", "stages", "devices", "duration", "thinkTime", "drivers", "remoteDrivers", "listen",
                                     "thresholds", "abortOnFail", "restoreFraction", "downloadFraction", "interval", "drain", "maximumInFlight",
-                                    "catalog", "products", "mix", "lateStartBound", "abortDelay", "backend", "backendTimeout"]
+                                    "catalog", "products", "mix", "lateStartBound", "abortDelay", "backend", "backendTimeout", "driver"]
 
     /// The `load:` section of a topology file (empty settings when it has none).
     public static func fromTopology(path: String) throws(LoadSpecificationError) -> LoadSettings {
@@ -100,10 +101,14 @@ public struct LoadSettings: Sendable, Equatable {
         settings.interval = try text("interval")
         settings.drain = try text("drain")
         settings.maximumInFlight = try integer("maximumInFlight")
+        // Files the section names are relative to the topology file's folder.
+        let base = Topology.builtInText(path) != nil ? URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
+            : URL(fileURLWithPath: path).deletingLastPathComponent()
         if let catalog = try text("catalog") {
-            let base = Topology.builtInText(path) != nil ? URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
-                : URL(fileURLWithPath: path).deletingLastPathComponent()
             settings.catalog = URL(fileURLWithPath: catalog, relativeTo: base).standardizedFileURL.path
+        }
+        if let driver = try text("driver") {
+            settings.driver = URL(fileURLWithPath: driver, relativeTo: base).standardizedFileURL.path
         }
         settings.products = try text("products")
         settings.mix = try text("mix")

@@ -40,6 +40,12 @@ public struct StageHistograms: Sendable {
 
     public private(set) var histograms: [LifecycleStage: Histogram<UInt64>] = [:]
     public private(set) var clamped = 0
+    /// Per stage, the count of each bucket recorded since the last reset, by the bucket's highest
+    /// equivalent value (what the histogram's own iteration names it): `encoded` then costs what was
+    /// recorded, not a walk over every bucket, which a driver pays every interval whatever its load.
+    private var recordedBuckets: [LifecycleStage: [UInt64: UInt64]] = [:]
+    /// Every sample came through `record` (not `add`), so `recordedBuckets` holds them all.
+    private var bucketsHoldEverySample = true
 
     public init() {}
 
@@ -55,9 +61,11 @@ public struct StageHistograms: Sendable {
         }
         if histograms[stage] == nil { histograms[stage] = Self.emptyHistogram() }
         _ = histograms[stage]!.record(microseconds)
+        recordedBuckets[stage, default: [:]][histograms[stage]!.highestEquivalentForValue(microseconds), default: 0] += 1
     }
 
     public mutating func add(_ other: StageHistograms) {
+        if !other.isEmpty { bucketsHoldEverySample = false }
         for (stage, histogram) in other.histograms {
             if histograms[stage] == nil { histograms[stage] = Self.emptyHistogram() }
             histograms[stage]!.add(histogram)
@@ -69,8 +77,11 @@ public struct StageHistograms: Sendable {
     /// The most clamped values a report's histograms may claim.
     static let maximumClampedCount: UInt64 = 1 << 40
 
+    /// Empties every stage: new histograms, allocated zeroed, cost less than clearing every bucket.
     public mutating func reset() {
-        for stage in histograms.keys { histograms[stage]!.reset() }
+        histograms.removeAll(keepingCapacity: true)
+        recordedBuckets.removeAll(keepingCapacity: true)
+        bucketsHoldEverySample = true
         clamped = 0
     }
 
@@ -89,7 +100,11 @@ public struct StageHistograms: Sendable {
         for stage in LifecycleStage.allCases {
             guard let histogram = histograms[stage], histogram.totalCount > 0 else { continue }
             bytes.append(UInt8(LifecycleStage.allCases.firstIndex(of: stage)!))
-            Self.append(histogram, to: &bytes)
+            if bucketsHoldEverySample, let buckets = recordedBuckets[stage] {
+                Self.append(buckets.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, of: histogram, to: &bytes)
+            } else {
+                Self.append(histogram, to: &bytes)
+            }
         }
         return Data(bytes)
     }
@@ -105,11 +120,15 @@ public struct StageHistograms: Sendable {
 
     /// One non-empty histogram's buckets as (value, count) pairs, each value a delta from the previous.
     static func append(_ histogram: Histogram<UInt64>, to bytes: inout [UInt8]) {
-        let buckets = Array(histogram.recordedValues())
+        append(histogram.recordedValues().map { ($0.value, UInt64($0.count)) }, of: histogram, to: &bytes)
+    }
+
+    /// `histogram`'s non-empty buckets, ascending, as (highest equivalent value, count).
+    static func append(_ buckets: [(UInt64, UInt64)], of histogram: Histogram<UInt64>, to bytes: inout [UInt8]) {
         // Each bucket goes as one value of it: its representative, except that the lowest
         // bucket goes as the exact minimum and the highest as the exact maximum, which the
         // histogram keeps beside its buckets and clamps percentiles to.
-        var pairs = buckets.map { ($0.value, UInt64($0.count)) }
+        var pairs = buckets
         pairs[pairs.count - 1].0 = histogram.maxRecorded
         if pairs.count > 1 {
             pairs[0].0 = histogram.min

@@ -127,4 +127,47 @@ struct AuthenticationTests {
         defer { honestStore.close() }
         #expect(try answer(honestStore, .decidePurchase(TransactionKey(device: "d1", number: 1), .purchased(charged: false)))?.status == .accepted)
     }
+
+    @Test("issue 30: with CURVE an app key's FETCH returns only its own devices' events, whatever it asks for; the store's key gets every event",
+          .timeLimit(.minutes(1)))
+    func fetchLimitedToTheKeysDevices() throws {
+        let server = try CurveKeyPair.generate()
+        let app = try CurveKeyPair.generate()
+        let otherApp = try CurveKeyPair.generate()
+        let store = try CurveKeyPair.generate()
+        let queue = try QueueHarness(context: context, configure: {
+            $0.curveServerSecretKey = server.secretKey
+            $0.allowedClientKeys = [app.publicKey, otherApp.publicKey, store.publicKey]
+            $0.clientPermissions = [app.publicKey: ClientPermissions(roles: [.app], devices: ["device-2"]),
+                                    otherApp.publicKey: ClientPermissions(roles: [.app], devices: ["device-3"]),
+                                    store.publicKey: ClientPermissions(roles: [.store])]
+        }) { _, _ in .duplicate(lastSequence: 0) }
+        queue.appendEvents(64)
+        try #require(queue.wait { $0.eventsPublished == 64 })
+        func fetch(_ pair: CurveKeyPair, _ body: [UInt8]) throws -> [[UInt8]] {
+            let dealer = try context.socket(.dealer)
+            defer { dealer.close() }
+            try CurveClientKeys(serverPublicKey: server.publicKey, clientKeyPair: pair).apply(to: dealer)
+            try dealer.connect(queue.requestsEndpoint)
+            return try #require(try request(dealer, ["FETCH".bytes, body], within: .seconds(10)))
+        }
+        func sequences(_ reply: [[UInt8]]) -> [UInt64] {
+            reply.dropFirst(2).map { frame in frame[8..<16].enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) } }
+        }
+        // The app key holding device-3 asks for everything, then for device-2's group: it gets device-3's events, then none.
+        let everything = try fetch(otherApp, BusWire.encodeFetch(from: 1, maximumCount: 0))
+        #expect(everything[1].count == BusWire.groupBatchHeaderByteCount)
+        #expect(sequences(everything) == [4, 20, 36, 52])
+        let another = try fetch(otherApp, BusWire.encodeGroupFetch(from: 1, maximumCount: 0, prefix: "device-2"))
+        #expect(sequences(another).isEmpty)
+        // Its own key's subscriber follows its device.
+        var configuration = EventSubscriberConfiguration(eventsEndpoint: queue.eventsEndpoint, requestsEndpoint: queue.requestsEndpoint)
+        configuration.curve = CurveClientKeys(serverPublicKey: server.publicKey, clientKeyPair: app)
+        configuration.topicGroup = "device-2"
+        let subscriber = try EventSubscriber(context: context, configuration: configuration)
+        defer { subscriber.close() }
+        #expect(try collect(subscriber, count: 4).map(\.sequence) == [3, 19, 35, 51])
+        // The store's key is not limited to devices.
+        #expect(sequences(try fetch(store, BusWire.encodeFetch(from: 1, maximumCount: 0))) == Array(1...64))
+    }
 }

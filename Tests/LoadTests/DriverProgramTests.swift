@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitLoad
 import StoreKitTestSupport
 import Testing
 
@@ -110,5 +111,40 @@ import Testing
         let checksFailed = try #require(thresholds.first { $0["expression"] as? String == "checksFailed==0" })
         #expect(checksFailed["passed"] as? Bool == false)
         #expect(((json["checks"] as? [String: [String: Int]])?["entitlement listed"]?["failed"] ?? 0) > 0)
+    }
+
+    @Test("load.driver in the topology, relative to its file, runs the team's driver as --driver does; the command line's --driver wins")
+    func topologyDriver() throws {
+        let scratch = LoadRunTests.Scratch()
+        let server = try ShopServer(scratch: scratch)
+        try FileManager.default.createDirectory(at: scratch.url.appendingPathComponent("bin"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: scratch.url.appendingPathComponent("bin/shop-driver"), withDestinationURL: try Self.driverExecutable())
+        let topology = try String(contentsOf: LoadRunTests.repositoryRoot.appendingPathComponent("topology/load.yaml"), encoding: .utf8)
+            + "  driver: bin/shop-driver\n"
+        try topology.write(to: scratch.url.appendingPathComponent("mine.yaml"), atomically: true, encoding: .utf8)
+        let settings = try LoadSettings.fromTopology(path: scratch.path("mine.yaml"))
+        #expect(settings.driver == scratch.url.appendingPathComponent("bin/shop-driver").standardizedFileURL.path)
+        var commandLine = LoadSettings()
+        commandLine.driver = "/elsewhere/driver"
+        #expect(settings.overridden(by: commandLine).driver == "/elsewhere/driver")
+
+        let process = Process()
+        process.executableURL = try LoadRunTests.executable()
+        process.arguments = ["load", scratch.path("mine.yaml"), "--model", "closed", "--devices", "8", "--duration", "2s", "--drivers", "1",
+                             "--out", scratch.path("run"), "--json"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["SHOP_SERVER_URL"] = server.url
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(String(decoding: data, as: UTF8.self))")
+        // The example driver's behaviour ran (the built-in drivers have no checks): its users' purchases completed.
+        let checks = try #require(json["checks"] as? [String: [String: Int]], "\(json)")
+        #expect((checks["purchase completed"]?["passed"] ?? 0) > 0)
     }
 }

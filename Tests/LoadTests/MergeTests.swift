@@ -56,6 +56,28 @@ struct MergeTests {
         return values.sorted()
     }
 
+    @Test("the wire form from the buckets recorded equals the one from walking every bucket, and survives a reset")
+    func recordedBucketsEncodeAsTheWalk() throws {
+        var random = SeededRandom(seed: 31)
+        var recorded = StageHistograms()
+        for round in 0..<2 {
+            for _ in 0..<5_000 {
+                let stage = LifecycleStage.allCases[Int(random.next() % UInt64(LifecycleStage.allCases.count))]
+                recorded.record(stage, nanoseconds: Int64(random.next() % 5_000_000_000) + Int64(round))
+            }
+            var walked = StageHistograms()
+            walked.add(recorded)
+            #expect(recorded.encoded() == walked.encoded())
+            let decoded = try StageHistograms(encoded: recorded.encoded())
+            for stage in LifecycleStage.allCases {
+                #expect(decoded.histograms[stage]?.totalCount == recorded.histograms[stage]?.totalCount)
+                #expect(decoded.histograms[stage]?.valueAtPercentile(99.0) == recorded.histograms[stage]?.valueAtPercentile(99.0))
+            }
+            recorded.reset()
+            #expect(recorded.isEmpty && recorded.encoded() == StageHistograms().encoded())
+        }
+    }
+
     @Test("a histogram's wire form refuses truncated and out-of-range input with a clear message")
     func wireFormRefusesDamage() throws {
         var histograms = StageHistograms()
