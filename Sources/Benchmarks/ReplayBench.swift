@@ -18,8 +18,8 @@ struct ReplayBench: AsyncParsableCommand {
         discussion: """
             Records a deterministic run of about --events events on disk (a temporary directory), then measures, best of \
             two each: the baseline (PartitionReader over the log, every payload decoded, nothing else) and `replay --speed \
-            max` of it (rebuilding each command, the queue engine, the observers, the comparison; the replayed log is \
-            counted, not kept). Peak RSS is that of `sksim replay` of the same recording in a process of its own. Timed: replays the first --timed-seconds of a --timed-devices recording (or \
+            max` of it (reading each unit's input, the queue engine, the comparison; an unchanged replay runs no app; \
+            the replayed log is counted, not kept). Peak RSS is that of `sksim replay` of the same recording in a process of its own. Timed: replays the first --timed-seconds of a --timed-devices recording (or \
             --timed-recording DIR, e.g. a live run) at 1x and 10x, each at normal priority (the baseline) and with a \
             real-time priority where allowed (as `sksim replay` runs), and reports lateness p50/p99/max and p99 over the \
             first and the last tenth. JSON fields: events, baselineEventsPerSecond, eventsPerSecond, ratioToBaseline, ceilingEventsPerSecond \

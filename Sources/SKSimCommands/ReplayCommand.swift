@@ -12,11 +12,12 @@ import StoreKitRuntime
 struct ReplayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay",
-        abstract: "Replay a recorded run through the queue and the observers again, and show where the new log first differs.",
+        abstract: "Replay a recorded run's inputs through the queue again, and show where the new log first differs.",
         discussion: """
-            The users' actions and the store's and downloader's decisions come from the recording; the queue \
-            decides again and the observers (the recorded ones, or --observers) run again. Exit status: 0 when \
-            nothing diverged, 1 when something did, 2 when the input cannot be replayed. See docs/replay.md.
+            Every recorded input (users' actions, the store's and downloader's decisions, the observers' commands) \
+            is handed to the queue again, which decides it again. With other --observers (a what-if replay) the \
+            observers under test run instead of the recorded ones and their commands are decided anew. Exit status: \
+            0 when nothing diverged, 1 when something did, 2 when the input cannot be replayed. See docs/replay.md.
             """)
 
     @Argument(help: "A recorded run: its directory or its log folder (from simulate, run, load or replay).") var run: String

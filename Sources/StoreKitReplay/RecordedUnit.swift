@@ -11,9 +11,9 @@ public enum CommandSource: String, Sendable, Hashable {
     case store
     /// The content servers' progress, completions and failures. Taken from the recording.
     case downloader
-    /// What the app's observer code did (attach, detach, finish, download requests). Under
-    /// test: the replayed observers send their own, and the recorded ones only lend their
-    /// place and time to commands the replay really sends.
+    /// What the app's observer code did (attach, detach, finish, download requests). Taken from
+    /// the recording in an unchanged replay; decided anew by the observers under test in a what-if
+    /// replay.
     case observer
 
     public static func of(_ body: CommandBody) -> CommandSource {
@@ -58,8 +58,8 @@ public struct RecordedUnit: Sendable {
 
 /// Rebuilds each command from the events it caused. A command's events name everything it
 /// carried, except where the queue had nothing to do for part of it (a download already
-/// started); such a part left no trace, and a replayed command that carries it still
-/// matches (see `ReplaySession.matches`).
+/// started); such a part left no trace, and a command sent anew that carries it still
+/// stands for it (see `ReplaySession.matches`).
 struct CommandReconstruction {
     /// Transactions restored so far per restore in progress, for `completeRestore.firstIndex`.
     private var restoredSoFar: [RestoreKey: Int] = [:]

@@ -1,7 +1,7 @@
 import StoreKitModel
 import StoreKitRoles
 
-/// The apps of a replayed run: each device's `PaymentQueue` with the observers under test,
+/// The apps of a what-if replay: each device's `PaymentQueue` with the observers under test,
 /// hearing every event of its device as it is appended. The users' actions come from the
 /// recording, so only what the observer code sends is kept (`CommandSource.observer`); the
 /// app-side effects of the users' actions are applied here (a quit drops the observers, a
@@ -16,8 +16,6 @@ final class ReplayApps {
     private let ordering: ObserverOrdering
     private let catalog: Catalog
     private let choices: ChoiceSource
-    /// Each device's queue draws from its own observer stream (`ChoiceStream.observers`), as `simulate`'s do.
-    private let streamPerDevice: Bool
     private var devices: [String: Device] = [:]
     /// The app found last: a command's events, and the reactions drained after them, are its.
     private var last: (name: String, app: Device)?
@@ -39,9 +37,8 @@ final class ReplayApps {
         }
     }
 
-    init(behaviors: [ObserverBehavior], ordering: ObserverOrdering, catalog: Catalog, choices: ChoiceSource, streamPerDevice: Bool = false,
+    init(behaviors: [ObserverBehavior], ordering: ObserverOrdering, catalog: Catalog, choices: ChoiceSource,
          appLaunch: (@Sendable (PaymentQueue) -> Void)? = nil, workLatency: LatencyDistribution? = nil, workFailureProbability: Double = 0) {
-        self.streamPerDevice = streamPerDevice
         self.appLaunch = appLaunch
         // The simulator's apps' default (`DeviceApp.asynchronousWorkDelay`).
         self.workLatency = workLatency ?? .exponential(minimumMilliseconds: 20, meanMilliseconds: 300)
@@ -58,7 +55,8 @@ final class ReplayApps {
         if let existing = devices[name] {
             app = existing
         } else {
-            let source = streamPerDevice ? choices.stream(ChoiceStream.observers(name)) : choices
+            // Each device's queue draws from its own observer stream (`ChoiceStream.observers`), as `simulate`'s do.
+            let source = choices.stream(ChoiceStream.observers(name))
             app = Device(queue: PaymentQueue(device: name, catalog: catalog, ordering: ordering, choices: source), observerChoices: source)
             devices[name] = app
         }
@@ -104,7 +102,7 @@ final class ReplayApps {
         app.lateObservers = observers.filter(\.behavior.attachesLate)
         for observer in observers where !observer.behavior.attachesLate { app.queue.add(observer) }
         // The simulator's app draws, after attaching, after how many steps the late ones attach.
-        if streamPerDevice, !app.lateObservers.isEmpty { app.lateSteps = 1 + app.observerChoices.index(.observerAttach, count: 2) }
+        if !app.lateObservers.isEmpty { app.lateSteps = 1 + app.observerChoices.index(.observerAttach, count: 2) }
     }
 
     /// Attaches the late observer of this launch named `observer`, if there is one; true if so.

@@ -23,17 +23,6 @@ public struct ReplayOptions: Sendable {
     /// Copies of the recording, with device and account names rewritten per copy.
     public var loop = 1
     public var loopLayout: LoopLayout = .sideBySide
-    /// How far ahead, in recorded time, a command the replayed observers send may find the
-    /// recorded command it stands for. A recorded app normally reacts within milliseconds, but
-    /// one that lost an event hears it only when it catches up, and losses in a row (or a crashed
-    /// app role's restart) made that 1.24 s in a faulty-network recording (seed 364).
-    public var matchHorizonNanoseconds: Int64 = 2_000_000_000
-    /// How far ahead (recorded time) a command the replayed observers sent is looked for after a
-    /// quit of the recorded app: one the recorded app made only after relaunching, having heard
-    /// its cause late (a lost event caught up after the quit). The recording is read this far ahead.
-    public var relaunchHorizonNanoseconds: Int64 = 5_000_000_000
-    /// At most this many recorded commands are held ahead of the one being replayed.
-    public var lookaheadUnits = 16_384
     /// Most commands the observers may send in reaction to one command (a runaway observer
     /// is stopped there and reported).
     public var maximumReactionCommands = 10_000

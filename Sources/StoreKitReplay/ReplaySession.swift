@@ -6,16 +6,16 @@ import StoreKitRuntime
 /// Replays a recording through the one queue engine and compares the new log with it,
 /// command by command.
 ///
-/// The recording's inputs are its commands, each rebuilt from the events it caused. The
-/// users' actions and the outside world's decisions (store, downloader) are replayed as
-/// recorded, at their recorded place and time, under their recorded ids. The queue
-/// re-decides everything. The observers run again (the recorded behaviours, or others):
-/// they hear every event of their device as it is appended and send their own commands.
-/// A command they send takes the place, time and id of an equal recorded observer command
-/// not yet used (looked up at most `matchHorizonNanoseconds` of recorded time ahead); one
-/// with no recorded counterpart is handled at once (`extra`), and a recorded observer
-/// command nobody sent is left out (`missing`). So an unchanged run replays byte for
-/// byte, and a changed observer shows where its run parts from the recorded one.
+/// The recording's inputs are its units' commands, each taken whole from the unit's input record
+/// (rebuilt from its events in a log of format 2). An unchanged replay hands every one of them to
+/// the engine at its recorded place, time and id, so the engine re-decides the whole run and an
+/// unchanged recording replays byte for byte. A what-if replay (other observers) replaces only the
+/// observers: the users', store and downloader commands are the recording's while the queue still
+/// accepts them; the observers under test hear every event of their device as it is appended and
+/// what they send is handled at once, where it is sent; the recorded observers' commands are not
+/// replayed. Pairing a command sent anew with a recorded one only names the divergences (see
+/// `SentAnew`); it never moves a command. The recording is read once, unit by unit, and nothing is
+/// read ahead: the session holds the projection, the apps and what is pending.
 public final class ReplaySession {
     /// Events of the device kept for the context of the first divergence.
     public static let contextEvents = 10
@@ -29,64 +29,50 @@ public final class ReplaySession {
     private let storage: LogStorage
     private let clock: ReplayClock?
     private let engine: QueueEngine
-    private let apps: ReplayApps
-    /// The origin of commands the replayed observers send that the recording has no place for.
+    /// What-if replays only: the apps with the observers under test.
+    private let apps: ReplayApps?
+    /// The origin of commands the observers under test send.
     private let extraOrigin: String
-    /// A what-if replay: the observers under test are not the recorded ones. Their commands are
-    /// decided anew and handled at once, where they are sent (no recorded place is looked for);
-    /// the recorded observers' commands are not replayed; users', store and downloader commands
-    /// are replayed while the queue still accepts them (docs/replay.md, "What-if replays").
+    /// A what-if replay: the observers under test are not the recorded ones (docs/replay.md, "What-if replays").
     private let whatIf: Bool
     /// What-if replays: the downloader that transfers what the observers under test start and the
-    /// recording never started (its reports decided anew, as `simulate`'s downloader decides them),
-    /// the downloads it answers for, and its timers (due time, order set, token).
+    /// recording did not (its reports decided anew, as `simulate`'s downloader decides them), and its
+    /// timers (due time, order set, token).
     private let downloader: DownloaderRole?
     /// Downloads under way that the downloader answers for (ended ones leave the set).
     private var downloadsAnew: Set<DownloadKey> = []
+    /// Downloads the observers under test started with a command not paired yet, and the downloader's
+    /// reports on them held until it is: paired, the recording's reports apply; unpaired, they are handled.
+    private var heldReports: [DownloadKey: [CommandBody]] = [:]
     private var downloaderTimers: [(due: Int64, order: Int, token: TimerToken)] = []
     private var downloaderTimersSet = 0
     /// Most downloader timers fired after the recording's end (each download ends after a bounded number of ticks).
     private static let maximumTrailingTimers = 1_000_000
 
-    private struct Slot {
-        var unit: RecordedUnit
-        var claimed: CommandBody?
+    /// A command the observers under test sent, handled where it was sent, and waiting to be paired with
+    /// a recorded observer command of its device before the device's next recorded input (user, store,
+    /// downloader): the first recorded one that makes the same request stands for it (an attachment under
+    /// another observer's name is the same). Unpaired at the device's next input, it is `extra` (if it
+    /// changed the log); a recorded observer command that finds none is `missing`.
+    private struct SentAnew {
+        var body: CommandBody
+        var records: [RecordedEvent]
+        var handledBefore: Int
+        var startedDownloads: [DownloadKey]
     }
 
-    /// Recorded units read ahead of the one being replayed, by absolute number.
-    private var window = UnitWindow(vacant: Slot(unit: RecordedUnit(sequence: 0, timestamp: 0, commandID: nil, events: [], payloads: [], body: nil,
-                                                                     source: .header, device: ""), claimed: nil))
-    /// Absolute number of the next unit to replay; units before it are gone from the window.
-    private var head = 0
+    /// Per device, commands sent anew since its last recorded input and not paired yet.
+    private var sentAnew: [String: [SentAnew]] = [:]
+    /// The recording's inputs are spent: a command sent anew now has no recorded command to stand for.
+    private var inputsSpent = false
     /// The slice, read once (`options` is a struct of arrays and sets: reading a field of it
     /// for every command costs a copy).
     private let sliceFrom: UInt64
     private let sliceTo: UInt64
     private let deviceFilter: Set<String>?
     private let speed: Double?
-    private let lookaheadUnits: Int
-    private let matchHorizonNanoseconds: Int64
-    private let relaunchHorizonNanoseconds: Int64
     private let maximumReactionCommands: Int
-    /// Per device, absolute numbers of recorded observer commands not yet claimed, in order.
-    private var unclaimed: [String: IndexQueue] = [:]
-    /// Per device, absolute numbers of its user and observer units in the window, in order: the
-    /// rules that look ahead at one app's commands read these, not every device's units.
-    private var appUnitsByDevice: [String: IndexQueue] = [:]
-    /// Per device, absolute numbers of its user, store and downloader units in the window, in order
-    /// (what-if replays): a command the observers under test send stands for a recorded one only
-    /// between the same two inputs of its device.
-    private var inputUnitsByDevice: [String: IndexQueue] = [:]
-    /// Recorded times never went back so far (true of every log a queue writes); where they do, the
-    /// look-ahead rules scan the whole window as they did before `appUnitsByDevice`.
-    private var timestampsIncrease = true
-    /// Per device, the origin (app process incarnation) of its last recorded app-side command.
-    private var appOrigin: [String: String] = [:]
-    /// Launches whose app side already ran (see `launchEarly`).
-    private var launchedEarly: Set<Int> = []
     private var lastIngestedTimestamp: Int64 = 0
-    private var lastInSliceTimestamp: Int64 = 0
-    private var unitsBeyondSlice = 0
     private var now: Int64 = 0
     private var handled = 0
     private var extraNumber: UInt64 = 0
@@ -99,32 +85,24 @@ public final class ReplaySession {
     private var timedStart: (monotonic: Int64, recorded: Int64)?
     private var renamings: [LoopRenaming] = []
     private var timeOffset: Int64 = 0
-    private var draining = false
     // A context pass stops before this many handled commands and keeps the device's events.
     private var stopAfterHandled: Int?
     private var contextDevice: String?
     private var contextRing: [RecordedEvent] = []
 
-    /// The most the session held at once of what could grow with the recording's length: each
-    /// bounded by the lookahead or by the devices, never by the number of events (`ReplayTests`).
+    /// The most the session held at once of what could grow with the recording's length (`ReplayRetentionTests`).
     public struct Retention: Sendable, Equatable {
-        /// Recorded units held ahead of the one replayed (at most `lookaheadUnits` + `loop`, and no
-        /// more than `relaunchHorizonNanoseconds` of recorded time beyond it).
-        public var windowUnits = 0
-        /// Numbers of recorded observer commands kept per device for matching (sampled every
-        /// 1,024 units read): those in the window, and behind them fewer than 64 or than the
-        /// device has ahead (`IndexQueue` drops them in halves).
-        public var unclaimedEntries = 0
-        /// Numbers of user and observer units kept per device for the look-ahead rules (sampled
-        /// likewise, bounded likewise).
-        public var appUnitEntries = 0
-        /// Launches replayed early and not reached yet (at most the window's).
-        public var launchesEarly = 0
+        /// Commands sent anew waiting to be paired, over all devices (what-if replays).
+        public var pendingCommands = 0
+        /// Downloader reports held for downloads whose start is not paired yet (what-if replays).
+        public var heldReports = 0
+        /// Downloader and app-work timers set and not fired (what-if replays).
+        public var timers = 0
     }
 
     /// What this session held at most (see `Retention`).
     public private(set) var retention = Retention()
-    private var appendedUnits = 0
+    private var replayedUnits = 0
 
     private struct StopReading: Error {}
     private struct StopForContext: Error {}
@@ -141,9 +119,6 @@ public final class ReplaySession {
         sliceTo = options.to
         deviceFilter = options.devices
         speed = options.speed
-        lookaheadUnits = options.lookaheadUnits
-        matchHorizonNanoseconds = options.matchHorizonNanoseconds
-        relaunchHorizonNanoseconds = options.relaunchHorizonNanoseconds
         maximumReactionCommands = options.maximumReactionCommands
         let recorded: Scenario
         do {
@@ -179,11 +154,12 @@ public final class ReplaySession {
         whatIf = options.app != nil || scenario.apps.observers != recorded.apps.observers || scenario.apps.app != recorded.apps.app
         downloader = whatIf ? DownloaderRole(name: "downloader", content: VirtualContentStorage(), behavior: scenario.downloader,
                                              choices: SeededChoices(seed: scenario.seed).stream(ChoiceStream.downloader)) : nil
-        // A what-if replay's observers draw from each device's observer stream, as `simulate`'s do.
-        apps = ReplayApps(behaviors: scenario.apps.observers, ordering: scenario.apps.ordering, catalog: scenario.catalog,
-                          choices: whatIf ? SeededChoices(seed: scenario.seed) : SeededChoices(seed: scenario.seed, stream: "replay"),
-                          streamPerDevice: whatIf, appLaunch: options.app?.launch, workLatency: scenario.apps.asynchronousWorkLatency,
-                          workFailureProbability: scenario.apps.choicePoints?.asynchronousWorkFailureProbability ?? 0)
+        // A what-if replay's observers draw from each device's observer stream, as `simulate`'s do. An unchanged
+        // replay runs no app: every command, the recorded observers' too, is a recorded input.
+        apps = whatIf ? ReplayApps(behaviors: scenario.apps.observers, ordering: scenario.apps.ordering, catalog: scenario.catalog,
+                                   choices: SeededChoices(seed: scenario.seed), appLaunch: options.app?.launch,
+                                   workLatency: scenario.apps.asynchronousWorkLatency,
+                                   workFailureProbability: scenario.apps.choicePoints?.asynchronousWorkFailureProbability ?? 0) : nil
         if let devices = options.devices {
             let known = Set(recorded.deviceNames)
             if let unknown = devices.sorted().first(where: { !known.contains($0) }) {
@@ -240,18 +216,20 @@ public final class ReplaySession {
                 if let warning { result.warning = warning }
             } catch is StopReading {}
         }
-        draining = true
-        try processReady()
-        if whatIf && stopAfterHandled == nil {
-            // The simulator's user steps on until late observers attach: steps that send nothing, so the
-            // recording does not show them. They attach once its inputs are spent.
-            for device in apps.devicesWithLateObservers() {
-                apps.attachLate(device: device)
-                collectReactions(of: device, compared: true)
-            }
-            try handleReactions(compared: true)
-            try fireDownloaderTimers(through: .max)
+        guard let apps, stopAfterHandled == nil else { return }
+        // The recording's inputs are spent: what the observers under test sent since each device's last
+        // input has nothing more to pair with, and what they send from now on has nothing either.
+        inputsSpent = true
+        for device in sentAnew.keys.sorted() { closeSegment(of: device, before: nil) }
+        try handleHeldReports()
+        // The simulator's user steps on until late observers attach: steps that send nothing, so the
+        // recording does not show them. They attach once its inputs are spent.
+        for device in apps.devicesWithLateObservers() {
+            apps.attachLate(device: device)
+            collectReactions(of: device, compared: true)
         }
+        try handleReactions(compared: true)
+        try fireDownloaderTimers(through: .max)
         noteRetention()
     }
 
@@ -264,129 +242,82 @@ public final class ReplaySession {
                 header.events = [RecordedEvent(sequence: 1, timestamp: unit.timestamp, commandID: nil, event: .runStarted(replayHeader))]
                 header.payloads = [EventCodec.encode(.runStarted(replayHeader), commandID: nil)]
             }
-            append(header)
+            try replayUnit(header)
+            return
+        }
+        if let deviceFilter, !deviceFilter.contains(unit.device) { return }
+        // Nothing is read ahead: past the slice, nothing is left to replay.
+        if unit.sequence > sliceTo { throw StopReading() }
+        if renamings.count == 1 && renamings[0].copy == 1 && timeOffset == 0 {
+            try replayUnit(unit) // the recording as it is: nothing to rename
         } else {
-            if let deviceFilter, !deviceFilter.contains(unit.device) { return }
-            if unit.sequence > sliceTo {
-                // Read a little past the slice, so that commands sent near its end find their place.
-                unitsBeyondSlice += 1
-                if unit.timestamp + timeOffset > lastInSliceTimestamp + relaunchHorizonNanoseconds || unitsBeyondSlice > lookaheadUnits {
-                    throw StopReading()
-                }
-            } else {
-                lastInSliceTimestamp = unit.timestamp + timeOffset
-            }
-            if renamings.count == 1 && renamings[0].copy == 1 && timeOffset == 0 {
-                append(unit) // the recording as it is: nothing to rename
-            } else {
-                for index in renamings.indices {
-                    for recorded in unit.events { renamings[index].learn(recorded.event) }
-                    append(renamings[index].rename(unit, timeOffset: timeOffset))
-                }
+            for index in renamings.indices {
+                for recorded in unit.events { renamings[index].learn(recorded.event) }
+                try replayUnit(renamings[index].rename(unit, timeOffset: timeOffset))
             }
         }
-        try processReady()
-    }
-
-    private func append(_ unit: RecordedUnit) {
-        let absolute = window.end
-        if unit.source == .observer { unclaimed[unit.device, default: IndexQueue()].append(absolute) }
-        if unit.source == .observer || unit.source == .user { appUnitsByDevice[unit.device, default: IndexQueue()].append(absolute) }
-        if whatIf, unit.source == .user || unit.source == .store || unit.source == .downloader {
-            inputUnitsByDevice[unit.device, default: IndexQueue()].append(absolute)
-        }
-        if unit.timestamp < lastIngestedTimestamp { timestampsIncrease = false }
-        lastIngestedTimestamp = unit.timestamp
-        window.append(Slot(unit: unit, claimed: nil))
-        retention.windowUnits = max(retention.windowUnits, window.count)
-        appendedUnits += 1
-        if appendedUnits % 1_024 == 0 { noteRetention() }
     }
 
     private func noteRetention() {
-        retention.unclaimedEntries = max(retention.unclaimedEntries, unclaimed.values.reduce(0) { $0 + $1.items.count })
-        retention.appUnitEntries = max(retention.appUnitEntries, appUnitsByDevice.values.reduce(0) { $0 + $1.items.count })
-        retention.launchesEarly = max(retention.launchesEarly, launchedEarly.count)
+        retention.pendingCommands = max(retention.pendingCommands, sentAnew.values.reduce(0) { $0 + $1.count })
+        retention.heldReports = max(retention.heldReports, heldReports.values.reduce(0) { $0 + $1.count })
+        retention.timers = max(retention.timers, downloaderTimers.count)
     }
 
-    /// Handles recorded commands while enough of the recording is read ahead of them.
-    private func processReady() throws {
-        while head < window.end {
-            let ahead = window.end - head
-            guard draining || ahead > lookaheadUnits
-                    || lastIngestedTimestamp - window[head].unit.timestamp > relaunchHorizonNanoseconds else { break }
-            try processHead()
-        }
-    }
-
-    private func processHead() throws {
-        let absolute = head
-        if window[head].unit.source == .observer, window[head].claimed == nil {
-            let sequence = window[head].unit.sequence
-            if !whatIf, sequence >= sliceFrom, sequence <= sliceTo { launchEarly(for: head) }
-            if !whatIf || sequence < sliceFrom, case .attachObserver(let device, let observer) = window[head].unit.body, sequence <= sliceTo,
-               apps.attachLate(device: device, observer: observer) {
-                // A late observer attaches at its recorded place (the app's own choice of when is not in
-                // the log), so its command is matched from there, not from the last command's time.
-                now = window[head].unit.timestamp
-                collectReactions(of: device, compared: sequence >= sliceFrom)
-            }
-        }
-        // Taken out of the window, not copied: nothing reads a unit behind the head again.
-        let slot = window.removeFirst()
-        head += 1
-        // The unit is lent to `replay`, not copied out of the slot.
-        try replayUnit(slot.unit, claimed: slot.claimed, absolute: absolute)
-    }
-
-    private func replayUnit(_ unit: RecordedUnit, claimed: CommandBody?, absolute: Int) throws {
-        let isUnclaimedObserverCommand = unit.source == .observer && unclaimed[unit.device, default: IndexQueue()].popFront(ifEqual: absolute)
-        if unit.source == .observer || unit.source == .user { _ = appUnitsByDevice[unit.device]?.popFront(ifEqual: absolute) }
-        if whatIf, unit.source == .user || unit.source == .store || unit.source == .downloader {
-            _ = inputUnitsByDevice[unit.device]?.popFront(ifEqual: absolute)
-        }
-        guard unit.sequence <= sliceTo else { return }
+    private func replayUnit(_ unit: RecordedUnit) throws {
+        lastIngestedTimestamp = unit.timestamp
+        replayedUnits += 1
+        if whatIf, replayedUnits % 256 == 0 { noteRetention() }
         let compared = unit.sequence >= sliceFrom
         if compared { waitForSchedule(unit.timestamp) }
         if downloader != nil, compared { try fireDownloaderTimers(through: unit.timestamp) }
         now = unit.timestamp
-        switch unit.source {
-        case .header:
-            let records = try engine.start(replayHeader)
-            result.events += records.count
-            if compared { result.comparedEvents += 1 }
-            check(records, against: unit, compared: compared)
-        case .observer where whatIf && compared:
-            // The recorded observers' command: the observers under test decided anew (`noteWhatIf`).
-            if isUnclaimedObserverCommand {
-                noteMissing(unit)
+        guard let apps else {
+            // An unchanged replay: every recorded command is an input.
+            if unit.source == .header {
+                try replayHeaderUnit(unit, compared: compared)
             } else {
-                recordedInRange += unit.events.count
-                result.comparedEvents += unit.events.count
+                try handleRecorded(unit.body!, unit, compared: compared)
             }
             return
+        }
+        switch unit.source {
+        case .header:
+            try replayHeaderUnit(unit, compared: compared)
+        case .observer where compared:
+            // The recorded observers' command: the observers under test decided anew.
+            pair(unit)
+            return
         case .observer:
-            if isUnclaimedObserverCommand && compared {
-                noteMissing(unit)
-                return
+            // Before the slice the recording is the truth, its observers' commands too.
+            if case .attachObserver(let device, let observer) = unit.body!, apps.attachLate(device: device, observer: observer) {
+                collectReactions(of: device, compared: false)
             }
-            noteAppOrigin(unit)
-            // The history before the slice is the recording's own; in the slice, the replayed observers' command.
-            try handleRecorded(compared ? claimed ?? unit.body! : unit.body!, unit, compared: compared)
+            try handleRecorded(unit.body!, unit, compared: false)
         case .user, .store, .downloader:
             let body = unit.body!
-            if whatIf && compared {
-                if unit.source == .downloader, let key = Self.download(of: body), downloadsAnew.contains(key) { return noteNoLongerApplies(unit) }
+            if compared {
+                closeSegment(of: unit.device, before: unit)
+                try handleHeldReports()
+                if unit.source == .downloader, let key = Self.download(of: body), downloadsAnew.contains(key) || heldReports[key] != nil {
+                    return noteNoLongerApplies(unit)
+                }
                 guard stillApplies(unit) else { return noteNoLongerApplies(unit) }
                 if unit.source == .user, apps.attachLateAtStep(body) { collectReactions(of: body.device, compared: compared) }
             }
-            if unit.source == .user { noteAppOrigin(unit) }
             apps.beforeUserAction(body)
             try handleRecorded(body, unit, compared: compared)
-            if launchedEarly.isEmpty || launchedEarly.remove(absolute) == nil { apps.afterUserAction(body) }
+            apps.afterUserAction(body)
             collectReactions(of: body.device, compared: compared)
         }
         try handleReactions(compared: compared)
+    }
+
+    private func replayHeaderUnit(_ unit: RecordedUnit, compared: Bool) throws {
+        let records = try engine.start(replayHeader)
+        result.events += records.count
+        if compared { result.comparedEvents += 1 }
+        check(records, against: unit, compared: compared)
     }
 
     /// The download a downloader's report is about.
@@ -397,7 +328,8 @@ public final class ReplaySession {
         }
     }
 
-    /// Keeps the downloader's timers; its reports on downloads decided anew are handled where they are made.
+    /// Keeps the downloader's timers; its reports on downloads decided anew are handled where they are
+    /// made, and those on downloads whose start is not paired yet are held.
     private func takeDownloaderEffects(_ effects: [Effect]) {
         for effect in effects {
             switch effect {
@@ -405,8 +337,12 @@ public final class ReplaySession {
                 downloaderTimersSet += 1
                 downloaderTimers.append((now + max(0, delay), downloaderTimersSet, token))
             case .send(let body):
-                guard let key = Self.download(of: body), downloadsAnew.contains(key) else { continue }
-                downloaderReports.append(body)
+                guard let key = Self.download(of: body) else { continue }
+                if downloadsAnew.contains(key) {
+                    downloaderReports.append(body)
+                } else if heldReports[key] != nil {
+                    heldReports[key]!.append(body)
+                }
             }
         }
     }
@@ -416,7 +352,7 @@ public final class ReplaySession {
     /// Fires the downloader's timers due by `time`, in due order, each at its own time, and handles the
     /// reports they make and what the observers answer.
     private func fireDownloaderTimers(through time: Int64) throws {
-        guard let downloader else { return }
+        guard let downloader, let apps else { return }
         var fired = 0
         while let next = downloaderTimers.indices.min(by: { (downloaderTimers[$0].due, downloaderTimers[$0].order) < (downloaderTimers[$1].due, downloaderTimers[$1].order) }),
               downloaderTimers[next].due <= time {
@@ -433,14 +369,27 @@ public final class ReplaySession {
                 continue
             }
             takeDownloaderEffects(downloader.timerFired(timer.token, now: now))
-            while !downloaderReports.isEmpty {
-                let body = downloaderReports.removeFirst()
-                extraNumber += 1
-                let records = try handle(Command(id: CommandID(origin: extraOrigin, number: extraNumber), body: body))
-                deliver(records, compared: true)
-                try handleReactions(compared: true)
-            }
+            try handleDownloaderReports()
         }
+    }
+
+    private func handleDownloaderReports() throws {
+        while !downloaderReports.isEmpty {
+            let body = downloaderReports.removeFirst()
+            extraNumber += 1
+            let records = try handle(Command(id: CommandID(origin: extraOrigin, number: extraNumber), body: body))
+            deliver(records, compared: true)
+            try handleReactions(compared: true)
+        }
+    }
+
+    /// Reports held for downloads now decided anew are handled, in the order they were made.
+    private func handleHeldReports() throws {
+        for key in heldReports.keys.sorted(by: { ($0.transaction.device, $0.transaction.number, $0.index) < ($1.transaction.device, $1.transaction.number, $1.index) })
+        where downloadsAnew.contains(key) {
+            downloaderReports.append(contentsOf: heldReports.removeValue(forKey: key)!)
+        }
+        try handleDownloaderReports()
     }
 
     /// Whether the queue still accepts a recorded user's, store or downloader command in a what-if
@@ -458,38 +407,39 @@ public final class ReplaySession {
         result.comparedEvents += unit.events.count
         result.different += 1
         verbatim = false
-        guard result.firstDivergence == nil else { return }
-        result.firstDivergence = Divergence(kind: .different, sequence: engine.projection.lastSequence + 1, recorded: unit.events.first,
-                                            replayed: nil, device: unit.device, context: nil, handledBefore: handled)
-        firstNeedsReplayed = true
+        noteDivergence(Divergence(kind: .different, sequence: engine.projection.lastSequence + 1, recorded: unit.events.first,
+                                  replayed: nil, device: unit.device, context: nil, handledBefore: handled))
     }
 
-    /// Classifies a command the observers under test sent in a what-if replay, already handled where
-    /// it was sent: it stands for the first recorded observer command of its device ahead that makes the
-    /// same request (an attachment under another observer's name is the same), and differs when its
-    /// events do (names of observers aside); with none, it is `extra`. Only the report depends on this.
-    private func noteWhatIf(_ body: CommandBody, _ records: [EngineRecord]) {
-        guard let absolute = correspondingRecorded(body) else {
-            // A transfer the recording did not start here has no recorded reports to follow: decided anew.
-            if case .startDownloads = body {
-                for record in records { if case .downloadStarted(let key) = record.recorded.event { downloadsAnew.insert(key) } }
-            }
-            guard !records.isEmpty else { return }
-            result.extra += 1
+    /// Keeps the divergence that comes first in the replayed log: a command sent anew is named `extra`
+    /// only at its device's next input, after divergences found later in the log.
+    private func noteDivergence(_ divergence: Divergence) {
+        if let first = result.firstDivergence, first.sequence <= divergence.sequence { return }
+        result.firstDivergence = divergence
+        firstNeedsReplayed = divergence.replayed == nil
+    }
+
+    /// A recorded observer command in a what-if replay: the first command the observers under test sent
+    /// since the device's last input that makes the same request stands for it, and differs when its
+    /// events do (names of observers aside); with none, it is `missing`.
+    private func pair(_ unit: RecordedUnit) {
+        recordedInRange += unit.events.count
+        result.comparedEvents += unit.events.count
+        guard let index = sentAnew[unit.device]?.firstIndex(where: { Self.sameRequest($0.body, unit.body!) }) else {
+            result.missing += 1
             verbatim = false
-            if result.firstDivergence == nil {
-                let next = (head..<window.end).lazy.map { self.window[$0] }.first { $0.unit.sequence <= self.sliceTo && !$0.unit.events.isEmpty }
-                result.firstDivergence = Divergence(kind: .extra, sequence: records[0].recorded.sequence, recorded: next?.unit.events.first,
-                                                    replayed: records[0].recorded, device: body.device, context: nil, handledBefore: handled - 1)
-            }
+            noteDivergence(Divergence(kind: .missing, sequence: engine.projection.lastSequence + 1, recorded: unit.events.first,
+                                      replayed: nil, device: unit.device, context: nil, handledBefore: handled))
             return
         }
-        window[absolute].claimed = body
-        let recorded = window[absolute].unit.events
+        let sent = sentAnew[unit.device]!.remove(at: index)
+        // The recording started these downloads too: its reports on them apply.
+        for key in sent.startedDownloads { heldReports[key] = nil }
+        let recorded = unit.events
         var firstDifference: Int?
-        for index in 0..<max(records.count, recorded.count) {
-            guard index < records.count, index < recorded.count,
-                  Self.withoutObserverName(records[index].recorded.event) == Self.withoutObserverName(recorded[index].event) else {
+        for index in 0..<max(sent.records.count, recorded.count) {
+            guard index < sent.records.count, index < recorded.count,
+                  Self.withoutObserverName(sent.records[index].event) == Self.withoutObserverName(recorded[index].event) else {
                 firstDifference = index
                 break
             }
@@ -497,36 +447,25 @@ public final class ReplaySession {
         guard let index = firstDifference else { return }
         result.different += 1
         verbatim = false
-        guard result.firstDivergence == nil else { return }
-        result.firstDivergence = Divergence(
-            kind: .different, sequence: index < records.count ? records[index].recorded.sequence : engine.projection.lastSequence + 1,
-            recorded: index < recorded.count ? recorded[index] : nil, replayed: index < records.count ? records[index].recorded : nil,
-            device: body.device, context: nil, handledBefore: handled - 1)
+        noteDivergence(Divergence(
+            kind: .different, sequence: index < sent.records.count ? sent.records[index].sequence : engine.projection.lastSequence + 1,
+            recorded: index < recorded.count ? recorded[index] : nil, replayed: index < sent.records.count ? sent.records[index] : nil,
+            device: unit.device, context: nil, handledBefore: sent.handledBefore))
     }
 
-    /// The first recorded observer command of the device that makes the same request before the
-    /// device's next recorded input (user, store, downloader), struck out: the same request elsewhere
-    /// among the inputs is another behaviour.
-    private func correspondingRecorded(_ body: CommandBody) -> Int? {
-        guard let index = unclaimed.index(forKey: body.device) else { return nil }
-        var nextInput = window.end
-        if let inputs = inputUnitsByDevice[body.device] {
-            for position in inputs.start..<inputs.items.count where inputs.items[position] >= head {
-                nextInput = inputs.items[position]
-                break
-            }
+    /// The device's next recorded input (`before`, nil at the end): what its observers under test sent
+    /// since its last one and no recorded command stood for is `extra`, and the downloads those started
+    /// are transferred anew by the downloader.
+    private func closeSegment(of device: String, before next: RecordedUnit?) {
+        guard let pending = sentAnew.removeValue(forKey: device) else { return }
+        for sent in pending {
+            for key in sent.startedDownloads where heldReports[key] != nil { downloadsAnew.insert(key) }
+            guard let first = sent.records.first else { continue }
+            result.extra += 1
+            verbatim = false
+            noteDivergence(Divergence(kind: .extra, sequence: first.sequence, recorded: next?.events.first, replayed: first,
+                                      device: device, context: nil, handledBefore: sent.handledBefore))
         }
-        var position = unclaimed.values[index].start
-        while position < unclaimed.values[index].items.count {
-            let absolute = unclaimed.values[index].items[position]
-            if absolute >= nextInput { return nil }
-            if absolute >= head, Self.sameRequest(body, window[absolute].unit.body!) {
-                unclaimed.values[index].items[position] = -1
-                return absolute
-            }
-            position += 1
-        }
-        return nil
     }
 
     /// Equal requests, an observer's name aside: an observer's new name is not a new behaviour.
@@ -561,17 +500,18 @@ public final class ReplaySession {
         }
     }
 
-    /// The app process incarnation of the device's last app-side command (written only when it
-    /// changes: a device's commands mostly come from one incarnation).
-    private func noteAppOrigin(_ unit: RecordedUnit) {
-        guard let origin = unit.commandID?.origin else {
-            appOrigin[unit.device] = nil
-            return
-        }
-        if let index = appOrigin.index(forKey: unit.device) {
-            if appOrigin.values[index] != origin { appOrigin.values[index] = origin }
-        } else {
-            appOrigin[unit.device] = origin
+    /// The command sent stands for the recorded one: equal, or a download request whose
+    /// recorded events name only some of its downloads (the others needed nothing).
+    static func matches(_ sent: CommandBody, _ recorded: CommandBody) -> Bool {
+        if sent == recorded { return true }
+        switch (sent, recorded) {
+        case (.startDownloads(let all), .startDownloads(let some)), (.pauseDownloads(let all), .pauseDownloads(let some)),
+             (.resumeDownloads(let all), .resumeDownloads(let some)), (.cancelDownloads(let all), .cancelDownloads(let some)):
+            var remaining = some[...]
+            for key in all where key == remaining.first { remaining.removeFirst() }
+            return remaining.isEmpty && !some.isEmpty
+        default:
+            return false
         }
     }
 
@@ -607,7 +547,7 @@ public final class ReplaySession {
         let records = try handle(Command(id: unit.commandID!, body: body), heard: unit.heard)
         if compared { result.comparedEvents += unit.events.count }
         check(records, against: unit, compared: compared)
-        deliver(records, compared: compared)
+        if apps != nil { deliver(records, compared: compared) }
     }
 
     /// Compares what the engine appended for a recorded command with what was recorded.
@@ -628,13 +568,11 @@ public final class ReplaySession {
         if !verbatimHere { verbatim = false }
         guard compared, !same else { return }
         result.different += 1
-        guard result.firstDivergence == nil else { return }
         let replayed = records.indices.contains(firstDifference) ? records[firstDifference].recorded : nil
-        result.firstDivergence = Divergence(
+        noteDivergence(Divergence(
             kind: .different, sequence: replayed?.sequence ?? engine.projection.lastSequence + 1,
             recorded: unit.events.indices.contains(firstDifference) ? unit.events[firstDifference] : nil,
-            replayed: replayed, device: unit.device, context: nil, handledBefore: handled - 1)
-        firstNeedsReplayed = replayed == nil
+            replayed: replayed, device: unit.device, context: nil, handledBefore: handled - 1))
     }
 
     /// Byte arrays compared as memory (`==` on arrays compares element by element).
@@ -647,19 +585,10 @@ public final class ReplaySession {
         }
     }
 
-    private func noteMissing(_ unit: RecordedUnit) {
-        result.missing += 1
-        verbatim = false
-        recordedInRange += unit.events.count
-        result.comparedEvents += unit.events.count
-        guard result.firstDivergence == nil else { return }
-        result.firstDivergence = Divergence(kind: .missing, sequence: engine.projection.lastSequence + 1, recorded: unit.events.first,
-                                            replayed: nil, device: unit.device, context: nil, handledBefore: handled)
-        firstNeedsReplayed = true
-    }
-
-    /// Lets the apps hear appended events, then takes what their observers sent.
+    /// Lets the apps hear appended events (and the downloader, what it answers for), then takes what
+    /// their observers sent. Events are heard as they are appended: a replay has no network.
     private func deliver(_ records: [EngineRecord], compared: Bool) {
+        guard let apps else { return }
         if let downloader, compared {
             for record in records {
                 takeDownloaderEffects(downloader.receive(record.recorded, now: now))
@@ -687,167 +616,24 @@ public final class ReplaySession {
     }
 
     private func collectReactions(of device: String, compared: Bool) {
-        if whatIf {
-            // Decided anew: every command the observers under test send is handled where it is sent. Before
-            // the slice the recording is the truth, and what they send is not sent.
-            let drained = apps.drainObserverCommands(device)
-            // The app's asynchronous work completes later, on the timers the downloader's share (before the
-            // slice, the recording is the truth, and what the work would make is not sent either).
-            for started in apps.takeStartedWork(device) where compared {
-                downloaderTimersSet += 1
-                downloaderTimers.append((now + max(0, started.delay), downloaderTimersSet, .appWork(device: device, work: started.number)))
-            }
-            if compared {
-                reactions.append(contentsOf: drained)
-            } else {
-                for body in drained { apps.withdraw(body, device: device) }
-            }
-            return
+        guard let apps else { return }
+        // Decided anew: every command the observers under test send is handled where it is sent. Before
+        // the slice the recording is the truth, and what they send is not sent.
+        let drained = apps.drainObserverCommands(device)
+        // The app's asynchronous work completes later, on the timers the downloader's share (before the
+        // slice, the recording is the truth, and what the work would make is not sent either).
+        for started in apps.takeStartedWork(device) where compared {
+            downloaderTimersSet += 1
+            downloaderTimers.append((now + max(0, started.delay), downloaderTimersSet, .appWork(device: device, work: started.number)))
         }
-        for body in apps.drainObserverCommands(device) where !claim(body) && !isAlreadyClaimed(body) {
-            // Before the slice the recording is the truth: what it has no place for is not sent;
-            // nor is what the recorded app lost as it quit, and the app does not remember it either.
-            if compared && !appGoneAhead(body.device) && !madeAgainAfterRelaunch(body) {
-                reactions.append(body)
-            } else {
-                apps.withdraw(body, device: device)
-            }
+        if compared {
+            reactions.append(contentsOf: drained)
+        } else {
+            for body in drained { apps.withdraw(body, device: device) }
         }
     }
 
-    /// Gives a command the replayed observers sent the place of an equal recorded one ahead.
-    private func claim(_ body: CommandBody) -> Bool {
-        // Changed in place: a copy of the device's queue would copy its array on the first write.
-        guard let index = unclaimed.index(forKey: body.device) else { return false }
-        let horizon = now + matchHorizonNanoseconds
-        var position = unclaimed.values[index].start
-        while position < unclaimed.values[index].items.count {
-            let absolute = unclaimed.values[index].items[position]
-            if absolute >= head {
-                if window[absolute].unit.timestamp > horizon { return false }
-                if Self.matches(body, window[absolute].unit.body!) {
-                    window[absolute].claimed = body
-                    unclaimed.values[index].items[position] = -1
-                    return true
-                }
-            }
-            position += 1
-        }
-        return false
-    }
-
-    /// An app that quits drops its observers at once, while events already on their way are
-    /// lost to it; the replay's app hears those events before the quit reaches the queue,
-    /// so its observers may ask early for what the relaunched ones ask again. A command
-    /// that already holds a recorded place ahead is that same request, sent twice.
-    private func isAlreadyClaimed(_ body: CommandBody) -> Bool {
-        // Only a unit of the command's device can hold it (`claim` looks among the device's own).
-        for absolute in appUnits(of: body.device, through: now + matchHorizonNanoseconds) where window[absolute].claimed == body { return true }
-        return false
-    }
-
-    /// The window's user and observer units of `device` from the head, in order, up to the first
-    /// unit (of any device) recorded after `horizon`.
-    private func appUnits(of device: String, through horizon: Int64) -> [Int] {
-        var numbers: [Int] = []
-        guard timestampsIncrease else {
-            for absolute in head..<window.end {
-                if window[absolute].unit.timestamp > horizon { break }
-                let source = window[absolute].unit.source
-                if window[absolute].unit.device == device, source == .user || source == .observer { numbers.append(absolute) }
-            }
-            return numbers
-        }
-        guard let index = appUnitsByDevice.index(forKey: device) else { return [] }
-        let limit = firstUnit(after: horizon)
-        let units = appUnitsByDevice.values[index]
-        for position in units.start..<units.items.count {
-            let absolute = units.items[position]
-            if absolute >= limit { break }
-            if absolute >= head { numbers.append(absolute) }
-        }
-        return numbers
-    }
-
-    /// The first unit from the head recorded after `horizon` (`window.end` if none), found by
-    /// halving: recorded times do not decrease (`timestampsIncrease`).
-    private func firstUnit(after horizon: Int64) -> Int {
-        var low = head
-        var high = window.end
-        while low < high {
-            let middle = (low + high) / 2
-            if window[middle].unit.timestamp > horizon { high = middle } else { low = middle + 1 }
-        }
-        return low
-    }
-
-    /// An app attaches its observers as it launches; the network may deliver those attachments
-    /// to the queue before the launch (they are then refused). When a recorded observer command
-    /// nobody sent yet comes before a launch of the same app process, the launch's app side
-    /// happens now, so its attachments can take their recorded places.
-    private func launchEarly(for absoluteUnit: Int) {
-        let device = window[absoluteUnit].unit.device
-        let origin = window[absoluteUnit].unit.commandID?.origin
-        for absolute in appUnits(of: device, through: window[absoluteUnit].unit.timestamp + matchHorizonNanoseconds) {
-            guard window[absolute].unit.source == .user, window[absolute].unit.commandID?.origin == origin else { continue }
-            guard case .launchApp = window[absolute].unit.body, !launchedEarly.contains(absolute) else { return }
-            launchedEarly.insert(absolute)
-            apps.afterUserAction(window[absolute].unit.body!)
-            collectReactions(of: device, compared: true)
-            return
-        }
-    }
-
-    /// True when the recorded app of `device` quits, or its process is replaced (a new command
-    /// origin), before its observers send anything else: the recorded app may have heard the
-    /// event only after its observers were gone (events take time to arrive, longer after a
-    /// loss), and what they would have sent went with them.
-    private func appGoneAhead(_ device: String) -> Bool {
-        guard let current = appOrigin[device] else { return false }
-        for absolute in appUnits(of: device, through: now + matchHorizonNanoseconds) {
-            let slot = window[absolute]
-            if case .terminateApp = slot.unit.body { return true }
-            if slot.unit.commandID?.origin != current { return true }
-            // Attaching is the app's launch, not its observers reacting to what they heard.
-            if case .attachObserver = slot.unit.body { continue }
-            // A recorded command the replay already made is a reaction to an earlier event: it does
-            // not show that the recorded app heard this one.
-            if slot.unit.source == .observer && slot.claimed == nil { return false }
-        }
-        return false
-    }
-
-    /// True when the recorded app quits (or its process is replaced) and only afterwards makes this
-    /// very command: it heard the cause late (a lost event caught up after the quit), so it acted
-    /// after relaunching. The replayed app forgets it now and makes it again after its relaunch.
-    private func madeAgainAfterRelaunch(_ body: CommandBody) -> Bool {
-        guard let current = appOrigin[body.device] else { return false }
-        var quit = false
-        for absolute in appUnits(of: body.device, through: now + relaunchHorizonNanoseconds) {
-            let slot = window[absolute]
-            if case .terminateApp = slot.unit.body { quit = true }
-            if slot.unit.commandID?.origin != current { quit = true }
-            if quit, slot.unit.source == .observer, slot.claimed == nil, Self.matches(body, slot.unit.body!) { return true }
-        }
-        return false
-    }
-
-    /// The command sent stands for the recorded one: equal, or a download request whose
-    /// recorded events name only some of its downloads (the others needed nothing).
-    static func matches(_ sent: CommandBody, _ recorded: CommandBody) -> Bool {
-        if sent == recorded { return true }
-        switch (sent, recorded) {
-        case (.startDownloads(let all), .startDownloads(let some)), (.pauseDownloads(let all), .pauseDownloads(let some)),
-             (.resumeDownloads(let all), .resumeDownloads(let some)), (.cancelDownloads(let all), .cancelDownloads(let some)):
-            var remaining = some[...]
-            for key in all where key == remaining.first { remaining.removeFirst() }
-            return remaining.isEmpty && !some.isEmpty
-        default:
-            return false
-        }
-    }
-
-    /// Commands the replayed observers sent that the recording has no place for: handled at once.
+    /// Commands the observers under test sent: handled at once, where they are sent.
     private func handleReactions(compared: Bool) throws {
         var count = 0
         while !reactions.isEmpty {
@@ -860,42 +646,18 @@ public final class ReplaySession {
             }
             extraNumber += 1
             let records = try handle(Command(id: CommandID(origin: extraOrigin, number: extraNumber), body: body))
-            if whatIf {
-                noteWhatIf(body, records)
-            } else if !records.isEmpty {
-                result.extra += 1
-                verbatim = false
-                if result.firstDivergence == nil {
-                    let next = (head..<window.end).lazy.map { self.window[$0] }.first { $0.unit.sequence <= self.sliceTo && !$0.unit.events.isEmpty }
-                    result.firstDivergence = Divergence(kind: .extra, sequence: records[0].recorded.sequence, recorded: next?.unit.events.first,
-                                                        replayed: records[0].recorded, device: body.device, context: nil,
-                                                        handledBefore: handled - 1)
-                }
+            var started: [DownloadKey] = []
+            for record in records {
+                guard case .downloadStarted(let key) = record.recorded.event else { continue }
+                started.append(key)
+                // Its reports wait until the start is paired with the recording's, or found to be new.
+                if heldReports[key] == nil { heldReports[key] = [] }
             }
+            sentAnew[body.device, default: []].append(SentAnew(body: body, records: records.map(\.recorded), handledBefore: handled - 1,
+                                                               startedDownloads: started))
+            if inputsSpent { closeSegment(of: body.device, before: nil) }
             deliver(records, compared: compared)
         }
-    }
-}
-
-/// Absolute unit numbers in order; claimed ones are struck out (-1) where they stand.
-struct IndexQueue {
-    var items: [Int] = []
-    var start = 0
-
-    mutating func append(_ value: Int) { items.append(value) }
-
-    /// Removes `value` when it is the first one not struck out; true if it was there.
-    mutating func popFront(ifEqual value: Int) -> Bool {
-        while start < items.count && items[start] < 0 { start += 1 }
-        defer {
-            if start >= 64 && start * 2 >= items.count {
-                items.removeFirst(start)
-                start = 0
-            }
-        }
-        guard start < items.count, items[start] == value else { return false }
-        start += 1
-        return true
     }
 }
 
@@ -910,57 +672,4 @@ public final class DiscardingLogStorage: LogStorage {
     }
     public func forEachRecord(from: UInt64, _ body: (UInt64, Int64, UnsafeRawBufferPointer) throws -> Void) throws {}
     public func close() throws {}
-}
-
-/// Recorded units held ahead of the replay, numbered from 0 in the order they were read: a
-/// ring, so taking the first moves nothing, and its room is that of the most units held at
-/// once (the lookahead), whatever the recording's length. Free places hold `vacant` (not
-/// optionals: reading through an optional's unwrapping copies the element).
-struct UnitWindow<Element> {
-    private let vacant: Element
-    private var storage: [Element]
-    /// Number of the first element held.
-    private(set) var start = 0
-    /// Number the next element appended gets.
-    private(set) var end = 0
-
-    init(vacant: Element) {
-        self.vacant = vacant
-        storage = Array(repeating: vacant, count: 64)
-    }
-
-    var count: Int { end - start }
-
-    /// The element numbered `number` (`start <= number < end`).
-    subscript(number: Int) -> Element {
-        _read {
-            precondition(number >= start && number < end, "unit \(number) is not in the window \(start)..<\(end)")
-            yield storage[number & (storage.count - 1)]
-        }
-        _modify {
-            precondition(number >= start && number < end, "unit \(number) is not in the window \(start)..<\(end)")
-            yield &storage[number & (storage.count - 1)]
-        }
-    }
-
-    mutating func append(_ element: Element) {
-        if count == storage.count { grow() }
-        storage[end & (storage.count - 1)] = element
-        end += 1
-    }
-
-    /// Takes out the first element (moved, not copied).
-    mutating func removeFirst() -> Element {
-        precondition(start < end, "the window is empty")
-        var element = vacant
-        swap(&element, &storage[start & (storage.count - 1)])
-        start += 1
-        return element
-    }
-
-    private mutating func grow() {
-        var larger = Array(repeating: vacant, count: storage.count * 2)
-        for number in start..<end { swap(&larger[number & (larger.count - 1)], &storage[number & (storage.count - 1)]) }
-        storage = larger
-    }
 }
