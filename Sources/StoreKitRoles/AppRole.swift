@@ -120,6 +120,8 @@ public final class DeviceApp {
     private enum Stage { case register, launch, shopping, relaunching, done }
 
     private let storage: ContentStorage?
+    /// The app's own code that adds the user's payments, if it has one (issue 28).
+    private let appPurchase: ((_ queue: PaymentQueue, _ payment: Payment) -> Bool)?
 
     public init(device: String, account: String, isAdditionalDevice: Bool, behavior: AppBehavior, catalog: Catalog,
                 choices: ChoiceSource, storage: ContentStorage?, hooks: AppHooks? = nil,
@@ -134,6 +136,7 @@ public final class DeviceApp {
         observerChoices = choices.stream(ChoiceStream.observers(device))
         self.purchasesLeft = behavior.purchasesPerDevice
         self.storage = storage
+        appPurchase = hooks?.appPurchase
         let queue = PaymentQueue(device: device, catalog: catalog, ordering: behavior.ordering, choices: observerChoices)
         queue.duplicateDeliveryProbability = behavior.choicePoints?.duplicateDeliveryProbability ?? 0
         queue.trace = hooks?.trace
@@ -274,7 +277,7 @@ public final class DeviceApp {
             subscribedGroups.insert(group)
         }
         // The app's own code adds the payment, when it takes the user's request (issue 28).
-        if payment.discount == nil, let appPurchase = hooks?.appPurchase, appPurchase(queue, payment) { return }
+        if payment.discount == nil, let appPurchase, appPurchase(queue, payment) { return }
         do {
             try queue.add(payment)
         } catch {
