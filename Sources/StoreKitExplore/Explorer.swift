@@ -408,6 +408,44 @@ public struct Explorer {
     }
 
     /// True when `choices` (on `scenario`) still breaks `invariant`.
+    /// Each choice addressed by its key's index in the order keys were first drawn: the keys, and the entries.
+    private static func addressed(keys found: [ChoiceKey], choices: [UInt64]) -> (keys: [ChoiceKey], entries: [ChoiceEntry]) {
+        var keys: [ChoiceKey] = []
+        var keyIndex: [ChoiceKey: Int] = [:]
+        var entries: [ChoiceEntry] = []
+        for (key, value) in zip(found, choices) {
+            let index = keyIndex[key] ?? keys.count
+            if index == keys.count {
+                keys.append(key)
+                keyIndex[key] = index
+            }
+            entries.append(ChoiceEntry(key: index, value: value))
+        }
+        return (keys, entries)
+    }
+
+    /// Fewer devices, then fewer purchases, with the same choices, while `invariant` still fails.
+    /// True when `scenario` got smaller.
+    private func reduce(_ scenario: inout Scenario, keeping choices: [ChoiceEntry], keys: [ChoiceKey]?, _ invariant: AppInvariant,
+                        runs: inout Int) -> Bool {
+        var changed = false
+        while scenario.devices > 1 {
+            var smaller = scenario
+            smaller.devices -= 1
+            guard (try? fails(choices, keys: keys, invariant, smaller, runs: &runs)) != nil else { break }
+            scenario = smaller
+            changed = true
+        }
+        while scenario.apps.purchasesPerDevice > 1 {
+            var smaller = scenario
+            smaller.apps.purchasesPerDevice -= 1
+            guard (try? fails(choices, keys: keys, invariant, smaller, runs: &runs)) != nil else { break }
+            scenario = smaller
+            changed = true
+        }
+        return changed
+    }
+
     private func fails(_ choices: [ChoiceEntry], keys: [ChoiceKey]?, _ invariant: AppInvariant, _ scenario: Scenario,
                        runs: inout Int) throws -> ScheduleOutcome? {
         runs += 1
@@ -450,37 +488,14 @@ public struct Explorer {
         // Where each choice came from: the schedule as found, run once recording it.
         reusedLog.removeAll()
         let found = try execute(choices: ReplayedChoices(choices), scenario: start, recordsKeys: true, storage: reusedLog)
-        var keys: [ChoiceKey] = []
-        var keyIndex: [ChoiceKey: Int] = [:]
-        var addressed: [ChoiceEntry] = []
-        for (key, value) in zip(found.keys, found.choices) {
-            let index = keyIndex[key] ?? keys.count
-            if index == keys.count {
-                keys.append(key)
-                keyIndex[key] = index
-            }
-            addressed.append(ChoiceEntry(key: index, value: value))
-        }
+        let (keys, addressed) = Self.addressed(keys: found.keys, choices: found.choices)
 
         /// Shrinks `start` as long as anything goes; `keys` nil: as one sequence (every entry's key 0).
         func minimise(_ start: [ChoiceEntry], keys: [ChoiceKey]?) throws -> (entries: [ChoiceEntry], oneMinimal: Bool) {
             var current = Self.trimmed(start)
             // Fewer devices, then fewer purchases, with the same choices (tried again after each round).
             func reduceScenario(_ changed: inout Bool) {
-                while scenario.devices > 1 {
-                    var smaller = scenario
-                    smaller.devices -= 1
-                    guard (try? fails(current, keys: keys, invariant, smaller, runs: &runs)) != nil else { break }
-                    scenario = smaller
-                    changed = true
-                }
-                while scenario.apps.purchasesPerDevice > 1 {
-                    var smaller = scenario
-                    smaller.apps.purchasesPerDevice -= 1
-                    guard (try? fails(current, keys: keys, invariant, smaller, runs: &runs)) != nil else { break }
-                    scenario = smaller
-                    changed = true
-                }
+                if reduce(&scenario, keeping: current, keys: keys, invariant, runs: &runs) { changed = true }
             }
             // Each choice (last first) to 0, else to half its value, where the failure stays.
             func simplify(_ current: inout [ChoiceEntry], _ changed: inout Bool) throws {

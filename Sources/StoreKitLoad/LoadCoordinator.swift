@@ -102,7 +102,7 @@ public final class LoadCoordinator {
         public var inFlight: Int
     }
 
-    private struct DriverState {
+    fileprivate struct DriverState {
         var name: String
         var identity: [UInt8]
         var index: Int
@@ -115,7 +115,7 @@ public final class LoadCoordinator {
         var inFlight = 0
     }
 
-    private struct IntervalAccumulator {
+    fileprivate struct IntervalAccumulator {
         var histograms = StageHistograms()
         var custom = CustomFigures()
         var counters = LoadCounters()
@@ -142,20 +142,9 @@ public final class LoadCoordinator {
         defer { context.terminate() }
         let router = try context.socket(.router)
         defer { router.close() }
-        router.receiveLimits = LoadWire.limits
-        // A frame beyond the protocol's whole-message limit closes its connection before libzmq
-        // allocates it (a stranger's 17 MB frame once took the coordinator from 38 to 95 MB).
-        try router.set(.maximumMessageSize, Int64(LoadWire.limits.maximumByteCount))
-        try router.set(.receiveHighWaterMark, 100_000)
         let security = try DriverEndpointSecurity(topology: topology, context: context, router: router)
         defer { security?.close() }
-        let endpoint = topology.resolved(options.listenEndpoint ?? "ipc://{run}/load.ipc", runDirectory: runDirectory)
-        do {
-            try router.bind(endpoint)
-        } catch {
-            throw LoadProtocolError("cannot listen for drivers on \(endpoint) (\(error)); choose another --listen endpoint")
-        }
-
+        let endpoint = try listen(router)
         for index in 0..<options.localDrivers {
             localProcesses.append(try launchDriver(name: "driver-\(index + 1)", endpoint: endpoint))
         }
@@ -163,57 +152,100 @@ public final class LoadCoordinator {
         if options.remoteDrivers > 0 {
             logger.notice("waiting for drivers started by hand", metadata: ["expected": "\(options.remoteDrivers)", "coordinator": "\(endpoint)"])
         }
+        var roster = DriverRoster()
+        try admitDrivers(into: &roster, expected: expected, router: router, security: security, supervisor: supervisor, localProcesses: localProcesses)
+
+        // Everyone starts at one instant, a little ahead so the START reaches every host first.
+        let startUnix = LiveClock.wallNanoseconds() + 300_000_000
+        let startMonotonic = LiveClock.monotonicNanoseconds() + 300_000_000
+        for driver in roster.drivers.values {
+            _ = try router.send([driver.identity] + LoadWire.frames(.start, LoadStart(startAtUnixNanoseconds: startUnix)), mode: .nonBlocking)
+            // Silence counts from the start: setting up a driver's devices (before its ready) may take
+            // longer than the silence bound, and it sends no report until the load runs.
+            roster.drivers[driver.name]?.lastHeard = startMonotonic
+        }
+        let logURL = runDirectory.appendingPathComponent("histograms.hlog")
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: logURL)
+        defer { try? logHandle.close() }
+        let progress = LoadProgress(options: options, logger: logger, router: router, roster: roster,
+                                    histogramLog: HistogramLogWriter(startUnixNanoseconds: startUnix), logHandle: logHandle)
+        try collectReports(progress, router: router, security: security, supervisor: supervisor, localProcesses: localProcesses)
+        try progress.emitReadyIntervals()
+        progress.liveView?.finish()
+        var figures = progress.figures
+        let loadEnd = LiveClock.monotonicNanoseconds()
+        figures.loadSeconds = min(Double(options.plan.loadNanoseconds) / 1e9, max(progress.lastStartSeconds, Double(loadEnd - startMonotonic) / 1e9))
+        if progress.aborted != nil { figures.loadSeconds = min(figures.loadSeconds, Double(loadEnd - startMonotonic) / 1e9) }
+
+        // The run's correctness, from its log: stop the services first so the log is complete.
+        for process in localProcesses { waitOrKill(process) }
+        supervisor.stopServices()
+        servicesRunning = false
+        try addLogFigures(to: &figures)
+
+        let drivers = progress.roster.drivers.values
+        let judged = options.thresholds.map { threshold in (threshold, threshold.passes(figures), threshold.actual(in: figures)) }
+        return Result(figures: figures, thresholds: judged, rows: progress.rows, drivers: expected,
+                      coordinatorCPUSeconds: Double(processCPUNanoseconds()) / 1e9,
+                      driversCPUSeconds: drivers.reduce(0.0) { $0 + Double($1.cpuNanoseconds) } / 1e9,
+                      coordinatorPeakMemoryBytes: peakResidentBytes(),
+                      driverPeakMemoryBytes: drivers.map(\.peakMemoryBytes).max() ?? 0,
+                      wallSeconds: Double(LiveClock.monotonicNanoseconds() - wallStart) / 1e9, aborted: progress.aborted,
+                      lostDrivers: progress.lostDrivers,
+                      startUnixNanoseconds: startUnix, runDirectory: runDirectory, histogramLog: logURL, plan: options.plan)
+    }
+
+    /// Binds the driver endpoint, within the protocol's limits; returns where it listens.
+    private func listen(_ router: Socket) throws -> String {
+        router.receiveLimits = LoadWire.limits
+        // A frame beyond the protocol's whole-message limit closes its connection before libzmq
+        // allocates it (a stranger's 17 MB frame once took the coordinator from 38 to 95 MB).
+        try router.set(.maximumMessageSize, Int64(LoadWire.limits.maximumByteCount))
+        try router.set(.receiveHighWaterMark, 100_000)
+        let endpoint = topology.resolved(options.listenEndpoint ?? "ipc://{run}/load.ipc", runDirectory: runDirectory)
+        do {
+            try router.bind(endpoint)
+        } catch {
+            throw LoadProtocolError("cannot listen for drivers on \(endpoint) (\(error)); choose another --listen endpoint")
+        }
+        return endpoint
+    }
+
+    /// The drivers that joined, by name and by their socket identity.
+    fileprivate struct DriverRoster {
         var drivers: [String: DriverState] = [:]
         var byIdentity: [[UInt8]: String] = [:]
         var ignoredFrames = 0
+    }
 
-        // Hello and plan, then ready: bounded waits, watching the local drivers stay alive.
+    /// Hello and plan, then ready: bounded waits, watching the local drivers stay alive.
+    private func admitDrivers(into roster: inout DriverRoster, expected: Int, router: Socket, security: DriverEndpointSecurity?,
+                              supervisor: Supervisor, localProcesses: [Process]) throws {
         let setUpDeadline = LiveClock.monotonicNanoseconds() + 120_000_000_000
-        while drivers.count < expected || drivers.values.contains(where: { !$0.ready }) {
+        while roster.drivers.count < expected || roster.drivers.values.contains(where: { !$0.ready }) {
             guard !Shutdown.isRequested else { throw LoadProtocolError("stopped by a signal before the load started") }
             guard LiveClock.monotonicNanoseconds() < setUpDeadline else {
-                throw LoadProtocolError("\(drivers.values.filter(\.ready).count) of \(expected) drivers were ready within 120 s; see the driver logs in \(runDirectory.path)")
+                throw LoadProtocolError("\(roster.drivers.values.filter(\.ready).count) of \(expected) drivers were ready within 120 s; see the driver logs in \(runDirectory.path)")
             }
             if let dead = localProcesses.firstIndex(where: { !$0.isRunning }) {
                 throw LoadProtocolError("driver-\(dead + 1) exited at start (status \(localProcesses[dead].terminationStatus)); see \(runDirectory.appendingPathComponent("driver-\(dead + 1).log").path)")
             }
             if let failure = try supervisor.superviseServices() { throw LoadProtocolError(failure) }
             try security?.admit()
-            guard let frames = try receive(router, ignoredFrames: &ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
+            guard let frames = try receive(router, ignoredFrames: &roster.ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]) else { continue }
             switch verb {
             case .hello:
-                // Anything that reaches the endpoint can send frames: one that is not a driver's hello is
-                // ignored (it once aborted the whole load), and logged for the first few.
-                let hello: DriverHello
-                do {
-                    hello = try LoadWire.decode(DriverHello.self, frames[2])
-                } catch {
-                    ignoredFrames += 1
-                    if ignoredFrames <= 10 { logger.warning("ignored a HELLO that no driver sent", metadata: ["error": "\(error)"]) }
-                    continue
-                }
-                guard drivers[hello.name] == nil else {
-                    throw LoadProtocolError("two drivers are named '\(hello.name)'; give each driver started by hand its own --name")
-                }
-                guard drivers.count < expected else {
-                    throw LoadProtocolError("driver '\(hello.name)' (pid \(hello.pid) on \(hello.host)) arrived, but only \(expected) were expected; raise --remote-drivers")
-                }
-                var plan = options.plan
-                plan.driverIndex = drivers.count
-                plan.driverCount = expected
-                drivers[hello.name] = DriverState(name: hello.name, identity: frames[0], index: plan.driverIndex)
-                byIdentity[frames[0]] = hello.name
-                _ = try router.send([frames[0]] + LoadWire.frames(.plan, plan), mode: .nonBlocking)
-                logger.info("driver joined", metadata: ["name": "\(hello.name)", "host": "\(hello.host)", "pid": "\(hello.pid)"])
+                try admitHello(frames, into: &roster, expected: expected, router: router)
             case .ready:
-                guard let name = byIdentity[frames[0]] else { continue }
-                drivers[name]?.ready = true
-                drivers[name]?.lastHeard = LiveClock.monotonicNanoseconds()
+                guard let name = roster.byIdentity[frames[0]] else { continue }
+                roster.drivers[name]?.ready = true
+                roster.drivers[name]?.lastHeard = LiveClock.monotonicNanoseconds()
             case .failed:
                 // Only a driver that said hello can fail the load.
-                guard let name = byIdentity[frames[0]] else {
-                    ignoredFrames += 1
-                    if ignoredFrames <= 10 { logger.warning("ignored a FAILED from a peer that is no driver of this load") }
+                guard let name = roster.byIdentity[frames[0]] else {
+                    roster.ignoredFrames += 1
+                    if roster.ignoredFrames <= 10 { logger.warning("ignored a FAILED from a peer that is no driver of this load") }
                     continue
                 }
                 throw LoadProtocolError("driver '\(name)' failed: \(String(decoding: frames[2], as: UTF8.self))")
@@ -221,148 +253,73 @@ public final class LoadCoordinator {
                 continue
             }
         }
+    }
 
-        // Everyone starts at one instant, a little ahead so the START reaches every host first.
-        let startUnix = LiveClock.wallNanoseconds() + 300_000_000
-        let startMonotonic = LiveClock.monotonicNanoseconds() + 300_000_000
-        for driver in drivers.values {
-            _ = try router.send([driver.identity] + LoadWire.frames(.start, LoadStart(startAtUnixNanoseconds: startUnix)), mode: .nonBlocking)
-            // Silence counts from the start: setting up a driver's devices (before its ready) may take
-            // longer than the silence bound, and it sends no report until the load runs.
-            drivers[driver.name]?.lastHeard = startMonotonic
+    /// A driver's hello: it gets its plan (its index among the drivers), unless it is a second driver of
+    /// the same name or one more than expected.
+    private func admitHello(_ frames: [[UInt8]], into roster: inout DriverRoster, expected: Int, router: Socket) throws {
+        // Anything that reaches the endpoint can send frames: one that is not a driver's hello is
+        // ignored (it once aborted the whole load), and logged for the first few.
+        let hello: DriverHello
+        do {
+            hello = try LoadWire.decode(DriverHello.self, frames[2])
+        } catch {
+            roster.ignoredFrames += 1
+            if roster.ignoredFrames <= 10 { logger.warning("ignored a HELLO that no driver sent", metadata: ["error": "\(error)"]) }
+            return
         }
-        let logURL = runDirectory.appendingPathComponent("histograms.hlog")
-        var histogramLog = HistogramLogWriter(startUnixNanoseconds: startUnix)
-        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: logURL)
-        defer { try? logHandle.close() }
-
-        var figures = LoadFigures()
-        var intervals: [Int: IntervalAccumulator] = [:]
-        var nextEmit = 0
-        var rows: [IntervalRow] = []
-        var liveView = options.showLiveView ? LiveView() : nil
-        var aborted: String?
-        var stopSent = false
-        let intervalSeconds = Double(options.plan.intervalNanoseconds) / 1e9
-        var lastStartSeconds = 0.0
-
-        func stopDrivers(_ reason: String) throws {
-            guard !stopSent else { return }
-            stopSent = true
-            aborted = aborted ?? reason
-            for driver in drivers.values where !driver.isFinal {
-                _ = try router.send([driver.identity, Array(LoadWire.Verb.stop.rawValue.utf8)], mode: .nonBlocking)
-            }
+        guard roster.drivers[hello.name] == nil else {
+            throw LoadProtocolError("two drivers are named '\(hello.name)'; give each driver started by hand its own --name")
         }
-
-        func emitReadyIntervals() throws {
-            while true {
-                // A driver lagging far behind must not make the coordinator hold intervals without bound.
-                let forced = intervals.count > 120
-                guard forced || drivers.values.allSatisfy({ $0.isFinal || $0.lastInterval >= nextEmit }),
-                      let accumulator = intervals.removeValue(forKey: nextEmit) ?? (forced ? IntervalAccumulator() : nil) else { return }
-                var stages: [String: StageSummary] = [:]
-                for stage in LifecycleStage.allCases {
-                    guard let histogram = accumulator.histograms.histograms[stage], histogram.totalCount > 0 else { continue }
-                    stages[stage.rawValue] = StageSummary(histogram)
-                    histogramLog.append(tag: stage.rawValue, startSeconds: Double(nextEmit) * intervalSeconds, lengthSeconds: intervalSeconds, histogram: histogram)
-                }
-                // A team's driver's own stages, merged like the built-in ones (their names are no built-in stage's).
-                for (name, histogram) in accumulator.custom.stages.sorted(by: { $0.key < $1.key }) where histogram.totalCount > 0 {
-                    stages[name] = StageSummary(histogram)
-                    histogramLog.append(tag: name, startSeconds: Double(nextEmit) * intervalSeconds, lengthSeconds: intervalSeconds, histogram: histogram)
-                }
-                try logHandle.write(contentsOf: Data(histogramLog.take().utf8))
-                let row = IntervalRow(interval: nextEmit, startSeconds: Double(nextEmit) * intervalSeconds, counters: accumulator.counters,
-                                      inFlight: accumulator.inFlight, stages: stages)
-                rows.append(row)
-                options.metrics?.record(row)
-                liveView?.draw(row: row, figures: figures, elapsedSeconds: Double(nextEmit + 1) * intervalSeconds)
-                nextEmit += 1
-                // Nothing is judged before the abort delay: early intervals hold few samples (k6's delayAbortEval).
-                if options.abortOnFail, aborted == nil, Int64(nextEmit) * options.plan.intervalNanoseconds >= options.abortDelayNanoseconds,
-                   let failed = options.thresholds.first(where: { !$0.isEndOfRun && !$0.passes(figures) }) {
-                    logger.warning("threshold failed; stopping the load (--abort-on-fail)", metadata: ["threshold": "\(failed.expression)"])
-                    try stopDrivers("threshold '\(failed.expression)' failed during the run (--abort-on-fail)")
-                }
-            }
+        guard roster.drivers.count < expected else {
+            throw LoadProtocolError("driver '\(hello.name)' (pid \(hello.pid) on \(hello.host)) arrived, but only \(expected) were expected; raise --remote-drivers")
         }
+        var plan = options.plan
+        plan.driverIndex = roster.drivers.count
+        plan.driverCount = expected
+        roster.drivers[hello.name] = DriverState(name: hello.name, identity: frames[0], index: plan.driverIndex)
+        roster.byIdentity[frames[0]] = hello.name
+        _ = try router.send([frames[0]] + LoadWire.frames(.plan, plan), mode: .nonBlocking)
+        logger.info("driver joined", metadata: ["name": "\(hello.name)", "host": "\(hello.host)", "pid": "\(hello.pid)"])
+    }
 
-        var lostDrivers: [LostDriver] = []
-        func lose(_ name: String, _ reason: String) {
-            guard let driver = drivers[name], !driver.isFinal else { return }
-            logger.error("driver lost; the load goes on without it", metadata: ["driver": "\(name)", "reason": "\(reason)"])
-            drivers[name]?.isFinal = true
-            lostDrivers.append(LostDriver(name: name, reason: reason, lastInterval: driver.lastInterval, inFlight: driver.inFlight))
-            figures.counters.errors = figures.counters.errors &+ driver.inFlight
-        }
-
-        while drivers.values.contains(where: { !$0.isFinal }) {
-            if Shutdown.isRequested { try stopDrivers("stopped by a signal") }
+    /// The load itself: reports merged as they come until every driver sent its final one or was lost.
+    private func collectReports(_ progress: LoadProgress, router: Socket, security: DriverEndpointSecurity?, supervisor: Supervisor,
+                                localProcesses: [Process]) throws {
+        let intervalSeconds = progress.intervalSeconds
+        while progress.roster.drivers.values.contains(where: { !$0.isFinal }) {
+            if Shutdown.isRequested { try progress.stopDrivers("stopped by a signal") }
             if let failure = try supervisor.superviseServices() {
-                try stopDrivers(failure)
+                try progress.stopDrivers(failure)
                 throw LoadProtocolError(failure)
             }
             // A local driver that died (kill -9, a crash) says so at once, not after its silence bound;
             // one that exited 0 sent its final report, still to be read.
             for (index, process) in localProcesses.enumerated()
-            where !process.isRunning && !(process.terminationReason == .exit && process.terminationStatus == 0) && drivers["driver-\(index + 1)"]?.isFinal != true {
-                lose("driver-\(index + 1)", Self.deathMessage(process, name: "driver-\(index + 1)", runDirectory: runDirectory))
+            where !process.isRunning && !(process.terminationReason == .exit && process.terminationStatus == 0) && progress.roster.drivers["driver-\(index + 1)"]?.isFinal != true {
+                progress.lose("driver-\(index + 1)", Self.deathMessage(process, name: "driver-\(index + 1)", runDirectory: runDirectory))
             }
             let now = LiveClock.monotonicNanoseconds()
-            for silent in drivers.values where !silent.isFinal && Double(now - silent.lastHeard) / 1e9 > options.driverSilenceSeconds + intervalSeconds {
-                lose(silent.name, "driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
+            for silent in progress.roster.drivers.values where !silent.isFinal && Double(now - silent.lastHeard) / 1e9 > options.driverSilenceSeconds + intervalSeconds {
+                progress.lose(silent.name, "driver '\(silent.name)' sent no report for \(Int(options.driverSilenceSeconds)) s; see its log (\(runDirectory.appendingPathComponent("\(silent.name).log").path) for a local one)")
             }
-            guard drivers.values.contains(where: { !$0.isFinal }) else { break }
+            guard progress.roster.drivers.values.contains(where: { !$0.isFinal }) else { break }
             try security?.admit()
-            guard let frames = try receive(router, ignoredFrames: &ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]),
-                  let name = byIdentity[frames[0]] else { continue }
+            guard let frames = try receive(router, ignoredFrames: &progress.roster.ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]),
+                  let name = progress.roster.byIdentity[frames[0]] else { continue }
             switch verb {
             case .report:
-                let report = try LoadWire.decode(DriverReport.self, frames[2])
-                try options.plan.checkReport(report)
-                let histograms = try StageHistograms(encoded: report.histograms)
-                let custom = try report.custom.map { wire throws(LoadProtocolError) in try CustomFigures(wire: wire) } ?? CustomFigures()
-                try figures.custom.add(custom)
-                figures.stages.add(histograms)
-                figures.counters = figures.counters + report.counters
-                // A report for an interval already shown (from a driver far behind) counts in the
-                // totals only.
-                if report.interval >= nextEmit {
-                    var accumulator = intervals[report.interval] ?? IntervalAccumulator()
-                    accumulator.histograms.add(histograms)
-                    try accumulator.custom.add(custom)
-                    accumulator.counters = accumulator.counters + report.counters
-                    accumulator.inFlight += report.inFlight
-                    intervals[report.interval] = accumulator
-                }
-                drivers[name]?.lastInterval = report.interval
-                drivers[name]?.lastHeard = now
-                drivers[name]?.cpuNanoseconds = report.cpuNanoseconds
-                drivers[name]?.inFlight = report.inFlight
-                drivers[name]?.peakMemoryBytes = report.peakMemoryBytes
-                if report.isFinal { drivers[name]?.isFinal = true }
-                if report.counters.started > 0 || report.counters.missedStarts > 0 {
-                    lastStartSeconds = max(lastStartSeconds, (Double(report.interval) + 1) * intervalSeconds)
-                }
-                try emitReadyIntervals()
+                try progress.take(try LoadWire.decode(DriverReport.self, frames[2]), from: name, now: now)
             case .failed:
                 throw LoadProtocolError("driver '\(name)' failed: \(String(decoding: frames[2], as: UTF8.self))")
             default:
                 continue
             }
         }
-        try emitReadyIntervals()
-        liveView?.finish()
-        let loadEnd = LiveClock.monotonicNanoseconds()
-        figures.loadSeconds = min(Double(options.plan.loadNanoseconds) / 1e9, max(lastStartSeconds, Double(loadEnd - startMonotonic) / 1e9))
-        if aborted != nil { figures.loadSeconds = min(figures.loadSeconds, Double(loadEnd - startMonotonic) / 1e9) }
+    }
 
-        // The run's correctness, from its log: stop the services first so the log is complete.
-        for process in localProcesses { waitOrKill(process) }
-        supervisor.stopServices()
-        servicesRunning = false
+    /// What the log says of the run: violations, what is pending, rejections and duplicates.
+    private func addLogFigures(to figures: inout LoadFigures) throws {
         // Across hosts, this host's log folder holds only its own queues' partitions; the others are
         // checked on their hosts (`sksim log project`, docs/load-testing.md).
         let localQueues = topology.queues.filter { queue in options.thisHost.map { queue.host == $0 } ?? true }
@@ -373,15 +330,6 @@ public final class LoadCoordinator {
         figures.pending = built.pendingCount
         figures.logRejections = built.totals.rejections
         figures.duplicates = QueueStatistics.duplicateCommands(in: runDirectory, topology: topology)
-
-        let judged = options.thresholds.map { threshold in (threshold, threshold.passes(figures), threshold.actual(in: figures)) }
-        return Result(figures: figures, thresholds: judged, rows: rows, drivers: expected,
-                      coordinatorCPUSeconds: Double(processCPUNanoseconds()) / 1e9,
-                      driversCPUSeconds: drivers.values.reduce(0.0) { $0 + Double($1.cpuNanoseconds) } / 1e9,
-                      coordinatorPeakMemoryBytes: peakResidentBytes(),
-                      driverPeakMemoryBytes: drivers.values.map(\.peakMemoryBytes).max() ?? 0,
-                      wallSeconds: Double(LiveClock.monotonicNanoseconds() - wallStart) / 1e9, aborted: aborted, lostDrivers: lostDrivers,
-                      startUnixNanoseconds: startUnix, runDirectory: runDirectory, histogramLog: logURL, plan: options.plan)
     }
 
     /// The next message at the driver endpoint, nil after 50 ms without one. Anything that reaches the
@@ -432,5 +380,123 @@ public final class LoadCoordinator {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+    }
+}
+
+/// The merged figures of a running load: each driver's reports go into the totals and into their
+/// interval, and an interval is shown (row, histogram log, live view, metrics) once every driver has
+/// reported it.
+private final class LoadProgress {
+    let options: LoadCoordinator.Options
+    let logger: Logger
+    let router: Socket
+    var roster: LoadCoordinator.DriverRoster
+    var histogramLog: HistogramLogWriter
+    let logHandle: FileHandle
+    var figures = LoadFigures()
+    var intervals: [Int: LoadCoordinator.IntervalAccumulator] = [:]
+    var nextEmit = 0
+    var rows: [LoadCoordinator.IntervalRow] = []
+    var liveView: LiveView?
+    var aborted: String?
+    var stopSent = false
+    let intervalSeconds: Double
+    var lastStartSeconds = 0.0
+    var lostDrivers: [LoadCoordinator.LostDriver] = []
+
+    init(options: LoadCoordinator.Options, logger: Logger, router: Socket, roster: LoadCoordinator.DriverRoster,
+         histogramLog: HistogramLogWriter, logHandle: FileHandle) {
+        self.options = options
+        self.logger = logger
+        self.router = router
+        self.roster = roster
+        self.histogramLog = histogramLog
+        self.logHandle = logHandle
+        liveView = options.showLiveView ? LiveView() : nil
+        intervalSeconds = Double(options.plan.intervalNanoseconds) / 1e9
+    }
+
+    func stopDrivers(_ reason: String) throws {
+        guard !stopSent else { return }
+        stopSent = true
+        aborted = aborted ?? reason
+        for driver in roster.drivers.values where !driver.isFinal {
+            _ = try router.send([driver.identity, Array(LoadWire.Verb.stop.rawValue.utf8)], mode: .nonBlocking)
+        }
+    }
+
+    func lose(_ name: String, _ reason: String) {
+        guard let driver = roster.drivers[name], !driver.isFinal else { return }
+        logger.error("driver lost; the load goes on without it", metadata: ["driver": "\(name)", "reason": "\(reason)"])
+        roster.drivers[name]?.isFinal = true
+        lostDrivers.append(LoadCoordinator.LostDriver(name: name, reason: reason, lastInterval: driver.lastInterval, inFlight: driver.inFlight))
+        figures.counters.errors = figures.counters.errors &+ driver.inFlight
+    }
+
+    /// A driver's report, checked against the plan, into the totals and its interval.
+    func take(_ report: DriverReport, from name: String, now: Int64) throws {
+        try options.plan.checkReport(report)
+        let histograms = try StageHistograms(encoded: report.histograms)
+        let custom = try report.custom.map { wire throws(LoadProtocolError) in try CustomFigures(wire: wire) } ?? CustomFigures()
+        try figures.custom.add(custom)
+        figures.stages.add(histograms)
+        figures.counters = figures.counters + report.counters
+        // A report for an interval already shown (from a driver far behind) counts in the totals only.
+        if report.interval >= nextEmit {
+            var accumulator = intervals[report.interval] ?? LoadCoordinator.IntervalAccumulator()
+            accumulator.histograms.add(histograms)
+            try accumulator.custom.add(custom)
+            accumulator.counters = accumulator.counters + report.counters
+            accumulator.inFlight += report.inFlight
+            intervals[report.interval] = accumulator
+        }
+        roster.drivers[name]?.lastInterval = report.interval
+        roster.drivers[name]?.lastHeard = now
+        roster.drivers[name]?.cpuNanoseconds = report.cpuNanoseconds
+        roster.drivers[name]?.inFlight = report.inFlight
+        roster.drivers[name]?.peakMemoryBytes = report.peakMemoryBytes
+        if report.isFinal { roster.drivers[name]?.isFinal = true }
+        if report.counters.started > 0 || report.counters.missedStarts > 0 {
+            lastStartSeconds = max(lastStartSeconds, (Double(report.interval) + 1) * intervalSeconds)
+        }
+        try emitReadyIntervals()
+    }
+
+    func emitReadyIntervals() throws {
+        while true {
+            // A driver lagging far behind must not make the coordinator hold intervals without bound.
+            let forced = intervals.count > 120
+            guard forced || roster.drivers.values.allSatisfy({ $0.isFinal || $0.lastInterval >= nextEmit }),
+                  let accumulator = intervals.removeValue(forKey: nextEmit) ?? (forced ? LoadCoordinator.IntervalAccumulator() : nil) else { return }
+            try emit(accumulator)
+            nextEmit += 1
+            // Nothing is judged before the abort delay: early intervals hold few samples (k6's delayAbortEval).
+            if options.abortOnFail, aborted == nil, Int64(nextEmit) * options.plan.intervalNanoseconds >= options.abortDelayNanoseconds,
+               let failed = options.thresholds.first(where: { !$0.isEndOfRun && !$0.passes(figures) }) {
+                logger.warning("threshold failed; stopping the load (--abort-on-fail)", metadata: ["threshold": "\(failed.expression)"])
+                try stopDrivers("threshold '\(failed.expression)' failed during the run (--abort-on-fail)")
+            }
+        }
+    }
+
+    /// Interval `nextEmit`, all drivers merged: its histograms logged, its row kept, shown and served.
+    private func emit(_ accumulator: LoadCoordinator.IntervalAccumulator) throws {
+        var stages: [String: StageSummary] = [:]
+        for stage in LifecycleStage.allCases {
+            guard let histogram = accumulator.histograms.histograms[stage], histogram.totalCount > 0 else { continue }
+            stages[stage.rawValue] = StageSummary(histogram)
+            histogramLog.append(tag: stage.rawValue, startSeconds: Double(nextEmit) * intervalSeconds, lengthSeconds: intervalSeconds, histogram: histogram)
+        }
+        // A team's driver's own stages, merged like the built-in ones (their names are no built-in stage's).
+        for (name, histogram) in accumulator.custom.stages.sorted(by: { $0.key < $1.key }) where histogram.totalCount > 0 {
+            stages[name] = StageSummary(histogram)
+            histogramLog.append(tag: name, startSeconds: Double(nextEmit) * intervalSeconds, lengthSeconds: intervalSeconds, histogram: histogram)
+        }
+        try logHandle.write(contentsOf: Data(histogramLog.take().utf8))
+        let row = LoadCoordinator.IntervalRow(interval: nextEmit, startSeconds: Double(nextEmit) * intervalSeconds, counters: accumulator.counters,
+                                              inFlight: accumulator.inFlight, stages: stages)
+        rows.append(row)
+        options.metrics?.record(row)
+        liveView?.draw(row: row, figures: figures, elapsedSeconds: Double(nextEmit + 1) * intervalSeconds)
     }
 }

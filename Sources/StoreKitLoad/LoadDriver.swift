@@ -616,28 +616,7 @@ struct DriverEngine {
             guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.deferred, nanoseconds: now - lifecycle.intended)
         case .transactionPurchased(let key, let identifier, let downloads, _):
-            guard var transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
-            histograms.record(lifecycle.kind == .askToBuy ? .approved : .purchased, nanoseconds: now - lifecycle.intended)
-            transaction.downloadsRemaining = downloads.count
-            transactions[key] = transaction
-            lifecycles[transaction.lifecycle]?.transactionIdentifier = identifier
-            if behavior != nil, let product = transaction.payment?.productIdentifier {
-                var bought = purchasedProducts[lifecycle.device, default: []]
-                if bought.count >= Self.purchasesKept { bought.removeFirst() }
-                bought.append(product)
-                purchasedProducts[lifecycle.device] = bought
-            }
-            if let payment = transaction.payment {
-                // Exactly the store's record of it (StoreProjection), so a refund request can name it.
-                let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount,
-                                                   transactionDate: recorded.timestamp)
-                var kept = refundable[lifecycle.device, default: []]
-                if kept.count >= Self.refundableKept { kept.removeFirst() }
-                kept.append(original)
-                refundable[lifecycle.device] = kept
-            }
-            deliver(key, identifier: identifier, original: identifier, product: transaction.payment?.productIdentifier ?? "",
-                    device: lifecycle.device, downloads: downloads.count, isRestored: false, timestamp: recorded.timestamp, now: now)
+            purchased(key, identifier: identifier, downloads: downloads.count, timestamp: recorded.timestamp, now: now)
         case .transactionFailed(let key, _):
             guard let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
             histograms.record(.failed, nanoseconds: now - lifecycle.intended)
@@ -709,6 +688,33 @@ struct DriverEngine {
         default:
             break
         }
+    }
+
+    /// The store charged a transaction of ours (or approved an Ask to Buy): timed, remembered for a
+    /// later refund request or a repeat buy, then delivered to the app.
+    mutating func purchased(_ key: TransactionKey, identifier: String, downloads: Int, timestamp: Int64, now: Int64) {
+        guard var transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] else { return }
+        histograms.record(lifecycle.kind == .askToBuy ? .approved : .purchased, nanoseconds: now - lifecycle.intended)
+        transaction.downloadsRemaining = downloads
+        transactions[key] = transaction
+        lifecycles[transaction.lifecycle]?.transactionIdentifier = identifier
+        if behavior != nil, let product = transaction.payment?.productIdentifier {
+            var bought = purchasedProducts[lifecycle.device, default: []]
+            if bought.count >= Self.purchasesKept { bought.removeFirst() }
+            bought.append(product)
+            purchasedProducts[lifecycle.device] = bought
+        }
+        if let payment = transaction.payment {
+            // Exactly the store's record of it (StoreProjection), so a refund request can name it.
+            let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount,
+                                               transactionDate: timestamp)
+            var kept = refundable[lifecycle.device, default: []]
+            if kept.count >= Self.refundableKept { kept.removeFirst() }
+            kept.append(original)
+            refundable[lifecycle.device] = kept
+        }
+        deliver(key, identifier: identifier, original: identifier, product: transaction.payment?.productIdentifier ?? "",
+                device: lifecycle.device, downloads: downloads, isRestored: false, timestamp: timestamp, now: now)
     }
 
     /// A purchased or restored transaction arrived at the app: with `--backend`, POST it first and

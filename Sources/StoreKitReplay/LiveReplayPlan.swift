@@ -238,12 +238,7 @@ public struct LiveReplayPlan: Sendable {
 
     private mutating func add(_ recording: Recording, identities: inout TransactionIdentities, count: inout Int) throws {
         let lateNames = Set(scenario.apps.observers.enumerated().filter { $0.element.attachesLate }.map { "\($0.element.rawValue)-\($0.offset + 1)" })
-        var addedAt: [TransactionIdentity: Int64] = [:]
-        var restoreStartedAt: [RestoreName: Int64] = [:]
-        var receiptStartedAt: [ReceiptName: Int64] = [:]
-        var downloadStartedAt: [DownloadName: Int64] = [:]
-        var purchasedAt: [TransactionIdentity: Int64] = [:]
-        var registeredAt: [String: Int64] = [:]
+        var moments = RequestMoments()
         var firstUserTimestamp: Int64?
         var lastTimestamp: Int64 = 0
         var lifecycles: [String: Int] = [:]
@@ -259,21 +254,21 @@ public struct LiveReplayPlan: Sendable {
             }
             lastTimestamp = max(lastTimestamp, unit.events.last?.timestamp ?? unit.timestamp)
             for recorded in unit.events {
-                if let identity = identities.learn(recorded.event), case .transactionAdded = recorded.event { addedAt[identity] = recorded.timestamp }
+                if let identity = identities.learn(recorded.event), case .transactionAdded = recorded.event { moments.added[identity] = recorded.timestamp }
                 if let device = lifecycleCounter.device(countedBy: recorded.event) { lifecycles[device, default: 0] += 1 }
                 switch recorded.event {
                 case .deviceRegistered(let device, _):
-                    registeredAt[device] = recorded.timestamp
+                    moments.registered[device] = recorded.timestamp
                 case .restoreStarted(let device, let restore, _):
-                    restoreStartedAt[RestoreName(device: device, restore: restore)] = recorded.timestamp
+                    moments.restoreStarted[RestoreName(device: device, restore: restore)] = recorded.timestamp
                 case .receiptRefreshStarted(let device, let request):
-                    receiptStartedAt[ReceiptName(device: device, request: request)] = recorded.timestamp
+                    moments.receiptStarted[ReceiptName(device: device, request: request)] = recorded.timestamp
                 case .transactionPurchased(let key, _, _, _):
-                    if let identity = identities.identity(of: key) { purchasedAt[identity] = recorded.timestamp }
+                    if let identity = identities.identity(of: key) { moments.purchased[identity] = recorded.timestamp }
                 case .downloadStarted(let key):
                     if let identity = identities.identity(of: key.transaction) {
                         let name = DownloadName(transaction: identity, index: key.index)
-                        downloadStartedAt[name] = recorded.timestamp
+                        moments.downloadStarted[name] = recorded.timestamp
                         downloadReports[name, default: []].append([])
                     }
                 default:
@@ -309,42 +304,13 @@ public struct LiveReplayPlan: Sendable {
                 }
                 repliesAtLastAppCommand[body.device] = replies[body.device] ?? 0
             case .store:
-                switch body {
-                case .decidePurchase(let key, _), .resumeInterruptedPurchase(_, let key, _, _):
-                    if let identity = identities.identity(of: key), let added = addedAt[identity] {
-                        purchaseDecisions[identity, default: []].append(reply(after: added))
-                    }
-                case .clearTransactions(let device):
-                    if let registered = registeredAt[device] {
-                        accountActions[device, default: []].append(reply(after: registered))
-                    }
-                case .renewSubscription(_, let original), .expireSubscription(_, let original), .refundPurchase(_, let original),
-                     .beginBillingRetry(_, let original, _):
-                    if let identity = identities.purchase(named: original.transactionIdentifier), let purchased = purchasedAt[identity] {
-                        laterDecisions[identity, default: []].append(reply(after: purchased))
-                    }
-                case .completeRestore(let device, let restore, _, _, _), .failRestore(let device, let restore, _):
-                    let name = RestoreName(device: device, restore: restore)
-                    if let started = restoreStartedAt[name] {
-                        restoreAnswers[name, default: []].append(reply(after: started))
-                    }
-                case .deliverReceipt(let device, let request, _, let entries, _):
-                    let name = ReceiptName(device: device, request: request)
-                    if let started = receiptStartedAt[name] {
-                        receiptAnswers[name, default: []].append(reply(after: started))
-                        for entry in entries {
-                            if let identity = identities.purchase(named: entry.transactionIdentifier) { receiptEntries[entry.transactionIdentifier] = identity }
-                        }
-                    }
-                default:
-                    break
-                }
+                planStoreReply(body, moments: moments, identities: identities, reply: reply(after:))
             case .downloader:
                 switch body {
                 case .reportDownloadProgress(let key, _, _), .completeDownload(let key, _), .failDownload(let key, _):
                     if let identity = identities.identity(of: key.transaction) {
                         let name = DownloadName(transaction: identity, index: key.index)
-                        if let started = downloadStartedAt[name], !(downloadReports[name]?.isEmpty ?? true) {
+                        if let started = moments.downloadStarted[name], !(downloadReports[name]?.isEmpty ?? true) {
                             downloadReports[name]![downloadReports[name]!.count - 1]
                                 .append(reply(after: started))
                         }
@@ -357,8 +323,54 @@ public struct LiveReplayPlan: Sendable {
         lengthNanoseconds = max(lengthNanoseconds, lastTimestamp - (firstUserTimestamp ?? 0))
     }
 
+    /// The store's recorded answer to a request, planned as a reply delayed as it was recorded after
+    /// the request (`reply(after:)` counts it for the device).
+    private mutating func planStoreReply(_ body: CommandBody, moments: RequestMoments, identities: TransactionIdentities,
+                                         reply: (_ moment: Int64) -> PlannedReply) {
+        switch body {
+        case .decidePurchase(let key, _), .resumeInterruptedPurchase(_, let key, _, _):
+            if let identity = identities.identity(of: key), let added = moments.added[identity] {
+                purchaseDecisions[identity, default: []].append(reply(added))
+            }
+        case .clearTransactions(let device):
+            if let registered = moments.registered[device] {
+                accountActions[device, default: []].append(reply(registered))
+            }
+        case .renewSubscription(_, let original), .expireSubscription(_, let original), .refundPurchase(_, let original),
+             .beginBillingRetry(_, let original, _):
+            if let identity = identities.purchase(named: original.transactionIdentifier), let purchased = moments.purchased[identity] {
+                laterDecisions[identity, default: []].append(reply(purchased))
+            }
+        case .completeRestore(let device, let restore, _, _, _), .failRestore(let device, let restore, _):
+            let name = RestoreName(device: device, restore: restore)
+            if let started = moments.restoreStarted[name] {
+                restoreAnswers[name, default: []].append(reply(started))
+            }
+        case .deliverReceipt(let device, let request, _, let entries, _):
+            let name = ReceiptName(device: device, request: request)
+            if let started = moments.receiptStarted[name] {
+                receiptAnswers[name, default: []].append(reply(started))
+                for entry in entries {
+                    if let identity = identities.purchase(named: entry.transactionIdentifier) { receiptEntries[entry.transactionIdentifier] = identity }
+                }
+            }
+        default:
+            break
+        }
+    }
+
     /// The devices' steps sorted by offset (a late attachment recorded among user actions keeps its place).
     func steps(of device: String) -> [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int, repliesHeard: Int)] { appSteps[device] ?? [] }
+}
+
+/// When each recorded request began, for the delay of the reply that answered it.
+private struct RequestMoments {
+    var added: [TransactionIdentity: Int64] = [:]
+    var restoreStarted: [LiveReplayPlan.RestoreName: Int64] = [:]
+    var receiptStarted: [LiveReplayPlan.ReceiptName: Int64] = [:]
+    var downloadStarted: [LiveReplayPlan.DownloadName: Int64] = [:]
+    var purchased: [TransactionIdentity: Int64] = [:]
+    var registered: [String: Int64] = [:]
 }
 
 extension CommandBody {
