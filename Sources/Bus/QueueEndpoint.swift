@@ -727,35 +727,45 @@ public final class QueueEndpoint {
         return devices
     }
 
-    private func serveFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8]?, devices: Set<String>? = nil) {
-        if prefix != nil || devices != nil {
-            serveGroupFetch(routingID: routingID, body: body, prefix: prefix ?? [], devices: devices)
-            return
-        }
+    /// A FETCH read and admitted: nil (not answered) when an answer would add to what the peer is not
+    /// reading; a subscriber asks again after its FETCH retry interval.
+    private func admitFetch(routingID: [UInt8], body: [UInt8]) -> (peerQueued: QueuedByteCounter, from: UInt64, limit: Int, maximumBytes: Int)? {
         let peerQueued = unreadReplies.counter(for: routingID)
         guard peerQueued.value < configuration.maximumQueuedFetchBytesPerPeer, unreadReplies.admits(peerQueued) else {
-            // Not answered: an answer would add to what the peer is not reading. A subscriber
-            // asks again after its FETCH retry interval.
             counters.fetchesDroppedForUnreadReplies += 1
-            return
+            return nil
         }
         let from = max(1, BusWire.readLittleEndian(body, at: 0))
         let requested = Int(BusWire.readLittleEndian32(body, at: 8))
         let limit = requested == 0 ? configuration.maximumFetchRecords : min(requested, configuration.maximumFetchRecords)
         // Past the total, a batch is at most the peer's share (still at least one record).
         let maximumBytes = unreadReplies.isOverLimit ? min(configuration.maximumFetchBytes, unreadReplies.fairShare) : configuration.maximumFetchBytes
-        var frames: [[UInt8]] = [routingID, BusWire.ReplyVerb.batch.bytes, []]
         counters.fetchesServed += 1
+        return (peerQueued, from, limit, maximumBytes)
+    }
+
+    /// One event of a FETCH's reply: its header, then its payload.
+    private static func eventFrame(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer) -> [UInt8] {
+        var frame: [UInt8] = []
+        frame.reserveCapacity(BusWire.headerByteCount + payload.count)
+        BusWire.appendHeader(BusWire.Header(kind: .event, sequence: sequence, timestamp: timestamp), to: &frame)
+        frame.append(contentsOf: payload)
+        return frame
+    }
+
+    private func serveFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8]?, devices: Set<String>? = nil) {
+        if prefix != nil || devices != nil {
+            serveGroupFetch(routingID: routingID, body: body, prefix: prefix ?? [], devices: devices)
+            return
+        }
+        guard let (peerQueued, from, limit, maximumBytes) = admitFetch(routingID: routingID, body: body) else { return }
+        var frames: [[UInt8]] = [routingID, BusWire.ReplyVerb.batch.bytes, []]
         if from <= publishedSequence {
             let through = min(publishedSequence, from + UInt64(limit) - 1)
             var byteCount = 0
             func add(sequence: UInt64, timestamp: Int64, payload: UnsafeRawBufferPointer) -> Bool {
                 if frames.count > 3 && byteCount + payload.count > maximumBytes { return false }
-                var frame: [UInt8] = []
-                frame.reserveCapacity(BusWire.headerByteCount + payload.count)
-                BusWire.appendHeader(BusWire.Header(kind: .event, sequence: sequence, timestamp: timestamp), to: &frame)
-                frame.append(contentsOf: payload)
-                frames.append(frame)
+                frames.append(Self.eventFrame(sequence: sequence, timestamp: timestamp, payload: payload))
                 byteCount += payload.count
                 return true
             }
@@ -783,17 +793,8 @@ public final class QueueEndpoint {
     /// is one of its `devices`), looking at most `maximumGroupFetchScan` records; the reply's header says
     /// how far it looked (`scanned_through`), so the subscriber knows the group complete through there.
     private func serveGroupFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8], devices: Set<String>?) {
-        let peerQueued = unreadReplies.counter(for: routingID)
-        guard peerQueued.value < configuration.maximumQueuedFetchBytesPerPeer, unreadReplies.admits(peerQueued) else {
-            counters.fetchesDroppedForUnreadReplies += 1
-            return
-        }
-        let from = max(1, BusWire.readLittleEndian(body, at: 0))
-        let requested = Int(BusWire.readLittleEndian32(body, at: 8))
-        let limit = requested == 0 ? configuration.maximumFetchRecords : min(requested, configuration.maximumFetchRecords)
-        let maximumBytes = unreadReplies.isOverLimit ? min(configuration.maximumFetchBytes, unreadReplies.fairShare) : configuration.maximumFetchBytes
+        guard let (peerQueued, from, limit, maximumBytes) = admitFetch(routingID: routingID, body: body) else { return }
         var frames: [[UInt8]] = [routingID, BusWire.ReplyVerb.batch.bytes, []]
-        counters.fetchesServed += 1
         var scannedThrough = from - 1
         if from <= publishedSequence {
             let through = min(publishedSequence, from + BusWire.maximumGroupFetchScan - 1)
@@ -802,11 +803,7 @@ public final class QueueEndpoint {
                 let matches = device.map { $0.utf8.starts(with: prefix) && (devices?.contains($0) ?? true) } ?? false
                 if matches {
                     if frames.count > 3 && (byteCount + payload.count > maximumBytes || frames.count - 3 >= limit) { return false }
-                    var frame: [UInt8] = []
-                    frame.reserveCapacity(BusWire.headerByteCount + payload.count)
-                    BusWire.appendHeader(BusWire.Header(kind: .event, sequence: sequence, timestamp: timestamp), to: &frame)
-                    frame.append(contentsOf: payload)
-                    frames.append(frame)
+                    frames.append(Self.eventFrame(sequence: sequence, timestamp: timestamp, payload: payload))
                     byteCount += payload.count
                 }
                 scannedThrough = sequence
