@@ -155,13 +155,7 @@ public struct EncodedEventFold: Sendable {
         let product = try readString(&reader)
         let quantity = try reader.readInt()
         let username = try reader.readBool() ? try readString(&reader) : nil
-        // The flags byte of `EventCodec.writePayment`: bit 0, request data follows; bit 1, Ask to Buy.
-        let flags = try reader.readByte()
-        guard flags <= 3 else { throw reader.failure("expected a payment's flags (0 to 3), found \(flags)") }
-        let data: [UInt8]? = flags & 1 != 0 ? try reader.readBytes() : nil
-        var payment = Payment(productIdentifier: product, quantity: quantity, applicationUsername: username, requestData: data)
-        payment.simulatesAskToBuyInSandbox = flags & 2 != 0
-        return payment
+        return try EventCodec.readPayment(&reader, product: product, quantity: quantity, username: username)
     }
 
     private mutating func readContents(_ reader: inout BinaryReader) throws(DecodingFailure) -> [HostedContent] {

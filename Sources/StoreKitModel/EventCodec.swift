@@ -551,6 +551,13 @@ public enum EventCodec {
         let product = try reader.readString()
         let quantity = try reader.readInt()
         let username = try reader.readOptionalString()
+        return try readPayment(&reader, product: product, quantity: quantity, username: username)
+    }
+
+    /// The rest of a payment after its product, quantity and user name: the flags byte of
+    /// `writePayment` (bit 0, request data follows; bit 1, Ask to Buy), then the request data.
+    /// Shared with `EncodedEventFold`, which reads the strings its own way.
+    static func readPayment(_ reader: inout BinaryReader, product: String, quantity: Int, username: String?) throws(DecodingFailure) -> Payment {
         let flags = try reader.readByte()
         guard flags <= 3 else { throw reader.failure("expected a payment's flags (0 to 3), found \(flags)") }
         let data: [UInt8]? = flags & 1 != 0 ? try reader.readBytes() : nil
