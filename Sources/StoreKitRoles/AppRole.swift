@@ -153,16 +153,7 @@ public final class DeviceApp {
     private static func code(device: String, behavior: AppBehavior, hooks: AppHooks?, storage: ContentStorage?) -> AppCode {
         if let appLaunch = hooks?.appLaunch { return .app(appLaunch) }
         if let factory = hooks?.observerFactory { return .observers(factory) }
-        // Concatenated rather than interpolated, and once per device rather than per launch: every
-        // schedule of an exploration makes its apps anew.
-        let names = behavior.observers.enumerated().map { index, observerBehavior in observerBehavior.rawValue + "-" + String(index + 1) }
-        let behaviors = behavior.observers
-        let folder = "apps/" + device
-        return .observers { _ in
-            behaviors.indices.map { index in
-                BuiltInObserver(name: names[index], behavior: behaviors[index], storage: storage, persistentFolder: folder)
-            }
-        }
+        return .builtIn(behavior.observers, storage: storage, persistentFolder: "apps/" + device)
     }
 
     /// True when the app is up with its observers, so a kill means something.

@@ -8,6 +8,22 @@ package enum AppCode {
     case observers((_ device: String) -> [PaymentTransactionObserver])
 }
 
+extension AppCode {
+    /// The built-in behaviours' code: new observer instances at every launch, named `behaviour-N`
+    /// in their order. Every runtime (simulation, live apps, replay, load drivers) makes built-in
+    /// apps here.
+    package static func builtIn(_ behaviors: [ObserverBehavior], storage: ContentStorage?, persistentFolder: String = "apps") -> AppCode {
+        // Concatenated rather than interpolated, and once per device rather than per launch: every
+        // schedule of an exploration makes its apps anew.
+        let names = behaviors.enumerated().map { index, behavior in behavior.rawValue + "-" + String(index + 1) }
+        return .observers { _ in
+            behaviors.indices.map { index in
+                BuiltInObserver(name: names[index], behavior: behaviors[index], storage: storage, persistentFolder: persistentFolder)
+            }
+        }
+    }
+}
+
 /// The app side of one device, written once: its `PaymentQueue`, a launch (the `launchApp` command,
 /// new observers attached, late ones a few user steps later), the end of a launch (a quit, a kill,
 /// a termination the queue recorded), the events delivered to it, and what it made (commands,
