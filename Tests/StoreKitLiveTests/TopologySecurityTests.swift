@@ -86,20 +86,26 @@ import ZeroMQ
         return (directory, directory.appendingPathComponent("t.yaml").path, text)
     }
 
-    @Test("issue 30: allowedClientKeys binds a key to the roles of the processes it runs, an observer's key to its devices")
+    @Test("issue 30: allowedClientKeys binds a key to the roles of the processes it runs, an observer's key to its devices, a load driver's key to its drivers' devices")
     func keysBoundToRoles() throws {
         let (store, apps, driver, open) = (try CurveKeyPair.generate(), try CurveKeyPair.generate(), try CurveKeyPair.generate(), try CurveKeyPair.generate())
+        let drivers = try CurveKeyPair.generate()
         let list = "[{key: \"\(store.publicKey.z85)\", processes: [store, downloader]}, {key: \"\(apps.publicKey.z85)\", processes: [apps]}, "
-            + "{key: \"\(driver.publicKey.z85)\", roles: [app]}, \"\(open.publicKey.z85)\"]"
+            + "{key: \"\(driver.publicKey.z85)\", roles: [app]}, \"\(open.publicKey.z85)\", {key: \"\(drivers.publicKey.z85)\", drivers: [driver-1, driver-2]}]"
         let (directory, file, text) = try Self.keyedTopology(allowedClientKeys: list, client: store)
         defer { try? FileManager.default.removeItem(at: directory) }
         let topology = try Topology.parse(text, file: file)
         let security = try #require(try topology.curveServerSecurity())
-        #expect(security.allowedClientKeys.count == 4)
+        #expect(security.allowedClientKeys.count == 5)
         #expect(security.permissions[store.publicKey] == ClientPermissions(roles: [.store, .downloader], devices: []))
         #expect(security.permissions[apps.publicKey] == ClientPermissions(roles: [.app], devices: [topology.scenario.deviceNames[0]]))
         #expect(security.permissions[driver.publicKey] == ClientPermissions(roles: [.app], devices: nil))
         #expect(security.permissions[open.publicKey] == nil, "a key written alone may send every role's command")
+        let driverKey = try #require(security.permissions[drivers.publicKey])
+        #expect(driverKey == ClientPermissions(roles: [.app], devices: [], devicePrefixes: ["driver-1-", "driver-2-"]))
+        #expect(driverKey.hears(device: "driver-2-17") && !driverKey.hears(device: "driver-3-0") && !driverKey.hears(device: "device-0001"))
+        #expect(driverKey.refusal(of: .launchApp(device: "driver-1-0")) == nil)
+        #expect(driverKey.refusal(of: .launchApp(device: "driver-10-0"))?.contains("devices named driver-1-") == true)
         let unknown = #expect(throws: TopologyError.self) {
             _ = try Topology.parse(text.replacingOccurrences(of: "processes: [apps]", with: "processes: [nobody]"), file: file)
         }
