@@ -530,6 +530,14 @@ extension Topology {
         }
     }
 
+    /// Whether this host is to hold the queue's key file (`curve.serverKeyFile`): a queue runs on this
+    /// machine (its host is loopback, as by default), or the file is here. Other hosts never see that file.
+    public var holdsServerKeyFile: Bool {
+        guard let curve else { return false }
+        let local = queues.contains { ["localhost", "::1", "[::1]"].contains($0.host) || $0.host.hasPrefix("127.") }
+        return local || FileManager.default.fileExists(atPath: keyFilePath(curve.serverKeyFile))
+    }
+
     /// What the queue needs to be a CURVE server that lets in only the allowed clients.
     public func curveServerSecurity() throws -> (secretKey: CurveKey, allowedClientKeys: Set<CurveKey>, permissions: [CurveKey: ClientPermissions])? {
         guard let curve else { return nil }

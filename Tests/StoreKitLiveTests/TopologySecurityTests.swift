@@ -123,6 +123,19 @@ import ZeroMQ
         #expect(error?.code == .clientKeyNotAllowed && error?.keyPath == "curve.allowedClientKeys", "\(String(describing: error))")
     }
 
+    @Test("issue 30: the queue's key file is looked for only on the queue's host: a queue on loopback, or the file present")
+    func serverKeyFileOnlyOnTheQueuesHost() throws {
+        let client = try CurveKeyPair.generate()
+        let (directory, file, text) = try Self.keyedTopology(allowedClientKeys: "[\"\(client.publicKey.z85)\"]", client: client)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(try Topology.parse(text, file: file).holdsServerKeyFile, "a queue on this machine needs its key file")
+        let remote = try Topology.parse(text.replacingOccurrences(of: "{name: queue, role: queue,", with: "{name: queue, role: queue, host: 10.0.0.1,"), file: file)
+        #expect(remote.holdsServerKeyFile, "the server's key file is here")
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("server.key"))
+        #expect(!remote.holdsServerKeyFile, "a client host has no server key file to check")
+        try remote.checkClientKeyAllowed()
+    }
+
     @Test("issue 30: a malformed key in allowedClientKeys is refused with its file and key path")
     func badAllowedKeyNamed() throws {
         let client = try CurveKeyPair.generate()
