@@ -47,6 +47,7 @@ struct TopologyCommand: AsyncParsableCommand {
             } catch {
                 throw UserFacingError("\(error)", code: .invalidInput)
             }
+            for warning in topology.observerKeyWarnings() { printError("warning: \(warning)") }
             let scenario = topology.scenario
             let roles = topology.processes.map { process in
                 process.role == .observer ? "\(process.name) (devices \(process.deviceIndices.first! + 1)-\(process.deviceIndices.last! + 1))" : process.name

@@ -586,6 +586,24 @@ extension Topology {
         return ClientPermissions(roles: roles, devices: devices, devicePrefixes: Set(binding.drivers.map(Self.loadDriverDevicePrefix)))
     }
 
+    /// Warnings for keys bound to observer processes that then hear only their devices (all of them, or
+    /// only those naming `process`): an observer process subscribes to every device's events (`evt.`,
+    /// `all`), which the queue closes for such a key (docs/reliability.md, "Roles"), so its apps would
+    /// hear nothing.
+    public func observerKeyWarnings(process: String? = nil) -> [String] {
+        guard let curve else { return [] }
+        return curve.allowedClientKeys.compactMap { key in
+            guard let binding = curve.bindings[key], !clientPermissions(binding).hearsEveryDevice else { return nil }
+            let observers = binding.processes.filter { name in
+                (process == nil || name == process) && processes.contains { $0.name == name && $0.role == .observer }
+            }
+            guard !observers.isEmpty else { return nil }
+            return "\(binding.keyPath) binds observer process \(observers.joined(separator: ", ")) to its devices alone, but an observer "
+                + "process subscribes to every device's events, which the queue refuses such a key: its apps would hear nothing; "
+                + "give that key `roles: [app]` too, or write it alone (docs/reliability.md, \"Roles\")"
+        }
+    }
+
     /// A line to log at start when the topology runs tcp:// across the network without CURVE.
     public var securityNotice: String? {
         guard insecure, curve == nil, let exposed = Self.exposedEndpoint(processes) else { return nil }
