@@ -623,7 +623,7 @@ public final class QueueEndpoint {
                 refuse(routingID, WireFailure(.malformedBody, "a group FETCH's device prefix holds a NUL byte or `/`"))
                 return
             }
-            // An app key bound to its devices fetches only their events (docs/reliability.md, "Roles").
+            // A key bound to devices (an observer's, a load driver's) fetches only their events (docs/reliability.md, "Roles").
             if let hearer = limitedHearer(admission.checksSenders ? message.userID(ofFrame: 2) : nil) {
                 serveFetch(routingID: routingID, body: body, prefix: prefix ?? [], hearer: hearer)
                 return

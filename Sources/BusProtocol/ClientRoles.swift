@@ -56,7 +56,7 @@ public struct ClientPermissions: Sendable, Hashable {
 
     /// Whether the key may hear `device`'s events, by subscription or FETCH: every device's, or its own.
     public func hears(device: String) -> Bool {
-        hearsEveryDevice || devices?.contains(device) == true || devicePrefixes.contains { device.hasPrefix($0) }
+        hearsEveryDevice || (devices != nil && covers(device: device))
     }
 
     /// Why `body` is outside these permissions, or nil when it is within them.
