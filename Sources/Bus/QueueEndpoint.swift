@@ -471,6 +471,9 @@ public final class QueueEndpoint {
             // Appends after the flusher's last wake-up in this step.
             writer.requestSync()
         }
+        // With CURVE roles, subscriptions that came during the step are judged before its records are
+        // published: libzmq applies a subscription before this endpoint reads it (docs/reliability.md, "Roles").
+        if admission.checksSenders, !unpublished.isEmpty { try readSubscriptions(updatingWatch: true) }
         let sentBefore = counters.eventsPublished + counters.heartbeatsSent
         try releaseDurable()
         if ContinuousClock.now >= nextHeartbeat { try sendHeartbeat() }
@@ -487,10 +490,11 @@ public final class QueueEndpoint {
         if updatingWatch { try peerWatch[0].update(closedOrReused: { self.subscriptions.forget(Int32(bitPattern: $0)) }) }
         var read = 0
         while read < Self.subscriptionMessagesPerRead {
-            let verdict = try publisher.receiveFrame { bytes, _, descriptor -> (Int32, SubscriptionLedger.Verdict) in
+            // With CURVE roles each subscription is judged by its connection's key (the ZAP handler's User-Id).
+            let verdict = try publisher.receiveFrame(readingUserID: admission.checksSenders) { bytes, _, descriptor, key -> (Int32, SubscriptionLedger.Verdict) in
                 // libzmq's own unsubscriptions of a connection that closed carry no metadata: nothing to count.
                 guard let descriptor else { return (-1, .accepted) }
-                return (descriptor, subscriptions.apply(bytes, from: descriptor))
+                return (descriptor, subscriptions.apply(bytes, from: descriptor, key: key, permissions: key.flatMap { admission.permissions[$0] }))
             }
             guard let verdict else {
                 subscriptionBacklog = false
@@ -619,9 +623,9 @@ public final class QueueEndpoint {
                 refuse(routingID, WireFailure(.malformedBody, "a group FETCH's device prefix holds a NUL byte or `/`"))
                 return
             }
-            // An app key bound to its devices fetches only their events (docs/reliability.md, "Roles").
-            if let devices = fetchDevices(of: admission.checksSenders ? message.userID(ofFrame: 2) : nil) {
-                serveFetch(routingID: routingID, body: body, prefix: prefix ?? [], devices: devices)
+            // A key bound to devices (an observer's, a load driver's) fetches only their events (docs/reliability.md, "Roles").
+            if let hearer = limitedHearer(admission.checksSenders ? message.userID(ofFrame: 2) : nil) {
+                serveFetch(routingID: routingID, body: body, prefix: prefix ?? [], hearer: hearer)
                 return
             }
             serveFetch(routingID: routingID, body: body, prefix: prefix)
@@ -719,12 +723,12 @@ public final class QueueEndpoint {
         }
     }
 
-    /// The devices whose events a key may fetch: nil for any (no CURVE roles, or a key of the store,
-    /// the downloader or a load driver), else the devices an app key is bound to.
-    private func fetchDevices(of sender: String?) -> Set<String>? {
-        guard let sender, let permissions = admission.permissions[sender], let devices = permissions.devices,
-              permissions.roles == [.app] else { return nil }
-        return devices
+    /// The permissions of a key that may fetch only its own devices' events (an app key bound to its
+    /// devices or a load driver's prefix: `ClientPermissions.hears(device:)`), or nil for one that hears
+    /// every device (no CURVE roles, a key allowed every role, the store's, the downloader's, any device's).
+    private func limitedHearer(_ sender: String?) -> ClientPermissions? {
+        guard let sender, let permissions = admission.permissions[sender], !permissions.hearsEveryDevice else { return nil }
+        return permissions
     }
 
     /// A FETCH read and admitted: nil (not answered) when an answer would add to what the peer is not
@@ -753,9 +757,9 @@ public final class QueueEndpoint {
         return frame
     }
 
-    private func serveFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8]?, devices: Set<String>? = nil) {
-        if prefix != nil || devices != nil {
-            serveGroupFetch(routingID: routingID, body: body, prefix: prefix ?? [], devices: devices)
+    private func serveFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8]?, hearer: ClientPermissions? = nil) {
+        if prefix != nil || hearer != nil {
+            serveGroupFetch(routingID: routingID, body: body, prefix: prefix ?? [], hearer: hearer)
             return
         }
         guard let (peerQueued, from, limit, maximumBytes) = admitFetch(routingID: routingID, body: body) else { return }
@@ -789,10 +793,10 @@ public final class QueueEndpoint {
         send(frames, countingIn: peerQueued)
     }
 
-    /// A group FETCH: the records from `from` on whose device starts with `prefix` (and, for an app key,
-    /// is one of its `devices`), looking at most `maximumGroupFetchScan` records; the reply's header says
+    /// A group FETCH: the records from `from` on whose device starts with `prefix` (and, for a key that
+    /// hears only its own devices, is one of them), looking at most `maximumGroupFetchScan` records; the reply's header says
     /// how far it looked (`scanned_through`), so the subscriber knows the group complete through there.
-    private func serveGroupFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8], devices: Set<String>?) {
+    private func serveGroupFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8], hearer: ClientPermissions?) {
         guard let (peerQueued, from, limit, maximumBytes) = admitFetch(routingID: routingID, body: body) else { return }
         var frames: [[UInt8]] = [routingID, BusWire.ReplyVerb.batch.bytes, []]
         var scannedThrough = from - 1
@@ -800,7 +804,7 @@ public final class QueueEndpoint {
             let through = min(publishedSequence, from + BusWire.maximumGroupFetchScan - 1)
             var byteCount = 0
             func add(sequence: UInt64, timestamp: Int64, device: String?, payload: UnsafeRawBufferPointer) -> Bool {
-                let matches = device.map { $0.utf8.starts(with: prefix) && (devices?.contains($0) ?? true) } ?? false
+                let matches = device.map { $0.utf8.starts(with: prefix) && (hearer?.hears(device: $0) ?? true) } ?? false
                 if matches {
                     if frames.count > 3 && (byteCount + payload.count > maximumBytes || frames.count - 3 >= limit) { return false }
                     frames.append(Self.eventFrame(sequence: sequence, timestamp: timestamp, payload: payload))

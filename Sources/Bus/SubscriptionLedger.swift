@@ -61,8 +61,12 @@ struct SubscriptionLedger {
     func topicCount(_ connection: Int32) -> Int { topicsByConnection[connection]?.count ?? 0 }
 
     /// Applies one (un)subscription message: a first byte of 1 (subscribe) or 0 (unsubscribe), then
-    /// the topic prefix. A refused connection's record is forgotten (it is about to be closed).
-    mutating func apply(_ message: UnsafeRawBufferPointer, from connection: Int32) -> Verdict {
+    /// the topic prefix. With CURVE roles, `permissions` are those of the connection's client key
+    /// (`key`, its Z85 text): a subscription that would hear events of devices not its own is refused
+    /// (`ClientPermissions.refusal(ofSubscription:)`). A refused connection's record is forgotten (it is
+    /// about to be closed).
+    mutating func apply(_ message: UnsafeRawBufferPointer, from connection: Int32, key: String? = nil,
+                        permissions: ClientPermissions? = nil) -> Verdict {
         if closing.contains(connection) { return .accepted }
         guard let kind = message.first, kind <= 1 else {
             forget(connection)
@@ -83,6 +87,10 @@ struct SubscriptionLedger {
             return .refused(WireFailure(.subscriptionRefused,
                 "subscription to \(Self.describe(topic)) refused: topics are `evt.`, `evt.<device>` (device names of at most "
                 + "\(Self.maximumDeviceNameBytes) bytes, no `/` or NUL), `hb`, `all`, `grp.<device prefix>/`, or prefixes of these"))
+        }
+        if let permissions, let refusal = permissions.refusal(ofSubscription: topic) {
+            forget(connection)
+            return .refused(WireFailure(.roleRefused, "refused subscription to \(Self.describe(topic)) from client key \(key ?? "?"): \(refusal)"))
         }
         let group = BusWire.groupPrefix(ofTopic: topic)
         var topics = topicsByConnection[connection, default: [:]]
@@ -154,8 +162,31 @@ struct SubscriptionLedger {
     }
 
     /// The topic for a log line: its first bytes, printable ones as they are.
-    private static func describe(_ topic: UnsafeRawBufferPointer) -> String {
+    static func describe(_ topic: UnsafeRawBufferPointer) -> String {
         let shown = topic.prefix(40).map { $0 >= 0x20 && $0 < 0x7f ? String(UnicodeScalar($0)) : "\\x" + String($0, radix: 16) }.joined()
         return "\"\(shown)\"" + (topic.count > 40 ? " (\(topic.count) bytes)" : "")
+    }
+}
+
+extension ClientPermissions {
+    /// Why a connection with these permissions may not subscribe to `topic`, or nil when it may
+    /// (docs/reliability.md, "Roles"). A key that hears every device (`hearsEveryDevice`) may subscribe
+    /// to any topic; another only to topics that carry only its devices' events: `evt.<device>` and
+    /// `grp.<prefix>/` of a device or prefix it plays, and the heartbeats (`hb`). A subscription is a
+    /// prefix, so `evt.` (or `e`, or the empty one) would hear every device.
+    func refusal(ofSubscription topic: UnsafeRawBufferPointer) -> String? {
+        if hearsEveryDevice { return nil }
+        if !topic.isEmpty, BusWire.heartbeatTopic.starts(with: topic) { return nil }
+        let device: String?
+        if let group = BusWire.groupPrefix(ofTopic: topic) {
+            device = group
+        } else if topic.count > BusWire.eventTopicPrefix.count, topic.starts(with: BusWire.eventTopicPrefix) {
+            device = String(decoding: topic.dropFirst(BusWire.eventTopicPrefix.count), as: UTF8.self)
+        } else {
+            device = nil
+        }
+        if let device, hears(device: device) { return nil }
+        return "it would hear events of devices not its own, and this key's roles are \(rolesText) for its \(devicesText); "
+            + "subscribe to `evt.<device>` or `grp.<device>/` of its own devices, and `hb`"
     }
 }

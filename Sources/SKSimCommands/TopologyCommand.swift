@@ -34,7 +34,8 @@ struct TopologyCommand: AsyncParsableCommand {
             do {
                 _ = try topology.curveClientKeys()
                 try topology.checkClientKeyAllowed()
-                if topology.processes.contains(where: { $0.role == .queue && $0.host == topology.queue.host }) {
+                // The queue's key file is only on the queue's host: a client host checks its own key alone.
+                if topology.holdsServerKeyFile {
                     _ = try topology.curveServerSecurity()
                 }
             } catch {
@@ -46,6 +47,7 @@ struct TopologyCommand: AsyncParsableCommand {
             } catch {
                 throw UserFacingError("\(error)", code: .invalidInput)
             }
+            for warning in topology.observerKeyWarnings() { printError("warning: \(warning)") }
             let scenario = topology.scenario
             let roles = topology.processes.map { process in
                 process.role == .observer ? "\(process.name) (devices \(process.deviceIndices.first! + 1)-\(process.deviceIndices.last! + 1))" : process.name

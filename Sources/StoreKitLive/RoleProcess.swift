@@ -123,6 +123,7 @@ public final class RoleProcess {
         // Each command carries what this process had heard, recorded with it in the log.
         sender.hears(subscriber)
         let logger = self.logger
+        for warning in topology.observerKeyWarnings(process: process.name) { logger.warning("\(warning)") }
         subscriber.onStateChange = { state in logger.info("subscription state changed", metadata: ["state": "\(state)"]) }
         // Rate-limited like the queue's refusals: a publisher sending garbage at full speed once had every
         // role write a warning per frame (megabytes a second of log).

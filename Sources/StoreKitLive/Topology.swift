@@ -68,12 +68,15 @@ public struct CurveConfiguration: Sendable {
     public var bindings: [String: ClientKeyBinding] = [:]
 }
 
-/// One `allowedClientKeys` entry written as `{key, processes, roles}` (docs/topology.md).
+/// One `allowedClientKeys` entry written as `{key, processes, roles, drivers}` (docs/topology.md).
 public struct ClientKeyBinding: Sendable {
     /// Processes of the topology that run with this key: their roles, and an observer's devices.
     public var processes: [String]
-    /// Roles given outright, for any device (a load driver's invented devices).
+    /// Roles given outright, for any device.
     public var roles: [CommandRole]
+    /// Load drivers (`sksim driver --name`) that run with this key: the app role for the devices each
+    /// invents (`loadDriverDevicePrefix`), and only their topic group.
+    public var drivers: [String] = []
     /// Where the entry is, for messages.
     public var keyPath: String
 }
@@ -527,6 +530,14 @@ extension Topology {
         }
     }
 
+    /// Whether this host is to hold the queue's key file (`curve.serverKeyFile`): a queue runs on this
+    /// machine (its host is loopback, as by default), or the file is here. Other hosts never see that file.
+    public var holdsServerKeyFile: Bool {
+        guard let curve else { return false }
+        let local = queues.contains { ["localhost", "::1", "[::1]"].contains($0.host) || $0.host.hasPrefix("127.") }
+        return local || FileManager.default.fileExists(atPath: keyFilePath(curve.serverKeyFile))
+    }
+
     /// What the queue needs to be a CURVE server that lets in only the allowed clients.
     public func curveServerSecurity() throws -> (secretKey: CurveKey, allowedClientKeys: Set<CurveKey>, permissions: [CurveKey: ClientPermissions])? {
         guard let curve else { return nil }
@@ -551,10 +562,15 @@ extension Topology {
         return (pair.secretKey, allowed, permissions)
     }
 
-    /// The roles (and an observer's devices) a bound key may send commands for.
+    /// What every device a load driver invents is named: the driver's name and `-` (the driver's topic
+    /// group). A key bound to the driver plays those devices.
+    public static func loadDriverDevicePrefix(_ driver: String) -> String { "\(driver)-" }
+
+    /// The roles (and an observer's devices, a load driver's device prefix) a bound key may send commands for.
     func clientPermissions(_ binding: ClientKeyBinding) -> ClientPermissions {
         var roles = Set(binding.roles)
         var devices: Set<String>? = binding.roles.contains(.app) ? nil : []
+        if !binding.drivers.isEmpty { roles.insert(.app) }
         let names = scenario.deviceNames
         for name in binding.processes {
             guard let process = processes.first(where: { $0.name == name }) else { continue }
@@ -567,7 +583,25 @@ extension Topology {
                 devices?.formUnion(process.deviceIndices.filter(names.indices.contains).map { names[$0] })
             }
         }
-        return ClientPermissions(roles: roles, devices: devices)
+        return ClientPermissions(roles: roles, devices: devices, devicePrefixes: Set(binding.drivers.map(Self.loadDriverDevicePrefix)))
+    }
+
+    /// Warnings for keys bound to observer processes that then hear only their devices (all of them, or
+    /// only those naming `process`): an observer process subscribes to every device's events (`evt.`,
+    /// `all`), which the queue closes for such a key (docs/reliability.md, "Roles"), so its apps would
+    /// hear nothing.
+    public func observerKeyWarnings(process: String? = nil) -> [String] {
+        guard let curve else { return [] }
+        return curve.allowedClientKeys.compactMap { key in
+            guard let binding = curve.bindings[key], !clientPermissions(binding).hearsEveryDevice else { return nil }
+            let observers = binding.processes.filter { name in
+                (process == nil || name == process) && processes.contains { $0.name == name && $0.role == .observer }
+            }
+            guard !observers.isEmpty else { return nil }
+            return "\(binding.keyPath) binds observer process \(observers.joined(separator: ", ")) to its devices alone, but an observer "
+                + "process subscribes to every device's events, which the queue refuses such a key: its apps would hear nothing; "
+                + "give that key `roles: [app]` too, or write it alone (docs/reliability.md, \"Roles\")"
+        }
     }
 
     /// A line to log at start when the topology runs tcp:// across the network without CURVE.
@@ -605,6 +639,12 @@ extension Topology {
         func key(_ value: ConfigurationNode) throws(TopologyError) -> String {
             let text = try value.string()
             guard text.count == CurveKey.z85Length else { throw value.error("expected a 40-character Z85 CURVE public key, found \(text.count) characters", code: .curveKey) }
+            // Checked here, not only by the queue: every host's `topology check` names a bad key and its path.
+            do {
+                _ = try CurveKey(z85: text)
+            } catch {
+                throw value.error("'\(text)' is not a CURVE public key (\(error)); copy the publicKey line `sksim keys` printed on that host", code: .curveKey)
+            }
             return text
         }
         let allowedNode = try required("allowedClientKeys", "the publicKey of every client host's `sksim keys` pair")
@@ -616,7 +656,7 @@ extension Topology {
                 continue
             }
             // {key: "…", processes: [store, downloader], roles: [app]}: the key sends only those roles' commands.
-            let entry = try item.mapping(allowedKeys: ["key", "processes", "roles"])
+            let entry = try item.mapping(allowedKeys: ["key", "processes", "roles", "drivers"])
             guard let keyNode = entry["key"] else { throw item.error("missing key 'key' (the host's publicKey)", code: .missingKey) }
             let text = try key(keyNode)
             let processes = try entry["processes"].map { node throws(TopologyError) in try node.sequence().map { item throws(TopologyError) in try item.string() } } ?? []
@@ -628,9 +668,19 @@ extension Topology {
                 }
                 roles.append(role)
             }
-            guard !processes.isEmpty || !roles.isEmpty else { throw item.error("a bound key needs 'processes' or 'roles' (or write the key alone to allow every role)", code: .missingKey) }
+            var drivers: [String] = []
+            for driverNode in try entry["drivers"]?.sequence() ?? [] {
+                let name = try driverNode.string()
+                guard !name.isEmpty, !name.utf8.contains(0), !name.contains("/") else {
+                    throw driverNode.error("expected a load driver's name (`sksim driver --name`, e.g. driver-1), without `/`", code: .outOfRange)
+                }
+                drivers.append(name)
+            }
+            guard !processes.isEmpty || !roles.isEmpty || !drivers.isEmpty else {
+                throw item.error("a bound key needs 'processes', 'roles' or 'drivers' (or write the key alone to allow every role)", code: .missingKey)
+            }
             allowed.append(text)
-            bindings[text] = ClientKeyBinding(processes: processes, roles: roles, keyPath: keyNode.keyPath)
+            bindings[text] = ClientKeyBinding(processes: processes, roles: roles, drivers: drivers, keyPath: keyNode.keyPath)
         }
         guard !allowed.isEmpty else { throw allowedNode.error("expected at least one client public key; the queue would refuse every client", code: .missingKey) }
         return CurveConfiguration(

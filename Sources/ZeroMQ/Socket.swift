@@ -341,9 +341,12 @@ public final class Socket: @unchecked Sendable {
     /// and hands `body` its bytes, whether more frames follow, and the file descriptor of the
     /// connection it came from (libzmq's private "__fd" metadata, which its deprecated `ZMQ_SRCFD`
     /// reads; nil for frames libzmq made itself, such as an XPUB's unsubscriptions of a closed
-    /// connection). Nothing is copied. nil when no frame is waiting.
+    /// connection), and with `readingUserID` the `User-Id` the authentication handler gave that
+    /// connection (`AuthenticationDecision.allowAs`; nil when it gave none or was not asked).
+    /// Nothing is copied. nil when no frame is waiting.
     public func receiveFrame<Result>(
-        _ body: (_ bytes: UnsafeRawBufferPointer, _ hasMore: Bool, _ connectionDescriptor: Int32?) -> Result
+        readingUserID: Bool = false,
+        _ body: (_ bytes: UnsafeRawBufferPointer, _ hasMore: Bool, _ connectionDescriptor: Int32?, _ userID: String?) -> Result
     ) throws(ZeroMQError) -> Result? {
         let handle = try openHandle("receive")
         guard try receiveFrame(handle, flags: ZMQ_DONTWAIT) else { return nil }
@@ -352,7 +355,8 @@ public final class Socket: @unchecked Sendable {
             zmq_msg_init(frame)
         }
         let bytes = UnsafeRawBufferPointer(start: zmq_msg_data(frame), count: zmq_msg_size(frame))
-        return body(bytes, zmq_msg_more(frame) != 0, zmq_msg_gets(frame, "__fd").flatMap(Self.decimal))
+        let userID = readingUserID ? zmq_msg_gets(frame, "User-Id").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } : nil
+        return body(bytes, zmq_msg_more(frame) != 0, zmq_msg_gets(frame, "__fd").flatMap(Self.decimal), userID)
     }
 
     /// A non-negative decimal number of at most 9 digits, read without building a String.

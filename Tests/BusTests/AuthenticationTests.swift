@@ -170,4 +170,88 @@ struct AuthenticationTests {
         // The store's key is not limited to devices.
         #expect(sequences(try fetch(store, BusWire.encodeFetch(from: 1, maximumCount: 0))) == Array(1...64))
     }
+
+    @Test("issue 30: with CURVE an app key's subscriptions to `all`, `evt.`, another device and a wide group close its connection and are logged with its key and role; its own device's topic and a load driver's group are heard",
+          .timeLimit(.minutes(1)))
+    func subscriptionsHeldToTheKeysDevices() throws {
+        let server = try CurveKeyPair.generate()
+        let app = try CurveKeyPair.generate()
+        let driver = try CurveKeyPair.generate()
+        let store = try CurveKeyPair.generate()
+        let queue = try QueueHarness(context: context, configure: {
+            $0.curveServerSecretKey = server.secretKey
+            $0.allowedClientKeys = [app.publicKey, driver.publicKey, store.publicKey]
+            $0.clientPermissions = [app.publicKey: ClientPermissions(roles: [.app], devices: ["device-2"]),
+                                    driver.publicKey: ClientPermissions(roles: [.app], devices: [], devicePrefixes: ["device-1"]),
+                                    store.publicKey: ClientPermissions(roles: [.store])]
+            // Every refusal is logged, not one per second.
+            $0.refusalReportInterval = .zero
+        }) { _, _ in .duplicate(lastSequence: 0) }
+        func subscriber(_ pair: CurveKeyPair, _ topics: [[UInt8]]) throws -> Socket {
+            let socket = try context.socket(.subscriber)
+            try CurveClientKeys(serverPublicKey: server.publicKey, clientKeyPair: pair).apply(to: socket)
+            for topic in topics { try socket.subscribe(to: topic) }
+            try socket.connect(queue.eventsEndpoint)
+            return socket
+        }
+        // The app key's own device: kept (it hears a heartbeat first, so its connection is up).
+        let own = try subscriber(app, [BusWire.eventTopic(device: "device-2"), BusWire.heartbeatTopic])
+        defer { own.close() }
+        #expect(try receiveTopic(own, BusWire.heartbeatTopic), "the app key's own subscriber heard no heartbeat")
+
+        let hostileTopics = [BusWire.batchedEventsTopic, BusWire.eventTopicPrefix, BusWire.eventTopic(device: "device-3"),
+                             BusWire.groupTopic("device-"), [], "e".bytes, BusWire.eventTopic(device: nil)]
+        for (index, topic) in hostileTopics.enumerated() {
+            let hostile = try context.socket(.extendedSubscriber)
+            try CurveClientKeys(serverPublicKey: server.publicKey, clientKeyPair: app).apply(to: hostile)
+            // One connection each: a reconnection would subscribe again and be refused again.
+            try hostile.set(.reconnectInterval, nil)
+            let monitor = try hostile.monitor([.disconnected])
+            try hostile.connect(queue.eventsEndpoint)
+            try hostile.send([[1] + topic])
+            #expect(try monitor.receive(timeout: .seconds(10)) != nil, "the queue kept a subscription to \(String(decoding: topic, as: UTF8.self))")
+            hostile.close()
+            monitor.close()
+            #expect(queue.wait { $0.subscribersClosed >= index + 1 })
+        }
+        let reports = queue.refusals.filter { $0.reason == .roleRefused }
+        #expect(reports.count == hostileTopics.count)
+        #expect(reports.allSatisfy { $0.detail.contains(app.publicKey.z85) && $0.detail.contains("roles are app") && $0.detail.contains("closed") })
+        #expect(reports.contains { $0.detail.contains("\"all\"") })
+
+        // Events of 16 devices: the app key's subscriber hears device-2's only; the load driver's key
+        // its group (`grp.device-1/`: device-1 and device-10 to device-15); the store's key everything.
+        var driverConfiguration = EventSubscriberConfiguration(eventsEndpoint: queue.eventsEndpoint, requestsEndpoint: queue.requestsEndpoint)
+        driverConfiguration.curve = CurveClientKeys(serverPublicKey: server.publicKey, clientKeyPair: driver)
+        driverConfiguration.topicGroup = "device-1"
+        let driverSubscriber = try EventSubscriber(context: context, configuration: driverConfiguration)
+        defer { driverSubscriber.close() }
+        let storeSubscriber = try subscriber(store, [BusWire.eventTopicPrefix, BusWire.heartbeatTopic])
+        defer { storeSubscriber.close() }
+        // Its subscriptions are in place once it hears a heartbeat (a plain SUB does not fetch what it missed).
+        #expect(try receiveTopic(storeSubscriber, BusWire.heartbeatTopic), "the store's subscriber heard no heartbeat")
+        queue.appendEvents(32)
+        #expect(try collect(driverSubscriber, count: 14).map(\.sequence) == [2, 11, 12, 13, 14, 15, 16, 18, 27, 28, 29, 30, 31, 32])
+        var heard: [[UInt8]] = []
+        let deadline = ContinuousClock.now + .seconds(10)
+        while heard.count < 2, ContinuousClock.now < deadline {
+            if let frames = try own.receive(timeout: .milliseconds(100)), frames.first != BusWire.heartbeatTopic { heard.append(frames[0]) }
+        }
+        #expect(heard == [BusWire.eventTopic(device: "device-2"), BusWire.eventTopic(device: "device-2")])
+        var storeHeard = 0
+        while storeHeard < 32, ContinuousClock.now < deadline {
+            if let frames = try storeSubscriber.receive(timeout: .milliseconds(100)), frames.first != BusWire.heartbeatTopic { storeHeard += 1 }
+        }
+        #expect(storeHeard == 32)
+        #expect(queue.counters.subscribersClosed == hostileTopics.count, "an allowed subscription was refused")
+    }
+
+    /// Receives until a message on `topic` arrives, up to 10 s.
+    private func receiveTopic(_ socket: Socket, _ topic: [UInt8]) throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if let frames = try socket.receive(timeout: .milliseconds(100)), frames.first == topic { return true }
+        }
+        return false
+    }
 }

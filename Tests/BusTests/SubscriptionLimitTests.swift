@@ -25,6 +25,34 @@ struct SubscriptionLimitTests {
         }
     }
 
+    @Test("issue 30: a key bound to devices may subscribe only to topics that carry only its devices' events; the store's and any-device keys to every topic")
+    func subscriptionsByRole() {
+        let observer = ClientPermissions(roles: [.app], devices: ["device-0001", "device-0002"])
+        let driver = ClientPermissions(roles: [.app], devices: [], devicePrefixes: ["driver-1-"])
+        func allowed(_ permissions: ClientPermissions, _ topic: String) -> Bool {
+            Array(topic.utf8).withUnsafeBytes { permissions.refusal(ofSubscription: $0) } == nil
+        }
+        for topic in ["evt.device-0001", "evt.device-0002", "grp.device-0001/", "hb", "h"] { #expect(allowed(observer, topic), "\(topic) refused") }
+        for topic in ["", "e", "evt", "evt.", "evt.device-000", "evt.device-0003", "evt.*", "all", "a", "grp.", "grp.device-/", "grp.device-0003/", "hbx"] {
+            #expect(!allowed(observer, topic), "\(topic) kept")
+        }
+        for topic in ["grp.driver-1-/", "grp.driver-1-7/", "evt.driver-1-7", "hb"] { #expect(allowed(driver, topic), "\(topic) refused") }
+        for topic in ["grp.driver-1/", "grp.driver-2-/", "evt.driver-2-0", "evt.", "all"] { #expect(!allowed(driver, topic), "\(topic) kept") }
+        for permissions in [ClientPermissions(roles: [.store]), ClientPermissions(roles: [.downloader], devices: []), ClientPermissions(roles: [.app])] {
+            for topic in ["", "evt.", "all", "grp.device-/", "evt.device-0003"] { #expect(allowed(permissions, topic), "\(topic) refused to \(permissions)") }
+        }
+        // The ledger refuses with the key named, and forgets the connection.
+        var ledger = SubscriptionLedger(maximumPerConnection: 8)
+        func apply(_ topic: String) -> SubscriptionLedger.Verdict {
+            ([1] + Array(topic.utf8)).withUnsafeBytes { ledger.apply($0, from: 7, key: "KEY", permissions: observer) }
+        }
+        #expect(apply("evt.device-0001") == .accepted)
+        guard case .refused(let failure) = apply("all") else { Issue.record("`all` was kept"); return }
+        #expect(failure.reason == .roleRefused)
+        #expect(failure.detail.contains("KEY") && failure.detail.contains("roles are app for its 2 devices"))
+        #expect(ledger.topicCount(7) == 0)
+    }
+
     @Test("the count is per connection; unsubscribing gives room back; a refused connection is forgotten")
     func ledgerCounts() {
         var ledger = SubscriptionLedger(maximumPerConnection: 3)

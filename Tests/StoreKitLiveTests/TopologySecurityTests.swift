@@ -86,20 +86,30 @@ import ZeroMQ
         return (directory, directory.appendingPathComponent("t.yaml").path, text)
     }
 
-    @Test("issue 30: allowedClientKeys binds a key to the roles of the processes it runs, an observer's key to its devices")
+    @Test("issue 30: allowedClientKeys binds a key to the roles of the processes it runs, an observer's key to its devices, a load driver's key to its drivers' devices")
     func keysBoundToRoles() throws {
         let (store, apps, driver, open) = (try CurveKeyPair.generate(), try CurveKeyPair.generate(), try CurveKeyPair.generate(), try CurveKeyPair.generate())
+        let drivers = try CurveKeyPair.generate()
         let list = "[{key: \"\(store.publicKey.z85)\", processes: [store, downloader]}, {key: \"\(apps.publicKey.z85)\", processes: [apps]}, "
-            + "{key: \"\(driver.publicKey.z85)\", roles: [app]}, \"\(open.publicKey.z85)\"]"
+            + "{key: \"\(driver.publicKey.z85)\", roles: [app]}, \"\(open.publicKey.z85)\", {key: \"\(drivers.publicKey.z85)\", drivers: [driver-1, driver-2]}]"
         let (directory, file, text) = try Self.keyedTopology(allowedClientKeys: list, client: store)
         defer { try? FileManager.default.removeItem(at: directory) }
         let topology = try Topology.parse(text, file: file)
         let security = try #require(try topology.curveServerSecurity())
-        #expect(security.allowedClientKeys.count == 4)
+        #expect(security.allowedClientKeys.count == 5)
         #expect(security.permissions[store.publicKey] == ClientPermissions(roles: [.store, .downloader], devices: []))
         #expect(security.permissions[apps.publicKey] == ClientPermissions(roles: [.app], devices: [topology.scenario.deviceNames[0]]))
         #expect(security.permissions[driver.publicKey] == ClientPermissions(roles: [.app], devices: nil))
         #expect(security.permissions[open.publicKey] == nil, "a key written alone may send every role's command")
+        let driverKey = try #require(security.permissions[drivers.publicKey])
+        #expect(driverKey == ClientPermissions(roles: [.app], devices: [], devicePrefixes: ["driver-1-", "driver-2-"]))
+        #expect(driverKey.hears(device: "driver-2-17") && !driverKey.hears(device: "driver-3-0") && !driverKey.hears(device: "device-0001"))
+        #expect(driverKey.refusal(of: .launchApp(device: "driver-1-0")) == nil)
+        #expect(driverKey.refusal(of: .launchApp(device: "driver-10-0"))?.contains("devices named driver-1-") == true)
+        // The observer's key hears only its device, so its process (which subscribes to every device's events) is warned about.
+        #expect(topology.observerKeyWarnings().count == 1)
+        #expect(topology.observerKeyWarnings(process: "apps").first?.contains("curve.allowedClientKeys[1].key binds observer process apps") == true)
+        #expect(topology.observerKeyWarnings(process: "store").isEmpty)
         let unknown = #expect(throws: TopologyError.self) {
             _ = try Topology.parse(text.replacingOccurrences(of: "processes: [apps]", with: "processes: [nobody]"), file: file)
         }
@@ -115,6 +125,19 @@ import ZeroMQ
         let topology = try Topology.parse(text, file: file)
         let error = #expect(throws: TopologyError.self) { try topology.checkClientKeyAllowed() }
         #expect(error?.code == .clientKeyNotAllowed && error?.keyPath == "curve.allowedClientKeys", "\(String(describing: error))")
+    }
+
+    @Test("issue 30: the queue's key file is looked for only on the queue's host: a queue on loopback, or the file present")
+    func serverKeyFileOnlyOnTheQueuesHost() throws {
+        let client = try CurveKeyPair.generate()
+        let (directory, file, text) = try Self.keyedTopology(allowedClientKeys: "[\"\(client.publicKey.z85)\"]", client: client)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(try Topology.parse(text, file: file).holdsServerKeyFile, "a queue on this machine needs its key file")
+        let remote = try Topology.parse(text.replacingOccurrences(of: "{name: queue, role: queue,", with: "{name: queue, role: queue, host: 10.0.0.1,"), file: file)
+        #expect(remote.holdsServerKeyFile, "the server's key file is here")
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("server.key"))
+        #expect(!remote.holdsServerKeyFile, "a client host has no server key file to check")
+        try remote.checkClientKeyAllowed()
     }
 
     @Test("issue 30: a malformed key in allowedClientKeys is refused with its file and key path")

@@ -25,7 +25,7 @@ struct AcceptedConnectionTests {
         var descriptor: Int32?
         let deadline = ContinuousClock.now + .seconds(5)
         while descriptor == nil, ContinuousClock.now < deadline {
-            descriptor = try publisher.receiveFrame { bytes, _, connection in bytes.first == 1 ? connection : nil } ?? nil
+            descriptor = try publisher.receiveFrame { bytes, _, connection, _ in bytes.first == 1 ? connection : nil } ?? nil
         }
         let connection = try #require(descriptor, "no subscription with a descriptor arrived")
         // Not a connection to another endpoint, not a file.

@@ -55,8 +55,11 @@ class Queue:
             for name, (public, secret) in (("server.key", (server_public, server_secret)), ("client.key", (client_public, client_secret))):
                 with open(os.path.join(directory, name), "w") as file:
                     file.write('publicKey: "%s"\nsecretKey: "%s"\n' % (public.decode(), secret.decode()))
+            # A second key bound to the observer `apps`: the app role for its device only (docs/reliability.md, "Roles").
+            self.app_key = zmq.curve_keypair()
             extra = ('curve: {serverPublicKey: "%s", serverKeyFile: server.key, clientKeyFile: client.key, '
-                     'allowedClientKeys: ["%s"]}\n' % (server_public.decode(), client_public.decode()))
+                     'allowedClientKeys: ["%s", {key: "%s", processes: [apps]}]}\n'
+                     % (server_public.decode(), client_public.decode(), self.app_key[0].decode()))
             self.curve = (server_public, client_public, client_secret)
         self.events = "tcp://127.0.0.1:%d" % free_port()
         self.requests = "tcp://127.0.0.1:%d" % free_port()
@@ -353,6 +356,58 @@ class CurveHostileClientTest(HostileClientTest):
                 for stranger in sockets:
                     stranger.close()
         self.attack("CURVE clients with unknown keys, 16 new ones every 10 ms (ZAP flood)", attacker, rss_bound_mb=32)
+
+    def test_subscriptions_outside_the_keys_devices(self):
+        """A client holding the app key bound to device-0001 subscribes to every device's events, another
+        device's and a wide group: each connection is closed and logged with its key and role; its own
+        device's subscription is kept and hears its events."""
+        server_public, (app_public, app_secret) = self.queue.curve[0], self.queue.app_key
+
+        def with_app_key(kind):
+            sock = self.context.socket(kind)
+            sock.linger = 0
+            sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = server_public, app_public, app_secret
+            return sock
+        closed = []
+
+        def attacker(stop):
+            while not stop.is_set():
+                for topic in (b"evt.", b"all", b"", b"evt.device-0002", b"grp.device-/"):
+                    hostile = with_app_key(zmq.SUB)
+                    hostile.setsockopt(zmq.RECONNECT_IVL, -1)  # one connection each
+                    monitor = hostile.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                    hostile.setsockopt(zmq.SUBSCRIBE, topic)
+                    hostile.connect(self.queue.events)
+                    self.under_way.set()
+                    if monitor.poll(10_000):
+                        closed.append(topic)
+                    hostile.disable_monitor()
+                    monitor.close()
+                    hostile.close()
+        self.attack("subscriptions outside an app key's devices, one connection each", attacker, rss_bound_mb=32)
+        self.assertGreaterEqual(len(closed), 5, "the queue kept a subscription outside the key's devices")
+        # Its own device: a registration it sends is acknowledged and heard on `evt.device-0001`.
+        subscriber, dealer = with_app_key(zmq.SUB), with_app_key(zmq.DEALER)
+        try:
+            for topic in (b"evt.device-0001", b"hb"):
+                subscriber.setsockopt(zmq.SUBSCRIBE, topic)
+            subscriber.connect(self.queue.events)
+            dealer.connect(self.queue.requests)
+            self.assertTrue(subscriber.poll(10_000) and subscriber.recv_multipart()[0] == b"hb", "the app key's own subscription heard no heartbeat")
+            dealer.send_multipart([b"CMD", command("app-key", 1, 1, string("device-0001") + string("account-0001"))])
+            self.assertTrue(dealer.poll(10_000), "no ACK for the key's own device")
+            self.assertEqual(dealer.recv_multipart()[1], b"\x00", "the key's own registration was not accepted")
+            deadline, heard = time.time() + 10, False
+            while not heard and time.time() < deadline:
+                heard = subscriber.poll(100) and subscriber.recv_multipart()[0] == b"evt.device-0001"
+            self.assertTrue(heard, "the app key's own subscription did not hear its device's event")
+        finally:
+            subscriber.close()
+            dealer.close()
+        log = read_text(self.queue.log_path)
+        self.assertIn("roleRefused", log)
+        self.assertIn(app_public.decode(), log)
+        self.assertIn("roles are app", log)
 
     # The other attacks run once, without CURVE (HostileClientTest).
     test_subscription_flood = test_unread_replies = test_fetch_loop = test_register_flood = None
