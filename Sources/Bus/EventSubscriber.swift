@@ -203,7 +203,7 @@ public final class EventSubscriber {
             }
             try maintain()
             if !delivered.isEmpty {
-                // Each device's stream is in order; across devices, the log's order.
+                // Each device's stream is in order; across devices, the log's order within one call.
                 if followed != nil { delivered.sort { $0.sequence < $1.sequence } }
                 return delivered
             }
