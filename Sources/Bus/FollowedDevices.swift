@@ -22,8 +22,9 @@ struct FollowedDevices {
     private var wantedThrough: UInt64 = 0
     private(set) var state: EventSubscriberState = .catchingUp
     private var stateChanges: [EventSubscriberState] = []
-    /// Records of other devices that a group carried, or run-wide ones heard again.
+    /// Records of other devices that a group carried, ordered and dropped.
     private(set) var othersDropped = 0
+    private var runWideDelivered = 0
     /// Scratch for one stream's deliveries.
     private var scratch: [BusRecord] = []
 
@@ -53,7 +54,7 @@ struct FollowedDevices {
             total.gapsRecovered += stream.counters.gapsRecovered
             total.duplicatesDropped += stream.counters.duplicatesDropped
         }
-        total.delivered -= othersDropped
+        total.delivered += runWideDelivered - othersDropped
         return total
     }
 
@@ -85,6 +86,7 @@ struct FollowedDevices {
                 if runWideThrough >= from - 1, record.sequence > runWideThrough {
                     delivered.append(record)
                     runWideThrough = record.sequence
+                    runWideDelivered += 1
                 }
                 continue
             }
