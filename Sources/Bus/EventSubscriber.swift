@@ -31,6 +31,11 @@ public struct EventSubscriberConfiguration: Sendable {
     /// Follow only the devices whose names start with this prefix (topic `grp.<prefix>/`, group FETCH):
     /// per-group gap detection, and none of the other devices' events to read. Nil: the whole partition.
     public var topicGroup: String?
+    /// Follow only these devices, each as a topic group of its own (`grp.<device>/`, ordered and gap-filled
+    /// on its own, `FollowedDevices`): what a client key bound to its devices may subscribe to. FETCHes are
+    /// plain (the queue answers such a key with its devices' records and the run-wide ones); records of other
+    /// devices a group also carries are dropped. Nil: the whole partition (or `topicGroup`).
+    public var followedDevices: [String]?
 
     public init(eventsEndpoint: String, requestsEndpoint: String) {
         self.eventsEndpoint = eventsEndpoint
@@ -69,21 +74,38 @@ public final class EventSubscriber {
     public let configuration: EventSubscriberConfiguration
     /// The ordering, gaps and catch-up, with no socket and no clock.
     public private(set) var machine: SubscriberState<BusRecord>
-    /// The next sequence to deliver.
-    public var nextSequence: UInt64 { machine.nextSequence }
+    /// With `followedDevices`: one stream per device (then `machine` is unused).
+    private var followed: FollowedDevices?
+    /// The next sequence to deliver (with `followedDevices`: after the lowest stream's `deliveredThrough`).
+    public var nextSequence: UInt64 { deliveredThrough + 1 }
     /// Every record this subscriber follows up to this sequence has been delivered.
-    public var deliveredThrough: UInt64 { machine.deliveredThrough }
-    public var state: EventSubscriberState { machine.state }
+    public var deliveredThrough: UInt64 { followed?.deliveredThrough ?? machine.deliveredThrough }
+    public var state: EventSubscriberState { followed?.state ?? machine.state }
     /// Highest sequence the queue is known to have published.
-    public var knownPublishedSequence: UInt64 { machine.knownPublishedSequence }
+    public var knownPublishedSequence: UInt64 { followed?.knownPublishedSequence ?? machine.knownPublishedSequence }
+    /// Heard from, live, and delivered through everything announced (every device's stream, with `followedDevices`).
+    public var isCaughtUp: Bool {
+        followed?.isCaughtUp ?? (machine.state == .live && machine.knownPublishedSequence > 0 && machine.deliveredThrough >= machine.knownPublishedSequence)
+    }
     public var counters: EventSubscriberCounters {
         var counters = wireCounters
-        counters.delivered = machine.counters.delivered
-        counters.gapsRecovered = machine.counters.gapsRecovered
-        counters.duplicatesDropped = machine.counters.duplicatesDropped
-        counters.fetchesSent = machine.counters.fetchesSent
+        let stateCounters = followed?.counters ?? machine.counters
+        counters.delivered = stateCounters.delivered
+        counters.gapsRecovered = stateCounters.gapsRecovered
+        counters.duplicatesDropped = stateCounters.duplicatesDropped
+        counters.fetchesSent = followed == nil ? machine.counters.fetchesSent : wireCounters.fetchesSent
         return counters
     }
+
+    /// Whether every record this subscriber follows up to `sequence` (one an acknowledgement named, so the
+    /// queue published it) was delivered. With `followedDevices`, a device whose stream has been quiet is
+    /// brought up to it by a FETCH, so ask again.
+    public func hasDelivered(through sequence: UInt64) -> Bool {
+        followed?.want(through: sequence)
+        return deliveredThrough >= sequence
+    }
+
+    private var isFetchOutstanding: Bool { followed?.isFetchOutstanding ?? machine.isFetchOutstanding }
     /// Called on every state change (for example to log a silent publisher).
     public var onStateChange: ((EventSubscriberState) -> Void)?
     /// Called for every refused inbound message or undecodable payload.
@@ -133,7 +155,12 @@ public final class EventSubscriber {
         // A BATCH holds up to 1 MiB of payload plus one record that may overshoot it.
         dealer.receiveLimits = MessageLimits(
             maximumFrameCount: Int(configuration.fetchBatchSize) + 2, maximumByteCount: (2 << 20) + 2 * recordBytes)
-        if let topicGroup = configuration.topicGroup {
+        if let devices = configuration.followedDevices {
+            let streams = FollowedDevices(devices: devices, startSequence: configuration.startSequence, configuration: machine.configuration, now: now)
+            for device in streams.devices { try subscriber.subscribe(to: BusWire.groupTopic(device)) }
+            followed = streams
+            subscribedToEvents = false
+        } else if let topicGroup = configuration.topicGroup {
             // The group's messages and its heartbeats come on its own topic; nothing else is heard.
             try subscriber.subscribe(to: BusWire.groupTopic(topicGroup))
             subscribedToEvents = false
@@ -147,8 +174,8 @@ public final class EventSubscriber {
         poller.register(dealer, for: .readable)
         eventsPoller.register(subscriber, for: .readable)
         repliesSweptAt = now
-        if let from = machine.due(now: now) { try sendFetch(from: from, now: now) }
-        if configuration.newestWireVersion >= 2, configuration.topicGroup == nil {
+        try maintain()
+        if configuration.newestWireVersion >= 2, configuration.topicGroup == nil, configuration.followedDevices == nil {
             helloPending = try dealer.send([Array(BusWire.RequestVerb.hello.rawValue.utf8)], mode: .nonBlocking)
         }
     }
@@ -170,17 +197,21 @@ public final class EventSubscriber {
         var delivered: [BusRecord] = []
         while true {
             try drainSubscriber(into: &delivered)
-            if readsRepliesEveryRound || machine.isFetchOutstanding || ContinuousClock.now - repliesSweptAt >= Self.repliesSweepInterval {
+            if readsRepliesEveryRound || isFetchOutstanding || ContinuousClock.now - repliesSweptAt >= Self.repliesSweepInterval {
                 try drainDealer(into: &delivered)
-                if !machine.isFetchOutstanding { repliesSweptAt = .now }
+                if !isFetchOutstanding { repliesSweptAt = .now }
             }
             try maintain()
-            if !delivered.isEmpty { return delivered }
+            if !delivered.isEmpty {
+                // Each device's stream is in order; across devices, the log's order within one call.
+                if followed != nil { delivered.sort { $0.sequence < $1.sequence } }
+                return delivered
+            }
             let now = ContinuousClock.now
             if now >= deadline { return delivered }
             var wait = deadline - now
-            if let timer = machine.nextDeadline() { wait = min(wait, max(.milliseconds(1), timer - now)) }
-            if machine.isFetchOutstanding {
+            if let timer = followed?.nextDeadline() ?? machine.nextDeadline() { wait = min(wait, max(.milliseconds(1), timer - now)) }
+            if isFetchOutstanding {
                 try poller.poll(timeout: wait)
             } else {
                 try eventsPoller.poll(timeout: min(wait, max(.zero, repliesSweptAt + Self.repliesSweepInterval - .now)))
@@ -212,8 +243,9 @@ public final class EventSubscriber {
             // Read where libzmq received it: only the payload is copied (a record keeps it).
             let outcome: Result<Published, WireFailure>
             do {
+                let namesGroups = followed != nil
                 guard let received = try subscriber.receiveMessage(timeout: .zero, { message in
-                    Result { () throws(WireFailure) in try Self.decodePublished(message) }
+                    Result { () throws(WireFailure) in try Self.decodePublished(message, namingGroups: namesGroups) }
                 }) else { return }
                 outcome = received
             } catch {
@@ -222,6 +254,16 @@ public final class EventSubscriber {
                 continue
             }
             let now = ContinuousClock.now
+            if followed != nil {
+                switch outcome {
+                case .success(.group(let prefix?, let message)): followed!.received(group: prefix, message, now: now, into: &delivered)
+                case .success: followed!.heard(now: now)
+                case .failure(let failure):
+                    followed!.heard(now: now)
+                    refuse(failure)
+                }
+                continue
+            }
             switch outcome {
             case .success(.heartbeat(let sequence)):
                 machine.receivedHeartbeat(through: sequence, now: now)
@@ -234,14 +276,14 @@ public final class EventSubscriber {
                     try subscriber.unsubscribe(from: BusWire.eventTopicPrefix)
                     subscribedToEvents = false
                 }
-            case .success(.group(.records(let previous, let records))):
+            case .success(.group(_, .records(let previous, let records))):
                 wireCounters.eventBatchesReceived += 1
                 var before = previous
                 for record in records {
                     machine.receivedLive(record, previous: before, now: now, into: &delivered)
                     before = record.sequence
                 }
-            case .success(.group(.heartbeat(let last))):
+            case .success(.group(_, .heartbeat(let last))):
                 machine.receivedHeartbeat(through: last, now: now)
             case .failure(let failure):
                 machine.heard(now: now)
@@ -256,16 +298,17 @@ public final class EventSubscriber {
         case event(BusRecord)
         /// Version 2: the records of one publishing round.
         case batch([BusRecord])
-        /// A topic group's records of one round, or its heartbeat.
-        case group(GroupMessage)
+        /// A topic group's records of one round, or its heartbeat, with the group's prefix when asked for.
+        case group(String?, GroupMessage)
     }
 
-    private static func decodePublished(_ message: borrowing ReceivedMessage) throws(WireFailure) -> Published {
+    private static func decodePublished(_ message: borrowing ReceivedMessage, namingGroups: Bool) throws(WireFailure) -> Published {
         if message.count == 2, message[0].elementsEqual(BusWire.batchedEventsTopic) {
             return .batch(try BusWire.decodeEventBatch(message[1]))
         }
         if message.count >= 1, message[0].starts(with: BusWire.groupTopicPrefix) {
-            return .group(try GroupMessage.decode(message))
+            let prefix = namingGroups ? message[0].withUnsafeBytes { BusWire.groupPrefix(ofTopic: $0) } : nil
+            return .group(prefix, try GroupMessage.decode(message))
         }
         guard message.count == 3 else { throw WireFailure(.wrongFrameCount, "published message has \(message.count) frames, expected 3") }
         let topic = message[0]
@@ -296,10 +339,10 @@ public final class EventSubscriber {
             } catch {
                 guard case .messageTooLarge(let frameCount, let byteCount) = error.kind else { throw error }
                 refuse(WireFailure(.oversized, "reply of \(frameCount) frames and \(byteCount) bytes exceeds the limits"))
-                machine.fetchReplyLost()
+                if followed != nil { followed!.fetchReplyLost() } else { machine.fetchReplyLost() }
                 continue
             }
-            machine.heard(now: .now)
+            if followed != nil { followed!.heard(now: .now) } else { machine.heard(now: .now) }
             do {
                 try handleReply(frames, into: &delivered)
             } catch {
@@ -332,8 +375,10 @@ public final class EventSubscriber {
             throw WireFailure(.unknownVerb, "unexpected reply to a subscriber (expected BATCH)")
         }
         // Whatever the BATCH holds, it answers the FETCH: a refused one is asked for again at once.
-        machine.fetchReplyLost()
-        let headerBytes = configuration.topicGroup == nil ? BusWire.batchHeaderByteCount : BusWire.groupBatchHeaderByteCount
+        if followed != nil { followed!.fetchReplyLost() } else { machine.fetchReplyLost() }
+        var headerBytes = configuration.topicGroup == nil ? BusWire.batchHeaderByteCount : BusWire.groupBatchHeaderByteCount
+        // Followed devices' plain FETCH: group-shaped for a key bound to them, whole for one that hears every device.
+        if followed != nil, frames.count >= 2, frames[1].count == BusWire.groupBatchHeaderByteCount { headerBytes = BusWire.groupBatchHeaderByteCount }
         guard frames.count >= 2, frames[1].count == headerBytes else {
             throw WireFailure(.malformedBody, "BATCH header frame is not \(headerBytes) bytes")
         }
@@ -344,7 +389,7 @@ public final class EventSubscriber {
             throw WireFailure(.wrongFrameCount, "BATCH announces \(count) records but carries \(frames.count - 2)")
         }
         // A group FETCH's records ascend up to how far it looked; a whole one's are consecutive.
-        let scannedThrough = configuration.topicGroup == nil ? nil : Optional(BusWire.readLittleEndian(frames[1], at: 20))
+        let scannedThrough = headerBytes == BusWire.batchHeaderByteCount ? nil : Optional(BusWire.readLittleEndian(frames[1], at: 20))
         var records: [BusRecord] = []
         records.reserveCapacity(count)
         var expected = max(1, first)
@@ -359,9 +404,22 @@ public final class EventSubscriber {
                 throw WireFailure(.malformedBody, "BATCH record \(header.sequence) where \(expected) was due (records are consecutive)")
             }
             expected = header.sequence + 1
-            records.append(BusRecord(
-                sequence: header.sequence, timestamp: header.timestamp,
-                payload: Array(frame.dropFirst(BusWire.headerByteCount)), device: nil))
+            var record = BusRecord(sequence: header.sequence, timestamp: header.timestamp,
+                                   payload: Array(frame.dropFirst(BusWire.headerByteCount)), device: nil)
+            if followed != nil {
+                // A BATCH names no topics: the followed streams sort records by the event's device.
+                do {
+                    record.device = try EventCodec.decodeEvent(record.payload).event.device
+                } catch {
+                    throw WireFailure(.undecodablePayload, "BATCH record \(header.sequence): \(error)")
+                }
+            }
+            records.append(record)
+        }
+        if followed != nil {
+            followed!.receivedFetchReply(from: max(1, first), records: records, completeThrough: scannedThrough ?? (expected - 1), published: durable,
+                                         now: .now, into: &delivered)
+            return
         }
         machine.receivedFetchReply(from: max(1, first), records: records, completeThrough: scannedThrough ?? (expected - 1), published: durable,
                                    now: .now, into: &delivered)
@@ -371,7 +429,11 @@ public final class EventSubscriber {
 
     private func maintain() throws(ZeroMQError) {
         let now = ContinuousClock.now
-        if let from = machine.due(now: now) { try sendFetch(from: from, now: now) }
+        if followed != nil {
+            if let from = followed!.due(now: now) { try sendFetch(from: from, now: now) }
+        } else if let from = machine.due(now: now) {
+            try sendFetch(from: from, now: now)
+        }
         reportStateChanges()
     }
 
@@ -379,11 +441,16 @@ public final class EventSubscriber {
         let body = configuration.topicGroup.map { BusWire.encodeGroupFetch(from: from, maximumCount: configuration.fetchBatchSize, prefix: $0) }
             ?? BusWire.encodeFetch(from: from, maximumCount: configuration.fetchBatchSize)
         let sent = try dealer.send([Array(BusWire.RequestVerb.fetch.rawValue.utf8), body], mode: .nonBlocking)
-        machine.fetchSent(now: now, sent: sent)
+        if followed != nil {
+            followed!.fetchSent(from: from, now: now, sent: sent)
+            if sent { wireCounters.fetchesSent += 1 }
+        } else {
+            machine.fetchSent(now: now, sent: sent)
+        }
     }
 
     private func reportStateChanges() {
-        let changes = machine.takeStateChanges()
+        let changes = followed != nil ? followed!.takeStateChanges() : machine.takeStateChanges()
         guard let onStateChange else { return }
         for change in changes { onStateChange(change) }
     }

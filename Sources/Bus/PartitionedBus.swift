@@ -180,15 +180,14 @@ public final class PartitionedSubscriber {
     public var isLive: Bool { subscribers.allSatisfy { $0.state == .live } }
 
     /// Every partition heard from (a heartbeat or an event) and delivered through what it announced.
-    public var isCaughtUp: Bool {
-        subscribers.allSatisfy { $0.state == .live && $0.knownPublishedSequence > 0 && $0.nextSequence > $0.knownPublishedSequence }
-    }
+    public var isCaughtUp: Bool { subscribers.allSatisfy(\.isCaughtUp) }
 
     /// True when every partition has delivered at least through its given sequence (e.g. a
     /// sender's `acknowledgedThrough`): everything those answers named has been heard.
     public func hasDelivered(through sequences: [UInt64]) -> Bool {
         precondition(sequences.count == subscribers.count, "one sequence per partition")
-        return zip(subscribers, sequences).allSatisfy { $0.nextSequence > $1 }
+        // Every partition asked (one following devices fetches what it still lacks), not only up to the first behind.
+        return zip(subscribers, sequences).map { $0.hasDelivered(through: $1) }.allSatisfy { $0 }
     }
 
     /// Per partition (in the topology's order), the last sequence delivered, 0 when none was.

@@ -795,7 +795,8 @@ public final class QueueEndpoint {
 
     /// A group FETCH: the records from `from` on whose device starts with `prefix` (and, for a key that
     /// hears only its own devices, is one of them), looking at most `maximumGroupFetchScan` records; the reply's header says
-    /// how far it looked (`scanned_through`), so the subscriber knows the group complete through there.
+    /// how far it looked (`scanned_through`), so the subscriber knows the group complete through there. A plain FETCH
+    /// of such a key (no prefix) also carries the run-wide events (`runStarted`: no device, nothing of another's).
     private func serveGroupFetch(routingID: [UInt8], body: [UInt8], prefix: [UInt8], hearer: ClientPermissions?) {
         guard let (peerQueued, from, limit, maximumBytes) = admitFetch(routingID: routingID, body: body) else { return }
         var frames: [[UInt8]] = [routingID, BusWire.ReplyVerb.batch.bytes, []]
@@ -804,7 +805,7 @@ public final class QueueEndpoint {
             let through = min(publishedSequence, from + BusWire.maximumGroupFetchScan - 1)
             var byteCount = 0
             func add(sequence: UInt64, timestamp: Int64, device: String?, payload: UnsafeRawBufferPointer) -> Bool {
-                let matches = device.map { $0.utf8.starts(with: prefix) && (hearer?.hears(device: $0) ?? true) } ?? false
+                let matches = device.map { $0.utf8.starts(with: prefix) && (hearer?.hears(device: $0) ?? true) } ?? (prefix.isEmpty && hearer != nil)
                 if matches {
                     if frames.count > 3 && (byteCount + payload.count > maximumBytes || frames.count - 3 >= limit) { return false }
                     frames.append(Self.eventFrame(sequence: sequence, timestamp: timestamp, payload: payload))

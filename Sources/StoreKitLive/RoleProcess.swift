@@ -108,6 +108,8 @@ public final class RoleProcess {
         var subscriberConfiguration = EventSubscriberConfiguration(eventsEndpoint: partitions[0].eventsEndpoint, requestsEndpoint: partitions[0].requestsEndpoint)
         subscriberConfiguration.silenceTimeout = .milliseconds(topology.heartbeatMilliseconds * 8)
         subscriberConfiguration.curve = curveKeys
+        // A key bound to this process's devices may hear only theirs: one stream per device.
+        subscriberConfiguration.followedDevices = topology.followedDevices(process: process.name, clientKey: curveKeys?.clientKeyPair.publicKey)
         let subscriber = try PartitionedSubscriber(context: context, partitions: partitions, configuration: subscriberConfiguration, routes: routes)
         // A new incarnation gets a new origin, so its command numbers never collide with
         // those of a process that ran before it under the same name.

@@ -586,23 +586,39 @@ extension Topology {
         return ClientPermissions(roles: roles, devices: devices, devicePrefixes: Set(binding.drivers.map(Self.loadDriverDevicePrefix)))
     }
 
-    /// Warnings for keys bound to observer processes that then hear only their devices (all of them, or
-    /// only those naming `process`): an observer process subscribes to every device's events (`evt.`,
-    /// `all`), which the queue closes for such a key (docs/reliability.md, "Roles"), so its apps would
-    /// hear nothing.
+    /// The devices observer process `name` follows one by one (`EventSubscriberConfiguration.followedDevices`):
+    /// its own, when `clientKey` (this host's) is bound to devices, so that the queue lets it hear only theirs
+    /// (docs/reliability.md, "Roles"). Nil: it follows the whole partition.
+    public func followedDevices(process name: String, clientKey: CurveKey?) -> [String]? {
+        guard let curve, let clientKey, let binding = curve.bindings[clientKey.z85], !clientPermissions(binding).hearsEveryDevice,
+              let process = processes.first(where: { $0.name == name }), process.role == .observer else { return nil }
+        let names = scenario.deviceNames
+        return process.deviceIndices.filter(names.indices.contains).map { names[$0] }
+    }
+
+    /// Warnings for observer processes whose keys bind them to their devices (all of them, or only those
+    /// naming `process`) when they cannot all be followed: such a process follows one topic group per
+    /// device, and a queue keeps at most `maximumTopicGroups` groups (docs/reliability.md, "Roles").
     public func observerKeyWarnings(process: String? = nil) -> [String] {
         guard let curve else { return [] }
-        return curve.allowedClientKeys.compactMap { key in
-            guard let binding = curve.bindings[key], !clientPermissions(binding).hearsEveryDevice else { return nil }
-            let observers = binding.processes.filter { name in
-                (process == nil || name == process) && processes.contains { $0.name == name && $0.role == .observer }
+        var followed = 0
+        var named: [String] = []
+        for key in curve.allowedClientKeys {
+            guard let binding = curve.bindings[key], !clientPermissions(binding).hearsEveryDevice else { continue }
+            for observer in processes where observer.role == .observer && binding.processes.contains(observer.name) {
+                followed += observer.deviceIndices.count
+                if process == nil || observer.name == process { named.append("\(observer.name) (\(binding.keyPath))") }
             }
-            guard !observers.isEmpty else { return nil }
-            return "\(binding.keyPath) binds observer process \(observers.joined(separator: ", ")) to its devices alone, but an observer "
-                + "process subscribes to every device's events, which the queue refuses such a key: its apps would hear nothing; "
-                + "give that key `roles: [app]` too, or write it alone (docs/reliability.md, \"Roles\")"
         }
+        guard followed > Self.maximumTopicGroups, !named.isEmpty else { return [] }
+        return ["observer process \(named.joined(separator: ", ")) is bound to its devices, and so follows one topic group per device; "
+            + "the keys bound to devices follow \(followed) devices, beyond the \(Self.maximumTopicGroups) groups a queue keeps: "
+            + "the queue would close some of their subscriptions; give those keys `roles: [app]` (any device), or bind fewer devices "
+            + "(docs/reliability.md, \"Roles\")"]
     }
+
+    /// Topic groups one queue keeps (docs/wire-format.md, "Subscriptions").
+    public static let maximumTopicGroups = 256
 
     /// A line to log at start when the topology runs tcp:// across the network without CURVE.
     public var securityNotice: String? {

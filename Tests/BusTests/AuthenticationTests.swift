@@ -246,6 +246,39 @@ struct AuthenticationTests {
         #expect(queue.counters.subscribersClosed == hostileTopics.count, "an allowed subscription was refused")
     }
 
+    @Test("issue 30: a subscriber following its key's devices one group each hears only their events, caught up and live, each device in order; the other devices its groups carry are dropped",
+          .timeLimit(.minutes(1)))
+    func followedDevicesHearOnlyTheirOwn() throws {
+        let server = try CurveKeyPair.generate()
+        let app = try CurveKeyPair.generate()
+        let queue = try QueueHarness(context: context, configure: {
+            $0.curveServerSecretKey = server.secretKey
+            $0.allowedClientKeys = [app.publicKey]
+            $0.clientPermissions = [app.publicKey: ClientPermissions(roles: [.app], devices: ["device-1", "device-2"])]
+        }) { _, _ in .duplicate(lastSequence: 0) }
+        // Events of device-0 to device-15 in turn (sequence = index + 1): history first, caught up by FETCH.
+        queue.appendEvents(8)
+        try #require(queue.wait { $0.eventsPublished == 8 })
+        var configuration = EventSubscriberConfiguration(eventsEndpoint: queue.eventsEndpoint, requestsEndpoint: queue.requestsEndpoint)
+        configuration.curve = CurveClientKeys(serverPublicKey: server.publicKey, clientKeyPair: app)
+        configuration.followedDevices = ["device-2", "device-1"]
+        let subscriber = try EventSubscriber(context: context, configuration: configuration)
+        defer { subscriber.close() }
+        var heard = try collect(subscriber, count: 2)
+        #expect(try wait(for: subscriber) { subscriber.isCaughtUp })
+        // Live: group `device-1` also carries device-10 to device-15; only device-1's and device-2's are delivered.
+        queue.appendEvents(32, startingAt: 8)
+        heard += try collect(subscriber, count: 4)
+        // Each device's in order; across devices, as their groups' messages arrived.
+        #expect(heard.filter { $0.event.device == "device-1" }.map(\.sequence) == [2, 18, 34])
+        #expect(heard.filter { $0.event.device == "device-2" }.map(\.sequence) == [3, 19, 35])
+        #expect(heard.count == 6, "\(heard.map(\.sequence))")
+        // Every followed record through the queue's last is delivered once asked for (a FETCH brings the quiet streams up).
+        #expect(try wait(for: subscriber) { subscriber.hasDelivered(through: 40) })
+        #expect(try subscriber.receive(timeout: .milliseconds(50)).isEmpty, "a record was delivered twice")
+        #expect(queue.counters.subscribersClosed == 0, "a followed device's subscription was refused")
+    }
+
     /// Receives until a message on `topic` arrives, up to 10 s.
     private func receiveTopic(_ socket: Socket, _ topic: [UInt8]) throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(10)

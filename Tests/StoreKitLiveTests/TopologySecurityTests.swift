@@ -106,10 +106,11 @@ import ZeroMQ
         #expect(driverKey.hears(device: "driver-2-17") && !driverKey.hears(device: "driver-3-0") && !driverKey.hears(device: "device-0001"))
         #expect(driverKey.refusal(of: .launchApp(device: "driver-1-0")) == nil)
         #expect(driverKey.refusal(of: .launchApp(device: "driver-10-0"))?.contains("devices named driver-1-") == true)
-        // The observer's key hears only its device, so its process (which subscribes to every device's events) is warned about.
-        #expect(topology.observerKeyWarnings().count == 1)
-        #expect(topology.observerKeyWarnings(process: "apps").first?.contains("curve.allowedClientKeys[1].key binds observer process apps") == true)
-        #expect(topology.observerKeyWarnings(process: "store").isEmpty)
+        // The observer's key hears only its device, so its process follows that device alone; the store's key, everything.
+        #expect(topology.followedDevices(process: "apps", clientKey: apps.publicKey) == [topology.scenario.deviceNames[0]])
+        #expect(topology.followedDevices(process: "apps", clientKey: store.publicKey) == nil)
+        #expect(topology.followedDevices(process: "apps", clientKey: open.publicKey) == nil)
+        #expect(topology.observerKeyWarnings().isEmpty, "one device is one topic group: nothing to warn about")
         let unknown = #expect(throws: TopologyError.self) {
             _ = try Topology.parse(text.replacingOccurrences(of: "processes: [apps]", with: "processes: [nobody]"), file: file)
         }
