@@ -289,7 +289,7 @@ struct DriverEngine {
         var reportIndex = 0
         var stopped = false
         /// When the coordinator's socket was last read: a stop can wait a little (`coordinatorReadNanoseconds`).
-        var coordinatorReadAt = Int64.min
+        var coordinatorReadAt: Int64 = 0
     }
 
     /// A wake-up's work reads everything that arrived, makes every start that is due and sends what it
