@@ -55,4 +55,10 @@ public enum LiveClock {
         clock_gettime(CLOCK_REALTIME, &time)
         return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
+    /// Sleeps until `deadline` on the monotonic clock, to the nanosecond (a poll's timeout is whole
+    /// milliseconds); a signal ends the sleep early, so that the caller sees a shutdown request.
+    public static func sleep(untilMonotonic deadline: Int64) {
+        var target = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+        _ = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &target, nil)
+    }
 }

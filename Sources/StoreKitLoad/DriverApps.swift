@@ -21,79 +21,95 @@ public struct DriverApp: Sendable {
 }
 
 /// The user's own app code on a driver's devices (a topology whose scenario names an `app`, which
-/// the executable registered, docs/load-testing.md): each device has its `PaymentQueue` with the
-/// app launched on it, hears its device's events, and its observers' commands (finishes, starts of
+/// the executable registered, docs/load-testing.md): each device's app is the one every runtime runs
+/// (`InstalledApp`: its `PaymentQueue` with the app launched on it), hosted in the one role loop
+/// (`RoleHost`). It hears its device's events, and its observers' commands (finishes, starts of
 /// downloads, attachments, what the app credited) go to the queue in place of the driver's own. The
-/// driver still makes the users' purchases and restores and times every stage. The app's
-/// asynchronous work completes on the monotonic clock after a delay drawn as the simulator draws it.
+/// driver still makes the users' purchases and restores and times every stage. The app's asynchronous
+/// work completes on the monotonic clock, as timers, after a delay drawn as the simulator draws it.
 final class DriverApps {
-    private var queues: [String: PaymentQueue] = [:]
-    private let app: DriverApp
-    private let choices: ChoiceSource
-    private let workLatency: LatencyDistribution
-    /// Work under way, by due time (monotonic nanoseconds): device and work number.
-    private var work = Scheduler<(device: String, number: UInt64)>()
-    /// Commands the apps made, in order, for the driver to send.
-    private var made: [CommandBody] = []
+    private var hosts: [String: (app: InstalledApp, host: RoleHost)] = [:]
+    private var transport = Transport()
     /// Most pieces of work under way at once, over all devices; more are completed as failed at once.
     static let maximumWork = 1_000_000
 
+    /// The apps' environment: the monotonic clock (as the driver last read it), the commands they made
+    /// (the driver sends them, and holds back a finish its backend has not yet accepted) and their
+    /// work's timers.
+    struct Transport: RoleTransport {
+        typealias Failure = Never
+        var now: Int64 = 0
+        var made: [CommandBody] = []
+        var timers = Scheduler<TimerToken>()
+        /// Work started past `maximumWork`: the reply never comes in time, so the app hears a failure.
+        var refusedWork: [TimerToken] = []
+        /// The driver bounds what waits to be sent (its sender's window), not the apps.
+        var hasCapacity: Bool { true }
+        mutating func submit(_ body: CommandBody) { made.append(body) }
+        mutating func setTimer(afterNanoseconds delay: Int64, _ token: TimerToken) {
+            guard timers.count < DriverApps.maximumWork else { return refusedWork.append(token) }
+            timers.schedule(at: now + delay, token)
+        }
+    }
+
     init(app: DriverApp, devices: [String], choices: ChoiceSource) {
-        self.app = app
-        self.choices = choices
         // The simulator's apps' default (`DeviceApp.asynchronousWorkDelay`).
-        workLatency = app.workLatency ?? .exponential(minimumMilliseconds: 20, meanMilliseconds: 300)
+        let latency = app.workLatency ?? .exponential(minimumMilliseconds: 20, meanMilliseconds: 300)
         for device in devices {
-            queues[device] = PaymentQueue(device: device, catalog: app.catalog, choices: choices.stream(ChoiceStream.observers(device)))
+            let observerChoices = choices.stream(ChoiceStream.observers(device))
+            let userChoices = choices.stream(ChoiceStream.user(device))
+            let installed = InstalledApp(queue: PaymentQueue(device: device, catalog: app.catalog, choices: observerChoices),
+                                         code: .app(app.launch), observerChoices: observerChoices,
+                                         workDelay: { latency.sampleNanoseconds(userChoices, .appWorkDelay) })
+            hosts[device] = (installed, RoleHost(role: installed))
         }
     }
 
     /// Launches the app on `device` (after its registration): the launch, then the app's own attachments.
     func launch(_ device: String, now: Int64) {
-        guard let queue = queues[device] else { return }
-        queue.enqueue(.launchApp(device: device))
-        app.launch(queue)
-        collect(queue, now: now)
+        guard let hosted = hosts[device] else { return }
+        transport.now = now
+        hosted.app.launch()
+        // What the launch made (the `launchApp` command, the attachments, work) is collected as a resume's.
+        hosted.host.resume(over: &transport)
+        failRefusedWork()
     }
 
     /// One event of a device of this driver: the app hears it as StoreKit would tell it.
     func deliver(_ recorded: RecordedEvent, now: Int64) {
-        guard let device = recorded.event.device, let queue = queues[device] else { return }
-        queue.deliver(recorded)
-        collect(queue, now: now)
+        guard let device = recorded.event.device, let host = hosts[device]?.host else { return }
+        transport.now = now
+        host.deliver(recorded, over: &transport)
+        failRefusedWork()
     }
 
     /// Completes the work due by `now`; its completions run as the app's code.
     func completeDueWork(now: Int64) {
-        while let due = work.nextTime, due <= now, let next = work.next() {
-            guard let queue = queues[next.action.device] else { continue }
-            queue.completeWork(next.action.number, succeeded: true)
-            collect(queue, now: now)
+        transport.now = now
+        while let due = transport.timers.nextTime, due <= now, let next = transport.timers.next() {
+            guard case .appWork(let device, _) = next.action, let host = hosts[device]?.host else { continue }
+            host.fire(next.action, over: &transport)
         }
+        failRefusedWork()
     }
 
     /// When the next piece of work is due, if any.
-    var nextWorkDue: Int64? { work.nextTime }
+    var nextWorkDue: Int64? { transport.timers.nextTime }
 
     /// The commands the apps made since the last call, in order.
     func takeCommands() -> [CommandBody] {
-        defer { made.removeAll(keepingCapacity: true) }
-        return made
+        defer { transport.made.removeAll(keepingCapacity: true) }
+        return transport.made
     }
 
-    private func collect(_ queue: PaymentQueue, now: Int64) {
-        while true {
-            queue.drainOutbox(keepingFirst: .max) { body, _ in made.append(body) }
-            let started = queue.takeStartedWork()
-            guard !started.isEmpty else { return }
-            for piece in started {
-                guard work.count < Self.maximumWork else {
-                    // Past the bound the reply never comes in time: the app hears a failure (and may make more).
-                    queue.completeWork(piece.number, succeeded: false)
-                    continue
-                }
-                let delay = workLatency.sampleNanoseconds(choices.stream(ChoiceStream.user(queue.device)), .appWorkDelay)
-                work.schedule(at: now + delay, (queue.device, piece.number))
+    private func failRefusedWork() {
+        while !transport.refusedWork.isEmpty {
+            let refused = transport.refusedWork
+            transport.refusedWork.removeAll()
+            for token in refused {
+                guard case .appWork(let device, let number) = token, let hosted = hosts[device] else { continue }
+                hosted.app.queue.completeWork(number, succeeded: false)
+                hosted.host.resume(over: &transport)
             }
         }
     }

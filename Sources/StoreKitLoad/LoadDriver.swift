@@ -282,12 +282,36 @@ struct DriverEngine {
         }
     }
 
-    mutating func drive(startMonotonic: Int64, sender: PartitionedSender, subscriber: PartitionedSubscriber, coordinator: Socket) throws {
-        loadEnd = startMonotonic + plan.loadNanoseconds
-        var drainEnd = loadEnd + plan.drainNanoseconds
-        var nextReport = startMonotonic + plan.intervalNanoseconds
+    /// Where a run of the loop stands: the load's end, the drain's end, the next report.
+    struct LoopState {
+        var drainEnd: Int64
+        var nextReport: Int64
         var reportIndex = 0
         var stopped = false
+        /// When the coordinator's socket was last read: a stop can wait a little (`coordinatorReadNanoseconds`).
+        var coordinatorReadAt: Int64 = 0
+    }
+
+    /// A wake-up's work reads everything that arrived, makes every start that is due and sends what it
+    /// made as one batch; between wake-ups the driver sleeps until its next start. What arrives meanwhile
+    /// waits for that start when it is at most `readDelayBoundNanoseconds` away, so a driver wakes about
+    /// once per start of its own, not once per message the queue sends it, and its CPU per lifecycle does
+    /// not grow with the number of drivers (docs/load-testing.md, "Drivers that scale"). A later start
+    /// is waited for on the sockets, so a slow load still times every stage as its event arrives.
+    static let readDelayBoundNanoseconds: Int64 = 2_000_000
+    /// The shortest sleep: at higher rates one wake-up makes every start due within it (each still timed
+    /// from its intended instant).
+    static let shortestSleepNanoseconds: Int64 = 500_000
+    /// The longest wait on the sockets with nothing due (5 ms), or with HTTP answers awaited (1 ms: they
+    /// come from another thread, with no socket to wait on).
+    static let longestWaitNanoseconds: Int64 = 5_000_000
+    static let longestWaitForHTTPNanoseconds: Int64 = 1_000_000
+    /// How often the coordinator's socket is read for a stop.
+    static let coordinatorReadNanoseconds: Int64 = 10_000_000
+
+    mutating func drive(startMonotonic: Int64, sender: PartitionedSender, subscriber: PartitionedSubscriber, coordinator: Socket) throws {
+        loadEnd = startMonotonic + plan.loadNanoseconds
+        var progress = LoopState(drainEnd: loadEnd + plan.drainNanoseconds, nextReport: startMonotonic + plan.intervalNanoseconds)
         if plan.model == .closed {
             // Each device's first start is spread over the first think time, so they do not all start at once.
             for device in devices.indices {
@@ -295,91 +319,133 @@ struct DriverEngine {
             }
         }
         let prefix = Array(Self.devicePrefix(of: name).utf8)
+        // Every socket this driver reads, for the waits that end on the first message.
+        let poller = Poller()
+        for item in sender.senders.flatMap(\.pollItems) + subscriber.subscribers.flatMap(\.pollItems) { poller.register(item) }
+        poller.register(coordinator, for: .readable)
+        var lastWake = LiveClock.monotonicNanoseconds()
         while true {
-            var now = LiveClock.monotonicNanoseconds()
-            if Shutdown.isRequested && !stopped {
-                stopped = true
-                drainEnd = min(drainEnd, now + 2_000_000_000)
+            if Shutdown.isRequested && !progress.stopped {
+                progress.stopped = true
+                progress.drainEnd = min(progress.drainEnd, LiveClock.monotonicNanoseconds() + 2_000_000_000)
             }
+            try readArrivals(subscriber: subscriber, prefix: prefix)
             // Starts intended before the end are made even when the loop reaches them late (timed from
             // their intended start), so a busy machine shows as latency, not as fewer lifecycles.
+            let now = LiveClock.monotonicNanoseconds()
             let startsLeft = nextDue(startMonotonic: startMonotonic).map { $0 < loadEnd } ?? false
-            let starting = !stopped && (now < loadEnd || startsLeft)
+            let starting = !progress.stopped && (now < loadEnd || startsLeft)
             if starting { try startDue(now: now, startMonotonic: startMonotonic, loadEnd: loadEnd, sender: sender) }
             try flushWaiting(sender)
-            for completion in try sender.poll(timeout: .zero) {
-                // Another client used this driver's command ids: the log holds commands it never sent.
-                if case .failed(_, let error) = completion, case .duplicateOfUnsentCommand = error { throw error }
-                handle(completion, now: LiveClock.monotonicNanoseconds())
-            }
-            if let backend { for answer in backend.take() { handle(answer) } }
-            if let http { for answer in http.take() { handle(answer) } }
+            // One batch of every command made in this wake-up, and the answers that came meanwhile.
+            try takeAnswers(sender.poll(timeout: .zero))
+            if try report(&progress, startMonotonic: startMonotonic, coordinator: coordinator) { return }
+            try wait(starting: starting, startMonotonic: startMonotonic, progress: progress, poller: poller, lastWake: &lastWake)
+        }
+    }
 
-            // Wait for events no longer than until the next start or report is due.
-            now = LiveClock.monotonicNanoseconds()
-            var wake = nextReport
-            if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
-            if let due = apps?.nextWorkDue { wake = min(wake, due) }
-            // With POSTs out, look for their answers every millisecond (each is timed when it came, on its own thread).
-            let longest: Int64 = awaitingBackend.isEmpty && awaitingHTTP.isEmpty ? 5_000_000 : 1_000_000
-            let wait = waiting.count > waitingHead ? 0 : max(0, min(wake - now, longest))
-            for record in try subscriber.receiveRecords(timeout: .nanoseconds(wait)) {
-                // A driver follows its own devices' topic group; the check stays for a queue that serves
-                // more (an app key's devices). A record caught up by FETCH has no topic: its event says.
-                if let device = record.device, !device.utf8.starts(with: prefix) { continue }
-                let recorded: RecordedEvent
-                do {
-                    recorded = try record.decoded()
-                } catch {
-                    interval.errors += 1
-                    continue
-                }
-                if record.device == nil, !(recorded.event.device.map { $0.utf8.starts(with: prefix) } ?? false) { continue }
-                handle(recorded, now: LiveClock.monotonicNanoseconds())
-                apps?.deliver(recorded, now: LiveClock.monotonicNanoseconds())
+    /// Everything that arrived since the last wake-up: the driver's devices' events (heard by the driver
+    /// and by the user's app), what the apps made, and the backend's and HTTP calls' answers.
+    mutating func readArrivals(subscriber: PartitionedSubscriber, prefix: [UInt8]) throws {
+        for record in try subscriber.receiveRecords(timeout: .zero) {
+            // A driver follows its own devices' topic group; the check stays for a queue that serves
+            // more (an app key's devices). A record caught up by FETCH has no topic: its event says.
+            if let device = record.device, !device.utf8.starts(with: prefix) { continue }
+            let recorded: RecordedEvent
+            do {
+                recorded = try record.decoded()
+            } catch {
+                interval.errors += 1
+                continue
             }
-            if let apps {
-                apps.completeDueWork(now: LiveClock.monotonicNanoseconds())
-                for command in apps.takeCommands() {
-                    // With --backend, the app's finish waits for the backend's 2xx, and a refused transaction stays unfinished.
-                    if case .finishTransaction(let key) = command {
-                        if backendPending.contains(key) {
-                            heldFinishes.insert(key)
-                            continue
-                        }
-                        if backendRefused.remove(key) != nil { continue }
+            if record.device == nil, !(recorded.event.device.map { $0.utf8.starts(with: prefix) } ?? false) { continue }
+            let now = LiveClock.monotonicNanoseconds()
+            handle(recorded, now: now)
+            apps?.deliver(recorded, now: now)
+        }
+        if let apps {
+            apps.completeDueWork(now: LiveClock.monotonicNanoseconds())
+            for command in apps.takeCommands() {
+                // With --backend, the app's finish waits for the backend's 2xx, and a refused transaction stays unfinished.
+                if case .finishTransaction(let key) = command {
+                    if backendPending.contains(key) {
+                        heldFinishes.insert(key)
+                        continue
                     }
-                    waiting.append(command)
+                    if backendRefused.remove(key) != nil { continue }
                 }
-            }
-
-            if let frames = try coordinator.receive(timeout: .zero), LoadWire.verb(frames[0]) == .stop, !stopped {
-                stopped = true
-                drainEnd = min(drainEnd, LiveClock.monotonicNanoseconds() + 2_000_000_000)
-            }
-            now = LiveClock.monotonicNanoseconds()
-            // Done once nothing is in flight and every finish was acknowledged (its `finished` stage
-            // is measured from the acknowledgement), or when the drain time is up.
-            let loadOver = stopped || now >= drainEnd || (now >= loadEnd && !(nextDue(startMonotonic: startMonotonic).map { $0 < loadEnd } ?? false))
-            let finished = loadOver && ((inFlight == 0 && pendingFinishes.isEmpty && awaitingHTTP.isEmpty) || now >= drainEnd)
-            if now >= nextReport || finished {
-                if finished {
-                    interval.incomplete = inFlight
-                    interval.missedStarts += unmadeStarts(startMonotonic: startMonotonic, end: stopped ? min(now, loadEnd) : loadEnd)
-                }
-                let report = DriverReport(driver: name, interval: reportIndex, isFinal: finished, counters: interval, inFlight: inFlight,
-                                          cpuNanoseconds: processCPUNanoseconds(), peakMemoryBytes: peakResidentBytes(),
-                                          histograms: histograms.encoded(), custom: custom.wire)
-                _ = try coordinator.send(LoadWire.frames(.report, report), mode: .blocking)
-                total = total + interval
-                interval = LoadCounters()
-                histograms.reset()
-                custom.reset()
-                reportIndex += 1
-                nextReport += plan.intervalNanoseconds
-                if finished { return }
+                waiting.append(command)
             }
         }
+        if let backend { for answer in backend.take() { handle(answer) } }
+        if let http { for answer in http.take() { handle(answer) } }
+    }
+
+    mutating func takeAnswers(_ completions: [CommandCompletion]) throws {
+        let now = LiveClock.monotonicNanoseconds()
+        for completion in completions {
+            // Another client used this driver's command ids: the log holds commands it never sent.
+            if case .failed(_, let error) = completion, case .duplicateOfUnsentCommand = error { throw error }
+            handle(completion, now: now)
+        }
+    }
+
+    /// Reads a stop from the coordinator, and sends the interval's report when it is due or the load is
+    /// over; true once the final report went.
+    mutating func report(_ progress: inout LoopState, startMonotonic: Int64, coordinator: Socket) throws -> Bool {
+        var now = LiveClock.monotonicNanoseconds()
+        if now - progress.coordinatorReadAt >= Self.coordinatorReadNanoseconds || now >= progress.nextReport {
+            progress.coordinatorReadAt = now
+            if let frames = try coordinator.receive(timeout: .zero), LoadWire.verb(frames[0]) == .stop, !progress.stopped {
+                progress.stopped = true
+                progress.drainEnd = min(progress.drainEnd, now + 2_000_000_000)
+            }
+            now = LiveClock.monotonicNanoseconds()
+        }
+        // Done once nothing is in flight and every finish was acknowledged (its `finished` stage
+        // is measured from the acknowledgement), or when the drain time is up.
+        let loadOver = progress.stopped || now >= progress.drainEnd
+            || (now >= loadEnd && !(nextDue(startMonotonic: startMonotonic).map { $0 < loadEnd } ?? false))
+        let finished = loadOver && ((inFlight == 0 && pendingFinishes.isEmpty && awaitingHTTP.isEmpty) || now >= progress.drainEnd)
+        guard now >= progress.nextReport || finished else { return false }
+        if finished {
+            interval.incomplete = inFlight
+            interval.missedStarts += unmadeStarts(startMonotonic: startMonotonic, end: progress.stopped ? min(now, loadEnd) : loadEnd)
+        }
+        let report = DriverReport(driver: name, interval: progress.reportIndex, isFinal: finished, counters: interval, inFlight: inFlight,
+                                  cpuNanoseconds: processCPUNanoseconds(), peakMemoryBytes: peakResidentBytes(),
+                                  histograms: histograms.encoded(), custom: custom.wire)
+        _ = try coordinator.send(LoadWire.frames(.report, report), mode: .blocking)
+        total = total + interval
+        interval = LoadCounters()
+        histograms.reset()
+        custom.reset()
+        progress.reportIndex += 1
+        progress.nextReport += plan.intervalNanoseconds
+        return finished
+    }
+
+    /// Waits for the next wake-up: asleep until the next start, report or piece of app work when it is
+    /// due within `readDelayBoundNanoseconds` (what arrives meanwhile waits for it), otherwise on the
+    /// sockets, so that the first message ends the wait.
+    mutating func wait(starting: Bool, startMonotonic: Int64, progress: LoopState, poller: Poller, lastWake: inout Int64) throws {
+        var wake = progress.nextReport
+        if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
+        if let due = apps?.nextWorkDue { wake = min(wake, due) }
+        let awaitsHTTP = !awaitingBackend.isEmpty || !awaitingHTTP.isEmpty
+        wake = min(wake, LiveClock.monotonicNanoseconds() + (awaitsHTTP ? Self.longestWaitForHTTPNanoseconds : Self.longestWaitNanoseconds))
+        // At most one wake-up per shortest sleep; the starts due within it are made together.
+        wake = max(wake, lastWake + Self.shortestSleepNanoseconds)
+        let now = LiveClock.monotonicNanoseconds()
+        if waiting.count > waitingHead {
+            // The window is full: the queue's answers make room.
+            try poller.poll(timeout: .nanoseconds(max(0, wake - now)))
+        } else if wake - now > Self.readDelayBoundNanoseconds {
+            try poller.poll(timeout: .nanoseconds(wake - now - Self.readDelayBoundNanoseconds))
+        } else if wake > now {
+            LiveClock.sleep(untilMonotonic: wake)
+        }
+        lastWake = LiveClock.monotonicNanoseconds()
     }
 
     /// The intended instant of the next start, if any.
