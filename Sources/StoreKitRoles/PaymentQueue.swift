@@ -394,8 +394,12 @@ public final class PaymentQueue {
     /// `terminateApp`, as the system may end an app): its observers are gone, as on a quit.
     public func terminatedElsewhere() { forgetLaunch() }
 
+    /// Counts the launches that ended: the app's objects (StoreKitSim's) belong to the launch they were made in.
+    package private(set) var launchNumber = 0
+
     /// What a launch held that ends with the app: its observers and a restore batch being told.
     private func forgetLaunch() {
+        launchNumber += 1
         observers.removeAll()
         restoredBatch = nil
         work.removeAll()

@@ -1,6 +1,5 @@
 import Foundation
 import StoreKitModel
-import StoreKitRoles
 
 /// One simulated device as its app's code sees it: the queue of the launch now running, the
 /// app's receipt file, and the asynchronous work it started. Every callback into the app's code
@@ -8,11 +7,11 @@ import StoreKitRoles
 /// `Bundle.main.appStoreReceiptURL` are that device's, whichever thread the runtime uses.
 public final class SimulatedDevice: @unchecked Sendable {
     /// The device whose app code is running on this task or thread, if any.
-    @TaskLocal static var current: SimulatedDevice?
+    @TaskLocal package static var current: SimulatedDevice?
 
     public let name: String
-    let queue: PaymentQueue
-    let storage: DeviceStorage
+    package let queue: PaymentQueue
+    package let storage: DeviceStorage
     /// This launch's `SKPaymentQueue` (a launch's objects go with it, as an app process's do).
     private(set) lazy var paymentQueue = SKPaymentQueue(device: self)
 
@@ -21,9 +20,13 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// Depth of `run` calls: the app's state is read once its outermost callback returned.
     private var depth = 0
 
+    /// The launch of the app this device's objects belong to (`PaymentQueue.launchNumber`).
+    let launch: Int
+
     init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil) {
         self.name = queue.device
         self.queue = queue
+        self.launch = queue.launchNumber
         self.storage = storage
         self.readBelief = readBelief
     }
@@ -55,12 +58,13 @@ public final class SimulatedDevice: @unchecked Sendable {
     }
 
     /// Where this launch's tasks run (`Task { … }` in the app's code); a kill drops what is waiting.
-    let executor = SimulatedExecutor()
+    package let executor = SimulatedExecutor()
 
     /// Records in the log what the app's own state says it did since it was last read: each new
     /// credit of a transaction as `contentGranted` (and, keyed by a restored transaction's own
     /// identifier, as `transactionReported` `creditedAsNewPurchase`), each restore shown done as
-    /// `restoreShownDone`, each revenue report as `transactionReported` `revenue`, attributed to the
+    /// `restoreShownDone`, each revenue report as `transactionReported` `revenue`, each failure shown
+    /// as `failureShown`, each file kept as `contentKept`, attributed to the
     /// observer whose callback is running. Called after each callback and before
     /// each command the app makes, so a credit the app made before a finish is logged before it.
     func noteBelief(finishing: PaymentTransaction? = nil) {
@@ -68,6 +72,22 @@ public final class SimulatedDevice: @unchecked Sendable {
         let belief = readBelief()
         let before = storage.lastBelief
         storage.lastBelief = belief
+        // In the order an app does these within one callback: shows a failure or keeps a file, tells its
+        // user a purchase completed, credits, shows a restore done once what it restored is credited, finishes.
+        for failure in belief.failuresShown.dropFirst(before.failuresShown.count) where failure.transaction.key.device == name {
+            queue.failureShown(failure.transaction)
+        }
+        for kept in belief.contentKept.dropFirst(before.contentKept.count) where kept.download.key.transaction.device == name {
+            queue.contentKept(kept.download)
+        }
+        if let finishing { keepIfOwned(finishing, belief) }
+        for completion in belief.purchaseCompletionsShown.dropFirst(before.purchaseCompletionsShown.count)
+        where completion.transaction.key.device == name {
+            // A transaction object of another device, or a restored one's `original`, is none of this queue's.
+            let own = completion.paymentTransaction == completion.transaction.key
+            queue.transactionReported(completion.transaction, own ? .purchaseCompletionShown : .otherPurchaseCompletionShown)
+        }
+        noteCredits(belief, before: before, finishing: finishing)
         if belief.restoresShownDone > before.restoresShownDone {
             // Each "done" shown is for the oldest restore this launch heard finish and has not shown yet.
             for _ in before.restoresShownDone..<belief.restoresShownDone {
@@ -79,12 +99,19 @@ public final class SimulatedDevice: @unchecked Sendable {
                 }
             }
         }
-        for completion in belief.purchaseCompletionsShown.dropFirst(before.purchaseCompletionsShown.count)
-        where completion.transaction.key.device == name {
-            // A transaction object of another device, or a restored one's `original`, is none of this queue's.
-            let own = completion.paymentTransaction == completion.transaction.key
-            queue.transactionReported(completion.transaction, own ? .purchaseCompletionShown : .otherPurchaseCompletionShown)
+    }
+
+    /// The app finishes `transaction`, whose files its state says it kept though no record of that was
+    /// logged (a kill dropped it; the app's storage kept the file): logged as kept then, before the finish.
+    private func keepIfOwned(_ transaction: PaymentTransaction, _ belief: AppBelief) {
+        guard !transaction.downloads.isEmpty, !belief.contentKept.isEmpty else { return }
+        for kept in belief.contentKept where kept.download.key.transaction == transaction.key && !queue.wasKept(kept.download) {
+            queue.contentKept(kept.download)
         }
+    }
+
+    /// Each new credit and revenue report, logged against the transaction it is for.
+    private func noteCredits(_ belief: AppBelief, before: AppBelief, finishing: PaymentTransaction?) {
         guard !belief.credits.isEmpty || !belief.revenueReported.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
         // In transaction order: the app's dictionary has none.
         var revenue: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
@@ -149,19 +176,20 @@ public final class SimulatedDevice: @unchecked Sendable {
 }
 
 /// What a device keeps across its app's launches: its receipt file.
-final class DeviceStorage: @unchecked Sendable {
+package final class DeviceStorage: @unchecked Sendable {
     let device: String
     /// The folder of the app's bundle on this device; the receipt is `StoreKit/receipt` in it, as on iOS.
     let bundleFolder: URL
     /// What the app's own state said when last read (it survives launches, as the app's storage does).
     var lastBelief = AppBelief()
     /// The receipt's entries as the device last knew them, by transaction identifier, in order.
-    private(set) var receiptEntries: [OriginalTransaction] = []
+    package private(set) var receiptEntries: [OriginalTransaction] = []
     /// The purchase each restored or renewed entry stands for (its `original_transaction_id`).
-    private var originalIdentifiers: [String: String] = [:]
+    package private(set) var originalIdentifiers: [String: String] = [:]
     private var receiptIdentifiers: Set<String> = []
-    private var receiptWritten = false
-    private var madeFolder = false
+    /// Whether the receipt file holds `receiptEntries` (set by StoreKitSim, which writes it).
+    package var receiptWritten = false
+    package var madeFolder = false
 
     /// The folder made for this device alone, removed with it.
     private let root: URL
@@ -176,7 +204,7 @@ final class DeviceStorage: @unchecked Sendable {
         if madeFolder { try? FileManager.default.removeItem(at: root) }
     }
 
-    var receiptURL: URL { bundleFolder.appendingPathComponent("StoreKit/receipt") }
+    package var receiptURL: URL { bundleFolder.appendingPathComponent("StoreKit/receipt") }
 
     /// A purchase or a restore lands in the device's receipt, as StoreKit updates it.
     func note(_ entry: OriginalTransaction, original: String?) {
@@ -194,18 +222,4 @@ final class DeviceStorage: @unchecked Sendable {
         receiptWritten = false
     }
 
-    /// Writes the receipt file (`SimulatedReceipt`) if it changed since last written; nil when it cannot be written.
-    func writtenReceiptURL(queue: PaymentQueue) -> URL? {
-        if receiptWritten { return receiptURL }
-        do {
-            madeFolder = true
-            try FileManager.default.createDirectory(at: receiptURL.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try SimulatedReceipt.encode(receiptEntries, originals: originalIdentifiers, catalog: queue.catalog, startDate: queue.startDate)
-                .write(to: receiptURL, options: .atomic)
-            receiptWritten = true
-            return receiptURL
-        } catch {
-            return nil
-        }
-    }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import StoreKitModel
-import StoreKitRoles
 
 /// `SKPaymentTransactionObserver`, with Apple's optional methods as empty defaults. Declare the
 /// ones you implement in the class itself (a subclass's override of a method the class did not
@@ -60,11 +59,15 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
 
     /// Attaches an observer (R-Q3); every unfinished transaction is then delivered to it (R-Q4).
     open func add(_ observer: any SKPaymentTransactionObserver) {
-        guard let device, !attached.contains(where: { $0.observer === observer }) else { return }
         let typeName = String(describing: type(of: observer))
         let sameType = attached.filter { $0.typeName == typeName }.count
-        let bridge = ObserverBridge(name: sameType == 0 ? typeName : "\(typeName)-\(sameType + 1)", typeName: typeName,
-                                    observer: observer, queue: self, device: device)
+        add(observer, named: sameType == 0 ? typeName : "\(typeName)-\(sameType + 1)")
+    }
+
+    /// Attaches an observer under the name the queue logs for it (the built-in behaviours' `behaviour-N`).
+    package func add(_ observer: any SKPaymentTransactionObserver, named name: String) {
+        guard let device, !attached.contains(where: { $0.observer === observer }) else { return }
+        let bridge = ObserverBridge(name: name, typeName: String(describing: type(of: observer)), observer: observer, queue: self, device: device)
         attached.append(bridge)
         device.queue.add(bridge)
     }

@@ -1,6 +1,5 @@
 import Foundation
 import StoreKitModel
-import StoreKitRoles
 
 /// `SKPaymentTransactionState`, with Apple's raw values.
 public enum SKPaymentTransactionState: Int, Sendable, Hashable {
