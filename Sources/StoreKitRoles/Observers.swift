@@ -117,6 +117,11 @@ public final class BuiltInAppStorage: @unchecked Sendable {
         AppBelief(credits: credits, restoresShownDone: restoresShownDone, failuresShown: failuresShown, contentKept: contentKept)
     }
 
+    /// Whether the app granted `transaction` itself (not only the purchase it restores).
+    func granted(transaction: PaymentTransaction) -> Bool {
+        transaction.appStoreTransactionIdentifier.map(granted.contains) ?? false
+    }
+
     func wasGranted(_ transaction: SKPaymentTransaction) -> Bool {
         transaction.transactionIdentifier.map(granted.contains) ?? false
     }
@@ -339,10 +344,18 @@ public final class BuiltInObserver: NSObject, SKPaymentTransactionObserver, @unc
 extension PaymentQueue {
     /// Attaches a built-in observer the way the app's code does, `SKPaymentQueue.default().add(_:)`,
     /// under its `observerName`, as this launch's app code; its app storage is the device's.
-    package func add(_ observer: BuiltInObserver) {
+    package func add(_ observer: BuiltInObserver) { add(observer, named: observer.observerName) }
+
+    /// Attaches `observer` as the app's code of this launch does, `SKPaymentQueue.default().add(_:)`,
+    /// under `name` (what the queue logs). The app's storage on the device is the built-in app's.
+    package func add(_ observer: any SKPaymentTransactionObserver, named name: String) {
+        // The built-in app records each transaction it grants, so what it owns is what it granted itself.
         let device = SimulatedApp.launchDevice(on: self, storage: { BuiltInAppStorage(restoring: self) },
-                                               belief: { ($0 as? BuiltInAppStorage)?.belief ?? AppBelief() })
-        observer.app = SimulatedApp.storage(on: self) as? BuiltInAppStorage ?? BuiltInAppStorage()
-        device.run { SKPaymentQueue.default().add(observer, named: observer.observerName) }
+                                               belief: { ($0 as? BuiltInAppStorage)?.belief ?? AppBelief() },
+                                               owns: { ($0 as? BuiltInAppStorage)?.granted(transaction: $1) ?? false })
+        if let builtIn = observer as? BuiltInObserver {
+            builtIn.app = SimulatedApp.storage(on: self) as? BuiltInAppStorage ?? BuiltInAppStorage()
+        }
+        device.run { SKPaymentQueue.default().add(observer, named: name) }
     }
 }

@@ -33,6 +33,8 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     private var attached: [ObserverBridge] = []
     /// One object per transaction for this launch, updated as the transaction changes.
     private var objects: [TransactionKey: SKPaymentTransaction] = [:]
+    /// Objects held before those of finished transactions are let go (a long launch, as a load driver's, finishes thousands).
+    private var objectsBound = 1_024
     /// Payments this launch added whose transaction was not delivered yet, oldest first, with what
     /// each was when added; bounded: a payment the queue refused never gets one.
     private var paymentsAwaitingTransactions: [(object: SKPayment, productIdentifier: String, quantity: Int)] = []
@@ -126,6 +128,7 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
             return known
         }
         let made = SKPaymentTransaction(transaction, startDate: device?.queue.startDate ?? Scenario.defaultStartDate)
+        if objects.count >= objectsBound { forgetFinishedObjects() }
         objects[transaction.key] = made
         // A transaction first heard purchasing in this launch was made by one of its payments: the
         // oldest one added for that product and quantity (one device's commands reach the queue in order).
@@ -139,6 +142,13 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
         return made
     }
 
+    /// Lets go of the objects of transactions the queue no longer holds; the bound grows with what it still holds.
+    private func forgetFinishedObjects() {
+        let pending = device?.queue.state?.pending ?? [:]
+        objects = objects.filter { pending[$0.key.number] != nil }
+        objectsBound = max(1_024, 2 * objects.count)
+    }
+
     /// The object of `download`'s transaction brought up to date with it, and its download object.
     func object(_ download: Download) -> SKDownload? {
         guard let transaction = objects[download.key.transaction], transaction.value.downloads.indices.contains(download.key.index) else {
@@ -150,6 +160,12 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
 
     /// The observer that hears of receipt refreshes for this queue's requests: the first attached.
     func isFirst(_ bridge: ObserverBridge) -> Bool { attached.first === bridge }
+}
+
+/// A test's observer that also hears every receipt refresh its queue's device was answered (R-R2),
+/// whole: StoreKit tells only the `SKReceiptRefreshRequest`'s delegate, and the receipt file.
+package protocol ReceiptRefreshListener: AnyObject {
+    func receiptRefreshed(_ receipt: [OriginalTransaction])
 }
 
 /// The simulator's observer standing for one of the app's: it turns the simulator's callbacks into
@@ -211,6 +227,7 @@ final class ObserverBridge: PaymentTransactionObserver {
     }
 
     func paymentQueue(_ simulated: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {
+        (observer as? ReceiptRefreshListener)?.receiptRefreshed(receipt)
         guard queue.isFirst(self) else { return }
         device.storage.replaceReceipt(with: receipt)
         device.run { device.finishReceiptRefresh() }

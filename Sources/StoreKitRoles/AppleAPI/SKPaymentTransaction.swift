@@ -24,7 +24,7 @@ public enum SKPaymentTransactionState: Int, Sendable, Hashable {
 /// launch: the queue hands the same object again as the transaction changes.
 open class SKPaymentTransaction: NSObject, @unchecked Sendable {
     /// The transaction as the queue last told it.
-    var value: PaymentTransaction {
+    package internal(set) var value: PaymentTransaction {
         didSet { cachedDownloads = nil }
     }
     private var cachedDownloads: [SKDownload]?
@@ -107,7 +107,7 @@ public let SKDownloadTimeRemainingUnknown: TimeInterval = -1
 
 /// `SKDownload`: one piece of hosted content of a transaction.
 open class SKDownload: NSObject, @unchecked Sendable {
-    let value: Download
+    package let value: Download
     /// `SKDownloadTimeRemainingUnknown`.
     public static let timeRemainingUnknown: TimeInterval = SKDownloadTimeRemainingUnknown
     /// Weak: the transaction keeps its downloads. Should the app keep a download longer than its

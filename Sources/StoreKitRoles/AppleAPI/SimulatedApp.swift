@@ -77,8 +77,8 @@ public struct SimulatedApp: Sendable {
     /// The device of the launch now running on `queue`'s device, made for that launch if it has none
     /// yet (the built-in app attaches its observers through it), over the app storage that `storage`
     /// makes at the device's first launch.
-    package static func launchDevice(on queue: PaymentQueue, storage: () -> AnyObject,
-                                     belief: @escaping (_ storage: AnyObject) -> AppBelief) -> SimulatedDevice {
+    package static func launchDevice(on queue: PaymentQueue, storage: () -> AnyObject, belief: @escaping (_ storage: AnyObject) -> AppBelief,
+                                     owns: ((_ storage: AnyObject, _ transaction: PaymentTransaction) -> Bool)? = nil) -> SimulatedDevice {
         let host = DeviceHost.of(queue)
         if let current = host.current, current.launch == queue.launchNumber { return current }
         if host.appStorage == nil {
@@ -88,7 +88,8 @@ public struct SimulatedApp: Sendable {
             host.storage.lastBelief = belief(made)
         }
         let stored = host.appStorage!
-        let device = SimulatedDevice(queue: queue, storage: host.storage, readBelief: { belief(stored) })
+        let device = SimulatedDevice(queue: queue, storage: host.storage, readBelief: { belief(stored) },
+                                     owns: owns.map { owns in { owns(stored, $0) } })
         host.current = device
         return device
     }

@@ -22,11 +22,15 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     /// The launch of the app this device's objects belong to (`PaymentQueue.launchNumber`).
     let launch: Int
+    /// Whether the app's storage says it granted a transaction it finishes (`grantIfOwned`); nil: its
+    /// belief's credits say so, of the transaction or of the purchase it restores.
+    let owns: ((PaymentTransaction) -> Bool)?
 
-    init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil) {
+    init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil, owns: ((PaymentTransaction) -> Bool)? = nil) {
         self.name = queue.device
         self.queue = queue
         self.launch = queue.launchNumber
+        self.owns = owns
         self.storage = storage
         self.readBelief = readBelief
     }
@@ -148,7 +152,12 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// logged: a restore of something it credited before, or a credit whose record a kill dropped
     /// (the app's storage kept it). It is logged as granted then, just before the finish.
     func grantIfOwned(_ transaction: PaymentTransaction) {
-        guard transaction.transactionState.isPaid, !queue.wasGranted(transaction), !storage.lastBelief.credits.isEmpty else { return }
+        guard transaction.transactionState.isPaid, !queue.wasGranted(transaction) else { return }
+        if let owns {
+            if owns(transaction) { queue.contentGranted(transaction) }
+            return
+        }
+        guard !storage.lastBelief.credits.isEmpty else { return }
         let identifiers = [transaction.transactionIdentifier, transaction.originalTransaction?.transactionIdentifier]
             .map { $0.map(AppStoreIdentifier.transactionIdentifier) }
         guard identifiers.contains(where: { ($0.flatMap { storage.lastBelief.credits[$0] } ?? 0) > 0 }) else { return }
