@@ -37,8 +37,8 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     /// Restores this launch heard finish and the app has not shown done yet, oldest first.
     var restoresToShow: [UInt64] = []
-    /// The newest restore noted in `restoresToShow`: each is noted once, whichever observer hears it first.
-    var lastNotedRestore: UInt64?
+    /// The restores noted in `restoresToShow`: each is noted once, whichever observer hears it first.
+    var notedRestores: Set<UInt64> = []
 
     /// Receipt refreshes this launch started, oldest first: the store answers them in order.
     var receiptRefreshes: [SKReceiptRefreshRequest] = []
@@ -93,15 +93,24 @@ public final class SimulatedDevice: @unchecked Sendable {
         }
         noteCredits(belief, before: before, finishing: finishing)
         if belief.restoresShownDone > before.restoresShownDone {
-            // Each "done" shown is for the oldest restore this launch heard finish and has not shown yet.
+            // Each "done" shown is for the oldest restore this launch heard finish, has not shown yet and
+            // whose restored transactions the app handled (granted, or finishing now); else the oldest.
             for _ in before.restoresShownDone..<belief.restoresShownDone {
-                if let restore = restoresToShow.first {
-                    restoresToShow.removeFirst()
-                    queue.restoreShownDone(restore: restore)
+                if !restoresToShow.isEmpty {
+                    let index = restoresToShow.firstIndex { isHandled($0, finishing: finishing) } ?? 0
+                    queue.restoreShownDone(restore: restoresToShow.remove(at: index))
                 } else {
                     queue.restoreShownDone()
                 }
             }
+        }
+    }
+
+    /// Whether every unfinished transaction `restore` restored is granted or is the one finishing.
+    private func isHandled(_ restore: UInt64, finishing: PaymentTransaction?) -> Bool {
+        guard let pending = queue.state?.pending else { return true }
+        return !queue.restoreOfTransaction.contains { key, of in
+            of == restore && key != finishing?.key && pending[key.number] != nil && !queue.granted.contains(key)
         }
     }
 
