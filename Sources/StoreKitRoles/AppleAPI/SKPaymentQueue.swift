@@ -95,7 +95,7 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     open func finishTransaction(_ transaction: SKPaymentTransaction) {
         guard let device else { return }
         // The queue's current state of it: the app's object may be older (a completion arriving late).
-        let current = device.queue.transactions.first { $0.key == transaction.value.key } ?? transaction.value
+        let current = device.queue.transaction(transaction.value.key) ?? transaction.value
         device.noteBelief(finishing: current)
         device.grantIfOwned(current)
         try? device.queue.finishTransaction(current)

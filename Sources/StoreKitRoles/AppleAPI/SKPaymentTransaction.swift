@@ -25,9 +25,14 @@ public enum SKPaymentTransactionState: Int, Sendable, Hashable {
 open class SKPaymentTransaction: NSObject, @unchecked Sendable {
     /// The transaction as the queue last told it.
     package internal(set) var value: PaymentTransaction {
-        didSet { cachedDownloads = nil }
+        didSet {
+            cachedDownloads = nil
+            if cachedPayment != nil, oldValue.payment != value.payment { cachedPayment = nil }
+        }
     }
     private var cachedDownloads: [SKDownload]?
+    /// The payment, one object while it stays the same, as StoreKit's.
+    private var cachedPayment: SKPayment?
     /// A restored transaction's original, made once.
     private lazy var originalTransaction: SKPaymentTransaction? = value.originalTransaction.map { SKPaymentTransaction(original: $0, startDate: startDate) }
 
@@ -49,7 +54,12 @@ open class SKPaymentTransaction: NSObject, @unchecked Sendable {
         self.startDate = startDate
     }
 
-    open var payment: SKPayment { SKPayment(value.payment) }
+    open var payment: SKPayment {
+        if let cachedPayment { return cachedPayment }
+        let made = SKPayment(value.payment)
+        cachedPayment = made
+        return made
+    }
     open var transactionState: SKPaymentTransactionState { SKPaymentTransactionState(value.transactionState) }
     /// Set once purchased or restored: Apple's decimal form, the `transactionId` the App Store's server
     /// and its signed transactions carry (`AppStoreIdentifier`, docs/log-format.md).
