@@ -96,7 +96,7 @@ public final class DeviceApp {
     // Unchecked exclusivity on the script's state: changed only by this app's own methods, one access
     // at a time (observers call into the queue, never into the app), so the checks only cost time.
     /// The observers of the current launch (new instances at every launch: quitting loses them).
-    package var observers: [PaymentTransactionObserver] { installed.observers }
+    package var observers: [BuiltInObserver] { installed.observers }
     /// Whether a `deviceStep` timer is set, so a kill does not start a second chain of steps.
     @exclusivity(unchecked) var stepTimerPending = false
     private let behavior: AppBehavior

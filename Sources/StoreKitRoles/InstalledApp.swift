@@ -1,22 +1,24 @@
 import StoreKitModel
 
-/// An app's code at each launch: the user's own (`SimulatedApp`: it attaches its observers
-/// itself, through the queue, as at an iOS app's launch), or observers made anew for each launch
-/// (the built-in behaviours, a test's own), which the launch attaches.
+/// An app's code at each launch, written on Apple's StoreKit 1 API: the user's own (`SimulatedApp`:
+/// it attaches its observers itself, as at an iOS app's launch), or the built-in behaviours'
+/// observers, made anew for each launch, which the launch attaches (some a few user steps later).
 package enum AppCode {
     case app((_ queue: PaymentQueue) -> Void)
+    case builtInObservers(() -> [BuiltInObserver])
+    /// Observers on the queue's own side (this package's tests that look below Apple's API).
     case observers((_ device: String) -> [PaymentTransactionObserver])
 }
 
 extension AppCode {
-    /// The built-in behaviours' code: new observer instances at every launch, named `behaviour-N`
-    /// in their order. Every runtime (simulation, live apps, replay, load drivers) makes built-in
-    /// apps here.
+    /// The built-in behaviours' code: new `BuiltInObserver`s at every launch, named `behaviour-N`
+    /// in their order, over the app's storage on the device (`BuiltInAppStorage`). Every runtime
+    /// (simulation, live apps, replay, load drivers) makes built-in apps here.
     package static func builtIn(_ behaviors: [ObserverBehavior], storage: ContentStorage?, persistentFolder: String = "apps") -> AppCode {
         // Concatenated rather than interpolated, and once per device rather than per launch: every
         // schedule of an exploration makes its apps anew.
         let names = behaviors.enumerated().map { index, behavior in behavior.rawValue + "-" + String(index + 1) }
-        return .observers { _ in
+        return .builtInObservers {
             behaviors.indices.map { index in
                 BuiltInObserver(name: names[index], behavior: behaviors[index], storage: storage, persistentFolder: persistentFolder)
             }
@@ -36,10 +38,10 @@ package final class InstalledApp: Role {
     package let queue: PaymentQueue
     package var device: String { queue.device }
     package var name: String { queue.device }
-    /// The observers of the current launch (new instances at every launch: quitting loses them).
-    @exclusivity(unchecked) package private(set) var observers: [PaymentTransactionObserver] = []
+    /// The built-in observers of the current launch (new instances at every launch: quitting loses them).
+    @exclusivity(unchecked) package private(set) var observers: [BuiltInObserver] = []
     /// Observers that attach only after `lateSteps` more user steps (the attach time choice).
-    @exclusivity(unchecked) private var lateObservers: [PaymentTransactionObserver] = []
+    @exclusivity(unchecked) private var lateObservers: [BuiltInObserver] = []
     @exclusivity(unchecked) private var lateSteps = 0
     private let code: AppCode
     /// The stream of this device's observers and app: attach order and time.
@@ -77,12 +79,17 @@ package final class InstalledApp: Role {
             // The app's own code attaches its observers through the queue.
             launch(queue)
             observers = []
+        case .builtInObservers(let make):
+            observers = make()
         case .observers(let make):
-            observers = make(device)
+            observers = []
+            var attached = make(device)
+            if shufflesAttachOrder { attached = observerChoices.shuffled(attached, .observerAttach) }
+            for observer in attached { queue.add(observer) }
         }
-        var atLaunch = observers.filter { !(($0 as? BuiltInObserver)?.behavior.attachesLate ?? false) }
-        lateObservers = observers.filter { ($0 as? BuiltInObserver)?.behavior.attachesLate ?? false }
-        if shufflesAttachOrder { atLaunch = PaymentQueue.shuffled(atLaunch, .observerAttach, observerChoices) }
+        var atLaunch = observers.filter { !$0.behavior.attachesLate }
+        lateObservers = observers.filter(\.behavior.attachesLate)
+        if shufflesAttachOrder { atLaunch = observerChoices.shuffled(atLaunch, .observerAttach) }
         for observer in atLaunch { queue.add(observer) }
         lateSteps = lateObservers.isEmpty || !drawsLateSteps ? 0 : 1 + observerChoices.index(.observerAttach, count: 2)
     }
@@ -103,7 +110,7 @@ package final class InstalledApp: Role {
 
     /// Attaches the late observer named `observer`, if this launch has one; true if so.
     package func attachLate(named observer: String) -> Bool {
-        guard let index = lateObservers.firstIndex(where: { ($0 as? BuiltInObserver)?.observerName == observer }) else { return false }
+        guard let index = lateObservers.firstIndex(where: { $0.observerName == observer }) else { return false }
         queue.add(lateObservers.remove(at: index))
         return true
     }

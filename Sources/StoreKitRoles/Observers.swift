@@ -1,10 +1,11 @@
 import Foundation
 import StoreKitModel
 
-/// The built-in observer behaviours, written on the public observer API exactly as an
-/// app would write them (and as users write theirs). The correct ones record what they do
-/// (`contentGranted`, `contentKept`, `restoreShownDone`, `failureShown`) so invariants about
-/// apps can be checked from the log; the buggy ones make, on purpose, the mistakes real apps make.
+/// The built-in observer behaviours, written on Apple's StoreKit 1 API (`BuiltInObserver`) exactly as
+/// an app writes its observers, and as users write theirs. What they do is in the app's own storage
+/// (`BuiltInAppStorage`: credits, kept files, failures and restores shown), which the simulator reads
+/// as the app's `AppBelief`, as it reads a user's app; the buggy ones make, on purpose, the mistakes
+/// real apps make.
 public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable {
     /// Grant the product, then finish (ignores hosted content).
     case deliverThenFinish
@@ -75,33 +76,112 @@ public enum ObserverBehavior: String, Sendable, Hashable, Codable, CaseIterable 
     }
 }
 
-/// The observer the simulator attaches for each behaviour.
-public final class BuiltInObserver: PaymentTransactionObserver {
+/// What the built-in app keeps on a device's disk, shared by its observers and kept across launches
+/// and kills: the simulator reads it as the app's `AppBelief` (docs/explore.md, "Your own observer").
+public final class BuiltInAppStorage: @unchecked Sendable {
+    /// Transactions granted, by their own `transactionIdentifier`: one granted is not granted again
+    /// when delivered again (R-Q4); a restore is a transaction of its own, granted once too.
+    private var granted: Set<String> = []
+    /// Credits by the purchase they are for (a restored transaction's `original`), as `AppBelief.credits`.
+    private var credits: [String: Int] = [:]
+    /// Files kept, by "transactionIdentifier/contentIdentifier" (R-D3), and products whose content is on the device (R-R5).
+    private var kept: Set<String> = []
+    private var productsWithKeptContent: Set<String> = []
+    private var contentKept: [AppBelief.KeptContent] = []
+    private var failuresShown: [AppBelief.ShownFailure] = []
+    private var restoresShownDone = 0
+
+    public init() {}
+
+    /// The storage as the log shows it for `queue`'s device: what a restarted app process finds on the
+    /// device's disk (a new process's queue has caught up on the log).
+    init(restoring queue: PaymentQueue) {
+        guard let pending = queue.state?.pending else { return }
+        for key in queue.granted {
+            guard let transaction = pending[key.number], let identifier = transaction.appStoreTransactionIdentifier else { continue }
+            granted.insert(identifier)
+            let original = transaction.originalTransaction.map { AppStoreIdentifier.transactionIdentifier($0.transactionIdentifier) }
+            credits[original ?? identifier, default: 0] += 1
+        }
+        for (key, indices) in queue.keptDownloads {
+            guard let transaction = pending[key.number], let identifier = transaction.appStoreTransactionIdentifier else { continue }
+            for index in indices where transaction.downloads.indices.contains(index) {
+                kept.insert(identifier + "/" + transaction.downloads[index].contentIdentifier)
+            }
+        }
+        productsWithKeptContent = queue.productsWithKeptContent
+    }
+
+    /// What the app believes it did, for the invariants.
+    public var belief: AppBelief {
+        AppBelief(credits: credits, restoresShownDone: restoresShownDone, failuresShown: failuresShown, contentKept: contentKept)
+    }
+
+    /// Whether the app granted `transaction` itself (not only the purchase it restores).
+    func granted(transaction: PaymentTransaction) -> Bool {
+        transaction.appStoreTransactionIdentifier.map(granted.contains) ?? false
+    }
+
+    func wasGranted(_ transaction: SKPaymentTransaction) -> Bool {
+        transaction.transactionIdentifier.map(granted.contains) ?? false
+    }
+
+    /// Credits `transaction`, keyed by the purchase it is for.
+    func credit(_ transaction: SKPaymentTransaction) {
+        guard let identifier = transaction.transactionIdentifier else { return }
+        granted.insert(identifier)
+        credits[transaction.original?.transactionIdentifier ?? identifier, default: 0] += 1
+    }
+
+    func wasKept(_ download: SKDownload) -> Bool { kept.contains(Self.name(of: download)) }
+
+    func keep(_ download: SKDownload) {
+        kept.insert(Self.name(of: download))
+        productsWithKeptContent.insert(download.transaction.payment.productIdentifier)
+        contentKept.append(AppBelief.KeptContent(download: download))
+    }
+
+    func hasKeptContent(of product: String) -> Bool { productsWithKeptContent.contains(product) }
+
+    func showFailure(_ transaction: SKPaymentTransaction) { failuresShown.append(AppBelief.ShownFailure(transaction: transaction)) }
+
+    func showRestoreDone() { restoresShownDone += 1 }
+
+    private static func name(of download: SKDownload) -> String {
+        (download.transaction.transactionIdentifier ?? "") + "/" + download.contentIdentifier
+    }
+}
+
+/// The built-in behaviours' observer: an `SKPaymentTransactionObserver` on Apple's API alone, with
+/// the app's state in `BuiltInAppStorage`. Attached through `SKPaymentQueue` (`PaymentQueue.add(_:)`
+/// below), under its `observerName`.
+public final class BuiltInObserver: NSObject, SKPaymentTransactionObserver, @unchecked Sendable {
     public let observerName: String
     public let behavior: ObserverBehavior
     /// Where finished downloads are copied to keep them (the app's own storage), and the
     /// folder in it, relative to the content root; nil keeps nothing.
     public let storage: ContentStorage?
     public let persistentFolder: String
-    // Unchecked exclusivity on the sets changed for every callback: only this observer's own methods
-    // change them, one access at a time (the queue's methods it calls never call back), so the checks only cost time.
+    /// The app's own storage on the device, set when the observer is attached.
+    var app: BuiltInAppStorage!
     /// Product identifiers unlocked so far (this launch).
-    @exclusivity(unchecked) public private(set) var unlocked: Set<String> = []
+    public private(set) var unlocked: Set<String> = []
     public private(set) var keptContent: [String] = []
     public private(set) var errors: [String] = []
     public private(set) var restoresFinished = 0
     public private(set) var restoresFailed = 0
+    // Transactions by their object: a launch's queue hands one object per transaction.
     /// Restored transactions not yet handled that were delivered since the last restore ended: they
     /// belong to the next restore to end (StoreKit tells a restore's transactions before its end).
-    @exclusivity(unchecked) private var restoredOutstanding: Set<TransactionKey> = []
+    private var restoredOutstanding: Set<ObjectIdentifier> = []
     /// Restores that ended before their restored transactions were handled, oldest first: each is
     /// shown done once its own transactions are (R-O3). Kept apart so that a second restore started
     /// meanwhile neither delays nor swallows the first one's.
-    @exclusivity(unchecked) private var restoresWaiting: [(restore: UInt64, outstanding: Set<TransactionKey>)] = []
+    private var restoresWaiting: [Set<ObjectIdentifier>] = []
     /// Transactions `deferredAsFailed` gave up on.
-    @exclusivity(unchecked) private var forgotten: Set<TransactionKey> = []
+    private var forgotten: Set<ObjectIdentifier> = []
     /// Restored transactions whose content the user passed over: granted and finished without downloading.
-    @exclusivity(unchecked) private var passedOver: Set<TransactionKey> = []
+    private var passedOver: Set<ObjectIdentifier> = []
 
     public init(name: String, behavior: ObserverBehavior, storage: ContentStorage?, persistentFolder: String = "apps") {
         self.observerName = name
@@ -110,33 +190,33 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         self.persistentFolder = persistentFolder
     }
 
-    public func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
+    public func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
         guard behavior != .audit else { return }
-        for transaction in transactions where !forgotten.contains(transaction.key) {
+        for transaction in transactions where !forgotten.contains(ObjectIdentifier(transaction)) {
+            let object = ObjectIdentifier(transaction)
             switch transaction.transactionState {
             case .purchasing:
                 continue
             case .deferred:
                 // Correct apps wait for the decision; this bug shows a failure and forgets the payment.
                 guard behavior == .deferredAsFailed else { continue }
-                forgotten.insert(transaction.key)
-                queue.failureShown(transaction)
+                forgotten.insert(object)
+                app.showFailure(transaction)
             case .failed:
-                if behavior != .sdkFinishesEarly { queue.failureShown(transaction) }
-                finish(transaction, on: queue)
+                if behavior != .sdkFinishesEarly { app.showFailure(transaction) }
+                queue.finishTransaction(transaction)
             case .purchased, .restored:
                 if transaction.transactionState == .restored && !transaction.downloads.isEmpty && behavior.wantsContent {
-                    restoredOutstanding.insert(transaction.key)
+                    restoredOutstanding.insert(object)
                     // Selective restore (R-R5): the user picks only content the device lacks; what the app
                     // already kept is not downloaded again. Decided before any download started.
-                    if behavior == .restoreThenFinish, transaction.downloads.allSatisfy({ !$0.started }),
-                       queue.hasKeptContent(of: transaction.payment.productIdentifier) {
-                        passedOver.insert(transaction.key)
+                    if behavior == .restoreThenFinish, transaction.downloads.allSatisfy({ $0.state == .waiting }),
+                       app.hasKeptContent(of: transaction.payment.productIdentifier) {
+                        passedOver.insert(object)
                     }
                 }
-                if passedOver.contains(transaction.key) {
-                    grant(transaction, on: queue)
-                    finish(transaction, on: queue)
+                if passedOver.contains(object) {
+                    complete(transaction, on: queue)
                     continue
                 }
                 process(transaction, on: queue)
@@ -144,42 +224,38 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         }
     }
 
-    private func process(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
+    private func process(_ transaction: SKPaymentTransaction, on queue: SKPaymentQueue) {
         if behavior == .sdkFinishesEarly {
-            finish(transaction, on: queue)
+            queue.finishTransaction(transaction)
             return
         }
         guard behavior.wantsContent, !transaction.downloads.isEmpty else {
-            grant(transaction, on: queue)
-            finish(transaction, on: queue)
+            complete(transaction, on: queue)
             return
         }
-        let notStarted = transaction.downloads.filter { !$0.started && $0.downloadState == .waiting }
-        queue.start(notStarted)
+        let notStarted = transaction.downloads.filter { $0.state == .waiting }
+        if !notStarted.isEmpty { queue.start(notStarted) }
         if behavior == .finishBeforeDownloads {
-            finish(transaction, on: queue)
+            queue.finishTransaction(transaction)
         } else {
             // Delivered again after a relaunch (R-Q4): what finished while the app was not running is
-            // kept now, as it would have been when it finished (R-D3). Looked up once: keeping a file
-            // changes nothing the queue shows of the transaction.
-            guard let current = queue.transaction(transaction.key) else { return }
-            keepFinished(current, on: queue)
-            if transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) { completeIfDone(current, on: queue) }
+            // kept now, as it would have been when it finished (R-D3).
+            keepFinished(transaction)
+            completeIfDone(transaction, on: queue)
         }
     }
 
-    public func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {
+    public func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload]) {
         guard behavior.wantsContent, behavior != .finishBeforeDownloads else { return }
         for download in downloads {
-            if behavior == .finishAtFullProgress, download.progress >= 1, !download.downloadState.isFinal {
+            if behavior == .finishAtFullProgress, download.progress >= 1, !Self.hasEnded(download) {
                 // The bug: progress 1.0 is not "finished" (R-D2).
-                if let transaction = queue.transaction(download.key.transaction) { complete(transaction, on: queue) }
+                complete(download.transaction, on: queue)
                 continue
             }
-            guard download.downloadState.isFinal else { continue }
-            // Looked up once: keeping a file changes nothing the queue shows of the transaction.
-            guard let transaction = queue.transaction(download.key.transaction) else { continue }
-            if download.downloadState == .finished { keepFinished(transaction, on: queue) }
+            guard Self.hasEnded(download) else { continue }
+            let transaction = download.transaction
+            if download.state == .finished { keepFinished(transaction) }
             if behavior == .finishOnFirstDownload {
                 complete(transaction, on: queue)
             } else {
@@ -188,81 +264,98 @@ public final class BuiltInObserver: PaymentTransactionObserver {
         }
     }
 
+    private static func hasEnded(_ download: SKDownload) -> Bool {
+        download.state == .finished || download.state == .failed || download.state == .cancelled
+    }
+
     /// Finishes only when every download of the transaction has ended (R-D3).
-    private func completeIfDone(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
-        guard transaction.downloads.allSatisfy({ $0.downloadState.isFinal }) else { return }
+    private func completeIfDone(_ transaction: SKPaymentTransaction, on queue: SKPaymentQueue) {
+        guard transaction.downloads.allSatisfy(Self.hasEnded) else { return }
         complete(transaction, on: queue)
     }
 
-    private func complete(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
-        grant(transaction, on: queue)
-        finish(transaction, on: queue)
+    private func complete(_ transaction: SKPaymentTransaction, on queue: SKPaymentQueue) {
+        grant(transaction)
+        queue.finishTransaction(transaction)
     }
 
     /// Grants once per transaction, across relaunches, by the app's persistent record (R-Q4);
     /// `creditEveryDelivery` is the bug of not checking it.
-    private func grant(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
+    private func grant(_ transaction: SKPaymentTransaction) {
         unlocked.insert(transaction.payment.productIdentifier)
-        if behavior == .creditEveryDelivery || !queue.wasGranted(transaction) { queue.contentGranted(transaction) }
+        if behavior == .creditEveryDelivery || !app.wasGranted(transaction) { app.credit(transaction) }
+        let object = ObjectIdentifier(transaction)
         // Removing from an empty set still hashes the key.
-        if !restoredOutstanding.isEmpty { restoredOutstanding.remove(transaction.key) }
+        if !restoredOutstanding.isEmpty { restoredOutstanding.remove(object) }
         guard !restoresWaiting.isEmpty else { return }
         var index = 0
         while index < restoresWaiting.count {
-            if restoresWaiting[index].outstanding.remove(transaction.key) != nil, restoresWaiting[index].outstanding.isEmpty {
-                queue.restoreShownDone(restore: restoresWaiting.remove(at: index).restore)
+            if restoresWaiting[index].remove(object) != nil, restoresWaiting[index].isEmpty {
+                restoresWaiting.remove(at: index)
+                app.showRestoreDone()
             } else {
                 index += 1
             }
         }
     }
 
-    /// Keeps each finished download of the transaction not kept yet, in index order: the one just
+    /// Keeps each finished download of the transaction not kept yet, in order: the one just
     /// reported, and any that finished while the app was not running (R-D3, R-Q4).
-    private func keepFinished(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
-        for download in transaction.downloads where download.downloadState == .finished && !queue.wasKept(download) {
-            if let url = download.contentURL { keep(url, download, on: queue) }
+    private func keepFinished(_ transaction: SKPaymentTransaction) {
+        for download in transaction.downloads where download.state == .finished && !app.wasKept(download) {
+            if let url = download.contentURL { keep(url, download) }
         }
     }
 
     /// Moves the downloaded file somewhere persistent before its URL becomes invalid (R-D3, R-T4).
-    private func keep(_ contentURL: String, _ download: Download, on queue: PaymentQueue) {
+    private func keep(_ contentURL: URL, _ download: SKDownload) {
         guard let storage else {
-            queue.contentKept(download)
+            app.keep(download)
             return
         }
         let destination = "\(persistentFolder)/\(download.contentIdentifier)-\(download.contentVersion)"
         do {
-            try storage.copy(contentURL, to: destination)
+            try storage.copy(contentURL.relativePath, to: destination)
             keptContent.append(destination)
-            queue.contentKept(download)
+            app.keep(download)
         } catch {
-            errors.append("could not keep \(contentURL): \(error)")
-        }
-    }
-
-    private func finish(_ transaction: PaymentTransaction, on queue: PaymentQueue) {
-        do {
-            try queue.finishTransaction(transaction)
-        } catch {
-            errors.append("\(error)")
+            errors.append("could not keep \(contentURL.relativePath): \(error)")
         }
     }
 
     /// Shows the restore done once its restored transactions are handled (R-O3);
     /// `restoreDoneEarly` shows it at once.
-    public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) {
+    public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {
         restoresFinished += 1
         guard behavior != .audit, behavior != .sdkFinishesEarly else { return }
         if restoredOutstanding.isEmpty || behavior == .restoreDoneEarly {
-            queue.restoreShownDone()
-        } else if let restore = queue.lastFinishedRestore {
-            restoresWaiting.append((restore, restoredOutstanding))
+            app.showRestoreDone()
+        } else {
+            restoresWaiting.append(restoredOutstanding)
         }
         restoredOutstanding = []
     }
 
-    public func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {
+    public func paymentQueue(_ queue: SKPaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error) {
         restoresFailed += 1
+    }
+}
+
+extension PaymentQueue {
+    /// Attaches a built-in observer the way the app's code does, `SKPaymentQueue.default().add(_:)`,
+    /// under its `observerName`, as this launch's app code; its app storage is the device's.
+    package func add(_ observer: BuiltInObserver) { add(observer, named: observer.observerName) }
+
+    /// Attaches `observer` as the app's code of this launch does, `SKPaymentQueue.default().add(_:)`,
+    /// under `name` (what the queue logs). The app's storage on the device is the built-in app's.
+    package func add(_ observer: any SKPaymentTransactionObserver, named name: String) {
+        // The built-in app records each transaction it grants, so what it owns is what it granted itself.
+        let device = SimulatedApp.launchDevice(on: self, storage: { BuiltInAppStorage(restoring: self) },
+                                               belief: { ($0 as? BuiltInAppStorage)?.belief ?? AppBelief() },
+                                               owns: { ($0 as? BuiltInAppStorage)?.granted(transaction: $1) ?? false })
+        if let builtIn = observer as? BuiltInObserver {
+            builtIn.app = SimulatedApp.storage(on: self) as? BuiltInAppStorage ?? BuiltInAppStorage()
+        }
+        device.run { SKPaymentQueue.default().add(observer, named: name) }
     }
 }

@@ -94,6 +94,9 @@ public final class PaymentQueue {
     /// Downloads of unfinished transactions whose files the app kept, by transaction (its own
     /// storage: survives quitting; rebuilt from the log on catch-up).
     @exclusivity(unchecked) public private(set) var keptDownloads: [TransactionKey: Set<Int>] = [:]
+    /// The restore that restored each unfinished restored transaction, so that a "restore done" the
+    /// app's state shows is matched with a restore whose transactions it handled (StoreKitSim).
+    @exclusivity(unchecked) package private(set) var restoreOfTransaction: [TransactionKey: UInt64] = [:]
     /// The restore whose `restoreCompletedTransactionsFinished` was delivered last.
     @exclusivity(unchecked) public private(set) var lastFinishedRestore: UInt64?
     /// Chance that one update is delivered to the observers twice (StoreKit may redeliver).
@@ -394,8 +397,12 @@ public final class PaymentQueue {
     /// `terminateApp`, as the system may end an app): its observers are gone, as on a quit.
     public func terminatedElsewhere() { forgetLaunch() }
 
+    /// Counts the launches that ended: the app's objects (StoreKitSim's) belong to the launch they were made in.
+    package private(set) var launchNumber = 0
+
     /// What a launch held that ends with the app: its observers and a restore batch being told.
     private func forgetLaunch() {
+        launchNumber += 1
         observers.removeAll()
         restoredBatch = nil
         work.removeAll()
@@ -533,6 +540,7 @@ public final class PaymentQueue {
     /// A finished transaction is never delivered again: what the app noted about it need not be remembered.
     private func forgetFinished(_ key: TransactionKey) {
         granted.remove(key)
+        if !restoreOfTransaction.isEmpty { restoreOfTransaction[key] = nil }
         if !keptDownloads.isEmpty { keptDownloads[key] = nil }
     }
 
@@ -574,7 +582,8 @@ public final class PaymentQueue {
             receiptPieces.removeAll()
             finishRequested.removeAll()
             startRequested.removeAll()
-        case .transactionRestored(let key, _, _, _, _):
+        case .transactionRestored(let key, let restore, _, _, _):
+            restoreOfTransaction[key] = restore
             // StoreKit tells a restore's transactions together, several per call (F-C1).
             guard let command = recorded.commandID else { return updated(key, cause: cause) }
             if restoredBatch == nil { restoredBatch = (command, [], cause) }

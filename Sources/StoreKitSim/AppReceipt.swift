@@ -85,3 +85,20 @@ public enum SimulatedReceipt {
         return await AppReceipt.verifiedPayload(Array(receipt), chain: chain) != nil
     }
 }
+
+extension DeviceStorage {
+    /// Writes the receipt file (`SimulatedReceipt`) if it changed since last written; nil when it cannot be written.
+    func writtenReceiptURL(queue: PaymentQueue) -> URL? {
+        if receiptWritten { return receiptURL }
+        do {
+            madeFolder = true
+            try FileManager.default.createDirectory(at: receiptURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try SimulatedReceipt.encode(receiptEntries, originals: originalIdentifiers, catalog: queue.catalog, startDate: queue.startDate)
+                .write(to: receiptURL, options: .atomic)
+            receiptWritten = true
+            return receiptURL
+        } catch {
+            return nil
+        }
+    }
+}

@@ -1,3 +1,5 @@
+import StoreKitRoles
+
 /// The app's own tasks, run on the simulator's thread: `Task { … }` in a file that imports
 /// StoreKitSim is this type (it shadows the standard library's, as any module's declaration does),
 /// so app code that awaits its server in a task runs unchanged and deterministically. Created by a
@@ -76,24 +78,5 @@ extension Task where Success == Never, Failure == Never {
     public static func sleep(for duration: Duration) async throws {
         let (seconds, attoseconds) = duration.components
         try await sleep(nanoseconds: UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000)))
-    }
-}
-
-/// Runs a simulated device's tasks on the thread that runs its app code: each job when `runReady`
-/// is called, in the order they were enqueued.
-final class SimulatedExecutor: TaskExecutor, @unchecked Sendable {
-    private let lock = NSLock()
-    private var ready: [UnownedJob] = []
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        lock.withLock { ready.append(job) }
-    }
-
-    /// Runs every ready job, and those they make ready, until none is left.
-    func runReady() {
-        while let job = lock.withLock({ ready.isEmpty ? nil : ready.removeFirst() }) {
-            job.runSynchronously(on: asUnownedTaskExecutor())
-        }
     }
 }

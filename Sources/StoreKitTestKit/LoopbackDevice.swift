@@ -21,7 +21,7 @@ public final class LoopbackDevice {
         let choices = SeededChoices(seed: seed)
         paymentQueue = PaymentQueue(device: device, catalog: catalog, ordering: ordering, choices: choices)
         // A test attaches its observers itself (`launch(with:)`, or on `paymentQueue`).
-        app = InstalledApp(queue: paymentQueue, code: .observers { _ in [] }, observerChoices: choices)
+        app = InstalledApp(queue: paymentQueue, code: .app { _ in }, observerChoices: choices)
         host = RoleHost(role: app)
         transport = LoopbackTransport(harness: QueueHarness(catalog: catalog))
     }
@@ -89,17 +89,25 @@ public final class LoopbackDevice {
     }
 
     /// Launches the app (registering the device first).
-    public func launch(account: String = "a1") { launch(account: account, with: nil) }
+    public func launch(account: String = "a1") { launch(account: account, with: nil, named: "") }
 
-    /// Launches the app (registering the device first) and attaches `observer`.
-    package func launch(account: String = "a1", with observer: PaymentTransactionObserver?) {
+    /// Launches the app (registering the device first) and attaches `observer` as the app's code does,
+    /// under `name` (its class name when nil, as `SKPaymentQueue.add(_:)` names it).
+    public func launch(account: String = "a1", with observer: (any SKPaymentTransactionObserver)?, named name: String? = nil) {
         paymentQueue.enqueue(.registerDevice(device: paymentQueue.device, account: account))
         app.launch()
         pump()
         if let observer {
-            paymentQueue.add(observer)
+            paymentQueue.add(observer, named: name ?? String(describing: type(of: observer)))
             pump()
         }
+    }
+
+    /// Launches the app and attaches an observer on the queue's own side (tests of observers that misuse it).
+    package func launch(account: String = "a1", with observer: PaymentTransactionObserver) {
+        launch(account: account)
+        paymentQueue.add(observer)
+        pump()
     }
 
     /// Adds a payment through the app's queue and delivers what follows.

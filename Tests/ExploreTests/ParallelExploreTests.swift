@@ -48,9 +48,8 @@ import Testing
     @Test("A user's own observers (a @Sendable factory making fresh ones at each launch) on 4 jobs: the same violation as on 1")
     func ownObservers() throws {
         func explore(jobs: Int) throws -> FoundViolation? {
-            var explorer = Explorer(scenario: .exploration(observers: [.deliverThenFinish]), observers: { _ in
-                [BuiltInObserver(name: "shop", behavior: .creditEveryDelivery, storage: nil)]
-            })
+            let app = SimulatedApp(storage: { Credits() }, belief: { AppBelief(credits: $0.credits) }, launch: { CreditsEveryDelivery($0) })
+            var explorer = Explorer(scenario: .exploration(observers: [.deliverThenFinish]), appLaunch: app.launch)
             explorer.shrinkSecondsLimit = 600
             return try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 2_000, seconds: 600), seed: 6, jobs: jobs)
                 .violations.first
@@ -191,4 +190,34 @@ import Testing
 
 extension Array {
     fileprivate subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}
+
+/// The app's disk in `ownObservers`: credits by the purchase they are for.
+private final class Credits: @unchecked Sendable {
+    var credits: [String: Int] = [:]
+}
+
+/// Buggy on purpose, on Apple's API: credits on every delivery without remembering what it credited.
+private final class CreditsEveryDelivery: NSObject, SKPaymentTransactionObserver {
+    let store: Credits
+
+    init(_ store: Credits) {
+        self.store = store
+        super.init()
+        SKPaymentQueue.default().add(self)
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
+        for transaction in transactions {
+            switch transaction.transactionState {
+            case .purchased, .restored:
+                store.credits[transaction.original?.transactionIdentifier ?? transaction.transactionIdentifier ?? "", default: 0] += 1
+                queue.finishTransaction(transaction)
+            case .failed:
+                queue.finishTransaction(transaction)
+            default:
+                break
+            }
+        }
+    }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import StoreKitModel
 import StoreKitRoles
@@ -63,22 +64,35 @@ import StoreKitTestKit
     func wholeRunBatchesRestores() throws {
         final class Sizes: @unchecked Sendable { var restoredPerCall: [Int] = [] }
         let sizes = Sizes()
-        final class Counting: PaymentTransactionObserver {
-            let observerName = "counting"
+        /// The app's disk: what it credited, by the purchase each credit is for.
+        final class Credits: @unchecked Sendable {
+            var granted: Set<String> = []
+            var credits: [String: Int] = [:]
+        }
+        final class Counting: NSObject, SKPaymentTransactionObserver {
             let sizes: Sizes
-            init(_ sizes: Sizes) { self.sizes = sizes }
-            func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
+            let store: Credits
+            init(_ sizes: Sizes, _ store: Credits) {
+                self.sizes = sizes
+                self.store = store
+                super.init()
+                SKPaymentQueue.default().add(self)
+            }
+            func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
                 let restored = transactions.filter { $0.transactionState == .restored }
                 if !restored.isEmpty { sizes.restoredPerCall.append(restored.count) }
-                for transaction in transactions where transaction.transactionState.isComplete {
-                    if !queue.wasGranted(transaction) { queue.contentGranted(transaction) }
-                    try? queue.finishTransaction(transaction)
+                for transaction in transactions where [.purchased, .restored, .failed].contains(transaction.transactionState) {
+                    if let identifier = transaction.transactionIdentifier, store.granted.insert(identifier).inserted {
+                        store.credits[transaction.original?.transactionIdentifier ?? identifier, default: 0] += 1
+                    }
+                    queue.finishTransaction(transaction)
                 }
             }
         }
         var scenario = Scenario(seed: 5, devices: 4)
         scenario.apps.purchasesPerDevice = 8
-        scenario.hooks = AppHooks(observerFactory: { _ in [Counting(sizes)] })
+        let app = SimulatedApp(storage: { Credits() }, belief: { AppBelief(credits: $0.credits) }, launch: { Counting(sizes, $0) })
+        scenario.hooks = AppHooks(appLaunch: app.launch)
         let report = try DeterministicRuntime(scenario: scenario, environment: .inMemory(seed: scenario.seed)).run()
         #expect(report.violations.isEmpty)
         #expect(sizes.restoredPerCall.contains { $0 > 1 }, "\(sizes.restoredPerCall)")

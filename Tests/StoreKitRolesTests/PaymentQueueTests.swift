@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import StoreKitModel
 @testable import StoreKitRoles
@@ -89,13 +90,13 @@ import StoreKitTestKit
             let device = LoopbackDevice(seed: seed)
             device.launch()
             var heard: [String] = []
-            final class Tap: PaymentTransactionObserver {
-                let observerName: String
+            final class Tap: NSObject, SKPaymentTransactionObserver {
+                let name: String
                 let record: (String) -> Void
-                init(_ name: String, _ record: @escaping (String) -> Void) { observerName = name; self.record = record }
-                func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) { record(observerName) }
+                init(_ name: String, _ record: @escaping (String) -> Void) { self.name = name; self.record = record }
+                func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) { record(name) }
             }
-            for name in ["a", "b", "c"] { device.paymentQueue.add(Tap(name) { heard.append($0) }) }
+            for name in ["a", "b", "c"] { device.paymentQueue.add(Tap(name) { heard.append($0) }, named: name) }
             device.pump()
             try device.paymentQueue.add(Payment(productIdentifier: coins))
             device.pump()

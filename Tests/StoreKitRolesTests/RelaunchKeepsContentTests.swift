@@ -23,7 +23,9 @@ import StoreKitTestKit
     }
 
     func purchaseAndStartDownloads(_ device: LoopbackDevice) throws -> [Download] {
-        device.launch(with: BuiltInObserver(name: "downloadThenFinish-1", behavior: .downloadThenFinish, storage: nil))
+        device.launch()
+        device.paymentQueue.add(BuiltInObserver(name: "downloadThenFinish-1", behavior: .downloadThenFinish, storage: nil))
+        device.pump()
         try device.buy(desert)
         device.send(.decidePurchase(key, .purchased(charged: true)))
         let downloads = try #require(device.paymentQueue.transactions.first?.downloads)

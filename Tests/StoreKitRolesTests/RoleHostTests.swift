@@ -114,7 +114,7 @@ struct RoleHostTests {
 }
 
 struct InstalledAppTests {
-    private static func observers(_ device: String) -> [PaymentTransactionObserver] {
+    private static func observers() -> [BuiltInObserver] {
         [BuiltInObserver(name: "audit-1", behavior: .audit, storage: nil),
          BuiltInObserver(name: "attachesLate-2", behavior: .attachesLate, storage: nil)]
     }
@@ -130,7 +130,7 @@ struct InstalledAppTests {
 
     @Test("A launch attaches its observers, and a late one only after its drawn user steps") func aLaunchAttachesItsObserversAndALateOneOnlyAfterItsDrawnSteps() {
         let choices = SeededChoices(seed: 1)
-        let app = InstalledApp(queue: PaymentQueue(device: "d1", catalog: .sample, choices: choices), code: .observers(Self.observers),
+        let app = InstalledApp(queue: PaymentQueue(device: "d1", catalog: .sample, choices: choices), code: .builtInObservers(Self.observers),
                                observerChoices: choices)
         app.launch()
         #expect(Self.commands(app) == [.launchApp(device: "d1"), .attachObserver(device: "d1", observer: "audit-1")])
@@ -147,7 +147,7 @@ struct InstalledAppTests {
 
     @Test("A replay attaches late observers by name; a killed app loses its launch's observers") func aKilledAppLosesItsLaunchAndAReplayAttachesLateObserversByName() {
         let choices = SeededChoices(seed: 1)
-        let app = InstalledApp(queue: PaymentQueue(device: "d1", catalog: .sample, choices: choices), code: .observers(Self.observers),
+        let app = InstalledApp(queue: PaymentQueue(device: "d1", catalog: .sample, choices: choices), code: .builtInObservers(Self.observers),
                                observerChoices: choices, drawsLateSteps: false)
         app.launch()
         _ = Self.commands(app)

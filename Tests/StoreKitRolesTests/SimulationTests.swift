@@ -140,7 +140,7 @@ import StoreKitTestSupport
         let (simulation, report) = try run(scenario, in: scratch.url)
         #expect(report.violations.isEmpty)
         #expect(report.totals.restored > 0)
-        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.compactMap { $0 as? BuiltInObserver }.flatMap(\.keptContent) }
+        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
         #expect(!kept.isEmpty)
         for path in kept { #expect(FileManager.default.fileExists(atPath: scratch.url.appendingPathComponent(path).path)) }
     }
@@ -159,7 +159,7 @@ import StoreKitTestSupport
             .filter { !$0.isEmpty && !isDirectory(content.appendingPathComponent($0)) } ?? []
         #expect(leftover.isEmpty, "\(leftover)")
         // …while the apps kept theirs, byte for byte (R-D3).
-        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.compactMap { $0 as? BuiltInObserver }.flatMap(\.keptContent) }
+        let kept = try #require(simulation.apps).apps.values.flatMap { $0.observers.flatMap(\.keptContent) }
         #expect(!kept.isEmpty)
         for path in kept {
             let name = URL(fileURLWithPath: path).lastPathComponent

@@ -1,3 +1,4 @@
+import Foundation
 import StoreKitModel
 import StoreKitRoles
 import StoreKitRuntime
@@ -263,11 +264,10 @@ import Testing
 }
 
 /// Records the revocations it hears (F-K1).
-final class RevocationObserver: PaymentTransactionObserver {
-    let observerName = "revocations"
+final class RevocationObserver: NSObject, SKPaymentTransactionObserver {
     var revoked: [[String]] = []
-    func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {}
-    func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {
+    func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {}
+    func paymentQueue(_ queue: SKPaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {
         revoked.append(productIdentifiers)
     }
 }

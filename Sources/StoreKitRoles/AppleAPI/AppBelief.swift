@@ -17,13 +17,33 @@ public struct AppBelief: Sendable, Hashable {
     /// screen's completion handler), oldest first, over all launches: the payment it had added and
     /// the transaction it took for that payment's.
     public var purchaseCompletionsShown: [PurchaseCompletion]
+    /// Every failed transaction whose error the app showed its user, oldest first, over all launches.
+    public var failuresShown: [ShownFailure]
+    /// Every downloaded file the app moved to its own storage, oldest first, over all launches (R-D3).
+    public var contentKept: [KeptContent]
 
     public init(credits: [String: Int] = [:], restoresShownDone: Int = 0, revenueReported: [String: Int] = [:],
-                purchaseCompletionsShown: [PurchaseCompletion] = []) {
+                purchaseCompletionsShown: [PurchaseCompletion] = [], failuresShown: [ShownFailure] = [], contentKept: [KeptContent] = []) {
         self.credits = credits
         self.restoresShownDone = restoresShownDone
         self.revenueReported = revenueReported
         self.purchaseCompletionsShown = purchaseCompletionsShown
+        self.failuresShown = failuresShown
+        self.contentKept = contentKept
+    }
+
+    /// The app showed its user the error of a failed transaction (or took a deferred one for failed).
+    public struct ShownFailure: Sendable, Hashable {
+        let transaction: PaymentTransaction
+
+        public init(transaction: SKPaymentTransaction) { self.transaction = transaction.value }
+    }
+
+    /// The app moved the file of a finished download to its own storage.
+    public struct KeptContent: Sendable, Hashable {
+        let download: Download
+
+        public init(download: SKDownload) { self.download = download.value }
     }
 
     /// The app told its user that the purchase it asked for with `payment` (the object it gave

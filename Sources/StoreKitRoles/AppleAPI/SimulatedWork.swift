@@ -1,3 +1,5 @@
+import Foundation
+
 /// The app's own asynchronous work in a simulation: what a test's stand-in for the app's server
 /// client (or a timer) uses in place of `URLSession`, so the app's code around it runs unchanged.
 /// Started from the app's code on a simulated device, the completion comes later, as that device's
@@ -18,6 +20,25 @@ public enum SimulatedWork {
         // Unsafe rather than checked: a kill loses the work, and with it this continuation, on purpose.
         return await withUnsafeContinuation { continuation in
             device.startWork(canFail: canFail) { succeeded in continuation.resume(returning: succeeded) }
+        }
+    }
+}
+
+/// Runs a simulated device's tasks on the thread that runs its app code: each job when `runReady`
+/// is called, in the order they were enqueued.
+package final class SimulatedExecutor: TaskExecutor, @unchecked Sendable {
+    private let lock = NSLock()
+    private var ready: [UnownedJob] = []
+
+    package func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        lock.withLock { ready.append(job) }
+    }
+
+    /// Runs every ready job, and those they make ready, until none is left.
+    func runReady() {
+        while let job = lock.withLock({ ready.isEmpty ? nil : ready.removeFirst() }) {
+            job.runSynchronously(on: asUnownedTaskExecutor())
         }
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import StoreKitModel
-import StoreKitRoles
 
 /// Your app's own StoreKit code on every simulated device: `makeApp` is called at every launch of
 /// every device, as that device's app code (so `SKPaymentQueue.default()` and
@@ -73,6 +72,26 @@ public struct SimulatedApp: Sendable {
             host.current = device
             host.app = device.run { makeApp(stored) }
         }
+    }
+
+    /// The device of the launch now running on `queue`'s device, made for that launch if it has none
+    /// yet (the built-in app attaches its observers through it), over the app storage that `storage`
+    /// makes at the device's first launch.
+    package static func launchDevice(on queue: PaymentQueue, storage: () -> AnyObject, belief: @escaping (_ storage: AnyObject) -> AppBelief,
+                                     owns: ((_ storage: AnyObject, _ transaction: PaymentTransaction) -> Bool)? = nil) -> SimulatedDevice {
+        let host = DeviceHost.of(queue)
+        if let current = host.current, current.launch == queue.launchNumber { return current }
+        if host.appStorage == nil {
+            let made = storage()
+            host.appStorage = made
+            // What the storage already holds (a restarted process's disk) is not new.
+            host.storage.lastBelief = belief(made)
+        }
+        let stored = host.appStorage!
+        let device = SimulatedDevice(queue: queue, storage: host.storage, readBelief: { belief(stored) },
+                                     owns: owns.map { owns in { owns(stored, $0) } })
+        host.current = device
+        return device
     }
 
     /// The storage of the app on `queue`'s device (nil before its first launch, or without one).

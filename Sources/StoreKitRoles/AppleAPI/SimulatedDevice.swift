@@ -1,6 +1,5 @@
 import Foundation
 import StoreKitModel
-import StoreKitRoles
 
 /// One simulated device as its app's code sees it: the queue of the launch now running, the
 /// app's receipt file, and the asynchronous work it started. Every callback into the app's code
@@ -8,11 +7,11 @@ import StoreKitRoles
 /// `Bundle.main.appStoreReceiptURL` are that device's, whichever thread the runtime uses.
 public final class SimulatedDevice: @unchecked Sendable {
     /// The device whose app code is running on this task or thread, if any.
-    @TaskLocal static var current: SimulatedDevice?
+    @TaskLocal package static var current: SimulatedDevice?
 
     public let name: String
-    let queue: PaymentQueue
-    let storage: DeviceStorage
+    package let queue: PaymentQueue
+    package let storage: DeviceStorage
     /// This launch's `SKPaymentQueue` (a launch's objects go with it, as an app process's do).
     private(set) lazy var paymentQueue = SKPaymentQueue(device: self)
 
@@ -21,17 +20,25 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// Depth of `run` calls: the app's state is read once its outermost callback returned.
     private var depth = 0
 
-    init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil) {
+    /// The launch of the app this device's objects belong to (`PaymentQueue.launchNumber`).
+    let launch: Int
+    /// Whether the app's storage says it granted a transaction it finishes (`grantIfOwned`); nil: its
+    /// belief's credits say so, of the transaction or of the purchase it restores.
+    let owns: ((PaymentTransaction) -> Bool)?
+
+    init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil, owns: ((PaymentTransaction) -> Bool)? = nil) {
         self.name = queue.device
         self.queue = queue
+        self.launch = queue.launchNumber
+        self.owns = owns
         self.storage = storage
         self.readBelief = readBelief
     }
 
     /// Restores this launch heard finish and the app has not shown done yet, oldest first.
     var restoresToShow: [UInt64] = []
-    /// The newest restore noted in `restoresToShow`: each is noted once, whichever observer hears it first.
-    var lastNotedRestore: UInt64?
+    /// The restores noted in `restoresToShow`: each is noted once, whichever observer hears it first.
+    var notedRestores: Set<UInt64> = []
 
     /// Receipt refreshes this launch started, oldest first: the store answers them in order.
     var receiptRefreshes: [SKReceiptRefreshRequest] = []
@@ -55,12 +62,13 @@ public final class SimulatedDevice: @unchecked Sendable {
     }
 
     /// Where this launch's tasks run (`Task { … }` in the app's code); a kill drops what is waiting.
-    let executor = SimulatedExecutor()
+    package let executor = SimulatedExecutor()
 
     /// Records in the log what the app's own state says it did since it was last read: each new
     /// credit of a transaction as `contentGranted` (and, keyed by a restored transaction's own
     /// identifier, as `transactionReported` `creditedAsNewPurchase`), each restore shown done as
-    /// `restoreShownDone`, each revenue report as `transactionReported` `revenue`, attributed to the
+    /// `restoreShownDone`, each revenue report as `transactionReported` `revenue`, each failure shown
+    /// as `failureShown`, each file kept as `contentKept`, attributed to the
     /// observer whose callback is running. Called after each callback and before
     /// each command the app makes, so a credit the app made before a finish is logged before it.
     func noteBelief(finishing: PaymentTransaction? = nil) {
@@ -68,23 +76,55 @@ public final class SimulatedDevice: @unchecked Sendable {
         let belief = readBelief()
         let before = storage.lastBelief
         storage.lastBelief = belief
-        if belief.restoresShownDone > before.restoresShownDone {
-            // Each "done" shown is for the oldest restore this launch heard finish and has not shown yet.
-            for _ in before.restoresShownDone..<belief.restoresShownDone {
-                if let restore = restoresToShow.first {
-                    restoresToShow.removeFirst()
-                    queue.restoreShownDone(restore: restore)
-                } else {
-                    queue.restoreShownDone()
-                }
-            }
+        // In the order an app does these within one callback: shows a failure or keeps a file, tells its
+        // user a purchase completed, credits, shows a restore done once what it restored is credited, finishes.
+        for failure in belief.failuresShown.dropFirst(before.failuresShown.count) where failure.transaction.key.device == name {
+            queue.failureShown(failure.transaction)
         }
+        for kept in belief.contentKept.dropFirst(before.contentKept.count) where kept.download.key.transaction.device == name {
+            queue.contentKept(kept.download)
+        }
+        if let finishing { keepIfOwned(finishing, belief) }
         for completion in belief.purchaseCompletionsShown.dropFirst(before.purchaseCompletionsShown.count)
         where completion.transaction.key.device == name {
             // A transaction object of another device, or a restored one's `original`, is none of this queue's.
             let own = completion.paymentTransaction == completion.transaction.key
             queue.transactionReported(completion.transaction, own ? .purchaseCompletionShown : .otherPurchaseCompletionShown)
         }
+        noteCredits(belief, before: before, finishing: finishing)
+        if belief.restoresShownDone > before.restoresShownDone {
+            // Each "done" shown is for the oldest restore this launch heard finish, has not shown yet and
+            // whose restored transactions the app handled (granted, or finishing now); else the oldest.
+            for _ in before.restoresShownDone..<belief.restoresShownDone {
+                if !restoresToShow.isEmpty {
+                    let index = restoresToShow.firstIndex { isHandled($0, finishing: finishing) } ?? 0
+                    queue.restoreShownDone(restore: restoresToShow.remove(at: index))
+                } else {
+                    queue.restoreShownDone()
+                }
+            }
+        }
+    }
+
+    /// Whether every unfinished transaction `restore` restored is granted or is the one finishing.
+    private func isHandled(_ restore: UInt64, finishing: PaymentTransaction?) -> Bool {
+        guard let pending = queue.state?.pending else { return true }
+        return !queue.restoreOfTransaction.contains { key, of in
+            of == restore && key != finishing?.key && pending[key.number] != nil && !queue.granted.contains(key)
+        }
+    }
+
+    /// The app finishes `transaction`, whose files its state says it kept though no record of that was
+    /// logged (a kill dropped it; the app's storage kept the file): logged as kept then, before the finish.
+    private func keepIfOwned(_ transaction: PaymentTransaction, _ belief: AppBelief) {
+        guard !transaction.downloads.isEmpty, !belief.contentKept.isEmpty else { return }
+        for kept in belief.contentKept where kept.download.key.transaction == transaction.key && !queue.wasKept(kept.download) {
+            queue.contentKept(kept.download)
+        }
+    }
+
+    /// Each new credit and revenue report, logged against the transaction it is for.
+    private func noteCredits(_ belief: AppBelief, before: AppBelief, finishing: PaymentTransaction?) {
         guard !belief.credits.isEmpty || !belief.revenueReported.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
         // In transaction order: the app's dictionary has none.
         var revenue: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
@@ -121,7 +161,12 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// logged: a restore of something it credited before, or a credit whose record a kill dropped
     /// (the app's storage kept it). It is logged as granted then, just before the finish.
     func grantIfOwned(_ transaction: PaymentTransaction) {
-        guard transaction.transactionState.isPaid, !queue.wasGranted(transaction), !storage.lastBelief.credits.isEmpty else { return }
+        guard transaction.transactionState.isPaid, !queue.wasGranted(transaction) else { return }
+        if let owns {
+            if owns(transaction) { queue.contentGranted(transaction) }
+            return
+        }
+        guard !storage.lastBelief.credits.isEmpty else { return }
         let identifiers = [transaction.transactionIdentifier, transaction.originalTransaction?.transactionIdentifier]
             .map { $0.map(AppStoreIdentifier.transactionIdentifier) }
         guard identifiers.contains(where: { ($0.flatMap { storage.lastBelief.credits[$0] } ?? 0) > 0 }) else { return }
@@ -149,19 +194,20 @@ public final class SimulatedDevice: @unchecked Sendable {
 }
 
 /// What a device keeps across its app's launches: its receipt file.
-final class DeviceStorage: @unchecked Sendable {
+package final class DeviceStorage: @unchecked Sendable {
     let device: String
     /// The folder of the app's bundle on this device; the receipt is `StoreKit/receipt` in it, as on iOS.
     let bundleFolder: URL
     /// What the app's own state said when last read (it survives launches, as the app's storage does).
     var lastBelief = AppBelief()
     /// The receipt's entries as the device last knew them, by transaction identifier, in order.
-    private(set) var receiptEntries: [OriginalTransaction] = []
+    package private(set) var receiptEntries: [OriginalTransaction] = []
     /// The purchase each restored or renewed entry stands for (its `original_transaction_id`).
-    private var originalIdentifiers: [String: String] = [:]
+    package private(set) var originalIdentifiers: [String: String] = [:]
     private var receiptIdentifiers: Set<String> = []
-    private var receiptWritten = false
-    private var madeFolder = false
+    /// Whether the receipt file holds `receiptEntries` (set by StoreKitSim, which writes it).
+    package var receiptWritten = false
+    package var madeFolder = false
 
     /// The folder made for this device alone, removed with it.
     private let root: URL
@@ -176,7 +222,7 @@ final class DeviceStorage: @unchecked Sendable {
         if madeFolder { try? FileManager.default.removeItem(at: root) }
     }
 
-    var receiptURL: URL { bundleFolder.appendingPathComponent("StoreKit/receipt") }
+    package var receiptURL: URL { bundleFolder.appendingPathComponent("StoreKit/receipt") }
 
     /// A purchase or a restore lands in the device's receipt, as StoreKit updates it.
     func note(_ entry: OriginalTransaction, original: String?) {
@@ -194,18 +240,4 @@ final class DeviceStorage: @unchecked Sendable {
         receiptWritten = false
     }
 
-    /// Writes the receipt file (`SimulatedReceipt`) if it changed since last written; nil when it cannot be written.
-    func writtenReceiptURL(queue: PaymentQueue) -> URL? {
-        if receiptWritten { return receiptURL }
-        do {
-            madeFolder = true
-            try FileManager.default.createDirectory(at: receiptURL.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try SimulatedReceipt.encode(receiptEntries, originals: originalIdentifiers, catalog: queue.catalog, startDate: queue.startDate)
-                .write(to: receiptURL, options: .atomic)
-            receiptWritten = true
-            return receiptURL
-        } catch {
-            return nil
-        }
-    }
 }

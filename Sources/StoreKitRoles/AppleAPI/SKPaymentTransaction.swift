@@ -1,6 +1,5 @@
 import Foundation
 import StoreKitModel
-import StoreKitRoles
 
 /// `SKPaymentTransactionState`, with Apple's raw values.
 public enum SKPaymentTransactionState: Int, Sendable, Hashable {
@@ -25,10 +24,15 @@ public enum SKPaymentTransactionState: Int, Sendable, Hashable {
 /// launch: the queue hands the same object again as the transaction changes.
 open class SKPaymentTransaction: NSObject, @unchecked Sendable {
     /// The transaction as the queue last told it.
-    var value: PaymentTransaction {
-        didSet { cachedDownloads = nil }
+    package internal(set) var value: PaymentTransaction {
+        didSet {
+            cachedDownloads = nil
+            if cachedPayment != nil, oldValue.payment != value.payment { cachedPayment = nil }
+        }
     }
     private var cachedDownloads: [SKDownload]?
+    /// The payment, one object while it stays the same, as StoreKit's.
+    private var cachedPayment: SKPayment?
     /// A restored transaction's original, made once.
     private lazy var originalTransaction: SKPaymentTransaction? = value.originalTransaction.map { SKPaymentTransaction(original: $0, startDate: startDate) }
 
@@ -50,7 +54,12 @@ open class SKPaymentTransaction: NSObject, @unchecked Sendable {
         self.startDate = startDate
     }
 
-    open var payment: SKPayment { SKPayment(value.payment) }
+    open var payment: SKPayment {
+        if let cachedPayment { return cachedPayment }
+        let made = SKPayment(value.payment)
+        cachedPayment = made
+        return made
+    }
     open var transactionState: SKPaymentTransactionState { SKPaymentTransactionState(value.transactionState) }
     /// Set once purchased or restored: Apple's decimal form, the `transactionId` the App Store's server
     /// and its signed transactions carry (`AppStoreIdentifier`, docs/log-format.md).
@@ -108,7 +117,7 @@ public let SKDownloadTimeRemainingUnknown: TimeInterval = -1
 
 /// `SKDownload`: one piece of hosted content of a transaction.
 open class SKDownload: NSObject, @unchecked Sendable {
-    let value: Download
+    package let value: Download
     /// `SKDownloadTimeRemainingUnknown`.
     public static let timeRemainingUnknown: TimeInterval = SKDownloadTimeRemainingUnknown
     /// Weak: the transaction keeps its downloads. Should the app keep a download longer than its

@@ -1,6 +1,5 @@
 import Foundation
 import StoreKitModel
-import StoreKitRoles
 
 /// `SKPaymentTransactionObserver`, with Apple's optional methods as empty defaults. Declare the
 /// ones you implement in the class itself (a subclass's override of a method the class did not
@@ -34,6 +33,8 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     private var attached: [ObserverBridge] = []
     /// One object per transaction for this launch, updated as the transaction changes.
     private var objects: [TransactionKey: SKPaymentTransaction] = [:]
+    /// Objects held before those of finished transactions are let go (a long launch, as a load driver's, finishes thousands).
+    private var objectsBound = 1_024
     /// Payments this launch added whose transaction was not delivered yet, oldest first, with what
     /// each was when added; bounded: a payment the queue refused never gets one.
     private var paymentsAwaitingTransactions: [(object: SKPayment, productIdentifier: String, quantity: Int)] = []
@@ -60,11 +61,15 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
 
     /// Attaches an observer (R-Q3); every unfinished transaction is then delivered to it (R-Q4).
     open func add(_ observer: any SKPaymentTransactionObserver) {
-        guard let device, !attached.contains(where: { $0.observer === observer }) else { return }
         let typeName = String(describing: type(of: observer))
         let sameType = attached.filter { $0.typeName == typeName }.count
-        let bridge = ObserverBridge(name: sameType == 0 ? typeName : "\(typeName)-\(sameType + 1)", typeName: typeName,
-                                    observer: observer, queue: self, device: device)
+        add(observer, named: sameType == 0 ? typeName : "\(typeName)-\(sameType + 1)")
+    }
+
+    /// Attaches an observer under the name the queue logs for it (the built-in behaviours' `behaviour-N`).
+    package func add(_ observer: any SKPaymentTransactionObserver, named name: String) {
+        guard let device, !attached.contains(where: { $0.observer === observer }) else { return }
+        let bridge = ObserverBridge(name: name, typeName: String(describing: type(of: observer)), observer: observer, queue: self, device: device)
         attached.append(bridge)
         device.queue.add(bridge)
     }
@@ -90,7 +95,7 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     open func finishTransaction(_ transaction: SKPaymentTransaction) {
         guard let device else { return }
         // The queue's current state of it: the app's object may be older (a completion arriving late).
-        let current = device.queue.transactions.first { $0.key == transaction.value.key } ?? transaction.value
+        let current = device.queue.transaction(transaction.value.key) ?? transaction.value
         device.noteBelief(finishing: current)
         device.grantIfOwned(current)
         try? device.queue.finishTransaction(current)
@@ -123,6 +128,7 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
             return known
         }
         let made = SKPaymentTransaction(transaction, startDate: device?.queue.startDate ?? Scenario.defaultStartDate)
+        if objects.count >= objectsBound { forgetFinishedObjects() }
         objects[transaction.key] = made
         // A transaction first heard purchasing in this launch was made by one of its payments: the
         // oldest one added for that product and quantity (one device's commands reach the queue in order).
@@ -136,6 +142,13 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
         return made
     }
 
+    /// Lets go of the objects of transactions the queue no longer holds; the bound grows with what it still holds.
+    private func forgetFinishedObjects() {
+        let pending = device?.queue.state?.pending ?? [:]
+        objects = objects.filter { pending[$0.key.number] != nil }
+        objectsBound = max(1_024, 2 * objects.count)
+    }
+
     /// The object of `download`'s transaction brought up to date with it, and its download object.
     func object(_ download: Download) -> SKDownload? {
         guard let transaction = objects[download.key.transaction], transaction.value.downloads.indices.contains(download.key.index) else {
@@ -147,6 +160,12 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
 
     /// The observer that hears of receipt refreshes for this queue's requests: the first attached.
     func isFirst(_ bridge: ObserverBridge) -> Bool { attached.first === bridge }
+}
+
+/// A test's observer that also hears every receipt refresh its queue's device was answered (R-R2),
+/// whole: StoreKit tells only the `SKReceiptRefreshRequest`'s delegate, and the receipt file.
+package protocol ReceiptRefreshListener: AnyObject {
+    func receiptRefreshed(_ receipt: [OriginalTransaction])
 }
 
 /// The simulator's observer standing for one of the app's: it turns the simulator's callbacks into
@@ -186,8 +205,8 @@ final class ObserverBridge: PaymentTransactionObserver {
     func paymentQueueRestoreCompletedTransactionsFinished(_ simulated: PaymentQueue) {
         // Noted by the first observer called, before any of the app's code hears it: observers are
         // called in any order (R-Q5), and one that shows "done" at once must find it noted.
-        if let restore = simulated.lastFinishedRestore, device.lastNotedRestore.map({ $0 < restore }) ?? true {
-            device.lastNotedRestore = restore
+        // Restores of one device may end in another order than they began.
+        if let restore = simulated.lastFinishedRestore, device.notedRestores.insert(restore).inserted {
             device.restoresToShow.append(restore)
         }
         device.run { observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
@@ -208,6 +227,7 @@ final class ObserverBridge: PaymentTransactionObserver {
     }
 
     func paymentQueue(_ simulated: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {
+        (observer as? ReceiptRefreshListener)?.receiptRefreshed(receipt)
         guard queue.isFirst(self) else { return }
         device.storage.replaceReceipt(with: receipt)
         device.run { device.finishReceiptRefresh() }
