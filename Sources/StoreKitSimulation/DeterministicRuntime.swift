@@ -211,6 +211,8 @@ public final class DeterministicRuntime {
     @exclusivity(unchecked) private var fetchReplies = Slab<FetchReply>()
     /// Background actions in the scheduler (`Action.isBackground`).
     @exclusivity(unchecked) private var backgroundScheduled = 0
+    /// A heartbeat tick is scheduled.
+    @exclusivity(unchecked) private var heartbeatsTicking = false
     /// What a subscriber call delivered, handed to its role, then emptied (reused).
     @exclusivity(unchecked) private var deliveredBuffer: [LoggedSequence] = []
     /// A FETCH reply's records, made for `SubscriberState` (reused).
@@ -322,7 +324,6 @@ public final class DeterministicRuntime {
         appended(from: first)
         for index in slots.indices { slots[index].pipeline = makePipeline(origin: slots[index].origin) }
         for (index, outage) in plannedOutages.enumerated() { scheduler.schedule(at: outage.startNanoseconds, .outage(index)) }
-        scheduleBackground(at: heartbeatNanoseconds, .heartbeat)
         for index in slots.indices {
             // Each subscriber asks for the log from its start at once, as a live one does.
             maintainSubscriber(index)
@@ -427,6 +428,12 @@ public final class DeterministicRuntime {
             begin(outage.kind, of: target, forNanoseconds: outage.durationNanoseconds)
         case .publish(let first, let last):
             releaseHeard()
+            if !heartbeatsTicking {
+                // Heartbeats tick while a subscriber may miss something; in a quiet stretch (days of
+                // simulated time before a renewal) they would cost steps and draws and change nothing.
+                heartbeatsTicking = true
+                scheduleBackground(at: (now / heartbeatNanoseconds + 1) * heartbeatNanoseconds, .heartbeat)
+            }
             for sequence in first...last {
                 published = sequence
                 let isFinish = held.isTransactionFinished(sequence)
@@ -793,6 +800,10 @@ extension DeterministicRuntime {
             handOver(slot: index)
             maintainSubscriber(index)
         case .heartbeat:
+            guard subscriberIsBehind() else {
+                heartbeatsTicking = false
+                return
+            }
             scheduleBackground(at: now + heartbeatNanoseconds, .heartbeat)
             guard !queueIsDown else { return }
             for index in slots.indices where !slots[index].isDown { sendHeartbeat(to: index) }
@@ -846,9 +857,10 @@ extension DeterministicRuntime {
         let fetchFrom = slots[index].subscriber.due(now: instant(now))
         if let fetchFrom { sendFetch(from: fetchFrom, slot: index) }
         for change in slots[index].subscriber.takeStateChanges() where change == .publisherSilent { counters.publisherSilences += 1 }
-        // Only a FETCH sent brings the next deadline closer (whatever is heard puts off the silence): a
-        // pending check otherwise comes no later than it, and looks again then.
-        guard fetchFrom != nil || slots[index].subscriberTimerAt == nil,
+        // Timers are checked only while a FETCH is outstanding (its retry): a silence is noticed when the
+        // subscriber next looks, not by a timer that would tick through quiet stretches. Only a FETCH
+        // sent brings the deadline closer; a pending check otherwise comes no later, and looks again then.
+        guard slots[index].subscriber.isFetchOutstanding, fetchFrom != nil || slots[index].subscriberTimerAt == nil,
               let deadline = slots[index].subscriber.nextDeadline().map(nanoseconds) else { return }
         if let scheduled = slots[index].subscriberTimerAt, scheduled <= deadline { return }
         slots[index].subscriberTimerGeneration += 1

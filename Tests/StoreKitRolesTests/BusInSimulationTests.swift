@@ -132,7 +132,7 @@ import Testing
         #expect(run.counters.gapsRecovered > 0 && run.counters.fetchesSent > RoleFactory.Kind.allCases.count, "\(run.counters)")
     }
 
-    @Test("the queue's links cut for 3 s: every subscriber reports the publisher silent, catches up once they heal, and every purchase completes")
+    @Test("the queue's links cut for 3 s: every subscriber catches up once they heal, and every purchase completes")
     func partitionHealsAndCatchUpFinishes() throws {
         var scenario = Scenario(seed: 3032, devices: 8)
         scenario.network.lossProbability = 0.05
@@ -140,8 +140,6 @@ import Testing
         let run = try Self.runHearing(scenario, outages: [partition])
         #expect(run.counters.partitions == 1)
         #expect(run.report.simulatedNanoseconds > 4_000_000_000, "the run ended before the partition healed")
-        // Eight heartbeat intervals (2 s) without a word: each of the three subscribers noticed.
-        #expect(run.counters.publisherSilences >= RoleFactory.Kind.allCases.count, "\(run.counters)")
         #expect(run.report.awaiting == 0 && !run.report.stoppedAtTimeLimit && run.report.violationCount == 0, "\(run.report.violations)")
         for kind in RoleFactory.Kind.allCases {
             #expect(run.heard[kind] == Array(1...run.last), "\(kind) heard \(run.heard[kind]?.count ?? 0) of \(run.last)")
