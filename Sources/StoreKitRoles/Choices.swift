@@ -108,6 +108,8 @@ public enum ChoiceStream {
     /// The observers of one device and their app: the order they hear an update in, when they
     /// attach, duplicate deliveries, kills.
     public static func observers(_ device: String) -> String { "observers " + device }
+    /// The bus subscriber of one role in the deterministic runtime: its heartbeats' and FETCHes' delays and losses.
+    public static func subscriber(_ role: String) -> String { "subscriber " + role }
 }
 
 extension ChoiceSource {

@@ -201,10 +201,11 @@ public struct NetworkBehavior: Sendable, Hashable, Codable {
     public var durabilityLatency: LatencyDistribution = .uniform(minimumMilliseconds: 0.1, maximumMilliseconds: 1)
     /// Chance that a message is delivered twice (the copy comes later on the same link).
     public var duplicateProbability: Double = 0
-    /// Chance that a published event is lost on one link; the subscriber notices the gap at
-    /// the next heartbeat and catches up, so everything after it on that link waits too.
+    /// Chance that a published event (or a heartbeat) is lost on one link; the subscriber notices the
+    /// gap at the next event or heartbeat and fetches what it misses from the queue's log.
     public var lossProbability: Double = 0
-    /// How long a subscriber takes to notice a loss (the heartbeat interval).
+    /// The queue's heartbeat interval (at least 1 ms): a subscriber that lost the last events
+    /// notices at the next heartbeat, and one that hears nothing for eight is told the publisher is silent.
     public var catchUpMilliseconds: Double = 250
     /// Chance, per step of the run, that one role crashes (chosen among all of them).
     public var crashProbability: Double = 0

@@ -29,8 +29,20 @@ public struct DeterministicEnvironment {
 
 /// What the network model did, for reports and tests.
 public struct NetworkCounters: Sendable, Hashable {
+    /// Copies of events a subscriber had already delivered (dropped by its `SubscriberState`).
     public var duplicatesDelivered = 0
+    /// Published events lost on one link: really missing, until the subscriber fetches them.
     public var eventsLost = 0
+    /// Heartbeats lost on their link.
+    public var heartbeatsLost = 0
+    /// FETCH requests the subscribers sent (their first, after gaps, and again when unanswered).
+    public var fetchesSent = 0
+    /// FETCH requests or replies lost on their link, or that reached a queue that was down.
+    public var fetchesLost = 0
+    /// Gaps the subscribers noticed in the live stream and filled.
+    public var gapsRecovered = 0
+    /// Times a subscriber heard nothing, not even a heartbeat, for its silence timeout.
+    public var publisherSilences = 0
     public var crashes = 0
     /// Commands that reached a queue that was down: lost with its connection, sent again by their
     /// sender once it reconnects.
@@ -76,11 +88,12 @@ public struct PlannedOutage: Sendable, Hashable {
 
 /// Every role in one process on a virtual clock, through the one queue engine. The
 /// network model delays each message per link (links keep their order), publishes
-/// events only once the log has made them durable, and can duplicate, lose (followed by
-/// catch-up) and crash any role, stall any process and cut its links, each a recorded choice.
-/// Commands travel through the bus's own protocol logic: each role sends through a
-/// `CommandPipeline` (window, numbering, `CommandRetries`) and the queue judges each arrival with
-/// `QueueAdmission` (sender order, bounds, overload) before the engine, as the live processes do.
+/// events only once the log has made them durable, and can duplicate and lose messages, crash
+/// any role, stall any process and cut its links, each a recorded choice.
+/// Messages travel through the bus's own protocol logic, as in the live processes: each role sends
+/// through a `CommandPipeline` (window, numbering, `CommandRetries`), the queue judges each arrival
+/// with `QueueAdmission` (sender order, bounds, overload) before the engine, and each role hears
+/// the events through a `SubscriberState` (gaps, duplicates, heartbeats, FETCH from the log).
 /// Same choices, same log, byte for byte, wherever it is written.
 public final class DeterministicRuntime {
     public let scenario: Scenario
@@ -109,10 +122,20 @@ public final class DeterministicRuntime {
         /// rather than formatted for every command.
         var origin: String
         var isDown = false
-        /// Last sequence this role has heard: later copies are duplicates.
+        /// This incarnation's subscriber (the live one's logic): what it has delivered, its gaps and FETCHes.
+        var subscriber: SubscriberState<LoggedSequence>
+        /// The subscriber's draws (heartbeat and FETCH delays and losses), a stream of its own.
+        let subscriberChoices: ChoiceSource
+        /// The pending check of the subscriber's timers (FETCH retry, silence); one of another generation is stale.
+        var subscriberTimerAt: Int64?
+        var subscriberTimerGeneration = 0
+        /// Last sequence this role has heard, once each and in order: every role hears the whole log.
         var delivered: UInt64 = 0
         var lastCommandArrival: Int64 = 0
         var lastEventArrival: Int64 = 0
+        /// The subscriber's request link (FETCH) and its replies, each in order.
+        var lastFetchArrival: Int64 = 0
+        var lastReplyArrival: Int64 = 0
         /// This incarnation's sender: numbering, window and retries.
         var pipeline: CommandPipeline
         /// Its unanswered commands by number, with when each was first sent (the pipeline keeps no
@@ -144,6 +167,16 @@ public final class DeterministicRuntime {
         case publish(first: UInt64, last: UInt64)
         /// The event is held in `held` (see there), not copied into every delivery.
         case deliver(sequence: UInt64, slot: Int)
+        /// The queue's heartbeat timer (in the background: it keeps no run going).
+        case heartbeat
+        /// A heartbeat saying the log is published through `through` reaches the subscriber at `slot`.
+        case heartbeatArrives(through: UInt64, slot: Int)
+        /// A FETCH from `from` by the subscriber at `slot` reaches the queue.
+        case fetchArrives(from: UInt64, slot: Int, incarnation: Int)
+        /// The FETCH reply in `fetchReplies` at this slot reaches the subscriber at `slot`.
+        case fetchReply(Int, slot: Int)
+        /// The subscriber at `slot` looks at its timers (in the background).
+        case subscriberTimer(slot: Int, generation: Int)
         /// The token in `timerTokens` at this slot, for the role at `slot`.
         case timer(Int, slot: Int, incarnation: Int)
         case restart(slot: Int)
@@ -152,8 +185,18 @@ public final class DeterministicRuntime {
         /// True when carrying this out runs code of the role at `slot`.
         func concerns(slot index: Int) -> Bool {
             switch self {
-            case .deliver(_, let slot), .timer(_, let slot, _), .restart(let slot): slot == index
-            case .command, .publish, .restartQueue, .serveQueue, .answer, .wake, .outage: false
+            case .deliver(_, let slot), .timer(_, let slot, _), .restart(let slot), .fetchReply(_, let slot),
+                 .heartbeatArrives(_, let slot), .subscriberTimer(let slot, _): slot == index
+            case .command, .publish, .restartQueue, .serveQueue, .answer, .wake, .outage, .heartbeat, .fetchArrives: false
+            }
+        }
+
+        /// Heartbeats and subscribers' timer checks run while there is other work, or a subscriber
+        /// misses something published; they never keep a run going on their own.
+        var isBackground: Bool {
+            switch self {
+            case .heartbeat, .heartbeatArrives, .subscriberTimer: true
+            default: false
             }
         }
     }
@@ -165,6 +208,15 @@ public final class DeterministicRuntime {
     @exclusivity(unchecked) private var scheduler = Scheduler<Action>()
     @exclusivity(unchecked) private var commandsInFlight = Slab<Arrival>()
     @exclusivity(unchecked) private var timerTokens = Slab<TimerToken>()
+    @exclusivity(unchecked) private var fetchReplies = Slab<FetchReply>()
+    /// Background actions in the scheduler (`Action.isBackground`).
+    @exclusivity(unchecked) private var backgroundScheduled = 0
+    /// A heartbeat tick is scheduled.
+    @exclusivity(unchecked) private var heartbeatsTicking = false
+    /// What a subscriber call delivered, handed to its role, then emptied (reused).
+    @exclusivity(unchecked) private var deliveredBuffer: [LoggedSequence] = []
+    /// A FETCH reply's records, made for `SubscriberState` (reused).
+    @exclusivity(unchecked) private var replyBuffer: [LoggedSequence] = []
     @exclusivity(unchecked) fileprivate var now: Int64 = 0
     @exclusivity(unchecked) private var lastDurable: Int64 = 0
     @exclusivity(unchecked) private var published: UInt64 = 0
@@ -175,6 +227,22 @@ public final class DeterministicRuntime {
     private var queueIsDown = false
     /// Duplicates answered by engines that crashed since (a restarted engine counts from 0).
     private var earlierDuplicates = 0
+    /// The queue's answer to a FETCH: every record from `from` through `through` (none when `through`
+    /// is below `from`), read from the log, which is published through `published`.
+    private struct FetchReply {
+        var from: UInt64
+        var through: UInt64
+        var published: UInt64
+        var incarnation: Int
+    }
+    /// Records one FETCH reply carries at most, as live (`EventSubscriberConfiguration.fetchBatchSize`).
+    private static let fetchBatchSize: UInt64 = 1_000
+    /// The queue's heartbeat interval (`NetworkBehavior.catchUpMilliseconds`), at least a millisecond.
+    private let heartbeatNanoseconds: Int64
+    /// The subscribers' settings, as a live role process sets them (silence after eight heartbeats).
+    private let subscriberConfiguration: SubscriberState<LoggedSequence>.Configuration
+    /// Called with each role and each sequence it hears, in the order it hears them (tests).
+    public var eventHeard: ((RoleFactory.Kind, UInt64) -> Void)?
     /// A command on its way to the queue, or in its inbox: the sender's slot and incarnation.
     private struct Arrival {
         var command: Command
@@ -232,11 +300,15 @@ public final class DeterministicRuntime {
         factory = RoleFactory(scenario: scenario, choices: environment.choices, content: environment.content)
         downloader = RoleFactory.Kind.allCases.firstIndex(of: .downloader)  // Slots are made in this order.
         serviceNanoseconds = scenario.network.queueServiceMicroseconds.map { Int64($0 * 1_000) }.flatMap { $0 > 0 ? $0 : nil }
+        heartbeatNanoseconds = max(1_000_000, Int64(scenario.network.catchUpMilliseconds * 1e6))
+        subscriberConfiguration = .init(silenceTimeout: .nanoseconds(heartbeatNanoseconds * 8), fetchRetryInterval: .seconds(1))
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
             let origin = "\(role.name).0"
-            slots.append(Slot(kind: kind, host: RoleHost(role: role), origin: origin, pipeline: CommandPipeline(
-                origin: origin, window: CommandPipeline.standardWindow, policy: .standard, now: .now)))
+            slots.append(Slot(kind: kind, host: RoleHost(role: role), origin: origin,
+                              subscriber: SubscriberState(startSequence: 1, configuration: subscriberConfiguration, now: epoch),
+                              subscriberChoices: environment.choices.stream(ChoiceStream.subscriber(kind.rawValue)),
+                              pipeline: CommandPipeline(origin: origin, window: CommandPipeline.standardWindow, policy: .standard, now: .now)))
         }
     }
 
@@ -253,13 +325,18 @@ public final class DeterministicRuntime {
         for index in slots.indices { slots[index].pipeline = makePipeline(origin: slots[index].origin) }
         for (index, outage) in plannedOutages.enumerated() { scheduler.schedule(at: outage.startNanoseconds, .outage(index)) }
         for index in slots.indices {
+            // Each subscriber asks for the log from its start at once, as a live one does.
+            maintainSubscriber(index)
             var link = SimulatedLink(runtime: self, slot: index)
             slots[index].host.resume(over: &link)
         }
         let limit = Int64(scenario.maximumSimulatedSeconds * 1e9)
         var stoppedAtLimit = false
-        while let (time, action) = scheduler.next() {
+        // The run ends when only background work is left and every role has heard what was published.
+        while scheduler.count > backgroundScheduled || subscriberIsBehind(), let (time, action) = scheduler.next() {
             if stoppedAtEventLimit { break }
+            let isBackground = action.isBackground
+            if isBackground { backgroundScheduled -= 1 }
             // Work for a process that is stalled or cut off waits for it; a wake-up with nothing to do
             // is no step. Neither moves the clock nor draws a choice, so runs without them are as before.
             if try passesOver(action, at: time) { continue }
@@ -273,6 +350,8 @@ public final class DeterministicRuntime {
             // they are the simulator's own files, not a simulated download failure. Only the
             // downloader's own steps can set it, so only they are followed by the (dynamic) read.
             if let downloader, action.concerns(slot: downloader), let failure = slots[downloader].role.environmentFailure { throw failure }
+            // Heartbeats and timer checks are no steps of the run: no outage is drawn after them.
+            if isBackground { continue }
             if network.crashProbability > 0, choices.chance(.crash, network.crashProbability) { crashOne() }
             if let probability = network.stallProbability, probability > 0, choices.chance(.stall, probability) { drawOutage(.stall) }
             if let probability = network.partitionProbability, probability > 0, choices.chance(.partition, probability) { drawOutage(.partition) }
@@ -349,25 +428,19 @@ public final class DeterministicRuntime {
             begin(outage.kind, of: target, forNanoseconds: outage.durationNanoseconds)
         case .publish(let first, let last):
             releaseHeard()
+            if !heartbeatsTicking {
+                // Heartbeats tick while a subscriber may miss something; in a quiet stretch (days of
+                // simulated time before a renewal) they would cost steps and draws and change nothing.
+                heartbeatsTicking = true
+                scheduleBackground(at: (now / heartbeatNanoseconds + 1) * heartbeatNanoseconds, .heartbeat)
+            }
             for sequence in first...last {
                 published = sequence
                 let isFinish = held.isTransactionFinished(sequence)
                 for index in slots.indices { send(sequence, isFinish: isFinish, to: index) }
             }
-        case .deliver(let sequence, let index):
-            guard !slots[index].isDown else { return }
-            guard sequence > slots[index].delivered else {
-                counters.duplicatesDelivered += 1
-                return
-            }
-            precondition(sequence == slots[index].delivered + 1,
-                         "\(slots[index].kind) heard \(sequence) after \(slots[index].delivered): a link lost its order")
-            slots[index].delivered = sequence
-            let host = slots[index].host
-            var link = SimulatedLink(runtime: self, slot: index)
-            // The role reacts to the held event, lent to it without a copy (roles return effects and
-            // never call back, so nothing else reads the event meanwhile).
-            held.lend(sequence) { host.deliver($0, over: &link) }
+        case .deliver, .heartbeat, .heartbeatArrives, .fetchArrives, .fetchReply, .subscriberTimer:
+            carryOutOnEventLinks(action)
         case .timer(let tokenSlot, let index, let incarnation):
             let token = timerTokens.remove(tokenSlot)
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return }
@@ -442,11 +515,23 @@ public final class DeterministicRuntime {
                 scheduler.schedule(at: nanoseconds(wake), .wake(slot: index, generation: slots[index].wakeGeneration))
                 return true
             }
+        case .heartbeat:
+            until = queueStalledThrough
+        case .heartbeatArrives(_, let index):
+            until = max(slots[index].stalledThrough, slots[index].partitionedThrough, queuePartitionedThrough)
+        case .fetchArrives(_, let index, _):
+            until = max(queueStalledThrough, queuePartitionedThrough, slots[index].partitionedThrough)
+        case .fetchReply(_, let index):
+            until = max(slots[index].stalledThrough, slots[index].partitionedThrough, queuePartitionedThrough)
+        case .subscriberTimer(let index, let generation):
+            guard slots[index].subscriberTimerGeneration == generation, !slots[index].isDown else { return true }
+            until = slots[index].stalledThrough
         case .restart, .restartQueue, .outage:
             return false
         }
         guard time <= until else { return false }
         // Just after the outage, before what was due then and after what waited before it: each link keeps its order.
+        if action.isBackground { backgroundScheduled += 1 }
         scheduler.scheduleBeforeOthers(at: until + 1, action)
         return true
     }
@@ -563,19 +648,21 @@ public final class DeterministicRuntime {
         held.release(through: heardByAll)
     }
 
+    /// One published event on the link to the role at `index`: delayed, possibly lost (really
+    /// missing, until its subscriber notices the gap and fetches it) or duplicated.
     private func send(_ sequence: UInt64, isFinish: Bool, to index: Int) {
         var arrival = max(now + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay), slots[index].lastEventArrival)
-        if network.lossProbability > 0, choices.chance(.networkLoss, network.lossProbability) {
-            // The subscriber notices the gap at the next heartbeat and fetches it; what follows waits.
-            counters.eventsLost += 1
-            arrival += Int64(network.catchUpMilliseconds * 1e6)
-        }
+        let isLost = network.lossProbability > 0 && choices.chance(.networkLoss, network.lossProbability)
         if isFinish, slots[index].kind == .apps, let removalDelay, choices.chance(.removalDelay, removalDelay.probability) {
             // The app hears `removedTransactions` late (and, the link keeping its order, what follows too).
             arrival += removalDelay.nanoseconds
         }
-        slots[index].lastEventArrival = arrival
-        scheduler.schedule(at: arrival, .deliver(sequence: sequence, slot: index))
+        if isLost {
+            counters.eventsLost += 1
+        } else {
+            slots[index].lastEventArrival = arrival
+            scheduler.schedule(at: arrival, .deliver(sequence: sequence, slot: index))
+        }
         if network.duplicateProbability > 0, choices.chance(.networkDuplicate, network.duplicateProbability) {
             let copy = arrival + network.deliveryLatency.sampleNanoseconds(choices, .networkDelay)
             slots[index].lastEventArrival = copy
@@ -663,6 +750,8 @@ public final class DeterministicRuntime {
         slots[index].host.dropWaiting()
         slots[index].wakeAt = nil
         slots[index].wakeGeneration += 1
+        slots[index].subscriberTimerAt = nil
+        slots[index].subscriberTimerGeneration += 1
         counters.crashes += 1
         scheduler.schedule(at: back, .restart(slot: index))
     }
@@ -680,9 +769,154 @@ public final class DeterministicRuntime {
         slots[index].isDown = false
         slots[index].delivered = through
         slots[index].pipeline = makePipeline(origin: slots[index].origin)
+        // A new subscriber, from where the log read ends: it asks the queue for anything later at once.
+        slots[index].subscriber = SubscriberState(startSequence: through + 1, configuration: subscriberConfiguration, now: instant(now))
+        maintainSubscriber(index)
         var link = SimulatedLink(runtime: self, slot: index)
         host.resume(over: &link)
     }
+}
+
+// MARK: The event links: publishing, heartbeats and FETCH through each role's `SubscriberState`
+
+extension DeterministicRuntime {
+    private func scheduleBackground(at time: Int64, _ action: Action) {
+        backgroundScheduled += 1
+        scheduler.schedule(at: time, action)
+    }
+
+    /// Whether a role that is up has not heard everything published yet (a lost event it has not
+    /// noticed): heartbeats must go on until it has.
+    private func subscriberIsBehind() -> Bool {
+        slots.contains { !$0.isDown && $0.delivered < published }
+    }
+
+    private func carryOutOnEventLinks(_ action: Action) {
+        switch action {
+        case .deliver(let sequence, let index):
+            guard !slots[index].isDown else { return }
+            if sequence <= slots[index].subscriber.deliveredThrough { counters.duplicatesDelivered += 1 }
+            slots[index].subscriber.receivedLive(LoggedSequence(sequence: sequence), previous: sequence - 1, now: instant(now), into: &deliveredBuffer)
+            handOver(slot: index)
+            maintainSubscriber(index)
+        case .heartbeat:
+            guard subscriberIsBehind() else {
+                heartbeatsTicking = false
+                return
+            }
+            scheduleBackground(at: now + heartbeatNanoseconds, .heartbeat)
+            guard !queueIsDown else { return }
+            for index in slots.indices where !slots[index].isDown { sendHeartbeat(to: index) }
+        case .heartbeatArrives(let through, let index):
+            guard !slots[index].isDown else { return }
+            slots[index].subscriber.receivedHeartbeat(through: through, now: instant(now))
+            maintainSubscriber(index)
+        case .fetchArrives(let from, let index, let incarnation):
+            answerFetch(from: from, slot: index, incarnation: incarnation)
+        case .fetchReply(let replySlot, let index):
+            let reply = fetchReplies.remove(replySlot)
+            guard slots[index].incarnation == reply.incarnation, !slots[index].isDown else { return }
+            replyBuffer.removeAll(keepingCapacity: true)
+            if reply.through >= reply.from {
+                for sequence in reply.from...reply.through { replyBuffer.append(LoggedSequence(sequence: sequence)) }
+            }
+            let gapsBefore = slots[index].subscriber.counters.gapsRecovered
+            slots[index].subscriber.receivedFetchReply(from: reply.from, records: replyBuffer, completeThrough: max(reply.through, reply.from - 1),
+                                                       published: reply.published, now: instant(now), into: &deliveredBuffer)
+            counters.gapsRecovered += slots[index].subscriber.counters.gapsRecovered - gapsBefore
+            handOver(slot: index)
+            maintainSubscriber(index)
+        case .subscriberTimer(let index, _):
+            slots[index].subscriberTimerAt = nil
+            maintainSubscriber(index)
+        default:
+            preconditionFailure("\(action) is not on an event link")
+        }
+    }
+
+    /// Hands the role at `index` what its subscriber delivered, in order: the role hears nothing else.
+    private func handOver(slot index: Int) {
+        guard !deliveredBuffer.isEmpty else { return }
+        let host = slots[index].host
+        var link = SimulatedLink(runtime: self, slot: index)
+        for record in deliveredBuffer {
+            precondition(record.sequence == slots[index].delivered + 1,
+                         "\(slots[index].kind) heard \(record.sequence) after \(slots[index].delivered): its subscriber broke the log's order")
+            slots[index].delivered = record.sequence
+            eventHeard?(slots[index].kind, record.sequence)
+            // The role reacts to the held event, lent to it without a copy (roles return effects and
+            // never call back, so nothing else reads the event meanwhile).
+            held.lend(record.sequence) { host.deliver($0, over: &link) }
+        }
+        deliveredBuffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Runs the subscriber's timers to now: a FETCH it wants goes out, a silence is counted, and its
+    /// next deadline is checked then.
+    private func maintainSubscriber(_ index: Int) {
+        let fetchFrom = slots[index].subscriber.due(now: instant(now))
+        if let fetchFrom { sendFetch(from: fetchFrom, slot: index) }
+        for change in slots[index].subscriber.takeStateChanges() where change == .publisherSilent { counters.publisherSilences += 1 }
+        // Timers are checked only while a FETCH is outstanding (its retry): a silence is noticed when the
+        // subscriber next looks, not by a timer that would tick through quiet stretches. Only a FETCH
+        // sent brings the deadline closer; a pending check otherwise comes no later, and looks again then.
+        guard slots[index].subscriber.isFetchOutstanding, fetchFrom != nil || slots[index].subscriberTimerAt == nil,
+              let deadline = slots[index].subscriber.nextDeadline().map(nanoseconds) else { return }
+        if let scheduled = slots[index].subscriberTimerAt, scheduled <= deadline { return }
+        slots[index].subscriberTimerGeneration += 1
+        slots[index].subscriberTimerAt = max(now, deadline)
+        scheduleBackground(at: max(now, deadline), .subscriberTimer(slot: index, generation: slots[index].subscriberTimerGeneration))
+    }
+
+    /// A FETCH on the subscriber's request link; lost ones are sent again by the subscriber's own timer.
+    private func sendFetch(from: UInt64, slot index: Int) {
+        slots[index].subscriber.fetchSent(now: instant(now))
+        counters.fetchesSent += 1
+        let draws = slots[index].subscriberChoices
+        let arrival = max(now + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay), slots[index].lastFetchArrival)
+        if let probability = network.commandLossProbability, probability > 0, draws.chance(.networkLoss, probability) {
+            counters.fetchesLost += 1
+            return
+        }
+        slots[index].lastFetchArrival = arrival
+        scheduler.schedule(at: arrival, .fetchArrives(from: from, slot: index, incarnation: slots[index].incarnation))
+    }
+
+    /// The queue answers a FETCH from its log: at most a batch of what it has published from `from` on.
+    private func answerFetch(from: UInt64, slot index: Int, incarnation: Int) {
+        guard !queueIsDown else {
+            counters.fetchesLost += 1
+            return
+        }
+        let from = max(1, from)
+        let through = min(published, from + Self.fetchBatchSize - 1)
+        let draws = slots[index].subscriberChoices
+        let arrival = max(now + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay), slots[index].lastReplyArrival)
+        if let probability = network.commandLossProbability, probability > 0, draws.chance(.networkLoss, probability) {
+            counters.fetchesLost += 1
+            return
+        }
+        slots[index].lastReplyArrival = arrival
+        let reply = fetchReplies.insert(FetchReply(from: from, through: through, published: published, incarnation: incarnation))
+        scheduler.schedule(at: arrival, .fetchReply(reply, slot: index))
+    }
+
+    /// A heartbeat on the event link to the role at `index`, behind the events sent before it.
+    private func sendHeartbeat(to index: Int) {
+        let draws = slots[index].subscriberChoices
+        let arrival = max(now + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay), slots[index].lastEventArrival)
+        if network.lossProbability > 0, draws.chance(.networkLoss, network.lossProbability) {
+            counters.heartbeatsLost += 1
+            return
+        }
+        slots[index].lastEventArrival = arrival
+        scheduleBackground(at: arrival, .heartbeatArrives(through: published, slot: index))
+    }
+}
+
+/// A record the simulated subscribers order: the event stays in the runtime's `held` ring, only its sequence travels.
+private struct LoggedSequence: SequencedRecord {
+    var sequence: UInt64
 }
 
 /// The deterministic runtime's transport for the role at `slot`: the virtual clock, its sender's

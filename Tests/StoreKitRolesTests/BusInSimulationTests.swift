@@ -7,8 +7,8 @@ import StoreKitSimulation
 import Testing
 
 /// The bus's protocol logic inside the deterministic runtime (issue 30, items 1–3): every role sends
-/// through a `CommandPipeline` and the queue judges arrivals with `QueueAdmission`, over simulated
-/// links that can stall, partition and lose.
+/// through a `CommandPipeline`, the queue judges arrivals with `QueueAdmission`, and every role hears
+/// the events through a `SubscriberState`, over simulated links that can stall, partition and lose.
 @Suite struct BusInSimulationTests {
     /// Open load: every device's user keeps buying on its own timer whatever the queue does, so while
     /// the queue is stalled new payments keep coming. The queue takes `serviceMicroseconds` per command.
@@ -100,5 +100,61 @@ import Testing
             logs.append(bytes)
         }
         #expect(logs[0] == logs[1])
+    }
+
+    /// Runs `scenario` and returns its report, its counters, the log's last sequence and what each
+    /// role heard, in order (only what its `SubscriberState` delivered reaches a role).
+    static func runHearing(_ scenario: Scenario, outages: [PlannedOutage] = [])
+        throws -> (report: RunReport, counters: NetworkCounters, last: UInt64, heard: [RoleFactory.Kind: [UInt64]]) {
+        let environment = DeterministicEnvironment.inMemory(seed: scenario.seed)
+        let runtime = try DeterministicRuntime(scenario: scenario, environment: environment)
+        runtime.plannedOutages = outages
+        var heard: [RoleFactory.Kind: [UInt64]] = [:]
+        runtime.eventHeard = { kind, sequence in heard[kind, default: []].append(sequence) }
+        let report = try runtime.run()
+        return (report, runtime.counters, environment.storage.lastSequence, heard)
+    }
+
+    @Test("events lost, duplicated and reordered across links: every role hears each event once, in log order, through its SubscriberState")
+    func lossyEventLinks() throws {
+        var scenario = Scenario(seed: 3031, devices: 8)
+        scenario.network.lossProbability = 0.1
+        scenario.network.duplicateProbability = 0.1
+        // Wide delays: the same event reaches the roles in different orders, and FETCH replies race live events.
+        scenario.network.deliveryLatency = .uniform(minimumMilliseconds: 0.2, maximumMilliseconds: 40)
+        let run = try Self.runHearing(scenario)
+        #expect(run.report.awaiting == 0 && !run.report.stoppedAtTimeLimit && run.report.violationCount == 0, "\(run.report.violations)")
+        for kind in RoleFactory.Kind.allCases {
+            #expect(run.heard[kind] == Array(1...run.last), "\(kind) heard \(run.heard[kind]?.count ?? 0) of \(run.last)")
+        }
+        #expect(run.counters.eventsLost > 0 && run.counters.duplicatesDelivered > 0, "\(run.counters)")
+        // Losses are filled by FETCH (beyond each subscriber's first), not by waiting.
+        #expect(run.counters.gapsRecovered > 0 && run.counters.fetchesSent > RoleFactory.Kind.allCases.count, "\(run.counters)")
+    }
+
+    @Test("the queue's links cut for 3 s: every subscriber catches up once they heal, and every purchase completes")
+    func partitionHealsAndCatchUpFinishes() throws {
+        var scenario = Scenario(seed: 3032, devices: 8)
+        scenario.network.lossProbability = 0.05
+        let partition = PlannedOutage(.partition, of: .queue, atNanoseconds: 1_000_000_000, forNanoseconds: 3_000_000_000)
+        let run = try Self.runHearing(scenario, outages: [partition])
+        #expect(run.counters.partitions == 1)
+        #expect(run.report.simulatedNanoseconds > 4_000_000_000, "the run ended before the partition healed")
+        #expect(run.report.awaiting == 0 && !run.report.stoppedAtTimeLimit && run.report.violationCount == 0, "\(run.report.violations)")
+        for kind in RoleFactory.Kind.allCases {
+            #expect(run.heard[kind] == Array(1...run.last), "\(kind) heard \(run.heard[kind]?.count ?? 0) of \(run.last)")
+        }
+    }
+
+    @Test("half of all events lost on their links, the last ones too: heartbeats announce what is missing, the subscribers fetch it, and the run does not end before")
+    func heavyLossIsFetched() throws {
+        var scenario = Scenario(seed: 3033, devices: 2)
+        scenario.network.lossProbability = 0.5
+        let run = try Self.runHearing(scenario)
+        #expect(run.report.awaiting == 0 && !run.report.stoppedAtTimeLimit && run.report.violationCount == 0, "\(run.report.violations)")
+        for kind in RoleFactory.Kind.allCases {
+            #expect(run.heard[kind] == Array(1...run.last), "\(kind) heard \(run.heard[kind]?.count ?? 0) of \(run.last)")
+        }
+        #expect(run.counters.eventsLost > 0 && run.counters.gapsRecovered > 0, "\(run.counters)")
     }
 }
