@@ -258,8 +258,12 @@ public final class QueueEndpoint {
 
     /// Answers to commands that came in CMDS, per connection, each sent as one ACKS at the end of the
     /// publishing round (sooner when full, or when a version-1 answer to the same connection must follow them).
-    private var acknowledgementBatches: [[UInt8]: BatchComposer] = [:]
-    private var acknowledgementBatchOrder: [[UInt8]] = []
+    /// In the order their connections were first answered. An array, not a dictionary: a round answers a
+    /// few connections, most answers go to the same one as the answer before, and hashing the routing id
+    /// three times per answer showed in the queue's profile.
+    private var acknowledgementBatches: [(routingID: [UInt8], batch: BatchComposer)] = []
+    /// Where the last answer went in `acknowledgementBatches` (-1: look it up).
+    private var lastAcknowledgementBatch = -1
     /// The records of this publishing round, for the version-2 subscribers: one `all` message.
     private var eventBatch = BatchComposer()
     /// The topic groups subscribed (`grp.<prefix>/`), each with this round's records of its devices.
@@ -952,39 +956,59 @@ public final class QueueEndpoint {
 
     private func acknowledge(_ routingID: [UInt8], _ acknowledgement: CommandAcknowledgement, batched: Bool = false) {
         if batched {
-            if acknowledgementBatches[routingID] == nil {
-                acknowledgementBatches[routingID] = BatchComposer()
-                acknowledgementBatchOrder.append(routingID)
+            let index: Int
+            if let found = acknowledgementBatchIndex(of: routingID) {
+                index = found
+            } else {
+                acknowledgementBatches.append((routingID, BatchComposer()))
+                index = acknowledgementBatches.count - 1
+                lastAcknowledgementBatch = index
             }
-            acknowledgementBatches[routingID]!.add { BusWire.appendAcknowledgementEntry(acknowledgement, to: &$0) }
-            if let batch = acknowledgementBatches[routingID], batch.count >= BusWire.maximumAcknowledgementsPerBatch
-                || batch.byteCount >= BusWire.maximumAcknowledgementBatchBytes {
-                sendAcknowledgementBatch(to: routingID)
+            acknowledgementBatches[index].batch.add { BusWire.appendAcknowledgementEntry(acknowledgement, to: &$0) }
+            if acknowledgementBatches[index].batch.count >= BusWire.maximumAcknowledgementsPerBatch
+                || acknowledgementBatches[index].batch.byteCount >= BusWire.maximumAcknowledgementBatchBytes {
+                sendAcknowledgementBatch(at: index)
             }
             return
         }
         // A sender's answers keep their order: batched ones gathered for the same connection go first.
-        if acknowledgementBatches[routingID] != nil { sendAcknowledgementBatch(to: routingID) }
+        if let index = acknowledgementBatchIndex(of: routingID) { sendAcknowledgementBatch(at: index) }
         outgoing.removeAll()
         outgoing.appendFrame(routingID)
         acknowledgement.appendFrames(to: &outgoing)
         sendOutgoingReply(to: routingID)
     }
 
-    /// Sends the answers gathered for `routingID` as one ACKS, now.
-    private func sendAcknowledgementBatch(to routingID: [UInt8]) {
-        if let index = acknowledgementBatchOrder.firstIndex(of: routingID) { acknowledgementBatchOrder.remove(at: index) }
-        sendGatheredAcknowledgements(to: routingID)
+    /// Where the answers gathered for `routingID` are, if any.
+    private func acknowledgementBatchIndex(of routingID: [UInt8]) -> Int? {
+        if lastAcknowledgementBatch >= 0, lastAcknowledgementBatch < acknowledgementBatches.count,
+           acknowledgementBatches[lastAcknowledgementBatch].routingID == routingID {
+            return lastAcknowledgementBatch
+        }
+        guard let index = acknowledgementBatches.firstIndex(where: { $0.routingID == routingID }) else { return nil }
+        lastAcknowledgementBatch = index
+        return index
+    }
+
+    /// Sends the answers gathered at `index` as one ACKS, now.
+    private func sendAcknowledgementBatch(at index: Int) {
+        var gathered = acknowledgementBatches.remove(at: index)
+        lastAcknowledgementBatch = -1
+        sendGatheredAcknowledgements(to: gathered.routingID, &gathered.batch)
     }
 
     /// Sends every gathered ACKS, in the order their connections were first answered.
     private func sendAcknowledgementBatches() {
-        for routingID in acknowledgementBatchOrder { sendGatheredAcknowledgements(to: routingID) }
-        acknowledgementBatchOrder.removeAll(keepingCapacity: true)
+        for index in acknowledgementBatches.indices {
+            let routingID = acknowledgementBatches[index].routingID
+            sendGatheredAcknowledgements(to: routingID, &acknowledgementBatches[index].batch)
+        }
+        acknowledgementBatches.removeAll(keepingCapacity: true)
+        lastAcknowledgementBatch = -1
     }
 
-    private func sendGatheredAcknowledgements(to routingID: [UInt8]) {
-        guard var batch = acknowledgementBatches.removeValue(forKey: routingID) else { return }
+    private func sendGatheredAcknowledgements(to routingID: [UInt8], _ batch: inout BatchComposer) {
+        guard !batch.isEmpty else { return }
         outgoing.removeAll()
         outgoing.appendFrame(routingID)
         outgoing.appendFrame(BusWire.ReplyVerb.acknowledgements.bytes)
