@@ -346,10 +346,9 @@ public final class ReplayAppsRole: Role {
     private let plan: LiveReplayPlan
     private let speed: Double
     private let devices: [String]
-    private var queues: [String: PaymentQueue] = [:]
-    private var lateObservers: [String: [BuiltInObserver]] = [:]
-    /// The observers of the current launch waiting for its planned attachment (`attachAtLaunch`).
-    private var launchObservers: [String: [BuiltInObserver]] = [:]
+    /// Each device's app (the app side every runtime runs): late observers attach where the recording
+    /// attached them, and a launch's observers at its planned attachment (`attachAtLaunch`).
+    private var apps: [String: InstalledApp] = [:]
     private var nextStep: [String: Int] = [:]
     private var start: Int64 = 0
     private var gaveUpWaiting = false
@@ -385,8 +384,10 @@ public final class ReplayAppsRole: Role {
         self.speed = speed
         let names = plan.scenario.deviceNames
         devices = deviceIndices.filter { names.indices.contains($0) }.map { names[$0] }
+        let code = AppCode.builtIn(plan.scenario.apps.observers, storage: nil)
         for device in devices {
-            queues[device] = PaymentQueue(device: device, catalog: plan.scenario.catalog, ordering: plan.scenario.apps.ordering, choices: choices)
+            let queue = PaymentQueue(device: device, catalog: plan.scenario.catalog, ordering: plan.scenario.apps.ordering, choices: choices)
+            apps[device] = InstalledApp(queue: queue, code: code, observerChoices: choices, drawsLateSteps: false)
             nextStep[device] = 0
         }
     }
@@ -394,10 +395,10 @@ public final class ReplayAppsRole: Role {
     private func scaled(_ nanoseconds: Int64) -> Int64 { Int64(Double(nanoseconds) / speed) }
 
     public func catchUp(_ recorded: RecordedEvent) {
-        guard let device = recorded.event.device, let queue = queues[device] else { return }
+        guard let device = recorded.event.device, let app = apps[device] else { return }
         _ = identities.learn(recorded.event)
         noteWorldCommand(recorded, device: device)
-        queue.catchUp(recorded)
+        app.queue.catchUp(recorded)
     }
 
     /// Counts a command of the recorded world (the store, the content servers) about `device`.
@@ -422,7 +423,8 @@ public final class ReplayAppsRole: Role {
     }
 
     public func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
-        guard let device = recorded.event.device, let queue = queues[device] else { return [] }
+        guard let device = recorded.event.device, let app = apps[device] else { return [] }
+        let queue = app.queue
         lastActivity = max(lastActivity, now)
         _ = identities.learn(recorded.event)
         noteWorldCommand(recorded, device: device)
@@ -492,7 +494,7 @@ public final class ReplayAppsRole: Role {
             }
             return [.timer(afterNanoseconds: due - now, .replayRecordingEnd)]
         }
-        guard case .deviceStep(let device) = token, let queue = queues[device] else { return [] }
+        guard case .deviceStep(let device) = token, let queue = apps[device]?.queue else { return [] }
         if let due = stepTimerDue[device], due <= now { stepTimerDue[device] = nil }
         return takeSteps(of: device, queue: queue, now: now)
     }
@@ -535,37 +537,29 @@ public final class ReplayAppsRole: Role {
     /// recorded attachment), a quit drops them.
     private func perform(_ steps: [(offsetNanoseconds: Int64, step: PlannedAppStep, repliesBefore: Int, repliesHeard: Int)], at index: Int,
                          queue: PaymentQueue, device: String) {
+        guard let app = apps[device] else { return }
         switch steps[index].step {
         case .user(.launchApp):
-            queue.enqueue(.launchApp(device: device))
-            let observers = ReplayApps.makeObservers(plan.scenario.apps.observers)
-            lateObservers[device] = observers.filter(\.behavior.attachesLate)
-            let atLaunch = observers.filter { !$0.behavior.attachesLate }
             // Held only where the recording logged a reply between the launch and the attachment:
             // otherwise they go together, as the simulator's app sends them.
-            if steps.indices.contains(index + 1), steps[index + 1].step == .attachAtLaunch, steps[index + 1].repliesBefore > steps[index].repliesBefore {
-                launchObservers[device] = atLaunch
-            } else {
-                for observer in atLaunch { queue.add(observer) }
-            }
+            let next = index + 1
+            app.launch(holdingAttachment: steps.indices.contains(next) && steps[next].step == .attachAtLaunch
+                       && steps[next].repliesBefore > steps[index].repliesBefore)
         case .attachAtLaunch:
-            for observer in launchObservers.removeValue(forKey: device) ?? [] { queue.add(observer) }
+            app.attachHeldObservers()
         case .user(.terminateApp):
-            queue.terminateApp()
-            lateObservers[device] = []
-            launchObservers[device] = nil
+            app.terminate()
         case .user(let body):
             queue.enqueue(body)
         case .attachLate(let name):
-            guard let index = lateObservers[device]?.firstIndex(where: { $0.observerName == name }) else { return }
-            queue.add(lateObservers[device]!.remove(at: index))
+            _ = app.attachLate(named: name)
         }
     }
 
     /// The device waits for the recorded outside world: a purchase the store has still to
     /// decide, a restore it has still to answer, a download the content servers still report.
     private func awaitsRecordedAnswer(_ device: String) -> Bool {
-        guard let state = queues[device]?.state else { return false }
+        guard let state = apps[device]?.queue.state else { return false }
         if state.restoresInProgress.keys.contains(where: { plan.restoreAnswers[LiveReplayPlan.RestoreName(device: device, restore: $0)] != nil }) {
             return true
         }
@@ -593,7 +587,7 @@ public final class ReplayAppsRole: Role {
         return devices.allSatisfy { device in
             guard nextStep[device] ?? 0 >= plan.steps(of: device).count else { return false }
             if gaveUpWaiting { return true }
-            guard let state = queues[device]?.state else { return false }
+            guard let state = apps[device]?.queue.state else { return false }
             return state.pending.isEmpty && state.restoresInProgress.isEmpty && !awaitsRecordedReceipt(device, state)
         }
     }

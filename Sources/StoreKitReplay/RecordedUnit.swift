@@ -1,3 +1,4 @@
+import Foundation
 import StoreKitModel
 import StoreKitRuntime
 
@@ -181,26 +182,34 @@ extension Recording {
     /// A unit of log format 3 begins with its input record, which holds the command as accepted: that is
     /// the unit's command. A command that changed nothing (its input alone: a duplicate, a no-op) is not a
     /// unit here: it left the recorded state as it was. A unit of format 2 has no input; its command is
-    /// rebuilt from its events (`CommandReconstruction`).
+    /// rebuilt from its events (`CommandReconstruction`). With `decodingEvents` false, a unit that has
+    /// its command whole (format 3) comes with its payloads only, its `events` empty (`event(at:)` decodes
+    /// one): a replay that compares bytes reads each event once.
     @discardableResult
-    public func forEachUnit(_ body: (RecordedUnit) throws -> Void) throws -> String? {
+    public func forEachUnit(decodingEvents: Bool = true, _ body: (RecordedUnit) throws -> Void) throws -> String? {
         var reconstruction = CommandReconstruction()
         var group: [RecordedEvent] = []
         var payloads: [[UInt8]] = []
+        var first: (sequence: UInt64, timestamp: Int64)?
         var input: RecordedInput?
+        var accepted: Command?
         func flush() throws {
-            guard !group.isEmpty else { return }
+            guard let start = first else { return }
             let command: CommandBody?
-            if let input, case .command(let accepted) = input.handled, accepted.id == group[0].commandID {
+            let commandID: CommandID?
+            if let accepted, group.isEmpty || accepted.id == group[0].commandID {
                 command = accepted.body
+                commandID = accepted.id
             } else {
+                if group.isEmpty { group = try Self.decode(payloads, from: start.sequence, timestamp: start.timestamp, location: location) }
                 do {
                     command = try reconstruction.command(of: group)
                 } catch let failure as CommandReconstruction.Failure {
                     throw ReplayInputError("\(location): \(failure)")
                 }
+                commandID = group[0].commandID
             }
-            var unit = RecordedUnit(sequence: group[0].sequence, timestamp: group[0].timestamp, commandID: group[0].commandID,
+            var unit = RecordedUnit(sequence: start.sequence, timestamp: start.timestamp, commandID: commandID,
                                     events: group, payloads: payloads, body: command,
                                     source: command.map { CommandSource.of($0) } ?? .header, device: command?.device ?? "")
             if let input { unit.heard = input.heard }
@@ -209,7 +218,9 @@ extension Recording {
             // unit held ahead: a restore of hundreds of transactions made each of them that large.)
             group = []
             payloads = []
+            first = nil
             input = nil
+            accepted = nil
             try body(unit)
         }
         let warning = try forEachRecordIncludingInputs { record in
@@ -220,20 +231,77 @@ extension Recording {
                 } catch {
                     throw ReplayInputError("\(location): the input record before event \(record.sequence): \(error)")
                 }
+                if let input, case .command(let command) = input.handled { accepted = command }
                 return
             }
-            let recorded: RecordedEvent
-            do {
-                recorded = try LogProjection.decode(sequence: record.sequence, timestamp: record.timestamp, payload: record.payload)
-            } catch {
-                throw ReplayInputError("\(location): \(error)")
+            if accepted == nil || decodingEvents {
+                let recorded: RecordedEvent
+                do {
+                    recorded = try LogProjection.decode(sequence: record.sequence, timestamp: record.timestamp, payload: record.payload)
+                } catch {
+                    throw ReplayInputError("\(location): \(error)")
+                }
+                if input == nil, let last = group.last, last.commandID != recorded.commandID || last.commandID == nil { try flush() }
+                group.append(recorded)
             }
-            if input == nil, let last = group.last, last.commandID != recorded.commandID || last.commandID == nil { try flush() }
-            group.append(recorded)
+            if first == nil { first = (record.sequence, record.timestamp) }
             payloads.append(Array(record.payload))
             if input != nil && record.endsUnit { try flush() }
         }
         try flush()
         return warning
+    }
+
+    /// A unit's events decoded from their payloads (one after another from `sequence`, all at `timestamp`).
+    static func decode(_ payloads: [[UInt8]], from sequence: UInt64, timestamp: Int64, location: String) throws -> [RecordedEvent] {
+        var events: [RecordedEvent] = []
+        events.reserveCapacity(payloads.count)
+        for (index, payload) in payloads.enumerated() {
+            do {
+                events.append(try payload.withUnsafeBytes { bytes in
+                    try LogProjection.decode(sequence: sequence + UInt64(index), timestamp: timestamp, payload: bytes)
+                })
+            } catch {
+                throw ReplayInputError("\(location): \(error)")
+            }
+        }
+        return events
+    }
+}
+
+extension RecordedUnit {
+    /// The number of events in the unit (read with or without decoding them).
+    public var eventCount: Int { payloads.count }
+
+    /// The index of the first replayed event (`bytes`, event k ending at `ends[k]`, all at `timestamp`) that
+    /// differs from this unit's recorded one, in bytes or time; nil when they are the same.
+    func firstDifference(from bytes: UnsafeRawBufferPointer, ends: [Int], timestamp: Int64) -> Int? {
+        let decoded = !events.isEmpty
+        var start = 0
+        for index in 0..<min(ends.count, payloads.count) {
+            let replayed = UnsafeRawBufferPointer(rebasing: bytes[start..<ends[index]])
+            start = ends[index]
+            let sameBytes = payloads[index].withUnsafeBytes { recorded in
+                recorded.count == replayed.count && (replayed.isEmpty || memcmp(recorded.baseAddress!, replayed.baseAddress!, replayed.count) == 0)
+            }
+            guard sameBytes, timestamp == (decoded ? events[index].timestamp : self.timestamp) else { return index }
+        }
+        return ends.count == payloads.count ? nil : min(ends.count, payloads.count)
+    }
+
+    /// Event `index` of a unit's encoded events (event k ending at `ends[k]`), decoded.
+    static func decode(_ bytes: UnsafeRawBufferPointer, ends: [Int], index: Int, sequence: UInt64, timestamp: Int64) -> RecordedEvent? {
+        let start = index == 0 ? 0 : ends[index - 1]
+        return try? LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: UnsafeRawBufferPointer(rebasing: bytes[start..<ends[index]]))
+    }
+
+    /// The unit's event at `index`: decoded already, or decoded now from its payload (a unit read
+    /// without decoding its events); nil past the unit's end or if it does not decode.
+    public func event(at index: Int) -> RecordedEvent? {
+        if events.indices.contains(index) { return events[index] }
+        guard events.isEmpty, payloads.indices.contains(index) else { return nil }
+        return payloads[index].withUnsafeBytes { bytes in
+            try? LogProjection.decode(sequence: sequence + UInt64(index), timestamp: timestamp, payload: bytes)
+        }
     }
 }

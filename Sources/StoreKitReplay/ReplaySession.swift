@@ -29,8 +29,9 @@ public final class ReplaySession {
     private let storage: LogStorage
     private let clock: ReplayClock?
     private let engine: QueueEngine
-    /// What-if replays only: the apps with the observers under test.
+    /// What-if replays only: the apps with the observers under test, and what they sent and set.
     private let apps: ReplayApps?
+    private var appTransport = ReplayTransport()
     /// The origin of commands the observers under test send.
     private let extraOrigin: String
     /// A what-if replay: the observers under test are not the recorded ones (docs/replay.md, "What-if replays").
@@ -38,7 +39,8 @@ public final class ReplaySession {
     /// What-if replays: the downloader that transfers what the observers under test start and the
     /// recording did not (its reports decided anew, as `simulate`'s downloader decides them), and its
     /// timers (due time, order set, token).
-    private let downloader: DownloaderRole?
+    private let downloader: RoleHost?
+    private var downloaderTransport = ReplayTransport()
     /// Downloads under way that the downloader answers for (ended ones leave the set).
     private var downloadsAnew: Set<DownloadKey> = []
     /// Downloads the observers under test started with a command not paired yet, and the downloader's
@@ -152,14 +154,11 @@ public final class ReplaySession {
         }
         // An app's commands are always decided anew: the timing of its asynchronous work is not in the log.
         whatIf = options.app != nil || scenario.apps.observers != recorded.apps.observers || scenario.apps.app != recorded.apps.app
-        downloader = whatIf ? DownloaderRole(name: "downloader", content: VirtualContentStorage(), behavior: scenario.downloader,
-                                             choices: SeededChoices(seed: scenario.seed).stream(ChoiceStream.downloader)) : nil
+        downloader = whatIf ? RoleHost(role: DownloaderRole(name: "downloader", content: VirtualContentStorage(), behavior: scenario.downloader,
+                                                            choices: SeededChoices(seed: scenario.seed).stream(ChoiceStream.downloader))) : nil
         // A what-if replay's observers draw from each device's observer stream, as `simulate`'s do. An unchanged
         // replay runs no app: every command, the recorded observers' too, is a recorded input.
-        apps = whatIf ? ReplayApps(behaviors: scenario.apps.observers, ordering: scenario.apps.ordering, catalog: scenario.catalog,
-                                   choices: SeededChoices(seed: scenario.seed), appLaunch: options.app?.launch,
-                                   workLatency: scenario.apps.asynchronousWorkLatency,
-                                   workFailureProbability: scenario.apps.choicePoints?.asynchronousWorkFailureProbability ?? 0) : nil
+        apps = whatIf ? ReplayApps(scenario: scenario, choices: SeededChoices(seed: scenario.seed), appLaunch: options.app?.launch) : nil
         if let devices = options.devices {
             let known = Set(recorded.deviceNames)
             if let unknown = devices.sorted().first(where: { !known.contains($0) }) {
@@ -212,7 +211,9 @@ public final class ReplaySession {
             renamings = options.loopLayout == .oneAfterAnother ? [LoopRenaming(copy: pass)] : (1...options.loop).map { LoopRenaming(copy: $0) }
             if pass > 1 { timeOffset = lastIngestedTimestamp + 1_000_000 }
             do {
-                let warning = try recording.forEachUnit { unit in try ingest(unit, firstPass: pass == 1) }
+                // An unchanged replay of the recording as it is compares bytes: its events need no decoding.
+                let decoding = apps != nil || options.loop > 1
+                let warning = try recording.forEachUnit(decodingEvents: decoding) { unit in try ingest(unit, firstPass: pass == 1) }
                 if let warning { result.warning = warning }
             } catch is StopReading {}
         }
@@ -225,8 +226,8 @@ public final class ReplaySession {
         // The simulator's user steps on until late observers attach: steps that send nothing, so the
         // recording does not show them. They attach once its inputs are spent.
         for device in apps.devicesWithLateObservers() {
-            apps.attachLate(device: device)
-            collectReactions(of: device, compared: true)
+            apps.act(on: device, over: &appTransport) { $0.attachLateObservers() }
+            takeAppEffects(compared: true)
         }
         try handleReactions(compared: true)
         try fireDownloaderTimers(through: .max)
@@ -290,8 +291,9 @@ public final class ReplaySession {
             return
         case .observer:
             // Before the slice the recording is the truth, its observers' commands too.
-            if case .attachObserver(let device, let observer) = unit.body!, apps.attachLate(device: device, observer: observer) {
-                collectReactions(of: device, compared: false)
+            if case .attachObserver(let device, let observer) = unit.body! {
+                apps.act(on: device, over: &appTransport) { _ = $0.attachLate(named: observer) }
+                takeAppEffects(compared: false)
             }
             try handleRecorded(unit.body!, unit, compared: false)
         case .user, .store, .downloader:
@@ -303,48 +305,50 @@ public final class ReplaySession {
                     return noteNoLongerApplies(unit)
                 }
                 guard stillApplies(unit) else { return noteNoLongerApplies(unit) }
-                if unit.source == .user, apps.attachLateAtStep(body) { collectReactions(of: body.device, compared: compared) }
+                // Late observers attach at the user's step their launch drew, before the step's action, as
+                // the simulator's app attaches them (the recorded attachments are the recorded observers').
+                if Self.isUserStep(body) {
+                    apps.act(on: body.device, over: &appTransport) { $0.userStepped() }
+                    takeAppEffects(compared: compared)
+                }
             }
-            apps.beforeUserAction(body)
+            // A quit ends the launch before the queue hears it; a launch runs the app's code after.
+            if case .terminateApp = body { apps.act(on: body.device, over: &appTransport) { $0.terminate() } }
             try handleRecorded(body, unit, compared: compared)
-            apps.afterUserAction(body)
-            collectReactions(of: body.device, compared: compared)
+            if case .launchApp = body { apps.act(on: body.device, over: &appTransport) { $0.runLaunchCode() } }
+            takeAppEffects(compared: compared)
         }
         try handleReactions(compared: compared)
     }
 
     private func replayHeaderUnit(_ unit: RecordedUnit, compared: Bool) throws {
         let records = try engine.start(replayHeader)
+        // The header is compared as a record; the rest of an unchanged replay where the engine encoded it (`handleUnchanged`).
+        engine.keepsPayloads = whatIf
         result.events += records.count
         if compared { result.comparedEvents += 1 }
         check(records, against: unit, compared: compared)
     }
 
-    /// The download a downloader's report is about.
-    static func download(of body: CommandBody) -> DownloadKey? {
-        switch body {
-        case .reportDownloadProgress(let key, _, _), .completeDownload(let key, _), .failDownload(let key, _): key
-        default: nil
+    /// Keeps the downloader's timers; its reports on downloads decided anew are handled where they are
+    /// made, and those on downloads whose start is not paired yet are held.
+    private func takeDownloaderEffects() {
+        let (sent, timers) = downloaderTransport.take()
+        for timer in timers { setTimer(timer.delay, timer.token) }
+        for body in sent {
+            guard let key = Self.download(of: body) else { continue }
+            if downloadsAnew.contains(key) {
+                downloaderReports.append(body)
+            } else if heldReports[key] != nil {
+                heldReports[key]!.append(body)
+            }
         }
     }
 
-    /// Keeps the downloader's timers; its reports on downloads decided anew are handled where they are
-    /// made, and those on downloads whose start is not paired yet are held.
-    private func takeDownloaderEffects(_ effects: [Effect]) {
-        for effect in effects {
-            switch effect {
-            case .timer(let delay, let token):
-                downloaderTimersSet += 1
-                downloaderTimers.append((now + max(0, delay), downloaderTimersSet, token))
-            case .send(let body):
-                guard let key = Self.download(of: body) else { continue }
-                if downloadsAnew.contains(key) {
-                    downloaderReports.append(body)
-                } else if heldReports[key] != nil {
-                    heldReports[key]!.append(body)
-                }
-            }
-        }
+    /// A timer of the downloader or an app's work, due `delay` from now (the order set breaks ties).
+    private func setTimer(_ delay: Int64, _ token: TimerToken) {
+        downloaderTimersSet += 1
+        downloaderTimers.append((now + max(0, delay), downloaderTimersSet, token))
     }
 
     private var downloaderReports: [CommandBody] = []
@@ -360,15 +364,17 @@ public final class ReplaySession {
             if time == .max && fired > Self.maximumTrailingTimers { break }
             let timer = downloaderTimers.remove(at: next)
             now = max(now, timer.due)
-            if case .appWork(let device, let work) = timer.token {
+            if case .appWork(let device, _) = timer.token {
                 // The app's own asynchronous work completes (a server's reply): its code runs, and what it sends is handled.
-                if apps.completeWork(device: device, work: work) {
-                    collectReactions(of: device, compared: true)
-                    try handleReactions(compared: true)
-                }
+                appTransport.now = now
+                apps.fire(timer.token, device: device, over: &appTransport)
+                takeAppEffects(compared: true)
+                try handleReactions(compared: true)
                 continue
             }
-            takeDownloaderEffects(downloader.timerFired(timer.token, now: now))
+            downloaderTransport.now = now
+            downloader.fire(timer.token, over: &downloaderTransport)
+            takeDownloaderEffects()
             try handleDownloaderReports()
         }
     }
@@ -468,53 +474,6 @@ public final class ReplaySession {
         }
     }
 
-    /// Equal requests, an observer's name aside: an observer's new name is not a new behaviour.
-    static func sameRequest(_ sent: CommandBody, _ recorded: CommandBody) -> Bool {
-        switch (sent, recorded) {
-        case (.attachObserver(let device, _), .attachObserver(let recordedDevice, _)),
-             (.detachObserver(let device, _), .detachObserver(let recordedDevice, _)):
-            device == recordedDevice
-        case (.recordAppAction(let action), .recordAppAction(let recordedAction)):
-            withoutObserverName(action) == withoutObserverName(recordedAction)
-        default:
-            matches(sent, recorded)
-        }
-    }
-
-    static func withoutObserverName(_ event: Event) -> Event {
-        switch event {
-        case .observerAttached(let device, _): .observerAttached(device: device, observer: "")
-        case .observerDetached(let device, _): .observerDetached(device: device, observer: "")
-        case .appActionRecorded(let action): .appActionRecorded(withoutObserverName(action))
-        default: event
-        }
-    }
-
-    static func withoutObserverName(_ action: AppAction) -> AppAction {
-        switch action {
-        case .contentGranted(let key, _, let product): .contentGranted(key, observer: "", productIdentifier: product)
-        case .contentKept(let key, _): .contentKept(key, observer: "")
-        case .restoreShownDone(let device, let restore, _): .restoreShownDone(device: device, restore: restore, observer: "")
-        case .failureShown(let key, _): .failureShown(key, observer: "")
-        case .transactionReported(let key, _, let report): .transactionReported(key, observer: "", report: report)
-        }
-    }
-
-    /// The command sent stands for the recorded one: equal, or a download request whose
-    /// recorded events name only some of its downloads (the others needed nothing).
-    static func matches(_ sent: CommandBody, _ recorded: CommandBody) -> Bool {
-        if sent == recorded { return true }
-        switch (sent, recorded) {
-        case (.startDownloads(let all), .startDownloads(let some)), (.pauseDownloads(let all), .pauseDownloads(let some)),
-             (.resumeDownloads(let all), .resumeDownloads(let some)), (.cancelDownloads(let all), .cancelDownloads(let some)):
-            var remaining = some[...]
-            for key in all where key == remaining.first { remaining.removeFirst() }
-            return remaining.isEmpty && !some.isEmpty
-        default:
-            return false
-        }
-    }
-
     private func waitForSchedule(_ timestamp: Int64) {
         guard let speed, let clock else { return }
         let start = timedStart ?? (clock.nanoseconds(), timestamp)
@@ -530,40 +489,79 @@ public final class ReplaySession {
         result.commands += 1
         let records = try engine.handle(command, timestamp: now, heard: heard).records
         result.events += records.count
-        if firstNeedsReplayed, let first = records.first {
-            result.firstDivergence?.replayed = first.recorded
-            firstNeedsReplayed = false
-        }
-        if let contextDevice {
-            for record in records where record.recorded.event.device == contextDevice {
-                contextRing.append(record.recorded)
-                if contextRing.count > Self.contextEvents { contextRing.removeFirst() }
-            }
-        }
+        for record in records { noteReplayed(record.recorded) }
         return records
     }
 
+    /// Keeps what a divergence report needs of a replayed event: the first one after a divergence found
+    /// before it, and the context device's last events.
+    private func noteReplayed(_ recorded: RecordedEvent) {
+        if firstNeedsReplayed {
+            result.firstDivergence?.replayed = recorded
+            firstNeedsReplayed = false
+        }
+        guard let contextDevice, recorded.event.device == contextDevice else { return }
+        contextRing.append(recorded)
+        if contextRing.count > Self.contextEvents { contextRing.removeFirst() }
+    }
+
+    /// An unchanged replay's recorded command: the engine hands its events over and keeps the unit's bytes,
+    /// which are compared with the recorded payloads where they are (no record or payload copied per event).
+    private func handleUnchanged(_ body: CommandBody, _ unit: RecordedUnit, compared: Bool) throws {
+        if let stop = stopAfterHandled, handled >= stop { throw StopForContext() }
+        handled += 1
+        result.commands += 1
+        var count = 0
+        var first: (sequence: UInt64, timestamp: Int64) = (0, 0)
+        let tracking = firstNeedsReplayed || contextDevice != nil
+        _ = try engine.handle(Command(id: unit.commandID!, body: body), timestamp: now, heard: unit.heard) { recorded in
+            if count == 0 { first = (recorded.sequence, recorded.timestamp) }
+            count += 1
+            if tracking { noteReplayed(recorded) }
+        }
+        result.events += count
+        recordedInRange += unit.eventCount
+        if compared { result.comparedEvents += unit.eventCount }
+        let difference = count == 0 ? (unit.eventCount == 0 ? nil : 0)
+            : engine.withLastUnitBytes { bytes, ends in unit.firstDifference(from: bytes, ends: ends, timestamp: first.timestamp) }
+        if difference != nil || !unit.isVerbatim || first.sequence != unit.sequence { verbatim = false }
+        guard compared, let difference else { return }
+        result.different += 1
+        let replayed = difference < count ? engine.withLastUnitBytes { bytes, ends in
+            RecordedUnit.decode(bytes, ends: ends, index: difference, sequence: first.sequence + UInt64(difference), timestamp: first.timestamp)
+        } : nil
+        noteDivergence(Divergence(kind: .different, sequence: replayed?.sequence ?? engine.projection.lastSequence + 1,
+                                  recorded: unit.event(at: difference), replayed: replayed, device: unit.device, context: nil,
+                                  handledBefore: handled - 1))
+    }
+
     private func handleRecorded(_ body: CommandBody, _ unit: RecordedUnit, compared: Bool) throws {
+        if apps == nil { return try handleUnchanged(body, unit, compared: compared) }
         let records = try handle(Command(id: unit.commandID!, body: body), heard: unit.heard)
-        if compared { result.comparedEvents += unit.events.count }
+        if compared { result.comparedEvents += unit.eventCount }
         check(records, against: unit, compared: compared)
         if apps != nil { deliver(records, compared: compared) }
     }
 
     /// Compares what the engine appended for a recorded command with what was recorded.
     private func check(_ records: [EngineRecord], against unit: RecordedUnit, compared: Bool) {
-        recordedInRange += unit.events.count
-        var same = records.count == unit.events.count
+        let count = unit.eventCount
+        recordedInRange += count
+        var same = records.count == count
         var verbatimHere = same && unit.isVerbatim
-        var firstDifference = same ? records.count : min(records.count, unit.events.count)
-        for index in 0..<min(records.count, unit.events.count) {
+        var firstDifference = same ? records.count : min(records.count, count)
+        // A unit read without its events decoded: its events are numbered on from its first, all at its time.
+        let decoded = !unit.events.isEmpty
+        for index in 0..<min(records.count, count) {
             let record = records[index]
-            let equal = Self.sameBytes(record.payload, unit.payloads[index]) && record.recorded.timestamp == unit.events[index].timestamp
+            let equal = Self.sameBytes(record.payload, unit.payloads[index])
+                && record.recorded.timestamp == (decoded ? unit.events[index].timestamp : unit.timestamp)
             if !equal && same {
                 same = false
                 firstDifference = index
             }
-            verbatimHere = verbatimHere && equal && record.recorded.sequence == unit.events[index].sequence
+            verbatimHere = verbatimHere && equal
+                && record.recorded.sequence == (decoded ? unit.events[index].sequence : unit.sequence + UInt64(index))
         }
         if !verbatimHere { verbatim = false }
         guard compared, !same else { return }
@@ -571,7 +569,7 @@ public final class ReplaySession {
         let replayed = records.indices.contains(firstDifference) ? records[firstDifference].recorded : nil
         noteDivergence(Divergence(
             kind: .different, sequence: replayed?.sequence ?? engine.projection.lastSequence + 1,
-            recorded: unit.events.indices.contains(firstDifference) ? unit.events[firstDifference] : nil,
+            recorded: unit.event(at: firstDifference),
             replayed: replayed, device: unit.device, context: nil, handledBefore: handled - 1))
     }
 
@@ -590,8 +588,10 @@ public final class ReplaySession {
     private func deliver(_ records: [EngineRecord], compared: Bool) {
         guard let apps else { return }
         if let downloader, compared {
+            downloaderTransport.now = now
             for record in records {
-                takeDownloaderEffects(downloader.receive(record.recorded, now: now))
+                downloader.deliver(record.recorded, over: &downloaderTransport)
+                takeDownloaderEffects()
                 // A download that ended is forgotten (the set holds what is under way, not the history): a
                 // recorded report on it later no longer applies anyway.
                 switch record.recorded.event {
@@ -600,37 +600,21 @@ public final class ReplaySession {
                 }
             }
         }
-        // A command's events almost always concern one device: others are listed only when seen.
-        var first: String?
-        var others: [String] = []
-        for record in records {
-            guard let device = apps.deliver(record.recorded) else { continue }
-            if first == nil {
-                first = device
-            } else if device != first, !others.contains(device) {
-                others.append(device)
-            }
-        }
-        if let first { collectReactions(of: first, compared: compared) }
-        for device in others { collectReactions(of: device, compared: compared) }
+        appTransport.now = now
+        for record in records { apps.deliver(record.recorded, over: &appTransport) }
+        takeAppEffects(compared: compared)
     }
 
-    private func collectReactions(of device: String, compared: Bool) {
-        guard let apps else { return }
-        // Decided anew: every command the observers under test send is handled where it is sent. Before
-        // the slice the recording is the truth, and what they send is not sent.
-        let drained = apps.drainObserverCommands(device)
-        // The app's asynchronous work completes later, on the timers the downloader's share (before the
-        // slice, the recording is the truth, and what the work would make is not sent either).
-        for started in apps.takeStartedWork(device) where compared {
-            downloaderTimersSet += 1
-            downloaderTimers.append((now + max(0, started.delay), downloaderTimersSet, .appWork(device: device, work: started.number)))
+    /// What the apps made: the observers' commands are decided anew and handled where they are sent (the
+    /// users' actions are the recording's); their asynchronous work completes later, on the timers the
+    /// downloader's share. Before the slice the recording is the truth, and none of it is sent.
+    private func takeAppEffects(compared: Bool) {
+        let (sent, timers) = appTransport.take()
+        for body in sent where CommandSource.of(body) == .observer {
+            if compared { reactions.append(body) } else { apps?.withdraw(body) }
         }
-        if compared {
-            reactions.append(contentsOf: drained)
-        } else {
-            for body in drained { apps.withdraw(body, device: device) }
-        }
+        guard compared else { return }
+        for timer in timers { setTimer(timer.delay, timer.token) }
     }
 
     /// Commands the observers under test sent: handled at once, where they are sent.
@@ -659,17 +643,4 @@ public final class ReplaySession {
             deliver(records, compared: compared)
         }
     }
-}
-
-/// A log that keeps nothing but its length: a replay at full speed is bounded by the
-/// projection, not by the log it writes.
-public final class DiscardingLogStorage: LogStorage {
-    public private(set) var lastSequence: UInt64 = 0
-    public init() {}
-    public func appendUnit(_ payloads: [[UInt8]], timestamp: Int64) throws -> UInt64 {
-        defer { lastSequence += UInt64(payloads.count) }
-        return lastSequence + 1
-    }
-    public func forEachRecord(from: UInt64, _ body: (UInt64, Int64, UnsafeRawBufferPointer) throws -> Void) throws {}
-    public func close() throws {}
 }

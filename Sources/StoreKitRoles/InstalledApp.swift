@@ -43,6 +43,9 @@ package final class InstalledApp: Role {
     /// Observers that attach only after `lateSteps` more user steps (the attach time choice).
     @exclusivity(unchecked) private var lateObservers: [BuiltInObserver] = []
     @exclusivity(unchecked) private var lateSteps = 0
+    /// Observers of this launch held back until `attachHeldObservers()` (a live replay attaches them
+    /// where its recording did).
+    @exclusivity(unchecked) private var heldObservers: [BuiltInObserver] = []
     private let code: AppCode
     /// The stream of this device's observers and app: attach order and time.
     private let observerChoices: ChoiceSource
@@ -53,6 +56,9 @@ package final class InstalledApp: Role {
     /// How long each piece of the app's asynchronous work takes, drawn when it starts; nil: the work
     /// waits in the queue for whoever completes it.
     package var workDelay: (() -> Int64)?
+    /// Whether a piece of work that can fail (`canFail`) fails, drawn by a host that simulates
+    /// failures; nil: work always succeeds.
+    package var workFails: ((_ canFail: Bool) -> Bool)?
     package var trace: AppTrace?
 
     package init(queue: PaymentQueue, code: AppCode, observerChoices: ChoiceSource, shufflesAttachOrder: Bool = false,
@@ -66,14 +72,15 @@ package final class InstalledApp: Role {
     }
 
     /// Launches the app: the `launchApp` command, then its code.
-    package func launch() {
+    package func launch(holdingAttachment: Bool = false) {
         queue.enqueue(.launchApp(device: device))
-        runLaunchCode()
+        runLaunchCode(holdingAttachment: holdingAttachment)
     }
 
     /// The code of a launch whose `launchApp` was sent already (a replay sends the recorded one): new
     /// observers, attached now, in their order (or one drawn), and late ones after a drawn number of steps.
-    package func runLaunchCode() {
+    /// `holdingAttachment`: the observers attached at launch wait for `attachHeldObservers()`.
+    package func runLaunchCode(holdingAttachment: Bool = false) {
         switch code {
         case .app(let launch):
             // The app's own code attaches its observers through the queue.
@@ -90,7 +97,11 @@ package final class InstalledApp: Role {
         var atLaunch = observers.filter { !$0.behavior.attachesLate }
         lateObservers = observers.filter(\.behavior.attachesLate)
         if shufflesAttachOrder { atLaunch = observerChoices.shuffled(atLaunch, .observerAttach) }
-        for observer in atLaunch { queue.add(observer) }
+        if holdingAttachment {
+            heldObservers = atLaunch
+        } else {
+            for observer in atLaunch { queue.add(observer) }
+        }
         lateSteps = lateObservers.isEmpty || !drawsLateSteps ? 0 : 1 + observerChoices.index(.observerAttach, count: 2)
     }
 
@@ -113,6 +124,12 @@ package final class InstalledApp: Role {
         guard let index = lateObservers.firstIndex(where: { $0.observerName == observer }) else { return false }
         queue.add(lateObservers.remove(at: index))
         return true
+    }
+
+    /// Attaches the observers this launch held back (`runLaunchCode(holdingAttachment: true)`).
+    package func attachHeldObservers() {
+        for observer in heldObservers { queue.add(observer) }
+        heldObservers.removeAll()
     }
 
     /// Attaches every late observer of this launch now.
@@ -138,6 +155,7 @@ package final class InstalledApp: Role {
     private func endLaunch() {
         observers.removeAll()
         lateObservers.removeAll()
+        heldObservers.removeAll()
     }
 
     /// What the app made since the last call, as a runtime's effects: its commands (the first `count`
@@ -186,10 +204,11 @@ package final class InstalledApp: Role {
         return effects
     }
 
-    /// Completes the app's work (succeeded: failures are drawn by hosts that simulate them).
+    /// Completes the app's work (succeeded unless `workFails` draws a failure); work of a launch that
+    /// ended is gone with it, and nothing is drawn for it.
     package func timerFired(_ token: TimerToken, now: Int64, into effects: inout [Effect]) {
-        guard case .appWork(device, let number) = token else { return }
-        queue.completeWork(number, succeeded: true)
+        guard case .appWork(device, let number) = token, let canFail = queue.awaitedWorkCanFail(number) else { return }
+        queue.completeWork(number, succeeded: !(workFails?(canFail) ?? false))
         collect(into: &effects)
     }
 }

@@ -184,6 +184,12 @@ public final class QueueEngine {
         lastTimestamp = time
     }
 
+    /// The last unit's events as encoded (event k ends at `ends[k]`), valid until the next command that
+    /// appends: a replay compares them with its recording's where they are.
+    public func withLastUnitBytes<Result>(_ body: (_ bytes: UnsafeRawBufferPointer, _ ends: [Int]) throws -> Result) rethrows -> Result {
+        try encoder.bytes.withUnsafeBytes { bytes in try body(bytes, ends) }
+    }
+
     /// Decides through an exclusive (inout) access: called on the stored property directly,
     /// the class would copy the whole projection (retaining every field) for the call.
     private static func decide(_ command: Command, catalog: Catalog, against projection: inout QueueProjection) -> Decision {
