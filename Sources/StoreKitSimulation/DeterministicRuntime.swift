@@ -872,14 +872,22 @@ extension DeterministicRuntime {
     private func sendFetch(from: UInt64, slot index: Int) {
         slots[index].subscriber.fetchSent(now: instant(now))
         counters.fetchesSent += 1
-        let draws = slots[index].subscriberChoices
-        let arrival = max(now + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay), slots[index].lastFetchArrival)
-        if let probability = network.commandLossProbability, probability > 0, draws.chance(.networkLoss, probability) {
+        guard let arrival = requestLinkArrival(after: slots[index].lastFetchArrival, slot: index) else {
             counters.fetchesLost += 1
             return
         }
         slots[index].lastFetchArrival = arrival
         scheduler.schedule(at: arrival, .fetchArrives(from: from, slot: index, incarnation: slots[index].incarnation))
+    }
+
+    /// When a FETCH or its reply, sent now on a subscriber's request link whose last message arrives at
+    /// `last`, arrives (the link keeps its order); nil when the link loses it. The delay is drawn before
+    /// the loss, from the subscriber's own stream.
+    private func requestLinkArrival(after last: Int64, slot index: Int) -> Int64? {
+        let draws = slots[index].subscriberChoices
+        let arrival = max(now + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay), last)
+        if let probability = network.commandLossProbability, probability > 0, draws.chance(.networkLoss, probability) { return nil }
+        return arrival
     }
 
     /// The queue answers a FETCH from its log: at most a batch of what it has published from `from` on.
@@ -890,9 +898,7 @@ extension DeterministicRuntime {
         }
         let from = max(1, from)
         let through = min(published, from + Self.fetchBatchSize - 1)
-        let draws = slots[index].subscriberChoices
-        let arrival = max(now + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay), slots[index].lastReplyArrival)
-        if let probability = network.commandLossProbability, probability > 0, draws.chance(.networkLoss, probability) {
+        guard let arrival = requestLinkArrival(after: slots[index].lastReplyArrival, slot: index) else {
             counters.fetchesLost += 1
             return
         }
