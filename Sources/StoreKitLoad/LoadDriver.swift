@@ -236,7 +236,7 @@ struct DriverEngine {
     var inFlight: Int { lifecycles.count }
 
     /// What every device name of the driver `name` starts with, and its subscription's topic group.
-    static func devicePrefix(of name: String) -> String { "\(name)-" }
+    static func devicePrefix(of name: String) -> String { Topology.loadDriverDevicePrefix(name) }
 
     /// Registers, launches and attaches an observer to every device, and waits (bounded) until
     /// the queue acknowledged all of it.
@@ -267,7 +267,9 @@ struct DriverEngine {
                 switch completion {
                 case .failed(_, let error): throw error
                 case .acknowledged(let acknowledgement) where acknowledgement.status == .rejected || acknowledgement.status == .malformed:
-                    throw LoadProtocolError("the queue refused setting up \(name)'s devices (\(acknowledgement.message)); use a new run directory for each load")
+                    throw LoadProtocolError("the queue refused setting up \(name)'s devices (\(acknowledgement.message)); "
+                        + "if it names a key or role, bind this host's key to `drivers: [\(name)]` in the topology's allowedClientKeys "
+                        + "(docs/reliability.md, \"Roles\"), else use a new run directory for each load")
                 default: break
                 }
             }
