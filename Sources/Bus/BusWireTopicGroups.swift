@@ -83,3 +83,15 @@ struct PublishedGroup {
         return device.utf8.starts(with: prefix)
     }
 }
+
+extension BusRecord: DeviceRecord {}
+
+extension FollowedDevices<BusRecord> {
+    /// A group's message as it came off the wire: its records of one round, or its heartbeat.
+    mutating func received(group: String, _ message: GroupMessage, now: ContinuousClock.Instant, into delivered: inout [BusRecord]) {
+        switch message {
+        case .records(let previous, let records): receivedRecords(group: group, previous: previous, records, now: now, into: &delivered)
+        case .heartbeat(let last): receivedHeartbeat(group: group, last: last, now: now)
+        }
+    }
+}

@@ -75,7 +75,7 @@ public final class EventSubscriber {
     /// The ordering, gaps and catch-up, with no socket and no clock.
     public private(set) var machine: SubscriberState<BusRecord>
     /// With `followedDevices`: one stream per device (then `machine` is unused).
-    private var followed: FollowedDevices?
+    private var followed: FollowedDevices<BusRecord>?
     /// The next sequence to deliver (with `followedDevices`: after the lowest stream's `deliveredThrough`).
     public var nextSequence: UInt64 { deliveredThrough + 1 }
     /// Every record this subscriber follows up to this sequence has been delivered.

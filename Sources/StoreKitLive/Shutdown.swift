@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitRuntime
 import Synchronization
 
 /// Set by SIGTERM or SIGINT; every poll loop checks it between rounds, so a process
@@ -44,21 +45,16 @@ public enum Shutdown {
 /// Real time for live roles: nanoseconds on the monotonic clock, and wall-clock
 /// nanoseconds for log timestamps.
 public enum LiveClock {
-    public static func monotonicNanoseconds() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
-    }
+    public static func monotonicNanoseconds() -> Int64 { MonotonicClock.nanoseconds() }
 
     public static func wallNanoseconds() -> Int64 {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
         return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
-    /// Sleeps until `deadline` on the monotonic clock, to the nanosecond (a poll's timeout is whole
-    /// milliseconds); a signal ends the sleep early, so that the caller sees a shutdown request.
+    /// Sleeps until `deadline` on the monotonic clock (`MonotonicClock.sleep(until:)`); a signal ends the
+    /// sleep early, so that the caller sees a shutdown request.
     public static func sleep(untilMonotonic deadline: Int64) {
-        var target = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
-        _ = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &target, nil)
+        MonotonicClock.sleep(until: deadline)
     }
 }

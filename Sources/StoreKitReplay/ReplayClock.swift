@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitRuntime
 
 /// The wall clock of a timed replay, injected so tests and benchmarks can drive it.
 public protocol ReplayClock: AnyObject {
@@ -47,18 +48,14 @@ public final class SystemReplayClock: ReplayClock {
         asksForRealTime = realTime
     }
 
-    public func nanoseconds() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
-    }
+    public func nanoseconds() -> Int64 { MonotonicClock.nanoseconds() }
 
     public func wait(until deadline: Int64) {
         if !asked { raisePriority() }
         let wake = deadline - spinNanoseconds
         if wake > nanoseconds() {
-            var target = timespec(tv_sec: Int(wake / 1_000_000_000), tv_nsec: Int(wake % 1_000_000_000))
-            while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &target, nil) == EINTR {}
+            // A signal does not end a replay's wait: sleep again.
+            while !MonotonicClock.sleep(until: wake) {}
         }
         // Busy: a yield would hand the processor to another process for a whole time slice.
         while nanoseconds() < deadline {}

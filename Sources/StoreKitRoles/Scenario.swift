@@ -224,6 +224,10 @@ public struct NetworkBehavior: Sendable, Hashable, Codable {
     /// Time the queue takes per command (it works through arrivals in order). nil: none, every command
     /// is handled on arrival; with a service time a stall leaves a backlog to work off.
     public var queueServiceMicroseconds: Double?
+    /// true: the app role hears each of its devices as a topic group (`grp.<device>/`), as an observer
+    /// process on a key bound to its devices does live (`FollowedDevices`: one stream per device, each fed
+    /// its group's messages and heartbeats, one FETCH at a time for all). nil: it hears the whole partition.
+    public var appsFollowDevices: Bool?
 
     public init() {}
 

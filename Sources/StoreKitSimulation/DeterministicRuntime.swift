@@ -124,12 +124,17 @@ public final class DeterministicRuntime {
         var isDown = false
         /// This incarnation's subscriber (the live one's logic): what it has delivered, its gaps and FETCHes.
         var subscriber: SubscriberState<LoggedSequence>
-        /// The subscriber's draws (heartbeat and FETCH delays and losses), a stream of its own.
+        /// With `NetworkBehavior.appsFollowDevices`, the app role's subscriber instead: a stream per device
+        /// (`FollowedDevices`, the live logic), fed its topic groups' messages.
+        var followed: FollowedDevices<LoggedDeviceRecord>?
+        /// The subscriber's draws (heartbeat and FETCH delays and losses; with topic groups, every draw of
+        /// its event link), a stream of its own.
         let subscriberChoices: ChoiceSource
         /// The pending check of the subscriber's timers (FETCH retry, silence); one of another generation is stale.
         var subscriberTimerAt: Int64?
         var subscriberTimerGeneration = 0
-        /// Last sequence this role has heard, once each and in order: every role hears the whole log.
+        /// Last sequence this role has heard, once each and in order: every role hears the whole log (one
+        /// that follows its devices: every record up to it was heard, the lowest over its devices' streams).
         var delivered: UInt64 = 0
         var lastCommandArrival: Int64 = 0
         var lastEventArrival: Int64 = 0
@@ -177,6 +182,10 @@ public final class DeterministicRuntime {
         case fetchReply(Int, slot: Int)
         /// The subscriber at `slot` looks at its timers (in the background).
         case subscriberTimer(slot: Int, generation: Int)
+        /// The message in `groupMessages` at this slot (a group's records of one round) reaches the subscriber at `slot`.
+        case groupRecords(Int, slot: Int)
+        /// The groups' heartbeats in `groupMessages` at this slot reach the subscriber at `slot`.
+        case groupHeartbeats(Int, slot: Int)
         /// The token in `timerTokens` at this slot, for the role at `slot`.
         case timer(Int, slot: Int, incarnation: Int)
         case restart(slot: Int)
@@ -186,7 +195,7 @@ public final class DeterministicRuntime {
         func concerns(slot index: Int) -> Bool {
             switch self {
             case .deliver(_, let slot), .timer(_, let slot, _), .restart(let slot), .fetchReply(_, let slot),
-                 .heartbeatArrives(_, let slot), .subscriberTimer(let slot, _): slot == index
+                 .heartbeatArrives(_, let slot), .subscriberTimer(let slot, _), .groupRecords(_, let slot), .groupHeartbeats(_, let slot): slot == index
             case .command, .publish, .restartQueue, .serveQueue, .answer, .wake, .outage, .heartbeat, .fetchArrives: false
             }
         }
@@ -195,7 +204,7 @@ public final class DeterministicRuntime {
         /// misses something published; they never keep a run going on their own.
         var isBackground: Bool {
             switch self {
-            case .heartbeat, .heartbeatArrives, .subscriberTimer: true
+            case .heartbeat, .heartbeatArrives, .subscriberTimer, .groupHeartbeats: true
             default: false
             }
         }
@@ -209,6 +218,11 @@ public final class DeterministicRuntime {
     @exclusivity(unchecked) private var commandsInFlight = Slab<Arrival>()
     @exclusivity(unchecked) private var timerTokens = Slab<TimerToken>()
     @exclusivity(unchecked) private var fetchReplies = Slab<FetchReply>()
+    @exclusivity(unchecked) private var groupMessages = Slab<GroupLinkMessage>()
+    /// With `NetworkBehavior.appsFollowDevices`: the app role's topic groups.
+    private let groups: TopicGroups?
+    /// What a `FollowedDevices` call delivered, handed to its role, then emptied (reused).
+    @exclusivity(unchecked) private var followedBuffer: [LoggedDeviceRecord] = []
     /// Background actions in the scheduler (`Action.isBackground`).
     @exclusivity(unchecked) private var backgroundScheduled = 0
     /// A heartbeat tick is scheduled.
@@ -219,6 +233,7 @@ public final class DeterministicRuntime {
     @exclusivity(unchecked) private var replyBuffer: [LoggedSequence] = []
     @exclusivity(unchecked) fileprivate var now: Int64 = 0
     @exclusivity(unchecked) private var lastDurable: Int64 = 0
+    @exclusivity(unchecked) private var publishedRounds = 0
     @exclusivity(unchecked) private var published: UInt64 = 0
     /// Appended events until every role has heard them: a delivery names its sequence, so an
     /// event is stored once rather than copied (with its strings and arrays retained) into each
@@ -234,6 +249,9 @@ public final class DeterministicRuntime {
         var through: UInt64
         var published: UInt64
         var incarnation: Int
+        /// For a subscriber that follows its devices: the records, each with its device (the queue reads
+        /// them from its log as it answers); nil for one that hears the whole partition.
+        var records: [LoggedDeviceRecord]?
     }
     /// Records one FETCH reply carries at most, as live (`EventSubscriberConfiguration.fetchBatchSize`).
     private static let fetchBatchSize: UInt64 = 1_000
@@ -302,6 +320,7 @@ public final class DeterministicRuntime {
         serviceNanoseconds = scenario.network.queueServiceMicroseconds.map { Int64($0 * 1_000) }.flatMap { $0 > 0 ? $0 : nil }
         heartbeatNanoseconds = max(1_000_000, Int64(scenario.network.catchUpMilliseconds * 1e6))
         subscriberConfiguration = .init(silenceTimeout: .nanoseconds(heartbeatNanoseconds * 8), fetchRetryInterval: .seconds(1))
+        var groups: TopicGroups?
         for kind in RoleFactory.Kind.allCases {
             let role = factory.make(kind, name: kind.rawValue)
             let origin = "\(role.name).0"
@@ -309,7 +328,13 @@ public final class DeterministicRuntime {
                               subscriber: SubscriberState(startSequence: 1, configuration: subscriberConfiguration, now: epoch),
                               subscriberChoices: environment.choices.stream(ChoiceStream.subscriber(kind.rawValue)),
                               pipeline: CommandPipeline(origin: origin, window: CommandPipeline.standardWindow, policy: .standard, now: .now)))
+            if kind == .apps, scenario.network.appsFollowDevices == true {
+                let followed = Self.followedDevices(scenario.deviceNames, startSequence: 1, configuration: subscriberConfiguration, now: epoch)
+                slots[slots.count - 1].followed = followed
+                groups = TopicGroups(slot: slots.count - 1, devices: followed.devices)
+            }
         }
+        self.groups = groups
     }
 
     /// Runs until nothing is left to do (or the simulated-time bound), closes the log and reports.
@@ -325,8 +350,9 @@ public final class DeterministicRuntime {
         for index in slots.indices { slots[index].pipeline = makePipeline(origin: slots[index].origin) }
         for (index, outage) in plannedOutages.enumerated() { scheduler.schedule(at: outage.startNanoseconds, .outage(index)) }
         for index in slots.indices {
-            // Each subscriber asks for the log from its start at once, as a live one does.
-            maintainSubscriber(index)
+            // Each subscriber asks for the log from its start at once, as a live one does (one that follows its
+            // devices once the run's first record is published, as a live observer process starts after the queue).
+            if slots[index].followed == nil { maintainSubscriber(index) }
             var link = SimulatedLink(runtime: self, slot: index)
             slots[index].host.resume(over: &link)
         }
@@ -427,19 +453,24 @@ public final class DeterministicRuntime {
             let target = outage.process == .queue ? slots.count : slots.firstIndex { outage.process == .role($0.kind) } ?? slots.count
             begin(outage.kind, of: target, forNanoseconds: outage.durationNanoseconds)
         case .publish(let first, let last):
-            releaseHeard()
+            // With topic groups, finding what the app still needs looks at every device's stream: not at every round.
+            publishedRounds &+= 1
+            if groups == nil || publishedRounds % 64 == 0 { releaseHeard() }
             if !heartbeatsTicking {
                 // Heartbeats tick while a subscriber may miss something; in a quiet stretch (days of
                 // simulated time before a renewal) they would cost steps and draws and change nothing.
                 heartbeatsTicking = true
                 scheduleBackground(at: (now / heartbeatNanoseconds + 1) * heartbeatNanoseconds, .heartbeat)
             }
+            // A role that follows its devices hears them on their topic groups instead (`publishToGroups`).
+            let followedSlot = groups?.slot ?? -1
             for sequence in first...last {
                 published = sequence
                 let isFinish = held.isTransactionFinished(sequence)
-                for index in slots.indices { send(sequence, isFinish: isFinish, to: index) }
+                for index in slots.indices where index != followedSlot { send(sequence, isFinish: isFinish, to: index) }
             }
-        case .deliver, .heartbeat, .heartbeatArrives, .fetchArrives, .fetchReply, .subscriberTimer:
+            if let groups { publishToGroups(groups, first: first, last: last) }
+        case .deliver, .heartbeat, .heartbeatArrives, .fetchArrives, .fetchReply, .subscriberTimer, .groupRecords, .groupHeartbeats:
             carryOutOnEventLinks(action)
         case .timer(let tokenSlot, let index, let incarnation):
             let token = timerTokens.remove(tokenSlot)
@@ -494,7 +525,7 @@ public final class DeterministicRuntime {
             until = queueStalledThrough
         case .publish:
             until = queueStalledThrough
-        case .deliver(_, let index):
+        case .deliver(_, let index), .groupRecords(_, let index), .groupHeartbeats(_, let index):
             until = max(slots[index].stalledThrough, slots[index].partitionedThrough, queuePartitionedThrough)
         case .answer(let index, let incarnation, _, _):
             guard slots[index].incarnation == incarnation, !slots[index].isDown else { return true }
@@ -644,7 +675,8 @@ public final class DeterministicRuntime {
     /// Forgets the events every role has heard (a role that is down holds them until it is back).
     private func releaseHeard() {
         var heardByAll = UInt64.max
-        for index in slots.indices { heardByAll = min(heardByAll, slots[index].delivered) }
+        for index in slots.indices where index != groups?.slot { heardByAll = min(heardByAll, slots[index].delivered) }
+        if let groups { heardByAll = min(heardByAll, followedReleasePoint(groups)) }
         held.release(through: heardByAll)
     }
 
@@ -771,7 +803,11 @@ public final class DeterministicRuntime {
         slots[index].pipeline = makePipeline(origin: slots[index].origin)
         // A new subscriber, from where the log read ends: it asks the queue for anything later at once.
         slots[index].subscriber = SubscriberState(startSequence: through + 1, configuration: subscriberConfiguration, now: instant(now))
-        maintainSubscriber(index)
+        if let groups, groups.slot == index {
+            slots[index].followed = Self.followedDevices(groups.devices, startSequence: through + 1, configuration: subscriberConfiguration, now: instant(now))
+            groups.restarted(through: through)
+        }
+        if slots[index].followed == nil || groups?.started == true { maintainSubscriber(index) }
         var link = SimulatedLink(runtime: self, slot: index)
         host.resume(over: &link)
     }
@@ -788,7 +824,14 @@ extension DeterministicRuntime {
     /// Whether a role that is up has not heard everything published yet (a lost event it has not
     /// noticed): heartbeats must go on until it has.
     private func subscriberIsBehind() -> Bool {
-        slots.contains { !$0.isDown && $0.delivered < published }
+        for index in slots.indices where !slots[index].isDown {
+            if let followed = slots[index].followed, let groups {
+                if groups.isBehind(followed) { return true }
+            } else if slots[index].delivered < published {
+                return true
+            }
+        }
+        return false
     }
 
     private func carryOutOnEventLinks(_ action: Action) {
@@ -806,7 +849,9 @@ extension DeterministicRuntime {
             }
             scheduleBackground(at: now + heartbeatNanoseconds, .heartbeat)
             guard !queueIsDown else { return }
-            for index in slots.indices where !slots[index].isDown { sendHeartbeat(to: index) }
+            for index in slots.indices where !slots[index].isDown {
+                if let groups, groups.slot == index { sendGroupHeartbeats(groups, to: index) } else { sendHeartbeat(to: index) }
+            }
         case .heartbeatArrives(let through, let index):
             guard !slots[index].isDown else { return }
             slots[index].subscriber.receivedHeartbeat(through: through, now: instant(now))
@@ -816,6 +861,10 @@ extension DeterministicRuntime {
         case .fetchReply(let replySlot, let index):
             let reply = fetchReplies.remove(replySlot)
             guard slots[index].incarnation == reply.incarnation, !slots[index].isDown else { return }
+            if slots[index].followed != nil {
+                receivedFollowedFetchReply(reply, slot: index)
+                return
+            }
             replyBuffer.removeAll(keepingCapacity: true)
             if reply.through >= reply.from {
                 for sequence in reply.from...reply.through { replyBuffer.append(LoggedSequence(sequence: sequence)) }
@@ -829,6 +878,8 @@ extension DeterministicRuntime {
         case .subscriberTimer(let index, _):
             slots[index].subscriberTimerAt = nil
             maintainSubscriber(index)
+        case .groupRecords(let messageSlot, let index), .groupHeartbeats(let messageSlot, let index):
+            receivedGroupMessage(groupMessages.remove(messageSlot), slot: index)
         default:
             preconditionFailure("\(action) is not on an event link")
         }
@@ -854,14 +905,25 @@ extension DeterministicRuntime {
     /// Runs the subscriber's timers to now: a FETCH it wants goes out, a silence is counted, and its
     /// next deadline is checked then.
     private func maintainSubscriber(_ index: Int) {
-        let fetchFrom = slots[index].subscriber.due(now: instant(now))
-        if let fetchFrom { sendFetch(from: fetchFrom, slot: index) }
-        for change in slots[index].subscriber.takeStateChanges() where change == .publisherSilent { counters.publisherSilences += 1 }
+        let fetchFrom: UInt64?
+        let isFetchOutstanding: Bool
+        if slots[index].followed != nil {
+            fetchFrom = slots[index].followed!.due(now: instant(now))
+            if let fetchFrom { sendFetch(from: fetchFrom, slot: index) }
+            for change in slots[index].followed!.takeStateChanges() where change == .publisherSilent { counters.publisherSilences += 1 }
+            isFetchOutstanding = slots[index].followed!.isFetchOutstanding
+        } else {
+            fetchFrom = slots[index].subscriber.due(now: instant(now))
+            if let fetchFrom { sendFetch(from: fetchFrom, slot: index) }
+            for change in slots[index].subscriber.takeStateChanges() where change == .publisherSilent { counters.publisherSilences += 1 }
+            isFetchOutstanding = slots[index].subscriber.isFetchOutstanding
+        }
         // Timers are checked only while a FETCH is outstanding (its retry): a silence is noticed when the
         // subscriber next looks, not by a timer that would tick through quiet stretches. Only a FETCH
         // sent brings the deadline closer; a pending check otherwise comes no later, and looks again then.
-        guard slots[index].subscriber.isFetchOutstanding, fetchFrom != nil || slots[index].subscriberTimerAt == nil,
-              let deadline = slots[index].subscriber.nextDeadline().map(nanoseconds) else { return }
+        guard isFetchOutstanding, fetchFrom != nil || slots[index].subscriberTimerAt == nil,
+              let deadline = (slots[index].followed.map { $0.nextDeadline() } ?? slots[index].subscriber.nextDeadline()).map(nanoseconds)
+        else { return }
         if let scheduled = slots[index].subscriberTimerAt, scheduled <= deadline { return }
         slots[index].subscriberTimerGeneration += 1
         slots[index].subscriberTimerAt = max(now, deadline)
@@ -870,7 +932,11 @@ extension DeterministicRuntime {
 
     /// A FETCH on the subscriber's request link; lost ones are sent again by the subscriber's own timer.
     private func sendFetch(from: UInt64, slot index: Int) {
-        slots[index].subscriber.fetchSent(now: instant(now))
+        if slots[index].followed != nil {
+            slots[index].followed!.fetchSent(from: from, now: instant(now), sent: true)
+        } else {
+            slots[index].subscriber.fetchSent(now: instant(now))
+        }
         counters.fetchesSent += 1
         guard let arrival = requestLinkArrival(after: slots[index].lastFetchArrival, slot: index) else {
             counters.fetchesLost += 1
@@ -903,7 +969,8 @@ extension DeterministicRuntime {
             return
         }
         slots[index].lastReplyArrival = arrival
-        let reply = fetchReplies.insert(FetchReply(from: from, through: through, published: published, incarnation: incarnation))
+        let records = slots[index].followed == nil ? nil : followedRecords(from: from, through: through)
+        let reply = fetchReplies.insert(FetchReply(from: from, through: through, published: published, incarnation: incarnation, records: records))
         scheduler.schedule(at: arrival, .fetchReply(reply, slot: index))
     }
 
@@ -918,6 +985,210 @@ extension DeterministicRuntime {
         slots[index].lastEventArrival = arrival
         scheduleBackground(at: arrival, .heartbeatArrives(through: published, slot: index))
     }
+}
+
+// MARK: Topic groups: the app role follows each of its devices (`NetworkBehavior.appsFollowDevices`)
+
+extension DeterministicRuntime {
+    /// The app role's subscriber when it follows its devices, with the settings of the others.
+    fileprivate static func followedDevices(_ devices: [String], startSequence: UInt64, configuration: SubscriberState<LoggedSequence>.Configuration,
+                                            now: ContinuousClock.Instant) -> FollowedDevices<LoggedDeviceRecord> {
+        let streams = SubscriberState<LoggedDeviceRecord>.Configuration(
+            silenceTimeout: configuration.silenceTimeout, fetchRetryInterval: configuration.fetchRetryInterval,
+            maximumHeldRecords: configuration.maximumHeldRecords)
+        return FollowedDevices(devices: devices, startSequence: startSequence, configuration: streams, now: now)
+    }
+
+    /// A round of published records on the followed devices' groups, as the queue publishes it: one message
+    /// per group that has records in it (with the group's record before them), each delayed, lost or
+    /// duplicated on its own, on the one event link (one connection: its order kept). Run-wide records go
+    /// to no group; the app hears them by FETCH. The first round starts the subscriber (its first FETCH).
+    private func publishToGroups(_ groups: TopicGroups, first: UInt64, last: UInt64) {
+        var rounds: [(group: Int, sequences: [UInt64])] = []
+        var roundOfGroup: [Int: Int] = [:]
+        for sequence in first...last {
+            var device: String?
+            held.lend(sequence) { device = $0.event.device }
+            guard let device else {
+                groups.lastRunWide = sequence
+                continue
+            }
+            // Scenario device names have one width, so no device's name starts with another's: its group is its own.
+            guard let group = groups.groupOfDevice[device] else { continue }
+            if let round = roundOfGroup[group] {
+                rounds[round].sequences.append(sequence)
+            } else {
+                roundOfGroup[group] = rounds.count
+                rounds.append((group, [sequence]))
+            }
+        }
+        for round in rounds {
+            let previous = groups.last[round.group]
+            groups.last[round.group] = round.sequences[round.sequences.count - 1]
+            sendGroupRecords(group: round.group, previous: previous, round.sequences, to: groups.slot)
+        }
+        if !groups.started {
+            groups.started = true
+            if !slots[groups.slot].isDown { maintainSubscriber(groups.slot) }
+        }
+    }
+
+    /// One group's records of a round on the event link to the role at `index`; every draw from its subscriber's stream.
+    private func sendGroupRecords(group: Int, previous: UInt64, _ sequences: [UInt64], to index: Int) {
+        let draws = slots[index].subscriberChoices
+        var arrival = max(now + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay), slots[index].lastEventArrival)
+        let isLost = network.lossProbability > 0 && draws.chance(.networkLoss, network.lossProbability)
+        if let removalDelay, sequences.contains(where: { held.isTransactionFinished($0) }), draws.chance(.removalDelay, removalDelay.probability) {
+            arrival += removalDelay.nanoseconds
+        }
+        let message = GroupLinkMessage.records(group: group, previous: previous, sequences: sequences)
+        if isLost {
+            counters.eventsLost += sequences.count
+        } else {
+            slots[index].lastEventArrival = arrival
+            scheduler.schedule(at: arrival, .groupRecords(groupMessages.insert(message), slot: index))
+        }
+        if network.duplicateProbability > 0, draws.chance(.networkDuplicate, network.duplicateProbability) {
+            let copy = arrival + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay)
+            slots[index].lastEventArrival = copy
+            scheduler.schedule(at: copy, .groupRecords(groupMessages.insert(message), slot: index))
+        }
+    }
+
+    /// Each group's heartbeat (its last published sequence) on the event link to the role at `index`, behind
+    /// the records sent before; each lost on its own.
+    private func sendGroupHeartbeats(_ groups: TopicGroups, to index: Int) {
+        let draws = slots[index].subscriberChoices
+        let arrival = max(now + network.deliveryLatency.sampleNanoseconds(draws, .networkDelay), slots[index].lastEventArrival)
+        var heartbeats: [(group: Int, last: UInt64)] = []
+        for group in groups.last.indices {
+            if network.lossProbability > 0, draws.chance(.networkLoss, network.lossProbability) {
+                counters.heartbeatsLost += 1
+            } else {
+                heartbeats.append((group, groups.last[group]))
+            }
+        }
+        guard !heartbeats.isEmpty else { return }
+        slots[index].lastEventArrival = arrival
+        scheduleBackground(at: arrival, .groupHeartbeats(groupMessages.insert(.heartbeats(heartbeats)), slot: index))
+    }
+
+    private func receivedGroupMessage(_ message: GroupLinkMessage, slot index: Int) {
+        guard !slots[index].isDown, let devices = slots[index].followed?.devices else { return }
+        switch message {
+        case .records(let group, let previous, let sequences):
+            let records = sequences.map { LoggedDeviceRecord(sequence: $0, device: devices[group]) }
+            let duplicatesBefore = slots[index].followed!.streams[group].counters.duplicatesDropped
+            slots[index].followed!.receivedRecords(group: devices[group], previous: previous, records, now: instant(now), into: &followedBuffer)
+            counters.duplicatesDelivered += slots[index].followed!.streams[group].counters.duplicatesDropped - duplicatesBefore
+            handOverFollowed(slot: index)
+        case .heartbeats(let heartbeats):
+            for (group, last) in heartbeats { slots[index].followed!.receivedHeartbeat(group: devices[group], last: last, now: instant(now)) }
+        }
+        maintainSubscriber(index)
+    }
+
+    /// The records of a FETCH reply to a role that follows its devices, each with its device. Those the
+    /// runtime no longer holds were heard by every stream they could concern (`followedReleasePoint`).
+    private func followedRecords(from: UInt64, through: UInt64) -> [LoggedDeviceRecord] {
+        let start = max(from, held.firstSequence)
+        guard through >= start else { return [] }
+        var records: [LoggedDeviceRecord] = []
+        records.reserveCapacity(Int(through - start + 1))
+        for sequence in start...through {
+            var device: String?
+            held.lend(sequence) { device = $0.event.device }
+            records.append(LoggedDeviceRecord(sequence: sequence, device: device))
+        }
+        return records
+    }
+
+    private func receivedFollowedFetchReply(_ reply: FetchReply, slot index: Int) {
+        let gapsBefore = slots[index].followed!.counters.gapsRecovered
+        slots[index].followed!.receivedFetchReply(from: reply.from, records: reply.records ?? [], completeThrough: max(reply.through, reply.from - 1),
+                                                  published: reply.published, now: instant(now), into: &followedBuffer)
+        counters.gapsRecovered += slots[index].followed!.counters.gapsRecovered - gapsBefore
+        handOverFollowed(slot: index)
+        maintainSubscriber(index)
+    }
+
+    /// Hands the role at `index` what its devices' streams delivered: each device's events once and in
+    /// order (across devices, in the order their streams delivered them, as live).
+    private func handOverFollowed(slot index: Int) {
+        guard let groups else { return }
+        slots[index].delivered = slots[index].followed!.deliveredThrough
+        guard !followedBuffer.isEmpty else { return }
+        let host = slots[index].host
+        var link = SimulatedLink(runtime: self, slot: index)
+        for record in followedBuffer {
+            let group = record.device.flatMap { groups.groupOfDevice[$0] } ?? groups.devices.count
+            precondition(record.sequence > groups.heard[group],
+                         "\(record.device ?? "run-wide") heard \(record.sequence) after \(groups.heard[group]): its stream broke the log's order")
+            groups.heard[group] = record.sequence
+            eventHeard?(slots[index].kind, record.sequence)
+            held.lend(record.sequence) { host.deliver($0, over: &link) }
+        }
+        followedBuffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Through where the role that follows its devices needs nothing held: a stream still behind its group
+    /// needs what follows its last delivered record; one that has all of its group's needs nothing published.
+    private func followedReleasePoint(_ groups: TopicGroups) -> UInt64 {
+        guard let followed = slots[groups.slot].followed, !slots[groups.slot].isDown else { return slots[groups.slot].delivered }
+        var point = followed.runWideThrough < groups.lastRunWide ? followed.runWideThrough : published
+        for (group, stream) in followed.streams.enumerated() where stream.deliveredThrough < groups.last[group] {
+            point = min(point, stream.deliveredThrough)
+        }
+        return point
+    }
+}
+
+/// The app role's topic groups (`NetworkBehavior.appsFollowDevices`): the queue's side (each group's last
+/// published sequence) and what the role heard of each device, to check each device's order.
+private final class TopicGroups {
+    let slot: Int
+    /// The followed devices, in `FollowedDevices`' order (a group's index is its device's).
+    let devices: [String]
+    let groupOfDevice: [String: Int]
+    /// Each group's last published record; 0 before its first.
+    var last: [UInt64]
+    var lastRunWide: UInt64 = 0
+    /// The last record the role heard of each device, and (at `devices.count`) of the run-wide ones.
+    var heard: [UInt64]
+    /// The subscriber has started (at the first published round).
+    var started = false
+
+    init(slot: Int, devices: [String]) {
+        self.slot = slot
+        self.devices = devices
+        groupOfDevice = Dictionary(uniqueKeysWithValues: devices.enumerated().map { ($1, $0) })
+        last = Array(repeating: 0, count: devices.count)
+        heard = Array(repeating: 0, count: devices.count + 1)
+    }
+
+    /// A stream has not delivered its group's last record yet: heartbeats must go on until it has.
+    func isBehind(_ followed: FollowedDevices<LoggedDeviceRecord>) -> Bool {
+        followed.streams.indices.contains { followed.streams[$0].deliveredThrough < last[$0] }
+    }
+
+    /// A restarted role read the log through `through` silently.
+    func restarted(through: UInt64) {
+        for index in heard.indices { heard[index] = max(heard[index], through) }
+    }
+}
+
+/// A message on a topic-group event link.
+private enum GroupLinkMessage {
+    /// A group's records of one round (sequences; the events stay in `held`), with the group's record before them.
+    case records(group: Int, previous: UInt64, sequences: [UInt64])
+    /// The groups' heartbeats not lost on the link: each group's last published sequence.
+    case heartbeats([(group: Int, last: UInt64)])
+}
+
+/// A record a followed device's stream orders: its sequence and device (nil for a run-wide one).
+private struct LoggedDeviceRecord: DeviceRecord {
+    var sequence: UInt64
+    var device: String?
 }
 
 /// A record the simulated subscribers order: the event stays in the runtime's `held` ring, only its sequence travels.

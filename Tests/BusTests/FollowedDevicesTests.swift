@@ -10,7 +10,7 @@ struct FollowedDevicesTests {
     @Test("each device's stream is caught up and gap-filled by one FETCH for all; a group's other devices are dropped; a quiet stream is brought up to a wanted sequence")
     func streamsOrderedAndFilled() {
         let start = ContinuousClock.now
-        var streams = FollowedDevices(devices: ["d2", "d1"], startSequence: 1, configuration: .init(), now: start)
+        var streams = FollowedDevices<BusRecord>(devices: ["d2", "d1"], startSequence: 1, configuration: .init(), now: start)
         var delivered: [BusRecord] = []
         // The first FETCH (from 1) is due at once, and only one is in flight.
         #expect(streams.due(now: start) == 1)
@@ -49,7 +49,7 @@ struct FollowedDevicesTests {
     @Test("an unanswered FETCH is sent again after the retry interval, not before; silence is reported once every stream's group is quiet")
     func fetchRetriedAndSilenceReported() {
         let start = ContinuousClock.now
-        var streams = FollowedDevices(devices: ["d1"], startSequence: 1, configuration: .init(silenceTimeout: .seconds(2), fetchRetryInterval: .seconds(1)), now: start)
+        var streams = FollowedDevices<BusRecord>(devices: ["d1"], startSequence: 1, configuration: .init(silenceTimeout: .seconds(2), fetchRetryInterval: .seconds(1)), now: start)
         #expect(streams.due(now: start) == 1)
         streams.fetchSent(from: 1, now: start, sent: true)
         #expect(streams.due(now: start + .milliseconds(999)) == nil)

@@ -157,4 +157,96 @@ import Testing
         }
         #expect(run.counters.eventsLost > 0 && run.counters.gapsRecovered > 0, "\(run.counters)")
     }
+
+    // MARK: The app role follows each device as a topic group (`NetworkBehavior.appsFollowDevices`)
+
+    struct FollowingRun {
+        var report: RunReport
+        var counters: NetworkCounters
+        var heard: [RoleFactory.Kind: [UInt64]]
+        /// Each record's device (nil for a run-wide one), by sequence from 1.
+        var devices: [String?]
+        /// The log's records, byte for byte (sequence, timestamp, payload).
+        var log: [UInt8]
+    }
+
+    static func runFollowing(_ scenario: Scenario, outages: [PlannedOutage] = []) throws -> FollowingRun {
+        let storage = MemoryLogStorage()
+        let runtime = try DeterministicRuntime(scenario: scenario, environment: DeterministicEnvironment(
+            storage: storage, content: VirtualContentStorage(), choices: SeededChoices(seed: scenario.seed), logDescription: "memory"))
+        runtime.plannedOutages = outages
+        var heard: [RoleFactory.Kind: [UInt64]] = [:]
+        runtime.eventHeard = { kind, sequence in heard[kind, default: []].append(sequence) }
+        let report = try runtime.run()
+        var devices: [String?] = []
+        var log: [UInt8] = []
+        try storage.forEachRecord(from: 1) { sequence, timestamp, payload in
+            devices.append(try LogProjection.decode(sequence: sequence, timestamp: timestamp, payload: payload).event.device)
+            withUnsafeBytes(of: sequence) { log += $0 }
+            withUnsafeBytes(of: timestamp) { log += $0 }
+            log += payload
+        }
+        return FollowingRun(report: report, counters: runtime.counters, heard: heard, devices: devices, log: log)
+    }
+
+    static func following(seed: UInt64) -> Scenario {
+        var scenario = Scenario(seed: seed, devices: 6)
+        scenario.network.appsFollowDevices = true
+        scenario.network.lossProbability = 0.1
+        scenario.network.duplicateProbability = 0.1
+        scenario.network.deliveryLatency = .uniform(minimumMilliseconds: 0.2, maximumMilliseconds: 40)
+        return scenario
+    }
+
+    /// Each device's records, in log order, against what the app heard of it: once each, in order, none missing.
+    static func expectEveryDeviceHeardOnceInOrder(_ run: FollowingRun, sourceLocation: SourceLocation = #_sourceLocation) {
+        let heard = run.heard[.apps] ?? []
+        for device in Set(run.devices.compactMap { $0 }).sorted() {
+            let logged = run.devices.indices.filter { run.devices[$0] == device }.map { UInt64($0 + 1) }
+            let heardOfDevice = heard.filter { run.devices[Int($0) - 1] == device }
+            #expect(heardOfDevice == logged, "\(device): heard \(heardOfDevice.count) of \(logged.count)", sourceLocation: sourceLocation)
+        }
+        #expect(heard.count == run.devices.count && Set(heard).count == heard.count,
+                "the app heard \(heard.count) records (\(Set(heard).count) distinct) of \(run.devices.count)", sourceLocation: sourceLocation)
+    }
+
+    @Test("the app follows each device as a topic group over lossy links, and its links and the queue's are cut: every device's events are heard once, in order, and every purchase completes")
+    func followedDevicesOverLossyLinksAndPartitions() throws {
+        let outages = [PlannedOutage(.partition, of: .role(.apps), atNanoseconds: 500_000_000, forNanoseconds: 1_500_000_000),
+                       PlannedOutage(.partition, of: .queue, atNanoseconds: 3_000_000_000, forNanoseconds: 2_000_000_000)]
+        let run = try Self.runFollowing(Self.following(seed: 3034), outages: outages)
+        #expect(run.report.awaiting == 0 && !run.report.stoppedAtTimeLimit && run.report.violationCount == 0, "\(run.report.violations)")
+        #expect(run.counters.partitions == 2 && run.report.simulatedNanoseconds > 5_000_000_000)
+        Self.expectEveryDeviceHeardOnceInOrder(run)
+        // The other roles still hear the whole partition, in log order.
+        for kind in RoleFactory.Kind.allCases where kind != .apps {
+            #expect(run.heard[kind] == Array(1...UInt64(run.devices.count)), "\(kind) heard \(run.heard[kind]?.count ?? 0) of \(run.devices.count)")
+        }
+        // The streams are separate: a device whose group lost a message waits for its FETCH while the others go on.
+        let apps = run.heard[.apps] ?? []
+        #expect(apps != apps.sorted(), "the app heard every record in log order: its devices' streams did not run on their own")
+        #expect(run.counters.eventsLost > 0 && run.counters.gapsRecovered > 0 && run.counters.duplicatesDelivered > 0, "\(run.counters)")
+    }
+
+    @Test("following devices, with stalls, partitions, crashes and lost commands drawn as choices: nothing is lost, and the same seed gives the same log")
+    func followedDevicesSameSeedSameLog() throws {
+        var scenario = Self.faulty(seed: 3035)
+        scenario.network.appsFollowDevices = true
+        scenario.network.lossProbability = 0.05
+        scenario.network.crashProbability = 0.001
+        let first = try Self.runFollowing(scenario)
+        let second = try Self.runFollowing(scenario)
+        #expect(first.report.awaiting == 0 && !first.report.stoppedAtTimeLimit && first.report.violationCount == 0, "\(first.report.violations)")
+        #expect(first.counters.stalls + first.counters.partitions > 0, "\(first.counters)")
+        #expect(first.log == second.log && first.heard[.apps] == second.heard[.apps])
+        #expect(first.heard[.apps]?.isEmpty == false)
+    }
+
+    @Test("without the option the scenario's record in the log's header is as before: no appsFollowDevices key")
+    func optionOffLeavesTheHeaderAlone() {
+        var scenario = Scenario(seed: 42, devices: 2)
+        #expect(!scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0).scenario.contains("appsFollowDevices"))
+        scenario.network.appsFollowDevices = true
+        #expect(scenario.header(runtime: "deterministic", startedAtUnixNanoseconds: 0).scenario.contains("\"appsFollowDevices\":true"))
+    }
 }
