@@ -56,6 +56,10 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     /// The App Store country the user buys in; nil when the catalog sets none (F-S4).
     open var storefront: SKStorefront? { device?.queue.storefront.map(SKStorefront.init) }
 
+    /// The device's queue below Apple's API, nil outside a simulated device's code: for this package's
+    /// tests of apps that misuse it (forged commands, made-up transactions) where Apple's API has no way to.
+    package var simulatedQueue: PaymentQueue? { device?.queue }
+
     /// The observers added to this queue, in the order added.
     open var transactionObservers: [any SKPaymentTransactionObserver] { attached.map(\.observer) }
 
@@ -168,9 +172,9 @@ package protocol ReceiptRefreshListener: AnyObject {
     func receiptRefreshed(_ receipt: [OriginalTransaction])
 }
 
-/// The simulator's observer standing for one of the app's: it turns the simulator's callbacks into
-/// StoreKit's, run as the app's code on its device.
-final class ObserverBridge: PaymentTransactionObserver {
+/// What the queue holds for each of the app's observers: it turns the queue's callbacks (R-O1 … R-O4)
+/// into StoreKit's, run as the app's code on its device, under the name the queue logs for it.
+final class ObserverBridge {
     let observerName: String
     let typeName: String
     let observer: any SKPaymentTransactionObserver
