@@ -49,6 +49,9 @@ public final class PaymentQueue {
         var body: CommandBody
         var sender: String
     }
+    /// Counts the calls of observers (one delivery, to each attached observer): the objects an app's
+    /// observers are handed are made once per delivery (`SKPaymentQueue.objects(of:delivery:notingReceipt:)`).
+    @exclusivity(unchecked) private(set) var deliveryNumber: UInt64 = 0
     /// The observer whose callback is running, so its calls are attributed to it.
     @exclusivity(unchecked) private var calling: String?
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
@@ -148,6 +151,9 @@ public final class PaymentQueue {
 
     /// The device's state as this app last heard it.
     public var state: DeviceState? { projection.device(device) }
+
+    /// The device's pending transactions by number, read in place (`state` copies the whole device state).
+    var pendingByNumber: [UInt64: PaymentTransaction]? { readState { $0.pending } }
 
     // The projection is read through an exclusive (inout) access: a method called on the stored
     // property copies the whole projection (retaining every field) for the call, and `device(_:)`
@@ -431,6 +437,7 @@ public final class PaymentQueue {
     /// Calls `body` on each observer as StoreKit would, attributing what they do to them.
     private func call(_ targets: [ObserverBridge], _ callback: Callback, _ detail: @autoclosure () -> String,
                       cause: UInt64, _ body: (ObserverBridge) -> Void) {
+        deliveryNumber += 1
         callbackTally[callback.index] += targets.count
         for observer in targets {
             trace?.callback(device: device, observer: observer.observerName, callback: callback.rawValue, detail: detail(), cause: cause)

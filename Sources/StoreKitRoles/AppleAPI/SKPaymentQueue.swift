@@ -148,7 +148,7 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
 
     /// Lets go of the objects of transactions the queue no longer holds; the bound grows with what it still holds.
     private func forgetFinishedObjects() {
-        let pending = device?.queue.state?.pending ?? [:]
+        let pending = device?.queue.pendingByNumber ?? [:]
         objects = objects.filter { pending[$0.key.number] != nil }
         objectsBound = max(1_024, 2 * objects.count)
     }
@@ -160,6 +160,37 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
         }
         if transaction.value.downloads[download.key.index] != download { transaction.value.downloads[download.key.index] = download }
         return transaction.downloads[download.key.index]
+    }
+
+    /// The objects of the delivery being made (`PaymentQueue.deliveryNumber`), made once for all its observers.
+    private var deliveredTransactions: (delivery: UInt64, objects: [SKPaymentTransaction]) = (0, [])
+    private var deliveredDownloads: (delivery: UInt64, objects: [SKDownload]) = (0, [])
+
+    /// The objects of `transactions`, delivered as delivery number `delivery` (the same array for each of its
+    /// observers). `notingReceipt`: a purchase or a restore is in the device's receipt from then on, as on
+    /// iOS, noted before any of the app's code hears of it.
+    func objects(of transactions: [PaymentTransaction], delivery: UInt64, notingReceipt: Bool) -> [SKPaymentTransaction] {
+        if deliveredTransactions.delivery == delivery { return deliveredTransactions.objects }
+        if notingReceipt, let storage = device?.storage {
+            for transaction in transactions {
+                guard transaction.transactionState.isPaid, let identifier = transaction.transactionIdentifier,
+                      !storage.hasReceiptEntry(identifier) else { continue }
+                storage.note(OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment.withoutDiscount,
+                                                 transactionDate: transaction.transactionDate ?? 0),
+                             original: transaction.originalTransaction?.transactionIdentifier)
+            }
+        }
+        let made = transactions.map(object)
+        deliveredTransactions = (delivery, made)
+        return made
+    }
+
+    /// The objects of `downloads`, delivered as delivery number `delivery`, as `objects(of:delivery:notingReceipt:)`.
+    func objects(of downloads: [Download], delivery: UInt64) -> [SKDownload] {
+        if deliveredDownloads.delivery == delivery { return deliveredDownloads.objects }
+        let made = downloads.compactMap(object)
+        deliveredDownloads = (delivery, made)
+        return made
     }
 
     /// The observer that hears of receipt refreshes for this queue's requests: the first attached.
@@ -190,19 +221,12 @@ final class ObserverBridge {
     }
 
     func paymentQueue(_ simulated: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
-        for transaction in transactions {
-            // A purchase or a restore is in the device's receipt from then on, as on iOS.
-            guard transaction.transactionState.isPaid, let identifier = transaction.transactionIdentifier else { continue }
-            device.storage.note(OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment.withoutDiscount,
-                                                    transactionDate: transaction.transactionDate ?? 0),
-                                original: transaction.originalTransaction?.transactionIdentifier)
-        }
-        let objects = transactions.map(queue.object)
+        let objects = queue.objects(of: transactions, delivery: simulated.deliveryNumber, notingReceipt: true)
         device.run { observer.paymentQueue(queue, updatedTransactions: objects) }
     }
 
     func paymentQueue(_ simulated: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {
-        let objects = transactions.map(queue.object)
+        let objects = queue.objects(of: transactions, delivery: simulated.deliveryNumber, notingReceipt: false)
         device.run { observer.paymentQueue(queue, removedTransactions: objects) }
     }
 
@@ -221,7 +245,7 @@ final class ObserverBridge {
     }
 
     func paymentQueue(_ simulated: PaymentQueue, updatedDownloads downloads: [Download]) {
-        let objects = downloads.compactMap(queue.object)
+        let objects = queue.objects(of: downloads, delivery: simulated.deliveryNumber)
         guard !objects.isEmpty else { return }
         device.run { observer.paymentQueue(queue, updatedDownloads: objects) }
     }
