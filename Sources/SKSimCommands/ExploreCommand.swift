@@ -164,7 +164,7 @@ struct ExploreCommand: AsyncParsableCommand {
             throw UserFacingError("\(error)", code: .invalidInput)
         }
         guard !file.customObservers else {
-            throw UserFacingError("\(path) was found with your own observers; replay it from your test with Explorer(…, observers:).reproduce(file)", code: .invalidInput)
+            throw UserFacingError("\(path) was found with your own observers; replay it from your test with Explorer(scenario:appLaunch:).reproduce(file)", code: .invalidInput)
         }
         let run = try Explorer(scenario: try file.makeScenario()).reproduce(file)
         let digest = ReproduceFile.hex(run.logDigest)

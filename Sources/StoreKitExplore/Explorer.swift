@@ -123,13 +123,9 @@ public struct ExplorationReport: Sendable {
 
 /// Runs schedules of a scenario under a strategy, checks the app invariants over each log,
 /// and shrinks, draws and writes down what it finds. Users call it from their own `swift test`
-/// with their observers (`observers:`), exactly as `sksim explore` does with the built-in ones.
+/// with their app (`appLaunch:`), exactly as `sksim explore` does with the built-in behaviours.
 public struct Explorer {
     public var scenario: Scenario
-    /// Called at every launch of every device: the observers the user wrote. Nil uses the
-    /// scenario's built-in behaviours.
-    /// With `explore(jobs:)` above 1 it is called from several threads at once.
-    package var observerFactory: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?
     /// Called after each schedule with the count so far (progress on a terminal).
     public var progress: ((_ schedules: Int, _ seconds: Double) -> Void)?
     /// Run headers of this explorer's scenario per size (seeds differ only in the header's seed).
@@ -154,7 +150,7 @@ public struct Explorer {
     public var shrinkSecondsLimit = 10.0
 
     /// Called at every launch of every device with its queue: the app's own code, which attaches
-    /// its observers itself (StoreKitSim's `SimulatedApp.launch`). Takes precedence over `observerFactory`.
+    /// its observers itself (StoreKitSim's `SimulatedApp.launch`). Nil uses the scenario's built-in behaviours.
     /// With `explore(jobs:)` above 1 it is called from several threads at once.
     public var appLaunch: (@Sendable (_ queue: PaymentQueue) -> Void)?
     /// The user's purchases, handed to the app's own code (StoreKitSim's `SimulatedApp.purchase`), which
@@ -164,12 +160,6 @@ public struct Explorer {
     /// Explores the scenario's built-in observer behaviours.
     public init(scenario: Scenario) {
         self.scenario = scenario
-    }
-
-    /// Explores observers on the simulator's own observer API (this package's tests).
-    package init(scenario: Scenario, observers: (@Sendable (_ device: String) -> [PaymentTransactionObserver])?) {
-        self.scenario = scenario
-        self.observerFactory = observers
     }
 
     /// Explores the app's own code (`SimulatedApp.launch` of StoreKitSim) on every device.
@@ -218,8 +208,8 @@ public struct Explorer {
     func execute<Source: ChoiceSource>(choices source: Source, scenario runScenario: Scenario? = nil, trace: AppTrace? = nil,
                                        keepEvents: Bool = false, recordsKeys: Bool = false, storage: LogStorage) throws -> ScheduleOutcome {
         var scenario = runScenario ?? self.scenario
-        if observerFactory != nil || appLaunch != nil || trace != nil {
-            scenario.hooks = AppHooks(observerFactory: observerFactory, trace: trace, appLaunch: appLaunch, appPurchase: appPurchase)
+        if appLaunch != nil || trace != nil {
+            scenario.hooks = AppHooks(trace: trace, appLaunch: appLaunch, appPurchase: appPurchase)
         }
         let recording = RecordingChoices(source, recordsKeys: recordsKeys)
         let environment = DeterministicEnvironment(storage: storage, content: VirtualContentStorage(), choices: recording, logDescription: "memory")
@@ -318,12 +308,11 @@ public struct Explorer {
     private func makePool(jobs: Int) -> WorkerPool? {
         guard jobs > 1 else { return nil }
         let scenario = self.scenario
-        let observers = observerFactory
         let appLaunch = appLaunch, appPurchase = appPurchase
         let maximumSteps = maximumSteps
         return WorkerPool(threads: jobs - 1) {
             // Each worker's own copy: threads sharing one catalog contend for its strings' reference counts.
-            var explorer = Explorer(scenario: scenario.unsharedCopy(), observers: observers)
+            var explorer = Explorer(scenario: scenario.unsharedCopy())
             explorer.appLaunch = appLaunch
             explorer.appPurchase = appPurchase
             explorer.maximumSteps = maximumSteps
@@ -652,7 +641,7 @@ public struct Explorer {
         let diagram = TraceDiagram(events: final.events, trace: trace, violation: finalViolation)
         let reproduce = ReproduceFile(invariant: violation.invariant, message: finalViolation.message, seed: scenario.seed,
                                       choices: shrunk.choices, scenario: shrunk.scenario, steps: final.steps,
-                                      logDigest: final.logDigest, customObservers: observerFactory != nil || appLaunch != nil)
+                                      logDigest: final.logDigest, customObservers: appLaunch != nil)
         return FoundViolation(invariant: violation.invariant, message: finalViolation.message, seed: scenario.seed,
                               choices: shrunk.choices, choicesBeforeShrinking: original.choices.count,
                               stepsBeforeShrinking: original.steps, stepsAfterShrinking: final.steps,

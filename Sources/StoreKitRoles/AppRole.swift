@@ -152,7 +152,6 @@ public final class DeviceApp {
     /// built-in behaviours).
     private static func code(device: String, behavior: AppBehavior, hooks: AppHooks?, storage: ContentStorage?) -> AppCode {
         if let appLaunch = hooks?.appLaunch { return .app(appLaunch) }
-        if let factory = hooks?.observerFactory { return .observers(factory) }
         return .builtIn(behavior.observers, storage: storage, persistentFolder: "apps/" + device)
     }
 

@@ -36,15 +36,12 @@ public final class AppTrace {
     }
 }
 
-/// How the apps are driven beyond what a scenario records: the observers a user wrote
-/// (instead of the built-in behaviours) and a trace. Used by one runtime on one thread.
+/// How the apps are driven beyond what a scenario records: the app a user wrote (instead of the
+/// built-in behaviours) and a trace. Used by one runtime on one thread.
 public final class AppHooks: @unchecked Sendable {
-    /// The observers of one app launch, in attach order; called at every launch, because
-    /// quitting or a kill loses the previous instances. Names must be the same at every launch.
-    package var observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?
     public var trace: AppTrace?
     /// The app's own code at every launch, given the device's queue (StoreKitSim's `SimulatedApp`):
-    /// it attaches its observers itself, through the queue. Takes precedence over `observerFactory`.
+    /// it attaches its observers itself, through `SKPaymentQueue.default()`.
     public var appLaunch: ((_ queue: PaymentQueue) -> Void)?
     /// The user asks the app's own code to buy `payment`'s product (StoreKitSim's `SimulatedApp`,
     /// whose `buy` adds an `SKPayment`); false when the app takes no such request, and the user's
@@ -56,13 +53,5 @@ public final class AppHooks: @unchecked Sendable {
         self.trace = trace
         self.appLaunch = appLaunch
         self.appPurchase = appPurchase
-    }
-
-    /// With observers on the simulator's own observer API (this package's tests).
-    package convenience init(observerFactory: ((_ device: String) -> [PaymentTransactionObserver])?, trace: AppTrace? = nil,
-                             appLaunch: ((_ queue: PaymentQueue) -> Void)? = nil,
-                             appPurchase: ((_ queue: PaymentQueue, _ payment: Payment) -> Bool)? = nil) {
-        self.init(trace: trace, appLaunch: appLaunch, appPurchase: appPurchase)
-        self.observerFactory = observerFactory
     }
 }

@@ -6,8 +6,6 @@ import StoreKitModel
 package enum AppCode {
     case app((_ queue: PaymentQueue) -> Void)
     case builtInObservers(() -> [BuiltInObserver])
-    /// Observers on the queue's own side (this package's tests that look below Apple's API).
-    case observers((_ device: String) -> [PaymentTransactionObserver])
 }
 
 extension AppCode {
@@ -88,11 +86,6 @@ package final class InstalledApp: Role {
             observers = []
         case .builtInObservers(let make):
             observers = make()
-        case .observers(let make):
-            observers = []
-            var attached = make(device)
-            if shufflesAttachOrder { attached = observerChoices.shuffled(attached, .observerAttach) }
-            for observer in attached { queue.add(observer) }
         }
         var atLaunch = observers.filter { !$0.behavior.attachesLate }
         lateObservers = observers.filter(\.behavior.attachesLate)

@@ -90,13 +90,15 @@ public final class BuiltInAppStorage: @unchecked Sendable {
     private var contentKept: [AppBelief.KeptContent] = []
     private var failuresShown: [AppBelief.ShownFailure] = []
     private var restoresShownDone = 0
+    /// Counts the changes to what `belief` reads: the simulator reads the belief again only when it moved.
+    private(set) var generation: UInt64 = 0
 
     public init() {}
 
     /// The storage as the log shows it for `queue`'s device: what a restarted app process finds on the
     /// device's disk (a new process's queue has caught up on the log).
     init(restoring queue: PaymentQueue) {
-        guard let pending = queue.state?.pending else { return }
+        guard let pending = queue.pendingByNumber else { return }
         for key in queue.granted {
             guard let transaction = pending[key.number], let identifier = transaction.appStoreTransactionIdentifier else { continue }
             granted.insert(identifier)
@@ -129,6 +131,7 @@ public final class BuiltInAppStorage: @unchecked Sendable {
     /// Credits `transaction`, keyed by the purchase it is for.
     func credit(_ transaction: SKPaymentTransaction) {
         guard let identifier = transaction.transactionIdentifier else { return }
+        generation += 1
         granted.insert(identifier)
         credits[transaction.original?.transactionIdentifier ?? identifier, default: 0] += 1
     }
@@ -136,6 +139,7 @@ public final class BuiltInAppStorage: @unchecked Sendable {
     func wasKept(_ download: SKDownload) -> Bool { kept.contains(Self.name(of: download)) }
 
     func keep(_ download: SKDownload) {
+        generation += 1
         kept.insert(Self.name(of: download))
         productsWithKeptContent.insert(download.transaction.payment.productIdentifier)
         contentKept.append(AppBelief.KeptContent(download: download))
@@ -143,9 +147,15 @@ public final class BuiltInAppStorage: @unchecked Sendable {
 
     func hasKeptContent(of product: String) -> Bool { productsWithKeptContent.contains(product) }
 
-    func showFailure(_ transaction: SKPaymentTransaction) { failuresShown.append(AppBelief.ShownFailure(transaction: transaction)) }
+    func showFailure(_ transaction: SKPaymentTransaction) {
+        generation += 1
+        failuresShown.append(AppBelief.ShownFailure(transaction: transaction))
+    }
 
-    func showRestoreDone() { restoresShownDone += 1 }
+    func showRestoreDone() {
+        generation += 1
+        restoresShownDone += 1
+    }
 
     private static func name(of download: SKDownload) -> String {
         (download.transaction.transactionIdentifier ?? "") + "/" + download.contentIdentifier
@@ -350,12 +360,9 @@ extension PaymentQueue {
     /// under `name` (what the queue logs). The app's storage on the device is the built-in app's.
     package func add(_ observer: any SKPaymentTransactionObserver, named name: String) {
         // The built-in app records each transaction it grants, so what it owns is what it granted itself.
-        let device = SimulatedApp.launchDevice(on: self, storage: { BuiltInAppStorage(restoring: self) },
-                                               belief: { ($0 as? BuiltInAppStorage)?.belief ?? AppBelief() },
-                                               owns: { ($0 as? BuiltInAppStorage)?.granted(transaction: $1) ?? false })
-        if let builtIn = observer as? BuiltInObserver {
-            builtIn.app = SimulatedApp.storage(on: self) as? BuiltInAppStorage ?? BuiltInAppStorage()
-        }
+        let (device, app) = SimulatedApp.launchDevice(on: self, storage: { BuiltInAppStorage(restoring: self) }, belief: \.belief,
+                                                      generation: \.generation, owns: { $0.granted(transaction: $1) })
+        (observer as? BuiltInObserver)?.app = app
         device.run { SKPaymentQueue.default().add(observer, named: name) }
     }
 }

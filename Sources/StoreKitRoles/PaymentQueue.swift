@@ -1,40 +1,6 @@
 import Foundation
 import StoreKitModel
 
-/// The simulator's side of an observer: the built-in behaviours, and StoreKitSim's adapter that
-/// runs an app's `SKPaymentTransactionObserver`s, implement it; the queue calls it exactly as
-/// StoreKit calls observers (R-O1 … R-O4). Package access: apps write `SKPaymentTransactionObserver`.
-package protocol PaymentTransactionObserver: AnyObject {
-    /// The name the queue logs for this observer (unique per device).
-    var observerName: String { get }
-    /// Required: one or more transactions changed (R-O1).
-    func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction])
-    /// Transactions were finished and removed (R-O2).
-    func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction])
-    /// Every restored transaction has been delivered (R-O3).
-    func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue)
-    /// The restore failed (R-O3).
-    func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError)
-    /// Downloads changed state or progress (R-O4).
-    func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download])
-    /// Purchases were refunded: the app takes back what they gave (F-K1).
-    func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String])
-    /// A receipt refresh the app asked for (`refreshReceipt`) finished: SKRequestDelegate's
-    /// `requestDidFinish`, with the receipt's entries as the app would read them from it (R-R2):
-    /// each says whether it was in a free trial (`isTrialPeriod`, the receipt's `is_trial_period`) or at
-    /// a paid introductory price (`isInIntroductoryOfferPeriod`, `is_in_intro_offer_period`) (F-O3).
-    func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction])
-}
-
-extension PaymentTransactionObserver {
-    package func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {}
-    package func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) {}
-    package func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {}
-    package func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {}
-    package func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {}
-    package func paymentQueue(_ queue: PaymentQueue, receiptRefreshFinished receipt: [OriginalTransaction]) {}
-}
-
 /// In which order a queue calls its observers. StoreKit guarantees none (R-Q5), so the
 /// simulator can draw one per delivery from the run's choices.
 public enum ObserverOrdering: String, Sendable, Hashable, Codable {
@@ -61,17 +27,17 @@ public final class PaymentQueue {
     // call back into the queue only between accesses (the projection is applied before any callback),
     // never during one.
     @exclusivity(unchecked) private var projection = QueueProjection(commandWindow: 1, tracksCommands: false)
-    @exclusivity(unchecked) private var observers: [PaymentTransactionObserver] = [] {
+    @exclusivity(unchecked) private var observers: [ObserverBridge] = [] {
         didSet { attachedCache = nil }
     }
     /// The observers both added here and attached in the queue's view, in attach order: made
     /// again only when either list changes, not for every delivery.
-    @exclusivity(unchecked) private var attachedCache: [PaymentTransactionObserver]? {
+    @exclusivity(unchecked) private var attachedCache: [ObserverBridge]? {
         didSet { swappedPairCache = nil }
     }
     /// With exactly two attached observers, the other order (`attachedCache` reversed), made once:
     /// a delivery's one draw picks either without copying the list.
-    @exclusivity(unchecked) private var swappedPairCache: [PaymentTransactionObserver]?
+    @exclusivity(unchecked) private var swappedPairCache: [ObserverBridge]?
     /// Commands not yet sent, each with who made it (an observer's name, or "device" for the
     /// user's script and the OS), for traces.
     /// Optional so that a drain moves each command out in place (`swap` with nil) instead of reversing
@@ -83,6 +49,9 @@ public final class PaymentQueue {
         var body: CommandBody
         var sender: String
     }
+    /// Counts the calls of observers (one delivery, to each attached observer): the objects an app's
+    /// observers are handed are made once per delivery (`SKPaymentQueue.objects(of:delivery:notingReceipt:)`).
+    @exclusivity(unchecked) private(set) var deliveryNumber: UInt64 = 0
     /// The observer whose callback is running, so its calls are attributed to it.
     @exclusivity(unchecked) private var calling: String?
     /// Transactions the app has granted, in its own persistent storage: survives quitting and
@@ -183,6 +152,9 @@ public final class PaymentQueue {
     /// The device's state as this app last heard it.
     public var state: DeviceState? { projection.device(device) }
 
+    /// The device's pending transactions by number, read in place (`state` copies the whole device state).
+    var pendingByNumber: [UInt64: PaymentTransaction]? { readState { $0.pending } }
+
     // The projection is read through an exclusive (inout) access: a method called on the stored
     // property copies the whole projection (retaining every field) for the call, and `device(_:)`
     // copies the device's whole state; these run several times per delivered event.
@@ -212,13 +184,13 @@ public final class PaymentQueue {
 
     /// Attaches an observer (R-Q3). Once the queue confirms it, every unfinished
     /// transaction is delivered to it (R-Q4).
-    package func add(_ observer: PaymentTransactionObserver) {
+    func add(_ observer: ObserverBridge) {
         guard !observers.contains(where: { $0 === observer }) else { return }
         observers.append(observer)
         enqueue(.attachObserver(device: device, observer: observer.observerName))
     }
 
-    package func remove(_ observer: PaymentTransactionObserver) {
+    func remove(_ observer: ObserverBridge) {
         guard let index = observers.firstIndex(where: { $0 === observer }) else { return }
         observers.remove(at: index)
         if attachedNames.contains(observer.observerName) {
@@ -463,8 +435,9 @@ public final class PaymentQueue {
     }
 
     /// Calls `body` on each observer as StoreKit would, attributing what they do to them.
-    private func call(_ targets: [PaymentTransactionObserver], _ callback: Callback, _ detail: @autoclosure () -> String,
-                      cause: UInt64, _ body: (PaymentTransactionObserver) -> Void) {
+    private func call(_ targets: [ObserverBridge], _ callback: Callback, _ detail: @autoclosure () -> String,
+                      cause: UInt64, _ body: (ObserverBridge) -> Void) {
+        deliveryNumber += 1
         callbackTally[callback.index] += targets.count
         for observer in targets {
             trace?.callback(device: device, observer: observer.observerName, callback: callback.rawValue, detail: detail(), cause: cause)
@@ -477,8 +450,8 @@ public final class PaymentQueue {
     private var attachedNames: [String] { readState { $0.observers } ?? [] }
 
     /// Observers attached right now, in this delivery's order (R-Q5).
-    private func attachedObservers() -> [PaymentTransactionObserver] {
-        let attached: [PaymentTransactionObserver]
+    private func attachedObservers() -> [ObserverBridge] {
+        let attached: [ObserverBridge]
         if let cached = attachedCache {
             attached = cached
         } else {
@@ -499,9 +472,9 @@ public final class PaymentQueue {
     /// `ChoiceSource.shuffled` (the same draws), written for observers: the generic version is not
     /// specialised across the existential and cost a metadata lookup per call. The copy is made
     /// only when a draw moves an observer (the array given is shared otherwise).
-    static func shuffled(_ observers: [PaymentTransactionObserver], _ kind: ChoiceKind, _ choices: ChoiceSource) -> [PaymentTransactionObserver] {
+    static func shuffled(_ observers: [ObserverBridge], _ kind: ChoiceKind, _ choices: ChoiceSource) -> [ObserverBridge] {
         guard observers.count > 1 else { return observers }
-        var order: [PaymentTransactionObserver]?
+        var order: [ObserverBridge]?
         for position in 0..<(observers.count - 1) {
             let pick = position + choices.index(kind, count: observers.count - position)
             if pick != position {

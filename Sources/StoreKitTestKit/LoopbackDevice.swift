@@ -103,13 +103,6 @@ public final class LoopbackDevice {
         }
     }
 
-    /// Launches the app and attaches an observer on the queue's own side (tests of observers that misuse it).
-    package func launch(account: String = "a1", with observer: PaymentTransactionObserver) {
-        launch(account: account)
-        paymentQueue.add(observer)
-        pump()
-    }
-
     /// Adds a payment through the app's queue and delivers what follows.
     public func buy(_ product: String) throws {
         try paymentQueue.add(Payment(productIdentifier: product))

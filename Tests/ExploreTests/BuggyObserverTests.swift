@@ -5,42 +5,59 @@ import StoreKitRoles
 import StoreKitTestKit
 import Testing
 
-/// Observers that misuse the queue, as users' code does, given to the explorer the way
-/// Examples/ObserverExploration does. Each exploration must end within its budget, with a
-/// violation or without one, never with a crash or a hang.
+/// Observers that misuse the queue, as users' code does, written on Apple's API and given to the
+/// explorer as an app's code (`SimulatedApp`), the way Examples/ObserverExploration does. Misuse that
+/// Apple's API has no way to make (forged store commands, made-up transactions, names the queue
+/// refuses) reaches the device's queue below it (`SKPaymentQueue.simulatedQueue`). Each exploration must
+/// end within its budget, with a violation or without one, never with a crash or a hang.
 @Suite struct BuggyObserverTests {
-    /// Grants and finishes like a correct observer, then does `extra` in the callback.
-    class Base: PaymentTransactionObserver {
-        let observerName: String
-        init(_ name: String) { observerName = name }
+    /// Grants and finishes like a correct observer, then does `extra` in the callback. It records its
+    /// grants, failures and restores shown on the queue below Apple's API: the app has no storage the
+    /// explorer reads.
+    class Base: NSObject, SKPaymentTransactionObserver {
+        let name: String
+        init(_ name: String) { self.name = name }
 
-        func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
-            for transaction in transactions where transaction.transactionState.isComplete {
-                if transaction.transactionState.isPaid, !queue.wasGranted(transaction) { queue.contentGranted(transaction) }
-                if transaction.transactionState == .failed { queue.failureShown(transaction) }
-                finish(queue, transaction)
+        func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
+            guard let simulated = queue.simulatedQueue else { return }
+            for object in transactions where object.value.transactionState.isComplete {
+                let transaction = object.value
+                if transaction.transactionState.isPaid, !simulated.wasGranted(transaction) { simulated.contentGranted(transaction) }
+                if transaction.transactionState == .failed { simulated.failureShown(transaction) }
+                finish(queue, object)
             }
             extra(queue, transactions)
         }
 
-        func finish(_ queue: PaymentQueue, _ transaction: PaymentTransaction) { try? queue.finishTransaction(transaction) }
-        func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {}
+        func finish(_ queue: SKPaymentQueue, _ transaction: SKPaymentTransaction) { queue.finishTransaction(transaction) }
+        func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {}
         // Declared here so that subclasses override them: a subclass's own method would not be the
         // protocol's witness (the extension's empty default would be called instead).
-        func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {}
+        func paymentQueue(_ queue: SKPaymentQueue, removedTransactions transactions: [SKPaymentTransaction]) {}
         /// Shows each restore done once (restore-done-once); no restore here restores content to wait for.
-        func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) { queue.restoreShownDone() }
-        func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {}
+        func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) { queue.simulatedQueue?.restoreShownDone() }
+        func paymentQueue(_ queue: SKPaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error) {}
+    }
+
+    /// The app of a test: at each launch it attaches the observers `make` gives for the device, each
+    /// under its own name, and holds them for the launch.
+    final class ObserversApp {
+        let observers: [Base]
+        init(_ make: (_ device: String) -> [Base]) {
+            let queue = SKPaymentQueue.default()
+            observers = make(queue.simulatedQueue?.device ?? "")
+            for observer in observers { queue.add(observer, named: observer.name) }
+        }
     }
 
     /// Finishes every complete transaction twice, and each one again when it is removed.
     final class FinishesTwice: Base {
-        override func finish(_ queue: PaymentQueue, _ transaction: PaymentTransaction) {
-            try? queue.finishTransaction(transaction)
-            try? queue.finishTransaction(transaction)
+        override func finish(_ queue: SKPaymentQueue, _ transaction: SKPaymentTransaction) {
+            queue.finishTransaction(transaction)
+            queue.finishTransaction(transaction)
         }
-        override func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {
-            for transaction in transactions { try? queue.finishTransaction(transaction) }
+        override func paymentQueue(_ queue: SKPaymentQueue, removedTransactions transactions: [SKPaymentTransaction]) {
+            for transaction in transactions { queue.finishTransaction(transaction) }
         }
     }
 
@@ -48,38 +65,41 @@ import Testing
     /// and a purchasing one (StoreKit's documented exception: refused with a `Rejection`).
     final class FinishesMadeUp: Base {
         nonisolated(unsafe) static var refusals = 0
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
-            for device in ["ghost", queue.device] {
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
+            guard let simulated = queue.simulatedQueue else { return }
+            for device in ["ghost", simulated.device] {
                 var madeUp = PaymentTransaction(key: TransactionKey(device: device, number: 9_999),
                                                 payment: Payment(productIdentifier: SampleProducts.coins))
                 madeUp.transactionState = .purchased
-                try? queue.finishTransaction(madeUp)
+                try? simulated.finishTransaction(madeUp)
                 madeUp.transactionState = .purchasing
-                do { try queue.finishTransaction(madeUp) } catch { Self.refusals += 1 }
+                do { try simulated.finishTransaction(madeUp) } catch { Self.refusals += 1 }
             }
             for transaction in transactions where transaction.transactionState == .purchasing {
-                do { try queue.finishTransaction(transaction) } catch { Self.refusals += 1 }
+                do { try simulated.finishTransaction(transaction.value) } catch { Self.refusals += 1 }
             }
         }
     }
 
     /// Adds another payment from inside every callback: a purchase loop with no end of its own.
     final class AddsInLoop: Base {
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
-            try? queue.add(Payment(productIdentifier: SampleProducts.coins))
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
+            let payment = SKMutablePayment()
+            payment.productIdentifier = SampleProducts.coins
+            queue.add(payment)
         }
     }
 
     /// Restores at its first callback, then again whenever a restore ends, finished or failed.
     final class RestoresInLoop: Base {
         var started = false
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
             guard !started else { return }
             started = true
             queue.restoreCompletedTransactions()
         }
-        override func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) { queue.restoreCompletedTransactions() }
-        override func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: StoreError) {
+        override func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) { queue.restoreCompletedTransactions() }
+        override func paymentQueue(_ queue: SKPaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error) {
             queue.restoreCompletedTransactions()
         }
     }
@@ -87,60 +107,61 @@ import Testing
     /// Handles only the first transaction of each call and throws the others away (a restore
     /// tells several in one call, F-C1).
     final class HandlesFirstOnly: Base {
-        override func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
+        override func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
             super.paymentQueue(queue, updatedTransactions: Array(transactions.prefix(1)))
         }
     }
 
     /// Takes its time over every callback (5 ms of wall-clock time).
     final class Slow: Base {
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) { Thread.sleep(forTimeInterval: 0.005) }
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) { Thread.sleep(forTimeInterval: 0.005) }
     }
 
     /// Never finishes, never grants.
-    final class NeverFinishes: PaymentTransactionObserver {
-        let observerName = "lazy"
-        func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {}
+    final class NeverFinishes: Base {
+        init() { super.init("lazy") }
+        override func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {}
+        override func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {}
     }
 
     /// Detaches itself and attaches again inside its callback.
     final class Reattaches: Base {
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
             queue.remove(self)
-            queue.add(self)
+            queue.add(self, named: name)
         }
     }
 
     /// Adds a second observer of its own name inside its callback.
     final class AddsNamesake: Base {
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) { queue.add(Base(observerName)) }
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) { queue.add(Base(name), named: name) }
     }
 
-    /// Plays the other roles from inside its callbacks through the public `enqueue`: approves its own
+    /// Plays the other roles from inside its callbacks through the queue's `enqueue`: approves its own
     /// purchases and fails its own restores as the store would, finishes its downloads as the
     /// downloader would, launches the app again and registers the device again.
     final class Meddler: Base {
         var meddled = 0
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
-            guard meddled < 20 else { return }
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
+            guard meddled < 20, let simulated = queue.simulatedQueue else { return }
             meddled += 1
-            for transaction in transactions {
-                if transaction.transactionState == .purchasing { queue.enqueue(.decidePurchase(transaction.key, .purchased(charged: false))) }
-                for download in transaction.downloads { queue.enqueue(.completeDownload(download.key, contentURL: "content/forged")) }
+            for transaction in transactions.map(\.value) {
+                if transaction.transactionState == .purchasing { simulated.enqueue(.decidePurchase(transaction.key, .purchased(charged: false))) }
+                for download in transaction.downloads { simulated.enqueue(.completeDownload(download.key, contentURL: "content/forged")) }
             }
-            queue.enqueue(.launchApp(device: queue.device))
-            queue.enqueue(.registerDevice(device: queue.device, account: "someone-else"))
-            queue.enqueue(.failRestore(device: queue.device, restore: 1, error: StoreError(.unknown, "forged")))
+            simulated.enqueue(.launchApp(device: simulated.device))
+            simulated.enqueue(.registerDevice(device: simulated.device, account: "someone-else"))
+            simulated.enqueue(.failRestore(device: simulated.device, restore: 1, error: StoreError(.unknown, "forged")))
         }
     }
 
-    /// Quits the app from inside its callback (the OS's call, public on the queue).
+    /// Quits the app from inside its callback (the OS's call, on the queue below Apple's API).
     final class Quits: Base {
         var quits = 0
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
             guard quits < 3 else { return }
             quits += 1
-            queue.terminateApp()
+            queue.simulatedQueue?.terminateApp()
         }
     }
 
@@ -157,22 +178,28 @@ import Testing
             self.shared = shared
             super.init("cross")
         }
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
+            guard let simulated = queue.simulatedQueue else { return }
             shared.lock.lock()
             defer { shared.lock.unlock() }
-            if !shared.queues.contains(where: { $0 === queue }) { shared.queues.append(queue) }
-            for other in shared.queues where other !== queue {
+            if !shared.queues.contains(where: { $0 === simulated }) { shared.queues.append(simulated) }
+            for other in shared.queues where other !== simulated {
                 for transaction in shared.seen { try? other.finishTransaction(transaction) }
                 if other.transactions.isEmpty { other.restoreCompletedTransactions() }
             }
-            for transaction in transactions { try? queue.finishTransaction(transaction) }
-            shared.seen = Array((shared.seen + transactions).suffix(8))
+            for transaction in transactions { queue.finishTransaction(transaction) }
+            shared.seen = Array((shared.seen + transactions.map(\.value)).suffix(8))
         }
     }
 
-    static func explore(_ make: @escaping @Sendable (String) -> [PaymentTransactionObserver], schedules: Int = 40,
+    static func explorer(devices: Int = 2, purchasesPerDevice: Int = 2, _ make: @escaping @Sendable (String) -> [Base]) -> Explorer {
+        Explorer(scenario: .exploration(devices: devices, purchasesPerDevice: purchasesPerDevice),
+                 appLaunch: SimulatedApp { ObserversApp(make) }.launch)
+    }
+
+    static func explore(_ make: @escaping @Sendable (String) -> [Base], schedules: Int = 40,
                         seconds: Double = 60) throws -> ExplorationReport {
-        var explorer = Explorer(scenario: .exploration(devices: 2, purchasesPerDevice: 2), observers: make)
+        var explorer = explorer(make)
         explorer.shrinkSecondsLimit = 2
         let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: schedules, seconds: seconds), seed: 1)
         print(report.summary)
@@ -210,7 +237,7 @@ import Testing
     @Test("An observer that restores again whenever a restore ends: bounded and refused with a clear error, on 2 jobs too")
     func restoresInLoop() throws {
         #expect(throws: ExplorationError.self) { try Self.explore({ _ in [RestoresInLoop("restorer")] }, schedules: 3) }
-        var explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 1), observers: { _ in [RestoresInLoop("restorer")] })
+        var explorer = Self.explorer(devices: 1, purchasesPerDevice: 1) { _ in [RestoresInLoop("restorer")] }
         explorer.maximumSteps = 2_000
         #expect(throws: ExplorationError.self) { try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 40), jobs: 2) }
     }
@@ -248,12 +275,12 @@ import Testing
 
     @Test("Observers playing the store and downloader, or quitting the app, inside callbacks: the explorer ends, deterministically")
     func meddlesAndQuits() throws {
-        for make in [{ @Sendable (_: String) -> [PaymentTransactionObserver] in [Meddler("meddler")] },
-                     { @Sendable (_: String) -> [PaymentTransactionObserver] in [Quits("quits")] }] {
+        for make in [{ @Sendable (_: String) -> [Base] in [Meddler("meddler")] },
+                     { @Sendable (_: String) -> [Base] in [Quits("quits")] }] {
             let report = try Self.explore(make, schedules: 40)
             #expect(report.schedules <= 40)
             // Same seed, same log, with the observer calling back into the queue.
-            let explorer = Explorer(scenario: .exploration(devices: 2, purchasesPerDevice: 2), observers: make)
+            let explorer = Self.explorer(make)
             let first = try explorer.run(choices: SeededChoices(seed: 7))
             let second = try explorer.run(choices: SeededChoices(seed: 7))
             #expect(first.logDigest == second.logDigest && first.steps == second.steps)
@@ -268,12 +295,13 @@ import Testing
 
     /// Named oddly, and buying with a huge applicationUsername and requestData.
     final class Odd: Base {
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
             guard transactions.contains(where: { $0.transactionState == .purchased }) else { return }
-            var payment = Payment(productIdentifier: SampleProducts.removeAds)
+            let payment = SKMutablePayment()
+            payment.productIdentifier = SampleProducts.removeAds
             payment.applicationUsername = String(repeating: "u", count: 200_000)
-            payment.requestData = [UInt8](repeating: 7, count: 2_000_000)
-            try? queue.add(payment)
+            payment.requestData = Data(repeating: 7, count: 2_000_000)
+            queue.add(payment)
         }
     }
 
@@ -309,7 +337,7 @@ import Testing
     @Test("LoopbackDevice: an observer adding a payment from every callback stops the pump, it does not crash the tests")
     func loopbackAddsInLoop() throws {
         let device = LoopbackDevice()
-        device.launch(with: AddsInLoop("adder"))
+        device.launch(with: AddsInLoop("adder"), named: "adder")
         try device.paymentQueue.add(Payment(productIdentifier: SampleProducts.coins))
         #expect(device.pump() == false)
         let unsettled = try #require(device.unsettled)
@@ -329,13 +357,13 @@ import Testing
             self.buys = buys
             super.init(name)
         }
-        override func extra(_ queue: PaymentQueue, _ transactions: [PaymentTransaction]) {
+        override func extra(_ queue: SKPaymentQueue, _ transactions: [SKPaymentTransaction]) {
             if buys > 0, transactions.contains(where: { $0.transactionState == .purchasing }) {
                 buys -= 1
-                try? queue.add(Payment(productIdentifier: SampleProducts.coins))
+                try? queue.simulatedQueue?.add(Payment(productIdentifier: SampleProducts.coins))
             }
             device?.pump()
-            if let first = transactions.first, first.transactionState == .purchasing { device?.send(StoreTestSession.approveAskToBuy(first.key)) }
+            if let first = transactions.first, first.transactionState == .purchasing { device?.send(StoreTestSession.approveAskToBuy(first.value.key)) }
         }
     }
 
@@ -345,7 +373,7 @@ import Testing
         let device = LoopbackDevice()
         let observer = Pumper("pumper", buys: buys)
         observer.device = device
-        device.launch(with: observer)
+        device.launch(with: observer, named: "pumper")
         try device.paymentQueue.add(Payment(productIdentifier: SampleProducts.coins))
         let settled = device.pump()
         // Delivered in log order, each once.
@@ -365,7 +393,7 @@ import Testing
         FinishesMadeUp.refusals = 0
         let device = LoopbackDevice()
         let observer = FinishesMadeUp("madeUp")
-        device.launch(with: observer)
+        device.launch(with: observer, named: "madeUp")
         try device.buy(SampleProducts.coins)
         let key = try #require(device.events.lazy.compactMap { if case .transactionAdded(let key, _) = $0.event { key } else { nil } }.first)
         #expect(device.send(StoreTestSession.approveAskToBuy(key)))

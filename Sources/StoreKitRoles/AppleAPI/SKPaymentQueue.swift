@@ -56,6 +56,10 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     /// The App Store country the user buys in; nil when the catalog sets none (F-S4).
     open var storefront: SKStorefront? { device?.queue.storefront.map(SKStorefront.init) }
 
+    /// The device's queue below Apple's API, nil outside a simulated device's code: for this package's
+    /// tests of apps that misuse it (forged commands, made-up transactions) where Apple's API has no way to.
+    package var simulatedQueue: PaymentQueue? { device?.queue }
+
     /// The observers added to this queue, in the order added.
     open var transactionObservers: [any SKPaymentTransactionObserver] { attached.map(\.observer) }
 
@@ -144,7 +148,7 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
 
     /// Lets go of the objects of transactions the queue no longer holds; the bound grows with what it still holds.
     private func forgetFinishedObjects() {
-        let pending = device?.queue.state?.pending ?? [:]
+        let pending = device?.queue.pendingByNumber ?? [:]
         objects = objects.filter { pending[$0.key.number] != nil }
         objectsBound = max(1_024, 2 * objects.count)
     }
@@ -158,6 +162,37 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
         return transaction.downloads[download.key.index]
     }
 
+    /// The objects of the delivery being made (`PaymentQueue.deliveryNumber`), made once for all its observers.
+    private var deliveredTransactions: (delivery: UInt64, objects: [SKPaymentTransaction]) = (0, [])
+    private var deliveredDownloads: (delivery: UInt64, objects: [SKDownload]) = (0, [])
+
+    /// The objects of `transactions`, delivered as delivery number `delivery` (the same array for each of its
+    /// observers). `notingReceipt`: a purchase or a restore is in the device's receipt from then on, as on
+    /// iOS, noted before any of the app's code hears of it.
+    func objects(of transactions: [PaymentTransaction], delivery: UInt64, notingReceipt: Bool) -> [SKPaymentTransaction] {
+        if deliveredTransactions.delivery == delivery { return deliveredTransactions.objects }
+        if notingReceipt, let storage = device?.storage {
+            for transaction in transactions {
+                guard transaction.transactionState.isPaid, let identifier = transaction.transactionIdentifier,
+                      !storage.hasReceiptEntry(identifier) else { continue }
+                storage.note(OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment.withoutDiscount,
+                                                 transactionDate: transaction.transactionDate ?? 0),
+                             original: transaction.originalTransaction?.transactionIdentifier)
+            }
+        }
+        let made = transactions.map(object)
+        deliveredTransactions = (delivery, made)
+        return made
+    }
+
+    /// The objects of `downloads`, delivered as delivery number `delivery`, as `objects(of:delivery:notingReceipt:)`.
+    func objects(of downloads: [Download], delivery: UInt64) -> [SKDownload] {
+        if deliveredDownloads.delivery == delivery { return deliveredDownloads.objects }
+        let made = downloads.compactMap(object)
+        deliveredDownloads = (delivery, made)
+        return made
+    }
+
     /// The observer that hears of receipt refreshes for this queue's requests: the first attached.
     func isFirst(_ bridge: ObserverBridge) -> Bool { attached.first === bridge }
 }
@@ -168,9 +203,9 @@ package protocol ReceiptRefreshListener: AnyObject {
     func receiptRefreshed(_ receipt: [OriginalTransaction])
 }
 
-/// The simulator's observer standing for one of the app's: it turns the simulator's callbacks into
-/// StoreKit's, run as the app's code on its device.
-final class ObserverBridge: PaymentTransactionObserver {
+/// What the queue holds for each of the app's observers: it turns the queue's callbacks (R-O1 … R-O4)
+/// into StoreKit's, run as the app's code on its device, under the name the queue logs for it.
+final class ObserverBridge {
     let observerName: String
     let typeName: String
     let observer: any SKPaymentTransactionObserver
@@ -186,19 +221,12 @@ final class ObserverBridge: PaymentTransactionObserver {
     }
 
     func paymentQueue(_ simulated: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
-        for transaction in transactions {
-            // A purchase or a restore is in the device's receipt from then on, as on iOS.
-            guard transaction.transactionState.isPaid, let identifier = transaction.transactionIdentifier else { continue }
-            device.storage.note(OriginalTransaction(transactionIdentifier: identifier, payment: transaction.payment.withoutDiscount,
-                                                    transactionDate: transaction.transactionDate ?? 0),
-                                original: transaction.originalTransaction?.transactionIdentifier)
-        }
-        let objects = transactions.map(queue.object)
+        let objects = queue.objects(of: transactions, delivery: simulated.deliveryNumber, notingReceipt: true)
         device.run { observer.paymentQueue(queue, updatedTransactions: objects) }
     }
 
     func paymentQueue(_ simulated: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {
-        let objects = transactions.map(queue.object)
+        let objects = queue.objects(of: transactions, delivery: simulated.deliveryNumber, notingReceipt: false)
         device.run { observer.paymentQueue(queue, removedTransactions: objects) }
     }
 
@@ -217,7 +245,7 @@ final class ObserverBridge: PaymentTransactionObserver {
     }
 
     func paymentQueue(_ simulated: PaymentQueue, updatedDownloads downloads: [Download]) {
-        let objects = downloads.compactMap(queue.object)
+        let objects = queue.objects(of: downloads, delivery: simulated.deliveryNumber)
         guard !objects.isEmpty else { return }
         device.run { observer.paymentQueue(queue, updatedDownloads: objects) }
     }

@@ -146,7 +146,9 @@ open class SKDownload: NSObject, @unchecked Sendable {
     open var timeRemaining: TimeInterval { value.timeRemaining }
     open var error: (any Error)? { value.error.map { SKError($0) } }
     /// Where the finished content is, relative to the run's content root as the simulator keeps it.
-    open var contentURL: URL? { value.contentURL.map { URL(fileURLWithPath: $0) } }
+    /// A file (`isDirectory` given: Foundation would otherwise ask the file system), made once per object.
+    open var contentURL: URL? { cachedContentURL }
+    private lazy var cachedContentURL: URL? = value.contentURL.map { URL(fileURLWithPath: $0, isDirectory: false) }
     open var transaction: SKPaymentTransaction { owner ?? SKPaymentTransaction(ownerValue, startDate: ownerStartDate) }
 }
 

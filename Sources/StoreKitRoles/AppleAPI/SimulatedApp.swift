@@ -76,22 +76,29 @@ public struct SimulatedApp: Sendable {
 
     /// The device of the launch now running on `queue`'s device, made for that launch if it has none
     /// yet (the built-in app attaches its observers through it), over the app storage that `storage`
-    /// makes at the device's first launch.
-    package static func launchDevice(on queue: PaymentQueue, storage: () -> AnyObject, belief: @escaping (_ storage: AnyObject) -> AppBelief,
-                                     owns: ((_ storage: AnyObject, _ transaction: PaymentTransaction) -> Bool)? = nil) -> SimulatedDevice {
+    /// makes at the device's first launch, and that storage. `generation` counts the storage's changes
+    /// to its belief, so that the belief is read again only when it moved.
+    package static func launchDevice<Storage: AnyObject>(on queue: PaymentQueue, storage: () -> Storage,
+                                                         belief: @escaping (_ storage: Storage) -> AppBelief,
+                                                         generation: @escaping (_ storage: Storage) -> UInt64,
+                                                         owns: @escaping (_ storage: Storage, _ transaction: PaymentTransaction) -> Bool)
+    -> (device: SimulatedDevice, storage: Storage) {
         let host = DeviceHost.of(queue)
-        if let current = host.current, current.launch == queue.launchNumber { return current }
-        if host.appStorage == nil {
-            let made = storage()
-            host.appStorage = made
+        if let current = host.current, current.launch == queue.launchNumber { return (current, host.appStorage as? Storage ?? storage()) }
+        let stored: Storage
+        if let existing = host.appStorage as? Storage {
+            stored = existing
+        } else {
+            stored = storage()
+            host.appStorage = stored
             // What the storage already holds (a restarted process's disk) is not new.
-            host.storage.lastBelief = belief(made)
+            host.storage.lastBelief = belief(stored)
+            host.storage.lastBeliefGeneration = generation(stored)
         }
-        let stored = host.appStorage!
         let device = SimulatedDevice(queue: queue, storage: host.storage, readBelief: { belief(stored) },
-                                     owns: owns.map { owns in { owns(stored, $0) } })
+                                     beliefGeneration: { generation(stored) }, owns: { owns(stored, $0) })
         host.current = device
-        return device
+        return (device, stored)
     }
 
     /// The storage of the app on `queue`'s device (nil before its first launch, or without one).

@@ -17,6 +17,9 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     /// Reads what the app believes (`SimulatedApp`'s `belief`); nil when the test gives no way.
     let readBelief: (() -> AppBelief)?
+    /// Counts the changes to what `readBelief` reads, when the app's storage counts them (the built-in
+    /// app's): the belief is read only after it moved. nil: read after every callback.
+    let beliefGeneration: (() -> UInt64)?
     /// Depth of `run` calls: the app's state is read once its outermost callback returned.
     private var depth = 0
 
@@ -26,7 +29,9 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// belief's credits say so, of the transaction or of the purchase it restores.
     let owns: ((PaymentTransaction) -> Bool)?
 
-    init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil, owns: ((PaymentTransaction) -> Bool)? = nil) {
+    init(queue: PaymentQueue, storage: DeviceStorage, readBelief: (() -> AppBelief)? = nil, beliefGeneration: (() -> UInt64)? = nil,
+         owns: ((PaymentTransaction) -> Bool)? = nil) {
+        self.beliefGeneration = beliefGeneration
         self.name = queue.device
         self.queue = queue
         self.launch = queue.launchNumber
@@ -54,7 +59,7 @@ public final class SimulatedDevice: @unchecked Sendable {
         depth += 1
         defer {
             // The app's tasks that this made ready run now, as the app's code, before its state is read.
-            if depth == 1 { Self.$current.withValue(self) { executor.runReady() } }
+            if depth == 1, executor.hasReady { Self.$current.withValue(self) { executor.runReady() } }
             depth -= 1
             if depth == 0 { noteBelief() }
         }
@@ -73,6 +78,15 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// each command the app makes, so a credit the app made before a finish is logged before it.
     func noteBelief(finishing: PaymentTransaction? = nil) {
         guard let readBelief else { return }
+        if let beliefGeneration {
+            // Unchanged since last read: nothing new to log, only a finish's kept files to check.
+            let generation = beliefGeneration()
+            guard generation != storage.lastBeliefGeneration else {
+                if let finishing { keepIfOwned(finishing, storage.lastBelief) }
+                return
+            }
+            storage.lastBeliefGeneration = generation
+        }
         let belief = readBelief()
         let before = storage.lastBelief
         storage.lastBelief = belief
@@ -108,7 +122,7 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     /// Whether every unfinished transaction `restore` restored is granted or is the one finishing.
     private func isHandled(_ restore: UInt64, finishing: PaymentTransaction?) -> Bool {
-        guard let pending = queue.state?.pending else { return true }
+        guard let pending = queue.pendingByNumber else { return true }
         return !queue.restoreOfTransaction.contains { key, of in
             of == restore && key != finishing?.key && pending[key.number] != nil && !queue.granted.contains(key)
         }
@@ -125,7 +139,7 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     /// Each new credit and revenue report, logged against the transaction it is for.
     private func noteCredits(_ belief: AppBelief, before: AppBelief, finishing: PaymentTransaction?) {
-        guard !belief.credits.isEmpty || !belief.revenueReported.isEmpty, let pending = queue.state?.pending, !pending.isEmpty else { return }
+        guard !belief.credits.isEmpty || !belief.revenueReported.isEmpty, let pending = queue.pendingByNumber, !pending.isEmpty else { return }
         // In transaction order: the app's dictionary has none.
         var revenue: [TransactionKey: (transaction: PaymentTransaction, times: Int)] = [:]
         for (identifier, count) in belief.revenueReported where count > before.revenueReported[identifier] ?? 0 {
@@ -200,6 +214,8 @@ package final class DeviceStorage: @unchecked Sendable {
     let bundleFolder: URL
     /// What the app's own state said when last read (it survives launches, as the app's storage does).
     var lastBelief = AppBelief()
+    /// The app storage's count of changes when `lastBelief` was read, when it counts them.
+    var lastBeliefGeneration: UInt64?
     /// The receipt's entries as the device last knew them, by transaction identifier, in order.
     package private(set) var receiptEntries: [OriginalTransaction] = []
     /// The purchase each restored or renewed entry stands for (its `original_transaction_id`).
@@ -223,6 +239,9 @@ package final class DeviceStorage: @unchecked Sendable {
     }
 
     package var receiptURL: URL { bundleFolder.appendingPathComponent("StoreKit/receipt") }
+
+    /// Whether the receipt has the entry of transaction `identifier` already (checked before one is made).
+    func hasReceiptEntry(_ identifier: String) -> Bool { receiptIdentifiers.contains(identifier) }
 
     /// A purchase or a restore lands in the device's receipt, as StoreKit updates it.
     func note(_ entry: OriginalTransaction, original: String?) {

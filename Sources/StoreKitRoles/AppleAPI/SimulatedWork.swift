@@ -35,6 +35,9 @@ package final class SimulatedExecutor: TaskExecutor, @unchecked Sendable {
         lock.withLock { ready.append(job) }
     }
 
+    /// Whether a job waits to run: the device binds itself to run them only then.
+    var hasReady: Bool { lock.withLock { !ready.isEmpty } }
+
     /// Runs every ready job, and those they make ready, until none is left.
     func runReady() {
         while let job = lock.withLock({ ready.isEmpty ? nil : ready.removeFirst() }) {
