@@ -315,9 +315,11 @@ struct DriverEngine {
     /// The shortest sleep: at higher rates one wake-up makes every start due within it (each still timed
     /// from its intended instant).
     static let shortestSleepNanoseconds: Int64 = 500_000
-    /// The longest wait on the sockets with nothing due (5 ms), or with HTTP answers awaited (1 ms: they
+    /// The longest wait on the sockets with nothing due (25 ms: a message ends it, and the bus's own
+    /// timers, retries and FETCHes, are 100 ms and longer; each idle wake-up costs a driver tens of
+    /// microseconds of polling, for every driver of the load), or with HTTP answers awaited (1 ms: they
     /// come from another thread, with no socket to wait on).
-    static let longestWaitNanoseconds: Int64 = 5_000_000
+    static let longestWaitNanoseconds: Int64 = 25_000_000
     static let longestWaitForHTTPNanoseconds: Int64 = 1_000_000
     /// How often the coordinator's socket is read for a stop.
     static let coordinatorReadNanoseconds: Int64 = 10_000_000
@@ -370,7 +372,7 @@ struct DriverEngine {
     /// due within `readDelayBoundNanoseconds` (what arrives meanwhile waits for it), otherwise on the
     /// sockets, so that the first message ends the wait.
     mutating func wait(starting: Bool, startMonotonic: Int64, progress: LoopState, commandsWaiting: Bool, poller: Poller, lastWake: inout Int64) throws {
-        var wake = progress.nextReport
+        var wake = min(progress.nextReport, progress.drainEnd)
         if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
         if let due = apps?.nextWorkDue { wake = min(wake, due) }
         let awaitsHTTP = !awaitingBackend.isEmpty || !awaitingHTTP.isEmpty
