@@ -253,6 +253,11 @@ public struct LiveRoleTransport<Sender: LiveCommandSender>: RoleTransport {
     private var timers = Scheduler<TimerToken>()
     /// Commands the queue refused (rejected or malformed), for the process's last report.
     public var refused = 0
+    /// With this set, the id the sender gave each command, in the order sent, until taken
+    /// (`takeSentCommandIDs`): a runtime that times its commands' answers (the load driver) matches
+    /// them with what it handed its `RoleHost`, which sends in that order.
+    public var reportsCommandIDs = false
+    private var sentCommandIDs: [CommandID] = []
 
     public init(sender: Sender, processName: String) {
         self.sender = sender
@@ -264,12 +269,21 @@ public struct LiveRoleTransport<Sender: LiveCommandSender>: RoleTransport {
 
     public var hasCapacity: Bool { sender.hasCapacity }
 
-    public func submit(_ body: CommandBody) throws(RoleProcessError) {
+    public mutating func submit(_ body: CommandBody) throws(RoleProcessError) {
+        let id: CommandID
         do {
-            _ = try sender.submit(body)
+            id = try sender.submit(body)
         } catch {
             throw RoleProcessError("\(processName) could not send a command: \(error)", code: .commandNotSent)
         }
+        if reportsCommandIDs { sentCommandIDs.append(id) }
+    }
+
+    /// Hands each id sent since the last call to `body`, in order (`reportsCommandIDs`).
+    public mutating func takeSentCommandIDs(_ body: (CommandID) -> Void) {
+        guard !sentCommandIDs.isEmpty else { return }
+        for id in sentCommandIDs { body(id) }
+        sentCommandIDs.removeAll(keepingCapacity: true)
     }
 
     /// A negative delay is a time already past: it fires at once, in order with other past ones.

@@ -102,7 +102,9 @@ public final class LoadDriver {
         _ = try coordinator.send(LoadWire.frames(.ready, DriverReady(name: configuration.name, devices: plan.devicesPerDriver)), mode: .blocking)
         let start = try awaitMessage(.start, LoadStart.self, from: coordinator)
         let startMonotonic = LiveClock.monotonicNanoseconds() + (start.startAtUnixNanoseconds - LiveClock.wallNanoseconds())
-        try engine.drive(startMonotonic: startMonotonic, sender: sender, subscriber: subscriber, coordinator: coordinator)
+        let loop = DriverLoop(engine: engine, sender: sender)
+        try loop.drive(startMonotonic: startMonotonic, subscriber: subscriber, coordinator: coordinator)
+        engine = loop.engine
         if let failure = engine.firstBackendFailure {
             logger.warning("backend errors", metadata: ["count": "\(engine.total.backendErrors)", "first": "\(failure)"])
         }
@@ -198,9 +200,18 @@ struct DriverEngine {
     var transactions: [TransactionKey: Transaction] = [:]
     /// (device, restore number) → lifecycle.
     var restores: [String: Int] = [:]
-    /// Commands waiting for room in the sender's window (bounded by the in-flight bound).
-    var waiting: [CommandBody] = []
-    var waitingHead = 0
+    /// Commands made outside the role host's hands (starts, finishes, what the apps made), handed to it
+    /// at once (`DriverLoop`); the host sends them in that order, or keeps them while its window is full.
+    var outbox: [CommandBody] = []
+    /// What each command handed to the host is, in the order handed, until the transport reports the id
+    /// it was sent under (`noteSent`): a start's lifecycle, a finish's transaction.
+    enum SentCommand {
+        case start(lifecycle: Int)
+        case finish(TransactionKey)
+        case other
+    }
+    var handedOver: [SentCommand] = []
+    var handedOverHead = 0
 
     /// The user's own app on every device, deciding what the driver's observer decides otherwise.
     var apps: DriverApps?
@@ -304,84 +315,14 @@ struct DriverEngine {
     /// The shortest sleep: at higher rates one wake-up makes every start due within it (each still timed
     /// from its intended instant).
     static let shortestSleepNanoseconds: Int64 = 500_000
-    /// The longest wait on the sockets with nothing due (5 ms), or with HTTP answers awaited (1 ms: they
+    /// The longest wait on the sockets with nothing due (25 ms: a message ends it, and the bus's own
+    /// timers, retries and FETCHes, are 100 ms and longer; each idle wake-up costs a driver tens of
+    /// microseconds of polling, for every driver of the load), or with HTTP answers awaited (1 ms: they
     /// come from another thread, with no socket to wait on).
-    static let longestWaitNanoseconds: Int64 = 5_000_000
+    static let longestWaitNanoseconds: Int64 = 25_000_000
     static let longestWaitForHTTPNanoseconds: Int64 = 1_000_000
     /// How often the coordinator's socket is read for a stop.
     static let coordinatorReadNanoseconds: Int64 = 10_000_000
-
-    mutating func drive(startMonotonic: Int64, sender: PartitionedSender, subscriber: PartitionedSubscriber, coordinator: Socket) throws {
-        loadEnd = startMonotonic + plan.loadNanoseconds
-        var progress = LoopState(drainEnd: loadEnd + plan.drainNanoseconds, nextReport: startMonotonic + plan.intervalNanoseconds)
-        if plan.model == .closed {
-            // Each device's first start is spread over the first think time, so they do not all start at once.
-            for device in devices.indices {
-                closedStarts.schedule(at: startMonotonic + plan.thinkTime.sampleNanoseconds(choices), device)
-            }
-        }
-        let prefix = Array(Self.devicePrefix(of: name).utf8)
-        // Every socket this driver reads, for the waits that end on the first message.
-        let poller = Poller()
-        for item in sender.senders.flatMap(\.pollItems) + subscriber.subscribers.flatMap(\.pollItems) { poller.register(item) }
-        poller.register(coordinator, for: .readable)
-        var lastWake = LiveClock.monotonicNanoseconds()
-        while true {
-            if Shutdown.isRequested && !progress.stopped {
-                progress.stopped = true
-                progress.drainEnd = min(progress.drainEnd, LiveClock.monotonicNanoseconds() + 2_000_000_000)
-            }
-            try readArrivals(subscriber: subscriber, prefix: prefix)
-            // Starts intended before the end are made even when the loop reaches them late (timed from
-            // their intended start), so a busy machine shows as latency, not as fewer lifecycles.
-            let now = LiveClock.monotonicNanoseconds()
-            let startsLeft = nextDue(startMonotonic: startMonotonic).map { $0 < loadEnd } ?? false
-            let starting = !progress.stopped && (now < loadEnd || startsLeft)
-            if starting { try startDue(now: now, startMonotonic: startMonotonic, loadEnd: loadEnd, sender: sender) }
-            try flushWaiting(sender)
-            // One batch of every command made in this wake-up, and the answers that came meanwhile.
-            try takeAnswers(sender.poll(timeout: .zero))
-            if try report(&progress, startMonotonic: startMonotonic, coordinator: coordinator) { return }
-            try wait(starting: starting, startMonotonic: startMonotonic, progress: progress, poller: poller, lastWake: &lastWake)
-        }
-    }
-
-    /// Everything that arrived since the last wake-up: the driver's devices' events (heard by the driver
-    /// and by the user's app), what the apps made, and the backend's and HTTP calls' answers.
-    mutating func readArrivals(subscriber: PartitionedSubscriber, prefix: [UInt8]) throws {
-        for record in try subscriber.receiveRecords(timeout: .zero) {
-            // A driver follows its own devices' topic group; the check stays for a queue that serves
-            // more (an app key's devices). A record caught up by FETCH has no topic: its event says.
-            if let device = record.device, !device.utf8.starts(with: prefix) { continue }
-            let recorded: RecordedEvent
-            do {
-                recorded = try record.decoded()
-            } catch {
-                interval.errors += 1
-                continue
-            }
-            if record.device == nil, !(recorded.event.device.map { $0.utf8.starts(with: prefix) } ?? false) { continue }
-            let now = LiveClock.monotonicNanoseconds()
-            handle(recorded, now: now)
-            apps?.deliver(recorded, now: now)
-        }
-        if let apps {
-            apps.completeDueWork(now: LiveClock.monotonicNanoseconds())
-            for command in apps.takeCommands() {
-                // With --backend, the app's finish waits for the backend's 2xx, and a refused transaction stays unfinished.
-                if case .finishTransaction(let key) = command {
-                    if backendPending.contains(key) {
-                        heldFinishes.insert(key)
-                        continue
-                    }
-                    if backendRefused.remove(key) != nil { continue }
-                }
-                waiting.append(command)
-            }
-        }
-        if let backend { for answer in backend.take() { handle(answer) } }
-        if let http { for answer in http.take() { handle(answer) } }
-    }
 
     mutating func takeAnswers(_ completions: [CommandCompletion]) throws {
         let now = LiveClock.monotonicNanoseconds()
@@ -430,8 +371,8 @@ struct DriverEngine {
     /// Waits for the next wake-up: asleep until the next start, report or piece of app work when it is
     /// due within `readDelayBoundNanoseconds` (what arrives meanwhile waits for it), otherwise on the
     /// sockets, so that the first message ends the wait.
-    mutating func wait(starting: Bool, startMonotonic: Int64, progress: LoopState, poller: Poller, lastWake: inout Int64) throws {
-        var wake = progress.nextReport
+    mutating func wait(starting: Bool, startMonotonic: Int64, progress: LoopState, commandsWaiting: Bool, poller: Poller, lastWake: inout Int64) throws {
+        var wake = min(progress.nextReport, progress.drainEnd)
         if starting, let due = nextDue(startMonotonic: startMonotonic) { wake = min(wake, due) }
         if let due = apps?.nextWorkDue { wake = min(wake, due) }
         let awaitsHTTP = !awaitingBackend.isEmpty || !awaitingHTTP.isEmpty
@@ -439,7 +380,7 @@ struct DriverEngine {
         // At most one wake-up per shortest sleep; the starts due within it are made together.
         wake = max(wake, lastWake + Self.shortestSleepNanoseconds)
         let now = LiveClock.monotonicNanoseconds()
-        if waiting.count > waitingHead {
+        if commandsWaiting {
             // The window is full: the queue's answers make room.
             try poller.poll(timeout: .nanoseconds(max(0, wake - now)))
         } else if wake - now > Self.readDelayBoundNanoseconds {
@@ -473,10 +414,10 @@ struct DriverEngine {
     /// Starts every lifecycle whose intended start has come. A start past the in-flight bound
     /// is missed (counted); one that finds the sender's window full waits for the next round,
     /// and its latency still counts from its intended start.
-    mutating func startDue(now: Int64, startMonotonic: Int64, loadEnd: Int64, sender: PartitionedSender) throws {
+    mutating func startDue(now: Int64, startMonotonic: Int64, loadEnd: Int64, host: RoleHost, transport: inout DriverTransport) throws {
         var budget = 4_096  // Starts per round, so events and reports are heard between bursts.
         while budget > 0, let due = nextDue(startMonotonic: startMonotonic), due <= now, due < loadEnd {
-            guard sender.hasCapacity else { return }
+            guard transport.hasCapacity, host.waitingCount == 0 else { return }
             budget -= 1
             let device: Int
             switch plan.model {
@@ -493,11 +434,12 @@ struct DriverEngine {
             case .closed:
                 device = closedStarts.next()!.action
             }
-            try start(device: device, intended: due, sender: sender)
+            start(device: device, intended: due)
+            try handOver(to: host, over: &transport)
         }
     }
 
-    mutating func start(device: Int, intended: Int64, sender: PartitionedSender) throws {
+    mutating func start(device: Int, intended: Int64) {
         var kind: LifecycleKind
         var purchase: (product: String, ownershipKey: String?)?
         // A team's behaviour decides first; `.planned` leaves it to --mix and --products.
@@ -552,11 +494,10 @@ struct DriverEngine {
             body = .addPayment(device: devices[device], payment: payment)
             if let key = purchase!.ownershipKey { owned[account, default: []].insert(key) }
         }
-        let id = try sender.submit(body)
         let lifecycle = nextLifecycle
         nextLifecycle += 1
         lifecycles[lifecycle] = Lifecycle(kind: kind, intended: intended, device: device, ownershipKey: purchase?.ownershipKey, product: purchase?.product)
-        pendingStarts[id] = lifecycle
+        enqueue(body, startOf: lifecycle)
         interval.started += 1
     }
 
@@ -568,18 +509,34 @@ struct DriverEngine {
         owned[started.device / 2]?.remove(key)
     }
 
-    mutating func flushWaiting(_ sender: PartitionedSender) throws {
-        while waitingHead < waiting.count && sender.hasCapacity {
-            let body = waiting[waitingHead]
-            waitingHead += 1
-            let id = try sender.submit(body)
-            if case .finishTransaction(let key) = body, let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] {
-                pendingFinishes[id] = (transaction.lifecycle, lifecycle.intended, transaction.isRestored)
+    /// Hands the outbox to the host, which sends each command now or once its window has room.
+    mutating func handOver(to host: RoleHost, over transport: inout DriverTransport) throws {
+        guard !outbox.isEmpty else { return }
+        for body in outbox { try host.send(body, over: &transport) }
+        outbox.removeAll(keepingCapacity: true)
+        noteSent(&transport)
+    }
+
+    /// Matches the ids the transport sent commands under with what was handed over, in order: a start's
+    /// acknowledgement or event then finds its lifecycle, a finish's acknowledgement its stage.
+    mutating func noteSent(_ transport: inout DriverTransport) {
+        transport.takeSentCommandIDs { id in
+            let sent = handedOver[handedOverHead]
+            handedOverHead += 1
+            switch sent {
+            case .start(let lifecycle):
+                pendingStarts[id] = lifecycle
+            case .finish(let key):
+                if let transaction = transactions[key], let lifecycle = lifecycles[transaction.lifecycle] {
+                    pendingFinishes[id] = (transaction.lifecycle, lifecycle.intended, transaction.isRestored)
+                }
+            case .other:
+                break
             }
         }
-        if waitingHead == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingHead = 0
+        if handedOverHead == handedOver.count {
+            handedOver.removeAll(keepingCapacity: true)
+            handedOverHead = 0
         }
     }
 
@@ -808,7 +765,7 @@ struct DriverEngine {
         if apps != nil {
             backendPending.remove(waiting.key)
             let held = heldFinishes.remove(waiting.key) != nil
-            if answer.isSuccess, held { self.waiting.append(.finishTransaction(waiting.key)) }
+            if answer.isSuccess, held { enqueue(.finishTransaction(waiting.key)) }
             if !answer.isSuccess, !held {
                 if backendRefused.count >= Self.refusedKept { backendRefused.removeAll() }
                 backendRefused.insert(waiting.key)
@@ -834,10 +791,21 @@ struct DriverEngine {
         }
     }
 
-    /// Commands decided while handling events go out on the next round (the sender is not at hand here).
+    /// The driver's own finishes and downloads (an app decides its own).
     mutating func queueCommand(_ body: CommandBody) {
-        // An app decides its own finishes and downloads.
         guard apps == nil else { return }
-        waiting.append(body)
+        enqueue(body)
+    }
+
+    /// A command for the outbox, remembered as what it is until its id is known.
+    mutating func enqueue(_ body: CommandBody, startOf lifecycle: Int? = nil) {
+        if let lifecycle {
+            handedOver.append(.start(lifecycle: lifecycle))
+        } else if case .finishTransaction(let key) = body {
+            handedOver.append(.finish(key))
+        } else {
+            handedOver.append(.other)
+        }
+        outbox.append(body)
     }
 }

@@ -98,6 +98,18 @@ public final class RoleHost {
         return sent
     }
 
+    /// A command the runtime makes itself, outside a reaction (a load driver's start, or its finish once
+    /// its backend accepted the transaction): sent at once while nothing waits and the window has room,
+    /// otherwise it waits, in order, behind the role's own.
+    @inlinable
+    public func send<Transport: RoleTransport>(_ body: CommandBody, over transport: inout Transport) throws(Transport.Failure) {
+        if waitingHead < waiting.count || !transport.hasCapacity {
+            waiting.append(body)
+        } else {
+            try transport.submit(body)
+        }
+    }
+
     /// The role's process went down: what it had not sent is lost with it.
     public func dropWaiting() {
         waiting.removeAll()
@@ -132,11 +144,7 @@ public final class RoleHost {
         while let effect = effects.popLast() {
             switch effect {
             case .send(let body):
-                if waitingHead < waiting.count || !transport.hasCapacity {
-                    waiting.append(body)
-                } else {
-                    try transport.submit(body)
-                }
+                try send(body, over: &transport)
             case .timer(let delay, let token):
                 transport.setTimer(afterNanoseconds: delay, token)
             }

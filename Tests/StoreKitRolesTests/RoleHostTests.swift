@@ -84,6 +84,23 @@ struct RoleHostTests {
         #expect(transport.sent == [.launchApp(device: "d0"), .launchApp(device: "d1"), .launchApp(device: "d2"), .launchApp(device: "later")])
     }
 
+    @Test("A command the runtime makes itself goes at once with room, else behind the role's waiting ones, in order") func aRuntimesOwnCommandKeepsTheOrder() {
+        let role = ScriptedRole()
+        role.reaction = Self.launches(2)
+        let host = RoleHost(role: role)
+        var transport = ScriptedTransport(window: 2)
+        host.send(.launchApp(device: "first"), over: &transport)
+        #expect(transport.sent == [.launchApp(device: "first")])
+        host.deliver(Self.event(1), over: &transport)
+        #expect(host.waitingCount == 1)
+        // Room appears, but the runtime's command must not overtake the role's waiting one.
+        transport.answered = 2
+        host.send(.launchApp(device: "second"), over: &transport)
+        #expect(host.waitingCount == 2)
+        host.sendWaiting(over: &transport)
+        #expect(transport.sent == [.launchApp(device: "first"), .launchApp(device: "d0"), .launchApp(device: "d1"), .launchApp(device: "second")])
+    }
+
     @Test("The role hears the environment's clock, and its timers count from it") func theRoleHearsTheEnvironmentsClockAndItsTimersCountFromIt() {
         let role = ScriptedRole()
         role.reaction = [.timer(afterNanoseconds: 500, .deviceStep(device: "d1"))]
