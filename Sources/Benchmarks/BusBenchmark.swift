@@ -485,7 +485,14 @@ public enum BusBenchmark {
         var inFlight = 0
         /// Per lifecycle in flight: its intended start, when it was really sent, and when its transaction was
         /// added and purchased. One dictionary, so each event costs one lookup of its key.
-        private var progress: [TransactionKey: (start: Int64, sent: Int64, added: Int64, purchased: Int64)] = [:]
+        private var progress: [TransactionKey: Progress] = [:]
+        /// A struct, not a tuple: a dictionary of tuples looks their type metadata up at run time, at every access.
+        private struct Progress {
+            var start: Int64
+            var sent: Int64
+            var added: Int64
+            var purchased: Int64
+        }
         private var sentAt: [Int64] = []
         private var submittedAt: [Int64] = []
         private var submittedHead = 0
@@ -525,7 +532,7 @@ public enum BusBenchmark {
                 // Payments reach the queue in the order sent (one connection), so the
                 // oldest unmatched send is this transaction's.
                 if submittedHead < submittedAt.count {
-                    progress[key] = (submittedAt[submittedHead], sentAt[submittedHead], now, 0)
+                    progress[key] = Progress(start: submittedAt[submittedHead], sent: sentAt[submittedHead], added: now, purchased: 0)
                     submittedHead += 1
                     if submittedHead > 65_536 {
                         submittedAt.removeFirst(submittedHead)

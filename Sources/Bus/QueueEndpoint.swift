@@ -466,7 +466,9 @@ public final class QueueEndpoint {
         let commands = counters.commandsHandled - commandsBefore
         if commands > 0, commands < configuration.synchronousSyncBelowCommands, writer.configuration.ownerRequestsSyncs, handlerFailure == nil {
             do {
-                try writer.flush()
+                // While the flusher syncs an earlier batch, these records join its next round: waiting here
+                // for its sync and then syncing again would stall every command behind two syncs.
+                try writer.flushUnlessSyncing()
             } catch {
                 // The log refused the fsync: the owner stops and reports it, as for a failed append.
                 handlerFailure = error

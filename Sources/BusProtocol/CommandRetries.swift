@@ -130,15 +130,15 @@ public struct CommandRetries {
 
     /// Takes the queue's answer to command `number`.
     public mutating func answered(_ number: UInt64, status: AcknowledgementStatus, now: ContinuousClock.Instant) -> Answer {
-        guard var pending = outstanding[number] else { return .late }
+        // One lookup, and the entry changed in place or moved out: a copy of it would retain its payload.
+        guard let index = outstanding.index(forKey: number) else { return .late }
         if status == .unavailable {
-            if !pending.refused { refusedCount += 1 }
-            pending.refused = true
-            pending.nextAttempt = min(pending.nextAttempt, now + pending.interval)
-            outstanding[number] = pending
+            if !outstanding.values[index].refused { refusedCount += 1 }
+            outstanding.values[index].refused = true
+            outstanding.values[index].nextAttempt = min(outstanding.values[index].nextAttempt, now + outstanding.values[index].interval)
             return .retryLater
         }
-        outstanding[number] = nil
+        let pending = outstanding.remove(at: index).value
         if pending.refused { refusedCount -= 1 }
         if status != .malformed {
             lastAnswer = now
@@ -166,12 +166,14 @@ public struct CommandRetries {
     public mutating func nextWake(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
         guard let lowest = lowestOutstanding() else { return nil }
         if reconnectedAt != nil { return now }
-        let oldest = outstanding[lowest]!
+        // The two times alone, not the entry (a copy of it would retain its payload at every turn).
+        let oldest = outstanding.index(forKey: lowest)!
+        let (firstSent, nextAttempt) = (outstanding.values[oldest].firstSent, outstanding.values[oldest].nextAttempt)
         if policy.rule == .everyUnansweredCommand {
-            return outstanding.values.reduce(oldest.firstSent + policy.giveUpAfter) { min($0, $1.nextAttempt) }
+            return outstanding.values.reduce(firstSent + policy.giveUpAfter) { min($0, $1.nextAttempt) }
         }
-        var earliest = min(nextProbe ?? lastAnswer + policy.retryInterval, oldest.firstSent + policy.giveUpAfter)
-        if lowest < highestHandled { earliest = min(earliest, oldest.nextAttempt) }
+        var earliest = min(nextProbe ?? lastAnswer + policy.retryInterval, firstSent + policy.giveUpAfter)
+        if lowest < highestHandled { earliest = min(earliest, nextAttempt) }
         if refusedCount > 0 {
             for pending in outstanding.values where pending.refused { earliest = min(earliest, pending.nextAttempt) }
         }

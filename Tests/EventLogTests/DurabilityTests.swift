@@ -67,6 +67,43 @@ final class DurabilityRecorder: @unchecked Sendable {
         }
     }
 
+    // A flushUnlessSyncing that waited for the flusher's held sync would never return: the time limit fails it.
+    @Test("flushUnlessSyncing syncs at once when no sync runs, and hands its records to the flusher's next round while one does",
+          .timeLimit(.minutes(1)))
+    func flushUnlessSyncing() throws {
+        try withTemporaryDirectory { directory in
+            var configuration = smallSegments(
+                maximumSegmentBytes: 1 << 20, durability: .groupCommit(maximumRecords: 1_000, maximumDelayMilliseconds: 600_000))
+            configuration.ownerRequestsSyncs = true
+            let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
+            // The flusher's sync holds until the test lets it go; the owner's own syncs pass.
+            let flusherSyncing = DispatchSemaphore(value: 0), releaseFlusher = DispatchSemaphore(value: 0)
+            let owner = pthread_self()
+            writer.whileSyncing = {
+                guard pthread_equal(pthread_self(), owner) == 0 else { return }
+                flusherSyncing.signal()
+                releaseFlusher.wait()
+            }
+            try writer.append(payload: samplePayload(1), timestampNanoseconds: sampleTimestamp(1))
+            #expect(try writer.flushUnlessSyncing())
+            #expect(writer.durableSequence == 1)
+            try writer.append(payload: samplePayload(2), timestampNanoseconds: sampleTimestamp(2))
+            writer.requestSync()
+            flusherSyncing.wait()
+            // The flusher is inside its sync of record 2: the owner does not wait for it.
+            try writer.append(payload: samplePayload(3), timestampNanoseconds: sampleTimestamp(3))
+            #expect(try writer.flushUnlessSyncing() == false)
+            #expect(writer.durableSequence == 1)
+            releaseFlusher.signal()
+            // Record 3 is the flusher's next round, with no further request.
+            flusherSyncing.wait()
+            releaseFlusher.signal()
+            #expect(try writer.waitUntilDurable(3, timeoutMilliseconds: 30_000))
+            try writer.close()
+            #expect(try readAll(directory) == expectedRecords(1...3))
+        }
+    }
+
     @Test("the operating-system policy fsyncs only on flush and close")
     func operatingSystem() throws {
         try withTemporaryDirectory { directory in
