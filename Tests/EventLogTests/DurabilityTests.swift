@@ -11,6 +11,14 @@ final class DurabilityRecorder: @unchecked Sendable {
     var recorded: [UInt64] { lock.withLock { values } }
 }
 
+/// Whether the flusher's next sync is held by the test (set from the test's thread, read on the flusher's).
+final class FlusherHold: @unchecked Sendable {
+    private let lock = NSLock()
+    private var on = false
+    func turnOn() { lock.withLock { on = true } }
+    var isOn: Bool { lock.withLock { on } }
+}
+
 @Suite struct DurabilityTests {
     @Test("always makes every append durable before it returns")
     func always() throws {
@@ -76,17 +84,24 @@ final class DurabilityRecorder: @unchecked Sendable {
                 maximumSegmentBytes: 1 << 20, durability: .groupCommit(maximumRecords: 1_000, maximumDelayMilliseconds: 600_000))
             configuration.ownerRequestsSyncs = true
             let writer = try PartitionWriter(directory: directory, partition: "main", configuration: configuration)
-            // The flusher's sync holds until the test lets it go; the owner's own syncs pass.
+            // Once held, the flusher's sync waits until the test lets it go; the owner's own syncs pass.
             let flusherSyncing = DispatchSemaphore(value: 0), releaseFlusher = DispatchSemaphore(value: 0)
+            let holdsFlusher = FlusherHold()
             let owner = pthread_self()
             writer.whileSyncing = {
-                guard pthread_equal(pthread_self(), owner) == 0 else { return }
+                guard pthread_equal(pthread_self(), owner) == 0, holdsFlusher.isOn else { return }
                 flusherSyncing.signal()
                 releaseFlusher.wait()
             }
             try writer.append(payload: samplePayload(1), timestampNanoseconds: sampleTimestamp(1))
-            #expect(try writer.flushUnlessSyncing())
-            #expect(writer.durableSequence == 1)
+            // The flusher also wakes on its own every 100 ms; when it has begun syncing record 1, the call
+            // rightly returns at once, and the record is durable when that sync ends.
+            if try writer.flushUnlessSyncing() {
+                #expect(writer.durableSequence == 1)
+            } else {
+                #expect(try writer.waitUntilDurable(1, timeoutMilliseconds: 30_000))
+            }
+            holdsFlusher.turnOn()
             try writer.append(payload: samplePayload(2), timestampNanoseconds: sampleTimestamp(2))
             writer.requestSync()
             flusherSyncing.wait()
