@@ -242,8 +242,9 @@ public struct LoadSettings: Sendable, Equatable {
             options.driverExecutable = URL(fileURLWithPath: driver).standardizedFileURL
         }
         var judged = try thresholds.map { expression throws(LoadSpecificationError) in try Threshold(parsing: expression, customStages: driver != nil) }
-        // No silent pass: a run is judged on its errors and violations unless a threshold says otherwise;
-        // a team's driver, on its checks too.
+        // No silent pass: a run is judged on its errors, its violations and the lifecycles still open when
+        // the drain ended (a system that never answers) unless a threshold says otherwise; a team's driver,
+        // on its checks too.
         for figure in Self.defaultThresholdFigures + (driver == nil ? [] : ["checksFailed"]) where !judged.contains(where: { $0.metric == .figure(figure) }) {
             judged.append(try Threshold(parsing: "\(figure)==0"))
         }
@@ -252,7 +253,7 @@ public struct LoadSettings: Sendable, Equatable {
     }
 
     /// Figures judged `==0` when no threshold names them.
-    public static let defaultThresholdFigures = ["errors", "violations"]
+    public static let defaultThresholdFigures = ["errors", "violations", "incomplete"]
 
     /// The products the drivers buy from `storeCatalog` (what the store sells: `--catalog`'s, or the
     /// topology's), weighted by `products`. nil: the built-in sample catalog with no `--products`,

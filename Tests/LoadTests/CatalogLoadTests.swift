@@ -90,13 +90,24 @@ import Testing
         #expect(bought == Set(catalog.products.map(\.identifier)))
     }
 
-    @Test("no threshold given: errors==0 and violations==0 judge the run; a threshold on either replaces its default")
+    @Test("no threshold given: errors==0, violations==0 and incomplete==0 judge the run; a threshold on one replaces its default")
     func defaultThresholds() throws {
         let plain = try LoadSettings().resolve(seed: 1)
-        #expect(plain.thresholds.map(\.expression) == ["errors==0", "violations==0"])
+        #expect(plain.thresholds.map(\.expression) == ["errors==0", "violations==0", "incomplete==0"])
         var settings = LoadSettings()
-        settings.thresholds = ["errors<5", "removed.p99<1s"]
-        #expect(try settings.resolve(seed: 1).thresholds.map(\.expression) == ["errors<5", "removed.p99<1s", "violations==0"])
+        settings.thresholds = ["errors<5", "removed.p99<1s", "incomplete<=3"]
+        #expect(try settings.resolve(seed: 1).thresholds.map(\.expression) == ["errors<5", "removed.p99<1s", "incomplete<=3", "violations==0"])
+    }
+
+    @Test("a run whose lifecycles are still open when the drain ends (a system that never answers) fails the default thresholds")
+    func openLifecyclesFailTheRun() throws {
+        let options = try LoadSettings().resolve(seed: 1)
+        var figures = LoadFigures()
+        figures.counters.started = 4
+        figures.counters.incomplete = 4
+        figures.violations = 0
+        #expect(options.thresholds.first { $0.expression == "errors==0" }?.passes(figures) == true)
+        #expect(options.thresholds.first { $0.expression == "incomplete==0" }?.passes(figures) == false)
     }
 
     @Test("a run whose lifecycles end in errors fails the default thresholds")

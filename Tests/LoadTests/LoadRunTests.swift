@@ -72,9 +72,9 @@ import ZeroMQ
         #expect(stages["added"]?["count"] as? Int == 600)
         let thresholds = try #require(json["thresholds"] as? [[String: Any]])
         // topology/load.yaml's own threshold first, then the command line's (each expression once), then
-        // errors==0, judged whenever no threshold names errors (no silent pass).
-        #expect(thresholds.map { $0["expression"] as? String } == ["violations==0", "removed.p99<10s", "added.p50<1us", "errors==0"])
-        #expect(thresholds.map { $0["passed"] as? Bool } == [true, true, false, true])
+        // errors==0 and incomplete==0, judged whenever no threshold names them (no silent pass).
+        #expect(thresholds.map { $0["expression"] as? String } == ["violations==0", "removed.p99<10s", "added.p50<1us", "errors==0", "incomplete==0"])
+        #expect(thresholds.map { $0["passed"] as? Bool } == [true, true, false, true, true])
         #expect(json["errorRate"] as? Double == 0)
         #expect(json["report"] as? String == scratch.url.appendingPathComponent("report/report.html").path)
 

@@ -118,8 +118,8 @@ struct SpecificationTests {
         commandLine.thresholds = ["rate>1"]
         let options = try settings.overridden(by: commandLine).resolve(seed: 3)
         #expect(options.plan.schedule.durationNanoseconds == 2_000_000_000)
-        // errors==0 joins them: no threshold names errors (no silent pass).
-        #expect(options.thresholds.map(\.expression) == ["violations==0", "rate>1", "errors==0"])
+        // errors==0 and incomplete==0 join them: no threshold names either (no silent pass).
+        #expect(options.thresholds.map(\.expression) == ["violations==0", "rate>1", "errors==0", "incomplete==0"])
         var closed = LoadSettings()
         closed.model = .closed
         closed.devices = 7
