@@ -196,10 +196,11 @@ public struct LiveReplayPlan: Sendable {
     /// The store's answers to each receipt refresh (its pieces, with their recorded `firstIndex`
     /// and `isLast`), timed from the refresh's start.
     public var receiptAnswers: [ReceiptName: [PlannedReply]] = [:]
-    /// The purchases the recorded receipts list, by the transaction identifier the recorded store
-    /// gave them: a live replay lists the live run's purchase of the same identity instead (its
-    /// identifier and date are the live run's), as later decisions name it.
-    public var receiptEntries: [String: TransactionIdentity] = [:]
+    /// The purchases the recorded receipts list and the recorded restores restore, by the
+    /// transaction identifier the recorded store gave them: a live replay names the live run's
+    /// purchase of the same identity instead (its identifier and date are the live run's), as
+    /// later decisions name it.
+    public var namedPurchases: [String: TransactionIdentity] = [:]
     /// The content servers' reports of each download, one list per time it was started, each timed from that start.
     public var downloadReports: [DownloadName: [[PlannedReply]]] = [:]
     /// The store's later decisions about a purchase (renewals and expiry of the subscription it
@@ -345,17 +346,22 @@ public struct LiveReplayPlan: Sendable {
             let name = RestoreName(device: device, restore: restore)
             if let started = moments.restoreStarted[name] {
                 restoreAnswers[name, default: []].append(reply(started))
+                if case .completeRestore(_, _, _, let originals, _) = body { noteNamedPurchases(originals, identities) }
             }
         case .deliverReceipt(let device, let request, _, let entries, _):
             let name = ReceiptName(device: device, request: request)
             if let started = moments.receiptStarted[name] {
                 receiptAnswers[name, default: []].append(reply(started))
-                for entry in entries {
-                    if let identity = identities.purchase(named: entry.transactionIdentifier) { receiptEntries[entry.transactionIdentifier] = identity }
-                }
+                noteNamedPurchases(entries, identities)
             }
         default:
             break
+        }
+    }
+
+    private mutating func noteNamedPurchases(_ purchases: [OriginalTransaction], _ identities: TransactionIdentities) {
+        for purchase in purchases {
+            if let identity = identities.purchase(named: purchase.transactionIdentifier) { namedPurchases[purchase.transactionIdentifier] = identity }
         }
     }
 

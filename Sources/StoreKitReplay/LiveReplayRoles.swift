@@ -241,16 +241,16 @@ public final class RecordedWorldRole: Role {
         clockOffset = offset
         let happened = recorded.timestamp + offset
         var released: [Effect] = []
-        if kind == .store, !receiptsHeld.isEmpty {
+        if kind == .store, !heldForPurchases.isEmpty {
             switch recorded.event {
             case .transactionPurchased, .subscriptionRenewed:
-                released = receiptsHeld.flatMap { timerFired($0, now: now) }
+                released = heldForPurchases.flatMap { timerFired($0, now: now) }
             default:
                 break
             }
         }
         if let device = lifecycles.device(countedBy: recorded.event) {
-            released += chains.noteLifecycle(of: device, now: now).map(listingLivePurchases)
+            released += chains.noteLifecycle(of: device, now: now).map(namingLivePurchases)
         }
         return released + reacting(to: recorded, identity: identity, happened: happened, now: now)
     }
@@ -284,25 +284,26 @@ public final class RecordedWorldRole: Role {
     }
 
     public func timerFired(_ token: TimerToken, now: Int64) -> [Effect] {
-        if case .answerReceiptRefresh = token, let next = chains.due(token, now: now),
-           let wait = receiptHold.wait(token, until: listsOnlyLivePurchases(next.body), now: now) {
-            if !receiptsHeld.contains(token) { receiptsHeld.append(token) }
+        if token.answersWithPurchases, let next = chains.due(token, now: now),
+           let wait = purchaseHold.wait(token, until: namesOnlyLivePurchases(next.body), now: now) {
+            if !heldForPurchases.contains(token) { heldForPurchases.append(token) }
             return [.timer(afterNanoseconds: wait, token)]
         }
-        receiptsHeld.removeAll { $0 == token }
-        return chains.fire(token, now: now).map(listingLivePurchases)
+        heldForPurchases.removeAll { $0 == token }
+        return chains.fire(token, now: now).map(namingLivePurchases)
     }
 
-    /// A receipt piece the recorded store sent after the purchases it lists waits until the live
-    /// log has them too (at most `RecordedOrderHold.maximumNanoseconds`): live, a purchase may
-    /// land a little later than recorded, and the receipt would list a purchase the live run has
-    /// not made yet. Released by the purchase's event, oldest hold first.
-    private var receiptHold = RecordedOrderHold()
-    private var receiptsHeld: [TimerToken] = []
+    /// A receipt or restore piece the recorded store sent after the purchases it names waits until
+    /// the live log has them too (at most `RecordedOrderHold.maximumNanoseconds`): live, a purchase
+    /// may land a little later than recorded, and the piece would name a purchase the live run has
+    /// not made yet (a restore would then give its number to the restored copy, R-T3). Released by
+    /// the purchase's event, oldest hold first.
+    private var purchaseHold = RecordedOrderHold()
+    private var heldForPurchases: [TimerToken] = []
 
-    /// The live purchase of each entry's identity, if the live store's view has it.
+    /// The live purchase of the named purchase's identity, if the live store's view has it.
     private func livePurchase(of entry: OriginalTransaction, among purchases: [OriginalTransaction]) -> OriginalTransaction? {
-        guard let identity = plan.receiptEntries[entry.transactionIdentifier], let identifier = identities.identifier(of: identity) else { return nil }
+        guard let identity = plan.namedPurchases[entry.transactionIdentifier], let identifier = identities.identifier(of: identity) else { return nil }
         return purchases.last { $0.transactionIdentifier == identifier }
     }
 
@@ -310,30 +311,46 @@ public final class RecordedWorldRole: Role {
         store.accountOfDevice[device].map { store.history(of: $0).purchases } ?? []
     }
 
-    /// Every entry the piece lists has a live purchase (entries of purchases the plan does not know are not waited for).
-    private func listsOnlyLivePurchases(_ body: CommandBody) -> Bool {
-        guard case .deliverReceipt(let device, _, _, let entries, _) = body else { return true }
-        let purchases = purchases(ofAccountOf: device)
-        return entries.allSatisfy { plan.receiptEntries[$0.transactionIdentifier] == nil || livePurchase(of: $0, among: purchases) != nil }
+    /// The purchases a receipt piece lists or a restore piece restores, with its device.
+    private func namedPurchases(_ body: CommandBody) -> (device: String, purchases: [OriginalTransaction])? {
+        switch body {
+        case .deliverReceipt(let device, _, _, let entries, _): (device, entries)
+        case .completeRestore(let device, _, _, let originals, _): (device, originals)
+        default: nil
+        }
     }
 
-    /// A recorded receipt piece lists the recorded run's purchases: each entry becomes the live
-    /// run's purchase of the same identity (its identifier and date are the live run's), so the
-    /// app's receipt names its own transactions; an entry the live run has no purchase for stays
-    /// as recorded. Same entries, same pagination (`firstIndex`, `isLast`).
-    private func listingLivePurchases(_ effect: Effect) -> Effect {
-        guard case .send(.deliverReceipt(let device, let request, let firstIndex, let entries, let isLast)) = effect else { return effect }
+    /// Every purchase the piece names has a live purchase (those the plan does not know are not waited for).
+    private func namesOnlyLivePurchases(_ body: CommandBody) -> Bool {
+        guard let (device, named) = namedPurchases(body) else { return true }
+        let purchases = purchases(ofAccountOf: device)
+        return named.allSatisfy { plan.namedPurchases[$0.transactionIdentifier] == nil || livePurchase(of: $0, among: purchases) != nil }
+    }
+
+    /// A recorded receipt or restore piece names the recorded run's purchases: each becomes the
+    /// live run's purchase of the same identity (its identifier and date are the live run's), so
+    /// the app's receipt and restored transactions name its own purchases; one the live run has no
+    /// purchase for stays as recorded. Same entries, same pagination (`firstIndex`, `isLast`).
+    private func namingLivePurchases(_ effect: Effect) -> Effect {
+        guard case .send(let body) = effect, let (device, named) = namedPurchases(body) else { return effect }
         let purchases = purchases(ofAccountOf: device)
         // The live store's own word on which entries were at an introductory or promotional offer
         // (F-O3, F-O7), as its receipt says.
         let history = store.accountOfDevice[device].map { store.history(of: $0) }
-        let live = entries.map { entry in
+        let live = named.map { entry in
             guard var purchase = livePurchase(of: entry, among: purchases) else { return entry }
             purchase.introductoryOfferPeriod = history?.introductoryOfferPeriods[purchase.transactionIdentifier]
             purchase.promotionalOfferIdentifier = history?.promotionalOfferIdentifiers[purchase.transactionIdentifier]
             return purchase
         }
-        return .send(.deliverReceipt(device: device, request: request, firstIndex: firstIndex, entries: live, isLast: isLast))
+        switch body {
+        case .deliverReceipt(_, let request, let firstIndex, _, let isLast):
+            return .send(.deliverReceipt(device: device, request: request, firstIndex: firstIndex, entries: live, isLast: isLast))
+        case .completeRestore(_, let restore, let firstIndex, _, let isLast):
+            return .send(.completeRestore(device: device, restore: restore, firstIndex: firstIndex, originals: live, isLast: isLast))
+        default:
+            return effect
+        }
     }
 }
 
@@ -595,4 +612,14 @@ public final class ReplayAppsRole: Role {
 
 private extension Event {
     var isTransactionRestored: Bool { if case .transactionRestored = self { true } else { false } }
+}
+
+private extension TimerToken {
+    /// The store's answer the timer sends names purchases (a receipt's entries, a restore's originals).
+    var answersWithPurchases: Bool {
+        switch self {
+        case .answerReceiptRefresh, .answerRestore: true
+        default: false
+        }
+    }
 }
