@@ -67,8 +67,8 @@ public struct SubscriberState<Record: SequencedRecord> {
 
     // The live path (`receivedLive`, `receivedHeartbeat` and what they call) is inlinable, with the state
     // it touches, so that it is specialised for the caller's record type in the caller's module: run
-    // unspecialised, each record cost run-time type metadata lookups and witness calls (a store's profile
-    // had a tenth of its time there).
+    // unspecialised, each record cost run-time type metadata lookups and witness calls (7 % of a busy
+    // store's samples; 1.4 % specialised).
 
     public let configuration: Configuration
     /// Every record of the stream up to this sequence has been delivered (the last delivered
