@@ -23,6 +23,11 @@ public final class RoleProcess {
     /// its backlog as the queue acknowledges it: a burst of other clients' commands makes the store
     /// lag, not fail (docs/reliability.md, "Bounds").
     public static let maximumWaitingCommands = 100_000
+    /// Events handed to the role per round of `react`; the commands they made go out before the next
+    /// ones. A whole received batch at once (thousands under load) held every command it made until the
+    /// last event was handled, so the queue sat idle and then got them all in one burst: the store and
+    /// the queue took turns instead of working at the same time.
+    public static let eventsPerRound = 256
     /// A role to run instead of the topology's (a live replay plays recorded users, store and downloader).
     public var replacementRole: Role?
 
@@ -138,12 +143,14 @@ public final class RoleProcess {
     }
 
     /// The live runtime's loop over the role's host, in rounds until a stop is requested: due timers,
-    /// the waiting commands that fit in the window, the answers, then the events (unless backlogged).
+    /// the waiting commands that fit in the window, the answers, then up to `eventsPerRound` events (unless backlogged).
     /// True when an observer's devices are all done and settled.
     private func react(_ host: RoleHost, subscriber: PartitionedSubscriber, transport: inout LiveRoleTransport<PartitionedSender>) throws -> Bool {
         var lastHeard = LiveClock.monotonicNanoseconds()
         var reportedBacklog = false
         let sender = transport.sender
+        // Events received and not yet handed to the role: at most `eventsPerRound` go per round.
+        var unread: ArraySlice<RecordedEvent> = []
         while !Shutdown.isRequested {
             transport.tick()
             // Timers first: a decision due at once (the store's zero latency, set by the events of the
@@ -163,13 +170,20 @@ public final class RoleProcess {
                 lastHeard = LiveClock.monotonicNanoseconds()
                 continue
             }
-            let untilTimer = transport.nanosecondsUntilNextTimer ?? 5_000_000
-            let received = try subscriber.receive(timeout: .nanoseconds(min(untilTimer, host.waitingCount == 0 ? 5_000_000 : 0)))
-            if !received.isEmpty || subscriber.isLive { lastHeard = LiveClock.monotonicNanoseconds() }
-            for recorded in received {
+            if unread.isEmpty {
+                let untilTimer = transport.nanosecondsUntilNextTimer ?? 5_000_000
+                unread = try subscriber.receive(timeout: .nanoseconds(min(untilTimer, host.waitingCount == 0 ? 5_000_000 : 0)))[...]
+                if !unread.isEmpty || subscriber.isLive { lastHeard = LiveClock.monotonicNanoseconds() }
+            } else {
+                // Working through what was received is not the queue's silence.
+                lastHeard = LiveClock.monotonicNanoseconds()
+            }
+            for recorded in unread.prefix(Self.eventsPerRound) {
                 transport.tick()
                 try host.deliver(recorded, over: &transport)
             }
+            unread = unread.dropFirst(Self.eventsPerRound)
+            if unread.isEmpty { unread = [] }
             try checkEnvironment(host)
             if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
                 let events = subscriber.partitions.map(\.eventsEndpoint).joined(separator: ", ")
@@ -177,7 +191,7 @@ public final class RoleProcess {
             }
             // Settled is judged from events, so every event an answer named must have been heard
             // first (after a queue restart, "duplicate" answers outrun the events they name).
-            if process.role == .observer, host.isSettled, sender.outstandingCount == 0,
+            if process.role == .observer, unread.isEmpty, host.isSettled, sender.outstandingCount == 0,
                subscriber.hasDelivered(through: sender.acknowledgedThrough) {
                 logger.info("every device is done and settled", metadata: ["devices": "\(process.deviceIndices.count)", "refusedCommands": "\(transport.refused)"])
                 return true
