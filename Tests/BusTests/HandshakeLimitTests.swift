@@ -13,7 +13,7 @@ struct HandshakeLimitTests {
         context = try ZeroMQContext()
     }
 
-    @Test("TCP connections that send nothing neither count as peers nor stay open beyond the limit; a new client is served", .timeLimit(.minutes(1)))
+    @Test("TCP connections that send nothing neither count as peers nor stay open beyond the limit; a new client is served", .timeLimit(.minutes(5)))
     func halfOpenConnections() throws {
         let queue = try QueueHarness(context: context, configure: {
             $0.maximumPeers = 3
