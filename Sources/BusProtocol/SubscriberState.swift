@@ -210,7 +210,7 @@ public struct SubscriberState<Record: SequencedRecord> {
         return deadline
     }
 
-    /// The _state changes since the last call, in order (for a callback).
+    /// The state changes since the last call, in order (for a callback).
     public mutating func takeStateChanges() -> [EventSubscriberState] {
         defer { stateChanges.removeAll(keepingCapacity: true) }
         return stateChanges
