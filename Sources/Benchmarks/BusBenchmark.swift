@@ -460,10 +460,7 @@ public enum BusBenchmark {
                     unread = try subscriber.receiveRecords(timeout: wait)[...]
                 }
                 // A round's share, as a role process takes it: the finishes it makes go out before the next share.
-                let share = unread.prefix(RoleProcess.eventsPerRound)
-                unread = unread.dropFirst(RoleProcess.eventsPerRound)
-                if unread.isEmpty { unread = [] }
-                for record in share {
+                for record in RoleProcess.takeRound(from: &unread) {
                     // Every driver hears the whole partition; each handles its own devices.
                     // A record caught up by FETCH has no topic (device nil): its event names the device.
                     if let device = record.device, !device.hasPrefix(prefix) { continue }

@@ -28,6 +28,14 @@ public final class RoleProcess {
     /// last event was handled, so the queue sat idle and then got them all in one burst: the store and
     /// the queue took turns instead of working at the same time.
     public static let eventsPerRound = 256
+
+    /// The next round's share of `unread` (at most `eventsPerRound` events), taken from it. Once the
+    /// last is taken, `unread` lets go of the received batch's storage (an empty slice of it would keep it).
+    public static func takeRound<Element>(from unread: inout ArraySlice<Element>) -> ArraySlice<Element> {
+        let share = unread.prefix(eventsPerRound)
+        unread = unread.count > eventsPerRound ? unread.dropFirst(eventsPerRound) : []
+        return share
+    }
     /// A role to run instead of the topology's (a live replay plays recorded users, store and downloader).
     public var replacementRole: Role?
 
@@ -178,12 +186,10 @@ public final class RoleProcess {
                 // Working through what was received is not the queue's silence.
                 lastHeard = LiveClock.monotonicNanoseconds()
             }
-            for recorded in unread.prefix(Self.eventsPerRound) {
+            for recorded in Self.takeRound(from: &unread) {
                 transport.tick()
                 try host.deliver(recorded, over: &transport)
             }
-            unread = unread.dropFirst(Self.eventsPerRound)
-            if unread.isEmpty { unread = [] }
             try checkEnvironment(host)
             if Double(LiveClock.monotonicNanoseconds() - lastHeard) / 1e9 > queueSilenceLimitSeconds {
                 let events = subscriber.partitions.map(\.eventsEndpoint).joined(separator: ", ")
