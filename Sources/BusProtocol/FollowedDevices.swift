@@ -17,6 +17,8 @@ public struct FollowedDevices<Record: DeviceRecord> {
     public let devices: [String]
     public private(set) var streams: [SubscriberState<Record>]
     private let streamOfDevice: [String: Int]
+    /// The followed names' lengths in UTF-8 bytes, ascending: the prefixes of a record's device to look up.
+    private let nameLengths: [Int]
     private let fetchRetryInterval: Duration
     /// Every run-wide record (no device) up to this sequence was delivered.
     public private(set) var runWideThrough: UInt64
@@ -37,6 +39,7 @@ public struct FollowedDevices<Record: DeviceRecord> {
         self.devices = unique
         streams = unique.map { _ in SubscriberState(startSequence: startSequence, configuration: configuration, now: now) }
         streamOfDevice = Dictionary(uniqueKeysWithValues: unique.enumerated().map { ($1, $0) })
+        nameLengths = Set(unique.map(\.utf8.count)).sorted()
         fetchRetryInterval = configuration.fetchRetryInterval
         runWideThrough = max(1, startSequence) - 1
     }
@@ -96,8 +99,13 @@ public struct FollowedDevices<Record: DeviceRecord> {
                 }
                 continue
             }
-            // A group holds the devices its device's name is a prefix of: each such stream orders the record.
-            for (index, own) in devices.enumerated() where device.hasPrefix(own) { perStream[index].append(record) }
+            // A group holds the devices its device's name is a prefix of (in bytes, as topics match): each such
+            // stream orders the record. Looked up by prefix length, so a reply costs the same for any number of devices.
+            for length in nameLengths {
+                guard length <= device.utf8.count else { break }
+                let prefix = length == device.utf8.count ? device : String(decoding: device.utf8.prefix(length), as: UTF8.self)
+                if let index = streamOfDevice[prefix] { perStream[index].append(record) }
+            }
         }
         if runWideThrough >= from - 1 { runWideThrough = max(runWideThrough, completeThrough) }
         for index in streams.indices {

@@ -46,6 +46,21 @@ struct FollowedDevicesTests {
         #expect(streams.counters.delivered == 7)  // 1 (run-wide), 2, 3, 5, 9, 10, 8
     }
 
+    @Test("a FETCH reply gives each record to every stream whose device's name begins its device's, names of any length; only the stream of its own device delivers it")
+    func fetchReplyByNamePrefix() {
+        let start = ContinuousClock.now
+        var streams = FollowedDevices<BusRecord>(devices: ["d10", "d2", "d1"], startSequence: 1, configuration: .init(), now: start)
+        var delivered: [BusRecord] = []
+        #expect(streams.due(now: start) == 1)
+        streams.fetchSent(from: 1, now: start, sent: true)
+        // d100 is nobody's: the groups d1 and d10 both carry it, and both streams drop it. x1 is in no group at all.
+        let records = [Self.record(1, "d100"), Self.record(2, "d10"), Self.record(3, "d1"), Self.record(4, "x1"), Self.record(5, "d2")]
+        streams.receivedFetchReply(from: 1, records: records, completeThrough: 5, published: 5, now: start, into: &delivered)
+        #expect(delivered.map(\.sequence).sorted() == [2, 3, 5])
+        #expect(streams.othersDropped == 3)  // d100 by d1's and d10's streams, d10 by d1's
+        #expect(streams.deliveredThrough == 5 && streams.isCaughtUp)
+    }
+
     @Test("an unanswered FETCH is sent again after the retry interval, not before; silence is reported once every stream's group is quiet")
     func fetchRetriedAndSilenceReported() {
         let start = ContinuousClock.now
