@@ -77,11 +77,6 @@ struct PublishedGroup {
         last = publishedSequence
         batchPrevious = publishedSequence
     }
-
-    func contains(device: String?) -> Bool {
-        guard let device else { return false }
-        return device.utf8.starts(with: prefix)
-    }
 }
 
 extension BusRecord: DeviceRecord {}

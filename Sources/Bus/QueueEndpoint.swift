@@ -268,6 +268,8 @@ public final class QueueEndpoint {
     private var eventBatch = BatchComposer()
     /// The topic groups subscribed (`grp.<prefix>/`), each with this round's records of its devices.
     private var publishedGroups: [PublishedGroup] = []
+    /// The published groups by prefix: a record finds its groups in one probe per prefix length, however many there are.
+    private var groupOfPrefix = PrefixIndex([])
 
     private struct PendingAcknowledgement {
         var routingID: [UInt8]
@@ -525,6 +527,7 @@ public final class QueueEndpoint {
         for prefix in subscribed.keys.sorted() where !known.contains(prefix) {
             publishedGroups.append(PublishedGroup(prefix: prefix, publishedSequence: publishedSequence))
         }
+        groupOfPrefix = PrefixIndex(publishedGroups.map { String(decoding: $0.prefix, as: UTF8.self) })
     }
 
     /// Counts and reports (rate-limited) a refused subscription and closes its connection: libzmq keeps
@@ -887,15 +890,17 @@ public final class QueueEndpoint {
                         try publishEventBatch()
                     }
                 }
-                if !publishedGroups.isEmpty, record.device != nil {
-                    for index in publishedGroups.indices where publishedGroups[index].contains(device: record.device) {
+                if !publishedGroups.isEmpty, let device = record.device {
+                    var full: [Int] = []
+                    groupOfPrefix.forEachPosition(prefixing: device) { index in
                         publishedGroups[index].batch.add { BusWire.appendBatchedRecord(record, to: &$0) }
                         publishedGroups[index].last = record.sequence
                         if publishedGroups[index].batch.count >= BusWire.maximumRecordsPerEventBatch
                             || publishedGroups[index].batch.byteCount >= BusWire.maximumEventBatchBytes {
-                            try publishGroupBatch(index)
+                            full.append(index)
                         }
                     }
+                    for index in full { try publishGroupBatch(index) }
                 }
                 recent.append(record)
                 publishedSequence = max(publishedSequence, record.sequence)

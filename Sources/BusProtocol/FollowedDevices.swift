@@ -16,9 +16,8 @@ public protocol DeviceRecord: SequencedRecord {
 public struct FollowedDevices<Record: DeviceRecord> {
     public let devices: [String]
     public private(set) var streams: [SubscriberState<Record>]
-    private let streamOfDevice: [String: Int]
-    /// The followed names' lengths in UTF-8 bytes, ascending: the prefixes of a record's device to look up.
-    private let nameLengths: [Int]
+    /// Each device's stream, and the streams whose device a record's device begins with (the groups that carry it).
+    private let streamOfDevice: PrefixIndex
     private let fetchRetryInterval: Duration
     /// Every run-wide record (no device) up to this sequence was delivered.
     public private(set) var runWideThrough: UInt64
@@ -38,8 +37,7 @@ public struct FollowedDevices<Record: DeviceRecord> {
         let unique = Array(Set(devices)).sorted()
         self.devices = unique
         streams = unique.map { _ in SubscriberState(startSequence: startSequence, configuration: configuration, now: now) }
-        streamOfDevice = Dictionary(uniqueKeysWithValues: unique.enumerated().map { ($1, $0) })
-        nameLengths = Set(unique.map(\.utf8.count)).sorted()
+        streamOfDevice = PrefixIndex(unique)
         fetchRetryInterval = configuration.fetchRetryInterval
         runWideThrough = max(1, startSequence) - 1
     }
@@ -68,7 +66,7 @@ public struct FollowedDevices<Record: DeviceRecord> {
     /// A group's records of one round, ascending, with `previous`, the group's record before the first.
     public mutating func receivedRecords(group: String, previous: UInt64, _ records: [Record], now: ContinuousClock.Instant,
                                          into delivered: inout [Record]) {
-        guard let index = streamOfDevice[group] else { return }
+        guard let index = streamOfDevice.position(of: group) else { return }
         var before = previous
         for record in records {
             streams[index].receivedLive(record, previous: before, now: now, into: &scratch)
@@ -79,7 +77,7 @@ public struct FollowedDevices<Record: DeviceRecord> {
 
     /// A group's heartbeat: its last published sequence.
     public mutating func receivedHeartbeat(group: String, last: UInt64, now: ContinuousClock.Instant) {
-        guard let index = streamOfDevice[group] else { return }
+        guard let index = streamOfDevice.position(of: group) else { return }
         streams[index].receivedHeartbeat(through: last, now: now)
     }
 
@@ -99,13 +97,8 @@ public struct FollowedDevices<Record: DeviceRecord> {
                 }
                 continue
             }
-            // A group holds the devices its device's name is a prefix of (in bytes, as topics match): each such
-            // stream orders the record. Looked up by prefix length, so a reply costs the same for any number of devices.
-            for length in nameLengths {
-                guard length <= device.utf8.count else { break }
-                let prefix = length == device.utf8.count ? device : String(decoding: device.utf8.prefix(length), as: UTF8.self)
-                if let index = streamOfDevice[prefix] { perStream[index].append(record) }
-            }
+            // A group holds the devices its device's name is a prefix of: each such stream orders the record.
+            streamOfDevice.forEachPosition(prefixing: device) { perStream[$0].append(record) }
         }
         if runWideThrough >= from - 1 { runWideThrough = max(runWideThrough, completeThrough) }
         for index in streams.indices {

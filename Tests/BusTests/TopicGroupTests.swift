@@ -54,6 +54,26 @@ struct TopicGroupTests {
         #expect(subscriber.counters.malformed.total == 0)
     }
 
+    @Test("groups that nest (device-, device-1, device-10) beside 200 that no device is in: each subscriber gets exactly its devices' events live, in order", .timeLimit(.minutes(5)))
+    func nestedAmongManyGroups() throws {
+        let queue = try QueueHarness(context: context) { _, _ in .duplicate(lastSequence: 0) }
+        let others = try context.socket(.subscriber)
+        defer { others.close() }
+        try others.connect(queue.eventsEndpoint)
+        for index in 0..<200 { try others.subscribe(to: BusWire.groupTopic("other-\(index)")) }
+        let prefixes = ["device-", "device-1", "device-10"]
+        let subscribers = try prefixes.map { try groupSubscriber(queue, prefix: $0) }
+        for subscriber in subscribers { #expect(try wait(for: subscriber) { subscriber.state == .live }) }
+        queue.appendEvents(400)
+        try #require(queue.wait { $0.eventsPublished == 400 })
+        let events = (0..<400).map(sampleEvent)
+        for (prefix, subscriber) in zip(prefixes, subscribers) {
+            let expected = events.filter { $0.device?.hasPrefix(prefix) == true }
+            #expect(try collect(subscriber, count: expected.count).map(\.event) == expected, "group \(prefix)")
+            #expect(subscriber.counters.gapsRecovered == 0, "group \(prefix)")
+        }
+    }
+
     @Test("a group subscriber whose messages were dropped at the high-water marks detects it and fills it by group FETCH", .timeLimit(.minutes(5)))
     func droppedMessagesAreFetched() throws {
         let queue = try QueueHarness(context: context, transport: .ipc, configure: { $0.sendHighWaterMark = 1 }) { _, _ in
