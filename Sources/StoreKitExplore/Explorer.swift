@@ -115,7 +115,7 @@ public struct ExplorationReport: Sendable {
         if let distinctStates { lines[0] += ", \(distinctStates) distinct states" }
         for found in violations {
             lines.append("violation \(found.invariant.rawValue) (\(found.invariant.rules)): \(found.message)")
-            lines.append("  seed \(found.seed), found after \(found.schedulesUntilFound) schedules; shrunk from \(found.choicesBeforeShrinking) choices / \(found.stepsBeforeShrinking) steps to \(found.choices.count) choices / \(found.stepsAfterShrinking) steps\(found.oneMinimal ? " (1-minimal)" : " (shrink budget spent)")")
+            lines.append("  seed \(found.seed), found after \(found.schedulesUntilFound) schedules; shrunk from \(found.choicesBeforeShrinking) choices / \(found.stepsBeforeShrinking) steps to \(found.choices.count) choices / \(found.stepsAfterShrinking) steps\(found.oneMinimal ? " (1-minimal)" : " (shrink budget spent: \(found.shrinkRuns) runs, \(found.shrinkSteps) steps)")")
             lines.append("  choices \(found.choices)")
         }
         if violations.isEmpty { lines.append("no violation") }

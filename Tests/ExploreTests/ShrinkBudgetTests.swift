@@ -24,7 +24,7 @@ import Testing
         // purchase, and in the last pass over the sequence in execution order.
         let runs = try [1, 1, 2].map { try Self.found(shrinkStepLimit: shrinkStepLimit, jobs: $0) }
         let first = runs[0]
-        #expect(!first.oneMinimal && first.summaryLine.hasSuffix("(shrink budget spent)"), "\(first.summaryLine)")
+        #expect(!first.oneMinimal && first.summaryLine.hasSuffix("(shrink budget spent: \(first.shrinkRuns) runs, \(first.shrinkSteps) steps)"), "\(first.summaryLine)")
         // Stopped by the budget: spent, and overrun by less than one run (a run of this scenario appends well under 200 events).
         #expect(first.shrinkSteps >= shrinkStepLimit && first.shrinkSteps < shrinkStepLimit + 200, "\(first.shrinkSteps)")
         #expect(first.stepsAfterShrinking <= first.stepsBeforeShrinking)
