@@ -16,7 +16,7 @@ struct ExploreCommand: AsyncParsableCommand {
             sequence, shrunk to a 1-minimal schedule, drawn as a sequence diagram (trace.mmd, trace.html) and written to \
             reproduce.json under --report DIR (default out/explore-<seed>). random and pct schedules, and the shrink, run \
             on --jobs threads; the result (violation, seeds, choices, steps, schedules, report files) is the same for \
-            every --jobs. Exit status: 0 no violation, 1 a violation \
+            every --jobs and machine (only --seconds can end the search where the machine's speed puts it). Exit status: 0 no violation, 1 a violation \
             (also when --reproduce reproduced it), 3 --reproduce did not give the recorded log.
             """)
 
@@ -34,6 +34,8 @@ struct ExploreCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seed of the exploration (default: a new one, printed).") var seed: UInt64?
     @Option(parsing: .unconditional, help: "Worker threads running random and pct schedules (default: this machine's active processors); the result is the same for every value. exhaustive runs on one.")
     var jobs: Int?
+    @Option(parsing: .unconditional, help: "Most simulation steps (events, summed over its runs) the shrink may spend, counted as one job would (default: \(Explorer.defaultShrinkStepLimit)).")
+    var shrinkSteps = Explorer.defaultShrinkStepLimit
     @Option(help: "Directory for trace.mmd, trace.html and reproduce.json of a violation (default: out/explore-<seed>).")
     var report: String?
     @Option(help: "Replay a reproduce.json exactly and check it gives the same log and violation.") var reproduce: String?
@@ -48,9 +50,11 @@ struct ExploreCommand: AsyncParsableCommand {
         guard (1...Self.maximumJobs).contains(workerCount) else {
             throw UserFacingError("--jobs is \(workerCount); use 1 to \(Self.maximumJobs) worker threads (default: this machine's \(ProcessInfo.processInfo.activeProcessorCount) active processors)")
         }
+        guard shrinkSteps >= 1 else { throw UserFacingError("--shrink-steps is \(shrinkSteps); use at least 1 (default: \(Explorer.defaultShrinkStepLimit))") }
         let explorationSeed = chooseSeed(seed)
         // A registered app's own code, as the user's `swift test` explores it (`Explorer(scenario:appLaunch:)`).
         var explorer = try scenario.apps.app.map { Explorer(scenario: scenario, appLaunch: try RegisteredApps.launch(for: $0), appPurchase: RegisteredApps.app(named: $0)?.purchase) } ?? Explorer(scenario: scenario)
+        explorer.shrinkStepLimit = shrinkSteps
         if isatty(STDERR_FILENO) == 1 {
             explorer.progress = { count, elapsed in
                 writeStandardError(String(format: "\rexplore: %d schedules, %.0f/s ", count, Double(count) / max(elapsed, 1e-9)))
@@ -93,7 +97,7 @@ struct ExploreCommand: AsyncParsableCommand {
                     ("devices", .int(found.devices)), ("purchasesPerDevice", .int(found.purchasesPerDevice)),
                     ("schedulesUntilFound", .int(found.schedulesUntilFound)),
                     ("secondsUntilFound", .double((found.secondsUntilFound * 1000).rounded() / 1000)),
-                    ("shrinkRuns", .int(found.shrinkRuns)), ("oneMinimal", .bool(found.oneMinimal)), ("shrinkSeconds", .double((found.shrinkSeconds * 1000).rounded() / 1000)),
+                    ("shrinkRuns", .int(found.shrinkRuns)), ("shrinkSteps", .int(found.shrinkSteps)), ("oneMinimal", .bool(found.oneMinimal)), ("shrinkSeconds", .double((found.shrinkSeconds * 1000).rounded() / 1000)),
                 ])
             })),
         ])

@@ -83,7 +83,9 @@ public struct FoundViolation: Sendable {
     /// Schedules explored up to and including the one that found it, and the time taken.
     public var schedulesUntilFound: Int
     public var secondsUntilFound: Double
+    /// The shrink's runs and the steps (events) they appended, as one job counts them (`Explorer.shrinkStepLimit`).
     public var shrinkRuns: Int
+    public var shrinkSteps: Int
     public var shrinkSeconds: Double
     /// False when the shrink budget ran out first (the schedule is smaller, not minimal).
     public var oneMinimal: Bool
@@ -113,7 +115,7 @@ public struct ExplorationReport: Sendable {
         if let distinctStates { lines[0] += ", \(distinctStates) distinct states" }
         for found in violations {
             lines.append("violation \(found.invariant.rawValue) (\(found.invariant.rules)): \(found.message)")
-            lines.append("  seed \(found.seed), found after \(found.schedulesUntilFound) schedules; shrunk from \(found.choicesBeforeShrinking) choices / \(found.stepsBeforeShrinking) steps to \(found.choices.count) choices / \(found.stepsAfterShrinking) steps\(found.oneMinimal ? " (1-minimal)" : " (shrink budget spent)")")
+            lines.append("  seed \(found.seed), found after \(found.schedulesUntilFound) schedules; shrunk from \(found.choicesBeforeShrinking) choices / \(found.stepsBeforeShrinking) steps to \(found.choices.count) choices / \(found.stepsAfterShrinking) steps\(found.oneMinimal ? " (1-minimal)" : " (shrink budget spent: \(found.shrinkRuns) runs, \(found.shrinkSteps) steps)")")
             lines.append("  choices \(found.choices)")
         }
         if violations.isEmpty { lines.append("no violation") }
@@ -145,9 +147,16 @@ public struct Explorer {
         maximumSteps ?? 10_000 + 1_000 * scenario.devices * max(1, scenario.apps.purchasesPerDevice)
     }
 
-    /// Most schedules and seconds one shrink may spend (the result is then smaller, not minimal).
+    /// Most runs, and most steps (events appended, summed over every run), one shrink may spend,
+    /// counted as one job would spend them, so where the budget ends the shrink is the same on every
+    /// machine and for every `jobs` (the result is then smaller, not minimal). The step default
+    /// is about 10 s of shrinking on a 2-core Linux machine.
     public var shrinkRunLimit = 20_000
-    public var shrinkSecondsLimit = 10.0
+    public var shrinkStepLimit = Explorer.defaultShrinkStepLimit
+    public static let defaultShrinkStepLimit = 200_000
+    /// An opt-in wall-clock limit on one shrink, in seconds (nil, the default: none). When it ends
+    /// a shrink, the result depends on the machine's speed and on `jobs`.
+    public var shrinkSecondsLimit: Double?
 
     /// Called at every launch of every device with its queue: the app's own code, which attaches
     /// its observers itself (StoreKitSim's `SimulatedApp.launch`). Nil uses the scenario's built-in behaviours.
@@ -285,12 +294,12 @@ public struct Explorer {
                     try explorer.execute(choices: PCTChoices(seed: scheduleSeed, depth: depth, length: length), scenario: runScenario,
                                          storage: explorer.reusedLog)
                 }
-                return (result.choices.count, result.violations.first.map { .violation($0, result, runScenario) })
+                return (result.choices.count, result.steps, result.violations.first.map { .violation($0, result, runScenario) })
             } catch {
-                return (0, .failure(error))
+                return (0, 0, .failure(error))
             }
         }
-        let (schedules, first) = ledger.outcome()
+        let (schedules, _, first) = ledger.outcome()
         switch first?.finding {
         case .failure(let error): throw error
         case .violation(let violation, let result, let runScenario):
@@ -327,8 +336,8 @@ public struct Explorer {
         pool?.post(ledger, attempt)
         var reported = 0
         while let (index, length) = ledger.claim() {
-            let (choices, finding) = attempt(self, index, length)
-            let completed = ledger.complete(index, choices: choices, finding: finding)
+            let (choices, steps, finding) = attempt(self, index, length)
+            let completed = ledger.complete(index, choices: choices, steps: steps, finding: finding)
             // Every 256 schedules, counted over all workers.
             if let progress, completed / 256 > reported / 256 {
                 reported = completed
@@ -413,22 +422,50 @@ public struct Explorer {
         return (keys, entries)
     }
 
+    /// What one shrink has spent, counted as serial trying spends it (runs past a step's first
+    /// failing candidate, or past the budget's end, that other workers made do not count).
+    struct ShrinkSpending {
+        var runs = 0
+        /// Events the counted runs appended, a failed run's up to where it stopped.
+        var steps = 0
+        /// True once the budget refused a run the shrink wanted: the result is then not 1-minimal.
+        var budgetSpent = false
+        /// The opt-in wall-clock end (`shrinkSecondsLimit`), else infinity.
+        let deadline: Double
+    }
+
+    /// True when the budget allows another run; false marks it spent. Checked before each run, as
+    /// `firstFailing` counts its candidates.
+    private func canRun(_ spent: inout ShrinkSpending) -> Bool {
+        let allowed = spent.runs < shrinkRunLimit && spent.steps < shrinkStepLimit && monotonicSeconds() < spent.deadline
+        if !allowed { spent.budgetSpent = true }
+        return allowed
+    }
+
+    /// Runs one candidate on this thread, counting its run and its steps (also when it throws).
+    private func counted(_ spent: inout ShrinkSpending, _ body: () throws -> ScheduleOutcome) rethrows -> ScheduleOutcome {
+        spent.runs += 1
+        reusedLog.removeAll()
+        defer { spent.steps += Int(reusedLog.lastSequence) }
+        return try body()
+    }
+
     /// Fewer devices, then fewer purchases, with the same choices, while `invariant` still fails.
     /// True when `scenario` got smaller.
     private func reduce(_ scenario: inout Scenario, keeping choices: [ChoiceEntry], keys: [ChoiceKey]?, _ invariant: AppInvariant,
-                        runs: inout Int) -> Bool {
+                        spent: inout ShrinkSpending) -> Bool {
         var changed = false
-        while scenario.devices > 1 {
+        while scenario.devices > 1, canRun(&spent) {
             var smaller = scenario
             smaller.devices -= 1
-            guard (try? fails(choices, keys: keys, invariant, smaller, runs: &runs)) != nil else { break }
+            guard (try? fails(choices, keys: keys, invariant, smaller, spent: &spent)) != nil else { break }
             scenario = smaller
             changed = true
         }
-        while scenario.apps.purchasesPerDevice > 1 {
+        while scenario.apps.purchasesPerDevice > 1, canRun(&spent) {
             var smaller = scenario
             smaller.apps.purchasesPerDevice -= 1
-            guard (try? fails(choices, keys: keys, invariant, smaller, runs: &runs)) != nil else { break }
+            guard (try? fails(choices, keys: keys, invariant, smaller, spent: &spent)) != nil else { break }
             scenario = smaller
             changed = true
         }
@@ -436,10 +473,8 @@ public struct Explorer {
     }
 
     private func fails(_ choices: [ChoiceEntry], keys: [ChoiceKey]?, _ invariant: AppInvariant, _ scenario: Scenario,
-                       runs: inout Int) throws -> ScheduleOutcome? {
-        runs += 1
-        reusedLog.removeAll()
-        let result = try execute(candidate: choices, keys: keys, scenario: scenario, storage: reusedLog)
+                       spent: inout ShrinkSpending) throws -> ScheduleOutcome? {
+        let result = try counted(&spent) { try execute(candidate: choices, keys: keys, scenario: scenario, storage: reusedLog) }
         return result.violations.contains { $0.invariant == invariant } ? result : nil
     }
 
@@ -457,34 +492,41 @@ public struct Explorer {
     /// A last pass shrinks the result as one sequence in execution order, the form reports and
     /// reproduce files hold, so it is 1-minimal in that form too.
     ///
+    /// All of it spends one budget (`shrinkRunLimit`, `shrinkStepLimit`), checked before each run;
+    /// when it refuses a run the result is smaller, not minimal (`oneMinimal` false).
     /// With `jobs` above 1 the candidates of a step (the removals of one chunk size, the
     /// simplifications from one position on) run on `jobs` threads, and the step takes the first
-    /// in serial order that still fails, so the result and `runs` (the runs serial trying makes)
-    /// are those of one job; runs past that candidate are thrown away.
+    /// in serial order that still fails, so the result, `runs` and `steps` (what serial trying
+    /// spends) are those of one job; runs past that candidate, or past the budget, are thrown away.
     public func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario,
-                       jobs: Int = 1) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
+                       jobs: Int = 1) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, steps: Int, oneMinimal: Bool) {
         let pool = makePool(jobs: jobs)
         defer { pool?.close() }
         return try shrink(choices, invariant: invariant, scenario: start, pool: pool)
     }
 
     private func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario,
-                        pool: WorkerPool?) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, oneMinimal: Bool) {
-        var runs = 1
+                        pool: WorkerPool?) throws -> (choices: [UInt64], scenario: Scenario, runs: Int, steps: Int, oneMinimal: Bool) {
+        var spent = ShrinkSpending(deadline: shrinkSecondsLimit.map { monotonicSeconds() + $0 } ?? .infinity)
+        let (shrunk, scenario) = try shrink(choices, invariant: invariant, scenario: start, pool: pool, spent: &spent)
+        return (shrunk, scenario, spent.runs, spent.steps, !spent.budgetSpent)
+    }
+
+    private func shrink(_ choices: [UInt64], invariant: AppInvariant, scenario start: Scenario, pool: WorkerPool?,
+                        spent: inout ShrinkSpending) throws -> (choices: [UInt64], scenario: Scenario) {
         var scenario = start
-        let deadline = monotonicSeconds() + shrinkSecondsLimit
-        func withinBudget() -> Bool { runs < shrinkRunLimit && monotonicSeconds() < deadline }
         // Where each choice came from: the schedule as found, run once recording it.
-        reusedLog.removeAll()
-        let found = try execute(choices: ReplayedChoices(choices), scenario: start, recordsKeys: true, storage: reusedLog)
+        let found = try counted(&spent) {
+            try execute(choices: ReplayedChoices(choices), scenario: start, recordsKeys: true, storage: reusedLog)
+        }
         let (keys, addressed) = Self.addressed(keys: found.keys, choices: found.choices)
 
         /// Shrinks `start` as long as anything goes; `keys` nil: as one sequence (every entry's key 0).
-        func minimise(_ start: [ChoiceEntry], keys: [ChoiceKey]?) throws -> (entries: [ChoiceEntry], oneMinimal: Bool) {
+        func minimise(_ start: [ChoiceEntry], keys: [ChoiceKey]?) throws -> [ChoiceEntry] {
             var current = Self.trimmed(start)
             // Fewer devices, then fewer purchases, with the same choices (tried again after each round).
             func reduceScenario(_ changed: inout Bool) {
-                if reduce(&scenario, keeping: current, keys: keys, invariant, runs: &runs) { changed = true }
+                if reduce(&scenario, keeping: current, keys: keys, invariant, spent: &spent) { changed = true }
             }
             // Each choice (last first) to 0, else to half its value, where the failure stays.
             func simplify(_ current: inout [ChoiceEntry], _ changed: inout Bool) throws {
@@ -493,18 +535,25 @@ public struct Explorer {
                     // The simplifications from `next` down, as far as serial trying would get within the
                     // run budget (it checks the budget before each position).
                     var candidates: [(index: Int, value: UInt64)] = []
+                    var truncated = false
                     for index in stride(from: next, through: 0, by: -1) where current[index].value != 0 {
-                        guard runs + candidates.count < shrinkRunLimit else { break }
+                        guard spent.runs + candidates.count < shrinkRunLimit else {
+                            truncated = true
+                            break
+                        }
                         for simpler in [0, current[index].value / 2] where simpler < current[index].value { candidates.append((index, simpler)) }
                     }
                     let base = current
-                    let hit = try firstFailing(candidates.count, invariant, keys: keys, runs: &runs, deadline: deadline, pool: pool,
+                    let hit = try firstFailing(candidates.count, invariant, keys: keys, spent: &spent, pool: pool,
                                                throwing: false) { [candidates, scenario] position in
                         var candidate = base
                         candidate[candidates[position].index].value = candidates[position].value
                         return (candidate, scenario)
                     }
-                    guard let hit else { break }
+                    guard let hit else {
+                        if truncated { spent.budgetSpent = true }
+                        break
+                    }
                     current[candidates[hit].index].value = candidates[hit].value
                     changed = true
                     next = candidates[hit].index - 1
@@ -512,18 +561,19 @@ public struct Explorer {
                 current = Self.trimmed(current)
             }
             var changed = true
-            while changed, withinBudget() {
+            while changed, canRun(&spent) {
                 changed = false
                 reduceScenario(&changed)
                 // Simplest values first (cheap, and it makes the removals below more likely to pass).
                 try simplify(&current, &changed)
                 // Delta debugging: remove chunks, halving the chunk size down to one choice.
                 var granularity = 2
-                while current.count >= 1, withinBudget() {
+                while current.count >= 1, canRun(&spent) {
                     let chunk = max(1, (current.count + granularity - 1) / granularity)
-                    let starts = Array(stride(from: 0, to: current.count, by: chunk).prefix(max(0, shrinkRunLimit - runs)))
+                    let allStarts = Array(stride(from: 0, to: current.count, by: chunk))
+                    let starts = Array(allStarts.prefix(max(0, shrinkRunLimit - spent.runs)))
                     let base = current
-                    let hit = try firstFailing(starts.count, invariant, keys: keys, runs: &runs, deadline: deadline, pool: pool,
+                    let hit = try firstFailing(starts.count, invariant, keys: keys, spent: &spent, pool: pool,
                                                throwing: true) { [scenario] position in
                         var candidate = base
                         candidate.removeSubrange(starts[position]..<min(base.count, starts[position] + chunk))
@@ -535,32 +585,31 @@ public struct Explorer {
                         changed = true
                         granularity = max(2, granularity - 1)
                     } else {
+                        if starts.count < allStarts.count { spent.budgetSpent = true }
                         if chunk == 1 { break }
                         granularity = min(current.count, granularity * 2)
                     }
                 }
                 try simplify(&current, &changed)
             }
-            // A last round that changed nothing tried every single removal and simplification: 1-minimal.
-            return (current, !changed)
+            // A last round that changed nothing, with the budget never spent, tried every single
+            // removal and simplification: 1-minimal (`budgetSpent` says which).
+            return current
         }
 
         let byKey = try minimise(addressed, keys: keys)
         // Removal cannot trade what needs a second purchase (the user's relaunch at its step) for what
         // one purchase shows (a kill, a repeated delivery): the same failure is searched for with fewer
-        // purchases, and what is found there is shrunk instead.
+        // purchases, and what is found there is shrunk instead, within the same budget.
         if scenario.apps.purchasesPerDevice > 1,
-           let fewer = try schedule(breaking: invariant, fewerPurchasesThan: scenario, runs: &runs, deadline: deadline) {
-            let shrunk = try shrink(fewer.choices, invariant: invariant, scenario: fewer.scenario, pool: pool)
-            return (shrunk.choices, shrunk.scenario, runs + shrunk.runs, shrunk.oneMinimal)
+           let fewer = try schedule(breaking: invariant, fewerPurchasesThan: scenario, spent: &spent) {
+            return try shrink(fewer.choices, invariant: invariant, scenario: fewer.scenario, pool: pool, spent: &spent)
         }
         // As one sequence in execution order: the values the shrunk schedule drew, which
         // `ReplayedChoices` replays exactly; then shrunk in that form.
-        runs += 1
-        reusedLog.removeAll()
-        let sequence = try execute(candidate: byKey.entries, keys: keys, scenario: scenario, storage: reusedLog)
+        let sequence = try counted(&spent) { try execute(candidate: byKey, keys: keys, scenario: scenario, storage: reusedLog) }
         let last = try minimise(sequence.choices.map { ChoiceEntry(key: 0, value: $0) }, keys: nil)
-        return (last.entries.map(\.value), scenario, runs, last.oneMinimal)
+        return (last.map(\.value), scenario)
     }
 
     /// Random schedules per purchase count that `shrink` tries when removal left more than one purchase.
@@ -569,19 +618,19 @@ public struct Explorer {
     /// The first random schedule, with fewer purchases than `scenario` (one, then two, …), that
     /// breaks `invariant`: its choices and scenario. Drawn from `scenario`'s seed alone, so it is the
     /// same for any number of jobs.
-    private func schedule(breaking invariant: AppInvariant, fewerPurchasesThan scenario: Scenario, runs: inout Int,
-                          deadline: Double) throws -> (choices: [UInt64], scenario: Scenario)? {
+    private func schedule(breaking invariant: AppInvariant, fewerPurchasesThan scenario: Scenario,
+                          spent: inout ShrinkSpending) throws -> (choices: [UInt64], scenario: Scenario)? {
         for purchases in 1..<scenario.apps.purchasesPerDevice {
             for index in 0..<Self.fewerPurchasesSearchLimit {
-                guard runs < shrinkRunLimit, monotonicSeconds() < deadline else { return nil }
+                guard canRun(&spent) else { return nil }
                 // The schedule keeps its seed (the log's header, the reproduce file); only its choices are new.
                 var smaller = scenario
                 smaller.apps.purchasesPerDevice = purchases
                 let choicesSeed = Self.scheduleSeed(scenario.seed ^ UInt64(purchases), index)
-                runs += 1
-                reusedLog.removeAll()
                 // A schedule that cannot run (one that does not end) is no candidate.
-                guard let outcome = try? execute(choices: SeededChoices(seed: choicesSeed), scenario: smaller, storage: reusedLog) else { continue }
+                guard let outcome = try? counted(&spent, {
+                    try execute(choices: SeededChoices(seed: choicesSeed), scenario: smaller, storage: reusedLog)
+                }) else { continue }
                 if outcome.violations.contains(where: { $0.invariant == invariant }) { return (outcome.choices, smaller) }
             }
         }
@@ -589,28 +638,35 @@ public struct Explorer {
     }
 
     /// The position of the first of `count` candidates (made by `candidate`) that still breaks
-    /// `invariant`, tried in order on this thread and the pool's until the deadline; `runs` grows by the runs
-    /// serial trying makes (up to and including that candidate). A candidate that throws counts
-    /// as not failing, or (`throwing`) ends the shrink with its error, as serial trying would.
-    private func firstFailing(_ count: Int, _ invariant: AppInvariant, keys: [ChoiceKey]?, runs: inout Int, deadline: Double, pool: WorkerPool?,
+    /// `invariant`, tried in order on this thread and the pool's while the budget lasts; `spent` grows
+    /// by the runs and steps serial trying makes (up to and including that candidate, or up to the
+    /// first the step budget refuses). A candidate that throws counts as not failing, or (`throwing`)
+    /// ends the shrink with its error, as serial trying would.
+    private func firstFailing(_ count: Int, _ invariant: AppInvariant, keys: [ChoiceKey]?, spent: inout ShrinkSpending, pool: WorkerPool?,
                               throwing: Bool,
                               _ candidate: @escaping @Sendable (_ position: Int) -> (choices: [ChoiceEntry], scenario: Scenario)) throws -> Int? {
+        guard count > 0, canRun(&spent) else { return nil }
         let now = monotonicSeconds()
-        guard count > 0, now < deadline else { return nil }
-        let ledger = ScheduleLedger(budget: ExplorationBudget(schedules: count, seconds: deadline - now), start: now, tracksLength: false)
+        let ledger = ScheduleLedger(budget: ExplorationBudget(schedules: count, seconds: spent.deadline - now), start: now, tracksLength: false,
+                                    stepBudget: shrinkStepLimit - spent.steps)
         inParallel(ledger, pool: pool, start: now) { explorer, position, _ in
             let (choices, scenario) = candidate(position)
             explorer.reusedLog.removeAll()
+            // The events appended before a throw count too: serial trying spends them.
+            var steps: Int { Int(explorer.reusedLog.lastSequence) }
             do {
                 let result = try explorer.execute(candidate: choices, keys: keys, scenario: scenario, storage: explorer.reusedLog)
-                guard let violation = result.violations.first(where: { $0.invariant == invariant }) else { return (0, nil) }
-                return (0, .violation(violation, result, scenario))
+                guard let violation = result.violations.first(where: { $0.invariant == invariant }) else { return (0, steps, nil) }
+                return (0, steps, .violation(violation, result, scenario))
             } catch {
-                return (0, throwing ? .failure(error) : nil)
+                return (0, steps, throwing ? .failure(error) : nil)
             }
         }
-        let (tried, first) = ledger.outcome()
-        runs += tried
+        let (tried, steps, first) = ledger.outcome()
+        spent.runs += tried
+        spent.steps += steps
+        // Fewer tried than asked, with nothing found: the budget ended the step.
+        if first == nil, tried < count { spent.budgetSpent = true }
         switch first?.finding {
         case .failure(let error): throw error
         case .violation: return first?.index
@@ -646,7 +702,7 @@ public struct Explorer {
                               choices: shrunk.choices, choicesBeforeShrinking: original.choices.count,
                               stepsBeforeShrinking: original.steps, stepsAfterShrinking: final.steps,
                               devices: shrunk.scenario.devices, purchasesPerDevice: shrunk.scenario.apps.purchasesPerDevice,
-                              schedulesUntilFound: schedules, secondsUntilFound: seconds, shrinkRuns: shrunk.runs,
+                              schedulesUntilFound: schedules, secondsUntilFound: seconds, shrinkRuns: shrunk.runs, shrinkSteps: shrunk.steps,
                               shrinkSeconds: shrinkSeconds, oneMinimal: shrunk.oneMinimal, mermaid: diagram.mermaid(), html: diagram.html(), reproduce: reproduce)
     }
 

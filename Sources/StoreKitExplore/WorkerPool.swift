@@ -5,8 +5,8 @@ import Foundation
 /// own log and header cache), started once per exploration.
 final class WorkerPool: @unchecked Sendable {
     /// What a worker does with index `index` (and pct length `length`) a ledger handed out: the
-    /// choices it made and what it found.
-    typealias Attempt = @Sendable (_ explorer: Explorer, _ index: Int, _ length: Int) -> (choices: Int, finding: ScheduleLedger.Finding?)
+    /// choices it made, the steps (events) it ran and what it found.
+    typealias Attempt = @Sendable (_ explorer: Explorer, _ index: Int, _ length: Int) -> (choices: Int, steps: Int, finding: ScheduleLedger.Finding?)
 
     // Guarded by `condition`.
     private let condition = NSCondition()
@@ -25,8 +25,8 @@ final class WorkerPool: @unchecked Sendable {
                 while let (ledger, attempt, generation) = nextTask(after: seen) {
                     seen = generation
                     while let (index, length) = ledger.claim() {
-                        let (choices, finding) = attempt(explorer, index, length)
-                        ledger.complete(index, choices: choices, finding: finding)
+                        let (choices, steps, finding) = attempt(explorer, index, length)
+                        ledger.complete(index, choices: choices, steps: steps, finding: finding)
                     }
                 }
                 condition.lock()

@@ -200,7 +200,7 @@ import Testing
     static func explore(_ make: @escaping @Sendable (String) -> [Base], schedules: Int = 40,
                         seconds: Double = 60) throws -> ExplorationReport {
         var explorer = explorer(make)
-        explorer.shrinkSecondsLimit = 2
+        explorer.shrinkStepLimit = 20_000
         let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: schedules, seconds: seconds), seed: 1)
         print(report.summary)
         return report

@@ -29,7 +29,7 @@ import Testing
     func buggyBehaviourIsCaught(index: Int) throws {
         let (behavior, observers, invariants) = Self.buggy[index]
         var explorer = Explorer(scenario: .exploration(observers: observers))
-        explorer.shrinkSecondsLimit = 2
+        explorer.shrinkStepLimit = 20_000
         let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 2_000, seconds: 60), seed: 1)
         let found = try #require(report.violations.first, "\(behavior) was not caught: \(report.summary)")
         #expect(invariants.contains(found.invariant), "\(behavior): \(report.summary)")
@@ -41,7 +41,7 @@ import Testing
         for (observers, invariant) in [([ObserverBehavior.sdkFinishesEarly, .deliverThenFinish], AppInvariant.grantBeforeFinish),
                                        ([.creditEveryDelivery], .grantedOnce)] {
             var explorer = Explorer(scenario: .exploration(observers: observers))
-            explorer.shrinkSecondsLimit = 2
+            explorer.shrinkStepLimit = 20_000
             let report = try explorer.explore(strategy: .pct(depth: 3), budget: ExplorationBudget(schedules: 2_000, seconds: 60), seed: 1)
             #expect(report.violations.first?.invariant == invariant, "\(report.summary)")
         }
@@ -169,7 +169,7 @@ import Testing
     @Test("The trace names every lifeline, marks the violation, and the HTML page needs nothing from outside")
     func traceIsDrawn() throws {
         var explorer = Explorer(scenario: .exploration(observers: [.sdkFinishesEarly, .deliverThenFinish]))
-        explorer.shrinkSecondsLimit = 2
+        explorer.shrinkStepLimit = 20_000
         let found = try #require(try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 100, seconds: 60)).violations.first)
         for lifeline in ["device", "sdkFinishesEarly-1", "deliverThenFinish-2", "queue", "store", "downloader"] {
             #expect(found.mermaid.contains("participant \(lifeline.replacingOccurrences(of: "-", with: "_")) as \(lifeline)"))
@@ -183,7 +183,7 @@ import Testing
     @Test("The command line's JSON carries the fixed fields")
     func jsonContract() throws {
         var explorer = Explorer(scenario: .exploration(observers: [.creditEveryDelivery]))
-        explorer.shrinkSecondsLimit = 1
+        explorer.shrinkStepLimit = 10_000
         let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 2_000, seconds: 60))
         let text = ExploreCommandJSON.render(report)
         for field in ["\"schedules\":", "\"schedulesPerSecond\":", "\"exhausted\":false", "\"violations\":[{\"invariant\":\"granted-once\"",

@@ -31,7 +31,7 @@ import Testing
     @Test("correct observers break no invariant over schedules with stalls and partitions")
     func correctObserversSurviveOutages() throws {
         var explorer = Explorer(scenario: .exploration(observers: [.downloadThenFinish, .audit], outages: true))
-        explorer.shrinkSecondsLimit = 2
+        explorer.shrinkStepLimit = 20_000
         let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 200, seconds: 60), seed: 1)
         #expect(report.violations.isEmpty, "\(report.summary)")
     }

@@ -18,11 +18,8 @@ import Testing
         ([.creditEveryDelivery], .pct(depth: 3), 2),
     ]
 
-    /// An explorer whose shrink is bounded by runs only, so its result cannot depend on timing.
     static func explorer(_ observers: [ObserverBehavior]) -> Explorer {
-        var explorer = Explorer(scenario: .exploration(observers: observers))
-        explorer.shrinkSecondsLimit = 600
-        return explorer
+        Explorer(scenario: .exploration(observers: observers))
     }
 
     @Test("random and pct on 4 jobs find the same violation as on 1: seed, choices, steps, schedules until found, report bytes",
@@ -49,8 +46,7 @@ import Testing
     func ownObservers() throws {
         func explore(jobs: Int) throws -> FoundViolation? {
             let app = SimulatedApp(storage: { Credits() }, belief: { AppBelief(credits: $0.credits) }, launch: { CreditsEveryDelivery($0) })
-            var explorer = Explorer(scenario: .exploration(observers: [.deliverThenFinish]), appLaunch: app.launch)
-            explorer.shrinkSecondsLimit = 600
+            let explorer = Explorer(scenario: .exploration(observers: [.deliverThenFinish]), appLaunch: app.launch)
             return try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 2_000, seconds: 600), seed: 6, jobs: jobs)
                 .violations.first
         }
@@ -96,7 +92,7 @@ import Testing
         #expect(!ledger.isSettled, "schedule 1, below the finding at 2, is still running")
         ledger.complete(1, choices: 10, finding: nil)
         #expect(ledger.isSettled, "everything below the finding at 2 finished; 3's result no longer matters")
-        let (schedules, first) = ledger.outcome()
+        let (schedules, _, first) = ledger.outcome()
         #expect(schedules == 3 && first?.index == 2)
         guard case .failure(let error) = first?.finding else { Issue.record("no failure recorded"); return }
         #expect((error as? Broke)?.index == 2)

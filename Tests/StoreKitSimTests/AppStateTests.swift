@@ -18,7 +18,7 @@ import Testing
         // Hosted content is another test's matter: this app does not download.
         scenario.catalog = try! Catalog(products: Catalog.sample.products.filter { $0.hostedContent.isEmpty })
         var explorer = Explorer(scenario: scenario, appLaunch: app.launch)
-        explorer.shrinkSecondsLimit = 3
+        explorer.shrinkStepLimit = 30_000
         return explorer
     }
 

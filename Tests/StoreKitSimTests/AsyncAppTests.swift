@@ -19,7 +19,7 @@ final class SimulatedAsyncServer: AsyncServer {
                                belief: { AppBelief(credits: $0.credits, restoresShownDone: $0.restoresShownDone) },
                                launch: make)
         var explorer = Explorer(scenario: scenario, appLaunch: app.launch)
-        explorer.shrinkSecondsLimit = 3
+        explorer.shrinkStepLimit = 30_000
         return explorer
     }
 

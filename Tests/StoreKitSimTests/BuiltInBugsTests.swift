@@ -85,7 +85,7 @@ import Testing
         let simulated = app.simulated
         var explorer = Explorer(scenario: .exploration(devices: 1, purchasesPerDevice: 3), appLaunch: simulated.launch,
                                 appPurchase: simulated.purchase)
-        explorer.shrinkSecondsLimit = 2
+        explorer.shrinkStepLimit = 20_000
         let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 2_000, seconds: 120), seed: 1, jobs: 2)
         let found = Set(report.violations.map(\.invariant))
         #expect(app.expected.isEmpty ? found.isEmpty : !found.isDisjoint(with: app.expected),

@@ -23,7 +23,7 @@ import Testing
     func appIsCorrect() throws {
         let checks = ServerChecks()
         var explorer = Explorer(scenario: try Self.scenario(), appLaunch: Self.app(checks: checks).launch)
-        explorer.shrinkSecondsLimit = 3
+        explorer.shrinkStepLimit = 30_000
         let report = try explorer.explore(strategy: .random, budget: ExplorationBudget(schedules: 300, seconds: 60), seed: 5)
         #expect(report.violations.isEmpty, "\(report.violations.map(\.message))")
         #expect(report.schedules == 300)
