@@ -44,6 +44,21 @@ import Testing
         #expect(Bundle.main.appStoreReceiptURL == nil)
     }
 
+    @Test("SKPaymentQueueDelegate: set on the queue and held weakly, its optional methods defaulting as StoreKit's; the code redemption sheet and price consent are calls that change nothing")
+    func queueDelegate() {
+        final class Delegate: NSObject, SKPaymentQueueDelegate {}
+        let queue = SKPaymentQueue.default()
+        var delegate: Delegate? = Delegate()
+        queue.delegate = delegate
+        #expect(queue.delegate === delegate)
+        #expect(delegate?.paymentQueueShouldShowPriceConsent(queue) == true)
+        queue.presentCodeRedemptionSheet()
+        queue.showPriceConsentIfNeeded()
+        #expect(queue.transactions.isEmpty)
+        delegate = nil
+        #expect(queue.delegate == nil)
+    }
+
     @Test("an NSObject observer on every device hears its own device's transactions through SKPaymentQueue.default()")
     func observerPerDevice() throws {
         var scenario = Scenario.exploration(devices: 2, purchasesPerDevice: 2, observers: [.deliverThenFinish])

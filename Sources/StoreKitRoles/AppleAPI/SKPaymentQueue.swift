@@ -25,6 +25,20 @@ extension SKPaymentTransactionObserver {
     public func paymentQueue(_ queue: SKPaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {}
 }
 
+/// `SKPaymentQueueDelegate`, with Apple's optional methods as defaults: continue the transaction, show the
+/// consent sheet. The simulated store changes no storefront and raises no price, so neither is ever asked.
+public protocol SKPaymentQueueDelegate: NSObjectProtocol {
+    func paymentQueue(_ paymentQueue: SKPaymentQueue, shouldContinue transaction: SKPaymentTransaction, in newStorefront: SKStorefront) -> Bool
+    func paymentQueueShouldShowPriceConsent(_ paymentQueue: SKPaymentQueue) -> Bool
+}
+
+extension SKPaymentQueueDelegate {
+    public func paymentQueue(_ paymentQueue: SKPaymentQueue, shouldContinue transaction: SKPaymentTransaction, in newStorefront: SKStorefront) -> Bool {
+        true
+    }
+    public func paymentQueueShouldShowPriceConsent(_ paymentQueue: SKPaymentQueue) -> Bool { true }
+}
+
 /// `SKPaymentQueue`: the payment queue of the simulated device whose app code is running.
 /// Its calls become commands to the simulator's queue; its observers are called as StoreKit calls them.
 open class SKPaymentQueue: NSObject, @unchecked Sendable {
@@ -59,6 +73,15 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     /// The device's queue below Apple's API, nil outside a simulated device's code: for this package's
     /// tests of apps that misuse it (forged commands, made-up transactions) where Apple's API has no way to.
     package var simulatedQueue: PaymentQueue? { device?.queue }
+
+    /// The app's delegate, held weakly as StoreKit holds it (`SKPaymentQueueDelegate`: never asked here).
+    open weak var delegate: (any SKPaymentQueueDelegate)?
+
+    /// The offer-code redemption sheet: the simulated store has no sheet and no offer codes, so nothing happens.
+    open func presentCodeRedemptionSheet() {}
+
+    /// The price-increase consent sheet: the simulated store raises no price, so there is never one to show.
+    open func showPriceConsentIfNeeded() {}
 
     /// The observers added to this queue, in the order added.
     open var transactionObservers: [any SKPaymentTransactionObserver] { attached.map(\.observer) }
