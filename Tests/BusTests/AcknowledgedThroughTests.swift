@@ -9,7 +9,7 @@ import ZeroMQ
 /// up. A client that judges "settled" from events must wait for them (found by PartitionRunTests:
 /// an observer declared its devices settled before hearing its last purchase, leaving it pending).
 @Suite struct AcknowledgedThroughTests {
-    @Test("a sender remembers the highest sequence its answers named, and the subscriber says when it has delivered through it", .timeLimit(.minutes(5)))
+    @Test("a sender remembers the highest sequence its answers named, and the subscriber says when it has delivered through it", .timeLimit(.minutes(10)))
     func answersAheadOfEvents() throws {
         let context = try ZeroMQContext()
         let queue = try QueueHarness(context: context) { command, appender in

@@ -42,7 +42,7 @@ struct AcknowledgementBurstTests {
         #expect(queue.wait(within: .seconds(10)) { _ in queue.connectedPeers.requesters == 0 })
     }
 
-    @Test("a burst of ACKs twice a sender's default window reaches a reader that reads late, none dropped", .timeLimit(.minutes(5)))
+    @Test("a burst of ACKs twice a sender's default window reaches a reader that reads late, none dropped", .timeLimit(.minutes(10)))
     func windowArrivesWhole() throws {
         let commands = 8_192
         let queue = try QueueHarness(context: context, transport: .ipc) { _, _ in .accepted([]) }
@@ -59,7 +59,7 @@ struct AcknowledgementBurstTests {
         #expect(queue.loopFailure == nil)
     }
 
-    @Test("ACKs beyond the reply queue of a peer that never reads are dropped and counted; the queue goes on", .timeLimit(.minutes(5)))
+    @Test("ACKs beyond the reply queue of a peer that never reads are dropped and counted; the queue goes on", .timeLimit(.minutes(10)))
     func overflowIsCounted() throws {
         let commands = 20_000
         let queue = try QueueHarness(context: context, transport: .ipc, configure: { $0.replyHighWaterMark = 10 }) { _, _ in .accepted([]) }

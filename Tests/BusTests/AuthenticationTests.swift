@@ -13,7 +13,7 @@ struct AuthenticationTests {
         context = try ZeroMQContext()
     }
 
-    @Test("an allowed key is served; an unknown key and a client without CURVE are refused", .timeLimit(.minutes(5)))
+    @Test("an allowed key is served; an unknown key and a client without CURVE are refused", .timeLimit(.minutes(10)))
     func allowList() throws {
         let server = try CurveKeyPair.generate()
         let allowed = try CurveKeyPair.generate()
@@ -55,7 +55,7 @@ struct AuthenticationTests {
         #expect(try request(trusted, ["PING".bytes], within: .seconds(10))?.first == "PONG".bytes)
     }
 
-    @Test("an EventSubscriber with an allowed key receives events; one with an unknown key does not", .timeLimit(.minutes(5)))
+    @Test("an EventSubscriber with an allowed key receives events; one with an unknown key does not", .timeLimit(.minutes(10)))
     func subscribers() throws {
         let server = try CurveKeyPair.generate()
         let allowed = try CurveKeyPair.generate()
@@ -76,7 +76,7 @@ struct AuthenticationTests {
     }
 
     @Test("issue 30: a forging client with an allowed app key is refused the store's and the downloader's commands and other devices', and the refusal names its key and role",
-          .timeLimit(.minutes(5)))
+          .timeLimit(.minutes(10)))
     func rolesEnforced() throws {
         let server = try CurveKeyPair.generate()
         let app = try CurveKeyPair.generate()
@@ -129,7 +129,7 @@ struct AuthenticationTests {
     }
 
     @Test("issue 30: with CURVE an app key's FETCH returns only its own devices' events, whatever it asks for; the store's key gets every event",
-          .timeLimit(.minutes(5)))
+          .timeLimit(.minutes(10)))
     func fetchLimitedToTheKeysDevices() throws {
         let server = try CurveKeyPair.generate()
         let app = try CurveKeyPair.generate()
@@ -172,7 +172,7 @@ struct AuthenticationTests {
     }
 
     @Test("issue 30: with CURVE an app key's subscriptions to `all`, `evt.`, another device and a wide group close its connection and are logged with its key and role; its own device's topic and a load driver's group are heard",
-          .timeLimit(.minutes(5)))
+          .timeLimit(.minutes(10)))
     func subscriptionsHeldToTheKeysDevices() throws {
         let server = try CurveKeyPair.generate()
         let app = try CurveKeyPair.generate()
@@ -247,7 +247,7 @@ struct AuthenticationTests {
     }
 
     @Test("issue 30: a subscriber following its key's devices one group each hears only their events, caught up and live, each device in order; the other devices its groups carry are dropped",
-          .timeLimit(.minutes(5)))
+          .timeLimit(.minutes(10)))
     func followedDevicesHearOnlyTheirOwn() throws {
         let server = try CurveKeyPair.generate()
         let app = try CurveKeyPair.generate()

@@ -22,7 +22,7 @@ struct BoundedResourceTests {
         #expect(queue.wait(within: .seconds(20)) { $0.eventsPublished >= count })
     }
 
-    @Test("5,000 FETCHes whose replies are never read leave at most the per-peer byte limit queued", .timeLimit(.minutes(5)))
+    @Test("5,000 FETCHes whose replies are never read leave at most the per-peer byte limit queued", .timeLimit(.minutes(10)))
     func unreadFetchReplies() throws {
         let perPeerLimit = 2 << 20
         let queue = try QueueHarness(context: context, configure: { $0.maximumQueuedFetchBytesPerPeer = perPeerLimit }) { _, _ in
@@ -93,7 +93,7 @@ struct BoundedResourceTests {
     context.term()
     """
 
-    @Test("DEALERs that PING and never read hold at most the total reply limit; a reader is still answered", .timeLimit(.minutes(5)),
+    @Test("DEALERs that PING and never read hold at most the total reply limit; a reader is still answered", .timeLimit(.minutes(10)),
           .enabled(if: pythonHasZeroMQ, "needs python3 with pyzmq (scripts/setup installs it) for clients in another process"))
     func unreadRepliesOverAllPeers() throws {
         let totalLimit = 1 << 20
@@ -168,7 +168,7 @@ struct BoundedResourceTests {
         return probe.terminationStatus == 0
     }()
 
-    @Test("30 subscribers that never read cost the queue less than 200 MB for 50,000 events", .timeLimit(.minutes(5)),
+    @Test("30 subscribers that never read cost the queue less than 200 MB for 50,000 events", .timeLimit(.minutes(10)),
           .enabled(if: pythonHasZeroMQ, "needs python3 with pyzmq (scripts/setup installs it) for subscribers in another process"))
     func stalledSubscribers() throws {
         let queue = try QueueHarness(context: context) { _, _ in .duplicate(lastSequence: 0) }
@@ -195,7 +195,7 @@ struct BoundedResourceTests {
         print("stalled subscribers: resident memory of the queue's process grew by \(growth >> 20) MB")
     }
 
-    @Test("a subscription longer than any topic closes its connection; the longest real topic is kept", .timeLimit(.minutes(5)),
+    @Test("a subscription longer than any topic closes its connection; the longest real topic is kept", .timeLimit(.minutes(10)),
           arguments: Transport.allCases)
     func oversizedSubscription(transport: Transport) throws {
         let queue = try QueueHarness(context: context, transport: transport) { _, _ in .duplicate(lastSequence: 0) }
@@ -223,7 +223,7 @@ struct BoundedResourceTests {
         #expect(try stranger.receive(timeout: .zero) == nil)
     }
 
-    @Test("connections beyond maximumPeers are refused during the handshake and counted", .timeLimit(.minutes(5)))
+    @Test("connections beyond maximumPeers are refused during the handshake and counted", .timeLimit(.minutes(10)))
     func peerLimit() throws {
         let queue = try QueueHarness(context: context, configure: { $0.maximumPeers = 3 }) { _, _ in .duplicate(lastSequence: 0) }
         var dealers: [Socket] = []
@@ -250,7 +250,7 @@ struct BoundedResourceTests {
         #expect(try request(next, ["PING".bytes], within: .seconds(10))?.first == "PONG".bytes)
     }
 
-    @Test("a flood of garbage is counted in full but reported at most once per reason per interval", .timeLimit(.minutes(5)))
+    @Test("a flood of garbage is counted in full but reported at most once per reason per interval", .timeLimit(.minutes(10)))
     func refusalReportsAreRateLimited() throws {
         let queue = try QueueHarness(context: context, configure: { $0.refusalReportInterval = .seconds(60) }) { _, _ in
             .duplicate(lastSequence: 0)

@@ -16,7 +16,7 @@ struct BusTests {
 
     // MARK: Publish and subscribe
 
-    @Test("events published after durable appends arrive decoded and equal", .timeLimit(.minutes(5)), arguments: Transport.allCases)
+    @Test("events published after durable appends arrive decoded and equal", .timeLimit(.minutes(10)), arguments: Transport.allCases)
     func roundTrip(transport: Transport) throws {
         let queue = try QueueHarness(context: context, transport: transport) { command, appender in
             .accepted([try appender.append(.appLaunched(device: command.body.device), commandID: command.id, timestamp: 7)])
@@ -63,7 +63,7 @@ struct BusTests {
         }
     }
 
-    @Test("a late joiner receives the 500 events published before it started, in order", .timeLimit(.minutes(5)))
+    @Test("a late joiner receives the 500 events published before it started, in order", .timeLimit(.minutes(10)))
     func lateJoiner() throws {
         let queue = try QueueHarness(context: context) { _, _ in .duplicate(lastSequence: 0) }
         queue.appendEvents(500)
@@ -80,7 +80,7 @@ struct BusTests {
         #expect(subscriber.counters.gapsRecovered == 0)
     }
 
-    @Test("a late joiner starting mid-log is served from the log on disk, not from memory", .timeLimit(.minutes(5)))
+    @Test("a late joiner starting mid-log is served from the log on disk, not from memory", .timeLimit(.minutes(10)))
     func fetchFromDisk() throws {
         let queue = try QueueHarness(context: context, configure: { $0.recentRecordCapacity = 100 }) { _, _ in .duplicate(lastSequence: 0) }
         queue.appendEvents(1_000)
@@ -96,7 +96,7 @@ struct BusTests {
         #expect(queue.counters.fetchReadFailures == 0)
     }
 
-    @Test("a slow subscriber past its high-water mark recovers all 5,000 events in order", .timeLimit(.minutes(5)))
+    @Test("a slow subscriber past its high-water mark recovers all 5,000 events in order", .timeLimit(.minutes(10)))
     func slowSubscriber() throws {
         let queue = try QueueHarness(context: context, transport: .ipc, configure: { $0.sendHighWaterMark = 10 }) { _, _ in
             .duplicate(lastSequence: 0)
@@ -121,7 +121,7 @@ struct BusTests {
 
     // MARK: Commands
 
-    @Test("the same command id sent twice, or retried after a lost ACK, takes effect once", .timeLimit(.minutes(5)))
+    @Test("the same command id sent twice, or retried after a lost ACK, takes effect once", .timeLimit(.minutes(10)))
     func duplicateCommands() throws {
         let handler = DedupingHandler()
         let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }
@@ -160,7 +160,7 @@ struct BusTests {
         #expect(logged.count == 2)
     }
 
-    @Test("many commands in flight at once are all acknowledged, in a bounded window", .timeLimit(.minutes(5)))
+    @Test("many commands in flight at once are all acknowledged, in a bounded window", .timeLimit(.minutes(10)))
     func pipelining() throws {
         let handler = DedupingHandler()
         let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }
@@ -191,7 +191,7 @@ struct BusTests {
         #expect(handler.appliedCount == 1_000)
     }
 
-    @Test("a sender answered \"duplicate\" for a command it sent once says another client used its id", .timeLimit(.minutes(5)))
+    @Test("a sender answered \"duplicate\" for a command it sent once says another client used its id", .timeLimit(.minutes(10)))
     func duplicateOfUnsentCommandFails() throws {
         let handler = DedupingHandler()
         let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }
@@ -226,7 +226,7 @@ struct BusTests {
         #expect(handler.appliedCount == 2)
     }
 
-    @Test("a sender with no queue retries, then gives up with a clear error", .timeLimit(.minutes(5)))
+    @Test("a sender with no queue retries, then gives up with a clear error", .timeLimit(.minutes(10)))
     func senderGivesUp() throws {
         let endpoint = "ipc:///tmp/bus-nobody-\(UUID().uuidString.prefix(8)).ipc"
         var configuration = CommandSenderConfiguration(origin: "lonely", requestsEndpoint: endpoint)
@@ -257,7 +257,7 @@ struct BusTests {
 
     // MARK: Malformed input
 
-    @Test("garbage requests are refused with a reason, counted, and never reach the log", .timeLimit(.minutes(5)))
+    @Test("garbage requests are refused with a reason, counted, and never reach the log", .timeLimit(.minutes(10)))
     func garbageRequests() throws {
         let handler = DedupingHandler()
         let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }
@@ -321,7 +321,7 @@ struct BusTests {
         #expect(queue.loopFailure == nil)
     }
 
-    @Test("a subscriber refuses malformed published messages and still delivers good ones", .timeLimit(.minutes(5)))
+    @Test("a subscriber refuses malformed published messages and still delivers good ones", .timeLimit(.minutes(10)))
     func garbagePublished() throws {
         let publisher = try context.socket(.publisher)
         try publisher.bind("tcp://127.0.0.1:*")
@@ -363,7 +363,7 @@ struct BusTests {
 
     // MARK: Liveness and security
 
-    @Test("a dead publisher is reported within the silence timeout; heartbeats keep a live one live", .timeLimit(.minutes(5)))
+    @Test("a dead publisher is reported within the silence timeout; heartbeats keep a live one live", .timeLimit(.minutes(10)))
     func deadPublisher() throws {
         let queue = try QueueHarness(context: context) { _, _ in .duplicate(lastSequence: 0) }
         var configuration = EventSubscriberConfiguration(eventsEndpoint: queue.eventsEndpoint, requestsEndpoint: queue.requestsEndpoint)
@@ -385,7 +385,7 @@ struct BusTests {
         #expect(changes.withLock { $0 } == [.live, .publisherSilent])
     }
 
-    @Test("with CURVE, the right server key receives events and a wrong one receives nothing", .timeLimit(.minutes(5)))
+    @Test("with CURVE, the right server key receives events and a wrong one receives nothing", .timeLimit(.minutes(10)))
     func curve() throws {
         let server = try CurveKeyPair.generate()
         let queue = try QueueHarness(context: context, configure: { $0.curveServerSecretKey = server.secretKey }) { command, appender in

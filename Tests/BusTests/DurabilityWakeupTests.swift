@@ -8,7 +8,7 @@ import ZeroMQ
 /// `step` is woken by the log's durability hook, not by a short poll timer.
 @Suite("The queue endpoint wakes on durability")
 struct DurabilityWakeupTests {
-    @Test("a command is acknowledged within a few steps whose timeout is 20 s, woken by onDurable", .timeLimit(.minutes(5)))
+    @Test("a command is acknowledged within a few steps whose timeout is 20 s, woken by onDurable", .timeLimit(.minutes(10)))
     func wokenByDurability() throws {
         let context = try ZeroMQContext()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("wakeup-\(UUID().uuidString)")

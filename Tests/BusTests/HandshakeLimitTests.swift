@@ -13,7 +13,7 @@ struct HandshakeLimitTests {
         context = try ZeroMQContext()
     }
 
-    @Test("TCP connections that send nothing neither count as peers nor stay open beyond the limit; a new client is served", .timeLimit(.minutes(5)))
+    @Test("TCP connections that send nothing neither count as peers nor stay open beyond the limit; a new client is served", .timeLimit(.minutes(10)))
     func halfOpenConnections() throws {
         let maximumPeers = 3
         let queue = try QueueHarness(context: context, configure: {

@@ -74,7 +74,7 @@ struct SubscriptionLimitTests {
     }
 
     @Test("a connection registering thousands of topics is closed; an honest subscriber keeps hearing events",
-          .timeLimit(.minutes(5)), arguments: Transport.allCases)
+          .timeLimit(.minutes(10)), arguments: Transport.allCases)
     func subscriptionFlood(transport: Transport) throws {
         let queue = try QueueHarness(context: context, transport: transport, configure: { $0.maximumSubscriptionsPerSubscriber = 64 }) { _, _ in
             .duplicate(lastSequence: 0)
@@ -100,7 +100,7 @@ struct SubscriptionLimitTests {
         #expect(queue.connectedPeers.subscribers == 1)
     }
 
-    @Test("a subscription to a topic the queue never publishes closes its connection", .timeLimit(.minutes(5)),
+    @Test("a subscription to a topic the queue never publishes closes its connection", .timeLimit(.minutes(10)),
           arguments: [Array("zz".utf8), Array("evt./etc/passwd".utf8), [0x02, 0x03]])
     func refusedShape(message: [UInt8]) throws {
         let queue = try QueueHarness(context: context) { _, _ in .duplicate(lastSequence: 0) }

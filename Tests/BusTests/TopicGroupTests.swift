@@ -28,7 +28,7 @@ struct TopicGroupTests {
         return try EventSubscriber(context: context, configuration: configuration)
     }
 
-    @Test("a group subscriber catches up from the log and from memory, then follows live, with only its devices' events", .timeLimit(.minutes(5)))
+    @Test("a group subscriber catches up from the log and from memory, then follows live, with only its devices' events", .timeLimit(.minutes(10)))
     func catchUpAndLive() throws {
         let queue = try QueueHarness(context: context, configure: { $0.recentRecordCapacity = 100 }) { _, _ in .duplicate(lastSequence: 0) }
         queue.appendEvents(1_000)
@@ -54,7 +54,7 @@ struct TopicGroupTests {
         #expect(subscriber.counters.malformed.total == 0)
     }
 
-    @Test("groups that nest (device-, device-1, device-10) beside 200 that no device is in: each subscriber gets exactly its devices' events live, in order", .timeLimit(.minutes(5)))
+    @Test("groups that nest (device-, device-1, device-10) beside 200 that no device is in: each subscriber gets exactly its devices' events live, in order", .timeLimit(.minutes(10)))
     func nestedAmongManyGroups() throws {
         let queue = try QueueHarness(context: context) { _, _ in .duplicate(lastSequence: 0) }
         let others = try context.socket(.subscriber)
@@ -74,7 +74,7 @@ struct TopicGroupTests {
         }
     }
 
-    @Test("a group subscriber whose messages were dropped at the high-water marks detects it and fills it by group FETCH", .timeLimit(.minutes(5)))
+    @Test("a group subscriber whose messages were dropped at the high-water marks detects it and fills it by group FETCH", .timeLimit(.minutes(10)))
     func droppedMessagesAreFetched() throws {
         let queue = try QueueHarness(context: context, transport: .ipc, configure: { $0.sendHighWaterMark = 1 }) { _, _ in
             .duplicate(lastSequence: 0)

@@ -28,7 +28,7 @@ struct WireVersionTests {
     }
 
     @Test("a version-2 sender and subscriber batch: 600 commands in fewer CMDS, their answers in fewer ACKS, the events in fewer messages",
-          .timeLimit(.minutes(5)))
+          .timeLimit(.minutes(10)))
     func batchesEndToEnd() throws {
         let handler = DedupingHandler()
         let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }
@@ -78,7 +78,7 @@ struct WireVersionTests {
     }
 
     @Test("a version-1 client (CMD and a SUB on `evt.`) is answered and published to as before, beside a version-2 subscriber",
-          .timeLimit(.minutes(5)))
+          .timeLimit(.minutes(10)))
     func version1BesideVersion2() throws {
         let queue = try QueueHarness(context: context) { command, appender in
             .accepted([try appender.append(.appLaunched(device: command.body.device), commandID: command.id, timestamp: 3)])
@@ -180,7 +180,7 @@ struct WireVersionTests {
     }
 
     @Test("a version-2 sender reports with each command what it had heard and its lowest unanswered number; a version-1 CMD reports nothing",
-          .timeLimit(.minutes(5)))
+          .timeLimit(.minutes(10)))
     func senderReports() throws {
         let handler = DedupingHandler()
         let queue = try QueueHarness(context: context) { command, appender in try handler.handle(command, appender) }

@@ -77,7 +77,7 @@ final class FlusherHold: @unchecked Sendable {
 
     // A flushUnlessSyncing that waited for the flusher's held sync would never return: the time limit fails it.
     @Test("flushUnlessSyncing syncs at once when no sync runs, and hands its records to the flusher's next round while one does",
-          .timeLimit(.minutes(5)))
+          .timeLimit(.minutes(10)))
     func flushUnlessSyncing() throws {
         try withTemporaryDirectory { directory in
             var configuration = smallSegments(

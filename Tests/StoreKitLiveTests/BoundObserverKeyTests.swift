@@ -72,7 +72,7 @@ import ZeroMQ
     }
 
     @Test("issue 30: observer processes whose keys are bound to their own devices alone complete every lifecycle with nothing lost; a client holding such a key is still refused the store's command",
-          .timeLimit(.minutes(3)))
+          .timeLimit(.minutes(10)))
     func observersBoundToTheirDevices() throws {
         let scratch = URL(fileURLWithPath: "/tmp/skb-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)

@@ -12,7 +12,7 @@ struct AcceptedConnectionTests {
         context = try ZeroMQContext()
     }
 
-    @Test("an XPUB's subscription names its connection's descriptor, which shuts down that connection only", .timeLimit(.minutes(5)))
+    @Test("an XPUB's subscription names its connection's descriptor, which shuts down that connection only", .timeLimit(.minutes(10)))
     func shutDownOneConnection() throws {
         let publisher = try context.socket(.extendedPublisher)
         try publisher.set(.extendedPublisherVerboser, true)

@@ -10,7 +10,7 @@ struct ErrorAndOptionTests {
         context = try ZeroMQContext()
     }
 
-    @Test("binding an endpoint twice fails with EADDRINUSE and a hint", .timeLimit(.minutes(5)))
+    @Test("binding an endpoint twice fails with EADDRINUSE and a hint", .timeLimit(.minutes(10)))
     func addressInUse() throws {
         let first = try context.socket(.publisher)
         try first.bind("tcp://127.0.0.1:*")
@@ -23,7 +23,7 @@ struct ErrorAndOptionTests {
         #expect(error.map { String(describing: $0) }?.contains("Address already in use") == true)
     }
 
-    @Test("malformed or unsupported endpoints are reported, not crashed on", .timeLimit(.minutes(5)))
+    @Test("malformed or unsupported endpoints are reported, not crashed on", .timeLimit(.minutes(10)))
     func malformedEndpoints() throws {
         let socket = try context.socket(.dealer)
         let malformed = #expect(throws: ZeroMQError.self) { try socket.connect("tcp//127.0.0.1:5555") }
@@ -40,7 +40,7 @@ struct ErrorAndOptionTests {
         #expect(notBound?.code == ENOENT)
     }
 
-    @Test("operations on a closed socket throw instead of crashing", .timeLimit(.minutes(5)))
+    @Test("operations on a closed socket throw instead of crashing", .timeLimit(.minutes(10)))
     func closedSocket() throws {
         let socket = try context.socket(.pair)
         socket.close()
@@ -58,7 +58,7 @@ struct ErrorAndOptionTests {
         #expect(pollError?.kind == .socketClosed)
     }
 
-    @Test("invalid arguments are rejected before reaching libzmq", .timeLimit(.minutes(5)))
+    @Test("invalid arguments are rejected before reaching libzmq", .timeLimit(.minutes(10)))
     func invalidArguments() throws {
         let socket = try context.socket(.dealer)
         #expect(throws: ZeroMQError.self) { try socket.send([]) }
@@ -68,7 +68,7 @@ struct ErrorAndOptionTests {
         #expect(writeOnly?.kind == .invalidArgument)
     }
 
-    @Test("heartbeat options can be set and read back", .timeLimit(.minutes(5)))
+    @Test("heartbeat options can be set and read back", .timeLimit(.minutes(10)))
     func heartbeatOptions() throws {
         let socket = try context.socket(.dealer)
         #expect(try socket.get(.heartbeatInterval) == .zero)
@@ -80,7 +80,7 @@ struct ErrorAndOptionTests {
         #expect(try socket.get(.heartbeatTimeout) == .milliseconds(750))
     }
 
-    @Test("typed options round-trip through libzmq", .timeLimit(.minutes(5)))
+    @Test("typed options round-trip through libzmq", .timeLimit(.minutes(10)))
     func optionRoundTrips() throws {
         let socket = try context.socket(.router)
         #expect(try socket.get(.linger) == .zero)  // made explicit by ZeroMQContext.socket
@@ -117,7 +117,7 @@ struct ErrorAndOptionTests {
         try publisher.set(.extendedPublisherVerbose, true)
     }
 
-    @Test("a terminated context refuses new sockets with ETERM", .timeLimit(.minutes(5)))
+    @Test("a terminated context refuses new sockets with ETERM", .timeLimit(.minutes(10)))
     func terminatedContext() throws {
         let context = try ZeroMQContext()
         do {
@@ -131,7 +131,7 @@ struct ErrorAndOptionTests {
         #expect(error?.hint?.contains("terminated") == true)
     }
 
-    @Test("shutdown interrupts a receive blocked in another thread with ETERM", .timeLimit(.minutes(5)))
+    @Test("shutdown interrupts a receive blocked in another thread with ETERM", .timeLimit(.minutes(10)))
     func shutdownInterruptsBlockedReceive() throws {
         let context = try ZeroMQContext()
         let socket = try context.socket(.pull)
@@ -166,7 +166,7 @@ struct CurveTests {
         context = try ZeroMQContext()
     }
 
-    @Test("key pairs are 40-character Z85 keys and the public key derives from the secret", .timeLimit(.minutes(5)))
+    @Test("key pairs are 40-character Z85 keys and the public key derives from the secret", .timeLimit(.minutes(10)))
     func keyGeneration() throws {
         let pair = try CurveKeyPair.generate()
         #expect(pair.publicKey.z85.count == 40)
@@ -177,7 +177,7 @@ struct CurveTests {
         #expect(try CurveKeyPair.generate() != pair)
     }
 
-    @Test("malformed Z85 keys are rejected with a clear error", .timeLimit(.minutes(5)))
+    @Test("malformed Z85 keys are rejected with a clear error", .timeLimit(.minutes(10)))
     func invalidKeys() throws {
         let tooShort = #expect(throws: ZeroMQError.self) { try CurveKey(z85: "abc") }
         #expect(tooShort?.kind == .invalidCurveKey)
@@ -210,7 +210,7 @@ struct CurveTests {
         return client
     }
 
-    @Test("a client with the right server key talks to a CURVE ROUTER", .timeLimit(.minutes(5)))
+    @Test("a client with the right server key talks to a CURVE ROUTER", .timeLimit(.minutes(10)))
     func authenticatedExchange() throws {
         let serverKeys = try CurveKeyPair.generate()
         let (server, endpoint) = try makeServer(keys: serverKeys)
@@ -226,7 +226,7 @@ struct CurveTests {
         }
     }
 
-    @Test("a CURVE PUB reaches a SUB that knows its key", .timeLimit(.minutes(5)))
+    @Test("a CURVE PUB reaches a SUB that knows its key", .timeLimit(.minutes(10)))
     func authenticatedPublishSubscribe() throws {
         let serverKeys = try CurveKeyPair.generate()
         let publisher = try context.socket(.publisher)
@@ -244,7 +244,7 @@ struct CurveTests {
             == ["topic".bytes, "data".bytes])
     }
 
-    @Test("a client with the wrong server key gets nothing through", .timeLimit(.minutes(5)))
+    @Test("a client with the wrong server key gets nothing through", .timeLimit(.minutes(10)))
     func wrongServerKey() throws {
         let serverKeys = try CurveKeyPair.generate()
         let (server, endpoint) = try makeServer(keys: serverKeys)

@@ -10,13 +10,13 @@ struct MessagingTests {
         context = try ZeroMQContext()
     }
 
-    @Test("the linked libzmq reports a 4.x version", .timeLimit(.minutes(5)))
+    @Test("the linked libzmq reports a 4.x version", .timeLimit(.minutes(10)))
     func versionIsReported() {
         #expect(ZeroMQ.version >= ZeroMQVersion(major: 4, minor: 0, patch: 0))
         #expect(ZeroMQ.hasCapability("no-such-capability") == false)
     }
 
-    @Test("PUB/SUB delivers multipart messages intact", .timeLimit(.minutes(5)), arguments: Transport.allCases)
+    @Test("PUB/SUB delivers multipart messages intact", .timeLimit(.minutes(10)), arguments: Transport.allCases)
     func publishSubscribeMultipart(transport: Transport) throws {
         let publisher = try context.socket(.publisher)
         let subscriber = try context.socket(.subscriber)
@@ -35,7 +35,7 @@ struct MessagingTests {
         #expect(try subscriber.receive(timeout: .seconds(10)) == message)
     }
 
-    @Test("a message composed in a reused OutgoingMessage arrives with the same frames as the array form", .timeLimit(.minutes(5)))
+    @Test("a message composed in a reused OutgoingMessage arrives with the same frames as the array form", .timeLimit(.minutes(10)))
     func outgoingMessageFrames() throws {
         let dealer = try context.socket(.dealer)
         let router = try context.socket(.router)
@@ -58,7 +58,7 @@ struct MessagingTests {
         #expect(throws: ZeroMQError.self) { try dealer.send(OutgoingMessage()) }
     }
 
-    @Test("SUB receives only topics matching its prefix", .timeLimit(.minutes(5)), arguments: Transport.allCases)
+    @Test("SUB receives only topics matching its prefix", .timeLimit(.minutes(10)), arguments: Transport.allCases)
     func subscriptionFiltering(transport: Transport) throws {
         let publisher = try context.socket(.publisher)
         let subscriber = try context.socket(.subscriber)
@@ -78,7 +78,7 @@ struct MessagingTests {
         #expect(try publishUntilReceived(["beta.2".bytes], from: publisher, to: subscriber) == ["beta.2".bytes])
     }
 
-    @Test("ROUTER and DEALER exchange request and reply by routing id", .timeLimit(.minutes(5)), arguments: Transport.allCases)
+    @Test("ROUTER and DEALER exchange request and reply by routing id", .timeLimit(.minutes(10)), arguments: Transport.allCases)
     func routerDealer(transport: Transport) throws {
         let router = try context.socket(.router)
         let dealer = try context.socket(.dealer)
@@ -99,7 +99,7 @@ struct MessagingTests {
         #expect(unknownPeer?.code == EHOSTUNREACH)
     }
 
-    @Test("receive with a timeout returns nil in time when nothing arrives", .timeLimit(.minutes(5)))
+    @Test("receive with a timeout returns nil in time when nothing arrives", .timeLimit(.minutes(10)))
     func receiveTimeout() throws {
         let dealer = try context.socket(.dealer)
         try dealer.bind("inproc://idle-\(UUID().uuidString)")
@@ -113,7 +113,7 @@ struct MessagingTests {
         #expect(try dealer.receive() == nil)
     }
 
-    @Test("non-blocking send returns false when nothing can be queued", .timeLimit(.minutes(5)))
+    @Test("non-blocking send returns false when nothing can be queued", .timeLimit(.minutes(10)))
     func nonBlockingSendAtHighWaterMark() throws {
         // No peer at all: nothing to queue to.
         let lonelyDealer = try context.socket(.dealer)
@@ -131,7 +131,7 @@ struct MessagingTests {
         #expect(accepted >= 1 && accepted < 10_000)
     }
 
-    @Test("an oversized message is drained as a typed error and the next one still arrives", .timeLimit(.minutes(5)))
+    @Test("an oversized message is drained as a typed error and the next one still arrives", .timeLimit(.minutes(10)))
     func oversizedMessage() throws {
         let endpoint = "inproc://limits-\(UUID().uuidString)"
         let receiver = try context.socket(.pair)
@@ -153,7 +153,7 @@ struct MessagingTests {
         #expect(try receiver.receive(timeout: .seconds(10)) == ["small".bytes, "ok".bytes])
     }
 
-    @Test("the poller reports which sockets are ready", .timeLimit(.minutes(5)))
+    @Test("the poller reports which sockets are ready", .timeLimit(.minutes(10)))
     func polling() throws {
         let endpointA = "inproc://poll-a-\(UUID().uuidString)"
         let endpointB = "inproc://poll-b-\(UUID().uuidString)"
@@ -185,7 +185,7 @@ struct MessagingTests {
         #expect(try pullB.get(.events).contains(.readable) == false)
     }
 
-    @Test("a monitor reports that a socket is listening", .timeLimit(.minutes(5)))
+    @Test("a monitor reports that a socket is listening", .timeLimit(.minutes(10)))
     func monitorEvents() throws {
         let socket = try context.socket(.router)
         let monitor = try socket.monitor([.listening, .accepted])
