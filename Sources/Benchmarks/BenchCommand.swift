@@ -216,7 +216,10 @@ struct BusBench: AsyncParsableCommand {
             at half the measured throughput, each lifecycle timed from its intended start (halfLoadLatencyP99Microseconds). \
             queueMicrosecondsPerLifecycle is the queue process's CPU per lifecycle in the closed loop, and \
             ceilingRatioToBaseline = ratioToBaseline × cores / queueCores is the ratio the bus could reach if the queue had \
-            every core of the machine to itself at that cost (the store and the drivers costing nothing).
+            every core of the machine to itself at that cost (the store and the drivers costing nothing). \
+            The skeleton (skeletonLifecyclesPerSecond, skeletonRatioToBaseline, skeletonHalfLoadLatencyP99Microseconds) is the \
+            design's ceiling here: the same sockets, processes' worth of threads and hops, one write + fdatasync per round, and \
+            nothing else. machineBusyPercent and stealPercent say how busy the machine was and how much the hypervisor took.
             """)
 
     @Option(parsing: .unconditional, help: "Seconds of load per transport.") var seconds: Double = 4
@@ -235,6 +238,12 @@ struct BusBench: AsyncParsableCommand {
         var floor: BusBenchmark.Floor
         var unloaded: BusBenchmark.Measurement
         var halfLoad: BusBenchmark.Measurement
+        /// The bus's hops alone (`BusSkeleton`): its closed loop, and its open model at the half load's rate.
+        var skeleton: BusSkeleton.Measurement
+        var skeletonHalfLoad: BusSkeleton.Measurement
+        var skeletonRatioToBaseline: Double {
+            skeleton.lifecyclesPerSecond * throughput.busMessagesPerLifecycle / max(throughput.rawMessagesPerSecond, 1)
+        }
         var ratioToFloor: Double { unloaded.latencyMicroseconds.p50 / max(floor.floorMicroseconds, 1) }
     }
 
@@ -274,7 +283,12 @@ struct BusBench: AsyncParsableCommand {
             half.rate = halfLoadRate ?? max(1, throughput.lifecyclesPerSecond / 2)
             half.inFlight = max(configuration.inFlight, 10_000)
             let halfLoad = try BusBenchmark.run(half, transports: [transport])[0]
-            figures.append(TransportFigures(wireVersion: version, throughput: throughput, floor: floor, unloaded: unloaded, halfLoad: halfLoad))
+            let skeleton = try BusSkeleton.run(transport: transport, directory: configuration.directory, seconds: latencySeconds,
+                                               inFlight: configuration.inFlight, rate: nil, recordBytes: Int(throughput.averageEventBytes.rounded()))
+            let skeletonHalfLoad = try BusSkeleton.run(transport: transport, directory: configuration.directory, seconds: latencySeconds,
+                                                       inFlight: half.inFlight, rate: half.rate, recordBytes: Int(throughput.averageEventBytes.rounded()))
+            figures.append(TransportFigures(wireVersion: version, throughput: throughput, floor: floor, unloaded: unloaded, halfLoad: halfLoad,
+                                            skeleton: skeleton, skeletonHalfLoad: skeletonHalfLoad))
         }
         }
         let object = JSONValue.object([
@@ -319,6 +333,16 @@ struct BusBench: AsyncParsableCommand {
             ("halfLoadLatencyP99Microseconds", .double(figure.halfLoad.latencyMicroseconds.p99.rounded())),
             ("halfLoadOfferedPerSecond", .double((figure.halfLoad.offeredPerSecond ?? 0).rounded())),
             ("halfLoadUnfinished", .int(figure.halfLoad.unfinished)),
+            // The design's ceiling here: the lifecycle's hops alone (BusSkeleton), closed loop and at the half load's rate.
+            ("skeletonLifecyclesPerSecond", .double(figure.skeleton.lifecyclesPerSecond.rounded())),
+            ("skeletonRatioToBaseline", .double((figure.skeletonRatioToBaseline * 1000).rounded() / 1000)),
+            ("skeletonHalfLoadLatencyP50Microseconds", .double(figure.skeletonHalfLoad.latencyMicroseconds.p50.rounded())),
+            ("skeletonHalfLoadLatencyP99Microseconds", .double(figure.skeletonHalfLoad.latencyMicroseconds.p99.rounded())),
+            // The machine in each window: busy and stolen by the hypervisor, in percent of all cores' time.
+            ("machineBusyPercent", .double((result.machineBusyFraction * 1000).rounded() / 10)),
+            ("stealPercent", .double((result.machineStealFraction * 1000).rounded() / 10)),
+            ("halfLoadMachineBusyPercent", .double((figure.halfLoad.machineBusyFraction * 1000).rounded() / 10)),
+            ("halfLoadStealPercent", .double((figure.halfLoad.machineStealFraction * 1000).rounded() / 10)),
             // Where the closed loop's time went: each process's CPU (in cores) and the waits.
             ("queueCores", .double((result.queueCores * 100).rounded() / 100)),
             ("storeCores", .double((result.storeCores * 100).rounded() / 100)),
@@ -346,17 +370,22 @@ struct BusBench: AsyncParsableCommand {
         printLine(String(format: "%@: one lifecycle alone p50 %.0f µs (p99 %.0f µs); floor %.0f µs (3 × write+fdatasync %.0f µs + 3 × round trip %.0f µs); ratio to floor %.2f",
                          result.transport, figure.unloaded.latencyMicroseconds.p50, figure.unloaded.latencyMicroseconds.p99,
                          figure.floor.floorMicroseconds, figure.floor.fsyncMicroseconds, figure.floor.roundTripMicroseconds, figure.ratioToFloor))
-        printLine(String(format: "%@: CPU in cores: queue %.2f, store %.2f, drivers %.2f; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
-                         result.transport, result.queueCores, result.storeCores, result.driverCores, result.durabilityRounds,
+        printLine(String(format: "%@: CPU in cores: queue %.2f, store %.2f, drivers %.2f; machine %.1f %% busy, %.1f %% stolen by the hypervisor; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
+                         result.transport, result.queueCores, result.storeCores, result.driverCores,
+                         result.machineBusyFraction * 100, result.machineStealFraction * 100, result.durabilityRounds,
                          Int(result.records), result.retriesSent, result.queueAnsweredUnavailable, result.queueDuplicates, result.repliesDropped, result.gapsRecovered))
         printLine(String(format: "%@: at half the throughput (%.0f/s offered, open model, %d lifecycles finished, %d unfinished): p50 %.0f µs, p99 %.0f µs from the intended start (the disk's write+fdatasync p99 %.0f µs)",
                          result.transport, figure.halfLoad.offeredPerSecond ?? 0, figure.halfLoad.lifecycles, figure.halfLoad.unfinished,
                          figure.halfLoad.latencyMicroseconds.p50, figure.halfLoad.latencyMicroseconds.p99, figure.floor.fsyncP99Microseconds))
+        printLine(String(format: "%@: the bus's hops alone (skeleton: the same sockets, one write+fdatasync per round, no decoding or roles): %.0f lifecycles/s, ratio to baseline %.3f; at %.0f/s offered: p50 %.0f µs, p99 %.0f µs",
+                         result.transport, figure.skeleton.lifecyclesPerSecond, figure.skeletonRatioToBaseline,
+                         figure.skeletonHalfLoad.offeredPerSecond ?? 0, figure.skeletonHalfLoad.latencyMicroseconds.p50, figure.skeletonHalfLoad.latencyMicroseconds.p99))
         printLine("\(result.transport): one lifecycle alone: stages p50/p99 µs: "
                   + figure.unloaded.stages.map { String(format: "%@ %.0f/%.0f", $0.name, $0.p50, $0.p99) }.joined(separator: ", "))
         let half = figure.halfLoad
-        printLine(String(format: "%@: half load: CPU in cores: queue %.2f, store %.2f, drivers %.2f; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
-                         result.transport, half.queueCores, half.storeCores, half.driverCores, half.durabilityRounds,
+        printLine(String(format: "%@: half load: CPU in cores: queue %.2f, store %.2f, drivers %.2f; machine %.1f %% busy, %.1f %% stolen by the hypervisor; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
+                         result.transport, half.queueCores, half.storeCores, half.driverCores,
+                         half.machineBusyFraction * 100, half.machineStealFraction * 100, half.durabilityRounds,
                          Int(half.records), half.retriesSent, half.queueAnsweredUnavailable, half.queueDuplicates, half.repliesDropped, half.gapsRecovered))
         printLine("\(result.transport): half load: stages p50/p99 µs: " + half.stages.map { String(format: "%@ %.0f/%.0f", $0.name, $0.p50, $0.p99) }.joined(separator: ", ")
                   + "; largest latency per tenth of the window, ms: " + half.timeline.map { String(format: "%.1f", $0 / 1_000) }.joined(separator: " "))

@@ -60,6 +60,10 @@ public enum BusBenchmark {
         public var queueCores: Double = 0
         public var storeCores: Double = 0
         public var driverCores: Double = 0
+        /// The whole machine over the measured window: the share of all cores' time that was busy, and the
+        /// share the hypervisor took (steal). On a shared VM a phase with much steal runs slower and later.
+        public var machineBusyFraction: Double = 0
+        public var machineStealFraction: Double = 0
         /// The queue's CPU per finished lifecycle in the window, in microseconds (`queueCores` over the rate).
         public var queueMicrosecondsPerLifecycle: Double? {
             queueCores > 0 && lifecyclesPerSecond > 0 ? queueCores / lifecyclesPerSecond * 1e6 : nil
@@ -164,8 +168,10 @@ public enum BusBenchmark {
         func cpu() -> [Int64] { children.map { processCPUNanoseconds(pid: $0.processIdentifier) ?? 0 } + [processCPUNanoseconds()] }
         sleepUntil(warmUp)
         let cpuBefore = cpu()
+        let machineBefore = LoadBenchmark.CPUTimes.read()
         sleepUntil(end)
         let cpuAfter = cpu()
+        let machineAfter = LoadBenchmark.CPUTimes.read()
         guard finished.wait(timeout: .now() + configuration.seconds + 30) == .success else {
             throw RoleProcessError("bench: the load drivers did not stop in time", code: .benchmark)
         }
@@ -210,6 +216,8 @@ public enum BusBenchmark {
         measurement.records = statistics?.records ?? 0
         let cores = zip(cpuBefore, cpuAfter).map { Double($1 - $0) / Double(end - warmUp) }
         (measurement.queueCores, measurement.storeCores, measurement.driverCores) = (cores[0], cores[1], cores[2])
+        measurement.machineBusyFraction = LoadBenchmark.CPUTimes.busyFraction(from: machineBefore, to: machineAfter)
+        measurement.machineStealFraction = LoadBenchmark.CPUTimes.stealFraction(from: machineBefore, to: machineAfter)
         return measurement
     }
 

@@ -17,7 +17,8 @@ import Testing
         for field in ["lifecyclesPerSecond", "latencyP50Microseconds", "latencyP99Microseconds", "rawMessagesPerSecond", "ratioToBaseline",
                       "unloadedLatencyP50Microseconds", "floorMicroseconds", "ratioToFloor", "halfLoadLatencyP99Microseconds",
                       "fsyncMicroseconds", "fsyncP99Microseconds", "roundTripMicroseconds", "halfLoadOfferedPerSecond", "queueCores", "storeCores", "driverCores", "queueMicrosecondsPerLifecycle",
-                      "ceilingRatioToBaseline"] {
+                      "ceilingRatioToBaseline", "skeletonLifecyclesPerSecond", "skeletonRatioToBaseline", "skeletonHalfLoadLatencyP50Microseconds",
+                      "skeletonHalfLoadLatencyP99Microseconds", "machineBusyPercent", "stealPercent", "halfLoadMachineBusyPercent", "halfLoadStealPercent"] {
             #expect(transport[field] is Double, "\(field) missing")
         }
         for field in ["halfLoadUnfinished", "retriesSent", "queueAnsweredUnavailable", "queueDuplicates", "repliesDropped", "durabilityRounds"] {
@@ -33,6 +34,13 @@ import Testing
         // The queue's CPU is read from the kernel while it works, and its statistics after it stops.
         #expect((transport["queueCores"] as? Double ?? 0) > 0)
         #expect((transport["durabilityRounds"] as? Int ?? 0) > 0)
+        // The skeleton's lifecycles go through its queue, its file and its store: it finishes some, closed and open,
+        // and each of them takes at least one fdatasync.
+        #expect((transport["skeletonLifecyclesPerSecond"] as? Double ?? 0) > 0)
+        #expect((transport["skeletonHalfLoadLatencyP50Microseconds"] as? Double ?? 0) > 0)
+        #expect((transport["skeletonHalfLoadLatencyP99Microseconds"] as? Double ?? 0) >= (transport["skeletonHalfLoadLatencyP50Microseconds"] as? Double ?? 1))
+        #expect((0...100).contains(transport["machineBusyPercent"] as? Double ?? -1))
+        #expect((0...100).contains(transport["halfLoadStealPercent"] as? Double ?? -1))
     }
 
     @Test("bench load emits the baseline and, per partition count, starts, lifecycles, the driver's CPU and each queue's figures")
