@@ -24,7 +24,7 @@ enum BusSkeleton {
 
     /// Bytes of one record on the wire and in the file: a lifecycle's number, its stage, and padding
     /// to the size of the bus's average event.
-    private static let idBytes = 9
+    fileprivate static let idBytes = 9
 
     /// The closed loop of `inFlight` lifecycles (`rate` nil), or the open model at `rate` per second.
     static func run(transport: String, directory: URL, seconds: Double, inFlight: Int, rate: Double?, recordBytes: Int) throws -> Measurement {
@@ -53,8 +53,8 @@ enum BusSkeleton {
         }
         start { try queue.run(until: stop) }
         // Each probes on its own sockets before its thread starts: a socket is used by one thread at a time.
-        store.waitForSubscription()
-        driver.waitForSubscription()
+        store.client.waitForSubscription()
+        driver.client.waitForSubscription()
         start { try store.run(until: stop) }
         start {
             defer { stop.set() }
@@ -168,14 +168,13 @@ enum BusSkeleton {
         }
     }
 
-    /// Hears every record; answers each added lifecycle with its decision, one message per round.
-    private final class Store: @unchecked Sendable {
+    /// A role's sockets: a SUB that hears every record and a DEALER to the queue, on a context of its own.
+    private final class Client: @unchecked Sendable {
         let context: ZeroMQContext
         let subscriber: Socket
         let dealer: Socket
-        let recordBytes: Int
 
-        init(events: String, requests: String, recordBytes: Int) throws {
+        init(events: String, requests: String) throws {
             context = try ZeroMQContext()
             subscriber = try context.socket(.subscriber)
             dealer = try context.socket(.dealer)
@@ -183,48 +182,56 @@ enum BusSkeleton {
             try subscriber.subscribe(to: "")
             try subscriber.connect(events)
             try dealer.connect(requests)
+        }
+
+        /// Sends a probe record (stage 255, which no role acts on) until the queue's PUB knows this
+        /// subscriber (a round is heard), then drops what the probes brought.
+        func waitForSubscription() {
+            var probe: [UInt8] = []
+            BusSkeleton.append(.max, stage: 255, to: &probe, recordBytes: BusSkeleton.idBytes)
+            for _ in 0..<500 {
+                _ = try? dealer.send([probe])
+                if (try? subscriber.receive(timeout: .milliseconds(10))) ?? nil != nil { break }
+            }
+            while (try? dealer.receive(timeout: .milliseconds(20))) ?? nil != nil {}
+            while (try? subscriber.receive(timeout: .milliseconds(20))) ?? nil != nil {}
+        }
+
+        func close() {
+            subscriber.close()
+            dealer.close()
+            context.terminate()
+        }
+    }
+
+    /// Hears every record; answers each added lifecycle with its decision, one message per round.
+    private final class Store: @unchecked Sendable {
+        let client: Client
+        let recordBytes: Int
+
+        init(events: String, requests: String, recordBytes: Int) throws {
+            client = try Client(events: events, requests: requests)
             self.recordBytes = recordBytes
         }
 
-        /// Until the queue's PUB knows this subscriber: a probe round is published and heard.
-        func waitForSubscription() { BusSkeleton.probe(dealer, subscriber) }
-
         func run(until stop: Flag) throws {
-            defer {
-                subscriber.close()
-                dealer.close()
-                context.terminate()
-            }
+            defer { client.close() }
             while !stop.value {
                 var decisions: [UInt8] = []
-                try BusSkeleton.drain(subscriber, timeout: .milliseconds(1)) { message in
+                try BusSkeleton.drain(client.subscriber, timeout: .milliseconds(1)) { message in
                     for (id, stage) in BusSkeleton.records(message[0], recordBytes: recordBytes) where stage == 0 {
                         BusSkeleton.append(id, stage: 1, to: &decisions, recordBytes: recordBytes)
                     }
                 }
-                if !decisions.isEmpty { try dealer.send([decisions]) }
-                try BusSkeleton.drain(dealer, timeout: .zero) { _ in }
+                if !decisions.isEmpty { try client.dealer.send([decisions]) }
+                try BusSkeleton.drain(client.dealer, timeout: .zero) { _ in }
             }
         }
     }
 
-    /// Sends a probe record (stage 255, which no role acts on) until `subscriber` hears a round.
-    private static func probe(_ dealer: Socket, _ subscriber: Socket) {
-        var probe: [UInt8] = []
-        append(.max, stage: 255, to: &probe, recordBytes: idBytes)
-        for _ in 0..<500 {
-            _ = try? dealer.send([probe])
-            if (try? subscriber.receive(timeout: .milliseconds(10))) ?? nil != nil { break }
-        }
-        while (try? dealer.receive(timeout: .milliseconds(20))) ?? nil != nil {}
-        while (try? subscriber.receive(timeout: .milliseconds(20))) ?? nil != nil {}
-    }
-
     /// Starts lifecycles (closed loop or open model), finishes each once decided, and times it.
     private final class Driver: @unchecked Sendable {
-        let context: ZeroMQContext
-        let subscriber: Socket
-        let dealer: Socket
+        let client: Client
         let recordBytes: Int
         let inFlightLimit: Int
         let interval: Int64?
@@ -237,13 +244,7 @@ enum BusSkeleton {
         private var starts: [UInt64: Int64] = [:]
 
         init(events: String, requests: String, recordBytes: Int, inFlight: Int, interval: Int64?, warmUp: Int64, end: Int64) throws {
-            context = try ZeroMQContext()
-            subscriber = try context.socket(.subscriber)
-            dealer = try context.socket(.dealer)
-            try subscriber.set(.receiveHighWaterMark, 0)
-            try subscriber.subscribe(to: "")
-            try subscriber.connect(events)
-            try dealer.connect(requests)
+            client = try Client(events: events, requests: requests)
             self.recordBytes = recordBytes
             inFlightLimit = inFlight
             self.interval = interval
@@ -251,14 +252,8 @@ enum BusSkeleton {
             self.end = end
         }
 
-        func waitForSubscription() { BusSkeleton.probe(dealer, subscriber) }
-
         func run(drainUntil: Int64) throws {
-            defer {
-                subscriber.close()
-                dealer.close()
-                context.terminate()
-            }
+            defer { client.close() }
             var nextID: UInt64 = 0
             var nextIntended = LiveClock.monotonicNanoseconds()
             while true {
@@ -273,12 +268,12 @@ enum BusSkeleton {
                     nextID += 1
                     nextIntended += interval ?? 0
                 }
-                if !commands.isEmpty { try dealer.send([commands]) }
-                try BusSkeleton.drain(dealer, timeout: .zero) { _ in }
+                if !commands.isEmpty { try client.dealer.send([commands]) }
+                try BusSkeleton.drain(client.dealer, timeout: .zero) { _ in }
                 let wait: Duration = interval == nil || now > end ? .milliseconds(1)
                     : .nanoseconds(max(0, min(1_000_000, nextIntended - LiveClock.monotonicNanoseconds())))
                 var finishes: [UInt8] = []
-                try BusSkeleton.drain(subscriber, timeout: wait) { message in
+                try BusSkeleton.drain(client.subscriber, timeout: wait) { message in
                     let heard = LiveClock.monotonicNanoseconds()
                     for (id, stage) in BusSkeleton.records(message[0], recordBytes: recordBytes) {
                         if stage == 1 {
@@ -294,7 +289,7 @@ enum BusSkeleton {
                         }
                     }
                 }
-                if !finishes.isEmpty { try dealer.send([finishes]) }
+                if !finishes.isEmpty { try client.dealer.send([finishes]) }
             }
         }
     }
