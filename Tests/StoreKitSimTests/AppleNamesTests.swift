@@ -54,6 +54,7 @@ import Testing
         #expect(delegate?.paymentQueueShouldShowPriceConsent(queue) == true)
         queue.presentCodeRedemptionSheet()
         queue.showPriceConsentIfNeeded()
+        SKStoreReviewController.requestReview()
         #expect(queue.transactions.isEmpty)
         delegate = nil
         #expect(queue.delegate == nil)
