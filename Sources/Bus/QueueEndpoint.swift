@@ -784,8 +784,7 @@ public final class QueueEndpoint {
             }
             if let oldest = recent.oldestSequence, from >= oldest {
                 var sequence = from
-                while sequence <= through, let record = recent.record(sequence) {
-                    let added = record.payload.withUnsafeBytes { add(sequence: sequence, timestamp: record.timestamp, payload: $0) }
+                while sequence <= through, let added = recent.withRecord(sequence, { timestamp, _, payload in add(sequence: sequence, timestamp: timestamp, payload: payload) }) {
                     if !added { break }
                     sequence += 1
                 }
@@ -825,8 +824,9 @@ public final class QueueEndpoint {
             }
             if let oldest = recent.oldestSequence, from >= oldest {
                 var sequence = from
-                while sequence <= through, let record = recent.record(sequence) {
-                    let added = record.payload.withUnsafeBytes { add(sequence: sequence, timestamp: record.timestamp, device: record.device, payload: $0) }
+                while sequence <= through, let added = recent.withRecord(sequence, { timestamp, device, payload in
+                    add(sequence: sequence, timestamp: timestamp, device: device, payload: payload)
+                }) {
                     if !added { break }
                     sequence += 1
                 }
@@ -1158,13 +1158,35 @@ public struct RefusalReportLimiter: Sendable {
 }
 
 /// The most recent published records, contiguous by sequence, for FETCH without disk reads.
+///
+/// The payloads are copied into one ring of bytes rather than kept as one array each: an array per
+/// record meant one free of long-untouched memory for every record that aged out, on the queue's
+/// thread, at every record it published. A record is kept while it is among the last `capacity` and its
+/// bytes were not written over; one larger than the whole ring is not kept (FETCH reads it from the log).
 struct RecentRecords {
-    private var storage: [BusRecord?]
+    private struct Entry {
+        var timestamp: Int64
+        var device: String?
+        /// Where the payload starts in the ring's unbounded byte count (its offset is this modulo the ring's size).
+        var start: UInt64
+        var count: Int
+    }
+
+    private var entries: [Entry?]
+    private var bytes: [UInt8]
+    /// The unbounded byte count's end: where the next payload goes (or the ring's next lap, if it does not fit before the end).
+    private var end: UInt64 = 0
     private(set) var oldestSequence: UInt64?
     private var newestSequence: UInt64 = 0
 
-    init(capacity: Int) {
-        storage = Array(repeating: nil, count: capacity)
+    /// Average payload bytes the ring holds per record before records age out by size rather than by count.
+    static let bytesPerRecord = 128
+
+    init(capacity: Int, byteCapacity: Int? = nil) {
+        entries = Array(repeating: nil, count: max(1, capacity))
+        let byteCount = max(1, byteCapacity ?? capacity * Self.bytesPerRecord)
+        // Not filled: every byte is written before it is read, and untouched pages cost no memory.
+        bytes = [UInt8](unsafeUninitializedCapacity: byteCount) { _, initialized in initialized = byteCount }
     }
 
     mutating func append(_ record: BusRecord) {
@@ -1172,17 +1194,40 @@ struct RecentRecords {
             // A discontinuity (records handed over out of line): start again from here.
             oldestSequence = record.sequence
         }
-        storage[Int(record.sequence % UInt64(storage.count))] = record
         newestSequence = record.sequence
-        if let oldest = oldestSequence, newestSequence - oldest >= UInt64(storage.count) {
-            oldestSequence = newestSequence - UInt64(storage.count) + 1
+        let count = record.payload.count
+        let ringBytes = UInt64(bytes.count)
+        guard count <= bytes.count else {
+            oldestSequence = nil
+            return
+        }
+        var start = end
+        if start % ringBytes + UInt64(count) > ringBytes { start += ringBytes - start % ringBytes }
+        end = start + UInt64(count)
+        let offset = Int(start % ringBytes)
+        bytes.withUnsafeMutableBytes { ring in
+            record.payload.withUnsafeBytes { payload in
+                if let source = payload.baseAddress { (ring.baseAddress! + offset).copyMemory(from: source, byteCount: count) }
+            }
+        }
+        entries[slot(record.sequence)] = Entry(timestamp: record.timestamp, device: record.device, start: start, count: count)
+        // Age out by count (the newest took the oldest's slot) and by bytes (written over).
+        while let oldest = oldestSequence, oldest < newestSequence,
+              newestSequence - oldest >= UInt64(entries.count) || entries[slot(oldest)]!.start + ringBytes < end {
+            oldestSequence = oldest + 1
         }
     }
 
-    func record(_ sequence: UInt64) -> BusRecord? {
-        guard let oldest = oldestSequence, sequence >= oldest, sequence <= newestSequence else { return nil }
-        return storage[Int(sequence % UInt64(storage.count))]
+    /// Hands `body` the record's timestamp, device and payload (valid only during the call); nil when it is not kept.
+    func withRecord<Result>(_ sequence: UInt64, _ body: (Int64, String?, UnsafeRawBufferPointer) -> Result) -> Result? {
+        guard let oldest = oldestSequence, sequence >= oldest, sequence <= newestSequence, let entry = entries[slot(sequence)] else { return nil }
+        let offset = Int(entry.start % UInt64(bytes.count))
+        return bytes.withUnsafeBytes { ring in
+            body(entry.timestamp, entry.device, UnsafeRawBufferPointer(rebasing: ring[offset..<(offset + entry.count)]))
+        }
     }
+
+    private func slot(_ sequence: UInt64) -> Int { Int(sequence % UInt64(entries.count)) }
 }
 
 /// A queue on an array with a moving head; amortized O(1) without per-element allocation.
