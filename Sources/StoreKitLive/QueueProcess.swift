@@ -132,7 +132,7 @@ public final class QueueProcess {
         // its order, and payments within the bounds, so a burst cannot grow the queue without limit.
         var admission = QueueAdmission()
         let endpoint = try QueueEndpoint(context: context, configuration: configuration, writer: log.writer) { command, report in
-            if let refusal = admission.beforeEngine(command, report: report, projection: engine.projection) {
+            if let refusal = engine.withProjection({ admission.beforeEngine(command, report: report, projection: $0) }) {
                 switch refusal.reason {
                 case .outOfOrder: return .retryLater(refusal.message)
                 default:

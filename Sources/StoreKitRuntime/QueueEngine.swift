@@ -192,6 +192,17 @@ public final class QueueEngine {
 
     /// Decides through an exclusive (inout) access: called on the stored property directly,
     /// the class would copy the whole projection (retaining every field) for the call.
+    /// Hands `body` the projection without copying it. Passed out of the class as an argument
+    /// (`engine.projection`), it is copied with every field retained: once per command where the
+    /// queue's admission reads it.
+    public func withProjection<Result>(_ body: (borrowing QueueProjection) throws -> Result) rethrows -> Result {
+        try Self.lend(&projection, to: body)
+    }
+
+    private static func lend<Result>(_ projection: inout QueueProjection, to body: (borrowing QueueProjection) throws -> Result) rethrows -> Result {
+        try body(projection)
+    }
+
     private static func decide(_ command: Command, catalog: Catalog, against projection: inout QueueProjection) -> Decision {
         projection.decide(command, catalog: catalog)
     }
@@ -262,7 +273,8 @@ public final class QueueEngine {
             // The state machine (QueueTransitions.swift): `decide` made this event, so an event that
             // breaks it is a bug in the engine and stops it at once. Observers' mistakes are the
             // checker's to report.
-            if let broken = projection.brokenTransition(recorded.event) {
+            // Through `lend`: a method called on the class's stored projection copies it first.
+            if let broken = Self.lend(&projection, to: { $0.brokenTransition(recorded.event) }) {
                 preconditionFailure("event \(recorded.sequence) (\(recorded.event.name)) breaks the queue's state machine: \(broken)")
             }
             projection.apply(recorded)

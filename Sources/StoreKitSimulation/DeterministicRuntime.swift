@@ -576,7 +576,8 @@ public final class DeterministicRuntime {
         var status: AcknowledgementStatus
         var refusal = admission.atEndpoint(command, sender: nil, unpublishedRecords: unpublished)
         if refusal == nil {
-            refusal = admission.beforeEngine(command, report: SenderReport(lowestUnanswered: arrival.lowestUnanswered), projection: engine.projection)
+            let report = SenderReport(lowestUnanswered: arrival.lowestUnanswered)
+            refusal = engine.withProjection { admission.beforeEngine(command, report: report, projection: $0) }
         }
         if let refusal {
             if refusal.reason == .paymentBound { try engine.noteRefused(command.id, heard: HeardSequences([arrival.heard]), timestamp: now) }
