@@ -186,10 +186,7 @@ public enum BusBenchmark {
         let eventCount = drivers.reduce(0) { $0 + $1.eventCount }
         let seconds = Double(end - warmUp) / 1e9
         latencies.sort()
-        func percentile(_ fraction: Double) -> Double {
-            guard !latencies.isEmpty else { return 0 }
-            return Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * fraction))]) / 1_000
-        }
+        func percentile(_ fraction: Double) -> Double { Self.percentileMicroseconds(latencies, fraction) }
         let averageBytes = eventCount > 0 ? Double(eventBytes) / Double(eventCount) : 128
         // The best of three: the limit is what the machine reaches, and one run slowed by a neighbour
         // on the VM (seen: a fifth of the usual rate) would make the ratio look five times better.
@@ -219,6 +216,12 @@ public enum BusBenchmark {
         measurement.machineBusyFraction = LoadBenchmark.CPUTimes.busyFraction(from: machineBefore, to: machineAfter)
         measurement.machineStealFraction = LoadBenchmark.CPUTimes.stealFraction(from: machineBefore, to: machineAfter)
         return measurement
+    }
+
+    /// The `fraction` percentile of ascending nanoseconds, in microseconds (0 when there are none).
+    static func percentileMicroseconds(_ sorted: [Int64], _ fraction: Double) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]) / 1_000
     }
 
     /// Starts the queue, then the store, each waited for until ready; each is in `children` as soon as it runs,

@@ -1,3 +1,4 @@
+import Bus
 import EventLog
 import Foundation
 import StoreKitLive
@@ -64,13 +65,10 @@ enum BusSkeleton {
             throw RoleProcessError("bench: the bus skeleton did not stop in time", code: .benchmark)
         }
         if let failure = stop.failure { throw RoleProcessError("bench: the bus skeleton failed: \(failure)", code: .benchmark) }
-        var latencies = driver.latencies
-        latencies.sort()
-        func percentile(_ fraction: Double) -> Double {
-            latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * fraction))]) / 1_000
-        }
+        let latencies = driver.latencies.sorted()
         let window = Double(end - warmUp) / 1e9
-        return Measurement(lifecyclesPerSecond: Double(driver.completed) / window, latencyMicroseconds: (percentile(0.5), percentile(0.99)),
+        return Measurement(lifecyclesPerSecond: Double(driver.completed) / window,
+                           latencyMicroseconds: (BusBenchmark.percentileMicroseconds(latencies, 0.5), BusBenchmark.percentileMicroseconds(latencies, 0.99)),
                            offeredPerSecond: rate.map { _ in Double(driver.startedInWindow) / window })
     }
 
@@ -103,14 +101,12 @@ enum BusSkeleton {
     /// Each record of a published round: (lifecycle, stage).
     private static func records(_ body: [UInt8], recordBytes: Int) -> [(UInt64, UInt8)] {
         stride(from: 0, to: body.count - recordBytes + 1, by: recordBytes).map { offset in
-            var id: UInt64 = 0
-            for index in 0..<8 { id |= UInt64(body[offset + index]) << (8 * index) }
-            return (id, body[offset + 8])
+            (BusWire.readLittleEndian(body, at: offset), body[offset + 8])
         }
     }
 
     private static func append(_ id: UInt64, stage: UInt8, to batch: inout [UInt8], recordBytes: Int) {
-        for index in 0..<8 { batch.append(UInt8(truncatingIfNeeded: id >> (8 * index))) }
+        BusWire.appendLittleEndian(id, to: &batch)
         batch.append(stage)
         batch.append(contentsOf: repeatElement(0, count: recordBytes - idBytes))
     }

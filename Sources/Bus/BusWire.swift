@@ -161,7 +161,7 @@ public enum BusWire {
     }
 
     /// Reads 8 little-endian bytes at `offset`; the caller checked the length.
-    static func readLittleEndian(_ bytes: [UInt8], at offset: Int) -> UInt64 {
+    public static func readLittleEndian(_ bytes: [UInt8], at offset: Int) -> UInt64 {
         var value: UInt64 = 0
         for index in 0..<8 { value |= UInt64(bytes[offset + index]) << (8 * UInt64(index)) }
         return value

@@ -190,8 +190,6 @@ public final class QueueEngine {
         try encoder.bytes.withUnsafeBytes { bytes in try body(bytes, ends) }
     }
 
-    /// Decides through an exclusive (inout) access: called on the stored property directly,
-    /// the class would copy the whole projection (retaining every field) for the call.
     /// Hands `body` the projection without copying it. Passed out of the class as an argument
     /// (`engine.projection`), it is copied with every field retained: once per command where the
     /// queue's admission reads it.
@@ -199,10 +197,13 @@ public final class QueueEngine {
         try Self.lend(&projection, to: body)
     }
 
+    /// Reads through an exclusive (inout) access, which borrows the stored property in place.
     private static func lend<Result>(_ projection: inout QueueProjection, to body: (borrowing QueueProjection) throws -> Result) rethrows -> Result {
         try body(projection)
     }
 
+    /// Decides through an exclusive (inout) access: called on the stored property directly,
+    /// the class would copy the whole projection (retaining every field) for the call.
     private static func decide(_ command: Command, catalog: Catalog, against projection: inout QueueProjection) -> Decision {
         projection.decide(command, catalog: catalog)
     }
