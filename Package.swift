@@ -131,7 +131,7 @@ let package = Package(
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "EventLog", "AppStoreSigning"]),
         .testTarget(name: "StoreKitModelTests", dependencies: ["StoreKitModel", "StoreKitTestKit", "StoreKitRuntime", "StoreKitRoles"],
                     exclude: ["Golden", "Fixtures"]),
-        .testTarget(name: "BusTests", dependencies: ["Bus", "ZeroMQ", "StoreKitModel", "EventLog"]),
+        .testTarget(name: "BusTests", dependencies: ["Bus", "BusProtocol", "ZeroMQ", "StoreKitModel", "EventLog"]),
         .testTarget(name: "StoreKitLiveTests", dependencies: ["StoreKitTestSupport", "StoreKitLive", "StoreKitSimulation", "StoreKitRuntime", "StoreKitModel", "EventLog", "Bus",
                                                              .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ExploreTests", dependencies: ["StoreKitTestKit", "StoreKitTestSupport", "StoreKitExplore", "StoreKitSimulation", "StoreKitRuntime", "StoreKitRoles", "StoreKitModel", "SKSimCommands"]),

@@ -96,7 +96,7 @@ public struct CommandRetries {
         var refused = false
     }
 
-    private var outstanding: [UInt64: Outstanding] = [:]
+    private var outstanding = NumberedWindow<Outstanding>()
     /// When the queue last answered one of these commands as handled (accepted, rejected or duplicate).
     private var lastAnswer: ContinuousClock.Instant
     /// The highest number so answered.
@@ -119,26 +119,27 @@ public struct CommandRetries {
 
     /// Records the first send of command `number` (numbers ascend).
     public mutating func sent(_ number: UInt64, payload: [UInt8], now: ContinuousClock.Instant) {
-        if outstanding.isEmpty {
-            // Silence before this command says nothing about the queue.
-            lastAnswer = max(lastAnswer, now)
-            lowestCandidate = number
-        }
+        // Silence before this command says nothing about the queue.
+        if outstanding.isEmpty { lastAnswer = max(lastAnswer, now) }
         outstanding[number] = Outstanding(payload: payload, firstSent: now, nextAttempt: now + policy.retryInterval,
                                           interval: policy.retryInterval, attempts: 1)
     }
 
     /// Takes the queue's answer to command `number`.
     public mutating func answered(_ number: UInt64, status: AcknowledgementStatus, now: ContinuousClock.Instant) -> Answer {
-        // One lookup, and the entry changed in place or moved out: a copy of it would retain its payload.
-        guard let index = outstanding.index(forKey: number) else { return .late }
+        // The entry changed in place or moved out: a copy of it would retain its payload.
         if status == .unavailable {
-            if !outstanding.values[index].refused { refusedCount += 1 }
-            outstanding.values[index].refused = true
-            outstanding.values[index].nextAttempt = min(outstanding.values[index].nextAttempt, now + outstanding.values[index].interval)
+            var newlyRefused = false
+            let held = outstanding.update(number) { pending in
+                newlyRefused = !pending.refused
+                pending.refused = true
+                pending.nextAttempt = min(pending.nextAttempt, now + pending.interval)
+            }
+            guard held else { return .late }
+            if newlyRefused { refusedCount += 1 }
             return .retryLater
         }
-        let pending = outstanding.remove(at: index).value
+        guard let pending = outstanding.remove(number) else { return .late }
         if pending.refused { refusedCount -= 1 }
         if status != .malformed {
             lastAnswer = now
@@ -153,7 +154,7 @@ public struct CommandRetries {
 
     /// The connection to the queue was made again: everything outstanding is sent again at once.
     public mutating func reconnected(now: ContinuousClock.Instant) {
-        for number in outstanding.keys { outstanding[number]!.nextAttempt = now }
+        for (number, _) in outstanding { outstanding.update(number) { $0.nextAttempt = now } }
         // The answers the new queue gives are the first: nothing it has not answered is lost yet.
         highestHandled = 0
         lastAnswer = now
@@ -167,26 +168,22 @@ public struct CommandRetries {
         guard let lowest = lowestOutstanding() else { return nil }
         if reconnectedAt != nil { return now }
         // The two times alone, not the entry (a copy of it would retain its payload at every turn).
-        let oldest = outstanding.index(forKey: lowest)!
-        let (firstSent, nextAttempt) = (outstanding.values[oldest].firstSent, outstanding.values[oldest].nextAttempt)
+        let (firstSent, nextAttempt) = outstanding.read(lowest) { ($0.firstSent, $0.nextAttempt) }!
         if policy.rule == .everyUnansweredCommand {
-            return outstanding.values.reduce(firstSent + policy.giveUpAfter) { min($0, $1.nextAttempt) }
+            return outstanding.reduce(firstSent + policy.giveUpAfter) { min($0, $1.value.nextAttempt) }
         }
         var earliest = min(nextProbe ?? lastAnswer + policy.retryInterval, firstSent + policy.giveUpAfter)
         if lowest < highestHandled { earliest = min(earliest, nextAttempt) }
         if refusedCount > 0 {
-            for pending in outstanding.values where pending.refused { earliest = min(earliest, pending.nextAttempt) }
+            for (_, pending) in outstanding where pending.refused { earliest = min(earliest, pending.nextAttempt) }
         }
         return earliest
     }
 
-    /// The lowest outstanding number: numbers ascend, so the search only ever moves up.
-    public mutating func lowestOutstanding() -> UInt64? {
-        guard !outstanding.isEmpty else { return nil }
-        while outstanding[lowestCandidate] == nil { lowestCandidate += 1 }
-        return lowestCandidate
+    /// The lowest outstanding number.
+    public func lowestOutstanding() -> UInt64? {
+        outstanding.isEmpty ? nil : outstanding.lowest
     }
-    private var lowestCandidate: UInt64 = 0
     /// Outstanding commands the queue answered `unavailable`.
     private var refusedCount = 0
 
@@ -194,8 +191,8 @@ public struct CommandRetries {
     public mutating func due(now: ContinuousClock.Instant) -> Work {
         var work = Work()
         // Oldest first: first sends ascend with numbers.
-        while let lowest = lowestOutstanding(), now - outstanding[lowest]!.firstSent >= policy.giveUpAfter {
-            let pending = outstanding.removeValue(forKey: lowest)!
+        while let lowest = lowestOutstanding(), now - outstanding.read(lowest, \.firstSent)! >= policy.giveUpAfter {
+            let pending = outstanding.remove(lowest)!
             if pending.refused { refusedCount -= 1 }
             work.expired.append((lowest, pending.attempts, now - pending.firstSent))
         }
@@ -203,7 +200,7 @@ public struct CommandRetries {
         if let reconnected = reconnectedAt {
             // One copy of each, in order: the new connection has none of them.
             reconnectedAt = nil
-            for number in outstanding.keys.sorted() where outstanding[number]!.nextAttempt <= reconnected {
+            for (number, pending) in outstanding where pending.nextAttempt <= reconnected {
                 resend(number, now: now, into: &work)
             }
             return work
@@ -222,7 +219,7 @@ public struct CommandRetries {
             return work
         }
         // Answers flow: send again what they show lost, and what the queue could not take, within the budget.
-        let candidates = outstanding.filter { $0.key < highestHandled || $0.value.refused }.keys.sorted()
+        let candidates = outstanding.filter { $0.number < highestHandled || $0.value.refused }.map(\.number)
         for number in candidates {
             let pending = outstanding[number]!
             guard pending.nextAttempt <= now else { continue }
@@ -241,7 +238,7 @@ public struct CommandRetries {
     /// `Rule.everyUnansweredCommand`.
     private mutating func formerRetries(now: ContinuousClock.Instant, into work: inout Work) {
         let stalled = now - lastAnswer >= policy.retryInterval
-        let numbers = outstanding.keys.sorted()
+        let numbers = outstanding.map(\.number)
         guard let lastDue = numbers.last(where: { outstanding[$0]!.nextAttempt <= now && (stalled || $0 < highestHandled) }) else { return }
         for number in numbers where number <= lastDue {
             var pending = outstanding[number]!
