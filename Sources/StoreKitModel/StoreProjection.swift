@@ -262,8 +262,13 @@ public struct StoreProjection: Sendable {
         // Mutated in place, found once: copying the history out and back would copy its arrays
         // on every purchase (quadratic in an account's purchases), and each lookup hashes the name.
         let original = OriginalTransaction(transactionIdentifier: identifier, payment: payment.withoutDiscount, transactionDate: time)
-        if accounts.index(forKey: account) == nil { accounts[account] = AccountHistory() }
-        let history = accounts.index(forKey: account)!
+        let history: Dictionary<String, AccountHistory>.Index
+        if let found = accounts.index(forKey: account) {
+            history = found
+        } else {
+            accounts[account] = AccountHistory()
+            history = accounts.index(forKey: account)!
+        }
         accounts.values[history].purchaseCount += 1
         accounts.values[history].purchases.append(original)
         // The product's fields are read in place (`catalog.product` returns a copy of all of them).

@@ -438,7 +438,9 @@ public final class StoreRole: Role {
 
     private func scheduleDecision(_ key: TransactionKey, into effects: inout [Effect]) {
         // A device that may not pay has its payments failed by the queue itself (R-Q1).
-        guard projection.isSyncing(key.device), !projection.paymentsNotAllowed.contains(key.device), scheduled.insert(key).inserted else { return }
+        // An empty set is asked nothing: a lookup hashes the device's name even there.
+        guard projection.isSyncing(key.device), projection.paymentsNotAllowed.isEmpty || !projection.paymentsNotAllowed.contains(key.device),
+              scheduled.insert(key).inserted else { return }
         effects.append(.timer(afterNanoseconds: behavior.purchaseLatency.sampleNanoseconds(choices), .decidePurchase(key)))
     }
 
@@ -509,7 +511,7 @@ public final class StoreRole: Role {
                                                                                       key: behavior.promotionalOfferKey ?? .simulator) {
             return effects.append(.send(.decidePurchase(key, .failed(refusal))))
         }
-        if let failure = failNext.removeValue(forKey: key.device) { return effects.append(.send(.decidePurchase(key, .failed(failure)))) }
+        if !failNext.isEmpty, let failure = failNext.removeValue(forKey: key.device) { return effects.append(.send(.decidePurchase(key, .failed(failure)))) }
         // The .storekit file's test settings come first, as in Xcode: failing transactions (F-S2),
         // then Ask to Buy (F-S1). They are not chances, so they draw nothing.
         if let failure = catalog.testSettings.purchaseFailure {
@@ -692,8 +694,14 @@ public final class StoreRole: Role {
     /// Buying again a non-consumable the account owns, or an auto-renewable subscription it
     /// pays for now, is not charged again (R-R4).
     private func isCharged(_ key: TransactionKey, _ payment: Payment) -> Bool {
-        guard let product = catalog.product(payment.productIdentifier) else { return true }
-        return Self.isCharged(product, device: key.device, applicationUsername: payment.applicationUsername, in: &projection)
+        // The product's kind is read in place (`catalog.product` copies all of it); a consumable (most
+        // purchases) is always charged, so its account is not looked up.
+        guard let index = catalog.index(of: payment.productIdentifier) else { return true }
+        switch catalog.products[index].kind {
+        case .consumable, .nonRenewingSubscription: return true
+        case .nonConsumable, .autoRenewableSubscription:
+            return Self.isCharged(catalog.products[index], device: key.device, applicationUsername: payment.applicationUsername, in: &projection)
+        }
     }
 
     /// Through an exclusive (inout) access: a method called on the stored projection copies all of
