@@ -121,8 +121,8 @@ public struct CommandRetries {
     public mutating func sent(_ number: UInt64, payload: [UInt8], now: ContinuousClock.Instant) {
         // Silence before this command says nothing about the queue.
         if outstanding.isEmpty { lastAnswer = max(lastAnswer, now) }
-        outstanding[number] = Outstanding(payload: payload, firstSent: now, nextAttempt: now + policy.retryInterval,
-                                          interval: policy.retryInterval, attempts: 1)
+        outstanding.insert(Outstanding(payload: payload, firstSent: now, nextAttempt: now + policy.retryInterval,
+                                       interval: policy.retryInterval, attempts: 1), at: number)
     }
 
     /// Takes the queue's answer to command `number`.

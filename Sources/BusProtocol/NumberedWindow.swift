@@ -1,104 +1,124 @@
 /// Values under ascending numbers, most removed near the lowest: a sender's commands awaiting an
-/// answer (`CommandRetries`). One slot per number from the lowest held to the highest, on an array
-/// with a moving head, so a lookup is an index and a removal moves nothing. A dictionary hashed
-/// every number, and each removal shifted the entries probed after it (a tenth of the store's and
-/// the load drivers' CPU under load, docs/performance.md).
+/// answer (`CommandRetries`). A ring with one slot per number from the lowest held to the highest,
+/// so a lookup is an index and a removal moves nothing. A dictionary hashed every number, and each
+/// removal shifted the entries probed after it (docs/performance.md).
 struct NumberedWindow<Value>: Sequence {
+    /// A power of two long; `occupied` says which slots hold a value, so finding the next one copies none.
     private var slots: [Value?] = []
+    private var occupied: [Bool] = []
     /// The slot of `lowest`.
     private var head = 0
+    /// Numbers from `lowest` to the highest held, empty slots between them included.
+    private var span = 0
     /// The lowest number held; meaningful only while `count > 0`.
     private(set) var lowest: UInt64 = 0
     private(set) var count = 0
 
     var isEmpty: Bool { count == 0 }
-    /// Slots in use, empty ones included (at most about twice the span from the lowest number to the highest).
+    /// Slots allocated: a power of two, at most twice the largest span held.
     var slotCount: Int { slots.count }
 
-    /// One past the highest number a slot exists for.
-    private var end: UInt64 { lowest + UInt64(slots.count - head) }
-
     private func slot(_ number: UInt64) -> Int? {
-        guard count > 0, number >= lowest, number < end else { return nil }
-        return head + Int(number - lowest)
+        guard count > 0, number >= lowest, number - lowest < UInt64(span) else { return nil }
+        return (head + Int(number - lowest)) & (slots.count - 1)
     }
 
     /// The value under `number`. Setting nil removes it; setting a number not held adds it, and it
     /// must be above every number held (numbers ascend; a gap costs one empty slot per number).
     subscript(number: UInt64) -> Value? {
-        get { slot(number).flatMap { slots[$0] } }
+        get { slot(number).flatMap { occupied[$0] ? slots[$0] : nil } }
         set {
-            if let index = slot(number) {
-                guard newValue != nil else { remove(number); return }
+            guard let newValue else { remove(number); return }
+            if let index = slot(number), occupied[index] {
                 slots[index] = newValue
-            } else if let newValue {
+            } else {
                 insert(newValue, at: number)
             }
         }
     }
 
-    private mutating func insert(_ value: Value, at number: UInt64) {
+    /// Adds `value` under `number`, which must be above every number held.
+    mutating func insert(_ value: consuming Value, at number: UInt64) {
         if count == 0 {
-            slots.removeAll(keepingCapacity: true)
             head = 0
+            span = 0
             lowest = number
         }
-        precondition(number >= end, "numbered window: \(number) is not above the highest held (\(end - 1))")
-        for _ in end..<number { slots.append(nil) }
-        slots.append(value)
+        precondition(number >= lowest + UInt64(span), "numbered window: \(number) is not above the highest held")
+        let needed = Int(number - lowest) + 1
+        if needed > slots.count { grow(toHold: needed) }
+        let index = (head + needed - 1) & (slots.count - 1)
+        slots[index] = consume value
+        occupied[index] = true
+        span = needed
         count += 1
+    }
+
+    /// Lays the held slots out again, in order from slot 0, in a ring large enough for `needed`.
+    private mutating func grow(toHold needed: Int) {
+        var capacity = Swift.max(16, slots.count)
+        while capacity < needed { capacity *= 2 }
+        var newSlots = [Value?](repeating: nil, count: capacity)
+        var newOccupied = [Bool](repeating: false, count: capacity)
+        for offset in 0..<span {
+            let index = (head + offset) & (slots.count - 1)
+            guard occupied[index] else { continue }
+            swap(&newSlots[offset], &slots[index])
+            newOccupied[offset] = true
+        }
+        slots = newSlots
+        occupied = newOccupied
+        head = 0
     }
 
     /// Removes and returns the value under `number`; nil when it is not held.
     @discardableResult
     mutating func remove(_ number: UInt64) -> Value? {
-        guard let index = slot(number), let value = slots[index] else { return nil }
-        slots[index] = nil
+        guard let index = slot(number), occupied[index] else { return nil }
+        // Moved out, not copied: a copy would retain what the value holds.
+        var value: Value?
+        swap(&value, &slots[index])
+        occupied[index] = false
         count -= 1
         if count == 0 {
-            slots.removeAll(keepingCapacity: true)
-            head = 0
-            return value
-        }
-        if index == head {
-            while slots[head] == nil {
-                head += 1
+            span = 0
+        } else if index == head {
+            let mask = slots.count - 1
+            repeat {
+                head = (head + 1) & mask
                 lowest += 1
-            }
-            // Slots before the head are dropped once they are half of the array, so it stays within twice the window.
-            if head >= 1_024 && head * 2 >= slots.count {
-                slots.removeFirst(head)
-                head = 0
-            }
+                span -= 1
+            } while !occupied[head]
         }
         return value
     }
 
-    /// What `body` reads from the value under `number` (no copy of it is made); nil when it is not held.
+    /// What `body` reads from the value under `number`; nil when it is not held.
     func read<Result>(_ number: UInt64, _ body: (Value) -> Result) -> Result? {
-        guard let index = slot(number), let value = slots[index] else { return nil }
-        return body(value)
+        guard let index = slot(number), occupied[index] else { return nil }
+        return body(slots[index]!)
     }
 
     /// Changes the value under `number` in place (no copy of it is made); false when it is not held.
     @discardableResult
     mutating func update(_ number: UInt64, _ change: (inout Value) -> Void) -> Bool {
-        guard let index = slot(number), slots[index] != nil else { return false }
+        guard let index = slot(number), occupied[index] else { return false }
         change(&slots[index]!)
         return true
     }
 
     /// The numbers held and their values, in ascending order.
-    func makeIterator() -> Iterator { Iterator(window: self, index: head) }
+    func makeIterator() -> Iterator { Iterator(window: self, offset: 0) }
 
     struct Iterator: IteratorProtocol {
         let window: NumberedWindow
-        var index: Int
+        var offset: Int
 
         mutating func next() -> (number: UInt64, value: Value)? {
-            while index < window.slots.count {
-                defer { index += 1 }
-                if let value = window.slots[index] { return (window.lowest + UInt64(index - window.head), value) }
+            while offset < window.span {
+                let index = (window.head + offset) & (window.slots.count - 1)
+                defer { offset += 1 }
+                if window.occupied[index] { return (window.lowest + UInt64(offset), window.slots[index]!) }
             }
             return nil
         }
