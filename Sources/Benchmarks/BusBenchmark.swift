@@ -386,7 +386,7 @@ public enum BusBenchmark {
         /// Nanoseconds between intended starts in the open model; nil for the closed loop.
         let interval: Int64?
         /// What the driver heard and timed.
-        private(set) var lifecycles = Lifecycles(interval: nil, warmUp: 0, end: 0)
+        private(set) var lifecycles = Lifecycles(devices: 0, interval: nil, warmUp: 0, end: 0)
         var latencies: [Int64] { lifecycles.latencies }
         var stageSamples: [(intended: Int64, lag: Int64, added: Int64, purchased: Int64, finished: Int64)] { lifecycles.stageSamples }
         var completed: Int { lifecycles.completed }
@@ -435,7 +435,7 @@ public enum BusBenchmark {
                 try sender.submit(.launchApp(device: device))
                 try sender.submit(.attachObserver(device: device, observer: "bench"))
             }
-            lifecycles = Lifecycles(interval: interval, warmUp: warmUp, end: end)
+            lifecycles = Lifecycles(devices: devices.count, interval: interval, warmUp: warmUp, end: end)
             let host = RoleHost(role: lifecycles)
             var transport = LiveRoleTransport(sender: sender, processName: "bench")
             var nextDevice = 0
@@ -474,9 +474,10 @@ public enum BusBenchmark {
                 for record in RoleProcess.takeRound(from: &unread) {
                     // Every driver hears the whole partition; each handles its own devices.
                     // A record caught up by FETCH has no topic (device nil): its event names the device.
-                    if let device = record.device, !device.hasPrefix(prefix) { continue }
+                    // Compared as bytes: `hasPrefix` also checks grapheme boundaries, a cost per record.
+                    if let device = record.device, !device.utf8.starts(with: prefix.utf8) { continue }
                     let recorded = try record.decoded()
-                    if record.device == nil, !(recorded.event.device?.hasPrefix(prefix) ?? false) { continue }
+                    if record.device == nil, !(recorded.event.device?.utf8.starts(with: prefix.utf8) ?? false) { continue }
                     eventBytes += record.payload.count + 24
                     eventCount += 1
                     transport.tick()
@@ -500,8 +501,9 @@ public enum BusBenchmark {
         var startedInWindow = 0
         var inFlight = 0
         /// Per lifecycle in flight: its intended start, when it was really sent, and when its transaction was
-        /// added and purchased. One dictionary, so each event costs one lookup of its key.
-        private var progress: [TransactionKey: Progress] = [:]
+        /// added and purchased; per device (its index in its name, `bench-<driver>-<index>`), by transaction
+        /// number, so an event costs an index, not a hash of its key.
+        private var progress: [NumberedWindow<Progress>]
         /// A struct, not a tuple: a dictionary of tuples looks their type metadata up at run time, at every access.
         private struct Progress {
             var start: Int64
@@ -513,7 +515,8 @@ public enum BusBenchmark {
         private var submittedAt: [Int64] = []
         private var submittedHead = 0
 
-        init(interval: Int64?, warmUp: Int64, end: Int64) {
+        init(devices: Int, interval: Int64?, warmUp: Int64, end: Int64) {
+            progress = Array(repeating: NumberedWindow(), count: devices)
             self.interval = interval
             self.warmUp = warmUp
             self.end = end
@@ -533,7 +536,7 @@ public enum BusBenchmark {
         /// The drain ended: the lifecycles of the window still unfinished count with the latency reached
         /// so far; returns how many.
         func giveUp(now: Int64) -> Int {
-            let waiting = progress.values.map(\.start).filter(inWindow) + submittedAt[submittedHead...].filter(inWindow)
+            let waiting = progress.flatMap { $0.map(\.value.start) }.filter(inWindow) + submittedAt[submittedHead...].filter(inWindow)
             latencies.append(contentsOf: waiting.map { now - $0 })
             return waiting.count
         }
@@ -542,13 +545,25 @@ public enum BusBenchmark {
         func resume(now: Int64) -> [Effect] { [] }
         func timerFired(_ token: TimerToken, now: Int64) -> [Effect] { [] }
 
+        /// The device's index in its name (`bench-<driver>-<index>`).
+        private static func deviceIndex(_ device: String) -> Int {
+            var index = 0, scale = 1
+            for byte in device.utf8.reversed() {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { break }
+                index += Int(byte - UInt8(ascii: "0")) * scale
+                scale *= 10
+            }
+            return index
+        }
+
         func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
             switch recorded.event {
             case .transactionAdded(let key, _):
                 // Payments reach the queue in the order sent (one connection), so the
                 // oldest unmatched send is this transaction's.
                 if submittedHead < submittedAt.count {
-                    progress[key] = Progress(start: submittedAt[submittedHead], sent: sentAt[submittedHead], added: now, purchased: 0)
+                    progress[Self.deviceIndex(key.device)].insert(
+                        Progress(start: submittedAt[submittedHead], sent: sentAt[submittedHead], added: now, purchased: 0), at: key.number)
                     submittedHead += 1
                     if submittedHead > 65_536 {
                         submittedAt.removeFirst(submittedHead)
@@ -557,11 +572,11 @@ public enum BusBenchmark {
                     }
                 }
             case .transactionPurchased(let key, _, _, _):
-                progress[key]?.purchased = now
+                progress[Self.deviceIndex(key.device)].update(key.number) { $0.purchased = now }
                 return [.send(.finishTransaction(key))]
             case .transactionFinished(let key):
                 inFlight -= 1
-                if let stages = progress.removeValue(forKey: key), stages.start >= warmUp, interval == nil ? now <= end : stages.start < end {
+                if let stages = progress[Self.deviceIndex(key.device)].remove(key.number), stages.start >= warmUp, interval == nil ? now <= end : stages.start < end {
                     let start = stages.start
                     latencies.append(now - start)
                     completed += 1

@@ -285,7 +285,9 @@ public final class CommandSender {
             }
             switch decoded {
             case .success(.acknowledgements(let acknowledgements)):
-                for acknowledgement in acknowledgements { take(acknowledgement, into: &completions) }
+                // One clock read per message, not per acknowledgement: an ACKS carries a round's worth.
+                let now = ContinuousClock.now
+                for acknowledgement in acknowledgements { take(acknowledgement, now: now, into: &completions) }
             case .success(.versions(let versions)):
                 helloPending = false
                 if configuration.newestWireVersion >= 2, versions.contains(2) { wireVersion = 2 }
@@ -295,7 +297,7 @@ public final class CommandSender {
         }
     }
 
-    private func take(_ acknowledgement: CommandAcknowledgement, into completions: inout [CommandCompletion]) {
+    private func take(_ acknowledgement: CommandAcknowledgement, now: ContinuousClock.Instant, into completions: inout [CommandCompletion]) {
         if helloPending, acknowledgement.commandID == nil, acknowledgement.status == .malformed,
            acknowledgement.message.hasPrefix(WireFailureReason.unknownVerb.rawValue) {
             // A version-1 queue does not know HELLO: this sender goes on with version 1.
@@ -306,7 +308,7 @@ public final class CommandSender {
             unidentifiedAcknowledgements += 1
             return
         }
-        switch pipeline.answered(commandID, status: acknowledgement.status, now: .now) {
+        switch pipeline.answered(commandID, status: acknowledgement.status, now: now) {
         case nil, .gaveUp?:
             return
         case .duplicateOfUnsentCommand?:
