@@ -191,7 +191,14 @@ public final class PartitionedSubscriber {
     }
 
     /// Per partition (in the topology's order), the last sequence delivered, 0 when none was.
-    public var lastDelivered: [UInt64] { subscribers.map { $0.nextSequence - 1 } }
+    public var lastDelivered: [UInt64] {
+        // The same array while nothing new was delivered: a sender asks before every command.
+        if lastDeliveredCache.count == subscribers.count,
+           zip(lastDeliveredCache, subscribers).allSatisfy({ $0 == $1.nextSequence - 1 }) { return lastDeliveredCache }
+        lastDeliveredCache = subscribers.map { $0.nextSequence - 1 }
+        return lastDeliveredCache
+    }
+    private var lastDeliveredCache: [UInt64] = []
 
     /// The partitions not heard from yet, for an error message.
     public var silentPartitions: [PartitionEndpoints] {
