@@ -9,10 +9,21 @@ public struct StoreProjection: Sendable {
         /// Auto-renewable subscriptions the account pays for now (R-R4: not charged again).
         public var activeSubscriptions: Set<String> = []
         public var purchaseCount = 0
-        /// Every charged purchase, consumables too: what the receipt lists (R-R2).
-        public var purchases: [OriginalTransaction] = []
-        /// Consumable purchases the app finished: they leave the receipt (R-R2).
-        public var finishedConsumables: Set<String> = []
+        /// Every charged purchase, consumables too: what the receipt lists (R-R2). Appended through
+        /// `record(_:)`, which keeps `finished` beside it.
+        public internal(set) var purchases: [OriginalTransaction] = []
+        /// Per entry of `purchases`: a consumable the app finished, which leaves the receipt (R-R2).
+        /// A flag by position, not a set of identifiers: a finish then hashes no identifier and grows no set.
+        public internal(set) var finished: [Bool] = []
+        public internal(set) var finishedCount = 0
+
+        /// Adds a charged purchase or renewal to the history; returns its position in `purchases`.
+        @discardableResult
+        mutating func record(_ original: OriginalTransaction) -> Int {
+            purchases.append(original)
+            finished.append(false)
+            return purchases.count - 1
+        }
         /// Subscription groups the account has ever subscribed in: it is no longer eligible for
         /// their introductory offers (F-O2).
         public var subscribedGroups: Set<String> = []
@@ -58,9 +69,9 @@ public struct StoreProjection: Sendable {
     public private(set) var subscriptions: [String: Subscription] = [:]
     /// The same, by account, so a purchase looks only at its own account's (not every account's).
     private var subscriptionsOfAccount: [String: Set<String>] = [:]
-    /// Charged consumable purchases not finished yet, with their account and identifier: the receipt
-    /// lists them until the app finishes them (R-R2).
-    private var unfinishedConsumables: [TransactionKey: (account: String, identifier: String)] = [:]
+    /// Charged consumable purchases not finished yet, with their account and position in its
+    /// `purchases`: the receipt lists them until the app finishes them (R-R2).
+    private var unfinishedConsumables: [TransactionKey: (account: String, position: Int)] = [:]
     /// Receipt refreshes asked for and not yet answered (R-R2), oldest first.
     public private(set) var receiptRefreshesAwaiting: [ReceiptRequest] = []
 
@@ -114,8 +125,8 @@ public struct StoreProjection: Sendable {
     /// your app finishes that transaction").
     public func receipt(of account: String) -> Receipt {
         let history = history(of: account)
-        let listed = history.finishedConsumables.isEmpty ? history.purchases
-            : history.purchases.filter { !history.finishedConsumables.contains($0.transactionIdentifier) }
+        let listed = history.finishedCount == 0 ? history.purchases
+            : zip(history.purchases, history.finished).filter { !$0.1 }.map(\.0)
         guard !history.introductoryOfferPeriods.isEmpty || !history.promotionalOfferIdentifiers.isEmpty else {
             return Receipt(account: account, purchases: listed)
         }
@@ -212,8 +223,10 @@ public struct StoreProjection: Sendable {
             recordPurchase(key, identifier: identifier, charged: charged, at: recorded.timestamp, catalog: catalog)
         case .transactionFinished(let key):
             // A finished consumable leaves the receipt (R-R2).
-            guard let consumable = unfinishedConsumables.removeValue(forKey: key) else { return }
-            accounts[consumable.account]?.finishedConsumables.insert(consumable.identifier)
+            guard let consumable = unfinishedConsumables.removeValue(forKey: key),
+                  let history = accounts.index(forKey: consumable.account) else { return }
+            accounts.values[history].finished[consumable.position] = true
+            accounts.values[history].finishedCount += 1
         case .receiptRefreshStarted(let device, let number):
             receiptRefreshesAwaiting.append(ReceiptRequest(device: device, number: number))
         case .receiptDelivered(let device, let number, _, _, let isLast):
@@ -270,7 +283,7 @@ public struct StoreProjection: Sendable {
             history = accounts.index(forKey: account)!
         }
         accounts.values[history].purchaseCount += 1
-        accounts.values[history].purchases.append(original)
+        let position = accounts.values[history].record(original)
         // The product's fields are read in place (`catalog.product` returns a copy of all of them).
         guard let product = catalog.index(of: payment.productIdentifier) else { return }
         let kind = catalog.products[product].kind
@@ -304,7 +317,7 @@ public struct StoreProjection: Sendable {
             subscriptions[identifier] = subscription
         }
         if kind.isRestorable { accounts.values[history].restorable.append(original) }
-        if kind == .consumable { unfinishedConsumables[key] = (account, identifier) }
+        if kind == .consumable { unfinishedConsumables[key] = (account, position) }
     }
 
     /// A renewal of a subscription (F-U1): its period, its recovery from billing retry (F-B1), the charge the receipt lists.
@@ -324,7 +337,7 @@ public struct StoreProjection: Sendable {
         subscription.gracePeriodEnd = nil
         subscriptions[original.transactionIdentifier] = subscription
         // Each renewal is a charge the receipt lists (R-R2).
-        accounts[subscription.account, default: AccountHistory()].purchases.append(
+        accounts[subscription.account, default: AccountHistory()].record(
             OriginalTransaction(transactionIdentifier: identifier, payment: original.payment, transactionDate: time))
         // A pay-as-you-go renewal still at the offer price (F-O2, F-O3).
         if subscription.isInIntroductoryOfferPeriod, let offer = subscription.introductoryOffer {
