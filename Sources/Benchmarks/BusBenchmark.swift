@@ -545,15 +545,16 @@ public enum BusBenchmark {
         func resume(now: Int64) -> [Effect] { [] }
         func timerFired(_ token: TimerToken, now: Int64) -> [Effect] { [] }
 
-        /// The device's index in its name (`bench-<driver>-<index>`).
-        private static func deviceIndex(_ device: String) -> Int {
-            var index = 0, scale = 1
+        /// The device's index in its name (`bench-<driver>-<index>`); nil for a name that is not one of this driver's.
+        private func deviceIndex(_ device: String) -> Int? {
+            var index = 0, scale = 1, digits = 0
             for byte in device.utf8.reversed() {
-                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { break }
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 9 else { break }
                 index += Int(byte - UInt8(ascii: "0")) * scale
                 scale *= 10
+                digits += 1
             }
-            return index
+            return digits > 0 && index < progress.count ? index : nil
         }
 
         func receive(_ recorded: RecordedEvent, now: Int64) -> [Effect] {
@@ -562,8 +563,10 @@ public enum BusBenchmark {
                 // Payments reach the queue in the order sent (one connection), so the
                 // oldest unmatched send is this transaction's.
                 if submittedHead < submittedAt.count {
-                    progress[Self.deviceIndex(key.device)].insert(
-                        Progress(start: submittedAt[submittedHead], sent: sentAt[submittedHead], added: now, purchased: 0), at: key.number)
+                    if let device = deviceIndex(key.device) {
+                        progress[device].insert(
+                            Progress(start: submittedAt[submittedHead], sent: sentAt[submittedHead], added: now, purchased: 0), at: key.number)
+                    }
                     submittedHead += 1
                     if submittedHead > 65_536 {
                         submittedAt.removeFirst(submittedHead)
@@ -572,11 +575,11 @@ public enum BusBenchmark {
                     }
                 }
             case .transactionPurchased(let key, _, _, _):
-                progress[Self.deviceIndex(key.device)].update(key.number) { $0.purchased = now }
+                if let device = deviceIndex(key.device) { progress[device].update(key.number) { $0.purchased = now } }
                 return [.send(.finishTransaction(key))]
             case .transactionFinished(let key):
                 inFlight -= 1
-                if let stages = progress[Self.deviceIndex(key.device)].remove(key.number), stages.start >= warmUp, interval == nil ? now <= end : stages.start < end {
+                if let device = deviceIndex(key.device), let stages = progress[device].remove(key.number), stages.start >= warmUp, interval == nil ? now <= end : stages.start < end {
                     let start = stages.start
                     latencies.append(now - start)
                     completed += 1

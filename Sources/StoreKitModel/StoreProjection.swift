@@ -15,7 +15,6 @@ public struct StoreProjection: Sendable {
         /// Per entry of `purchases`: a consumable the app finished, which leaves the receipt (R-R2).
         /// A flag by position, not a set of identifiers: a finish then hashes no identifier and grows no set.
         public internal(set) var finished: [Bool] = []
-        public internal(set) var finishedCount = 0
 
         /// Adds a charged purchase or renewal to the history; returns its position in `purchases`.
         @discardableResult
@@ -125,8 +124,8 @@ public struct StoreProjection: Sendable {
     /// your app finishes that transaction").
     public func receipt(of account: String) -> Receipt {
         let history = history(of: account)
-        let listed = history.finishedCount == 0 ? history.purchases
-            : zip(history.purchases, history.finished).filter { !$0.1 }.map(\.0)
+        let listed = history.finished.contains(true) ? zip(history.purchases, history.finished).filter { !$0.1 }.map(\.0)
+            : history.purchases
         guard !history.introductoryOfferPeriods.isEmpty || !history.promotionalOfferIdentifiers.isEmpty else {
             return Receipt(account: account, purchases: listed)
         }
@@ -226,7 +225,6 @@ public struct StoreProjection: Sendable {
             guard let consumable = unfinishedConsumables.removeValue(forKey: key),
                   let history = accounts.index(forKey: consumable.account) else { return }
             accounts.values[history].finished[consumable.position] = true
-            accounts.values[history].finishedCount += 1
         case .receiptRefreshStarted(let device, let number):
             receiptRefreshesAwaiting.append(ReceiptRequest(device: device, number: number))
         case .receiptDelivered(let device, let number, _, _, let isLast):
