@@ -520,7 +520,11 @@ public enum BusBenchmark {
             self.interval = interval
             self.warmUp = warmUp
             self.end = end
-            latencies.reserveCapacity(interval == nil && end == 0 ? 0 : 1 << 19)
+            // Reserved, not grown: an array that outgrows its capacity copies itself into fresh pages at
+            // once, a stall of the driver (and of every lifecycle in flight) inside the window it measures.
+            let expected = interval == nil && end == 0 ? 0 : 1 << 19
+            latencies.reserveCapacity(expected)
+            stageSamples.reserveCapacity(expected)
         }
 
         private func inWindow(_ start: Int64) -> Bool { start >= warmUp && start < end }

@@ -10,8 +10,9 @@ public struct StoreProjection: Sendable {
         public var activeSubscriptions: Set<String> = []
         public var purchaseCount = 0
         /// Every charged purchase, consumables too: what the receipt lists (R-R2). Appended through
-        /// `record(_:)`, which keeps `finished` beside it.
-        public internal(set) var purchases: [OriginalTransaction] = []
+        /// `record(_:)`, which keeps `finished` beside it. In chunks: it grows with every purchase, and
+        /// an array's growth copied all of it at once (`SegmentedArray`).
+        public internal(set) var purchases = SegmentedArray<OriginalTransaction>()
         /// Per entry of `purchases`: a consumable the app finished, which leaves the receipt (R-R2).
         /// A flag by position, not a set of identifiers: a finish then hashes no identifier and grows no set.
         public internal(set) var finished: [Bool] = []
@@ -125,7 +126,7 @@ public struct StoreProjection: Sendable {
     public func receipt(of account: String) -> Receipt {
         let history = history(of: account)
         let listed = history.finished.contains(true) ? zip(history.purchases, history.finished).filter { !$0.1 }.map(\.0)
-            : history.purchases
+            : Array(history.purchases)
         guard !history.introductoryOfferPeriods.isEmpty || !history.promotionalOfferIdentifiers.isEmpty else {
             return Receipt(account: account, purchases: listed)
         }

@@ -308,7 +308,7 @@ public final class RecordedWorldRole: Role {
     }
 
     private func purchases(ofAccountOf device: String) -> [OriginalTransaction] {
-        store.accountOfDevice[device].map { store.history(of: $0).purchases } ?? []
+        store.accountOfDevice[device].map { Array(store.history(of: $0).purchases) } ?? []
     }
 
     /// The purchases a receipt piece lists or a restore piece restores, with its device.
