@@ -305,8 +305,14 @@ public final class LoadCoordinator {
             }
             guard progress.roster.drivers.values.contains(where: { !$0.isFinal }) else { break }
             try security?.admit()
-            guard let frames = try receive(router, ignoredFrames: &progress.roster.ignoredFrames), frames.count == 3, let verb = LoadWire.verb(frames[1]),
-                  let name = progress.roster.byIdentity[frames[0]] else { continue }
+            guard let frames = try receive(router, ignoredFrames: &progress.roster.ignoredFrames), frames.count == 3,
+                  let verb = LoadWire.verb(frames[1]) else { continue }
+            guard let name = progress.roster.byIdentity[frames[0]] else {
+                // A stranger, or a driver too late to join: ignored and logged (the first few), as while gathering.
+                progress.roster.ignoredFrames += 1
+                if progress.roster.ignoredFrames <= 10 { logger.warning("ignored a \(verb.rawValue) from a peer that is no driver of this load") }
+                continue
+            }
             switch verb {
             case .report:
                 try progress.take(try LoadWire.decode(DriverReport.self, frames[2]), from: name, now: now)
