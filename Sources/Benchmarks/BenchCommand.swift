@@ -219,7 +219,8 @@ struct BusBench: AsyncParsableCommand {
             every core of the machine to itself at that cost (the store and the drivers costing nothing). \
             The skeleton (skeletonLifecyclesPerSecond, skeletonRatioToBaseline, skeletonHalfLoadLatencyP99Microseconds) is the \
             design's ceiling here: the same sockets, processes' worth of threads and hops, one write + fdatasync per round, and \
-            nothing else. machineBusyPercent and stealPercent say how busy the machine was and how much the hypervisor took.
+            nothing else. machineBusyPercent and stealPercent say how busy the machine was and how much the hypervisor took, \
+            contextSwitchesPerLifecycle and halfLoadContextSwitchesPerLifecycle how many times its threads were switched per lifecycle.
             """)
 
     @Option(parsing: .unconditional, help: "Seconds of load per transport.") var seconds: Double = 4
@@ -343,6 +344,9 @@ struct BusBench: AsyncParsableCommand {
             ("stealPercent", .double((result.machineStealFraction * 1000).rounded() / 10)),
             ("halfLoadMachineBusyPercent", .double((figure.halfLoad.machineBusyFraction * 1000).rounded() / 10)),
             ("halfLoadStealPercent", .double((figure.halfLoad.machineStealFraction * 1000).rounded() / 10)),
+            // The machine's context switches per lifecycle: a half-load lifecycle comes in smaller rounds, each waking threads.
+            ("contextSwitchesPerLifecycle", .double((result.machineContextSwitchesPerLifecycle * 100).rounded() / 100)),
+            ("halfLoadContextSwitchesPerLifecycle", .double((figure.halfLoad.machineContextSwitchesPerLifecycle * 100).rounded() / 100)),
             // Where the closed loop's time went: each process's CPU (in cores) and the waits.
             ("queueCores", .double((result.queueCores * 100).rounded() / 100)),
             ("storeCores", .double((result.storeCores * 100).rounded() / 100)),
@@ -370,9 +374,9 @@ struct BusBench: AsyncParsableCommand {
         printLine(String(format: "%@: one lifecycle alone p50 %.0f µs (p99 %.0f µs); floor %.0f µs (3 × write+fdatasync %.0f µs + 3 × round trip %.0f µs); ratio to floor %.2f",
                          result.transport, figure.unloaded.latencyMicroseconds.p50, figure.unloaded.latencyMicroseconds.p99,
                          figure.floor.floorMicroseconds, figure.floor.fsyncMicroseconds, figure.floor.roundTripMicroseconds, figure.ratioToFloor))
-        printLine(String(format: "%@: CPU in cores: queue %.2f, store %.2f, drivers %.2f; machine %.1f %% busy, %.1f %% stolen by the hypervisor; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
+        printLine(String(format: "%@: CPU in cores: queue %.2f, store %.2f, drivers %.2f; machine %.1f %% busy, %.1f %% stolen by the hypervisor, %.2f context switches per lifecycle; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
                          result.transport, result.queueCores, result.storeCores, result.driverCores,
-                         result.machineBusyFraction * 100, result.machineStealFraction * 100, result.durabilityRounds,
+                         result.machineBusyFraction * 100, result.machineStealFraction * 100, result.machineContextSwitchesPerLifecycle, result.durabilityRounds,
                          Int(result.records), result.retriesSent, result.queueAnsweredUnavailable, result.queueDuplicates, result.repliesDropped, result.gapsRecovered))
         printLine(String(format: "%@: at half the throughput (%.0f/s offered, open model, %d lifecycles finished, %d unfinished): p50 %.0f µs, p99 %.0f µs from the intended start (the disk's write+fdatasync p99 %.0f µs)",
                          result.transport, figure.halfLoad.offeredPerSecond ?? 0, figure.halfLoad.lifecycles, figure.halfLoad.unfinished,
@@ -383,9 +387,9 @@ struct BusBench: AsyncParsableCommand {
         printLine("\(result.transport): one lifecycle alone: stages p50/p99 µs: "
                   + figure.unloaded.stages.map { String(format: "%@ %.0f/%.0f", $0.name, $0.p50, $0.p99) }.joined(separator: ", "))
         let half = figure.halfLoad
-        printLine(String(format: "%@: half load: CPU in cores: queue %.2f, store %.2f, drivers %.2f; machine %.1f %% busy, %.1f %% stolen by the hypervisor; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
+        printLine(String(format: "%@: half load: CPU in cores: queue %.2f, store %.2f, drivers %.2f; machine %.1f %% busy, %.1f %% stolen by the hypervisor, %.2f context switches per lifecycle; %d fsyncs for %d records; %d retries sent, %d answered unavailable, %d duplicates, %d replies dropped, %d gaps fetched",
                          result.transport, half.queueCores, half.storeCores, half.driverCores,
-                         half.machineBusyFraction * 100, half.machineStealFraction * 100, half.durabilityRounds,
+                         half.machineBusyFraction * 100, half.machineStealFraction * 100, half.machineContextSwitchesPerLifecycle, half.durabilityRounds,
                          Int(half.records), half.retriesSent, half.queueAnsweredUnavailable, half.queueDuplicates, half.repliesDropped, half.gapsRecovered))
         printLine("\(result.transport): half load: stages p50/p99 µs: " + half.stages.map { String(format: "%@ %.0f/%.0f", $0.name, $0.p50, $0.p99) }.joined(separator: ", ")
                   + "; largest latency per tenth of the window, ms: " + half.timeline.map { String(format: "%.1f", $0 / 1_000) }.joined(separator: " "))

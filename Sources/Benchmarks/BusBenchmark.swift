@@ -64,6 +64,8 @@ public enum BusBenchmark {
         /// share the hypervisor took (steal). On a shared VM a phase with much steal runs slower and later.
         public var machineBusyFraction: Double = 0
         public var machineStealFraction: Double = 0
+        /// The whole machine's context switches over the window, per lifecycle finished in it.
+        public var machineContextSwitchesPerLifecycle: Double = 0
         /// The queue's CPU per finished lifecycle in the window, in microseconds (`queueCores` over the rate).
         public var queueMicrosecondsPerLifecycle: Double? {
             queueCores > 0 && lifecyclesPerSecond > 0 ? queueCores / lifecyclesPerSecond * 1e6 : nil
@@ -215,6 +217,8 @@ public enum BusBenchmark {
         (measurement.queueCores, measurement.storeCores, measurement.driverCores) = (cores[0], cores[1], cores[2])
         measurement.machineBusyFraction = LoadBenchmark.CPUTimes.busyFraction(from: machineBefore, to: machineAfter)
         measurement.machineStealFraction = LoadBenchmark.CPUTimes.stealFraction(from: machineBefore, to: machineAfter)
+        measurement.machineContextSwitchesPerLifecycle = completed > 0
+            ? Double(LoadBenchmark.CPUTimes.contextSwitches(from: machineBefore, to: machineAfter)) / Double(completed) : 0
         return measurement
     }
 

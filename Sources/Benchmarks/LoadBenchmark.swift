@@ -145,15 +145,27 @@ public enum LoadBenchmark {
         var total: Int64
         /// Time a virtual machine's processors were runnable but the hypervisor ran something else.
         var steal: Int64 = 0
+        /// Context switches on every processor since boot (`ctxt`): each a thread put to sleep or
+        /// preempted, the cost that grows when work comes in many small rounds.
+        var contextSwitches: Int64 = 0
 
         public static func read() -> CPUTimes? {
-            guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-                  let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
+            guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8) else { return nil }
+            let lines = text.split(separator: "\n")
+            guard let line = lines.first(where: { $0.hasPrefix("cpu ") }) else { return nil }
             let fields = line.split(separator: " ").dropFirst().compactMap { Int64($0) }
             guard fields.count >= 5 else { return nil }
             // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
             let total = fields.prefix(8).reduce(0, +)
-            return CPUTimes(busy: total - fields[3] - fields[4], total: total, steal: fields.count > 7 ? fields[7] : 0)
+            let switches = lines.first(where: { $0.hasPrefix("ctxt ") }).flatMap { Int64($0.dropFirst(5)) } ?? 0
+            return CPUTimes(busy: total - fields[3] - fields[4], total: total, steal: fields.count > 7 ? fields[7] : 0,
+                            contextSwitches: switches)
+        }
+
+        /// The machine's context switches between two readings (0 when either is missing).
+        public static func contextSwitches(from before: CPUTimes?, to after: CPUTimes?) -> Int64 {
+            guard let before, let after else { return 0 }
+            return max(0, after.contextSwitches - before.contextSwitches)
         }
 
         /// The share of all cores' time the hypervisor took (steal) between two readings.

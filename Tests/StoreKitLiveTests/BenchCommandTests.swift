@@ -18,7 +18,8 @@ import Testing
                       "unloadedLatencyP50Microseconds", "floorMicroseconds", "ratioToFloor", "halfLoadLatencyP99Microseconds",
                       "fsyncMicroseconds", "fsyncP99Microseconds", "roundTripMicroseconds", "halfLoadOfferedPerSecond", "queueCores", "storeCores", "driverCores", "queueMicrosecondsPerLifecycle",
                       "ceilingRatioToBaseline", "skeletonLifecyclesPerSecond", "skeletonRatioToBaseline", "skeletonHalfLoadLatencyP50Microseconds",
-                      "skeletonHalfLoadLatencyP99Microseconds", "machineBusyPercent", "stealPercent", "halfLoadMachineBusyPercent", "halfLoadStealPercent"] {
+                      "skeletonHalfLoadLatencyP99Microseconds", "machineBusyPercent", "stealPercent", "halfLoadMachineBusyPercent", "halfLoadStealPercent",
+                      "contextSwitchesPerLifecycle", "halfLoadContextSwitchesPerLifecycle"] {
             #expect(transport[field] is Double, "\(field) missing")
         }
         for field in ["halfLoadUnfinished", "retriesSent", "queueAnsweredUnavailable", "queueDuplicates", "repliesDropped", "durabilityRounds"] {
@@ -41,6 +42,9 @@ import Testing
         #expect((transport["skeletonHalfLoadLatencyP99Microseconds"] as? Double ?? 0) >= (transport["skeletonHalfLoadLatencyP50Microseconds"] as? Double ?? 1))
         #expect((0...100).contains(transport["machineBusyPercent"] as? Double ?? -1))
         #expect((0...100).contains(transport["halfLoadStealPercent"] as? Double ?? -1))
+        // A lifecycle crosses three processes: their threads wake and sleep, read from the kernel's count.
+        #expect((transport["contextSwitchesPerLifecycle"] as? Double ?? 0) > 0)
+        #expect((transport["halfLoadContextSwitchesPerLifecycle"] as? Double ?? 0) > 0)
     }
 
     @Test("bench load emits the baseline and, per partition count, starts, lifecycles, the driver's CPU and each queue's figures")
