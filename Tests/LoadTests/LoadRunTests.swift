@@ -336,6 +336,35 @@ import ZeroMQ
         #expect(outcome.error.contains("ignored a message beyond the driver protocol's limits"), "\(outcome.error)")
     }
 
+    @Test("a HELLO and a FAILED from a peer that is no driver, arriving while the load runs, are ignored and logged; the load runs")
+    func strangerDuringTheLoad() throws {
+        let scratch = Scratch()
+        let endpoint = "tcp://127.0.0.1:\(49_000 + Int(getpid() % 1_000))"
+        let load = try SKSimProgram.start(try Self.executable(), ["load", "--drivers", "1", "--listen", endpoint, "--rate", "20",
+                                                                 "--duration", "6s", "--out", scratch.path("run"), "--json"],
+                                          in: Self.repositoryRoot)
+        // The coordinator creates histograms.hlog once every driver has joined and the START is out:
+        // from then on it collects reports, and a stranger's frames meet that loop, not the gathering.
+        let started = Date().addingTimeInterval(60)
+        while !FileManager.default.fileExists(atPath: scratch.path("run/histograms.hlog")), Date() < started { usleep(20_000) }
+        #expect(FileManager.default.fileExists(atPath: scratch.path("run/histograms.hlog")))
+        let context = try ZeroMQContext()
+        defer { context.terminate() }
+        let stranger = try context.socket(.dealer)
+        defer { stranger.close() }
+        let connection = try stranger.monitor([.handshakeSucceeded])
+        defer { connection.close() }
+        try stranger.connect(endpoint)
+        #expect(try connection.receive(timeout: .seconds(60))?.event == .handshakeSucceeded)
+        _ = try stranger.send([Array("HELLO".utf8), Array("{not json".utf8)])
+        _ = try stranger.send([Array("FAILED".utf8), Array("I say so".utf8)])
+        let outcome = load.finish()
+        #expect(outcome.status == 0, "\(outcome.error)")
+        #expect(outcome.json["lifecycles"] as? Int == 120, "\(outcome.output)")
+        #expect(outcome.error.contains("ignored a HELLO from a peer that is no driver of this load"), "\(outcome.error)")
+        #expect(outcome.error.contains("ignored a FAILED from a peer that is no driver of this load"), "\(outcome.error)")
+    }
+
     @Test("--abort-on-fail stops the load early when a latency threshold fails, but not before --abort-delay (k6's delayAbortEval)")
     func abortOnFail() throws {
         let scratch = Scratch()
