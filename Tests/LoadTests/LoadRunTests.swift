@@ -293,6 +293,19 @@ import ZeroMQ
         #expect(try Self.sksim(["log", "verify", run]).status == 0)
     }
 
+    /// A DEALER at the driver endpoint that is no driver: once its connection is made, it sends a HELLO
+    /// that does not decode and a FAILED. Returned open, for more frames.
+    static func stranger(at endpoint: String, in context: ZeroMQContext) throws -> Socket {
+        let stranger = try context.socket(.dealer)
+        let connection = try stranger.monitor([.handshakeSucceeded])
+        defer { connection.close() }
+        try stranger.connect(endpoint)
+        #expect(try connection.receive(timeout: .seconds(60))?.event == .handshakeSucceeded)
+        _ = try stranger.send([Array("HELLO".utf8), Array("{not json".utf8)])
+        _ = try stranger.send([Array("FAILED".utf8), Array("I say so".utf8)])
+        return stranger
+    }
+
     @Test("frames from a peer that is no driver (a malformed HELLO, a FAILED, too many frames, a frame above 16 MiB) are ignored while drivers join; the load runs")
     func strangerAtTheDriverEndpoint() throws {
         let scratch = Scratch()
@@ -308,14 +321,8 @@ import ZeroMQ
         // a HELLO without a word, and the test missed its warning.
         let context = try ZeroMQContext()
         defer { context.terminate() }
-        let stranger = try context.socket(.dealer)
+        let stranger = try Self.stranger(at: endpoint, in: context)
         defer { stranger.close() }
-        let connection = try stranger.monitor([.handshakeSucceeded])
-        defer { connection.close() }
-        try stranger.connect(endpoint)
-        #expect(try connection.receive(timeout: .seconds(60))?.event == .handshakeSucceeded)
-        _ = try stranger.send([Array("HELLO".utf8), Array("{not json".utf8)])
-        _ = try stranger.send([Array("FAILED".utf8), Array("I say so".utf8)])
         // Beyond the protocol's limits: 4 frames, which once ended the load ("inbound message of 4
         // frames … exceeds the limits"); then, from a second stranger, a frame above 16 MiB, which
         // closes that stranger's connection. (Sent by the first, the close could race the reading of
@@ -350,14 +357,8 @@ import ZeroMQ
         #expect(FileManager.default.fileExists(atPath: scratch.path("run/histograms.hlog")))
         let context = try ZeroMQContext()
         defer { context.terminate() }
-        let stranger = try context.socket(.dealer)
+        let stranger = try Self.stranger(at: endpoint, in: context)
         defer { stranger.close() }
-        let connection = try stranger.monitor([.handshakeSucceeded])
-        defer { connection.close() }
-        try stranger.connect(endpoint)
-        #expect(try connection.receive(timeout: .seconds(60))?.event == .handshakeSucceeded)
-        _ = try stranger.send([Array("HELLO".utf8), Array("{not json".utf8)])
-        _ = try stranger.send([Array("FAILED".utf8), Array("I say so".utf8)])
         let outcome = load.finish()
         #expect(outcome.status == 0, "\(outcome.error)")
         #expect(outcome.json["lifecycles"] as? Int == 120, "\(outcome.output)")
