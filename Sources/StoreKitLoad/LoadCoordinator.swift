@@ -244,8 +244,7 @@ public final class LoadCoordinator {
             case .failed:
                 // Only a driver that said hello can fail the load.
                 guard let name = roster.byIdentity[frames[0]] else {
-                    roster.ignoredFrames += 1
-                    if roster.ignoredFrames <= 10 { logger.warning("ignored a FAILED from a peer that is no driver of this load") }
+                    ignore("ignored a FAILED from a peer that is no driver of this load", count: &roster.ignoredFrames)
                     continue
                 }
                 throw LoadProtocolError("driver '\(name)' failed: \(String(decoding: frames[2], as: UTF8.self))")
@@ -264,8 +263,7 @@ public final class LoadCoordinator {
         do {
             hello = try LoadWire.decode(DriverHello.self, frames[2])
         } catch {
-            roster.ignoredFrames += 1
-            if roster.ignoredFrames <= 10 { logger.warning("ignored a HELLO that no driver sent", metadata: ["error": "\(error)"]) }
+            ignore("ignored a HELLO that no driver sent", error: error, count: &roster.ignoredFrames)
             return
         }
         guard roster.drivers[hello.name] == nil else {
@@ -309,8 +307,7 @@ public final class LoadCoordinator {
                   let verb = LoadWire.verb(frames[1]) else { continue }
             guard let name = progress.roster.byIdentity[frames[0]] else {
                 // A stranger, or a driver too late to join: ignored and logged (the first few), as while gathering.
-                progress.roster.ignoredFrames += 1
-                if progress.roster.ignoredFrames <= 10 { logger.warning("ignored a \(verb.rawValue) from a peer that is no driver of this load") }
+                ignore("ignored a \(verb.rawValue) from a peer that is no driver of this load", count: &progress.roster.ignoredFrames)
                 continue
             }
             switch verb {
@@ -347,10 +344,16 @@ public final class LoadCoordinator {
             return try router.receive(timeout: .milliseconds(50))
         } catch {
             guard error.code == EMSGSIZE else { throw error }
-            ignoredFrames += 1
-            if ignoredFrames <= 10 { logger.warning("ignored a message beyond the driver protocol's limits", metadata: ["error": "\(error)"]) }
+            ignore("ignored a message beyond the driver protocol's limits", error: error, count: &ignoredFrames)
             return nil
         }
+    }
+
+    /// Counts a message ignored at the driver endpoint and logs the first ten (a stranger cannot flood the log).
+    private func ignore(_ message: Logger.Message, error: (any Error)? = nil, count: inout Int) {
+        count += 1
+        guard count <= 10 else { return }
+        logger.warning(message, metadata: error.map { ["error": "\($0)"] })
     }
 
     private func launchDriver(name: String, endpoint: String) throws -> Process {

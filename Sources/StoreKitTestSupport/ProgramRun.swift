@@ -32,6 +32,17 @@ public enum SKSimProgram {
         return found
     }
 
+    /// Waits, at most `seconds`, until `condition` holds (checked every 20 ms); false when it never did.
+    /// For a condition a program makes true on its own, such as a file it writes once it got so far.
+    public static func eventually(seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(20_000)
+        }
+        return try condition()
+    }
+
     /// Runs `executable` to its end. stdout and stderr are read at the same time, so a program
     /// that fills one pipe while the other is being read cannot stall.
     public static func run(_ executable: URL, _ arguments: [String], in directory: URL? = nil) throws -> ProgramOutcome {

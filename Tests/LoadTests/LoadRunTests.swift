@@ -352,9 +352,7 @@ import ZeroMQ
                                           in: Self.repositoryRoot)
         // The coordinator creates histograms.hlog once every driver has joined and the START is out:
         // from then on it collects reports, and a stranger's frames meet that loop, not the gathering.
-        let started = Date().addingTimeInterval(60)
-        while !FileManager.default.fileExists(atPath: scratch.path("run/histograms.hlog")), Date() < started { usleep(20_000) }
-        #expect(FileManager.default.fileExists(atPath: scratch.path("run/histograms.hlog")))
+        #expect(SKSimProgram.eventually(seconds: 60) { FileManager.default.fileExists(atPath: scratch.path("run/histograms.hlog")) })
         let context = try ZeroMQContext()
         defer { context.terminate() }
         let stranger = try Self.stranger(at: endpoint, in: context)

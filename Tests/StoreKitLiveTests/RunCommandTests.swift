@@ -15,16 +15,6 @@ import Testing
         try SKSimProgram.start(try LiveRunTests.executable(), arguments, in: directory)
     }
 
-    /// Waits (bounded) until `condition` holds; false on timeout.
-    static func eventually(seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            usleep(20_000)
-        }
-        return try condition()
-    }
-
     static func runFile(_ directory: String) throws -> RunFile? {
         guard let data = FileManager.default.contents(atPath: directory + "/run.json") else { return nil }
         return try JSONDecoder().decode(RunFile.self, from: data)
@@ -77,7 +67,7 @@ import Testing
     func interrupted() throws {
         let scratch = Scratch()
         let run = try Self.started(["run", "--devices", "40", "--out", scratch.path("run"), "--json"], in: scratch.url)
-        #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("run")) != nil })
+        #expect(try SKSimProgram.eventually(seconds: 20) { try Self.runFile(scratch.path("run")) != nil })
         kill(run.process.processIdentifier, SIGINT)
         let outcome = run.finish()
         #expect(outcome.status == 130, "\(outcome.error)")
@@ -90,12 +80,12 @@ import Testing
     func noOrphans() throws {
         let scratch = Scratch()
         let run = try Self.started(["run", "--devices", "40", "--out", scratch.path("run")], in: scratch.url)
-        #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("run")) != nil })
+        #expect(try SKSimProgram.eventually(seconds: 20) { try Self.runFile(scratch.path("run")) != nil })
         let children = try #require(try Self.runFile(scratch.path("run"))).processes.map(\.pid)
         #expect(children.count == 5)
         kill(run.process.processIdentifier, SIGKILL)
         _ = run.finish()
-        #expect(Self.eventually(seconds: 10) { !children.contains(where: Self.isAlive) }, "still running: \(children.filter(Self.isAlive))")
+        #expect(SKSimProgram.eventually(seconds: 10) { !children.contains(where: Self.isAlive) }, "still running: \(children.filter(Self.isAlive))")
     }
 
     @Test("a port in use: the second run exits 2 naming the cause, and leaves nothing running")
@@ -107,7 +97,7 @@ import Testing
             .replacingOccurrences(of: "ipc://{run}/queue-requests.ipc", with: "tcp://127.0.0.1:\(port + 1)")
         try topology.write(toFile: scratch.path("tcp.yaml"), atomically: true, encoding: .utf8)
         let first = try Self.started(["run", "tcp.yaml", "--devices", "40", "--out", scratch.path("first")], in: scratch.url)
-        #expect(try Self.eventually(seconds: 20) { try Self.runFile(scratch.path("first")) != nil })
+        #expect(try SKSimProgram.eventually(seconds: 20) { try Self.runFile(scratch.path("first")) != nil })
         let second = try CommandLineTests.sksim(["run", "tcp.yaml", "--out", scratch.path("second"), "--maximum-restarts", "0"], in: scratch.url)
         kill(first.process.processIdentifier, SIGINT)
         _ = first.finish()
