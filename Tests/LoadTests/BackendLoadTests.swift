@@ -106,10 +106,7 @@ import Testing
             process.executableURL = URL(fileURLWithPath: python)
             process.arguments = ["-c", BackendLoadTests.server, String(status), records.path, portFile.path, root?.path ?? ""]
             try process.run()
-            // Bounded wait for the port it bound (written at once, renamed into place whole).
-            let deadline = Date().addingTimeInterval(20)
-            while !FileManager.default.fileExists(atPath: portFile.path), Date() < deadline, process.isRunning { usleep(20_000) }
-            let port = try #require(try? String(contentsOf: portFile, encoding: .utf8), "the test backend did not start")
+            let port = try #require(LoadRunTests.boundPort(written: portFile, by: process), "the test backend did not start")
             url = "http://127.0.0.1:\(port)/purchases"
         }
 

@@ -27,10 +27,7 @@ import Testing
             process.arguments = [LoadRunTests.repositoryRoot.appendingPathComponent("Examples/LoadDriver/shop_server.py").path, "0", portFile.path]
             process.standardOutput = FileHandle.nullDevice
             try process.run()
-            // Bounded wait for the port it bound (written at once, renamed into place whole).
-            let deadline = Date().addingTimeInterval(20)
-            while !FileManager.default.fileExists(atPath: portFile.path), Date() < deadline, process.isRunning { usleep(20_000) }
-            let port = try #require(try? String(contentsOf: portFile, encoding: .utf8), "the example's server did not start")
+            let port = try #require(LoadRunTests.boundPort(written: portFile, by: process), "the example's server did not start")
             url = "http://127.0.0.1:\(port)"
         }
 

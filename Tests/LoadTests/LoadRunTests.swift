@@ -28,6 +28,13 @@ import ZeroMQ
 
     static func which(_ program: String) -> String? { InstalledProgram.path(of: program) }
 
+    /// The port a test server started as `process` bound, read from the file it writes at once (renamed
+    /// into place whole); nil when the file did not come within 20 s or the server ended first.
+    static func boundPort(written portFile: URL, by process: Process) -> String? {
+        _ = SKSimProgram.eventually(seconds: 20) { FileManager.default.fileExists(atPath: portFile.path) || !process.isRunning }
+        return try? String(contentsOf: portFile, encoding: .utf8)
+    }
+
     @Test("without a topology file, from a directory with no topology/ in it, sksim load runs the built-in load topology and its settings")
     func builtInTopologyAnywhere() throws {
         let scratch = Scratch()

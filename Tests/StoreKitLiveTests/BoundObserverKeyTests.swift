@@ -3,6 +3,7 @@ import EventLog
 import Foundation
 import StoreKitModel
 import StoreKitRuntime
+import StoreKitTestSupport
 @testable import StoreKitLive
 import Testing
 import ZeroMQ
@@ -58,8 +59,7 @@ import ZeroMQ
 
         /// Waits up to `seconds` for the process to end; its status, or nil when it did not.
         func wait(seconds: Double) -> Int32? {
-            let deadline = Date().addingTimeInterval(seconds)
-            while process.isRunning && Date() < deadline { usleep(20_000) }
+            _ = SKSimProgram.eventually(seconds: seconds) { !process.isRunning }
             return process.isRunning ? nil : process.terminationStatus
         }
 
@@ -97,12 +97,7 @@ import ZeroMQ
                         log: scratch.appendingPathComponent("\(name).log"))
         }
         func waitReady(_ name: String) -> Bool {
-            let deadline = Date().addingTimeInterval(30)
-            while Date() < deadline {
-                if ReadyNote.pid(process: name, runDirectory: run) != nil { return true }
-                usleep(20_000)
-            }
-            return false
+            SKSimProgram.eventually(seconds: 30) { ReadyNote.pid(process: name, runDirectory: run) != nil }
         }
         var services: [Started] = []
         defer { services.reversed().forEach { $0.stop() } }

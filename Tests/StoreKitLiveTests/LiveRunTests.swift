@@ -82,19 +82,26 @@ import StoreKitTestSupport
             return (processes.first { $0["name"] as? String == name }?["pid"] as? Int).map(Int32.init)
         }
 
+        /// The process id of `name` once the run has written it, waiting at most `seconds`; nil when it never did.
+        func waitForPid(of name: String, seconds: Double = 20) throws -> Int32? {
+            var found: Int32?
+            _ = try SKSimProgram.eventually(seconds: seconds) {
+                found = try pid(of: name)
+                return found != nil
+            }
+            return found
+        }
+
         /// Waits until the named log partition holds at least `count` events, polling its files, so
         /// a test acts mid-run however fast or slow the machine is. False when it did not happen in time.
         func waitForEvents(_ count: Int, partition: String = "queue", seconds: Double = 30) -> Bool {
             let log = runDirectory.appendingPathComponent("log")
-            let deadline = Date().addingTimeInterval(seconds)
-            while Date() < deadline {
+            return SKSimProgram.eventually(seconds: seconds) {
                 var seen = 0
                 // A record being written is a torn tail to a reader: count what is whole, try again.
                 _ = try? PartitionReader(directory: log, partition: partition).forEachRecord { _ in seen += 1 }
-                if seen >= count { return true }
-                usleep(20_000)
+                return seen >= count
             }
-            return false
         }
 
         // SKSIM_KEEP_TEST_RUNS=1 keeps the run directories (logs of every process) for a post-mortem.
@@ -120,12 +127,7 @@ import StoreKitTestSupport
     @Test("R-Q4: kill -9 of an observer mid-run loses nothing; restarted, it gets its unfinished transactions again")
     func observerKilled() throws {
         let run = try BackgroundRun(topologyText: Self.topology(devices: 4, purchases: 60, transport: "ipc", thinkMilliseconds: 40))
-        let deadline = Date().addingTimeInterval(20)
-        var victim: Int32?
-        while victim == nil && Date() < deadline {
-            usleep(100_000)
-            victim = try run.pid(of: "observer-1")
-        }
+        let victim = try run.waitForPid(of: "observer-1")
         let pid = try #require(victim)
         #expect(run.waitForEvents(300), "the run did not get under way")
         #expect(kill(pid, SIGKILL) == 0)
@@ -146,12 +148,7 @@ import StoreKitTestSupport
           arguments: ["store", "downloader", "queue"])
     func serverKilled(name: String) throws {
         let run = try BackgroundRun(topologyText: Self.topology(devices: 4, purchases: 40, transport: "ipc", thinkMilliseconds: 30))
-        let deadline = Date().addingTimeInterval(20)
-        var victim: Int32?
-        while victim == nil && Date() < deadline {
-            usleep(100_000)
-            victim = try run.pid(of: name)
-        }
+        let victim = try run.waitForPid(of: name)
         #expect(run.waitForEvents(200), "the run did not get under way")
         #expect(kill(try #require(victim), SIGKILL) == 0)
         let result = try #require(try run.wait(seconds: 120), "the run did not end within 120 s")
@@ -298,12 +295,7 @@ import StoreKitTestSupport
         var options = Supervisor.Options()
         options.maximumRestarts = 0
         let run = try BackgroundRun(topologyText: Self.topology(devices: 2, purchases: 200, transport: "ipc", thinkMilliseconds: 50), options: options)
-        let deadline = Date().addingTimeInterval(20)
-        var queue: Int32?
-        while queue == nil && Date() < deadline {
-            usleep(100_000)
-            queue = try run.pid(of: "queue")
-        }
+        let queue = try run.waitForPid(of: "queue")
         #expect(run.waitForEvents(100), "the run did not get under way")
         #expect(kill(try #require(queue), SIGKILL) == 0)
         let result = try #require(try run.wait(seconds: 60), "the run did not end within 60 s")

@@ -147,12 +147,7 @@ import Testing
     func partitionQueueKilled() throws {
         let text = PartitionTopologyTests.topology(queues: PartitionTopologyTests.twoQueues, devices: 8, purchases: 20, thinkMilliseconds: 30)
         let run = try LiveRunTests.BackgroundRun(topologyText: text)
-        let deadline = Date().addingTimeInterval(20)
-        var victim: Int32?
-        while victim == nil && Date() < deadline {
-            usleep(100_000)
-            victim = try run.pid(of: "queue-2")
-        }
+        let victim = try run.waitForPid(of: "queue-2")
         #expect(run.waitForEvents(150, partition: "queue-1") && run.waitForEvents(150, partition: "queue-2"), "the run did not get under way")
         #expect(kill(try #require(victim), SIGKILL) == 0)
         let result = try #require(try run.wait(seconds: 120), "the run did not end within 120 s")
