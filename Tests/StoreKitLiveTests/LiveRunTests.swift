@@ -231,17 +231,11 @@ import StoreKitTestSupport
         """
         let run = try BackgroundRun(topologyText: text, catalog: ("late.json", catalog))
         // Hold observer-2 so the run goes on after observer-1's app is done.
-        var held: Int32?
-        let deadline = Date().addingTimeInterval(20)
-        while held == nil && Date() < deadline {
-            held = try run.pid(of: "observer-2")
-            if held == nil { usleep(20_000) }
-        }
-        let observer2 = try #require(held)
+        let observer2 = try #require(try run.waitForPid(of: "observer-2"))
         #expect(kill(observer2, SIGSTOP) == 0)
         defer { kill(observer2, SIGCONT) }
         let observer1 = try #require(try run.pid(of: "observer-1"))
-        while kill(observer1, 0) == 0 && Date() < deadline.addingTimeInterval(30) { usleep(20_000) }
+        _ = SKSimProgram.eventually(seconds: 30) { kill(observer1, 0) != 0 }
         #expect(kill(observer1, 0) != 0, "observer-1 never finished")
 
         // Now, as the store would at a period end, renew device-0001's subscription.
