@@ -235,8 +235,7 @@ import StoreKitTestSupport
         #expect(kill(observer2, SIGSTOP) == 0)
         defer { kill(observer2, SIGCONT) }
         let observer1 = try #require(try run.pid(of: "observer-1"))
-        _ = SKSimProgram.eventually(seconds: 30) { kill(observer1, 0) != 0 }
-        #expect(kill(observer1, 0) != 0, "observer-1 never finished")
+        #expect(SKSimProgram.eventually(seconds: 30) { kill(observer1, 0) != 0 }, "observer-1 never finished")
 
         // Now, as the store would at a period end, renew device-0001's subscription.
         let log = run.runDirectory.appendingPathComponent("log")
